@@ -1,0 +1,2 @@
+//! `rlm-orchestrate`: the command-line interface.
+fn main() {}

@@ -1,0 +1,2 @@
+//! Benchmarks of the context store (filled in below).
+fn main() {}

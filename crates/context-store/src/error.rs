@@ -1,0 +1,143 @@
+//! Errors of the context store.
+//!
+//! Every variant carries what failed and on what (the key, the path), so a message
+//! printed by the CLI or returned to a model tells the reader where to look.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the context store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A key is empty, longer than [`crate::MAX_KEY_BYTES`] or otherwise unusable.
+    #[error("invalid variable key {key:?}: {reason}")]
+    InvalidKey {
+        /// The offending key (possibly truncated for display).
+        key: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+
+    /// No variable with this key exists in the store.
+    #[error("no variable named {key:?} (list them with `rlm-orchestrate vars list`)")]
+    NotFound {
+        /// The key that was asked for.
+        key: String,
+    },
+
+    /// `compare_and_set` found a different value than the caller expected.
+    #[error(
+        "conflict on variable {key:?}: expected sha256 {expected}, found {actual}; \
+         re-read it and retry"
+    )]
+    Conflict {
+        /// The variable's key.
+        key: String,
+        /// What the caller expected (`none` for "must not exist").
+        expected: String,
+        /// What the store holds (`none` when the variable does not exist).
+        actual: String,
+    },
+
+    /// A file system operation failed.
+    #[error("failed to {action} {}", path.display())]
+    Io {
+        /// What was being done, e.g. "write variable file".
+        action: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A variable file could not be parsed.
+    #[error("variable file {} is not a valid rlm variable: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A text value being stored is not valid UTF-8.
+    #[error("{source_name} is not valid UTF-8 at byte offset {offset}; store it as a file path or re-encode it as UTF-8")]
+    InvalidUtf8 {
+        /// Where the bytes came from (a file name, "stdin", …).
+        source_name: String,
+        /// Byte offset of the first invalid sequence.
+        offset: u64,
+    },
+
+    /// A value could not be serialised or parsed as JSON.
+    #[error("failed to {action} JSON for variable {key:?}: {source}")]
+    Json {
+        /// What was being done.
+        action: &'static str,
+        /// The variable's key.
+        key: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// Another process held the variable's lock for longer than the lock timeout.
+    #[error(
+        "timed out after {waited_ms} ms waiting for the lock on variable {key:?} ({}); \
+         another rlm process is writing it — retry, or remove the lock file if no rlm process is running",
+        path.display()
+    )]
+    LockTimeout {
+        /// The variable's key.
+        key: String,
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited_ms: u128,
+    },
+
+    /// `wait_for` gave up before the variable appeared.
+    #[error("variable {key:?} did not appear within {waited_ms} ms")]
+    WaitTimeout {
+        /// The awaited key.
+        key: String,
+        /// How long we waited.
+        waited_ms: u128,
+    },
+
+    /// The file watcher could not be set up.
+    #[error("failed to watch {} for new variables: {source}", path.display())]
+    Watch {
+        /// The watched directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: notify::Error,
+    },
+
+    /// The pluggable summariser failed.
+    #[error("failed to summarise variable {key:?}: {message}")]
+    Summarize {
+        /// The variable's key.
+        key: String,
+        /// What the summariser reported.
+        message: String,
+    },
+}
+
+impl StoreError {
+    /// Builds an [`StoreError::Io`] from an action, a path and an I/O error.
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,681 @@
+//! The on-disk format of one variable file, and atomic writes of it.
+//!
+//! ```text
+//! {"formatVersion":1,"ref":{"id":…,"key":…,"scope":…,"type":…,"sizeBytes":…,"createdAt":…,"sha256":…},"persist":true,
+//! "value":<the value as compact JSON>}
+//! ```
+//! It is one JSON object, compatible with seed 002 (`ref`, `value`, `persist`), so any
+//! JSON parser reads it. The first line is the *header*: everything but the value,
+//! ending in a comma. Opening a store reads only headers (a bounded read per file), and
+//! the value starts at a known offset so a huge text can be streamed out without
+//! parsing it whole. Files written by other programs (any key order, no `sha256`, no
+//! `formatVersion`) are read by a streaming parse that skips the value.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Result, StoreError};
+use crate::reference::VariableRef;
+
+/// Version written in every file's `formatVersion`.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Longest header line read when opening a file.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// What separates the header line from the value.
+const VALUE_PREFIX: &[u8] = b"\"value\":";
+
+/// Spaces reserved in a streamed file's header for the final size digits.
+const STREAM_HEADER_PAD: usize = 24;
+
+/// Chunk size for streaming copies.
+const STREAM_CHUNK_BYTES: usize = 1 << 20;
+
+/// How writes reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync the file and its directory before the rename is considered done.
+    #[default]
+    Fsync,
+    /// Skip fsync (bulk loads, benchmarks); still atomic against concurrent readers.
+    Bulk,
+}
+
+/// Everything in a variable file except the value.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileHeader {
+    /// Format version; absent in files of other programs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<u32>,
+    /// The variable's reference.
+    #[serde(rename = "ref")]
+    pub reference: VariableRef,
+    /// Seed 002's persist flag.
+    #[serde(default = "default_persist")]
+    pub persist: bool,
+}
+
+fn default_persist() -> bool {
+    true
+}
+
+/// A header together with where the value starts, when that is known.
+#[derive(Debug, Clone)]
+pub struct ParsedHeader {
+    /// The header.
+    pub header: FileHeader,
+    /// Byte offset of the first byte of the value (files in our own layout only).
+    pub value_offset: Option<u64>,
+}
+
+/// Serialises a value as compact JSON (the form that `sizeBytes` and `sha256` describe).
+pub fn encode_value(value: &Value) -> Vec<u8> {
+    // Serialising a `Value` into a Vec cannot fail: keys are strings, numbers are finite.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// Hex SHA-256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
+}
+
+fn header_line(header: &FileHeader, pad: usize) -> Vec<u8> {
+    let mut line = serde_json::to_vec(header).unwrap_or_default();
+    // `{…}` becomes `{…,` + padding + newline: the object continues with the value.
+    line.pop();
+    line.push(b',');
+    line.extend(std::iter::repeat_n(b' ', pad));
+    line.push(b'\n');
+    line
+}
+
+/// Atomically writes a variable file: temp file in the same directory, optional fsync,
+/// rename over `path`, optional fsync of the directory.
+pub fn write_file(
+    path: &Path,
+    header: &FileHeader,
+    value: &[u8],
+    durability: Durability,
+) -> Result<()> {
+    write_atomically(path, durability, |file| {
+        let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+        out.write_all(&header_line(header, 0))?;
+        out.write_all(VALUE_PREFIX)?;
+        out.write_all(value)?;
+        out.write_all(b"}")?;
+        out.flush()
+    })
+}
+
+/// Streams UTF-8 text from `reader` into a variable file as a JSON string, computing
+/// size and sha256 on the way; memory stays bounded whatever the length.
+/// `header.reference`'s size and hash are filled in and returned.
+pub fn write_text_streaming(
+    path: &Path,
+    mut header: FileHeader,
+    reader: &mut dyn Read,
+    source_name: &str,
+    durability: Durability,
+) -> Result<VariableRef> {
+    header.reference.size_bytes = 0;
+    header.reference.sha256 = Some("0".repeat(64));
+    let provisional = header_line(&header, STREAM_HEADER_PAD);
+    let mut outcome: Option<Result<VariableRef>> = None;
+    let written = write_atomically(path, durability, |file| {
+        file.write_all(&provisional)?;
+        file.write_all(VALUE_PREFIX)?;
+        let mut out = io::BufWriter::with_capacity(STREAM_CHUNK_BYTES, &mut *file);
+        let (size, sha) = match escape_stream(reader, &mut out, source_name) {
+            Ok(done) => done,
+            Err(e) => {
+                outcome = Some(Err(e));
+                return Err(io::Error::other("invalid text"));
+            }
+        };
+        out.write_all(b"}")?;
+        out.flush()?;
+        drop(out);
+        header.reference.size_bytes = size;
+        header.reference.sha256 = Some(sha);
+        let unpadded = header_line(&header, 0);
+        let pad = provisional.len() - unpadded.len();
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header_line(&header, pad))?;
+        outcome = Some(Ok(header.reference.clone()));
+        Ok(())
+    });
+    match (written, outcome) {
+        (_, Some(Err(e))) => Err(e),
+        (Err(e), _) => Err(e),
+        (Ok(()), Some(Ok(r))) => Ok(r),
+        (Ok(()), None) => Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            reason: "stream ended early".into(),
+        }),
+    }
+}
+
+/// Copies `reader` into `out` as the body of a JSON string (with quotes), validating
+/// UTF-8 across chunk boundaries. Returns (bytes written, sha256 of them).
+fn escape_stream(
+    reader: &mut dyn Read,
+    out: &mut dyn Write,
+    source_name: &str,
+) -> Result<(u64, String)> {
+    let mut hasher = Sha256::new();
+    let mut size: u64 = 0;
+    let mut emit = |bytes: &[u8], out: &mut dyn Write| -> io::Result<()> {
+        hasher.update(bytes);
+        size += bytes.len() as u64;
+        out.write_all(bytes)
+    };
+    let io_err =
+        |e: io::Error| StoreError::io("write variable file for", source_name.to_owned(), e);
+    emit(b"\"", out).map_err(io_err)?;
+    let mut buf = vec![0u8; STREAM_CHUNK_BYTES];
+    let mut carry = 0usize; // bytes of an incomplete UTF-8 sequence kept from the last chunk
+    let mut consumed: u64 = 0; // input bytes before buf[0]
+    let mut escaped = Vec::with_capacity(STREAM_CHUNK_BYTES + 1024);
+    loop {
+        let n = match reader.read(&mut buf[carry..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(StoreError::io("read", source_name.to_owned(), e)),
+        };
+        let filled = carry + n;
+        let at_end = n == 0;
+        let valid = match std::str::from_utf8(&buf[..filled]) {
+            Ok(s) => s.len(),
+            Err(e) if e.error_len().is_none() && !at_end => e.valid_up_to(),
+            Err(e) => {
+                return Err(StoreError::InvalidUtf8 {
+                    source_name: source_name.to_owned(),
+                    offset: consumed + e.valid_up_to() as u64,
+                })
+            }
+        };
+        // SAFETY-free: `valid` bytes were just checked.
+        let text = std::str::from_utf8(&buf[..valid]).unwrap_or_default();
+        escaped.clear();
+        serde_json::to_writer(&mut escaped, text).map_err(|e| StoreError::Json {
+            action: "escape",
+            key: source_name.to_owned(),
+            source: e,
+        })?;
+        emit(&escaped[1..escaped.len() - 1], out).map_err(io_err)?;
+        buf.copy_within(valid..filled, 0);
+        carry = filled - valid;
+        consumed += valid as u64;
+        if at_end {
+            break;
+        }
+    }
+    emit(b"\"", out).map_err(io_err)?;
+    Ok((size, hex(&hasher.finalize())))
+}
+
+fn write_atomically(
+    path: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut temp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .suffix(".partial")
+        .tempfile_in(dir)
+        .map_err(|e| StoreError::io("create a temporary file in", dir, e))?;
+    fill(temp.as_file_mut()).map_err(|e| StoreError::io("write variable file", path, e))?;
+    if durability == Durability::Fsync {
+        temp.as_file()
+            .sync_all()
+            .map_err(|e| StoreError::io("fsync variable file", path, e))?;
+    }
+    temp.persist(path)
+        .map_err(|e| StoreError::io("rename temporary file onto", path, e.error))?;
+    if durability == Durability::Fsync {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// fsyncs a directory so a rename in it survives a crash.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io("fsync directory", dir, e))
+}
+
+/// Reads the header of a variable file without reading its value (for files in our
+/// layout: one bounded line). Files in another layout are parsed in a streaming pass
+/// that skips the value.
+pub fn read_header(path: &Path) -> Result<ParsedHeader> {
+    let file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    let mut reader = BufReader::with_capacity(16 * 1024, file);
+    let mut line = Vec::with_capacity(512);
+    (&mut reader)
+        .take(MAX_HEADER_BYTES as u64)
+        .read_until(b'\n', &mut line)
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    if let Some(parsed) = parse_own_header(&line, &mut reader) {
+        return Ok(parsed);
+    }
+    reader
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    parse_foreign_header(path, reader)
+}
+
+fn parse_own_header(line: &[u8], reader: &mut BufReader<File>) -> Option<ParsedHeader> {
+    if line.last() != Some(&b'\n') {
+        return None;
+    }
+    let trimmed = line.trim_ascii_end();
+    let body = trimmed.strip_suffix(b",")?;
+    let mut object = Vec::with_capacity(body.len() + 1);
+    object.extend_from_slice(body);
+    object.push(b'}');
+    let header: FileHeader = serde_json::from_slice(&object).ok()?;
+    header.format_version?;
+    let mut prefix = [0u8; VALUE_PREFIX.len()];
+    reader.read_exact(&mut prefix).ok()?;
+    if prefix != VALUE_PREFIX {
+        return None;
+    }
+    Some(ParsedHeader {
+        header,
+        value_offset: Some((line.len() + VALUE_PREFIX.len()) as u64),
+    })
+}
+
+fn parse_foreign_header(path: &Path, reader: impl Read) -> Result<ParsedHeader> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Foreign {
+        #[serde(default)]
+        format_version: Option<u32>,
+        #[serde(rename = "ref")]
+        reference: VariableRef,
+        #[serde(default = "default_persist")]
+        persist: bool,
+        #[expect(
+            dead_code,
+            reason = "only its presence is checked; the value is skipped"
+        )]
+        value: IgnoredAny,
+    }
+    let foreign: Foreign = serde_json::from_reader(reader).map_err(|e| StoreError::Corrupt {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    Ok(ParsedHeader {
+        header: FileHeader {
+            format_version: foreign.format_version,
+            reference: foreign.reference,
+            persist: foreign.persist,
+        },
+        value_offset: None,
+    })
+}
+
+/// Reads a variable's value. Returns the value and its compact serialisation's sha256
+/// when that had to be computed (files without `sha256`).
+pub fn read_value(path: &Path, value_offset: Option<u64>) -> Result<Value> {
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    };
+    let mut file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    match value_offset {
+        Some(offset) => {
+            file.seek(SeekFrom::Start(offset))
+                .map_err(|e| StoreError::io("read variable file", path, e))?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)
+                .map_err(|e| StoreError::io("read variable file", path, e))?;
+            let mut de = serde_json::Deserializer::from_slice(&bytes);
+            Value::deserialize(&mut de).map_err(corrupt)
+        }
+        None => {
+            #[derive(Deserialize)]
+            struct WithValue {
+                value: Value,
+            }
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)
+                .map_err(|e| StoreError::io("read variable file", path, e))?;
+            serde_json::from_slice::<WithValue>(&bytes)
+                .map(|w| w.value)
+                .map_err(corrupt)
+        }
+    }
+}
+
+/// Streams a text value (a JSON string at `value_offset`) to `out` as raw UTF-8,
+/// unescaping on the fly; memory stays bounded.
+pub fn copy_text_value(path: &Path, value_offset: u64, out: &mut dyn Write) -> Result<()> {
+    let corrupt = |reason: &str| StoreError::Corrupt {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let mut file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    file.seek(SeekFrom::Start(value_offset))
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    let mut reader = BufReader::with_capacity(STREAM_CHUNK_BYTES, file);
+    let mut unescaper = Unescaper::default();
+    let mut first = true;
+    loop {
+        let chunk = reader
+            .fill_buf()
+            .map_err(|e| StoreError::io("read variable file", path, e))?;
+        if chunk.is_empty() {
+            return Err(corrupt("the text value ends without a closing quote"));
+        }
+        let mut start = 0;
+        if first {
+            if chunk[0] != b'"' {
+                return Err(corrupt("the value is not a JSON string"));
+            }
+            start = 1;
+            first = false;
+        }
+        let len = chunk.len();
+        let done = unescaper.feed(&chunk[start..], out).map_err(|e| match e {
+            UnescapeError::Io(e) => StoreError::io("write the value of", path, e),
+            UnescapeError::Bad(reason) => corrupt(reason),
+        })?;
+        if done {
+            return Ok(());
+        }
+        reader.consume(len);
+    }
+}
+
+enum UnescapeError {
+    Io(io::Error),
+    Bad(&'static str),
+}
+
+/// Incremental JSON string unescaper (state survives chunk boundaries).
+#[derive(Default)]
+struct Unescaper {
+    /// Bytes of an escape sequence seen so far (starting with `\`).
+    pending: Vec<u8>,
+    /// A high surrogate waiting for its low half.
+    high_surrogate: Option<u16>,
+    out_buf: Vec<u8>,
+}
+
+impl Unescaper {
+    /// Feeds raw bytes; returns true when the closing quote was reached.
+    fn feed(&mut self, mut bytes: &[u8], out: &mut dyn Write) -> Result<bool, UnescapeError> {
+        self.out_buf.clear();
+        let mut closed = false;
+        while !bytes.is_empty() {
+            if !self.pending.is_empty() {
+                self.pending.push(bytes[0]);
+                bytes = &bytes[1..];
+                self.try_finish_escape()?;
+                continue;
+            }
+            match bytes.iter().position(|&b| b == b'"' || b == b'\\') {
+                None => {
+                    self.flush_surrogate_check(bytes)?;
+                    self.out_buf.extend_from_slice(bytes);
+                    bytes = &[];
+                }
+                Some(i) => {
+                    self.flush_surrogate_check(&bytes[..i])?;
+                    self.out_buf.extend_from_slice(&bytes[..i]);
+                    if bytes[i] == b'"' {
+                        if self.high_surrogate.is_some() {
+                            return Err(UnescapeError::Bad("unpaired surrogate in text value"));
+                        }
+                        closed = true;
+                        break;
+                    }
+                    self.pending.push(b'\\');
+                    bytes = &bytes[i + 1..];
+                }
+            }
+        }
+        out.write_all(&self.out_buf).map_err(UnescapeError::Io)?;
+        Ok(closed)
+    }
+
+    fn flush_surrogate_check(&self, bytes: &[u8]) -> Result<(), UnescapeError> {
+        if self.high_surrogate.is_some() && !bytes.is_empty() {
+            return Err(UnescapeError::Bad("unpaired surrogate in text value"));
+        }
+        Ok(())
+    }
+
+    fn try_finish_escape(&mut self) -> Result<(), UnescapeError> {
+        let simple = match self.pending.get(1).copied() {
+            None => return Ok(()),
+            Some(b'"') => Some(b'"'),
+            Some(b'\\') => Some(b'\\'),
+            Some(b'/') => Some(b'/'),
+            Some(b'b') => Some(0x08),
+            Some(b'f') => Some(0x0c),
+            Some(b'n') => Some(b'\n'),
+            Some(b'r') => Some(b'\r'),
+            Some(b't') => Some(b'\t'),
+            Some(b'u') => None,
+            Some(_) => return Err(UnescapeError::Bad("invalid escape in text value")),
+        };
+        if let Some(byte) = simple {
+            if self.high_surrogate.is_some() {
+                return Err(UnescapeError::Bad("unpaired surrogate in text value"));
+            }
+            self.out_buf.push(byte);
+            self.pending.clear();
+            return Ok(());
+        }
+        if self.pending.len() < 6 {
+            return Ok(());
+        }
+        let digits = std::str::from_utf8(&self.pending[2..6])
+            .map_err(|_| UnescapeError::Bad("invalid \\u escape"))?;
+        let unit = u16::from_str_radix(digits, 16)
+            .map_err(|_| UnescapeError::Bad("invalid \\u escape"))?;
+        self.pending.clear();
+        let ch = match (self.high_surrogate.take(), unit) {
+            (None, 0xD800..=0xDBFF) => {
+                self.high_surrogate = Some(unit);
+                return Ok(());
+            }
+            (Some(high), 0xDC00..=0xDFFF) => {
+                let code =
+                    0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                char::from_u32(code)
+            }
+            (Some(_), _) | (None, 0xDC00..=0xDFFF) => None,
+            (None, _) => char::from_u32(u32::from(unit)),
+        };
+        let ch = ch.ok_or(UnescapeError::Bad("unpaired surrogate in text value"))?;
+        let mut utf8 = [0u8; 4];
+        self.out_buf
+            .extend_from_slice(ch.encode_utf8(&mut utf8).as_bytes());
+        Ok(())
+    }
+}
+
+/// Streams a JSON value at `value_offset` to `out`, pretty-printed or compact, without
+/// building it in memory (only individual strings are buffered).
+pub fn copy_json_value(
+    path: &Path,
+    value_offset: u64,
+    out: &mut dyn Write,
+    pretty: bool,
+) -> Result<()> {
+    let mut file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    file.seek(SeekFrom::Start(value_offset))
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    let reader = BufReader::with_capacity(STREAM_CHUNK_BYTES, file);
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let result = if pretty {
+        let mut ser = serde_json::Serializer::pretty(out);
+        serde_transcode::transcode(&mut de, &mut ser)
+    } else {
+        let mut ser = serde_json::Serializer::new(out);
+        serde_transcode::transcode(&mut de, &mut ser)
+    };
+    result.map_err(|e| StoreError::Corrupt {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::VariableType;
+    use serde_json::json;
+
+    fn header(key: &str, value: &[u8]) -> FileHeader {
+        FileHeader {
+            format_version: Some(FORMAT_VERSION),
+            reference: VariableRef {
+                id: "id".into(),
+                key: key.into(),
+                scope: "global".into(),
+                var_type: VariableType::Text,
+                size_bytes: value.len() as u64,
+                created_at: 1,
+                sha256: Some(sha256_hex(value)),
+            },
+            persist: true,
+        }
+    }
+
+    #[test]
+    fn written_file_is_plain_json_with_ref_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.json");
+        let value = encode_value(&json!("hello\nworld"));
+        write_file(&path, &header("k", &value), &value, Durability::Bulk).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with(r#"{"formatVersion":1,"ref":{"id":"id","key":"k""#),
+            "{text}"
+        );
+        let parsed: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed["value"], json!("hello\nworld"));
+        let h = read_header(&path).unwrap();
+        assert_eq!(h.header.reference.key, "k");
+        assert_eq!(
+            read_value(&path, h.value_offset).unwrap(),
+            json!("hello\nworld")
+        );
+    }
+
+    #[test]
+    fn streamed_text_matches_in_memory_encoding() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let text = "héllo \"q\" \\ \u{1}\t\n€😀".repeat(50_000);
+        let mut reader = text.as_bytes();
+        let r = write_text_streaming(
+            &path,
+            header("s", b""),
+            &mut reader,
+            "input",
+            Durability::Bulk,
+        )
+        .unwrap();
+        let expected = encode_value(&Value::String(text.clone()));
+        assert_eq!(r.size_bytes, expected.len() as u64);
+        assert_eq!(r.sha256.as_deref(), Some(sha256_hex(&expected).as_str()));
+        let h = read_header(&path).unwrap();
+        assert_eq!(h.header.reference, r);
+        let mut out = Vec::new();
+        copy_text_value(&path, h.value_offset.unwrap(), &mut out).unwrap();
+        assert_eq!(out, text.as_bytes());
+        assert_eq!(
+            read_value(&path, h.value_offset).unwrap(),
+            Value::String(text)
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_offset_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.json");
+        let mut bytes = vec![b'a'; 3_000_000];
+        bytes[2_500_000] = 0xff;
+        let err = write_text_streaming(
+            &path,
+            header("bad", b""),
+            &mut bytes.as_slice(),
+            "big.log",
+            Durability::Bulk,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::InvalidUtf8 {
+                    offset: 2_500_000,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "temp file left behind"
+        );
+    }
+
+    #[test]
+    fn foreign_layout_without_sha256_is_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        std::fs::write(
+            &path,
+            r#"{"value": {"a": [1,2]}, "persist": true,
+               "ref": {"id":"u","key":"f","scope":"global","type":"json","sizeBytes":13,"createdAt":5}}"#,
+        )
+        .unwrap();
+        let h = read_header(&path).unwrap();
+        assert_eq!(h.value_offset, None);
+        assert_eq!(h.header.reference.sha256, None);
+        assert_eq!(read_value(&path, None).unwrap(), json!({"a": [1, 2]}));
+    }
+
+    #[test]
+    fn json_value_streams_pretty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.json");
+        let value = encode_value(&json!({"a": [1, {"b": "c"}]}));
+        write_file(&path, &header("j", &value), &value, Durability::Bulk).unwrap();
+        let h = read_header(&path).unwrap();
+        let mut out = Vec::new();
+        copy_json_value(&path, h.value_offset.unwrap(), &mut out, true).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            serde_json::to_string_pretty(&json!({"a": [1, {"b": "c"}]})).unwrap()
+        );
+    }
+}
