@@ -108,21 +108,24 @@ fn header_line(header: &FileHeader, pad: usize) -> Vec<u8> {
 }
 
 /// Atomically writes a variable file: temp file in the same directory, optional fsync,
-/// rename over `path`, optional fsync of the directory.
+/// rename over `path`, optional fsync of the directory. Returns the value's offset.
 pub fn write_file(
     path: &Path,
     header: &FileHeader,
     value: &[u8],
     durability: Durability,
-) -> Result<()> {
+) -> Result<u64> {
+    let line = header_line(header, 0);
+    let value_offset = (line.len() + VALUE_PREFIX.len()) as u64;
     write_atomically(path, durability, |file| {
         let mut out = io::BufWriter::with_capacity(64 * 1024, file);
-        out.write_all(&header_line(header, 0))?;
+        out.write_all(&line)?;
         out.write_all(VALUE_PREFIX)?;
         out.write_all(value)?;
         out.write_all(b"}")?;
         out.flush()
-    })
+    })?;
+    Ok(value_offset)
 }
 
 /// Streams UTF-8 text from `reader` into a variable file as a JSON string, computing

@@ -545,6 +545,7 @@ impl Store {
         let mut report = RefreshReport::default();
         let mut seen: HashMap<String, PathBuf> = HashMap::new();
         let mut problems = Vec::new();
+        let known = known_files(&inner);
         let dir = fs::read_dir(&self.variables_dir)
             .map_err(|e| StoreError::io("list", &self.variables_dir, e))?;
         for dirent in dir {
@@ -575,9 +576,11 @@ impl Store {
                 continue;
             }
             let identity = FileIdentity::of(&meta);
-            if let Some(key) = self.unchanged_key(&inner, &path, identity) {
-                seen.insert(key, path);
-                continue;
+            if let Some((key, seen_identity)) = known.get(&path) {
+                if *seen_identity == identity {
+                    seen.insert(key.clone(), path);
+                    continue;
+                }
             }
             let parsed = match self.read_header_counted(&mut inner, &path) {
                 Ok(parsed) => parsed,
@@ -767,18 +770,6 @@ impl Store {
         Ok(entry)
     }
 
-    fn unchanged_key(&self, inner: &Inner, path: &Path, identity: FileIdentity) -> Option<String> {
-        // Fast path for refresh: a file whose identity we already know is unchanged.
-        inner.entries.iter().find_map(|(key, e)| match &e.location {
-            Location::Disk {
-                path: p,
-                identity: Some(seen),
-                ..
-            } if p == path && *seen == identity => Some(key.clone()),
-            _ => None,
-        })
-    }
-
     fn read_header_counted(&self, inner: &mut Inner, path: &Path) -> Result<format::ParsedHeader> {
         inner.stats.headers_read += 1;
         format::read_header(path)
@@ -820,7 +811,7 @@ impl Store {
             reference,
             persist: true,
         };
-        format::write_file(&path, &header, bytes, self.options.durability)?;
+        let value_offset = format::write_file(&path, &header, bytes, self.options.durability)?;
         if let Some(Entry {
             location: Location::Spilled { path: spilled, .. },
             ..
@@ -829,7 +820,7 @@ impl Store {
             remove_if_exists(spilled)?;
         }
         let identity = fs::metadata(&path).ok().map(|m| FileIdentity::of(&m));
-        let value_offset = Some(header_value_offset(&header));
+        let value_offset = Some(value_offset);
         inner.entries.insert(
             key,
             Entry {
@@ -906,9 +897,13 @@ impl Store {
             reference: entry.reference.clone(),
             persist: false,
         };
-        format::write_file(&path, &header, &bytes, Durability::Bulk)?;
+        let value_offset = Some(format::write_file(
+            &path,
+            &header,
+            &bytes,
+            Durability::Bulk,
+        )?);
         inner.stats.values_spilled += 1;
-        let value_offset = Some(header_value_offset(&header));
         inner.entries.insert(
             key.to_owned(),
             Entry {
@@ -933,11 +928,20 @@ impl Drop for Store {
     }
 }
 
-fn header_value_offset(header: &FileHeader) -> u64 {
-    // Mirrors `format::write_file`: header line without padding, then `"value":`.
-    let mut line = serde_json::to_vec(header).unwrap_or_default();
-    line.pop();
-    (line.len() + 2 + "\"value\":".len()) as u64
+/// Files of the index with the identity last seen, for refresh's unchanged-file check.
+fn known_files(inner: &Inner) -> HashMap<PathBuf, (String, FileIdentity)> {
+    inner
+        .entries
+        .iter()
+        .filter_map(|(key, e)| match &e.location {
+            Location::Disk {
+                path,
+                identity: Some(identity),
+                ..
+            } => Some((path.clone(), (key.clone(), *identity))),
+            _ => None,
+        })
+        .collect()
 }
 
 fn new_reference(key: &str, opts: &SetOptions, value: &Value, bytes: &[u8]) -> VariableRef {
