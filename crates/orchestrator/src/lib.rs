@@ -5,9 +5,8 @@
 //! [`rlm_context_store`], and delegates slices of the work to sub-agents running as
 //! child processes. The context itself never enters a prompt: the model sees metadata
 //! and variable references only.
-//!
-//! Planned modules (issue 3 onwards): `prompt` (metadata-only prompts), `parse`
-//! (fences and final answers), `provider` (OpenAI, Anthropic, CLI models), `env`
-//! (REPL environments), `agents` (sub-agents over `rlm-process`), `events` (traces).
+
+pub mod env;
+pub mod provider;
 
 pub use rlm_context_store as store;

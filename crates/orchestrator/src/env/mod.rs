@@ -1,0 +1,195 @@
+//! REPL environments: where model-written code runs.
+//!
+//! The loop talks to an [`Environment`]; an environment calls back into the
+//! orchestrator through a [`Host`] for everything that needs a model, the store or a
+//! sub-agent (`llm_query`, `sub_rlm`, `store.set`, …). That split lets the Python
+//! kernel, embedded JavaScript and micro-tools share one set of host functions.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub mod python;
+
+/// Host functions offered to model code, served asynchronously by the orchestrator.
+///
+/// Methods (arguments are JSON objects):
+/// - `llm_query {prompt, context?}` → string
+/// - `llm_query_parallel {prompts: [{prompt, context?}]}` → [string | {"error": …}]
+/// - `summarize {text, max_tokens}` → string
+/// - `sub_rlm {query, context?}` → string
+/// - `spawn_agent {task, refs?}` → string; `spawn_agents {jobs: [{task, refs?}]}` → [string]
+/// - `store_set {key, value}` → reference; `store_ref {key}` → reference with `path`;
+///   `store_list {}` → [reference]; `store_delete {key}` → null
+///
+/// An `Err` is shown to the model code as an exception carrying the message.
+#[async_trait::async_trait]
+pub trait Host: Send + Sync {
+    /// Serves one call.
+    async fn call(&self, method: &str, args: Value) -> Result<Value, String>;
+}
+
+/// How a run ended from inside code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FinalAnswer {
+    /// `FINAL_VAR(name)`: the variable's value, a string as is, anything else as JSON.
+    Var {
+        /// The variable's name.
+        name: String,
+        /// Its rendered value.
+        value: String,
+    },
+    /// `SUBMIT(obj)`: a structured answer.
+    Submit {
+        /// The payload.
+        value: Value,
+    },
+}
+
+/// The result of executing one code block.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutcome {
+    /// What the code printed.
+    pub stdout: String,
+    /// What the code wrote to stderr.
+    pub stderr: String,
+    /// The exception (traceback) if the code raised.
+    pub error: Option<String>,
+    /// Set when the code called `FINAL_VAR` or `SUBMIT`.
+    pub final_answer: Option<FinalAnswer>,
+    /// The code ran past the execution timeout and was interrupted.
+    pub timed_out: bool,
+    /// The environment was restarted: every variable the model made is gone.
+    pub restarted: bool,
+    /// Wall time of the execution.
+    pub duration: Duration,
+}
+
+impl ExecOutcome {
+    /// Everything the model should see, in order: stdout, stderr, error, notices.
+    pub fn combined_output(&self) -> String {
+        let mut out = self.stdout.clone();
+        for extra in [Some(&self.stderr), self.error.as_ref()].into_iter().flatten() {
+            if !extra.is_empty() {
+                if !out.is_empty() && !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str(extra);
+            }
+        }
+        if self.timed_out {
+            out.push_str("\n[execution interrupted: it exceeded the execution timeout]");
+        }
+        if self.restarted {
+            out.push_str("\n[the REPL was restarted: variables you defined are lost; `context` and helpers are loaded again]");
+        }
+        out
+    }
+}
+
+/// A variable the model defined in the REPL (for the inventory and `SHOW_VARS`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplVariable {
+    /// Its name.
+    pub name: String,
+    /// Python/JS type name.
+    pub type_name: String,
+    /// Length or size (items for collections, chars for strings).
+    pub size: u64,
+    /// A short preview (at most 80 chars).
+    pub preview: String,
+}
+
+/// How the context reaches the environment: by file path, never through a pipe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContextSource {
+    /// `single`: `context` is the value of the one file; `list`: a list of the files' values.
+    pub shape: ContextShape,
+    /// Variable files (`<data-dir>/variables/*.json`), read directly by the environment.
+    pub files: Vec<PathBuf>,
+    /// Characters per item of `context_chunks` (a lazy view; no copy is made).
+    pub chunk_chars: u64,
+}
+
+/// Shape of `context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContextShape {
+    /// One value.
+    Single,
+    /// A list of values.
+    List,
+}
+
+/// An earlier query of a persistent session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The query.
+    pub query: String,
+    /// Its answer.
+    pub answer: String,
+}
+
+/// Everything an environment needs to start.
+#[derive(Debug, Clone)]
+pub struct EnvConfig {
+    /// The data directory (for `store.*` helpers reading files directly).
+    pub data_dir: PathBuf,
+    /// Where `context` comes from; `None` for no context.
+    pub context: Option<ContextSource>,
+    /// The task text (`query`).
+    pub query: String,
+    /// Earlier `{query, answer}` pairs (`history`).
+    pub history: Vec<HistoryEntry>,
+    /// Per-execution timeout.
+    pub exec_timeout: Duration,
+}
+
+/// Why an environment failed (fatal for the run, unlike exceptions in model code).
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// The environment could not be started.
+    #[error("failed to start the {language} REPL ({command}): {message}")]
+    Start {
+        /// `python`, `js`, …
+        language: &'static str,
+        /// What was run.
+        command: String,
+        /// What went wrong, with a stderr tail if any.
+        message: String,
+    },
+    /// The environment broke and could not be restarted.
+    #[error("the {language} REPL failed and could not be restarted: {message}")]
+    Broken {
+        /// `python`, `js`, …
+        language: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A persistent REPL.
+#[async_trait::async_trait]
+pub trait Environment: Send {
+    /// The fence tag besides `repl` that this environment accepts (`python`, `js`).
+    fn language(&self) -> &'static str;
+
+    /// Runs one code block; state persists across calls.
+    async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError>;
+
+    /// The value of a variable for `FINAL_VAR(name)` written outside code: a string as
+    /// is, anything else as JSON; `None` when no such variable exists.
+    async fn final_var(&mut self, name: &str) -> Result<Option<String>, EnvError>;
+
+    /// The variables the model defined (bounded by the caller).
+    async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError>;
+
+    /// Adds a query and its answer to `history` (persistent sessions).
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError>;
+
+    /// Stops the environment and every process it started.
+    async fn shutdown(&mut self);
+}

@@ -1,0 +1,178 @@
+//! Model providers: one interface over OpenAI-compatible endpoints, the Anthropic
+//! Messages API and a command used as a model.
+//!
+//! The loop only sees [`Provider::complete`]. Retries, timeouts, streaming and usage
+//! accounting are each provider's business; errors name the endpoint or command.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The user (and REPL output fed back).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One message of a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who said it.
+    pub role: Role,
+    /// What was said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self { role: Role::System, content: content.into() }
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self { role: Role::User, content: content.into() }
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// A request for one completion.
+#[derive(Debug, Clone, Default)]
+pub struct ChatRequest {
+    /// The conversation, system message first if any.
+    pub messages: Vec<ChatMessage>,
+    /// Upper bound on generated tokens, if the caller wants one.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature, if the caller wants one.
+    pub temperature: Option<f32>,
+}
+
+/// Tokens used by a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    pub prompt_tokens: u64,
+    /// Completion (output) tokens.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another call's usage.
+    pub fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+    /// Prompt plus completion tokens.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// A finished completion.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The model's text.
+    pub text: String,
+    /// Tokens used; estimated (chars / 4) when the provider reports none.
+    pub usage: Usage,
+    /// True when `usage` came from the provider, false when estimated.
+    pub usage_reported: bool,
+    /// The model that answered (as reported, else as configured).
+    pub model: String,
+    /// Wall time of the call including retries.
+    pub latency: Duration,
+    /// How many attempts it took (1 = no retry).
+    pub attempts: u32,
+}
+
+/// Receives streamed text as it arrives (for the live view).
+pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// A model.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// Asks for one completion. `on_delta`, when given, receives text as it streams.
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<Completion, ProviderError>;
+
+    /// The model name used in events and cache keys.
+    fn model(&self) -> &str;
+
+    /// A short description for messages, e.g. `openai http://127.0.0.1:8080/v1 (gpt-4o)`.
+    fn describe(&self) -> String;
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The endpoint could not be reached after all retries.
+    #[error("cannot reach the model endpoint {endpoint} after {attempts} attempt(s): {message}; check --base-url and that the server is running")]
+    Unreachable {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last error, in words.
+        message: String,
+    },
+    /// The endpoint answered with an error status.
+    #[error("model endpoint {endpoint} answered HTTP {status} after {attempts} attempt(s): {body}")]
+    Http {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// HTTP status.
+        status: u16,
+        /// Start of the response body.
+        body: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The request took longer than the request timeout.
+    #[error("model endpoint {endpoint} did not answer within {timeout_secs} s ({attempts} attempt(s)); raise --request-timeout or check the server")]
+    Timeout {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// The timeout.
+        timeout_secs: u64,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The response could not be understood.
+    #[error("model endpoint {endpoint} sent a response rlm cannot read: {message}")]
+    Protocol {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The API key's environment variable is not set.
+    #[error("the API key variable {var} is not set; export it, or name another with --api-key-env")]
+    MissingKey {
+        /// The environment variable's name.
+        var: String,
+    },
+    /// A command used as the model failed.
+    #[error("model command `{command}` failed ({status}): {stderr_tail}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Exit status in words.
+        status: String,
+        /// The end of its stderr.
+        stderr_tail: String,
+    },
+    /// Invalid provider configuration.
+    #[error("invalid model configuration: {0}")]
+    Config(String),
+}

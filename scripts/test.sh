@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The project's test command (README and CI run exactly this):
+# formatting, clippy with warnings as errors, then every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+profile=default
+[ "${CI:-}" = "true" ] && profile=ci
+if cargo nextest --version >/dev/null 2>&1; then
+  echo "==> cargo nextest run"
+  cargo nextest run --workspace --locked --profile "$profile"
+  echo "==> doc tests"
+  cargo test --workspace --locked --doc
+else
+  echo "==> cargo test (cargo-nextest not installed)"
+  cargo test --workspace --locked
+fi
