@@ -6,7 +6,11 @@
 //! child processes. The context itself never enters a prompt: the model sees metadata
 //! and variable references only.
 
+pub mod context;
 pub mod env;
+pub mod output;
+pub mod parse;
+pub mod prompt;
 pub mod provider;
 
 pub use rlm_context_store as store;

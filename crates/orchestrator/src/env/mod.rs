@@ -72,7 +72,10 @@ impl ExecOutcome {
     /// Everything the model should see, in order: stdout, stderr, error, notices.
     pub fn combined_output(&self) -> String {
         let mut out = self.stdout.clone();
-        for extra in [Some(&self.stderr), self.error.as_ref()].into_iter().flatten() {
+        for extra in [Some(&self.stderr), self.error.as_ref()]
+            .into_iter()
+            .flatten()
+        {
             if !extra.is_empty() {
                 if !out.is_empty() && !out.ends_with('\n') {
                     out.push('\n');
@@ -112,6 +115,14 @@ pub struct ContextSource {
     pub files: Vec<PathBuf>,
     /// Characters per item of `context_chunks` (a lazy view; no copy is made).
     pub chunk_chars: u64,
+    /// For a single text context: its length in characters (lets the kernel allocate
+    /// the string once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chars: Option<u64>,
+    /// For a single text context: an upper bound of its largest code point
+    /// (127, 255, 65535 or 1114111).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_char: Option<u32>,
 }
 
 /// Shape of `context`.

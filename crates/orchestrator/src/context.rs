@@ -1,0 +1,820 @@
+//! Loading the user's context into the store, and describing it without showing it.
+//!
+//! Every input is checked (exists, is a file or directory as expected, fits
+//! `--max-context-bytes`) before anything is written; text is streamed into the store
+//! with UTF-8 validated on the way, so a decode error names the file and byte offset.
+//! Context variables get run-scoped keys, so a bad input never touches variables that
+//! were already stored; whatever a failed load wrote is removed again.
+//!
+//! The description ([`ContextInfo`]) is what the model sees: type, sizes, item count
+//! and a preview of at most 200 characters — its size does not depend on the context's.
+
+use std::fs;
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use rlm_context_store::{SetOptions, Store, StoreError, VariableType};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::env::{ContextShape, ContextSource};
+
+/// Longest preview shown to the model, in characters.
+pub const PREVIEW_CHARS: usize = 200;
+
+/// Characters per item of `context_chunks`.
+pub const CHUNK_CHARS: u64 = 100_000;
+
+/// Default `--max-context-bytes`: 1 GiB.
+pub const DEFAULT_MAX_CONTEXT_BYTES: u64 = 1 << 30;
+
+/// How `--context-dir` becomes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DirAs {
+    /// A list of file contents in lexical order of their paths.
+    #[default]
+    List,
+    /// `{relative path: content}`.
+    Dict,
+    /// One string: each file preceded by a `=== path ===` line.
+    Concat,
+}
+
+/// Where the context comes from (at most one of the three kinds).
+#[derive(Debug, Clone, Default)]
+pub struct ContextSpec {
+    /// `--context` files; several make a list.
+    pub files: Vec<PathBuf>,
+    /// `--context-dir`.
+    pub dir: Option<PathBuf>,
+    /// `--dir-as`.
+    pub dir_as: DirAs,
+    /// `--context-var`: an existing variable.
+    pub var: Option<String>,
+    /// `--max-context-bytes`.
+    pub max_bytes: u64,
+}
+
+impl ContextSpec {
+    /// True when no context was given.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.dir.is_none() && self.var.is_none()
+    }
+}
+
+/// What the model is told about the context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextInfo {
+    /// `str`, `list`, `dict` or another JSON kind (`number`, …).
+    pub kind: String,
+    /// Characters (text) or characters of the compact JSON (other values).
+    pub total_chars: u64,
+    /// Bytes of the stored JSON values.
+    pub total_bytes: u64,
+    /// Items of a list or dict.
+    pub items: Option<u64>,
+    /// At most [`PREVIEW_CHARS`] characters from the start.
+    pub preview: String,
+    /// Where it came from, for the prompt (file names, not contents).
+    pub origin: String,
+    /// Text statistics of a single text context (the kernel uses them to load fast).
+    pub text: Option<TextStats>,
+}
+
+/// Statistics of a text gathered while streaming it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TextStats {
+    /// Unicode scalar values.
+    pub chars: u64,
+    /// Upper bound of the largest code point: 127, 255, 65535 or 1114111.
+    pub max_char: u32,
+}
+
+/// A loaded context.
+#[derive(Debug, Clone)]
+pub struct LoadedContext {
+    /// How the environment finds it.
+    pub source: ContextSource,
+    /// What the model is told.
+    pub info: ContextInfo,
+    /// The variables holding it.
+    pub keys: Vec<String>,
+}
+
+/// Why a context could not be loaded. All of these are bad input (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// A path does not exist.
+    #[error("context path {} does not exist", .0.display())]
+    NotFound(PathBuf),
+    /// `--context` was given a directory.
+    #[error("context path {} is a directory; use --context-dir for directories", .0.display())]
+    IsDirectory(PathBuf),
+    /// `--context-dir` was given something else.
+    #[error("{} is not a directory; use --context for files", .0.display())]
+    NotDirectory(PathBuf),
+    /// The inputs are larger than allowed.
+    #[error("context is {size} bytes ({}), over --max-context-bytes {max}; raise the limit or pass less", .path.display())]
+    TooLarge {
+        /// The file or directory that crossed the limit.
+        path: PathBuf,
+        /// Bytes counted so far.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A text file is not UTF-8.
+    #[error("context file {} is not valid UTF-8 at byte offset {offset}; convert it to UTF-8 (e.g. iconv) first", .path.display())]
+    InvalidUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the first bad byte.
+        offset: u64,
+    },
+    /// A `.json` file does not parse.
+    #[error("context file {} is not valid JSON: {message}", .path.display())]
+    InvalidJson {
+        /// The file.
+        path: PathBuf,
+        /// serde_json's message (with line and column).
+        message: String,
+    },
+    /// A file could not be read.
+    #[error("cannot read context file {}: {source}", .path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// `--context-var` names no variable.
+    #[error(
+        "context variable {0:?} does not exist; list variables with `rlm-orchestrate vars list`"
+    )]
+    MissingVariable(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Loads the context described by `spec` into `store` under keys starting with
+/// `key_prefix` (e.g. `run-<id>-context`).
+pub fn load_context(
+    store: &Store,
+    spec: &ContextSpec,
+    key_prefix: &str,
+) -> Result<LoadedContext, ContextError> {
+    if let Some(key) = &spec.var {
+        return describe_variable(store, key);
+    }
+    if let Some(dir) = &spec.dir {
+        let files = collect_dir(dir, spec.max_bytes)?;
+        return with_cleanup(store, |written| {
+            load_dir(store, dir, &files, spec.dir_as, key_prefix, written)
+        });
+    }
+    let mut total = 0u64;
+    for path in &spec.files {
+        total += check_file(path)?;
+        if total > spec.max_bytes {
+            return Err(ContextError::TooLarge {
+                path: path.clone(),
+                size: total,
+                max: spec.max_bytes,
+            });
+        }
+    }
+    with_cleanup(store, |written| {
+        load_files(store, &spec.files, key_prefix, written)
+    })
+}
+
+/// Runs a load; on failure removes every variable it wrote.
+fn with_cleanup(
+    store: &Store,
+    load: impl FnOnce(&mut Vec<String>) -> Result<LoadedContext, ContextError>,
+) -> Result<LoadedContext, ContextError> {
+    let mut written = Vec::new();
+    let result = load(&mut written);
+    if result.is_err() {
+        for key in &written {
+            let _ = store.delete(key);
+        }
+    }
+    result
+}
+
+fn check_file(path: &Path) -> Result<u64, ContextError> {
+    let meta = fs::metadata(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => ContextError::NotFound(path.to_owned()),
+        _ => ContextError::Unreadable {
+            path: path.to_owned(),
+            source: e,
+        },
+    })?;
+    if meta.is_dir() {
+        return Err(ContextError::IsDirectory(path.to_owned()));
+    }
+    Ok(meta.len())
+}
+
+fn is_json_file(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+fn load_files(
+    store: &Store,
+    files: &[PathBuf],
+    key_prefix: &str,
+    written: &mut Vec<String>,
+) -> Result<LoadedContext, ContextError> {
+    let single = files.len() == 1;
+    let mut paths = Vec::new();
+    let mut infos = Vec::new();
+    for (i, path) in files.iter().enumerate() {
+        let key = if single {
+            key_prefix.to_owned()
+        } else {
+            format!("{key_prefix}-{i}")
+        };
+        let info = if is_json_file(path) {
+            let value = read_json_file(path)?;
+            let info = describe_value(&value, path.display().to_string());
+            store.set(&key, value, SetOptions::default().scope("context"))?;
+            info
+        } else {
+            let file = fs::File::open(path).map_err(|e| ContextError::Unreadable {
+                path: path.clone(),
+                source: e,
+            })?;
+            let mut reader = StatsReader::new(BufReader::with_capacity(1 << 20, file));
+            let name = path.display().to_string();
+            let reference = store
+                .set_text_from_reader(
+                    &key,
+                    &mut reader,
+                    &name,
+                    SetOptions::default().scope("context"),
+                )
+                .map_err(|e| match e {
+                    StoreError::InvalidUtf8 { offset, .. } => ContextError::InvalidUtf8 {
+                        path: path.clone(),
+                        offset,
+                    },
+                    StoreError::Io {
+                        action: "read",
+                        source,
+                        ..
+                    } => ContextError::Unreadable {
+                        path: path.clone(),
+                        source,
+                    },
+                    other => ContextError::Store(other),
+                })?;
+            let stats = reader.stats();
+            ContextInfo {
+                kind: "str".into(),
+                total_chars: stats.chars,
+                total_bytes: reference.size_bytes,
+                items: None,
+                preview: reader.preview(),
+                origin: name,
+                text: Some(stats),
+            }
+        };
+        written.push(key.clone());
+        paths.push(store.persist_for_sub_agent(&key)?);
+        infos.push(info);
+    }
+    let info = if single {
+        infos
+            .pop()
+            .unwrap_or_else(|| describe_value(&Value::Null, String::new()))
+    } else {
+        combine_list(infos)
+    };
+    let shape = if single {
+        ContextShape::Single
+    } else {
+        ContextShape::List
+    };
+    Ok(LoadedContext {
+        source: source(shape, paths, &info),
+        info,
+        keys: written.clone(),
+    })
+}
+
+fn source(shape: ContextShape, files: Vec<PathBuf>, info: &ContextInfo) -> ContextSource {
+    ContextSource {
+        shape,
+        files,
+        chunk_chars: CHUNK_CHARS,
+        chars: info.text.map(|t| t.chars),
+        max_char: info.text.map(|t| t.max_char),
+    }
+}
+
+fn combine_list(infos: Vec<ContextInfo>) -> ContextInfo {
+    let items = infos.len() as u64;
+    let total_chars = infos.iter().map(|i| i.total_chars).sum();
+    let total_bytes = infos.iter().map(|i| i.total_bytes).sum();
+    let origin = infos
+        .iter()
+        .map(|i| i.origin.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let preview = infos.first().map(|i| i.preview.clone()).unwrap_or_default();
+    ContextInfo {
+        kind: "list".into(),
+        total_chars,
+        total_bytes,
+        items: Some(items),
+        preview,
+        origin,
+        text: None,
+    }
+}
+
+fn read_json_file(path: &Path) -> Result<Value, ContextError> {
+    let file = fs::File::open(path).map_err(|e| ContextError::Unreadable {
+        path: path.to_owned(),
+        source: e,
+    })?;
+    serde_json::from_reader(BufReader::with_capacity(1 << 20, file)).map_err(|e| {
+        if e.is_io() {
+            ContextError::Unreadable {
+                path: path.to_owned(),
+                source: io::Error::other(e.to_string()),
+            }
+        } else {
+            ContextError::InvalidJson {
+                path: path.to_owned(),
+                message: e.to_string(),
+            }
+        }
+    })
+}
+
+/// Every regular file under `dir` (hidden entries skipped), sorted by relative path.
+fn collect_dir(dir: &Path, max_bytes: u64) -> Result<Vec<(String, PathBuf)>, ContextError> {
+    let meta = fs::metadata(dir).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => ContextError::NotFound(dir.to_owned()),
+        _ => ContextError::Unreadable {
+            path: dir.to_owned(),
+            source: e,
+        },
+    })?;
+    if !meta.is_dir() {
+        return Err(ContextError::NotDirectory(dir.to_owned()));
+    }
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    let mut total = 0u64;
+    while let Some(current) = pending.pop() {
+        let entries = fs::read_dir(&current).map_err(|e| ContextError::Unreadable {
+            path: current.clone(),
+            source: e,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|e| ContextError::Unreadable {
+                path: current.clone(),
+                source: e,
+            })?;
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let meta = fs::metadata(&path).map_err(|e| ContextError::Unreadable {
+                path: path.clone(),
+                source: e,
+            })?;
+            if meta.is_dir() {
+                pending.push(path);
+            } else if meta.is_file() {
+                total += meta.len();
+                if total > max_bytes {
+                    return Err(ContextError::TooLarge {
+                        path: dir.to_owned(),
+                        size: total,
+                        max: max_bytes,
+                    });
+                }
+                let relative = path
+                    .strip_prefix(dir)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((relative, path));
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn read_text_file(path: &Path) -> Result<String, ContextError> {
+    let bytes = fs::read(path).map_err(|e| ContextError::Unreadable {
+        path: path.to_owned(),
+        source: e,
+    })?;
+    String::from_utf8(bytes).map_err(|e| ContextError::InvalidUtf8 {
+        path: path.to_owned(),
+        offset: e.utf8_error().valid_up_to() as u64,
+    })
+}
+
+fn load_dir(
+    store: &Store,
+    dir: &Path,
+    files: &[(String, PathBuf)],
+    dir_as: DirAs,
+    key: &str,
+    written: &mut Vec<String>,
+) -> Result<LoadedContext, ContextError> {
+    let value = match dir_as {
+        DirAs::List => {
+            let mut items = Vec::with_capacity(files.len());
+            for (_, path) in files {
+                items.push(Value::String(read_text_file(path)?));
+            }
+            Value::Array(items)
+        }
+        DirAs::Dict => {
+            let mut map = Map::new();
+            for (relative, path) in files {
+                map.insert(relative.clone(), Value::String(read_text_file(path)?));
+            }
+            Value::Object(map)
+        }
+        DirAs::Concat => {
+            let mut text = String::new();
+            for (relative, path) in files {
+                text.push_str(&format!("=== {relative} ===\n"));
+                text.push_str(&read_text_file(path)?);
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            Value::String(text)
+        }
+    };
+    let mut info = describe_value(&value, format!("{} ({} files)", dir.display(), files.len()));
+    let reference = store.set(key, value, SetOptions::default().scope("context"))?;
+    written.push(key.to_owned());
+    info.total_bytes = reference.size_bytes;
+    let path = store.persist_for_sub_agent(key)?;
+    Ok(LoadedContext {
+        source: source(ContextShape::Single, vec![path], &info),
+        info,
+        keys: written.clone(),
+    })
+}
+
+/// Describes an existing variable used as the context (`--context-var`). Text is
+/// measured by streaming it, never by loading it whole.
+fn describe_variable(store: &Store, key: &str) -> Result<LoadedContext, ContextError> {
+    let reference = store.reference(key).map_err(|e| match e {
+        StoreError::NotFound { .. } => ContextError::MissingVariable(key.to_owned()),
+        other => ContextError::Store(other),
+    })?;
+    let path = store.persist_for_sub_agent(key)?;
+    let origin = format!("variable {key:?}");
+    let info =
+        if reference.var_type == VariableType::Text || reference.var_type == VariableType::Stream {
+            let mut counter = StatsWriter::default();
+            store.write_value_to(key, &mut counter, false)?;
+            match store.get(key).ok().as_deref() {
+                Some(Value::String(_)) | None => ContextInfo {
+                    kind: "str".into(),
+                    total_chars: counter.stats.chars,
+                    total_bytes: reference.size_bytes,
+                    items: None,
+                    preview: counter.preview(),
+                    origin,
+                    text: Some(counter.stats),
+                },
+                Some(other) => describe_value(other, origin),
+            }
+        } else {
+            let value = store.get(key)?;
+            let mut info = describe_value(&value, origin);
+            info.total_bytes = reference.size_bytes;
+            info
+        };
+    Ok(LoadedContext {
+        source: source(ContextShape::Single, vec![path], &info),
+        info,
+        keys: vec![key.to_owned()],
+    })
+}
+
+/// Describes an in-memory value.
+pub fn describe_value(value: &Value, origin: String) -> ContextInfo {
+    let (kind, items) = match value {
+        Value::String(_) => ("str", None),
+        Value::Array(a) => ("list", Some(a.len() as u64)),
+        Value::Object(o) => ("dict", Some(o.len() as u64)),
+        Value::Number(_) => ("number", None),
+        Value::Bool(_) => ("bool", None),
+        Value::Null => ("none", None),
+    };
+    let (total_chars, preview, text) = match value {
+        Value::String(s) => {
+            let chars = s.chars().count() as u64;
+            (
+                chars,
+                s.chars().take(PREVIEW_CHARS).collect(),
+                Some(TextStats {
+                    chars,
+                    max_char: max_char_class(s),
+                }),
+            )
+        }
+        other => {
+            let compact = other.to_string();
+            (
+                compact.chars().count() as u64,
+                compact.chars().take(PREVIEW_CHARS).collect(),
+                None,
+            )
+        }
+    };
+    let total_bytes = serde_json::to_vec(value)
+        .map(|v| v.len() as u64)
+        .unwrap_or(0);
+    ContextInfo {
+        kind: kind.into(),
+        total_chars,
+        total_bytes,
+        items,
+        preview,
+        origin,
+        text,
+    }
+}
+
+fn max_char_class(s: &str) -> u32 {
+    match s.chars().map(u32::from).max().unwrap_or(0) {
+        0..=0x7f => 0x7f,
+        0x80..=0xff => 0xff,
+        0x100..=0xffff => 0xffff,
+        _ => 0x10ffff,
+    }
+}
+
+/// Tracks character count, code point class and a preview of UTF-8 bytes passing by.
+#[derive(Debug, Default)]
+struct Stats {
+    stats: TextStats,
+    head: Vec<u8>,
+}
+
+impl Stats {
+    fn observe(&mut self, bytes: &[u8]) {
+        if self.head.len() < PREVIEW_CHARS * 4 {
+            let take = (PREVIEW_CHARS * 4 - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+        }
+        let mut class = self.stats.max_char;
+        for &b in bytes {
+            if b & 0xc0 != 0x80 {
+                self.stats.chars += 1;
+            }
+            // The lead byte of a sequence bounds its code point.
+            class = class.max(match b {
+                0x00..=0xbf => 0x7f, // ASCII or a continuation byte
+                0xc0..=0xc3 => 0xff,
+                0xc4..=0xef => 0xffff,
+                _ => 0x10ffff,
+            });
+        }
+        self.stats.max_char = class;
+    }
+
+    fn preview(&self) -> String {
+        let text = String::from_utf8_lossy(&self.head);
+        text.trim_end_matches('\u{fffd}')
+            .chars()
+            .take(PREVIEW_CHARS)
+            .collect()
+    }
+}
+
+/// A reader that gathers [`Stats`] of what it reads.
+struct StatsReader<R> {
+    inner: R,
+    stats: Stats,
+}
+
+impl<R: Read> StatsReader<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            stats: Stats::default(),
+        }
+    }
+    fn stats(&self) -> TextStats {
+        let mut stats = self.stats.stats;
+        stats.max_char = stats.max_char.max(0x7f);
+        stats
+    }
+    fn preview(&self) -> String {
+        self.stats.preview()
+    }
+}
+
+impl<R: Read> Read for StatsReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.stats.observe(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// A writer that only gathers [`Stats`].
+#[derive(Default)]
+struct StatsWriter {
+    stats: TextStats,
+    inner: Stats,
+}
+
+impl StatsWriter {
+    fn preview(&self) -> String {
+        self.inner.preview()
+    }
+}
+
+impl Write for StatsWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.observe(buf);
+        self.stats = self.inner.stats;
+        self.stats.max_char = self.stats.max_char.max(0x7f);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        (dir, store)
+    }
+
+    fn spec(files: Vec<PathBuf>) -> ContextSpec {
+        ContextSpec {
+            files,
+            max_bytes: DEFAULT_MAX_CONTEXT_BYTES,
+            ..ContextSpec::default()
+        }
+    }
+
+    #[test]
+    fn text_file_is_streamed_and_described() {
+        let (dir, store) = store();
+        let path = dir.path().join("log.txt");
+        fs::write(&path, format!("héllo\n{}", "x".repeat(1000))).unwrap();
+        let loaded = load_context(&store, &spec(vec![path]), "run-1-context").unwrap();
+        assert_eq!(loaded.info.kind, "str");
+        assert_eq!(loaded.info.total_chars, 1006);
+        assert_eq!(loaded.info.preview.chars().count(), PREVIEW_CHARS);
+        assert!(loaded.info.preview.starts_with("héllo\n"));
+        assert_eq!(
+            loaded.info.text,
+            Some(TextStats {
+                chars: 1006,
+                max_char: 0xff
+            })
+        );
+        assert_eq!(loaded.source.shape, ContextShape::Single);
+        assert_eq!(
+            store.get("run-1-context").unwrap().as_str().map(str::len),
+            Some(1007)
+        );
+    }
+
+    #[test]
+    fn several_files_make_a_list() {
+        let (dir, store) = store();
+        let a = dir.path().join("a.md");
+        let b = dir.path().join("b.json");
+        fs::write(&a, "alpha").unwrap();
+        fs::write(&b, r#"{"k": [1, 2]}"#).unwrap();
+        let loaded = load_context(&store, &spec(vec![a, b]), "ctx").unwrap();
+        assert_eq!(loaded.info.kind, "list");
+        assert_eq!(loaded.info.items, Some(2));
+        assert_eq!(loaded.source.files.len(), 2);
+        assert_eq!(loaded.keys, vec!["ctx-0", "ctx-1"]);
+        assert_eq!(
+            *store.get("ctx-1").unwrap(),
+            serde_json::json!({"k": [1, 2]})
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_named_and_leave_nothing_behind() {
+        let (dir, store) = store();
+        store
+            .set("keep", serde_json::json!("me"), SetOptions::default())
+            .unwrap();
+        let good = dir.path().join("good.txt");
+        fs::write(&good, "fine").unwrap();
+        let bad = dir.path().join("bad.txt");
+        let mut bytes = b"abc".to_vec();
+        bytes.push(0xff);
+        fs::write(&bad, bytes).unwrap();
+        let err = load_context(&store, &spec(vec![good.clone(), bad]), "ctx").unwrap_err();
+        assert!(
+            matches!(err, ContextError::InvalidUtf8 { offset: 3, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("bad.txt"));
+        assert!(!store.has("ctx-0"), "partial load was not cleaned up");
+        assert!(store.has("keep"));
+
+        let err =
+            load_context(&store, &spec(vec![dir.path().join("nope.txt")]), "ctx").unwrap_err();
+        assert!(matches!(err, ContextError::NotFound(_)));
+        let err = load_context(&store, &spec(vec![dir.path().to_owned()]), "ctx").unwrap_err();
+        assert!(matches!(err, ContextError::IsDirectory(_)));
+        let json = dir.path().join("bad.json");
+        fs::write(&json, "{\"a\": ").unwrap();
+        let err = load_context(&store, &spec(vec![json]), "ctx").unwrap_err();
+        assert!(matches!(err, ContextError::InvalidJson { .. }), "{err}");
+        let mut small = spec(vec![good]);
+        small.max_bytes = 2;
+        assert!(matches!(
+            load_context(&store, &small, "ctx").unwrap_err(),
+            ContextError::TooLarge { .. }
+        ));
+        assert_eq!(store.list(&Default::default()).len(), 1);
+    }
+
+    #[test]
+    fn directories_load_in_lexical_order_in_every_shape() {
+        let (dir, store) = store();
+        let root = dir.path().join("repo");
+        fs::create_dir_all(root.join("src")).unwrap();
+        fs::create_dir_all(root.join(".git")).unwrap();
+        fs::write(root.join("b.txt"), "B").unwrap();
+        fs::write(root.join("src/a.rs"), "A").unwrap();
+        fs::write(root.join(".git/HEAD"), "ignored").unwrap();
+        let mut spec = ContextSpec {
+            dir: Some(root),
+            max_bytes: 1 << 20,
+            ..ContextSpec::default()
+        };
+        load_context(&store, &spec, "list").unwrap();
+        assert_eq!(*store.get("list").unwrap(), serde_json::json!(["B", "A"]));
+        spec.dir_as = DirAs::Dict;
+        let loaded = load_context(&store, &spec, "dict").unwrap();
+        assert_eq!(
+            *store.get("dict").unwrap(),
+            serde_json::json!({"b.txt": "B", "src/a.rs": "A"})
+        );
+        assert_eq!(loaded.info.items, Some(2));
+        spec.dir_as = DirAs::Concat;
+        load_context(&store, &spec, "concat").unwrap();
+        assert_eq!(
+            *store.get("concat").unwrap(),
+            serde_json::json!("=== b.txt ===\nB\n=== src/a.rs ===\nA\n")
+        );
+    }
+
+    #[test]
+    fn an_existing_variable_is_described_by_streaming() {
+        let (_dir, store) = store();
+        store
+            .set(
+                "big",
+                serde_json::json!("z".repeat(5000)),
+                SetOptions::default(),
+            )
+            .unwrap();
+        let spec = ContextSpec {
+            var: Some("big".into()),
+            max_bytes: 1,
+            ..ContextSpec::default()
+        };
+        let loaded = load_context(&store, &spec, "unused").unwrap();
+        assert_eq!(loaded.info.total_chars, 5000);
+        assert_eq!(loaded.keys, vec!["big"]);
+        let missing = ContextSpec {
+            var: Some("nope".into()),
+            ..ContextSpec::default()
+        };
+        assert!(matches!(
+            load_context(&store, &missing, "x").unwrap_err(),
+            ContextError::MissingVariable(_)
+        ));
+    }
+}

@@ -1,0 +1,366 @@
+//! The prompts the loop sends: a system prompt naming the protocol and helpers, a
+//! first user message describing the task and the context by metadata only, and the
+//! messages that feed REPL output and state (budget, variable inventory) back.
+//!
+//! Nothing here ever sees the context itself, only a [`ContextInfo`]; the first
+//! message's size is bounded whatever the context's size.
+
+use std::fmt::Write as _;
+
+use crate::context::{ContextInfo, CHUNK_CHARS};
+use crate::env::{ExecOutcome, ReplVariable};
+use crate::parse::Misfence;
+
+/// SPEC-25.04: a variable above this many bytes gets a "large" note.
+pub const WARN_BYTES: u64 = 100 * 1024;
+/// SPEC-25.04: above this, the note says the context must be chunked.
+pub const CHUNK_BYTES: u64 = 1024 * 1024;
+/// SPEC-25.04: above this total, the note says to delegate.
+pub const MAX_TOTAL_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Where the run stands, shown to the model each turn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Budget {
+    /// 1-based iteration about to run.
+    pub iteration: u32,
+    /// `--max-iterations`.
+    pub max_iterations: u32,
+    /// This run's depth.
+    pub depth: u32,
+    /// `--max-depth`.
+    pub max_depth: u32,
+    /// Tokens used so far (prompt + completion, this run and its sub-calls).
+    pub tokens_used: u64,
+    /// Token budget, if any.
+    pub max_tokens: Option<u64>,
+}
+
+/// The system prompt for an environment whose code fence tag is `language`.
+pub fn system_prompt(language: &str, sub_context_chars: usize) -> String {
+    format!(
+        r#"You are the root of a Recursive Language Model (RLM). You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: it is loaded in a persistent {language} REPL as the variable `context`. You explore it by writing code.
+
+How to work:
+- Write {language} code in fenced blocks tagged ```repl. Every block runs in the same persistent REPL and you then see what it printed. Long output is truncated and output that dumps a large part of the context is redacted, so print only what you need: sizes, slices, matches, summaries.
+- Look before you conclude: check the type and length of `context`, peek at slices, search for keywords, then split the work into chunks.
+- Delegate reading: llm_query(prompt, context=piece) asks a sub-model about a piece of at most about {sub_context_chars} characters; llm_query_parallel([...]) asks about many pieces at once; sub_rlm(query, context=piece) runs a nested RLM over a large piece; spawn_agent(task, refs=[keys]) runs the external agent on stored variables.
+- Keep intermediate results in variables. store.set(key, value) stores one where sub-agents can read it by reference.
+- When you know the answer, write it on its own line outside any code block:
+  FINAL(the answer)        a literal answer
+  FINAL_VAR(variable_name) the value of a REPL variable
+  or call SUBMIT({{...}}) inside code for a structured answer.
+  Never write FINAL in the same message as code: you have not seen that code's output yet.
+
+Helpers available in the REPL:
+  context, context_chunks (the context in pieces of {CHUNK_CHARS} characters), query, history
+  peek(var, start=0, end=10)  search(var, pattern, regex=False, max_results=10)
+  summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)
+  llm_query(prompt, context=None)  llm_query_parallel(prompts)  sub_rlm(query, context=None)
+  spawn_agent(task, refs=None)  spawn_agents([(task, refs), ...])
+  store.set(key, value)  store.get(key)  store.ref(key)  store.list()  store.delete(key)
+  SHOW_VARS()  FINAL_VAR(name)  SUBMIT(obj)"#
+    )
+}
+
+/// Size notes of SPEC-25.04 for a context of this size.
+pub fn size_warnings(info: &ContextInfo) -> Vec<String> {
+    let mut notes = Vec::new();
+    let bytes = info.total_bytes;
+    if bytes > CHUNK_BYTES {
+        let chunks = bytes / WARN_BYTES + 1;
+        notes.push(format!(
+            "requires chunking: {} is far beyond one model call; work on about {chunks} pieces (context_chunks) with llm_query_parallel or sub_rlm",
+            human_bytes(bytes)
+        ));
+    } else if bytes > WARN_BYTES {
+        notes.push(format!(
+            "large: {} — never print it whole; peek and search instead",
+            human_bytes(bytes)
+        ));
+    }
+    if bytes > MAX_TOTAL_BYTES {
+        notes.push(format!(
+            "total size {} exceeds {}: delegate reading to sub-calls and keep only their findings",
+            human_bytes(bytes),
+            human_bytes(MAX_TOTAL_BYTES)
+        ));
+    }
+    notes
+}
+
+/// The first user message: task, context metadata, size notes and state.
+pub fn first_message(
+    query: &str,
+    context: Option<&ContextInfo>,
+    budget: &Budget,
+    history_len: usize,
+) -> String {
+    let mut text = String::with_capacity(1024 + query.len());
+    let _ = writeln!(text, "Task: {query}\n");
+    match context {
+        None => text.push_str("Context: none was given (`context` is None).\n"),
+        Some(info) => {
+            text.push_str("Context (loaded in the REPL as `context`; it is not shown here):\n");
+            let _ = writeln!(text, "- type: {}", info.kind);
+            let _ = write!(
+                text,
+                "- size: {} characters ({})",
+                info.total_chars,
+                human_bytes(info.total_bytes)
+            );
+            if let Some(items) = info.items {
+                let _ = write!(text, ", {items} items");
+            }
+            text.push('\n');
+            let _ = writeln!(text, "- source: {}", bounded(&info.origin, 200));
+            let _ = writeln!(
+                text,
+                "- preview (first {} characters): {}",
+                crate::context::PREVIEW_CHARS,
+                json_quoted(&info.preview)
+            );
+            if info.kind == "str" && info.total_chars > CHUNK_CHARS {
+                let _ = writeln!(
+                    text,
+                    "- chunks: `context_chunks` is a list view of {} pieces of {CHUNK_CHARS} characters",
+                    info.total_chars.div_ceil(CHUNK_CHARS)
+                );
+            }
+            for note in size_warnings(info) {
+                let _ = writeln!(text, "- note: {note}");
+            }
+        }
+    }
+    if history_len > 0 {
+        let _ = writeln!(
+            text,
+            "- history: {history_len} earlier queries and answers are in `history`"
+        );
+    }
+    text.push('\n');
+    text.push_str(&state_block(budget, &[], 0));
+    text.push_str("\nStart by writing code in a ```repl block.");
+    text
+}
+
+/// One executed block as it goes into the transcript.
+pub fn exec_report(code: &str, language: &str, shaped_output: &str) -> String {
+    let output = if shaped_output.trim().is_empty() {
+        "(no output)"
+    } else {
+        shaped_output
+    };
+    format!("Code executed:\n```{language}\n{code}\n```\n\nREPL output:\n{output}")
+}
+
+/// The user message after a turn: block reports, notices, then the current state.
+pub fn turn_message(
+    reports: &[String],
+    notices: &[String],
+    budget: &Budget,
+    variables: &[ReplVariable],
+    max_vars: usize,
+) -> String {
+    let mut text = reports.join("\n\n");
+    for notice in notices {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(notice);
+    }
+    text.push_str("\n\n");
+    text.push_str(&state_block(budget, variables, max_vars));
+    text
+}
+
+/// Budget counters and the bounded variable inventory.
+pub fn state_block(budget: &Budget, variables: &[ReplVariable], max_vars: usize) -> String {
+    let mut text = format!(
+        "State: iteration {} of {} · depth {} of {} · tokens used {}",
+        budget.iteration, budget.max_iterations, budget.depth, budget.max_depth, budget.tokens_used
+    );
+    if let Some(max) = budget.max_tokens {
+        let _ = write!(text, " of {max}");
+    }
+    text.push('\n');
+    if variables.is_empty() {
+        text.push_str("Your variables: none yet\n");
+        return text;
+    }
+    text.push_str("Your variables:\n");
+    for v in variables.iter().take(max_vars) {
+        let _ = writeln!(
+            text,
+            "- {} ({}, size {}): {}",
+            v.name,
+            v.type_name,
+            v.size,
+            bounded(&v.preview, 80)
+        );
+    }
+    if variables.len() > max_vars {
+        let _ = writeln!(
+            text,
+            "- … and {} more (SHOW_VARS() lists them)",
+            variables.len() - max_vars
+        );
+    }
+    text
+}
+
+/// Why a response without a usable action gets a correction, in words for the model.
+pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
+    match misfence {
+        Some(Misfence::Bare) => format!(
+            "Your code was in a fence without a tag, so it did not run. Code runs only in ```repl fences (or ```{language})."
+        ),
+        Some(Misfence::OtherLanguage(tag)) => format!(
+            "```{tag} blocks do not run here: this REPL runs {language}. Put {language} code in a ```repl fence."
+        ),
+        Some(Misfence::ToolCall) => format!(
+            "There are no native tool calls here. Write {language} code in a ```repl fence instead, for example:\n```repl\nprint(len(context))\nprint(peek(context, 0, 500))\n```"
+        ),
+        None => "Your message had no code to run and no final answer. Write code in a ```repl block to explore the context, or answer with FINAL(...) on its own line.".to_owned(),
+    }
+}
+
+/// Told when `FINAL(...)` came in the same message as code.
+pub const PREMATURE_FINAL: &str = "Your FINAL(...) was written in the same message as code, before that code ran, so it was not accepted. Read the output above, then answer with FINAL(...) or FINAL_VAR(name) in a message without code.";
+
+/// Sent when iterations are exhausted.
+pub const FORCE_FINAL: &str = "You have used every iteration. Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
+
+/// A note for an execution that timed out or restarted the REPL, if any.
+pub fn exec_notices(outcome: &ExecOutcome) -> Option<String> {
+    outcome.restarted.then(|| "Note: the REPL was restarted; variables you defined are gone (context and helpers are loaded again).".to_owned())
+}
+
+fn json_quoted(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+fn bounded(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max_chars).collect();
+    cut.push('…');
+    cut
+}
+
+/// `1536` → `1.5 KiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::describe_value;
+
+    fn info_of(text: &str) -> ContextInfo {
+        describe_value(
+            &serde_json::Value::String(text.to_owned()),
+            "test.log".into(),
+        )
+    }
+
+    #[test]
+    fn test_prompt_no_full_context() {
+        let needle = "the-secret-needle-4242";
+        let context = format!("{}{needle}{}", "a".repeat(500), "b".repeat(300_000));
+        let info = info_of(&context);
+        let message = first_message("find the needle", Some(&info), &Budget::default(), 0);
+        assert!(!message.contains(needle));
+        assert!(message.len() < 2_000, "{}", message.len());
+        assert!(message.contains("300522 characters"), "{message}");
+    }
+
+    #[test]
+    fn prompt_size_does_not_grow_with_the_context() {
+        let small = first_message(
+            "q",
+            Some(&info_of(&"x".repeat(2_000))),
+            &Budget::default(),
+            0,
+        );
+        let large = first_message(
+            "q",
+            Some(&info_of(&"x".repeat(20_000_000))),
+            &Budget::default(),
+            0,
+        );
+        assert!(
+            large.len().abs_diff(small.len()) < 600,
+            "{} vs {}",
+            small.len(),
+            large.len()
+        );
+    }
+
+    #[test]
+    fn test_size_warning() {
+        assert!(size_warnings(&info_of(&"x".repeat(1000))).is_empty());
+        let large = size_warnings(&info_of(&"x".repeat(200 * 1024)));
+        assert_eq!(large.len(), 1);
+        assert!(large[0].starts_with("large"));
+        let huge = size_warnings(&info_of(&"x".repeat(11 * 1024 * 1024)));
+        assert!(huge[0].starts_with("requires chunking"), "{huge:?}");
+        assert!(huge[1].starts_with("total size"), "{huge:?}");
+    }
+
+    #[test]
+    fn test_chunking_note() {
+        let message = first_message(
+            "q",
+            Some(&info_of(&"x".repeat(250_000))),
+            &Budget::default(),
+            0,
+        );
+        assert!(
+            message.contains("`context_chunks` is a list view of 3 pieces"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn inventory_is_bounded() {
+        let vars: Vec<ReplVariable> = (0..30)
+            .map(|i| ReplVariable {
+                name: format!("v{i}"),
+                type_name: "int".into(),
+                size: 1,
+                preview: "1".into(),
+            })
+            .collect();
+        let state = state_block(&Budget::default(), &vars, 5);
+        assert_eq!(state.lines().filter(|l| l.starts_with("- v")).count(), 5);
+        assert!(state.contains("and 25 more"));
+    }
+
+    #[test]
+    fn exec_report_has_the_stable_shape() {
+        assert_eq!(
+            exec_report("print(1)", "python", "1\n"),
+            "Code executed:\n```python\nprint(1)\n```\n\nREPL output:\n1\n"
+        );
+    }
+
+    #[test]
+    fn human_bytes_reads_well() {
+        assert_eq!(human_bytes(10), "10 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(64 << 20), "64.0 MiB");
+    }
+}
