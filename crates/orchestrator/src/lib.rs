@@ -6,11 +6,15 @@
 //! child processes. The context itself never enters a prompt: the model sees metadata
 //! and variable references only.
 
+pub mod accounting;
 pub mod context;
 pub mod env;
+pub mod events;
+pub mod host;
 pub mod output;
 pub mod parse;
 pub mod prompt;
 pub mod provider;
+pub mod rlm;
 
 pub use rlm_context_store as store;

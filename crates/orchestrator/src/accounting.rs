@@ -1,0 +1,184 @@
+//! Usage, cost and budgets of a run.
+//!
+//! Every model call of a run — root turns and the sub-calls its code makes — is
+//! recorded here; the loop checks [`Accounting::exhausted`] before each turn and the
+//! host before each sub-call, so a spent budget ends the run cleanly with a forced
+//! answer instead of failing mid-way.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::provider::Usage;
+
+/// Limits of a run; `None` is unlimited.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// `--max-llm-calls`.
+    pub max_llm_calls: Option<u64>,
+    /// `--max-tokens` (prompt + completion).
+    pub max_tokens: Option<u64>,
+    /// `--max-cost-usd`.
+    pub max_cost_usd: Option<f64>,
+    /// `--max-time`.
+    pub max_time: Option<Duration>,
+}
+
+/// What a run has used so far.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Totals {
+    /// Tokens.
+    pub usage: Usage,
+    /// Model calls.
+    pub llm_calls: u64,
+    /// Cost of calls whose price is known.
+    pub cost_usd: f64,
+    /// True once any call had a known price.
+    pub cost_known: bool,
+    /// Sub-agents started.
+    pub sub_agents: u64,
+}
+
+/// Thread-safe usage accounting with limits.
+#[derive(Debug)]
+pub struct Accounting {
+    limits: Limits,
+    started: Instant,
+    totals: Mutex<Totals>,
+}
+
+impl Accounting {
+    /// Starts accounting now.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            started: Instant::now(),
+            totals: Mutex::new(Totals::default()),
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Records one model call.
+    pub fn record_call(&self, usage: Usage, cost_usd: Option<f64>) {
+        let mut totals = self.lock();
+        totals.usage.add(usage);
+        totals.llm_calls += 1;
+        if let Some(cost) = cost_usd {
+            totals.cost_usd += cost;
+            totals.cost_known = true;
+        }
+    }
+
+    /// Records a sub-agent start.
+    pub fn record_sub_agent(&self) {
+        self.lock().sub_agents += 1;
+    }
+
+    /// A copy of the totals.
+    pub fn totals(&self) -> Totals {
+        *self.lock()
+    }
+
+    /// Which budget is spent, in words, if any.
+    pub fn exhausted(&self) -> Option<String> {
+        let totals = self.totals();
+        let limits = &self.limits;
+        if let Some(max) = limits.max_llm_calls.filter(|max| totals.llm_calls >= *max) {
+            return Some(format!(
+                "the model-call budget (--max-llm-calls {max}) is spent"
+            ));
+        }
+        if let Some(max) = limits.max_tokens.filter(|max| totals.usage.total() >= *max) {
+            return Some(format!("the token budget (--max-tokens {max}) is spent"));
+        }
+        if let Some(max) = limits.max_cost_usd.filter(|max| totals.cost_usd >= *max) {
+            return Some(format!("the cost budget (--max-cost-usd {max}) is spent"));
+        }
+        if let Some(max) = limits.max_time.filter(|max| self.started.elapsed() >= *max) {
+            return Some(format!(
+                "the time budget (--max-time {} s) is spent",
+                max.as_secs()
+            ));
+        }
+        None
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Totals> {
+        self.totals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_are_reported_when_spent() {
+        let acc = Accounting::new(Limits {
+            max_llm_calls: Some(2),
+            max_tokens: Some(100),
+            ..Limits::default()
+        });
+        assert_eq!(acc.exhausted(), None);
+        acc.record_call(
+            Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+            },
+            Some(0.5),
+        );
+        assert_eq!(acc.exhausted(), None);
+        acc.record_call(
+            Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+            },
+            None,
+        );
+        assert!(acc
+            .exhausted()
+            .unwrap_or_default()
+            .contains("--max-llm-calls 2"));
+        let totals = acc.totals();
+        assert_eq!(totals.usage.total(), 30);
+        assert!(totals.cost_known);
+        let tokens = Accounting::new(Limits {
+            max_tokens: Some(10),
+            ..Limits::default()
+        });
+        tokens.record_call(
+            Usage {
+                prompt_tokens: 10,
+                completion_tokens: 0,
+            },
+            None,
+        );
+        assert!(tokens
+            .exhausted()
+            .unwrap_or_default()
+            .contains("token budget"));
+    }
+}
+
+/// Prices of a model in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input_per_mtok: f64,
+    /// Per million completion tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// The cost of a call.
+    pub fn cost(&self, usage: Usage) -> f64 {
+        (usage.prompt_tokens as f64 * self.input_per_mtok
+            + usage.completion_tokens as f64 * self.output_per_mtok)
+            / 1_000_000.0
+    }
+}

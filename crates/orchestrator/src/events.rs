@@ -1,0 +1,392 @@
+//! Run events: the trace every run leaves in `<data-dir>/runs/<run-id>/`.
+//!
+//! Each event is one JSON line in `events.jsonl`, carrying the run id, depth, agent id,
+//! parent id and a timestamp, so the traces of a process tree can be stitched back
+//! together. The same events can stream to stdout (`--events`) and to a live view.
+//! `summary.json` is written when the run ends.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::provider::Usage;
+
+/// Sub-directory of the data dir holding one directory per run.
+pub const RUNS_DIR: &str = "runs";
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventData {
+    /// A run began.
+    RunStarted {
+        /// The task.
+        task: String,
+        /// Root model.
+        model: String,
+        /// Environment (`python`, …).
+        env: String,
+        /// Context description (metadata only).
+        context: Option<Value>,
+        /// Process id of the orchestrator.
+        pid: u32,
+    },
+    /// An iteration began.
+    StepStarted {
+        /// 1-based iteration.
+        iteration: u32,
+    },
+    /// Text the model wrote (outside code).
+    Text {
+        /// Iteration.
+        iteration: u32,
+        /// The text (imitated output cut).
+        text: String,
+    },
+    /// A code block about to run.
+    Code {
+        /// Iteration.
+        iteration: u32,
+        /// Block index within the response.
+        block: usize,
+        /// The code.
+        code: String,
+    },
+    /// A code block ran.
+    Exec {
+        /// Iteration.
+        iteration: u32,
+        /// Block index.
+        block: usize,
+        /// Output as shown to the model.
+        output: String,
+        /// Whether the code raised.
+        error: bool,
+        /// Whether it hit the execution timeout.
+        timed_out: bool,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// The REPL's user variables after a step.
+    VariablesUpdated {
+        /// Iteration.
+        iteration: u32,
+        /// `[{name, type_name, size, preview}]`.
+        variables: Value,
+    },
+    /// A sub-agent process started.
+    SubAgentSpawned {
+        /// Its agent id.
+        child_agent_id: String,
+        /// `sub_rlm` or `spawn_agent`.
+        mode: String,
+        /// Process id.
+        pid: Option<u32>,
+        /// What it was asked.
+        task: String,
+    },
+    /// A sub-agent process ended.
+    SubAgentFinished {
+        /// Its agent id.
+        child_agent_id: String,
+        /// Exit status in words.
+        status: String,
+        /// Wall time.
+        duration_ms: u64,
+        /// Tokens it reported.
+        usage: Usage,
+    },
+    /// A model call finished.
+    LlmCall {
+        /// Model.
+        model: String,
+        /// `root`, `llm_query`, `summarize`, `forced_final`, …
+        purpose: String,
+        /// Prompt tokens.
+        prompt_tokens: u64,
+        /// Completion tokens.
+        completion_tokens: u64,
+        /// Whether usage was reported or estimated.
+        usage_reported: bool,
+        /// Wall time.
+        latency_ms: u64,
+        /// Attempts (retries + 1).
+        attempts: u32,
+        /// Bytes of the request's messages.
+        request_bytes: u64,
+        /// Cost, when prices are configured.
+        cost_usd: Option<f64>,
+    },
+    /// Something the user should know.
+    Warning {
+        /// In words.
+        message: String,
+    },
+    /// Something failed.
+    Error {
+        /// In words.
+        message: String,
+    },
+    /// The run has its answer.
+    Final {
+        /// The answer.
+        answer: String,
+        /// True when forced at the iteration or budget limit.
+        forced: bool,
+        /// `final`, `final_var`, `submit`, `forced`.
+        source: String,
+    },
+    /// An iteration ended.
+    StepCompleted {
+        /// Iteration.
+        iteration: u32,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// The run ended.
+    RunFinished {
+        /// `answered`, `forced`, `failed`, `cancelled`.
+        status: String,
+        /// The answer, if any.
+        answer: Option<String>,
+        /// Iterations used.
+        iterations: u32,
+        /// Tokens used.
+        usage: Usage,
+        /// Cost, when prices are configured.
+        cost_usd: Option<f64>,
+        /// Wall time.
+        duration_ms: u64,
+    },
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Run id.
+    pub run_id: String,
+    /// Depth of the run (0 = root).
+    pub depth: u32,
+    /// Agent id of this run's process.
+    pub agent_id: String,
+    /// Agent id of the parent, if any.
+    pub parent_id: Option<String>,
+    /// Milliseconds since the epoch.
+    pub ts_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub data: EventData,
+}
+
+/// Who a run is, stamped on each of its events.
+#[derive(Debug, Clone)]
+pub struct RunIdentity {
+    /// Run id.
+    pub run_id: String,
+    /// Depth.
+    pub depth: u32,
+    /// Agent id.
+    pub agent_id: String,
+    /// Parent agent id.
+    pub parent_id: Option<String>,
+}
+
+/// Receives events as they happen (live view, `--events`).
+pub type EventListener = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Errors writing the trace.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {action} {}: {source}", path.display())]
+pub struct TraceError {
+    action: &'static str,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+/// Writes a run's events; cheap to clone and share.
+#[derive(Clone)]
+pub struct EventSink {
+    identity: RunIdentity,
+    dir: PathBuf,
+    file: Arc<Mutex<BufWriter<File>>>,
+    listeners: Arc<Vec<EventListener>>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventSink {
+    /// Creates `<data_dir>/runs/<run_id>/` and opens its `events.jsonl`.
+    pub fn create(
+        data_dir: &Path,
+        identity: RunIdentity,
+        listeners: Vec<EventListener>,
+    ) -> Result<Self, TraceError> {
+        let dir = data_dir.join(RUNS_DIR).join(&identity.run_id);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| TraceError {
+                action: "create run directory",
+                path: dir.clone(),
+                source,
+            })?;
+        let path = dir.join("events.jsonl");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| TraceError {
+                action: "open",
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self {
+            identity,
+            dir,
+            file: Arc::new(Mutex::new(BufWriter::new(file))),
+            listeners: Arc::new(listeners),
+        })
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The run's identity.
+    pub fn identity(&self) -> &RunIdentity {
+        &self.identity
+    }
+
+    /// Records an event. Trace write failures are logged, never fatal to the run.
+    pub fn emit(&self, data: EventData) {
+        let event = Event {
+            run_id: self.identity.run_id.clone(),
+            depth: self.identity.depth,
+            agent_id: self.identity.agent_id.clone(),
+            parent_id: self.identity.parent_id.clone(),
+            ts_ms: now_ms(),
+            data,
+        };
+        if let Ok(line) = serde_json::to_string(&event) {
+            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
+                tracing::warn!("failed to write event to {}: {e}", self.dir.display());
+            }
+        }
+        for listener in self.listeners.iter() {
+            listener(&event);
+        }
+    }
+
+    /// Writes `summary.json` (atomically).
+    pub fn write_summary(&self, summary: &Value) -> Result<(), TraceError> {
+        let path = self.dir.join("summary.json");
+        let tmp = self.dir.join(".summary.json.tmp");
+        let text = serde_json::to_vec_pretty(summary).unwrap_or_default();
+        fs::write(&tmp, text)
+            .and_then(|()| fs::rename(&tmp, &path))
+            .map_err(|source| TraceError {
+                action: "write",
+                path,
+                source,
+            })
+    }
+}
+
+/// A new run id: UTC time (sortable) and a random suffix, e.g. `20261122-094312-3fa9c1`.
+pub fn new_run_id() -> String {
+    let secs = now_ms() / 1000;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{suffix}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_are_right() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_414), (2025, 11, 22));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn events_are_json_lines_with_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(0));
+        let counter = Arc::clone(&seen);
+        let identity = RunIdentity {
+            run_id: new_run_id(),
+            depth: 1,
+            agent_id: "a1".into(),
+            parent_id: Some("p".into()),
+        };
+        let sink = EventSink::create(
+            dir.path(),
+            identity.clone(),
+            vec![Arc::new(move |_| *counter.lock().unwrap() += 1)],
+        )
+        .unwrap();
+        sink.emit(EventData::StepStarted { iteration: 1 });
+        sink.emit(EventData::Warning {
+            message: "w".into(),
+        });
+        let text = fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
+        let events: Vec<Event> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].data, EventData::StepStarted { iteration: 1 });
+        assert_eq!(events[1].parent_id.as_deref(), Some("p"));
+        assert!(text.contains("\"kind\":\"step_started\""));
+        assert_eq!(*seen.lock().unwrap(), 2);
+        assert_eq!(identity.run_id.len(), "20261122-094312-3fa9c1".len());
+    }
+}

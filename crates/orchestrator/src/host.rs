@@ -1,0 +1,269 @@
+//! The host functions model code calls: sub-model queries, the store, sub-agents.
+//!
+//! Errors returned here are *for the model*: they surface in its code as exceptions
+//! with a message that says what to do (split the context, the budget is spent, …).
+//! Fatal problems never pass through this path.
+
+use std::sync::Arc;
+
+use futures::stream::{self, StreamExt};
+use rlm_context_store::{ListFilter, SetOptions, Store};
+use serde_json::{json, Value};
+
+use crate::accounting::{Accounting, Price};
+use crate::env::Host;
+use crate::events::{EventData, EventSink};
+use crate::provider::{ChatMessage, ChatRequest, Provider};
+
+/// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
+pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
+
+/// Default `--sub-context-chars`.
+pub const DEFAULT_SUB_CONTEXT_CHARS: usize = 400_000;
+
+/// Default `--max-parallel`.
+pub const DEFAULT_MAX_PARALLEL: usize = 4;
+
+/// A model with its price.
+#[derive(Clone)]
+pub struct Model {
+    /// The provider.
+    pub provider: Arc<dyn Provider>,
+    /// Its price, if configured.
+    pub price: Option<Price>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("provider", &self.provider.describe())
+            .field("price", &self.price)
+            .finish()
+    }
+}
+
+/// Settings of the host functions.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// `--max-parallel`.
+    pub max_parallel: usize,
+    /// `--sub-context-chars`: the longest prompt a sub-call may send.
+    pub sub_context_chars: usize,
+    /// This run's depth.
+    pub depth: u32,
+    /// `--max-depth`.
+    pub max_depth: u32,
+    /// Scope of variables written from code.
+    pub scope: String,
+}
+
+/// Serves host calls of one run.
+pub struct RunHost {
+    store: Arc<Store>,
+    sub_model: Model,
+    sink: EventSink,
+    accounting: Arc<Accounting>,
+    settings: HostSettings,
+}
+
+impl RunHost {
+    /// A host over `store` that asks `sub_model` for sub-calls.
+    pub fn new(
+        store: Arc<Store>,
+        sub_model: Model,
+        sink: EventSink,
+        accounting: Arc<Accounting>,
+        settings: HostSettings,
+    ) -> Self {
+        Self {
+            store,
+            sub_model,
+            sink,
+            accounting,
+            settings,
+        }
+    }
+
+    /// One plain sub-model call.
+    async fn llm_query(
+        &self,
+        prompt: &str,
+        context: Option<&Value>,
+        purpose: &str,
+    ) -> Result<String, String> {
+        let mut content = prompt.to_owned();
+        if let Some(context) = context.filter(|c| !c.is_null()) {
+            content.push_str("\n\nContext:\n");
+            match context {
+                Value::String(s) => content.push_str(s),
+                other => content.push_str(&other.to_string()),
+            }
+        }
+        let chars = content.chars().count();
+        if chars > self.settings.sub_context_chars {
+            return Err(format!(
+                "this sub-call's prompt is {chars} characters, over the sub-model's limit of {} (--sub-context-chars); split the context into smaller pieces",
+                self.settings.sub_context_chars
+            ));
+        }
+        if let Some(reason) = self.accounting.exhausted() {
+            return Err(format!(
+                "no more model calls: {reason}; answer from what you have"
+            ));
+        }
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user(content)],
+            ..ChatRequest::default()
+        };
+        let completion = self
+            .sub_model
+            .provider
+            .complete(&request, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let cost = self.sub_model.price.map(|p| p.cost(completion.usage));
+        self.accounting.record_call(completion.usage, cost);
+        self.sink.emit(EventData::LlmCall {
+            model: completion.model.clone(),
+            purpose: purpose.to_owned(),
+            prompt_tokens: completion.usage.prompt_tokens,
+            completion_tokens: completion.usage.completion_tokens,
+            usage_reported: completion.usage_reported,
+            latency_ms: completion.latency.as_millis() as u64,
+            attempts: completion.attempts,
+            request_bytes: request
+                .messages
+                .iter()
+                .map(|m| m.content.len() as u64)
+                .sum(),
+            cost_usd: cost,
+        });
+        Ok(completion.text)
+    }
+
+    async fn llm_query_parallel(&self, prompts: &[Value]) -> Value {
+        let jobs: Vec<(String, Option<Value>)> = prompts
+            .iter()
+            .map(|item| match item {
+                Value::String(p) => (p.clone(), None),
+                other => (
+                    other
+                        .get("prompt")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    other.get("context").cloned(),
+                ),
+            })
+            .collect();
+        let answers: Vec<Value> = stream::iter(jobs)
+            .map(|(prompt, context)| async move {
+                match self.llm_query(&prompt, context.as_ref(), "llm_query").await {
+                    Ok(text) => Value::String(text),
+                    Err(error) => json!({ "error": error }),
+                }
+            })
+            .buffered(self.settings.max_parallel.max(1))
+            .collect()
+            .await;
+        Value::Array(answers)
+    }
+
+    /// `sub_rlm` at max depth (and, until sub-agent processes exist, at every depth):
+    /// a plain call with the context cut to [`ONE_SHOT_CONTEXT_CHARS`].
+    async fn one_shot_sub_rlm(
+        &self,
+        query: &str,
+        context: Option<&Value>,
+    ) -> Result<String, String> {
+        let context = context.map(|c| {
+            let text = match c {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let total = text.chars().count();
+            if total <= ONE_SHOT_CONTEXT_CHARS {
+                Value::String(text)
+            } else {
+                let cut: String = text.chars().take(ONE_SHOT_CONTEXT_CHARS).collect();
+                Value::String(format!("{cut}\n[context truncated: first {ONE_SHOT_CONTEXT_CHARS} of {total} characters]"))
+            }
+        });
+        self.llm_query(query, context.as_ref(), "sub_rlm_one_shot")
+            .await
+    }
+
+    async fn store_call(&self, method: &str, args: Value) -> Result<Value, String> {
+        let store = Arc::clone(&self.store);
+        let scope = self.settings.scope.clone();
+        let method = method.to_owned();
+        tokio::task::spawn_blocking(move || -> Result<Value, String> {
+            let key = || {
+                args.get("key")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| "missing string argument `key`".to_owned())
+            };
+            match method.as_str() {
+                "store_set" => {
+                    let value = args.get("value").cloned().unwrap_or(Value::Null);
+                    store
+                        .set(key()?, value, SetOptions::default().scope(scope))
+                        .map_err(|e| e.to_string())
+                        .and_then(to_json)
+                }
+                "store_ref" => {
+                    let key = key()?;
+                    let reference = store.reference(key).map_err(|e| e.to_string())?;
+                    let path = store
+                        .persist_for_sub_agent(key)
+                        .map_err(|e| e.to_string())?;
+                    let mut value = to_json(reference)?;
+                    value["path"] = Value::String(path.display().to_string());
+                    Ok(value)
+                }
+                "store_list" => to_json(store.list(&ListFilter::default())),
+                "store_delete" => store
+                    .delete(key()?)
+                    .map(|()| Value::Null)
+                    .map_err(|e| e.to_string()),
+                other => Err(format!("unknown store method {other}")),
+            }
+        })
+        .await
+        .map_err(|e| format!("store task failed: {e}"))?
+    }
+}
+
+fn to_json(value: impl serde::Serialize) -> Result<Value, String> {
+    serde_json::to_value(value).map_err(|e| e.to_string())
+}
+
+#[async_trait::async_trait]
+impl Host for RunHost {
+    async fn call(&self, method: &str, args: Value) -> Result<Value, String> {
+        let text = |name: &str| {
+            args.get(name)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        match method {
+            "llm_query" => self.llm_query(&text("prompt"), args.get("context"), "llm_query").await.map(Value::String),
+            "llm_query_parallel" => {
+                let prompts = args.get("prompts").and_then(Value::as_array).cloned().unwrap_or_default();
+                Ok(self.llm_query_parallel(&prompts).await)
+            }
+            "summarize" => {
+                let max_tokens = args.get("max_tokens").and_then(Value::as_u64).unwrap_or(500);
+                let prompt = format!("Summarize the following in at most {max_tokens} tokens. Keep names, numbers and anything unusual.");
+                self.llm_query(&prompt, args.get("text"), "summarize").await.map(Value::String)
+            }
+            "sub_rlm" => self.one_shot_sub_rlm(&text("query"), args.get("context")).await.map(Value::String),
+            "spawn_agent" | "spawn_agents" => Err(
+                "external agents are not available in this build yet (sub-agent processes); use llm_query or sub_rlm".to_owned(),
+            ),
+            "store_set" | "store_ref" | "store_list" | "store_delete" => self.store_call(method, args).await,
+            other => Err(format!("unknown host function {other}")),
+        }
+    }
+}
