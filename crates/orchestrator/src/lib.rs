@@ -16,5 +16,6 @@ pub mod parse;
 pub mod prompt;
 pub mod provider;
 pub mod rlm;
+pub mod run;
 
 pub use rlm_context_store as store;
