@@ -1,2 +1,27 @@
-//! `rlm-orchestrate`: the command-line interface.
-fn main() {}
+//! `rlm-orchestrate`: the command-line interface of rlm.
+//!
+//! The binary only parses arguments, sets up logging and calls the libraries; every
+//! sub-command lives in its own module, and [`exit`] turns the outcome into an exit
+//! code and a message. New sub-commands (`run`, `repl`, `runs`) are a variant in
+//! [`cli::Command`], a module, and one arm in [`dispatch`].
+
+mod cli;
+mod exit;
+mod logging;
+mod output;
+mod vars;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    logging::init(&cli.global);
+    exit::finish(dispatch(cli))
+}
+
+/// Runs the chosen sub-command.
+fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
+    match cli.command {
+        cli::Command::Vars(args) => vars::run(&cli.global, args),
+    }
+}

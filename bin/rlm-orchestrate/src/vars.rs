@@ -1,0 +1,547 @@
+//! `rlm-orchestrate vars`: the context store from the shell.
+//!
+//! This is how a person inspects what a run left behind, and how a sub-agent written
+//! in any language hands its result back (`vars set sub-result-<id> …`). Values can be
+//! gigabytes, so text goes in through [`Store::set_text_from_reader`] and comes out
+//! through [`Store::write_value_to`], both streaming. Commands that only read never
+//! create a data directory as a side effect.
+
+use std::fs::{self, File};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rlm_context_store::{
+    validate_key, Expected, ListFilter, ScanProblem, SetOptions, Store, StoreError, StoreOptions,
+    VariableRef, VariableType,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::{GlobalArgs, KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
+use crate::exit::{annotate, bad_input, ExitStatus, ResultExt};
+use crate::output::{self, Capture, PipeAware};
+
+/// Characters of a value shown by `vars show`.
+const PREVIEW_CHARS: usize = 200;
+
+/// Bytes of a value read for a preview: enough for [`PREVIEW_CHARS`] of any UTF-8.
+const PREVIEW_CAPTURE_BYTES: usize = PREVIEW_CHARS * 4 + 4;
+
+/// Hex digits of the sha256 shown in `vars list`.
+const SHORT_SHA_CHARS: usize = 12;
+
+/// Stdout buffer size; `vars get` streams large values through it.
+const STDOUT_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Runs a `vars` sub-command.
+pub fn run(global: &GlobalArgs, args: VarsArgs) -> Result<()> {
+    let mut out = PipeAware::new(BufWriter::with_capacity(
+        STDOUT_BUFFER_BYTES,
+        io::stdout().lock(),
+    ));
+    let result = match args.command {
+        VarsCommand::List(a) => list(global, a, &mut out),
+        VarsCommand::Show(a) => show(global, a, &mut out),
+        VarsCommand::Get(a) => get(global, a, &mut out),
+        VarsCommand::Set(a) => set(global, a, &mut out),
+        VarsCommand::Rm(a) => remove(global, a, &mut out),
+        VarsCommand::Clear => clear(global, &mut out),
+        VarsCommand::Path(a) => path(global, a, &mut out),
+    }
+    .and_then(|()| out.flush().context("failed to write to stdout"));
+    if out.is_closed() {
+        // The reader of our stdout went away (`| head`): it has what it wanted.
+        tracing::debug!("stdout closed early");
+        return Ok(());
+    }
+    result
+}
+
+// ----- the sub-commands -----
+
+fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> {
+    let filter = ListFilter {
+        scope: args.scope,
+        var_type: args.var_type.map(VariableType::from),
+    };
+    let (refs, problems) = match open_existing(global)? {
+        Some(store) => (store.list(&filter), store.problems()),
+        None => (Vec::new(), Vec::new()),
+    };
+    if !global.quiet {
+        for problem in &problems {
+            report_problem(problem, "skipping");
+        }
+    }
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &refs).context("failed to write to stdout")?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if refs.is_empty() {
+        if !global.quiet {
+            output::warning(format_args!(
+                "no variables in {}",
+                global.data_dir.display()
+            ));
+        }
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = refs
+        .iter()
+        .map(|r| {
+            vec![
+                output::shown_key(&r.key),
+                r.var_type.to_string(),
+                output::shown_key(&r.scope),
+                output::human_size(r.size_bytes),
+                output::utc_time(r.created_at),
+                short_sha(r),
+            ]
+        })
+        .collect();
+    output::write_table(
+        out,
+        &["KEY", "TYPE", "SCOPE", "SIZE", "CREATED (UTC)", "SHA256"],
+        &rows,
+    )?;
+    Ok(())
+}
+
+fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> {
+    let key = args.key;
+    validate_key(&key)?;
+    let store = open_for_key(global, &key)?;
+    let reference = missing_hint(store.reference(&key), &store)?;
+    let path = store.path_of(&key)?;
+    let preview =
+        preview(&store, &key).with_context(|| format!("failed to read variable {key:?}"))?;
+    if args.json {
+        let shown = Shown {
+            reference: &reference,
+            path: &path,
+            preview: &preview,
+        };
+        serde_json::to_writer_pretty(&mut *out, &shown).context("failed to write to stdout")?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let lines = [
+        ("key", output::shown_key(&reference.key)),
+        ("type", reference.var_type.to_string()),
+        ("scope", output::shown_key(&reference.scope)),
+        ("size", size_with_bytes(reference.size_bytes)),
+        (
+            "created",
+            format!("{} UTC", output::utc_time(reference.created_at)),
+        ),
+        (
+            "sha256",
+            reference.sha256.clone().unwrap_or_else(|| "-".to_owned()),
+        ),
+        ("id", reference.id.clone()),
+        ("path", path.display().to_string()),
+        ("preview", output::escape_controls(&preview)),
+    ];
+    for (label, value) in lines {
+        writeln!(out, "{:<9}{value}", format!("{label}:"))?;
+    }
+    Ok(())
+}
+
+fn get(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
+    let key = args.key;
+    validate_key(&key)?;
+    let store = open_for_key(global, &key)?;
+    let reference = missing_hint(store.reference(&key), &store)?;
+    missing_hint(store.write_value_to(&key, out, true), &store)
+        .with_context(|| format!("failed to print variable {key:?}"))?;
+    if !matches!(
+        reference.var_type,
+        VariableType::Text | VariableType::Stream
+    ) {
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
+    let key = args.key;
+    validate_key(&key)?;
+    if args.scope.as_deref() == Some("") {
+        return Err(bad_input("--scope must not be empty"));
+    }
+    let var_type = args.var_type.map(VariableType::from);
+    let opts = SetOptions {
+        scope: args.scope,
+        var_type,
+        persist: true,
+    };
+    let expected = args.if_sha256;
+    let stored = match (args.value, args.file) {
+        (Some(value), None) => {
+            let value = if args.json {
+                parse_json(value.as_bytes(), "VALUE")?
+            } else {
+                Value::String(value)
+            };
+            check_type(&value, var_type)?;
+            let store = open(global)?;
+            store_value(&store, &key, value, opts, expected.as_ref())
+        }
+        (None, Some(file)) => {
+            let mut input = Input::open(&file)?;
+            if args.json {
+                let value = parse_json(BufReader::new(input.reader), &input.name)?;
+                check_type(&value, var_type)?;
+                let store = open(global)?;
+                store_value(&store, &key, value, opts, expected.as_ref())
+            } else if let Some(expected) = &expected {
+                // compare-and-set needs the whole value; only this path buffers a file.
+                check_text_type(var_type)?;
+                let text = read_text(&mut input)?;
+                let store = open(global)?;
+                store_value(&store, &key, Value::String(text), opts, Some(expected))
+            } else {
+                check_text_type(var_type)?;
+                let store = open(global)?;
+                store.set_text_from_reader(&key, &mut input.reader, &input.name, opts)
+            }
+        }
+        _ => return Err(bad_input("give either VALUE or --file FILE")),
+    };
+    let reference = match stored {
+        Err(e @ StoreError::Conflict { .. }) => Err(e).hint(|| {
+            format!(
+                "see the current value with `rlm-orchestrate vars show {}`, \
+                 then retry with its sha256",
+                shell_word(&key)
+            )
+        }),
+        other => other.map_err(anyhow::Error::from),
+    }
+    .with_context(|| format!("failed to store variable {key:?}"))?;
+    writeln!(
+        out,
+        "{}: {}, scope {}, {} bytes, sha256 {}",
+        output::shown_key(&reference.key),
+        reference.var_type,
+        output::shown_key(&reference.scope),
+        reference.size_bytes,
+        reference.sha256.as_deref().unwrap_or("-")
+    )?;
+    Ok(())
+}
+
+fn remove(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
+    let key = args.key;
+    validate_key(&key)?;
+    let store = open_for_key(global, &key)?;
+    missing_hint(store.delete(&key), &store)
+        .with_context(|| format!("failed to remove variable {key:?}"))?;
+    writeln!(out, "removed {}", output::shown_key(&key))?;
+    Ok(())
+}
+
+fn clear(global: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let removed = match open_existing(global)? {
+        Some(store) => {
+            let removed = store.clear().context("failed to clear the context store")?;
+            if !global.quiet {
+                for problem in store.problems() {
+                    report_problem(&problem, "left in place");
+                }
+            }
+            removed
+        }
+        None => 0,
+    };
+    let plural = if removed == 1 { "" } else { "s" };
+    writeln!(out, "removed {removed} variable{plural}")?;
+    Ok(())
+}
+
+fn path(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
+    let key = args.key;
+    validate_key(&key)?;
+    let store = open_for_key(global, &key)?;
+    let path = missing_hint(store.persist_for_sub_agent(&key), &store)
+        .with_context(|| format!("failed to locate variable {key:?}"))?;
+    out.write_all(path.as_os_str().as_bytes())?;
+    writeln!(out)?;
+    Ok(())
+}
+
+// ----- opening the store -----
+
+/// Opens (creating if needed) the store in the data directory. The CLI always
+/// persists, with fsync.
+fn open(global: &GlobalArgs) -> Result<Store> {
+    let dir = &global.data_dir;
+    let store = Store::open_with(dir, StoreOptions::default())
+        .with_context(|| format!("failed to open the context store in {}", dir.display()))?;
+    tracing::debug!(data_dir = %store.data_dir().display(), "opened store");
+    Ok(store)
+}
+
+/// Opens the store only if the data directory exists.
+fn open_existing(global: &GlobalArgs) -> Result<Option<Store>> {
+    let dir = &global.data_dir;
+    match fs::metadata(dir) {
+        Ok(_) => open(global).map(Some),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            tracing::debug!(data_dir = %dir.display(), "data directory does not exist");
+            Ok(None)
+        }
+        Err(e) => Err(e).with_context(|| format!("failed to inspect {}", dir.display())),
+    }
+}
+
+/// Opens the store to read `key`; a missing data directory means a missing key.
+fn open_for_key(global: &GlobalArgs, key: &str) -> Result<Store> {
+    let dir = &global.data_dir;
+    open_existing(global)?.ok_or_else(|| {
+        let missing = StoreError::NotFound {
+            key: key.to_owned(),
+        };
+        let hint = format!(
+            "the data directory {} does not exist; pick another with --data-dir or RLM_DATA_DIR",
+            dir.display()
+        );
+        annotate(missing.into(), None, Some(hint))
+    })
+}
+
+/// Adds a hint naming the data directory when `result` is a missing variable.
+fn missing_hint<T>(result: Result<T, StoreError>, store: &Store) -> Result<T> {
+    match result {
+        Err(e @ StoreError::NotFound { .. }) => Err(e).hint(|| {
+            format!(
+                "the data directory is {}; pick another with --data-dir or RLM_DATA_DIR",
+                store.data_dir().display()
+            )
+        }),
+        other => Ok(other?),
+    }
+}
+
+// ----- values -----
+
+/// Writes `value` (with compare-and-set when `expected` is given).
+fn store_value(
+    store: &Store,
+    key: &str,
+    value: Value,
+    opts: SetOptions,
+    expected: Option<&Expected>,
+) -> Result<VariableRef, StoreError> {
+    match expected {
+        Some(expected) => store.compare_and_set(key, expected, value, opts),
+        None => store.set(key, value, opts),
+    }
+}
+
+/// Where `--file` reads from.
+struct Input {
+    /// The file as named on the command line, or `stdin`.
+    name: String,
+    reader: Box<dyn Read>,
+}
+
+impl Input {
+    fn open(path: &Path) -> Result<Self> {
+        if path.as_os_str() == "-" {
+            return Ok(Self {
+                name: "stdin".to_owned(),
+                reader: Box::new(io::stdin().lock()),
+            });
+        }
+        let name = path.display().to_string();
+        let meta = fs::metadata(path)
+            .with_context(|| format!("cannot read {name}"))
+            .status(ExitStatus::BadInput)?;
+        if meta.is_dir() {
+            return Err(bad_input(format!("{name} is a directory, not a file")));
+        }
+        let file = File::open(path)
+            .with_context(|| format!("cannot read {name}"))
+            .status(ExitStatus::BadInput)?;
+        Ok(Self {
+            name,
+            reader: Box::new(file),
+        })
+    }
+}
+
+/// Parses JSON from `reader`; a syntax error is bad input, with line and column.
+fn parse_json(reader: impl Read, name: &str) -> Result<Value> {
+    serde_json::from_reader(reader).map_err(|e| {
+        let (message, hint) = if e.is_io() {
+            (format!("cannot read {name}"), None)
+        } else {
+            (
+                format!("{name} is not valid JSON"),
+                Some("drop --json to store it as text".to_owned()),
+            )
+        };
+        annotate(
+            anyhow::Error::new(e).context(message),
+            Some(ExitStatus::BadInput),
+            hint,
+        )
+    })
+}
+
+/// Reads a whole text input, failing like the streaming path on invalid UTF-8.
+fn read_text(input: &mut Input) -> Result<String> {
+    let mut bytes = Vec::new();
+    input
+        .reader
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", input.name))
+        .status(ExitStatus::BadInput)?;
+    String::from_utf8(bytes).map_err(|e| {
+        StoreError::InvalidUtf8 {
+            source_name: input.name.clone(),
+            offset: e.utf8_error().valid_up_to() as u64,
+        }
+        .into()
+    })
+}
+
+/// Refuses a `--type` that contradicts a text value.
+fn check_text_type(var_type: Option<VariableType>) -> Result<()> {
+    match var_type {
+        None | Some(VariableType::Text | VariableType::Stream) => Ok(()),
+        Some(other) => Err(bad_input(format!(
+            "a text value cannot have type {other}; add --json to parse the value as JSON"
+        ))),
+    }
+}
+
+/// Refuses a `--type` that contradicts a JSON value's shape.
+fn check_type(value: &Value, var_type: Option<VariableType>) -> Result<()> {
+    let has_any = |keys: [&str; 2]| {
+        value
+            .as_object()
+            .is_some_and(|map| keys.iter().any(|k| map.contains_key(*k)))
+    };
+    let problem = match var_type {
+        None | Some(VariableType::Stream) => None,
+        Some(VariableType::Text) if !value.is_string() => Some("type text needs a string"),
+        Some(VariableType::Json) if value.is_string() => {
+            Some("type json needs a non-string value; use --type text for a string")
+        }
+        Some(VariableType::Memory) if !has_any(["entries", "memories"]) => {
+            Some("type memory needs an object with \"entries\" or \"memories\"")
+        }
+        Some(VariableType::Result) if !has_any(["result", "output"]) => {
+            Some("type result needs an object with \"result\" or \"output\"")
+        }
+        Some(_) => None,
+    };
+    match problem {
+        Some(problem) => Err(bad_input(problem)),
+        None => Ok(()),
+    }
+}
+
+/// The first [`PREVIEW_CHARS`] characters of the value (compact JSON unless text),
+/// with `…` when there is more. Reads only the start of values stored in our layout.
+fn preview(store: &Store, key: &str) -> Result<String> {
+    let mut capture = Capture::new(PREVIEW_CAPTURE_BYTES);
+    if let Err(e) = store.write_value_to(key, &mut capture, false) {
+        if !capture.is_full() {
+            return Err(e.into());
+        }
+    }
+    let text = String::from_utf8_lossy(capture.bytes());
+    let mut preview: String = text.chars().take(PREVIEW_CHARS).collect();
+    if capture.is_full() || text.chars().nth(PREVIEW_CHARS).is_some() {
+        preview.push('…');
+    }
+    Ok(preview)
+}
+
+/// Warns about a file the store could not use, naming it once.
+fn report_problem(problem: &ScanProblem, what_happened: &str) {
+    let path = problem.path.display().to_string();
+    if problem.message.contains(&path) {
+        output::warning(format_args!("{what_happened}: {}", problem.message));
+    } else {
+        output::warning(format_args!("{what_happened} {path}: {}", problem.message));
+    }
+}
+
+/// `vars show --json`: the reference, the file and a preview, in this order.
+#[derive(Serialize)]
+struct Shown<'a> {
+    #[serde(rename = "ref")]
+    reference: &'a VariableRef,
+    path: &'a Path,
+    preview: &'a str,
+}
+
+/// `1.5 KiB (1536 bytes)`, or just `12 bytes` when that says it all.
+fn size_with_bytes(bytes: u64) -> String {
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{} ({bytes} bytes)", output::human_size(bytes))
+    }
+}
+
+fn short_sha(reference: &VariableRef) -> String {
+    match &reference.sha256 {
+        Some(sha) => sha.chars().take(SHORT_SHA_CHARS).collect(),
+        None => "-".to_owned(),
+    }
+}
+
+/// `key` quoted for a shell command line when it needs it.
+fn shell_word(key: &str) -> String {
+    let plain = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b));
+    if plain {
+        key.to_owned()
+    } else {
+        format!("'{}'", key.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn type_checks_follow_the_shapes() {
+        assert!(check_type(&json!("x"), Some(VariableType::Text)).is_ok());
+        assert!(check_type(&json!([1]), Some(VariableType::Text)).is_err());
+        assert!(check_type(&json!({"entries": []}), Some(VariableType::Memory)).is_ok());
+        assert!(check_type(&json!({"x": []}), Some(VariableType::Memory)).is_err());
+        assert!(check_type(&json!({"output": 1}), Some(VariableType::Result)).is_ok());
+        assert!(check_type(&json!("x"), Some(VariableType::Json)).is_err());
+        assert!(check_type(&json!("x"), Some(VariableType::Stream)).is_ok());
+        assert!(check_text_type(Some(VariableType::Stream)).is_ok());
+        assert!(check_text_type(Some(VariableType::Memory)).is_err());
+    }
+
+    #[test]
+    fn invalid_json_is_bad_input_with_position() {
+        let err = parse_json(&b"{\n  \"a\": [1,]\n}"[..], "in.json").unwrap_err();
+        assert_eq!(crate::exit::status_of(&err), ExitStatus::BadInput);
+        let text = format!("{err:#}");
+        assert!(text.contains("in.json is not valid JSON"), "{text}");
+        assert!(text.contains("line 2 column"), "{text}");
+    }
+
+    #[test]
+    fn shell_words_are_quoted_when_needed() {
+        assert_eq!(shell_word("chunk-3"), "chunk-3");
+        assert_eq!(shell_word("it's here"), r"'it'\''s here'");
+    }
+}

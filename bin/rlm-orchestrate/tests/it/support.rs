@@ -1,0 +1,90 @@
+//! Helpers shared by the tests: a temporary data directory and commands pointed at it.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// Path of the binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_rlm-orchestrate");
+
+/// A scratch directory holding one data directory (`data/`) and input files.
+pub struct Sandbox {
+    dir: TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The scratch directory (also the working directory of commands).
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The data directory commands use.
+    pub fn data_dir(&self) -> PathBuf {
+        self.root().join("data")
+    }
+
+    /// The binary with a clean environment, run in the sandbox, without `--data-dir`.
+    pub fn bare(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.current_dir(self.root())
+            .env_remove("RLM_DATA_DIR")
+            .env_remove("RUST_LOG")
+            .env("COLUMNS", "100");
+        cmd
+    }
+
+    /// `rlm-orchestrate --data-dir <sandbox>/data vars <args…>`.
+    pub fn vars(&self, args: &[&str]) -> Command {
+        let mut cmd = self.bare();
+        cmd.arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("vars")
+            .args(args);
+        cmd
+    }
+
+    /// Writes a file in the sandbox and returns its path.
+    pub fn file(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.root().join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// `vars set` that must succeed; returns its stdout.
+    pub fn set(&self, args: &[&str]) -> String {
+        let out = self.vars(&[&["set"], args].concat()).assert().success();
+        String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    }
+
+    /// `vars get KEY` that must succeed; returns stdout bytes.
+    pub fn get(&self, key: &str) -> Vec<u8> {
+        self.vars(&["get", key])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone()
+    }
+
+    /// `vars show KEY --json`, parsed.
+    pub fn show_json(&self, key: &str) -> Value {
+        let out = self.vars(&["show", key, "--json"]).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    }
+
+    /// The sha256 the store reports for `key`.
+    pub fn sha(&self, key: &str) -> String {
+        self.show_json(key)["ref"]["sha256"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
