@@ -542,9 +542,16 @@ pub fn copy_json_value(
         let mut ser = serde_json::Serializer::new(out);
         serde_transcode::transcode(&mut de, &mut ser)
     };
-    result.map_err(|e| StoreError::Corrupt {
-        path: path.to_owned(),
-        reason: e.to_string(),
+    result.map_err(|e| {
+        if e.is_io() {
+            // A closed pipe or a full disk on either side is an I/O failure, not a bad file.
+            StoreError::io("stream the value of", path, io::Error::from(e))
+        } else {
+            StoreError::Corrupt {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            }
+        }
     })
 }
 
@@ -665,6 +672,28 @@ mod tests {
         assert_eq!(h.value_offset, None);
         assert_eq!(h.header.reference.sha256, None);
         assert_eq!(read_value(&path, None).unwrap(), json!({"a": [1, 2]}));
+    }
+
+    #[test]
+    fn write_errors_while_streaming_json_are_io_errors() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::from(io::ErrorKind::BrokenPipe))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.json");
+        let value = encode_value(&json!({"a": [1, 2, 3]}));
+        let offset = write_file(&path, &header("j", &value), &value, Durability::Bulk).unwrap();
+        let err = copy_json_value(&path, offset, &mut Closed, true).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe),
+            "{err:?}"
+        );
     }
 
     #[test]
