@@ -535,24 +535,49 @@ pub fn copy_json_value(
         .map_err(|e| StoreError::io("read variable file", path, e))?;
     let reader = BufReader::with_capacity(STREAM_CHUNK_BYTES, file);
     let mut de = serde_json::Deserializer::from_reader(reader);
+    // serde-transcode folds the writer's error into a message, so keep it aside.
+    let mut out = ErrorKeepingWriter {
+        inner: out,
+        error: None,
+    };
     let result = if pretty {
-        let mut ser = serde_json::Serializer::pretty(out);
+        let mut ser = serde_json::Serializer::pretty(&mut out);
         serde_transcode::transcode(&mut de, &mut ser)
     } else {
-        let mut ser = serde_json::Serializer::new(out);
+        let mut ser = serde_json::Serializer::new(&mut out);
         serde_transcode::transcode(&mut de, &mut ser)
     };
-    result.map_err(|e| {
-        if e.is_io() {
-            // A closed pipe or a full disk on either side is an I/O failure, not a bad file.
-            StoreError::io("stream the value of", path, io::Error::from(e))
-        } else {
-            StoreError::Corrupt {
-                path: path.to_owned(),
-                reason: e.to_string(),
-            }
-        }
+    result.map_err(|e| match out.error.take() {
+        // A closed pipe or a full disk is an I/O failure, not a bad file.
+        Some(write_error) => StoreError::io("write the value of", path, write_error),
+        None if e.is_io() => StoreError::io("read variable file", path, io::Error::from(e)),
+        None => StoreError::Corrupt {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        },
     })
+}
+
+/// Passes writes through and remembers the first error.
+struct ErrorKeepingWriter<'a> {
+    inner: &'a mut dyn Write,
+    error: Option<io::Error>,
+}
+
+impl Write for ErrorKeepingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            self.error
+                .get_or_insert_with(|| io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush().inspect_err(|e| {
+            self.error
+                .get_or_insert_with(|| io::Error::new(e.kind(), e.to_string()));
+        })
+    }
 }
 
 #[cfg(test)]
