@@ -8,6 +8,22 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub mod anthropic;
+pub mod cli;
+pub mod config;
+mod http;
+pub mod openai;
+pub mod retry;
+
+pub use anthropic::AnthropicProvider;
+pub use cli::CliProvider;
+pub use config::{
+    build_provider, install_crypto_provider, is_local_url, ApiKey, Prices, ProviderConfig,
+    ProviderKind,
+};
+pub use openai::OpenAiProvider;
+pub use retry::RetryPolicy;
+
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -32,15 +48,24 @@ pub struct ChatMessage {
 impl ChatMessage {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self { role: Role::System, content: content.into() }
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
     }
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: Role::User, content: content.into() }
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
     }
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self { role: Role::Assistant, content: content.into() }
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
     }
 }
 
@@ -73,6 +98,21 @@ impl Usage {
     /// Prompt plus completion tokens.
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// Estimated usage when a provider reports none: about four characters a token,
+/// rounded up, over every message of the request and over the answer.
+pub fn estimate_usage(request: &ChatRequest, answer: &str) -> Usage {
+    let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
+    let prompt_chars: usize = request
+        .messages
+        .iter()
+        .map(|m| m.content.chars().count())
+        .sum();
+    Usage {
+        prompt_tokens: tokens(prompt_chars),
+        completion_tokens: tokens(answer.chars().count()),
     }
 }
 
@@ -127,7 +167,9 @@ pub enum ProviderError {
         message: String,
     },
     /// The endpoint answered with an error status.
-    #[error("model endpoint {endpoint} answered HTTP {status} after {attempts} attempt(s): {body}")]
+    #[error(
+        "model endpoint {endpoint} answered HTTP {status} after {attempts} attempt(s): {body}"
+    )]
     Http {
         /// URL of the endpoint.
         endpoint: String,
@@ -157,7 +199,9 @@ pub enum ProviderError {
         message: String,
     },
     /// The API key's environment variable is not set.
-    #[error("the API key variable {var} is not set; export it, or name another with --api-key-env")]
+    #[error(
+        "the API key variable {var} is not set; export it, or name another with --api-key-env"
+    )]
     MissingKey {
         /// The environment variable's name.
         var: String,

@@ -1,0 +1,423 @@
+//! The Anthropic Messages API (`POST {base_url}/v1/messages`).
+//!
+//! It differs from Chat Completions in ways that matter to a loop: the system prompt
+//! is a top-level field, `max_tokens` is mandatory, turns must alternate, and a stream
+//! is a sequence of typed events (`message_start`, `content_block_delta`,
+//! `message_delta`, `message_stop`) with usage split between the first and the last.
+
+use std::time::{Duration, Instant};
+
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use reqwest::Response;
+use serde_json::{json, Value};
+
+use super::config::{is_local_url, ApiKey, ProviderConfig};
+use super::http::{
+    build_client, chain, content_text, count, drain, is_event_stream, normalise_base_url, preview,
+    protocol, read_json_body, send_failure, status_failure, stream_broken, RawCompletion,
+};
+use super::retry::{run_with_retries, AttemptError, RetryPolicy};
+use super::{ChatRequest, Completion, DeltaSink, Provider, ProviderError, Role, Usage};
+
+/// The API version rlm speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// Output token limit when neither the request nor the configuration sets one.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A model behind the Anthropic Messages API.
+#[derive(Debug)]
+pub struct AnthropicProvider {
+    client: reqwest::Client,
+    base_url: String,
+    endpoint: String,
+    model: String,
+    key: Option<ApiKey>,
+    stream: bool,
+    max_tokens: u32,
+    policy: RetryPolicy,
+    timeout: Duration,
+}
+
+impl AnthropicProvider {
+    /// Anthropic's endpoint, used when no base URL is configured.
+    pub const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com";
+    /// Where the key is read from unless `--api-key-env` says otherwise.
+    pub const DEFAULT_KEY_ENV: &'static str = "ANTHROPIC_API_KEY";
+
+    /// A provider for `config` using `api_key`. Without a key only a local endpoint is
+    /// accepted. A base URL ending in `/v1` is accepted too (no `/v1/v1`).
+    pub fn new(config: &ProviderConfig, api_key: Option<ApiKey>) -> Result<Self, ProviderError> {
+        let base_url =
+            normalise_base_url(config.base_url.as_deref().unwrap_or(Self::DEFAULT_BASE_URL))?;
+        if config.model.trim().is_empty() {
+            return Err(ProviderError::Config(
+                "no model name for the anthropic provider; pass --model (e.g. claude-sonnet-4-5)"
+                    .into(),
+            ));
+        }
+        if api_key.is_none() && !is_local_url(&base_url) {
+            return Err(ProviderError::MissingKey {
+                var: config.key_env().unwrap_or(Self::DEFAULT_KEY_ENV).to_owned(),
+            });
+        }
+        let endpoint = match base_url.strip_suffix("/v1") {
+            Some(_) => format!("{base_url}/messages"),
+            None => format!("{base_url}/v1/messages"),
+        };
+        Ok(Self {
+            client: build_client(config, &base_url)?,
+            endpoint,
+            base_url,
+            model: config.model.clone(),
+            key: api_key,
+            stream: config.stream,
+            max_tokens: config.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            policy: config.retry_policy(),
+            timeout: config.request_timeout,
+        })
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The request body: system messages joined into `system`, consecutive turns of
+    /// the same role merged (the API wants them alternating).
+    fn body(&self, request: &ChatRequest) -> Value {
+        let mut system: Vec<&str> = Vec::new();
+        let mut turns: Vec<(Role, String)> = Vec::new();
+        for message in &request.messages {
+            match message.role {
+                Role::System => system.push(&message.content),
+                role => match turns.last_mut() {
+                    Some((last, text)) if *last == role => {
+                        text.push_str("\n\n");
+                        text.push_str(&message.content);
+                    }
+                    _ => turns.push((role, message.content.clone())),
+                },
+            }
+        }
+        let messages: Vec<Value> = turns
+            .into_iter()
+            .map(|(role, content)| {
+                let role = if role == Role::Assistant {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                json!({ "role": role, "content": content })
+            })
+            .collect();
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": request.max_tokens.unwrap_or(self.max_tokens),
+            "messages": messages,
+            "stream": self.stream,
+        });
+        if !system.is_empty() {
+            body["system"] = json!(system.join("\n\n"));
+        }
+        if let Some(temperature) = request.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        body
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        attempt: u32,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<RawCompletion, AttemptError> {
+        let mut builder = self
+            .client
+            .post(&self.endpoint)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(body);
+        if let Some(key) = &self.key {
+            let mut value = reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| {
+                AttemptError::Fatal(ProviderError::Config(
+                    "the Anthropic API key contains characters not allowed in a header".into(),
+                ))
+            })?;
+            value.set_sensitive(true);
+            builder = builder.header("x-api-key", value);
+        }
+        let response = builder.send().await.map_err(|error| send_failure(&error))?;
+        if !response.status().is_success() {
+            return Err(status_failure(response, self.key.as_ref()).await);
+        }
+        if is_event_stream(&response) {
+            return self.read_stream(response, attempt, on_delta).await;
+        }
+        let value = read_json_body(response, &self.endpoint).await?;
+        let raw = parse_message(&value, &self.endpoint)?;
+        if let Some(sink) = on_delta.filter(|_| !raw.text.is_empty()) {
+            sink(&raw.text);
+        }
+        Ok(raw)
+    }
+
+    async fn read_stream(
+        &self,
+        response: Response,
+        attempt: u32,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<RawCompletion, AttemptError> {
+        let endpoint = self.endpoint.as_str();
+        let mut events = response.bytes_stream().eventsource();
+        let mut raw = RawCompletion::default();
+        let mut emitted_chars = 0;
+        let mut events_seen = 0_u64;
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(EventStreamError::Transport(error)) => {
+                    return Err(stream_broken(
+                        endpoint,
+                        attempt,
+                        emitted_chars,
+                        chain(&error),
+                    ));
+                }
+                Err(error) => {
+                    return Err(protocol(endpoint, format!("invalid event stream: {error}")))
+                }
+            };
+            let data = event.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            events_seen += 1;
+            let value: Value = serde_json::from_str(data).map_err(|error| {
+                protocol(
+                    endpoint,
+                    format!("a stream event is not JSON ({error}): {}", preview(data)),
+                )
+            })?;
+            let kind = value
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or(event.event.as_str());
+            match kind {
+                "message_start" => {
+                    let message = value.get("message").unwrap_or(&Value::Null);
+                    if let Some(model) = message.get("model").and_then(Value::as_str) {
+                        raw.model = Some(model.to_owned());
+                    }
+                    raw.usage = read_usage(message.get("usage"), raw.usage);
+                }
+                "content_block_delta" => {
+                    let delta = value.get("delta").unwrap_or(&Value::Null);
+                    if delta.get("type").and_then(Value::as_str) != Some("text_delta") {
+                        continue;
+                    }
+                    let text = delta
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    if let Some(sink) = on_delta {
+                        sink(text);
+                    }
+                    emitted_chars += text.chars().count();
+                    raw.text.push_str(text);
+                }
+                "message_delta" => raw.usage = read_usage(value.get("usage"), raw.usage),
+                "message_stop" => {
+                    drain(&mut events).await;
+                    return Ok(raw);
+                }
+                "error" => {
+                    let error = value.get("error").unwrap_or(&value);
+                    let transient = matches!(
+                        error.get("type").and_then(Value::as_str),
+                        Some("overloaded_error" | "api_error")
+                    );
+                    let message = format!("the stream reported an error: {error}");
+                    return Err(if transient {
+                        stream_broken(endpoint, attempt, emitted_chars, message)
+                    } else {
+                        protocol(endpoint, message)
+                    });
+                }
+                _ => {} // ping, content_block_start/stop, future event kinds
+            }
+        }
+        if events_seen == 0 {
+            return Err(stream_broken(
+                endpoint,
+                attempt,
+                0,
+                "the stream ended without data".into(),
+            ));
+        }
+        Ok(raw)
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for AnthropicProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<Completion, ProviderError> {
+        let started = Instant::now();
+        let body = &self.body(request);
+        let (raw, attempts) =
+            run_with_retries(&self.policy, &self.endpoint, self.timeout, move |attempt| {
+                self.attempt(body, attempt, on_delta)
+            })
+            .await?;
+        Ok(raw.finish(request, &self.model, started, attempts))
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn describe(&self) -> String {
+        format!("anthropic {} ({})", self.base_url, self.model)
+    }
+}
+
+/// Reads a whole (non-streamed) Messages response.
+fn parse_message(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError> {
+    if value.get("type").and_then(Value::as_str) == Some("error") {
+        let error = value.get("error").unwrap_or(value);
+        return Err(protocol(
+            endpoint,
+            format!("the response reports an error: {error}"),
+        ));
+    }
+    let Some(content) = value.get("content") else {
+        return Err(protocol(
+            endpoint,
+            format!(
+                "the response has no content: {}",
+                preview(&value.to_string())
+            ),
+        ));
+    };
+    Ok(RawCompletion {
+        text: content_text(content),
+        usage: read_usage(value.get("usage"), None),
+        model: value
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
+}
+
+/// Merges a `usage` object into what is known: input tokens (cache writes and reads
+/// included) usually come with `message_start`, output tokens with `message_delta`.
+fn read_usage(usage: Option<&Value>, known: Option<Usage>) -> Option<Usage> {
+    let usage = usage.filter(|usage| usage.is_object())?;
+    let input: Option<u64> = [
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    ]
+    .iter()
+    .filter_map(|field| count(usage.get(*field)))
+    .reduce(|a, b| a + b);
+    let output = count(usage.get("output_tokens"));
+    if input.is_none() && output.is_none() {
+        return known;
+    }
+    let known = known.unwrap_or_default();
+    Some(Usage {
+        prompt_tokens: input.unwrap_or(known.prompt_tokens),
+        completion_tokens: output.unwrap_or(known.completion_tokens),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ChatMessage, ProviderKind};
+
+    fn provider(base_url: &str) -> AnthropicProvider {
+        let mut config = ProviderConfig::new(ProviderKind::Anthropic, "claude-test");
+        config.base_url = Some(base_url.into());
+        AnthropicProvider::new(&config, None).unwrap()
+    }
+
+    #[test]
+    fn endpoint_accepts_base_with_or_without_v1() {
+        assert_eq!(
+            provider("http://127.0.0.1:9").endpoint(),
+            "http://127.0.0.1:9/v1/messages"
+        );
+        assert_eq!(
+            provider("http://127.0.0.1:9/v1/").endpoint(),
+            "http://127.0.0.1:9/v1/messages"
+        );
+    }
+
+    #[test]
+    fn body_lifts_system_and_merges_turns() {
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::system("rules"),
+                ChatMessage::user("a"),
+                ChatMessage::user("b"),
+                ChatMessage::assistant("c"),
+                ChatMessage::system("more rules"),
+            ],
+            max_tokens: None,
+            temperature: Some(0.5),
+        };
+        let body = provider("http://127.0.0.1:9").body(&request);
+        assert_eq!(body["system"], "rules\n\nmore rules");
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+        assert_eq!(body["messages"].as_array().map(Vec::len), Some(2));
+        assert_eq!(body["messages"][0]["content"], "a\n\nb");
+        assert_eq!(body["messages"][1]["role"], "assistant");
+        assert_eq!(body["temperature"], 0.5);
+    }
+
+    #[test]
+    fn usage_merges_start_and_delta() {
+        let start = read_usage(
+            Some(&json!({"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 1})),
+            None,
+        );
+        let end = read_usage(Some(&json!({"output_tokens": 42})), start);
+        assert_eq!(
+            end,
+            Some(Usage {
+                prompt_tokens: 15,
+                completion_tokens: 42
+            })
+        );
+        assert_eq!(read_usage(Some(&json!({})), None), None);
+    }
+
+    #[test]
+    fn messages_parse() {
+        let value = json!({
+            "type": "message", "model": "claude-x",
+            "content": [{"type": "text", "text": "hello "}, {"type": "tool_use", "id": "t"}, {"type": "text", "text": "there"}],
+            "usage": {"input_tokens": 7, "output_tokens": 3}
+        });
+        let raw = parse_message(&value, "e").unwrap();
+        assert_eq!(raw.text, "hello there");
+        assert_eq!(
+            raw.usage,
+            Some(Usage {
+                prompt_tokens: 7,
+                completion_tokens: 3
+            })
+        );
+        let error =
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}});
+        assert!(parse_message(&error, "e").is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! HTTP plumbing shared by the OpenAI and Anthropic providers.
+//!
+//! Both APIs differ only in their JSON; building the client, turning transport
+//! failures and error statuses into retry decisions, and reading bodies with bounds
+//! are the same, and live here once.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use reqwest::Response;
+
+use super::config::{install_crypto_provider, is_local_url, ApiKey, ProviderConfig};
+use super::retry::{parse_retry_after, AttemptError};
+use super::ProviderError;
+
+/// Longest wait for a TCP (and TLS) connection before the attempt counts as failed.
+pub(crate) const CONNECT_TIMEOUT_SECS: u64 = 30;
+/// How much of an error response's body is kept for the message.
+pub(crate) const ERROR_BODY_MAX_BYTES: usize = 4 * 1024;
+/// Largest non-streamed response body accepted.
+pub(crate) const RESPONSE_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// A client for one provider: `TCP_NODELAY` (small requests must not wait on delayed
+/// ACKs), bounded connect time, and no proxy for local endpoints.
+pub(crate) fn build_client(
+    config: &ProviderConfig,
+    base_url: &str,
+) -> Result<reqwest::Client, ProviderError> {
+    install_crypto_provider();
+    let connect_timeout = config
+        .request_timeout
+        .min(Duration::from_secs(CONNECT_TIMEOUT_SECS));
+    let mut builder = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .connect_timeout(connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(90));
+    if is_local_url(base_url) {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|error| {
+        ProviderError::Config(format!("cannot build the HTTP client: {}", chain(&error)))
+    })
+}
+
+/// Checks that a base URL is an absolute http(s) URL and strips trailing slashes.
+pub(crate) fn normalise_base_url(base_url: &str) -> Result<String, ProviderError> {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    match reqwest::Url::parse(trimmed) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => Ok(trimmed.to_owned()),
+        Ok(url) => Err(ProviderError::Config(format!(
+            "base URL `{trimmed}` uses scheme `{}`; use http:// or https://",
+            url.scheme()
+        ))),
+        Err(error) => Err(ProviderError::Config(format!(
+            "base URL `{trimmed}` is not a URL ({error}); use e.g. http://127.0.0.1:8080/v1"
+        ))),
+    }
+}
+
+/// An error and its causes on one line (`a: b: c`), so "connection refused" shows.
+pub(crate) fn chain(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// A failed `send()`: no usable answer, so another attempt may work.
+pub(crate) fn send_failure(error: &reqwest::Error) -> AttemptError {
+    AttemptError::Connect(chain(error))
+}
+
+/// Turns a non-success response into a retry decision, keeping the start of its body
+/// (with the key scrubbed, should the server echo it).
+pub(crate) async fn status_failure(response: Response, key: Option<&ApiKey>) -> AttemptError {
+    let status = response.status().as_u16();
+    let retry_after = parse_retry_after(response.headers());
+    let body = match read_capped(response, ERROR_BODY_MAX_BYTES).await {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(error) => format!("(body unreadable: {})", chain(&error)),
+    };
+    let body = match key {
+        Some(key) => key.scrub(&body),
+        None => body,
+    };
+    AttemptError::Status {
+        status,
+        body,
+        retry_after,
+    }
+}
+
+/// Reads at most `cap` bytes of a body; the flag says whether more was cut off.
+pub(crate) async fn read_capped(
+    mut response: Response,
+    cap: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// Reads a whole JSON success body (bounded), mapping failures for the retry loop.
+pub(crate) async fn read_json_body(
+    response: Response,
+    endpoint: &str,
+) -> Result<serde_json::Value, AttemptError> {
+    let (bytes, truncated) = read_capped(response, RESPONSE_MAX_BYTES)
+        .await
+        .map_err(|error| {
+            AttemptError::Connect(format!("reading the response failed: {}", chain(&error)))
+        })?;
+    if truncated {
+        return Err(protocol(
+            endpoint,
+            format!("the response is larger than {RESPONSE_MAX_BYTES} bytes"),
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|error| {
+        let start = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+        protocol(
+            endpoint,
+            format!("the body is not JSON ({error}); it starts with {start:?}"),
+        )
+    })
+}
+
+/// True when the response is an SSE stream (a server may ignore `"stream": true`).
+pub(crate) fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// A fatal protocol error for the retry loop.
+pub(crate) fn protocol(endpoint: &str, message: impl Into<String>) -> AttemptError {
+    AttemptError::Fatal(ProviderError::Protocol {
+        endpoint: endpoint.to_owned(),
+        message: message.into(),
+    })
+}
+
+/// A stream that broke: retryable while nothing was shown, fatal once text went to the
+/// sink (a retry would show it twice).
+pub(crate) fn stream_broken(
+    endpoint: &str,
+    attempt: u32,
+    emitted_chars: usize,
+    message: String,
+) -> AttemptError {
+    if emitted_chars == 0 {
+        AttemptError::Connect(format!("the stream broke before any text: {message}"))
+    } else {
+        AttemptError::Fatal(ProviderError::Unreachable {
+            endpoint: endpoint.to_owned(),
+            attempts: attempt,
+            message: format!(
+                "the stream broke after {emitted_chars} characters of the answer: {message}"
+            ),
+        })
+    }
+}
+
+/// Text from an OpenAI- or Anthropic-style `content`: a string, or parts with `text`.
+pub(crate) fn content_text(content: &serde_json::Value) -> String {
+    match content {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter(|part| {
+                part.get("type")
+                    .and_then(|t| t.as_str())
+                    .is_none_or(|t| t == "text")
+            })
+            .filter_map(|part| part.get("text").and_then(|t| t.as_str()))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// A JSON number as a token count, when present.
+pub(crate) fn count(value: Option<&serde_json::Value>) -> Option<u64> {
+    value.and_then(serde_json::Value::as_u64)
+}
+
+/// What one successful attempt produced, before usage is filled in.
+#[derive(Debug, Default)]
+pub(crate) struct RawCompletion {
+    /// The answer.
+    pub(crate) text: String,
+    /// Usage as reported by the server, if it reported any.
+    pub(crate) usage: Option<super::Usage>,
+    /// The model the server says answered.
+    pub(crate) model: Option<String>,
+}
+
+impl RawCompletion {
+    /// The finished completion: reported usage, else an estimate from the text.
+    pub(crate) fn finish(
+        self,
+        request: &super::ChatRequest,
+        configured_model: &str,
+        started: std::time::Instant,
+        attempts: u32,
+    ) -> super::Completion {
+        let (usage, usage_reported) = match self.usage {
+            Some(usage) => (usage, true),
+            None => (super::estimate_usage(request, &self.text), false),
+        };
+        super::Completion {
+            usage,
+            usage_reported,
+            model: self
+                .model
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| configured_model.to_owned()),
+            latency: started.elapsed(),
+            attempts,
+            text: self.text,
+        }
+    }
+}
+
+/// The start of some text, for error messages.
+pub(crate) fn preview(text: &str) -> String {
+    const PREVIEW_CHARS: usize = 200;
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// How long to wait for the end of a stream after its last event, so the connection
+/// goes back to the pool instead of being closed (keep-alive matters for latency).
+pub(crate) const STREAM_DRAIN_MILLIS: u64 = 500;
+
+/// Reads what is left of a finished stream (usually only the terminating chunk),
+/// bounded in time; whatever happens, the answer is already complete.
+pub(crate) async fn drain<S: futures::Stream + Unpin>(stream: &mut S) {
+    use futures::StreamExt;
+    let rest = async { while stream.next().await.is_some() {} };
+    let _ = tokio::time::timeout(Duration::from_millis(STREAM_DRAIN_MILLIS), rest).await;
+}

@@ -1,0 +1,358 @@
+//! OpenAI-compatible Chat Completions (`POST {base_url}/chat/completions`).
+//!
+//! The same wire format is spoken by OpenAI, OpenRouter, vLLM, llama.cpp's server,
+//! Ollama and LM Studio, each with small liberties (no `usage` when streaming, content
+//! as parts, `stream` ignored). Responses are therefore read as loose JSON rather than
+//! strict types: what is missing is estimated, what is unknown is ignored.
+
+use std::time::{Duration, Instant};
+
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use reqwest::Response;
+use serde_json::{json, Value};
+
+use super::config::{is_local_url, ApiKey, ProviderConfig};
+use super::http::{
+    build_client, chain, content_text, count, drain, is_event_stream, normalise_base_url, preview,
+    protocol, read_json_body, send_failure, status_failure, stream_broken, RawCompletion,
+};
+use super::retry::{run_with_retries, AttemptError, RetryPolicy};
+use super::{ChatRequest, Completion, DeltaSink, Provider, ProviderError, Usage};
+
+/// A model behind an OpenAI-compatible Chat Completions endpoint.
+#[derive(Debug)]
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    base_url: String,
+    endpoint: String,
+    model: String,
+    key: Option<ApiKey>,
+    stream: bool,
+    max_tokens: Option<u32>,
+    policy: RetryPolicy,
+    timeout: Duration,
+}
+
+impl OpenAiProvider {
+    /// OpenAI's own endpoint, used when no base URL is configured.
+    pub const DEFAULT_BASE_URL: &'static str = "https://api.openai.com/v1";
+    /// Where the key is read from unless `--api-key-env` says otherwise.
+    pub const DEFAULT_KEY_ENV: &'static str = "OPENAI_API_KEY";
+
+    /// A provider for `config` using `api_key` (read by the caller, usually from the
+    /// environment by [`super::build_provider`]). Without a key only a local endpoint
+    /// (loopback, private network) is accepted.
+    pub fn new(config: &ProviderConfig, api_key: Option<ApiKey>) -> Result<Self, ProviderError> {
+        let base_url =
+            normalise_base_url(config.base_url.as_deref().unwrap_or(Self::DEFAULT_BASE_URL))?;
+        if config.model.trim().is_empty() {
+            return Err(ProviderError::Config(
+                "no model name for the openai provider; pass --model (local servers accept any name)"
+                    .into(),
+            ));
+        }
+        if api_key.is_none() && !is_local_url(&base_url) {
+            return Err(ProviderError::MissingKey {
+                var: config.key_env().unwrap_or(Self::DEFAULT_KEY_ENV).to_owned(),
+            });
+        }
+        Ok(Self {
+            client: build_client(config, &base_url)?,
+            endpoint: format!("{base_url}/chat/completions"),
+            base_url,
+            model: config.model.clone(),
+            key: api_key,
+            stream: config.stream,
+            max_tokens: config.max_tokens,
+            policy: config.retry_policy(),
+            timeout: config.request_timeout,
+        })
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn body(&self, request: &ChatRequest) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": request.messages,
+            "stream": self.stream,
+        });
+        if self.stream {
+            body["stream_options"] = json!({ "include_usage": true });
+        }
+        if let Some(max_tokens) = request.max_tokens.or(self.max_tokens) {
+            body["max_tokens"] = json!(max_tokens);
+        }
+        if let Some(temperature) = request.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        body
+    }
+
+    async fn attempt(
+        &self,
+        body: &Value,
+        attempt: u32,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<RawCompletion, AttemptError> {
+        let mut builder = self.client.post(&self.endpoint).json(body);
+        if let Some(key) = &self.key {
+            builder = builder.bearer_auth(key.expose());
+        }
+        let response = builder.send().await.map_err(|error| send_failure(&error))?;
+        if !response.status().is_success() {
+            return Err(status_failure(response, self.key.as_ref()).await);
+        }
+        if is_event_stream(&response) {
+            return self.read_stream(response, attempt, on_delta).await;
+        }
+        let value = read_json_body(response, &self.endpoint).await?;
+        let raw = parse_completion(&value, &self.endpoint)?;
+        if let Some(sink) = on_delta.filter(|_| !raw.text.is_empty()) {
+            sink(&raw.text);
+        }
+        Ok(raw)
+    }
+
+    async fn read_stream(
+        &self,
+        response: Response,
+        attempt: u32,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<RawCompletion, AttemptError> {
+        let endpoint = self.endpoint.as_str();
+        let mut events = response.bytes_stream().eventsource();
+        let mut raw = RawCompletion::default();
+        let mut emitted_chars = 0;
+        let mut chunks = 0_u64;
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(EventStreamError::Transport(error)) => {
+                    return Err(stream_broken(
+                        endpoint,
+                        attempt,
+                        emitted_chars,
+                        chain(&error),
+                    ));
+                }
+                Err(error) => {
+                    return Err(protocol(endpoint, format!("invalid event stream: {error}")))
+                }
+            };
+            let data = event.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                drain(&mut events).await;
+                return Ok(raw);
+            }
+            chunks += 1;
+            let chunk: Value = serde_json::from_str(data).map_err(|error| {
+                protocol(
+                    endpoint,
+                    format!("a stream chunk is not JSON ({error}): {}", preview(data)),
+                )
+            })?;
+            if let Some(error) = chunk.get("error") {
+                return Err(protocol(
+                    endpoint,
+                    format!("the stream reported an error: {error}"),
+                ));
+            }
+            if let Some(model) = chunk.get("model").and_then(Value::as_str) {
+                raw.model = Some(model.to_owned());
+            }
+            if let Some(usage) = read_usage(&chunk) {
+                raw.usage = Some(usage);
+            }
+            let choices = chunk.get("choices").and_then(Value::as_array);
+            for choice in choices.into_iter().flatten() {
+                let Some(content) = choice.get("delta").and_then(|delta| delta.get("content"))
+                else {
+                    continue;
+                };
+                let text = content_text(content);
+                if text.is_empty() {
+                    continue;
+                }
+                if let Some(sink) = on_delta {
+                    sink(&text);
+                }
+                emitted_chars += text.chars().count();
+                raw.text.push_str(&text);
+            }
+        }
+        // Some servers close the stream without `[DONE]`; what arrived is the answer.
+        if chunks == 0 {
+            return Err(stream_broken(
+                endpoint,
+                attempt,
+                0,
+                "the stream ended without data".into(),
+            ));
+        }
+        Ok(raw)
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for OpenAiProvider {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<Completion, ProviderError> {
+        let started = Instant::now();
+        let body = &self.body(request);
+        let (raw, attempts) =
+            run_with_retries(&self.policy, &self.endpoint, self.timeout, move |attempt| {
+                self.attempt(body, attempt, on_delta)
+            })
+            .await?;
+        Ok(raw.finish(request, &self.model, started, attempts))
+    }
+
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn describe(&self) -> String {
+        format!("openai {} ({})", self.base_url, self.model)
+    }
+}
+
+/// Reads a whole (non-streamed) Chat Completions response.
+fn parse_completion(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError> {
+    if let Some(error) = value.get("error") {
+        return Err(protocol(
+            endpoint,
+            format!("the response reports an error: {error}"),
+        ));
+    }
+    let Some(choice) = value.get("choices").and_then(|c| c.get(0)) else {
+        return Err(protocol(
+            endpoint,
+            format!(
+                "the response has no choices: {}",
+                preview(&value.to_string())
+            ),
+        ));
+    };
+    let text = match choice
+        .get("message")
+        .and_then(|message| message.get("content"))
+    {
+        Some(content) => content_text(content),
+        // Legacy completions-style servers put the text on the choice itself.
+        None => choice
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    Ok(RawCompletion {
+        text,
+        usage: read_usage(value),
+        model: value
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
+}
+
+/// `usage.prompt_tokens` / `usage.completion_tokens`, when the server sent them.
+fn read_usage(value: &Value) -> Option<Usage> {
+    let usage = value.get("usage").filter(|usage| usage.is_object())?;
+    let prompt = count(usage.get("prompt_tokens"));
+    let completion = count(usage.get("completion_tokens"));
+    if prompt.is_none() && completion.is_none() {
+        return None;
+    }
+    Some(Usage {
+        prompt_tokens: prompt.unwrap_or_default(),
+        completion_tokens: completion.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{ChatMessage, ProviderKind};
+
+    fn config(base_url: &str) -> ProviderConfig {
+        let mut config = ProviderConfig::new(ProviderKind::OpenAi, "gpt-test");
+        config.base_url = Some(base_url.into());
+        config
+    }
+
+    #[test]
+    fn body_carries_messages_and_stream_options() {
+        let provider = OpenAiProvider::new(&config("http://127.0.0.1:9/v1/"), None).unwrap();
+        assert_eq!(
+            provider.endpoint(),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
+        let request = ChatRequest {
+            messages: vec![ChatMessage::system("be brief"), ChatMessage::user("hi")],
+            max_tokens: Some(12),
+            temperature: None,
+        };
+        let body = provider.body(&request);
+        assert_eq!(body["messages"][0]["role"], "system");
+        assert_eq!(body["messages"][1]["content"], "hi");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(body["max_tokens"], 12);
+        assert!(body.get("temperature").is_none());
+    }
+
+    #[test]
+    fn missing_key_is_fine_only_locally() {
+        assert!(OpenAiProvider::new(&config("http://localhost:8080/v1"), None).is_ok());
+        let mut remote = config("https://api.openai.com/v1");
+        remote.api_key_env = Some("RLM_TEST_KEY_VAR".into());
+        match OpenAiProvider::new(&remote, None) {
+            Err(ProviderError::MissingKey { var }) => assert_eq!(var, "RLM_TEST_KEY_VAR"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(OpenAiProvider::new(&remote, Some(ApiKey::new("k"))).is_ok());
+    }
+
+    #[test]
+    fn completions_parse_leniently() {
+        let value = json!({
+            "model": "served-name",
+            "choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2}
+        });
+        let raw = parse_completion(&value, "e").unwrap();
+        assert_eq!(raw.text, "ab");
+        assert_eq!(
+            raw.usage,
+            Some(Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2
+            })
+        );
+        assert_eq!(raw.model.as_deref(), Some("served-name"));
+        let null_content = json!({"choices": [{"message": {"content": null}}], "usage": null});
+        let raw = parse_completion(&null_content, "e").unwrap();
+        assert_eq!(raw.text, "");
+        assert_eq!(raw.usage, None);
+        assert!(parse_completion(&json!({"error": {"message": "x"}}), "e").is_err());
+        assert!(parse_completion(&json!({"id": 1}), "e").is_err());
+    }
+
+    #[test]
+    fn preview_cuts_on_char_boundaries() {
+        let long = "é".repeat(300);
+        assert_eq!(preview(&long).chars().count(), 201);
+        assert_eq!(preview("short"), "short");
+    }
+}

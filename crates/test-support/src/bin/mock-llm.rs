@@ -1,0 +1,223 @@
+//! `mock-llm`: a scripted stand-in for an OpenAI- or Anthropic-compatible model server.
+//!
+//! It is not a model. Benchmarks and the offline demo start it, read the first line of
+//! its stdout (`listening on http://127.0.0.1:PORT`) and point rlm at that URL; every
+//! answer comes from the script file. It serves until killed, or until its stdin is
+//! closed when stdin is a pipe (so a parent that dies takes it along).
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript, WhenEmpty};
+
+const USAGE: &str = "\
+mock-llm — a scripted stand-in for a model server (NOT a model)
+
+Serves OpenAI POST /v1/chat/completions (and /chat/completions) and Anthropic
+POST /v1/messages, streamed (SSE) or not, on 127.0.0.1. Every answer comes from the
+script; GET /_mock/requests lists the requests received (auth header values are
+never kept).
+
+Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT]
+                [--model NAME] [--record-limit N] [--no-stdin-watch]
+
+  --port N          port on 127.0.0.1 (default 0: a free port)
+  --script FILE     JSON: [reply, ...] or {\"replies\": [...], \"rules\": [{\"contains\"|\"regex\": S,
+                    \"reply\": R}], \"default\": R, \"latency_ms\": N, \"model\": S}; a reply R is
+                    a string or {\"text\"|\"status\"+\"body\"|\"close\": true, \"delay_ms\", \"usage\", ...}
+  --latency-ms N    wait N ms before every reply
+  --default TEXT    answer TEXT once the script is used up (else HTTP 500 \"script exhausted\")
+  --model NAME      model name reported in answers (default mock-llm)
+  --record-limit N  keep the last N requests for /_mock/requests (default 10000)
+  --no-stdin-watch  do not exit when stdin closes
+
+The first line on stdout is `listening on http://127.0.0.1:PORT`.";
+
+/// Requests kept for `/_mock/requests` unless `--record-limit` says otherwise.
+const DEFAULT_RECORD_LIMIT: usize = 10_000;
+
+#[derive(Debug, Default)]
+struct Args {
+    port: u16,
+    script: Option<PathBuf>,
+    latency_ms: Option<u64>,
+    default: Option<String>,
+    model: Option<String>,
+    record_limit: Option<usize>,
+    watch_stdin: bool,
+    help: bool,
+}
+
+fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut args = Args {
+        watch_stdin: true,
+        ..Args::default()
+    };
+    while let Some(arg) = raw.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| raw.next())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        let number = |name: &str, text: String| {
+            text.parse::<u64>()
+                .map_err(|_| format!("{name} takes a whole number, not {text:?}"))
+        };
+        match flag.as_str() {
+            "-h" | "--help" => args.help = true,
+            "--port" => {
+                let text = value("--port")?;
+                args.port = text
+                    .parse()
+                    .map_err(|_| format!("--port takes 0..65535, not {text:?}"))?;
+            }
+            "--script" => args.script = Some(PathBuf::from(value("--script")?)),
+            "--latency-ms" => {
+                args.latency_ms = Some(number("--latency-ms", value("--latency-ms")?)?)
+            }
+            "--default" => args.default = Some(value("--default")?),
+            "--model" => args.model = Some(value("--model")?),
+            "--record-limit" => {
+                let limit = number("--record-limit", value("--record-limit")?)?;
+                args.record_limit = Some(usize::try_from(limit).unwrap_or(usize::MAX));
+            }
+            "--no-stdin-watch" => args.watch_stdin = false,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => {
+            let _ = writeln!(io::stderr(), "error: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.help {
+        let _ = writeln!(io::stdout(), "{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            let _ = writeln!(
+                io::stderr(),
+                "error: cannot start the async runtime: {error}"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            let _ = writeln!(io::stderr(), "error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let mut script = match &args.script {
+        Some(path) => MockScript::from_file(path).map_err(|error| error.to_string())?,
+        None => MockScript::new(),
+    };
+    if let Some(ms) = args.latency_ms {
+        script.latency = Duration::from_millis(ms);
+    }
+    if let Some(text) = args.default {
+        script.when_empty = WhenEmpty::Repeat(MockReply::text(text));
+    }
+    if let Some(model) = args.model {
+        script.model = model;
+    }
+    script.record_limit = args.record_limit.unwrap_or(DEFAULT_RECORD_LIMIT);
+    let (replies, rules) = (script.replies.len(), script.rules.len());
+    let fallback = match &script.when_empty {
+        WhenEmpty::Repeat(_) => "then repeats its default reply",
+        WhenEmpty::Error => "then answers HTTP 500 \"script exhausted\"",
+    };
+
+    let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    let mock = MockLlm::start_on(addr, script)
+        .await
+        .map_err(|error| format!("cannot listen on {addr}: {error}; pick another --port"))?;
+    let mut stdout = io::stdout().lock();
+    writeln!(stdout, "listening on {}", mock.base_url())
+        .and_then(|()| stdout.flush())
+        .map_err(|error| format!("cannot write to stdout: {error}"))?;
+    drop(stdout);
+    let _ = writeln!(
+        io::stderr(),
+        "mock-llm: a scripted stand-in for a model server, not a model: {replies} scripted replies, \
+         {rules} rules; it {fallback}"
+    );
+
+    if args.watch_stdin && !stdin_is_dev_null() {
+        let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
+        // A plain thread: tokio's stdin would keep the runtime from shutting down.
+        std::thread::spawn(move || {
+            let mut sink = [0_u8; 4096];
+            let mut stdin = io::stdin().lock();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = closed_tx.send(());
+        });
+        let _ = closed_rx.await;
+    } else {
+        std::future::pending::<()>().await;
+    }
+    mock.shutdown().await;
+    Ok(())
+}
+
+/// Background jobs of a non-interactive shell get `/dev/null` as stdin; watching it
+/// would end the server at once.
+fn stdin_is_dev_null() -> bool {
+    std::fs::read_link("/proc/self/fd/0")
+        .is_ok_and(|target| target == std::path::Path::new("/dev/null"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        parse_args(args.iter().map(|arg| arg.to_string()))
+    }
+
+    #[test]
+    fn flags_parse_in_both_forms() {
+        let args = parse(&[
+            "--port",
+            "8089",
+            "--script=s.json",
+            "--latency-ms",
+            "5",
+            "--no-stdin-watch",
+        ])
+        .unwrap();
+        assert_eq!(args.port, 8089);
+        assert_eq!(args.script, Some(PathBuf::from("s.json")));
+        assert_eq!(args.latency_ms, Some(5));
+        assert!(!args.watch_stdin);
+        assert!(parse(&[]).unwrap().watch_stdin);
+        assert!(parse(&["--port", "70000"]).is_err());
+        assert!(parse(&["--latency-ms"]).is_err());
+        assert!(parse(&["--wat"]).is_err());
+    }
+}

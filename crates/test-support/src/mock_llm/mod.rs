@@ -1,0 +1,454 @@
+//! A scripted stand-in for a model server, for tests and benchmarks.
+//!
+//! It speaks just enough HTTP/1.1 (keep-alive, `Content-Length` bodies, chunked SSE
+//! responses) to serve OpenAI `/v1/chat/completions` (and `/chat/completions`) and
+//! Anthropic `/v1/messages`, streamed or whole. It is not a model: every answer comes
+//! from a [`MockScript`]. It records every request so tests assert on what was sent,
+//! never keeping the value of an authentication header.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript};
+//! let mock = MockLlm::start(MockScript::replies(["first answer"])).await?;
+//! mock.push_reply(MockReply::error(429, "slow down"));
+//! // point a provider at mock.base_url() …
+//! assert!(mock.requests().is_empty());
+//! mock.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::thread;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+mod script;
+mod server;
+mod wire;
+
+pub use script::{
+    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, WhenEmpty,
+    DEFAULT_MOCK_MODEL,
+};
+
+use server::Shared;
+
+/// Which API a request was addressed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// OpenAI Chat Completions.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// Header names whose values are never recorded.
+pub const AUTH_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+];
+
+/// One request as the mock received it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecordedRequest {
+    /// Arrival order, from 0.
+    pub index: u64,
+    /// Which TCP connection carried it, from 0 (equal ids show keep-alive reuse).
+    pub connection: u64,
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request target, query included.
+    pub path: String,
+    /// The API the path belongs to, if any.
+    pub api: Option<Api>,
+    /// Headers (lower-case names) except authentication headers.
+    pub headers: Vec<(String, String)>,
+    /// Names of authentication headers that were present (values never kept).
+    pub auth_headers: Vec<String>,
+    /// The body as JSON (`Null` if empty or not JSON).
+    pub body: Value,
+    /// Length of the body in bytes.
+    pub body_bytes: usize,
+}
+
+impl RecordedRequest {
+    /// True when any authentication header was sent.
+    pub fn auth_present(&self) -> bool {
+        !self.auth_headers.is_empty()
+    }
+
+    /// The value of header `name` (case-insensitive); never an authentication header.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// True when the body asks for a stream.
+    pub fn stream(&self) -> bool {
+        self.body
+            .get("stream")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    /// The `model` field of the body.
+    pub fn model(&self) -> Option<&str> {
+        self.body.get("model").and_then(Value::as_str)
+    }
+
+    /// The messages of the body (`messages`), empty when absent.
+    pub fn messages(&self) -> &[Value] {
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The text of the last `user` message, if any.
+    pub fn last_user_message(&self) -> Option<String> {
+        self.messages()
+            .iter()
+            .rev()
+            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+    }
+
+    /// The system prompt: Anthropic's `system` field, or OpenAI's system messages.
+    pub fn system_prompt(&self) -> Option<String> {
+        if let Some(system) = self.body.get("system") {
+            return Some(content_text(system));
+        }
+        let parts: Vec<String> = self
+            .messages()
+            .iter()
+            .filter(|message| message.get("role").and_then(Value::as_str) == Some("system"))
+            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    /// Characters of prompt text (system and every message).
+    pub fn prompt_chars(&self) -> usize {
+        let system = self
+            .body
+            .get("system")
+            .map(content_text)
+            .unwrap_or_default();
+        let messages: usize = self
+            .messages()
+            .iter()
+            .map(|message| {
+                content_text(message.get("content").unwrap_or(&Value::Null))
+                    .chars()
+                    .count()
+            })
+            .sum();
+        system.chars().count() + messages
+    }
+}
+
+/// Text of a `content` (a string, or parts with `text`).
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// Inspects and steers a running mock from any thread.
+#[derive(Debug, Clone)]
+pub struct MockControl {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+impl MockControl {
+    /// The socket address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`: a base URL for both providers (the mock also serves
+    /// `/chat/completions` without `/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: the base URL in OpenAI's own style.
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request recorded so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.requests()
+    }
+
+    /// How many requests arrived (including any dropped by the record limit).
+    pub fn request_count(&self) -> u64 {
+        self.shared.request_count()
+    }
+
+    /// Appends a reply to the queue.
+    pub fn push_reply(&self, reply: impl Into<MockReply>) {
+        self.shared.push_reply(reply.into());
+    }
+
+    /// Adds a rule (tried before the queue).
+    pub fn add_rule(&self, rule: MockRule) {
+        self.shared.add_rule(rule);
+    }
+
+    /// Sets what is answered once the queue is empty.
+    pub fn set_when_empty(&self, when_empty: WhenEmpty) {
+        self.shared.set_when_empty(when_empty);
+    }
+
+    /// Replies still queued.
+    pub fn pending_replies(&self) -> usize {
+        self.shared.pending_replies()
+    }
+}
+
+/// A mock model server running on the caller's tokio runtime. Dropping it stops it.
+#[derive(Debug)]
+pub struct MockLlm {
+    control: MockControl,
+    accept: JoinHandle<()>,
+}
+
+impl MockLlm {
+    /// Starts a server on `127.0.0.1` at a free port.
+    pub async fn start(script: MockScript) -> std::io::Result<Self> {
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
+    }
+
+    /// Starts a server on `addr` (port 0 picks a free one).
+    pub async fn start_on(addr: SocketAddr, script: MockScript) -> std::io::Result<Self> {
+        let listener = server::listen(addr)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(script));
+        let accept = tokio::spawn(server::accept_loop(listener, Arc::clone(&shared)));
+        Ok(Self {
+            control: MockControl { addr, shared },
+            accept,
+        })
+    }
+
+    /// A handle for inspecting and steering the server (cheap to clone).
+    pub fn control(&self) -> MockControl {
+        self.control.clone()
+    }
+
+    /// Starts a server on its own thread with its own runtime, for tests that are not
+    /// async. The server stops when the handle is dropped.
+    pub fn spawn_blocking_thread(script: MockScript) -> std::io::Result<MockLlmThread> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = thread::Builder::new()
+            .name("mock-llm".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = ready_tx.send(Err(error));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    match MockLlm::start(script).await {
+                        Ok(mock) => {
+                            let _ = ready_tx.send(Ok(mock.control()));
+                            // Either a stop message or the handle's sender being dropped.
+                            let _ = stop_rx.await;
+                            mock.shutdown().await;
+                        }
+                        Err(error) => {
+                            let _ = ready_tx.send(Err(error));
+                        }
+                    }
+                });
+            })?;
+        let control = ready_rx.recv().map_err(|_| {
+            std::io::Error::other("the mock-llm thread ended before it started listening")
+        })??;
+        Ok(MockLlmThread {
+            control,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops accepting and closes every connection.
+    pub async fn shutdown(mut self) {
+        self.accept.abort();
+        let _ = (&mut self.accept).await;
+    }
+}
+
+impl Deref for MockLlm {
+    type Target = MockControl;
+
+    fn deref(&self) -> &MockControl {
+        &self.control
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// A mock model server on its own thread; dropping the handle stops it and joins the
+/// thread.
+#[derive(Debug)]
+pub struct MockLlmThread {
+    control: MockControl,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl MockLlmThread {
+    /// A handle for inspecting and steering the server (cheap to clone).
+    pub fn control(&self) -> MockControl {
+        self.control.clone()
+    }
+
+    /// Stops the server and waits for its thread.
+    pub fn shutdown(self) {
+        drop(self);
+    }
+}
+
+impl Deref for MockLlmThread {
+    type Target = MockControl;
+
+    fn deref(&self) -> &MockControl {
+        &self.control
+    }
+}
+
+impl Drop for MockLlmThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    use super::*;
+
+    /// Sends raw HTTP and reads until the server closes the connection.
+    fn exchange(addr: SocketAddr, raw: &str) -> String {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(raw.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    fn post(path: &str, body: &str, connection: &str) -> String {
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-hidden\r\ncontent-length: {}\r\nconnection: {connection}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    #[test]
+    fn a_thread_server_answers_pipelined_requests_on_one_connection() {
+        let mock =
+            MockLlm::spawn_blocking_thread(MockScript::replies(["first", "second"])).unwrap();
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let raw =
+            post("/v1/chat/completions", body, "keep-alive") + &post("/v1/messages", body, "close");
+        let answer = exchange(mock.addr(), &raw);
+        assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 2, "{answer}");
+        assert!(answer.contains(r#""content":"first""#), "{answer}");
+        assert!(answer.contains(r#""text":"second""#), "{answer}");
+
+        let requests = mock.requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(requests[0].connection, requests[1].connection);
+        assert_eq!(requests[1].api, Some(Api::Anthropic));
+        assert_eq!(requests[0].auth_headers, ["authorization"]);
+        assert!(!format!("{requests:?}").contains("sk-hidden"));
+        assert_eq!(requests[0].body_bytes, body.len());
+        mock.shutdown();
+    }
+
+    #[test]
+    fn exhaustion_unknown_paths_and_bad_requests_get_errors() {
+        let mock = MockLlm::spawn_blocking_thread(MockScript::new()).unwrap();
+        let answer = exchange(mock.addr(), &post("/v1/chat/completions", "{}", "close"));
+        assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+        assert!(answer.contains("script exhausted"), "{answer}");
+        let answer = exchange(mock.addr(), &post("/nowhere", "", "close"));
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        let answer = exchange(mock.addr(), "GARBAGE\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        let chunked = "POST /v1/messages HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert!(exchange(mock.addr(), chunked).starts_with("HTTP/1.1 411"));
+        // Only the two well-formed requests were recorded.
+        assert_eq!(mock.request_count(), 2);
+    }
+
+    #[test]
+    fn function_rules_see_the_request_and_control_steers_the_queue() {
+        let mock = MockLlm::spawn_blocking_thread(MockScript::new().rule(MockRule::function(
+            "echo system prompts",
+            |request| {
+                request
+                    .system_prompt()
+                    .map(|system| MockReply::text(format!("system was {system}")))
+            },
+        )))
+        .unwrap();
+        let control = mock.control();
+        control.push_reply(MockReply::text("queued"));
+        assert_eq!(control.pending_replies(), 1);
+        let with_system =
+            r#"{"messages":[{"role":"system","content":"S"},{"role":"user","content":"u"}]}"#;
+        let answer = exchange(
+            mock.addr(),
+            &post("/v1/chat/completions", with_system, "close"),
+        );
+        assert!(answer.contains("system was S"), "{answer}");
+        let answer = exchange(mock.addr(), &post("/v1/chat/completions", "{}", "close"));
+        assert!(answer.contains("queued"), "{answer}");
+        control.set_when_empty(WhenEmpty::Repeat(MockReply::text("again")));
+        let answer = exchange(mock.addr(), &post("/chat/completions", "{}", "close"));
+        assert!(answer.contains("again"), "{answer}");
+    }
+}

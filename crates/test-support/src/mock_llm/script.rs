@@ -1,0 +1,583 @@
+//! What the mock model answers: scripted replies, rules, and the JSON script format.
+//!
+//! A test decides every answer in advance, so a run of the loop is reproducible without
+//! a model. Replies are consumed in order; rules answer matching requests without
+//! consuming the queue (sub-model calls arrive in an order a test cannot know); when
+//! both are silent, a default reply repeats or the server answers 500.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::RecordedRequest;
+
+/// What a reply does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// Answer with this text (as JSON or as an SSE stream, as the request asked).
+    Text(String),
+    /// Answer with an HTTP error status; a body that is not JSON is wrapped in the
+    /// API's error object.
+    Error {
+        /// HTTP status, e.g. 429 or 500.
+        status: u16,
+        /// Response body.
+        body: String,
+    },
+    /// Close the connection without answering.
+    Close,
+}
+
+/// Token counts the mock reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MockUsage {
+    /// Report an estimate: characters / 4, rounded up, of the messages and the answer.
+    #[default]
+    Estimate,
+    /// Report exactly these counts.
+    Exact {
+        /// Prompt (input) tokens.
+        prompt_tokens: u64,
+        /// Completion (output) tokens.
+        completion_tokens: u64,
+    },
+    /// Report no usage at all (as llama.cpp does when streaming).
+    Omit,
+}
+
+/// One scripted answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MockReply {
+    /// What to answer.
+    pub kind: ReplyKind,
+    /// Wait before answering (on top of the script's latency).
+    pub delay: Duration,
+    /// `Retry-After` header value sent with an error status.
+    pub retry_after: Option<String>,
+    /// Usage reported with a text answer.
+    pub usage: MockUsage,
+    /// Streaming only: cut the SSE bytes into writes of this many bytes (to split
+    /// multi-byte characters and events across network reads).
+    pub chunk_bytes: Option<usize>,
+    /// Streaming only: pause between those writes.
+    pub chunk_delay: Duration,
+}
+
+impl MockReply {
+    fn of(kind: ReplyKind) -> Self {
+        Self {
+            kind,
+            delay: Duration::ZERO,
+            retry_after: None,
+            usage: MockUsage::Estimate,
+            chunk_bytes: None,
+            chunk_delay: Duration::ZERO,
+        }
+    }
+
+    /// A text answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::of(ReplyKind::Text(text.into()))
+    }
+
+    /// An HTTP error status with a body.
+    pub fn error(status: u16, body: impl Into<String>) -> Self {
+        Self::of(ReplyKind::Error {
+            status,
+            body: body.into(),
+        })
+    }
+
+    /// Closing the connection without an answer.
+    pub fn close() -> Self {
+        Self::of(ReplyKind::Close)
+    }
+
+    /// The same reply after `delay`.
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// The same (error) reply with a `Retry-After` header.
+    pub fn with_retry_after(mut self, value: impl Into<String>) -> Self {
+        self.retry_after = Some(value.into());
+        self
+    }
+
+    /// The same reply reporting exactly these token counts.
+    pub fn with_usage(mut self, prompt_tokens: u64, completion_tokens: u64) -> Self {
+        self.usage = MockUsage::Exact {
+            prompt_tokens,
+            completion_tokens,
+        };
+        self
+    }
+
+    /// The same reply without any usage.
+    pub fn without_usage(mut self) -> Self {
+        self.usage = MockUsage::Omit;
+        self
+    }
+
+    /// The same reply, streamed in writes of `bytes` bytes with `pause` between them.
+    pub fn chunked(mut self, bytes: usize, pause: Duration) -> Self {
+        self.chunk_bytes = Some(bytes.max(1));
+        self.chunk_delay = pause;
+        self
+    }
+}
+
+impl From<&str> for MockReply {
+    fn from(text: &str) -> Self {
+        Self::text(text)
+    }
+}
+
+impl From<String> for MockReply {
+    fn from(text: String) -> Self {
+        Self::text(text)
+    }
+}
+
+/// Decides a reply from a request, or passes.
+pub type RuleFn = dyn Fn(&RecordedRequest) -> Option<MockReply> + Send + Sync;
+
+/// A rule: "if the request looks like this, answer that".
+#[derive(Clone)]
+pub struct MockRule {
+    description: String,
+    decide: Arc<RuleFn>,
+}
+
+impl MockRule {
+    /// Answers `reply` when the last user message contains `needle`.
+    pub fn contains(needle: impl Into<String>, reply: impl Into<MockReply>) -> Self {
+        let needle = needle.into();
+        let reply = reply.into();
+        Self {
+            description: format!("last user message contains {needle:?}"),
+            decide: Arc::new(move |request| {
+                request
+                    .last_user_message()
+                    .is_some_and(|text| text.contains(&needle))
+                    .then(|| reply.clone())
+            }),
+        }
+    }
+
+    /// Answers `reply` when the last user message matches the regular expression.
+    pub fn regex(pattern: &str, reply: impl Into<MockReply>) -> Result<Self, regex::Error> {
+        let regex = regex::Regex::new(pattern)?;
+        let reply = reply.into();
+        Ok(Self {
+            description: format!("last user message matches /{pattern}/"),
+            decide: Arc::new(move |request| {
+                request
+                    .last_user_message()
+                    .is_some_and(|text| regex.is_match(&text))
+                    .then(|| reply.clone())
+            }),
+        })
+    }
+
+    /// Answers whatever `decide` returns (`None` passes to the next rule).
+    pub fn function(
+        description: impl Into<String>,
+        decide: impl Fn(&RecordedRequest) -> Option<MockReply> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            description: description.into(),
+            decide: Arc::new(decide),
+        }
+    }
+
+    /// The reply for `request`, if this rule matches it.
+    pub fn decide(&self, request: &RecordedRequest) -> Option<MockReply> {
+        (self.decide)(request)
+    }
+}
+
+impl fmt::Debug for MockRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("MockRule").field(&self.description).finish()
+    }
+}
+
+/// What to answer when no rule matched and the queue is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum WhenEmpty {
+    /// HTTP 500 "script exhausted" (a test sent more requests than it scripted).
+    #[default]
+    Error,
+    /// This reply, every time.
+    Repeat(MockReply),
+}
+
+/// A whole script. Order of precedence for each request: rules (first match), then the
+/// queue of replies, then [`WhenEmpty`].
+#[derive(Debug, Clone)]
+pub struct MockScript {
+    /// Replies consumed in order.
+    pub replies: VecDeque<MockReply>,
+    /// Rules tried, in order, before the queue.
+    pub rules: Vec<MockRule>,
+    /// The answer once the queue is empty.
+    pub when_empty: WhenEmpty,
+    /// Added before every reply (simulated model latency).
+    pub latency: Duration,
+    /// The model name reported in answers.
+    pub model: String,
+    /// Keep at most this many recorded requests (the oldest are dropped).
+    pub record_limit: usize,
+}
+
+/// The model name reported unless the script names another.
+pub const DEFAULT_MOCK_MODEL: &str = "mock-llm";
+
+impl Default for MockScript {
+    fn default() -> Self {
+        Self {
+            replies: VecDeque::new(),
+            rules: Vec::new(),
+            when_empty: WhenEmpty::Error,
+            latency: Duration::ZERO,
+            model: DEFAULT_MOCK_MODEL.to_owned(),
+            record_limit: usize::MAX,
+        }
+    }
+}
+
+impl MockScript {
+    /// An empty script: every request gets 500 "script exhausted".
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A script answering these replies in order.
+    pub fn replies<R: Into<MockReply>>(replies: impl IntoIterator<Item = R>) -> Self {
+        Self {
+            replies: replies.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// A script answering `reply` to every request.
+    pub fn always(reply: impl Into<MockReply>) -> Self {
+        Self {
+            when_empty: WhenEmpty::Repeat(reply.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Appends a reply to the queue.
+    pub fn then(mut self, reply: impl Into<MockReply>) -> Self {
+        self.replies.push_back(reply.into());
+        self
+    }
+
+    /// Adds a rule.
+    pub fn rule(mut self, rule: MockRule) -> Self {
+        self.rules.push(rule);
+        self
+    }
+
+    /// Repeats `reply` once the queue is empty.
+    pub fn or_else(mut self, reply: impl Into<MockReply>) -> Self {
+        self.when_empty = WhenEmpty::Repeat(reply.into());
+        self
+    }
+
+    /// Adds `latency` before every reply.
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Reports `model` as the answering model.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// Reads a script file (format in [`MockScript::from_json`]).
+    pub fn from_file(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|error| match error {
+            ScriptError::Invalid { message, .. } => ScriptError::Invalid {
+                path: Some(path.to_owned()),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses a script: either a JSON array of replies, or an object
+    /// `{"replies": [...], "rules": [{"contains"|"regex": "...", "reply": ...}],
+    /// "default": reply, "latency_ms": N, "model": "name"}`. A reply is a string
+    /// (text) or an object with one of `text`, `status` (+ `body`, `retry_after`) or
+    /// `"close": true`, and optionally `delay_ms`, `usage` (`{"prompt_tokens",
+    /// "completion_tokens"}` or `"omit"`), `chunk_bytes`, `chunk_delay_ms`.
+    pub fn from_json(text: &str) -> Result<Self, ScriptError> {
+        let invalid = |message: String| ScriptError::Invalid {
+            path: None,
+            message,
+        };
+        let file: ScriptFile =
+            serde_json::from_str(text).map_err(|error| invalid(error.to_string()))?;
+        let spec = match file {
+            ScriptFile::Replies(replies) => ScriptSpec {
+                replies,
+                ..ScriptSpec::default()
+            },
+            ScriptFile::Full(spec) => *spec,
+        };
+        let mut script = MockScript::new();
+        for (index, reply) in spec.replies.into_iter().enumerate() {
+            script.replies.push_back(
+                reply
+                    .into_reply()
+                    .map_err(|m| invalid(format!("replies[{index}]: {m}")))?,
+            );
+        }
+        for (index, rule) in spec.rules.into_iter().enumerate() {
+            let reply = rule
+                .reply
+                .into_reply()
+                .map_err(|m| invalid(format!("rules[{index}].reply: {m}")))?;
+            let rule = match (rule.contains, rule.regex) {
+                (Some(needle), None) => MockRule::contains(needle, reply),
+                (None, Some(pattern)) => MockRule::regex(&pattern, reply)
+                    .map_err(|error| invalid(format!("rules[{index}].regex: {error}")))?,
+                _ => {
+                    return Err(invalid(format!(
+                        "rules[{index}] needs exactly one of `contains` or `regex`"
+                    )))
+                }
+            };
+            script.rules.push(rule);
+        }
+        if let Some(default) = spec.default {
+            script.when_empty = WhenEmpty::Repeat(
+                default
+                    .into_reply()
+                    .map_err(|m| invalid(format!("default: {m}")))?,
+            );
+        }
+        script.latency = Duration::from_millis(spec.latency_ms);
+        if let Some(model) = spec.model {
+            script.model = model;
+        }
+        Ok(script)
+    }
+}
+
+/// A script file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The file could not be read.
+    #[error("failed to read the mock script {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The JSON does not describe a script.
+    #[error("invalid mock script{}: {message}; see MockScript::from_json for the format", in_file(.path))]
+    Invalid {
+        /// The file, when read from one.
+        path: Option<PathBuf>,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn in_file(path: &Option<PathBuf>) -> String {
+    path.as_ref()
+        .map(|path| format!(" {}", path.display()))
+        .unwrap_or_default()
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ScriptFile {
+    Replies(Vec<ReplySpec>),
+    Full(Box<ScriptSpec>),
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ScriptSpec {
+    #[serde(default)]
+    replies: Vec<ReplySpec>,
+    #[serde(default)]
+    rules: Vec<RuleSpec>,
+    #[serde(default)]
+    default: Option<ReplySpec>,
+    #[serde(default)]
+    latency_ms: u64,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    #[serde(default)]
+    contains: Option<String>,
+    #[serde(default)]
+    regex: Option<String>,
+    reply: ReplySpec,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ReplySpec {
+    Text(String),
+    Full(FullReplySpec),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FullReplySpec {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    status: Option<u16>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    retry_after: Option<serde_json::Value>,
+    #[serde(default)]
+    close: bool,
+    #[serde(default)]
+    delay_ms: u64,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    #[serde(default)]
+    chunk_bytes: Option<usize>,
+    #[serde(default)]
+    chunk_delay_ms: u64,
+}
+
+impl ReplySpec {
+    fn into_reply(self) -> Result<MockReply, String> {
+        let spec = match self {
+            ReplySpec::Text(text) => return Ok(MockReply::text(text)),
+            ReplySpec::Full(spec) => spec,
+        };
+        let mut reply = match (spec.text, spec.status, spec.close) {
+            (Some(text), None, false) => MockReply::text(text),
+            (None, Some(status), false) => MockReply::error(
+                status,
+                spec.body.unwrap_or_else(|| format!("mock error {status}")),
+            ),
+            (None, None, true) => MockReply::close(),
+            _ => return Err("give exactly one of `text`, `status` or `\"close\": true`".into()),
+        };
+        reply.delay = Duration::from_millis(spec.delay_ms);
+        reply.retry_after = match spec.retry_after {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(text)) => Some(text),
+            Some(other) => Some(other.to_string()),
+        };
+        reply.usage = match spec.usage {
+            None | Some(serde_json::Value::Null) => MockUsage::Estimate,
+            Some(serde_json::Value::String(word)) if word == "omit" => MockUsage::Omit,
+            Some(value) => {
+                let field = |name: &str| value.get(name).and_then(serde_json::Value::as_u64);
+                match (field("prompt_tokens"), field("completion_tokens")) {
+                    (Some(prompt_tokens), Some(completion_tokens)) => MockUsage::Exact {
+                        prompt_tokens,
+                        completion_tokens,
+                    },
+                    _ => return Err(
+                        "`usage` is `\"omit\"` or {\"prompt_tokens\": N, \"completion_tokens\": N}"
+                            .into(),
+                    ),
+                }
+            }
+        };
+        if let Some(bytes) = spec.chunk_bytes {
+            reply = reply.chunked(bytes, Duration::from_millis(spec.chunk_delay_ms));
+        }
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_array_is_a_queue() {
+        let script = MockScript::from_json(r#"["one", {"text": "two", "delay_ms": 5}]"#).unwrap();
+        assert_eq!(script.replies.len(), 2);
+        assert_eq!(script.replies[1].delay, Duration::from_millis(5));
+        assert_eq!(script.when_empty, WhenEmpty::Error);
+    }
+
+    #[test]
+    fn a_full_script_parses() {
+        let script = MockScript::from_json(
+            r#"{
+                "model": "scripted",
+                "latency_ms": 3,
+                "replies": [
+                    {"status": 429, "body": "slow down", "retry_after": 1},
+                    {"close": true},
+                    {"text": "done", "usage": {"prompt_tokens": 4, "completion_tokens": 2}},
+                    {"text": "quiet", "usage": "omit", "chunk_bytes": 3, "chunk_delay_ms": 1}
+                ],
+                "rules": [{"contains": "chunk", "reply": "summary"}, {"regex": "^x+$", "reply": "xs"}],
+                "default": "fallback"
+            }"#,
+        )
+        .unwrap();
+        assert_eq!(script.model, "scripted");
+        assert_eq!(script.latency, Duration::from_millis(3));
+        assert_eq!(
+            script.replies[0].kind,
+            ReplyKind::Error {
+                status: 429,
+                body: "slow down".into()
+            }
+        );
+        assert_eq!(script.replies[0].retry_after.as_deref(), Some("1"));
+        assert_eq!(script.replies[1].kind, ReplyKind::Close);
+        assert_eq!(
+            script.replies[2].usage,
+            MockUsage::Exact {
+                prompt_tokens: 4,
+                completion_tokens: 2
+            }
+        );
+        assert_eq!(script.replies[3].usage, MockUsage::Omit);
+        assert_eq!(script.replies[3].chunk_bytes, Some(3));
+        assert_eq!(script.rules.len(), 2);
+        assert_eq!(
+            script.when_empty,
+            WhenEmpty::Repeat(MockReply::text("fallback"))
+        );
+    }
+
+    #[test]
+    fn bad_scripts_say_where() {
+        let error =
+            MockScript::from_json(r#"{"replies": [{"text": "a", "status": 500}]}"#).unwrap_err();
+        assert!(error.to_string().contains("replies[0]"), "{error}");
+        let error = MockScript::from_json(r#"{"rules": [{"reply": "a"}]}"#).unwrap_err();
+        assert!(error.to_string().contains("rules[0]"), "{error}");
+        assert!(MockScript::from_json(r#"{"rules": [{"regex": "(", "reply": "a"}]}"#).is_err());
+        assert!(MockScript::from_json("not json").is_err());
+    }
+}
