@@ -1,7 +1,27 @@
 //! Spawning and supervising child processes (sub-agents, nested runs, REPL kernels).
 //!
-//! This crate is the only place in rlm allowed to use `libc`/`unsafe`: it puts every
-//! child in its own process group, arms a parent-death signal, caps what it reads from
-//! the child's pipes and kills the whole group on timeout, cancellation or drop, so no
-//! orphan survives the orchestrator. It is filled in with the sub-agent work (issue 4);
-//! for now it only fixes the crate boundary.
+//! This crate is the only place in rlm allowed to use `unsafe`: it puts every child in
+//! its own process group, arms a parent-death signal (Linux), and kills the whole group
+//! on timeout, cancellation or drop, so no orphan survives the orchestrator.
+//! `tokio`'s `kill_on_drop` reaches only the direct child; a shell's background jobs or
+//! a Python kernel's subprocesses would survive it, which is why everything here
+//! addresses the *group*.
+//!
+//! - [`spawn_in_group`] starts a [`tokio::process::Command`] as a [`GroupChild`]: own
+//!   process group, `PR_SET_PDEATHSIG(SIGKILL)`, and a [`GroupGuard`] that SIGKILLs the
+//!   group when dropped.
+//! - [`GroupChild::terminate`] is the polite end: SIGTERM to the group, a grace
+//!   period, then SIGKILL.
+//! - [`send_signal`] / [`signal_group`] deliver one signal (e.g. SIGINT to interrupt a
+//!   REPL) to a process or a group.
+//! - [`TailBuffer`], [`read_capped`] and [`drain_into_tail`] read a child's pipes with
+//!   bounded memory whatever it prints.
+
+mod capture;
+mod group;
+mod signal;
+
+pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
+pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
+pub use nix::sys::signal::Signal;
+pub use signal::{group_exists, send_signal, signal_group, GroupGuard, SignalError};
