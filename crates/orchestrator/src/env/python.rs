@@ -1,1 +1,387 @@
-//! Placeholder; see env/mod.rs.
+//! The `python` environment: a persistent `python3` kernel running the embedded driver.
+//!
+//! Model code runs in a child process (its own process group, parent-death signal,
+//! killed on drop) that speaks JSON lines with the orchestrator (see [`protocol`] and
+//! `driver.py`). The kernel reads `context` straight from the variable files, so the
+//! context never crosses the pipe; everything that needs a model, the store or a
+//! sub-agent is a `host_call` served by the [`Host`].
+//!
+//! Behaviour the loop relies on:
+//! - The last expression of a cell is echoed like a REPL (`repr`, unless `None`);
+//!   everything else follows plain `exec` semantics.
+//! - Captured stdout/stderr are capped at [`PythonOptions::output_cap_bytes`] each,
+//!   with a marker; C-level and subprocess output is captured too, in order.
+//! - Past [`EnvConfig::exec_timeout`] the kernel gets SIGINT (a `KeyboardInterrupt` in
+//!   the code; variables survive, `timed_out` is set). If it does not answer within
+//!   [`PythonOptions::interrupt_grace`], its process group is killed and a new kernel
+//!   started: `timed_out` and `restarted` are both set.
+//! - A kernel that dies (`os._exit`, a segfault) fails the running execution with its
+//!   exit status and stderr tail; a new kernel is started at once and the next
+//!   execution reports `restarted`.
+//! - Start-up is lazy: [`PythonEnv::start`] spawns the kernel and returns at once
+//!   (~50 ms of interpreter start and the context load overlap the first model call);
+//!   the first execution waits for `ready`.
+
+mod kernel;
+mod protocol;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use kernel::KernelInfo;
+
+use self::kernel::{Kernel, Waited};
+use self::protocol::{ExecReply, FinalVarReply, ListVarsReply, Request};
+use crate::env::{EnvConfig, EnvError, Environment, ExecOutcome, HistoryEntry, Host, ReplVariable};
+
+const LANGUAGE: &str = "python";
+
+/// Default for [`PythonOptions::output_cap_bytes`].
+pub const OUTPUT_CAP_BYTES: usize = 1 << 20;
+/// Default for [`PythonOptions::interrupt_grace`].
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
+/// Default for [`PythonOptions::ready_timeout`].
+pub const READY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default for [`PythonOptions::stderr_tail_bytes`].
+pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// How long `shutdown` waits at each step (exit on request, then SIGTERM).
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// How the kernel process is run.
+#[derive(Debug, Clone)]
+pub struct PythonOptions {
+    /// The interpreter (default `python3`, looked up in `PATH`).
+    pub python: PathBuf,
+    /// How long the kernel may take to start and load `context`.
+    pub ready_timeout: Duration,
+    /// After the SIGINT of a timeout, how long to wait before killing and restarting.
+    pub interrupt_grace: Duration,
+    /// Bytes kept of each of stdout and stderr per execution.
+    pub output_cap_bytes: usize,
+    /// Bytes kept of the kernel's stderr outside executions, for error messages.
+    pub stderr_tail_bytes: usize,
+    /// Extra environment variables to inherit by name (the kernel's environment is
+    /// cleared and rebuilt; API keys are never passed unless named here).
+    pub pass_env: Vec<String>,
+    /// Extra environment variables to set.
+    pub env: Vec<(String, String)>,
+    /// Working directory of the kernel (default: the orchestrator's).
+    pub working_dir: Option<PathBuf>,
+    /// Read size of the chunked text loader (tests use tiny chunks to exercise
+    /// boundaries; default 1 MiB).
+    pub load_chunk_bytes: Option<usize>,
+}
+
+impl From<PathBuf> for PythonOptions {
+    /// Default options with this interpreter.
+    fn from(python: PathBuf) -> Self {
+        Self {
+            python,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for PythonOptions {
+    fn default() -> Self {
+        Self {
+            python: PathBuf::from("python3"),
+            ready_timeout: READY_TIMEOUT,
+            interrupt_grace: INTERRUPT_GRACE,
+            output_cap_bytes: OUTPUT_CAP_BYTES,
+            stderr_tail_bytes: STDERR_TAIL_BYTES,
+            pass_env: Vec::new(),
+            env: Vec::new(),
+            working_dir: None,
+            load_chunk_bytes: None,
+        }
+    }
+}
+
+/// A persistent Python REPL (see the module docs).
+pub struct PythonEnv {
+    config: EnvConfig,
+    options: PythonOptions,
+    host: Arc<dyn Host>,
+    kernel: Option<Kernel>,
+    history: Vec<HistoryEntry>,
+    /// The model has not yet been told that its variables were lost.
+    lost_state: bool,
+    /// A kernel has been ready before (start errors after that are `Broken`).
+    ever_ready: bool,
+    restarts: u32,
+}
+
+impl PythonEnv {
+    /// Spawns the kernel and returns without waiting for it to load `context`; the
+    /// first [`Environment::execute`] (or [`PythonEnv::wait_ready`]) waits. `options`
+    /// is a [`PythonOptions`] or just the interpreter's path. Must be called within a
+    /// tokio runtime (and not from `spawn_blocking`: the kernel's parent-death signal
+    /// is tied to the spawning thread).
+    pub async fn start(
+        config: EnvConfig,
+        host: Arc<dyn Host>,
+        options: impl Into<PythonOptions>,
+    ) -> Result<Self, EnvError> {
+        let options = options.into();
+        let history = config.history.clone();
+        let mut env = Self {
+            config,
+            options,
+            host,
+            kernel: None,
+            history,
+            lost_state: false,
+            ever_ready: false,
+            restarts: 0,
+        };
+        env.kernel = Some(env.spawn_kernel()?);
+        Ok(env)
+    }
+
+    /// Waits until the kernel has loaded `context` and reports what it said.
+    pub async fn wait_ready(&mut self) -> Result<KernelInfo, EnvError> {
+        self.ensure_ready().await?;
+        self.kernel
+            .as_ref()
+            .and_then(Kernel::info)
+            .cloned()
+            .ok_or_else(|| self.broken("the kernel is not running"))
+    }
+
+    /// The running kernel's pid, if one is running.
+    pub fn pid(&self) -> Option<u32> {
+        self.kernel.as_ref().map(Kernel::pid)
+    }
+
+    /// What the current kernel reported when it became ready.
+    pub fn kernel_info(&self) -> Option<&KernelInfo> {
+        self.kernel.as_ref().and_then(Kernel::info)
+    }
+
+    /// How many times the kernel was replaced after a crash or a stuck timeout.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    fn spawn_kernel(&self) -> Result<Kernel, EnvError> {
+        Kernel::spawn(
+            &self.config,
+            &self.history,
+            &self.options,
+            Arc::clone(&self.host),
+        )
+        .map_err(|message| self.start_error(message))
+    }
+
+    fn start_error(&self, message: String) -> EnvError {
+        if self.ever_ready {
+            self.broken(format!("restarting it failed: {message}"))
+        } else {
+            EnvError::Start {
+                language: LANGUAGE,
+                command: self.options.python.display().to_string(),
+                message,
+            }
+        }
+    }
+
+    fn broken(&self, message: impl Into<String>) -> EnvError {
+        EnvError::Broken {
+            language: LANGUAGE,
+            message: message.into(),
+        }
+    }
+
+    /// Replaces a dead or stuck kernel; the model will be told its variables are lost.
+    fn replace_kernel(&mut self) -> Result<(), EnvError> {
+        self.kernel = None;
+        self.restarts += 1;
+        self.lost_state = true;
+        self.kernel = Some(self.spawn_kernel()?);
+        Ok(())
+    }
+
+    /// Makes sure a live, ready kernel exists (restarting a dead one). Returns whether
+    /// the model still has to be told that its variables were lost.
+    async fn ensure_ready(&mut self) -> Result<bool, EnvError> {
+        let dead = match &mut self.kernel {
+            Some(kernel) => kernel.has_died(),
+            None => true,
+        };
+        if dead {
+            self.replace_kernel()?;
+        }
+        let limit = self.options.ready_timeout;
+        let ready = match self.kernel.as_mut() {
+            Some(kernel) => kernel.wait_ready(limit).await.map(|_| ()),
+            None => Err("no kernel".to_owned()),
+        };
+        if let Err(message) = ready {
+            self.kernel = None;
+            return Err(self.start_error(message));
+        }
+        self.ever_ready = true;
+        Ok(std::mem::take(&mut self.lost_state))
+    }
+
+    /// The live kernel for a query about state (no restart: a dead kernel has no
+    /// variables, and restarting here would swallow the "variables lost" notice).
+    async fn live_kernel(&mut self) -> Option<&mut Kernel> {
+        let limit = self.options.ready_timeout;
+        let kernel = self.kernel.as_mut()?;
+        if kernel.has_died() || kernel.wait_ready(limit).await.is_err() {
+            return None;
+        }
+        self.kernel.as_mut()
+    }
+
+    /// Sends a state query and waits (bounded) for its reply; a stuck kernel is
+    /// replaced.
+    async fn query<'a>(
+        &mut self,
+        build: impl FnOnce(u64) -> Request<'a>,
+    ) -> Option<serde_json::Value> {
+        let limit = self.config.exec_timeout;
+        let kernel = self.live_kernel().await?;
+        let id = kernel.send(build)?;
+        match kernel.wait_result(id, limit).await {
+            Waited::Reply(body) => Some(body),
+            Waited::Closed => {
+                let report = kernel.death_report().await;
+                tracing::warn!(%report, "the Python kernel died");
+                let _ = self.replace_kernel();
+                None
+            }
+            Waited::TimedOut => {
+                tracing::warn!("the Python kernel did not answer a state query; restarting it");
+                let _ = self.replace_kernel();
+                None
+            }
+        }
+    }
+}
+
+fn outcome_from(body: serde_json::Value) -> ExecOutcome {
+    match serde_json::from_value::<ExecReply>(body) {
+        Ok(reply) => ExecOutcome {
+            stdout: reply.stdout,
+            stderr: reply.stderr,
+            error: reply.error,
+            final_answer: reply.final_answer,
+            timed_out: reply.interrupted,
+            ..ExecOutcome::default()
+        },
+        Err(error) => ExecOutcome {
+            error: Some(format!(
+                "the Python kernel sent an unreadable result: {error}"
+            )),
+            ..ExecOutcome::default()
+        },
+    }
+}
+
+#[async_trait::async_trait]
+impl Environment for PythonEnv {
+    fn language(&self) -> &'static str {
+        LANGUAGE
+    }
+
+    async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError> {
+        let started = Instant::now();
+        let restarted = self.ensure_ready().await?;
+        let timeout = self.config.exec_timeout;
+        let grace = self.options.interrupt_grace;
+        let Some(kernel) = self.kernel.as_mut() else {
+            return Err(self.broken("the kernel is not running"));
+        };
+        let waited = match kernel.send(|id| Request::Exec { id, code }) {
+            None => (Waited::Closed, None),
+            Some(id) => (kernel.wait_result(id, timeout).await, Some(id)),
+        };
+        let mut outcome = match waited {
+            (Waited::Reply(body), _) => outcome_from(body),
+            (Waited::Closed, _) => {
+                let report = kernel.death_report().await;
+                self.replace_kernel()?;
+                // The notice stays owed: the next execution reports `restarted`.
+                ExecOutcome {
+                    error: Some(format!(
+                        "The Python REPL process died while running this code: {report}\n\
+                         It has been restarted; every variable you defined is lost \
+                         (`context` and the helpers are loaded again)."
+                    )),
+                    ..ExecOutcome::default()
+                }
+            }
+            (Waited::TimedOut, id) => {
+                kernel.interrupt();
+                kernel.cancel_host_calls("cancelled: the execution timed out");
+                let after = match id {
+                    Some(id) => kernel.wait_result(id, grace).await,
+                    None => Waited::Closed,
+                };
+                match after {
+                    Waited::Reply(body) => {
+                        let mut outcome = outcome_from(body);
+                        outcome.timed_out = true;
+                        outcome
+                    }
+                    Waited::Closed | Waited::TimedOut => {
+                        tracing::warn!(
+                            pid = kernel.pid(),
+                            "the Python kernel did not recover from the interrupt; restarting it"
+                        );
+                        self.replace_kernel()?;
+                        self.lost_state = false;
+                        ExecOutcome {
+                            timed_out: true,
+                            restarted: true,
+                            ..ExecOutcome::default()
+                        }
+                    }
+                }
+            }
+        };
+        outcome.restarted |= restarted;
+        outcome.duration = started.elapsed();
+        Ok(outcome)
+    }
+
+    async fn final_var(&mut self, name: &str) -> Result<Option<String>, EnvError> {
+        let name = name.trim().trim_matches(|c| c == '"' || c == '\'');
+        let Some(body) = self.query(|id| Request::FinalVar { id, name }).await else {
+            return Ok(None);
+        };
+        Ok(serde_json::from_value::<FinalVarReply>(body)
+            .ok()
+            .filter(|reply| reply.found)
+            .and_then(|reply| reply.value))
+    }
+
+    async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError> {
+        let Some(body) = self.query(|id| Request::ListVars { id }).await else {
+            return Ok(Vec::new());
+        };
+        Ok(serde_json::from_value::<ListVarsReply>(body)
+            .map(|reply| reply.vars)
+            .unwrap_or_default())
+    }
+
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
+        self.history.push(entry.clone());
+        let (query, answer) = (entry.query.as_str(), entry.answer.as_str());
+        // A kernel started later gets the whole history in its `init`.
+        let _ = self
+            .query(|id| Request::PushHistory { id, query, answer })
+            .await;
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(kernel) = self.kernel.take() {
+            kernel.shutdown(SHUTDOWN_GRACE).await;
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! One running Python kernel process and the tasks that talk to it.
+//!
+//! Three tasks per kernel: a writer that owns its stdin (requests and host results
+//! are queued to it, so nobody blocks on a full pipe), a reader that owns its stdout
+//! (results go to the environment, `host_call`s are served by a task each), and a
+//! stderr reader that keeps a bounded tail for error messages. Dropping a [`Kernel`]
+//! aborts the tasks and in-flight host calls and SIGKILLs the process group.
+
+use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rlm_process::{drain_into_tail, spawn_in_group, GroupChild, Signal, SpawnOptions, TailBuffer};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio::time::timeout;
+
+use super::protocol::{self, HostResult, Incoming, Init, Ready, Request};
+use super::PythonOptions;
+use crate::env::{EnvConfig, Host};
+
+/// The driver, embedded in the binary and sent to the kernel's stdin at start.
+const DRIVER: &str = include_str!("../driver.py");
+
+/// Environment variables a kernel inherits by exact name (besides
+/// [`PythonOptions::pass_env`]); API keys never are.
+const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONUTF8",
+    "PYTHONIOENCODING",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONUSERBASE",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// Prefixes of inherited variables (locale, pyenv's shims, XDG directories).
+const INHERITED_ENV_PREFIXES: &[&str] = &["LC_", "PYENV_", "XDG_"];
+
+/// How long a dead kernel's exit status and last stderr bytes are waited for.
+const DEATH_REPORT_WAIT: Duration = Duration::from_millis(500);
+
+/// What a kernel said about itself when it became ready.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelInfo {
+    /// The kernel's process id (also its process group id).
+    pub pid: u32,
+    /// `sys.version` of the interpreter, e.g. `3.11.7`.
+    pub python: String,
+    /// How `context` was loaded: `fast` (chunked, straight into one str), `json`, `none`.
+    pub load_method: String,
+    /// Seconds spent loading `context`.
+    pub load_seconds: f64,
+    /// The kernel's peak resident memory once loaded, in KiB (Linux `ru_maxrss`).
+    pub max_rss_kb: Option<u64>,
+}
+
+/// The outcome of waiting for a reply.
+#[derive(Debug)]
+pub(super) enum Waited {
+    /// The reply's body.
+    Reply(Value),
+    /// The deadline passed.
+    TimedOut,
+    /// The kernel's stdout closed: it died.
+    Closed,
+}
+
+/// A message from the reader task.
+#[derive(Debug)]
+enum Event {
+    Ready(Ready),
+    Result { id: u64, body: Value },
+    Closed,
+}
+
+type InFlight = Arc<Mutex<HashMap<u64, AbortHandle>>>;
+
+/// A running kernel.
+pub(super) struct Kernel {
+    child: GroupChild,
+    writer: mpsc::UnboundedSender<Vec<u8>>,
+    events: mpsc::UnboundedReceiver<Event>,
+    stderr_tail: Arc<Mutex<TailBuffer>>,
+    stderr_task: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+    in_flight: InFlight,
+    closed: Arc<AtomicBool>,
+    info: Option<KernelInfo>,
+    next_id: u64,
+}
+
+impl Kernel {
+    /// Starts a kernel and sends it the driver and `init`; does not wait for `ready`.
+    pub fn spawn(
+        config: &EnvConfig,
+        history: &[crate::env::HistoryEntry],
+        options: &PythonOptions,
+        host: Arc<dyn Host>,
+    ) -> Result<Self, String> {
+        let mut command = Command::new(&options.python);
+        command
+            .arg("-c")
+            .arg(bootstrap(DRIVER.len()))
+            .env_clear()
+            .envs(inherited_env(&options.pass_env))
+            .env("RLM_DATA_DIR", &config.data_dir)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(dir) = &options.working_dir {
+            command.current_dir(dir);
+        }
+        let mut child = spawn_in_group(&mut command, &SpawnOptions::default())
+            .map_err(|e| format!("{e}: {}", e.source))?;
+        let stdin = child.child_mut().stdin.take();
+        let stdout = child.child_mut().stdout.take();
+        let stderr = child.child_mut().stderr.take();
+        let (Some(mut stdin), Some(stdout), Some(stderr)) = (stdin, stdout, stderr) else {
+            return Err("the kernel's pipes were not set up".into());
+        };
+
+        let init = protocol::line(&Init {
+            kind: "init",
+            query: &config.query,
+            history,
+            context: config.context.as_ref(),
+            data_dir: &config.data_dir,
+            output_cap: options.output_cap_bytes,
+            load_chunk_bytes: options.load_chunk_bytes,
+        })
+        .map_err(|e| format!("could not encode the init message: {e}"))?;
+
+        let (writer, mut queue) = mpsc::unbounded_channel::<Vec<u8>>();
+        let write_task = tokio::spawn(async move {
+            if stdin.write_all(DRIVER.as_bytes()).await.is_err() {
+                return;
+            }
+            while let Some(bytes) = queue.recv().await {
+                if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let _ = writer.send(init);
+
+        let stderr_tail = Arc::new(Mutex::new(TailBuffer::new(options.stderr_tail_bytes)));
+        let stderr_task = tokio::spawn({
+            let tail = Arc::clone(&stderr_tail);
+            async move {
+                let _ = drain_into_tail(stderr, tail).await;
+            }
+        });
+
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let in_flight: InFlight = Arc::default();
+        let closed = Arc::new(AtomicBool::new(false));
+        let read_task = tokio::spawn(read_loop(ReadLoop {
+            stdout: BufReader::with_capacity(1 << 16, stdout),
+            events: events_tx,
+            writer: writer.clone(),
+            host,
+            in_flight: Arc::clone(&in_flight),
+            closed: Arc::clone(&closed),
+        }));
+
+        Ok(Self {
+            child,
+            writer,
+            events,
+            stderr_tail,
+            stderr_task: Some(stderr_task),
+            tasks: vec![write_task, read_task],
+            in_flight,
+            closed,
+            info: None,
+            next_id: 1,
+        })
+    }
+
+    /// The kernel's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What the kernel reported when ready, once it is.
+    pub fn info(&self) -> Option<&KernelInfo> {
+        self.info.as_ref()
+    }
+
+    /// Whether the kernel is known to have died.
+    pub fn has_died(&mut self) -> bool {
+        self.closed.load(Ordering::SeqCst) || !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for `ready`. `Err` carries the driver's error or the death report.
+    pub async fn wait_ready(&mut self, limit: Duration) -> Result<&KernelInfo, String> {
+        if self.info.is_some() {
+            return self.info.as_ref().ok_or_else(String::new);
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Err(_) => {
+                    return Err(format!(
+                        "it did not report ready within {} s{}",
+                        limit.as_secs(),
+                        self.stderr_suffix()
+                    ))
+                }
+                Ok(None | Some(Event::Closed)) => return Err(self.death_report().await),
+                Ok(Some(Event::Result { .. })) => continue,
+                Ok(Some(Event::Ready(ready))) => {
+                    if !ready.ok {
+                        let error = ready.error.unwrap_or_default();
+                        return Err(format!("{}{}", error.trim_end(), self.stderr_suffix()));
+                    }
+                    let load = ready.load.unwrap_or(protocol::Load {
+                        method: "none".into(),
+                        seconds: 0.0,
+                    });
+                    let info = KernelInfo {
+                        pid: ready.pid.unwrap_or_else(|| self.child.id()),
+                        python: ready.python.unwrap_or_default(),
+                        load_method: load.method,
+                        load_seconds: load.seconds,
+                        max_rss_kb: ready.max_rss_kb,
+                    };
+                    return Ok(self.info.insert(info));
+                }
+            }
+        }
+    }
+
+    /// Sends a request and returns its id, or `None` if the kernel's stdin is gone.
+    pub fn send<'a>(&mut self, build: impl FnOnce(u64) -> Request<'a>) -> Option<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let bytes = protocol::line(&build(id)).ok()?;
+        self.writer.send(bytes).ok().map(|()| id)
+    }
+
+    /// Waits up to `limit` for the result of request `id`.
+    pub async fn wait_result(&mut self, id: u64, limit: Duration) -> Waited {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.events.recv()).await {
+                Err(_) => return Waited::TimedOut,
+                Ok(None | Some(Event::Closed)) => return Waited::Closed,
+                Ok(Some(Event::Result { id: got, body })) if got == id => {
+                    return Waited::Reply(body)
+                }
+                Ok(Some(_)) => continue,
+            }
+        }
+    }
+
+    /// SIGINT to the kernel process only (its own subprocesses are left alone; Python's
+    /// `subprocess` kills a child it waits for when interrupted).
+    pub fn interrupt(&self) {
+        if let Err(error) = self.child.signal(Signal::SIGINT) {
+            tracing::warn!(pid = self.child.id(), %error, "could not interrupt the Python kernel");
+        }
+    }
+
+    /// Aborts every host call in flight and tells the kernel they failed, so no thread
+    /// waits forever for an answer that will not come.
+    pub fn cancel_host_calls(&self, reason: &str) {
+        let cancelled: Vec<(u64, AbortHandle)> = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        for (call_id, handle) in cancelled {
+            handle.abort();
+            if let Ok(bytes) = protocol::line(&HostResult::new(call_id, Err(reason.to_owned()))) {
+                let _ = self.writer.send(bytes);
+            }
+        }
+    }
+
+    /// Why the kernel died: exit status and the tail of its stderr.
+    pub async fn death_report(&mut self) -> String {
+        let status = match timeout(DEATH_REPORT_WAIT, self.child.wait()).await {
+            Ok(Ok(status)) => describe_status(status),
+            Ok(Err(error)) => format!("its exit status is unknown ({error})"),
+            Err(_) => "its output closed but it is still running".to_owned(),
+        };
+        if let Some(task) = self.stderr_task.take() {
+            // Grandchildren may hold stderr open forever: wait a bounded time only.
+            let abort = task.abort_handle();
+            if timeout(DEATH_REPORT_WAIT, task).await.is_err() {
+                abort.abort();
+            }
+        }
+        format!("{status}{}", self.stderr_suffix())
+    }
+
+    fn stderr_suffix(&self) -> String {
+        let tail = self
+            .stderr_tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .to_string_lossy();
+        let tail = tail.trim();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its stderr ended with:\n{tail}")
+        }
+    }
+
+    /// Asks the kernel to exit, then ends its process group (SIGTERM, `grace`, SIGKILL).
+    pub async fn shutdown(mut self, grace: Duration) {
+        let _ = self.writer.send(protocol::SHUTDOWN_LINE.to_vec());
+        let _ = timeout(grace, self.child.wait()).await;
+        if let Err(error) = self.child.terminate(grace).await {
+            tracing::warn!(pid = self.child.id(), %error, "could not end the Python kernel");
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Some(task) = &self.stderr_task {
+            task.abort();
+        }
+        for (_, handle) in self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+        {
+            handle.abort();
+        }
+        // The GroupChild's guard SIGKILLs the process group.
+    }
+}
+
+/// The `-c` program: reads exactly `len` bytes of driver source from stdin and runs
+/// them, leaving the rest of stdin to the protocol.
+fn bootstrap(len: usize) -> String {
+    format!(
+        "import os\nb=bytearray()\nwhile len(b)<{len}:\n c=os.read(0,{len}-len(b))\n if not c:raise SystemExit(3)\n b+=c\nexec(compile(bytes(b),'<rlm-driver>','exec'),{{'__name__':'_rlm_driver'}})\n"
+    )
+}
+
+fn inherited_env(extra: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|name| {
+                INHERITED_ENV.contains(&name)
+                    || INHERITED_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+                    || extra.iter().any(|e| e == name)
+            })
+        })
+        .collect()
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("it exited with code {code}"),
+        (None, Some(signal)) => match Signal::try_from(signal) {
+            Ok(name) => format!("it was killed by signal {signal} ({name})"),
+            Err(_) => format!("it was killed by signal {signal}"),
+        },
+        _ => format!("it ended ({status})"),
+    }
+}
+
+struct ReadLoop {
+    stdout: BufReader<tokio::process::ChildStdout>,
+    events: mpsc::UnboundedSender<Event>,
+    writer: mpsc::UnboundedSender<Vec<u8>>,
+    host: Arc<dyn Host>,
+    in_flight: InFlight,
+    closed: Arc<AtomicBool>,
+}
+
+async fn read_loop(mut state: ReadLoop) {
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match state.stdout.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        match Incoming::parse(&line) {
+            Ok(Incoming::Ready(ready)) => {
+                let _ = state.events.send(Event::Ready(ready));
+            }
+            Ok(Incoming::Result { id, body }) => {
+                let _ = state.events.send(Event::Result { id, body });
+            }
+            Ok(Incoming::HostCall {
+                call_id,
+                method,
+                args,
+            }) => serve_host_call(&state, call_id, method, args),
+            Err(problem) => {
+                tracing::warn!(%problem, "ignoring a malformed message from the Python kernel");
+            }
+        }
+    }
+    state.closed.store(true, Ordering::SeqCst);
+    let _ = state.events.send(Event::Closed);
+}
+
+/// Serves one host call on its own task, so calls run concurrently and a slow one
+/// never blocks the protocol.
+fn serve_host_call(state: &ReadLoop, call_id: u64, method: String, args: Value) {
+    let host = Arc::clone(&state.host);
+    let writer = state.writer.clone();
+    let in_flight = Arc::clone(&state.in_flight);
+    // Holding the lock while spawning makes the task's own removal wait for the insert.
+    let mut calls = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+    let task = tokio::spawn({
+        let in_flight = Arc::clone(&in_flight);
+        async move {
+            let outcome = host.call(&method, args).await;
+            let still_wanted = in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&call_id)
+                .is_some();
+            if still_wanted {
+                let reply = HostResult::new(call_id, outcome);
+                match protocol::line(&reply) {
+                    Ok(bytes) => {
+                        let _ = writer.send(bytes);
+                    }
+                    Err(error) => {
+                        let failed = HostResult::new(
+                            call_id,
+                            Err(format!("the host's answer could not be encoded: {error}")),
+                        );
+                        if let Ok(bytes) = protocol::line(&failed) {
+                            let _ = writer.send(bytes);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    calls.insert(call_id, task.abort_handle());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_keys_are_not_inherited() {
+        let names: Vec<String> = inherited_env(&[])
+            .into_iter()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains("API_KEY")));
+    }
+
+    #[test]
+    fn the_bootstrap_reads_exactly_the_driver() {
+        let boot = bootstrap(123);
+        assert!(boot.contains("while len(b)<123:"));
+        assert!(boot.contains("'<rlm-driver>'"));
+    }
+}

@@ -1,0 +1,236 @@
+//! The JSON-lines protocol spoken with the Python driver (`driver.py`).
+//!
+//! One JSON object per line, `type` first. Orchestrator → kernel: `init`, `exec`,
+//! `final_var`, `list_vars`, `push_history` (keyed by `id`), `host_result` (keyed by
+//! the `call_id` of the kernel's `host_call`) and `shutdown`. Kernel → orchestrator:
+//! `ready` (once, after the context is loaded), `result` (one per request, same `id`)
+//! and `host_call`. Replies are parsed from [`Value`]s so a malformed or unexpected
+//! message is reported instead of taking the session down.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::env::{ContextSource, FinalAnswer, HistoryEntry, ReplVariable};
+
+/// The first request: everything the driver needs to set up its globals.
+#[derive(Debug, Serialize)]
+pub(super) struct Init<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub query: &'a str,
+    pub history: &'a [HistoryEntry],
+    pub context: Option<&'a ContextSource>,
+    pub data_dir: &'a Path,
+    pub output_cap: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_chunk_bytes: Option<usize>,
+}
+
+/// A request that expects a `result` with the same id.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum Request<'a> {
+    Exec {
+        id: u64,
+        code: &'a str,
+    },
+    FinalVar {
+        id: u64,
+        name: &'a str,
+    },
+    ListVars {
+        id: u64,
+    },
+    PushHistory {
+        id: u64,
+        query: &'a str,
+        answer: &'a str,
+    },
+}
+
+/// The answer to a `host_call`.
+#[derive(Debug, Serialize)]
+pub(super) struct HostResult {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub call_id: u64,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl HostResult {
+    pub fn new(call_id: u64, outcome: Result<Value, String>) -> Self {
+        let (ok, value, error) = match outcome {
+            Ok(value) => (true, Some(value), None),
+            Err(error) => (false, None, Some(error)),
+        };
+        Self {
+            kind: "host_result",
+            call_id,
+            ok,
+            value,
+            error,
+        }
+    }
+}
+
+/// `{"type":"shutdown"}`.
+pub(super) const SHUTDOWN_LINE: &[u8] = b"{\"type\":\"shutdown\"}\n";
+
+/// Serialises a message as one line.
+pub(super) fn line<T: Serialize>(message: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut bytes = serde_json::to_vec(message)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// The driver's `ready` message.
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct Ready {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    #[serde(default)]
+    pub python: Option<String>,
+    #[serde(default)]
+    pub load: Option<Load>,
+    #[serde(default)]
+    pub max_rss_kb: Option<u64>,
+}
+
+/// How the context was loaded.
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct Load {
+    pub method: String,
+    pub seconds: f64,
+}
+
+/// The `result` of an `exec`.
+#[derive(Debug, Deserialize)]
+pub(super) struct ExecReply {
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default, rename = "final")]
+    pub final_answer: Option<FinalAnswer>,
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+/// The `result` of a `final_var`.
+#[derive(Debug, Deserialize)]
+pub(super) struct FinalVarReply {
+    #[serde(default)]
+    pub found: bool,
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+/// The `result` of a `list_vars`.
+#[derive(Debug, Deserialize)]
+pub(super) struct ListVarsReply {
+    #[serde(default)]
+    pub vars: Vec<ReplVariable>,
+}
+
+/// A message from the kernel, sorted by `type`.
+#[derive(Debug)]
+pub(super) enum Incoming {
+    Ready(Ready),
+    Result {
+        id: u64,
+        body: Value,
+    },
+    HostCall {
+        call_id: u64,
+        method: String,
+        args: Value,
+    },
+}
+
+impl Incoming {
+    /// Parses one line; `Err` names what was wrong.
+    pub fn parse(line: &[u8]) -> Result<Self, String> {
+        let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "ready" => serde_json::from_value(value)
+                .map(Incoming::Ready)
+                .map_err(|e| format!("bad ready message ({e})")),
+            "result" => {
+                let id = value
+                    .get("id")
+                    .and_then(Value::as_u64)
+                    .ok_or("a result without an id")?;
+                Ok(Incoming::Result { id, body: value })
+            }
+            "host_call" => {
+                let call_id = value
+                    .get("call_id")
+                    .and_then(Value::as_u64)
+                    .ok_or("a host_call without a call_id")?;
+                let method = value
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let args = value.get("args").cloned().unwrap_or(Value::Null);
+                Ok(Incoming::HostCall {
+                    call_id,
+                    method,
+                    args,
+                })
+            }
+            other => Err(format!("unknown message type {other:?}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_tagged_lines() {
+        let bytes = line(&Request::Exec {
+            id: 7,
+            code: "x = 1",
+        })
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "{\"type\":\"exec\",\"id\":7,\"code\":\"x = 1\"}\n"
+        );
+        let bytes = line(&HostResult::new(3, Err("no".into()))).unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "{\"type\":\"host_result\",\"call_id\":3,\"ok\":false,\"error\":\"no\"}\n"
+        );
+    }
+
+    #[test]
+    fn exec_replies_carry_final_answers() {
+        let body = serde_json::json!({"type": "result", "id": 1, "stdout": "hi\n",
+            "final": {"kind": "var", "name": "x", "value": "42"}, "interrupted": false});
+        let reply: ExecReply = serde_json::from_value(body).unwrap();
+        assert_eq!(
+            reply.final_answer,
+            Some(FinalAnswer::Var {
+                name: "x".into(),
+                value: "42".into()
+            })
+        );
+        assert!(Incoming::parse(b"{\"type\":\"nope\"}").is_err());
+        assert!(Incoming::parse(b"garbage").is_err());
+    }
+}
