@@ -78,6 +78,373 @@ Examples:
   rlm-orchestrate vars set config --json '{\"depth\": 2}'
   rlm-orchestrate vars path chunk-3")]
     Vars(VarsArgs),
+
+    /// Answer TASK over a context too large for a prompt: the model explores it with
+    /// code in a persistent Python REPL and delegates slices to sub-calls.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate run 'Which service logged the most errors?' --context app.log
+  rlm-orchestrate run 'Summarise the design' --context-dir repo/ --dir-as dict
+  echo 'What changed?' | rlm-orchestrate run --context a.md --context b.md
+  rlm-orchestrate run 'Count the failures' --context big.log \\
+      --base-url http://127.0.0.1:8080/v1 --model local --json
+  rlm-orchestrate run 'Classify' --context data.json --provider anthropic \\
+      --model claude-sonnet-4-5 --output-schema schema.json
+  rlm-orchestrate run 'Explain' --context notes.md --provider cli --llm-cmd 'llm -m gpt-4o-mini'
+
+Settings also come from RLM_* environment variables (RLM_MODEL, RLM_MAX_ITERATIONS, …)
+and from rlm.toml in the working directory (model = \"x\", max_iterations = 30, …);
+flags win over the environment, which wins over rlm.toml.
+Exit codes: 0 answered, 1 failure (trace kept under runs/), 2 bad usage or input.")]
+    Run(Box<RunArgs>),
+}
+
+/// Which API serves a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderArg {
+    /// Any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, llama.cpp, Ollama, …).
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// A command as the model (`llm -m X`, `claude -p`): prompt in, answer on stdout.
+    Cli,
+}
+
+/// Where the model's code runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EnvArg {
+    /// A persistent python3 process.
+    Python,
+}
+
+/// How `--context-dir` becomes `context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DirAsArg {
+    /// A list of file contents, in lexical order of their paths.
+    List,
+    /// `{relative path: content}`.
+    Dict,
+    /// One string, each file preceded by a `=== path ===` line.
+    Concat,
+}
+
+/// `run` options.
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct RunArgs {
+    /// The task; read from stdin when absent or `-`.
+    pub task: Option<String>,
+
+    /// A context file (repeatable; several make a list). `.json` is parsed, anything
+    /// else is UTF-8 text.
+    #[arg(long, value_name = "PATH", help_heading = "Context")]
+    pub context: Vec<PathBuf>,
+
+    /// A directory whose files (hidden ones skipped) make the context.
+    #[arg(long, value_name = "DIR", env = "RLM_CONTEXT_DIR", conflicts_with_all = ["context", "context_var"], help_heading = "Context")]
+    pub context_dir: Option<PathBuf>,
+
+    /// Shape of a --context-dir context.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "list",
+        env = "RLM_DIR_AS",
+        help_heading = "Context"
+    )]
+    pub dir_as: DirAsArg,
+
+    /// Use an existing variable of the store as the context.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "RLM_CONTEXT_VAR",
+        conflicts_with = "context",
+        help_heading = "Context"
+    )]
+    pub context_var: Option<String>,
+
+    /// Refuse contexts larger than this many bytes.
+    #[arg(long, value_name = "N", default_value_t = 1 << 30, env = "RLM_MAX_CONTEXT_BYTES", help_heading = "Context")]
+    pub max_context_bytes: u64,
+
+    /// API of the root model.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "openai",
+        env = "RLM_PROVIDER",
+        help_heading = "Model"
+    )]
+    pub provider: ProviderArg,
+
+    /// The root model's name.
+    #[arg(
+        long,
+        value_name = "M",
+        default_value = "gpt-4o-mini",
+        env = "RLM_MODEL",
+        help_heading = "Model"
+    )]
+    pub model: String,
+
+    /// Endpoint of the root model (default: the provider's public API).
+    #[arg(long, value_name = "URL", env = "RLM_BASE_URL", help_heading = "Model")]
+    pub base_url: Option<String>,
+
+    /// Environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "RLM_API_KEY_ENV",
+        help_heading = "Model"
+    )]
+    pub api_key_env: Option<String>,
+
+    /// Command used as the model with --provider cli (`{prompt}` or stdin).
+    #[arg(long, value_name = "CMD", env = "RLM_LLM_CMD", help_heading = "Model")]
+    pub llm_cmd: Option<String>,
+
+    /// Model for sub-calls (llm_query, summarize); default: the root model.
+    #[arg(long, value_name = "M", env = "RLM_SUB_MODEL", help_heading = "Model")]
+    pub sub_model: Option<String>,
+
+    /// API for sub-calls; default: the root's.
+    #[arg(long, value_enum, env = "RLM_SUB_PROVIDER", help_heading = "Model")]
+    pub sub_provider: Option<ProviderArg>,
+
+    /// Endpoint for sub-calls; default: the root's (when the provider is the same).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "RLM_SUB_BASE_URL",
+        help_heading = "Model"
+    )]
+    pub sub_base_url: Option<String>,
+
+    /// Command for sub-calls with --sub-provider cli; default: --llm-cmd.
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "RLM_SUB_LLM_CMD",
+        help_heading = "Model"
+    )]
+    pub sub_llm_cmd: Option<String>,
+
+    /// Retries on 429, 5xx and connection errors (exponential backoff with jitter).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4,
+        env = "RLM_RETRIES",
+        help_heading = "Model"
+    )]
+    pub retries: u32,
+
+    /// Delay before the first retry in milliseconds; it doubles with each retry.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 500,
+        env = "RLM_RETRY_BASE_DELAY_MS",
+        help_heading = "Model"
+    )]
+    pub retry_base_delay_ms: u64,
+
+    /// Seconds one model request may take.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 300,
+        env = "RLM_REQUEST_TIMEOUT",
+        help_heading = "Model"
+    )]
+    pub request_timeout: u64,
+
+    /// Ask for whole responses instead of streaming them.
+    #[arg(long, env = "RLM_NO_STREAM", help_heading = "Model")]
+    pub no_stream: bool,
+
+    /// Price of prompt tokens in USD per million, for cost accounting and --max-cost-usd.
+    #[arg(
+        long,
+        value_name = "USD",
+        env = "RLM_PRICE_INPUT",
+        help_heading = "Model"
+    )]
+    pub price_input: Option<f64>,
+
+    /// Price of completion tokens in USD per million.
+    #[arg(
+        long,
+        value_name = "USD",
+        env = "RLM_PRICE_OUTPUT",
+        help_heading = "Model"
+    )]
+    pub price_output: Option<f64>,
+
+    /// Where the model's code runs.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "python",
+        env = "RLM_ENV",
+        help_heading = "Loop"
+    )]
+    pub env: EnvArg,
+
+    /// The python3 executable of the REPL.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "python3",
+        env = "RLM_PYTHON",
+        help_heading = "Loop"
+    )]
+    pub python: PathBuf,
+
+    /// Depth at which sub_rlm becomes a plain sub-model call.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2,
+        env = "RLM_MAX_DEPTH",
+        help_heading = "Loop"
+    )]
+    pub max_depth: u32,
+
+    /// Model turns before an answer is forced.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "RLM_MAX_ITERATIONS",
+        help_heading = "Loop"
+    )]
+    pub max_iterations: u32,
+
+    /// REPL output characters shown to the model per block (more is truncated).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20_000,
+        env = "RLM_MAX_OUTPUT_CHARS",
+        help_heading = "Loop"
+    )]
+    pub max_output_chars: usize,
+
+    /// Output longer than this fraction of the context is redacted.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.25,
+        env = "RLM_REDACT_RATIO",
+        help_heading = "Loop"
+    )]
+    pub redact_ratio: f64,
+
+    /// Variables shown to the model in the state inventory.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "RLM_STATE_VARS",
+        help_heading = "Loop"
+    )]
+    pub state_vars: usize,
+
+    /// Seconds one code block may run before it is interrupted.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 120,
+        env = "RLM_EXEC_TIMEOUT",
+        help_heading = "Loop"
+    )]
+    pub exec_timeout: u64,
+
+    /// JSON Schema that SUBMIT payloads must satisfy.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "RLM_OUTPUT_SCHEMA",
+        help_heading = "Loop"
+    )]
+    pub output_schema: Option<PathBuf>,
+
+    /// Sub-calls running at once (llm_query_parallel).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4,
+        env = "RLM_MAX_PARALLEL",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_parallel: usize,
+
+    /// Longest prompt a sub-call may send, in characters; longer fails fast.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 400_000,
+        env = "RLM_SUB_CONTEXT_CHARS",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub sub_context_chars: usize,
+
+    /// Stop after this many model calls (root and sub-calls).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_LLM_CALLS",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_llm_calls: Option<u64>,
+
+    /// Stop after this many tokens (prompt + completion).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_TOKENS",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_tokens: Option<u64>,
+
+    /// Stop after this cost in USD (needs --price-input/--price-output).
+    #[arg(
+        long,
+        value_name = "USD",
+        env = "RLM_MAX_COST_USD",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_cost_usd: Option<f64>,
+
+    /// Stop after this many seconds.
+    #[arg(
+        long,
+        value_name = "S",
+        env = "RLM_MAX_TIME",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_time: Option<u64>,
+
+    /// Memory for cached variable values, in MiB.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 256,
+        env = "RLM_MEMORY_CEILING_MB",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub memory_ceiling_mb: u64,
+
+    /// Print one JSON result object instead of the answer.
+    #[arg(long, env = "RLM_JSON", help_heading = "Output")]
+    pub json: bool,
+
+    /// Stream events to stdout as JSON lines.
+    #[arg(long, env = "RLM_EVENTS", help_heading = "Output")]
+    pub events: bool,
 }
 
 /// `vars`: one of its sub-commands.

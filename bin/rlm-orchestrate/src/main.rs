@@ -6,15 +6,22 @@
 //! [`cli::Command`], a module, and one arm in [`dispatch`].
 
 mod cli;
+mod config_file;
 mod exit;
 mod logging;
 mod output;
+mod run;
 mod vars;
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = match config_file::apply(args, std::path::Path::new(config_file::CONFIG_FILE)) {
+        Ok(args) => args,
+        Err(e) => return exit::finish(Err(e)),
+    };
+    let cli = cli::Cli::parse_from(args);
     logging::init(&cli.global);
     exit::finish(dispatch(cli))
 }
@@ -23,5 +30,6 @@ fn main() -> std::process::ExitCode {
 fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Vars(args) => vars::run(&cli.global, args),
+        cli::Command::Run(args) => run::run(&cli.global, *args),
     }
 }

@@ -164,21 +164,3 @@ mod tests {
             .contains("token budget"));
     }
 }
-
-/// Prices of a model in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
-pub struct Price {
-    /// Per million prompt tokens.
-    pub input_per_mtok: f64,
-    /// Per million completion tokens.
-    pub output_per_mtok: f64,
-}
-
-impl Price {
-    /// The cost of a call.
-    pub fn cost(&self, usage: Usage) -> f64 {
-        (usage.prompt_tokens as f64 * self.input_per_mtok
-            + usage.completion_tokens as f64 * self.output_per_mtok)
-            / 1_000_000.0
-    }
-}

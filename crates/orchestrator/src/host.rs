@@ -10,10 +10,10 @@ use futures::stream::{self, StreamExt};
 use rlm_context_store::{ListFilter, SetOptions, Store};
 use serde_json::{json, Value};
 
-use crate::accounting::{Accounting, Price};
+use crate::accounting::Accounting;
 use crate::env::Host;
 use crate::events::{EventData, EventSink};
-use crate::provider::{ChatMessage, ChatRequest, Provider};
+use crate::provider::{ChatMessage, ChatRequest, Prices, Provider};
 
 /// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
 pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
@@ -30,7 +30,7 @@ pub struct Model {
     /// The provider.
     pub provider: Arc<dyn Provider>,
     /// Its price, if configured.
-    pub price: Option<Price>,
+    pub price: Option<Prices>,
 }
 
 impl std::fmt::Debug for Model {
@@ -121,7 +121,7 @@ impl RunHost {
             .complete(&request, None)
             .await
             .map_err(|e| e.to_string())?;
-        let cost = self.sub_model.price.map(|p| p.cost(completion.usage));
+        let cost = self.sub_model.price.map(|p| p.cost_usd(&completion.usage));
         self.accounting.record_call(completion.usage, cost);
         self.sink.emit(EventData::LlmCall {
             model: completion.model.clone(),

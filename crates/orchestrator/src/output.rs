@@ -10,6 +10,10 @@ pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 20_000;
 /// Default redaction ratio (`--redact-ratio`).
 pub const DEFAULT_REDACT_RATIO: f64 = 0.25;
 
+/// Output shorter than this is never redacted: for a tiny context, "25 % of the
+/// context" is a few characters, and showing them costs nothing.
+pub const REDACT_FLOOR_CHARS: usize = 2_000;
+
 /// The marker appended to truncated output. Stable so models learn it.
 pub fn truncation_marker(shown: usize, total: usize) -> String {
     format!("\n[output truncated: showing the first {shown} of {total} characters]")
@@ -18,7 +22,8 @@ pub fn truncation_marker(shown: usize, total: usize) -> String {
 /// Applies the redaction guard and truncation to one block's output.
 ///
 /// Output longer than `redact_ratio × context_chars` is replaced by
-/// [`REDACTED_MARKER`] (skipped when there is no context); otherwise output longer
+/// [`REDACTED_MARKER`] (skipped when there is no context, and for output under
+/// [`REDACT_FLOOR_CHARS`]); otherwise output longer
 /// than `max_chars` is cut on a character boundary and marked.
 pub fn shape_output(
     output: &str,
@@ -28,6 +33,7 @@ pub fn shape_output(
 ) -> String {
     let chars = output.chars().count();
     if context_chars > 0
+        && chars >= REDACT_FLOOR_CHARS
         && redact_ratio > 0.0
         && (chars as f64) > redact_ratio * context_chars as f64
     {
@@ -69,13 +75,18 @@ mod tests {
     #[test]
     fn dumping_the_context_is_redacted() {
         assert_eq!(
-            shape_output(&"x".repeat(300), 20_000, 1000, 0.25),
+            shape_output(&"x".repeat(3000), 20_000, 10_000, 0.25),
             REDACTED_MARKER
         );
         assert_eq!(
-            shape_output(&"x".repeat(200), 20_000, 1000, 0.25),
-            "x".repeat(200)
+            shape_output(&"x".repeat(2400), 20_000, 10_000, 0.25),
+            "x".repeat(2400)
         );
+    }
+
+    #[test]
+    fn short_output_of_a_tiny_context_is_never_redacted() {
+        assert_eq!(shape_output("5\n", 20_000, 5, 0.25), "5\n");
     }
 
     #[test]

@@ -348,7 +348,7 @@ async fn ask(
         ..ChatRequest::default()
     };
     let completion = model.provider.complete(&request, None).await?;
-    let cost = model.price.map(|p| p.cost(completion.usage));
+    let cost = model.price.map(|p| p.cost_usd(&completion.usage));
     accounting.record_call(completion.usage, cost);
     sink.emit(EventData::LlmCall {
         model: completion.model.clone(),
@@ -568,7 +568,7 @@ mod tests {
             sink: &sink,
             accounting: &accounting,
         };
-        let context = crate::context::describe_value(&Value::String("x".repeat(100)), "t".into());
+        let context = crate::context::describe_value(&Value::String("x".repeat(5_000)), "t".into());
         let outcome = run_loop("the task", Some(&context), 0, parts, &settings)
             .await
             .unwrap();
@@ -777,7 +777,7 @@ mod tests {
 
     #[tokio::test]
     async fn dumping_the_context_is_redacted() {
-        let big = "y".repeat(60);
+        let big = "y".repeat(2_500);
         let h = run_with(
             &[&format!("```repl\nd = {big}\nprint(d)\n```"), "FINAL(x)"],
             settings(),

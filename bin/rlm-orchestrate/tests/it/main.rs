@@ -10,6 +10,7 @@
 
 mod example_data;
 mod help;
+mod run;
 mod support;
 mod vars_big;
 mod vars_errors;

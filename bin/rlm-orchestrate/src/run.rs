@@ -1,0 +1,360 @@
+//! `rlm-orchestrate run`: turns flags into a run configuration, runs it on a tokio
+//! runtime, and prints the answer (or one JSON object with `--json`).
+//!
+//! Everything that can be checked before a model is asked is checked here or while
+//! the context loads; such failures exit 2 and leave the store as it was.
+
+use std::io::{self, IsTerminal, Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rlm_orchestrator::accounting::Limits;
+use rlm_orchestrator::context::{ContextSpec, DirAs};
+use rlm_orchestrator::env::{EnvConfig, Environment, Host};
+use rlm_orchestrator::events::{Event, EventData, EventListener};
+use rlm_orchestrator::host::Model;
+use rlm_orchestrator::provider::{
+    build_provider, install_crypto_provider, Prices, ProviderConfig, ProviderError, ProviderKind,
+};
+use rlm_orchestrator::rlm::LoopSettings;
+use rlm_orchestrator::run::{run as run_query, EnvFactory, RunConfig, RunError, RunReport};
+
+use crate::cli::{DirAsArg, GlobalArgs, ProviderArg, RunArgs};
+use crate::exit::{annotate, bad_input, ExitStatus};
+
+/// Environment variables through which a parent run describes a child run.
+pub mod lineage {
+    /// This process's agent id.
+    pub const RLM_AGENT_ID: &str = "RLM_AGENT_ID";
+    /// The parent's agent id.
+    pub const RLM_PARENT_ID: &str = "RLM_PARENT_ID";
+    /// This run's depth.
+    pub const RLM_DEPTH: &str = "RLM_DEPTH";
+}
+
+/// Runs `run`.
+pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
+    let task = read_task(args.task.as_deref())?;
+    check_numbers(&args)?;
+    install_crypto_provider();
+    let root_config = root_provider_config(&args);
+    let sub_config = sub_provider_config(&args, &root_config);
+    let root = model(&root_config)?;
+    let sub = model(&sub_config)?;
+    let output_schema = load_schema(args.output_schema.as_deref())?;
+
+    let depth = std::env::var(lineage::RLM_DEPTH)
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    let config = RunConfig {
+        query: task,
+        context: ContextSpec {
+            files: args.context.clone(),
+            dir: args.context_dir.clone(),
+            dir_as: match args.dir_as {
+                DirAsArg::List => DirAs::List,
+                DirAsArg::Dict => DirAs::Dict,
+                DirAsArg::Concat => DirAs::Concat,
+            },
+            var: args.context_var.clone(),
+            max_bytes: args.max_context_bytes,
+        },
+        data_dir: global.data_dir.clone(),
+        memory_ceiling_bytes: args.memory_ceiling_mb.saturating_mul(1 << 20),
+        loop_settings: LoopSettings {
+            max_iterations: args.max_iterations,
+            max_output_chars: args.max_output_chars,
+            redact_ratio: args.redact_ratio,
+            state_vars: args.state_vars,
+            depth,
+            max_depth: args.max_depth,
+            sub_context_chars: args.sub_context_chars,
+            output_schema,
+        },
+        max_parallel: args.max_parallel,
+        sub_context_chars: args.sub_context_chars,
+        limits: Limits {
+            max_llm_calls: args.max_llm_calls,
+            max_tokens: args.max_tokens,
+            max_cost_usd: args.max_cost_usd,
+            max_time: args.max_time.map(Duration::from_secs),
+        },
+        exec_timeout: Duration::from_secs(args.exec_timeout),
+        agent_id: std::env::var(lineage::RLM_AGENT_ID)
+            .unwrap_or_else(|_| format!("root-{}", std::process::id())),
+        parent_id: std::env::var(lineage::RLM_PARENT_ID).ok(),
+        history: Vec::new(),
+    };
+
+    let listeners = listeners(&args, global);
+    let factory = python_factory(args.python.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    let report = runtime
+        .block_on(run_query(config, root, sub, factory, listeners))
+        .map_err(run_error)?;
+    if args.events && !args.json {
+        return Ok(()); // stdout is JSON lines; the answer is in the `final` event
+    }
+    print_report(&report, args.json)
+}
+
+fn read_task(task: Option<&str>) -> anyhow::Result<String> {
+    let task = match task {
+        Some(task) if task != "-" => task.to_owned(),
+        _ => {
+            if io::stdin().is_terminal() {
+                return Err(bad_input(
+                    "no task given: pass it as an argument or pipe it on stdin",
+                ));
+            }
+            let mut text = String::new();
+            io::stdin()
+                .read_to_string(&mut text)
+                .context("failed to read the task from stdin")?;
+            text
+        }
+    };
+    let task = task.trim().to_owned();
+    if task.is_empty() {
+        return Err(bad_input(
+            "the task is empty: say what to do with the context",
+        ));
+    }
+    Ok(task)
+}
+
+fn check_numbers(args: &RunArgs) -> anyhow::Result<()> {
+    let problems = [
+        (
+            args.max_iterations == 0,
+            "--max-iterations must be at least 1",
+        ),
+        (args.max_parallel == 0, "--max-parallel must be at least 1"),
+        (
+            !(args.redact_ratio >= 0.0 && args.redact_ratio.is_finite()),
+            "--redact-ratio must be a number ≥ 0",
+        ),
+        (
+            args.exec_timeout == 0,
+            "--exec-timeout must be at least 1 second",
+        ),
+        (
+            args.max_output_chars == 0,
+            "--max-output-chars must be at least 1",
+        ),
+    ];
+    match problems.iter().find(|(bad, _)| *bad) {
+        Some((_, message)) => Err(bad_input(*message)),
+        None => Ok(()),
+    }
+}
+
+fn kind(arg: ProviderArg) -> ProviderKind {
+    match arg {
+        ProviderArg::Openai => ProviderKind::OpenAi,
+        ProviderArg::Anthropic => ProviderKind::Anthropic,
+        ProviderArg::Cli => ProviderKind::Cli,
+    }
+}
+
+fn root_provider_config(args: &RunArgs) -> ProviderConfig {
+    let prices = match (args.price_input, args.price_output) {
+        (None, None) => None,
+        (input, output) => Some(Prices {
+            input_usd_per_million: input.unwrap_or(0.0),
+            output_usd_per_million: output.unwrap_or(0.0),
+        }),
+    };
+    ProviderConfig {
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
+        llm_cmd: args.llm_cmd.clone(),
+        retries: args.retries,
+        retry_base_delay: Duration::from_millis(args.retry_base_delay_ms),
+        request_timeout: Duration::from_secs(args.request_timeout),
+        stream: !args.no_stream,
+        prices,
+        ..ProviderConfig::new(kind(args.provider), args.model.clone())
+    }
+}
+
+fn sub_provider_config(args: &RunArgs, root: &ProviderConfig) -> ProviderConfig {
+    let mut sub = root.clone();
+    if let Some(provider) = args.sub_provider {
+        if kind(provider) != root.kind {
+            sub.kind = kind(provider);
+            sub.base_url = None;
+            sub.api_key_env = None;
+        }
+    }
+    if let Some(model) = &args.sub_model {
+        sub.model = model.clone();
+    }
+    if let Some(url) = &args.sub_base_url {
+        sub.base_url = Some(url.clone());
+    }
+    if let Some(cmd) = &args.sub_llm_cmd {
+        sub.llm_cmd = Some(cmd.clone());
+    }
+    sub
+}
+
+fn model(config: &ProviderConfig) -> anyhow::Result<Model> {
+    let provider = build_provider(config).map_err(|e| match e {
+        ProviderError::MissingKey { .. } | ProviderError::Config(_) => annotate(
+            anyhow::Error::new(e),
+            Some(ExitStatus::BadInput),
+            Some("for a local OpenAI-compatible server pass --base-url http://127.0.0.1:PORT/v1 (no key needed)".into()),
+        ),
+        other => anyhow::Error::new(other),
+    })?;
+    Ok(Model {
+        provider,
+        price: config.prices,
+    })
+}
+
+fn load_schema(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Arc<jsonschema::Validator>>> {
+    let Some(path) = path else { return Ok(None) };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        bad_input(format!(
+            "cannot read --output-schema {}: {e}",
+            path.display()
+        ))
+    })?;
+    let schema: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        bad_input(format!(
+            "--output-schema {} is not valid JSON: {e}",
+            path.display()
+        ))
+    })?;
+    let validator = jsonschema::validator_for(&schema).map_err(|e| {
+        bad_input(format!(
+            "--output-schema {} is not a valid JSON Schema: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(Some(Arc::new(validator)))
+}
+
+fn python_factory(python: std::path::PathBuf) -> EnvFactory {
+    Box::new(move |config: EnvConfig, host: Arc<dyn Host>| {
+        Box::pin(async move {
+            let env = rlm_orchestrator::env::python::PythonEnv::start(config, host, python).await?;
+            Ok(Box::new(env) as Box<dyn Environment>)
+        })
+    })
+}
+
+/// `--events` streams JSON lines to stdout; otherwise progress goes to stderr unless -q.
+fn listeners(args: &RunArgs, global: &GlobalArgs) -> Vec<EventListener> {
+    if args.events {
+        return vec![Arc::new(|event: &Event| {
+            if let Ok(line) = serde_json::to_string(event) {
+                let mut out = io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        })];
+    }
+    if global.quiet {
+        return Vec::new();
+    }
+    vec![Arc::new(progress_line)]
+}
+
+/// Plain line-by-line progress on stderr.
+fn progress_line(event: &Event) {
+    let indent = "  ".repeat(event.depth as usize);
+    let line = match &event.data {
+        EventData::RunStarted { task, model, .. } => {
+            format!("run {} · {model} · {}", event.run_id, one_line(task, 80))
+        }
+        EventData::StepStarted { iteration } => format!("step {iteration}"),
+        EventData::Code { code, .. } => format!("  code: {}", one_line(code, 100)),
+        EventData::Exec {
+            output,
+            duration_ms,
+            error,
+            ..
+        } => {
+            format!(
+                "  {} ({duration_ms} ms): {}",
+                if *error { "error" } else { "output" },
+                one_line(output, 100)
+            )
+        }
+        EventData::LlmCall {
+            purpose,
+            prompt_tokens,
+            completion_tokens,
+            latency_ms,
+            ..
+        } => {
+            format!("  {purpose}: {prompt_tokens}+{completion_tokens} tokens, {latency_ms} ms")
+        }
+        EventData::Warning { message } => format!("warning: {message}"),
+        EventData::Error { message } => format!("error: {message}"),
+        EventData::Final { forced, .. } => {
+            if *forced {
+                "answer (forced)".to_owned()
+            } else {
+                "answer".to_owned()
+            }
+        }
+        _ => return,
+    };
+    let _ = writeln!(io::stderr().lock(), "{indent}{line}");
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    }
+}
+
+fn run_error(error: RunError) -> anyhow::Error {
+    match error {
+        RunError::BadInput(e) => annotate(anyhow::Error::new(e), Some(ExitStatus::BadInput), None),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn print_report(report: &RunReport, json: bool) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    let written = if json {
+        let object = serde_json::json!({
+            "answer": report.answer,
+            "run_id": report.run_id,
+            "forced": report.forced,
+            "iterations": report.iterations,
+            "depth_reached": report.depth_reached,
+            "sub_agents": report.sub_agents,
+            "usage": {
+                "prompt_tokens": report.usage.prompt_tokens,
+                "completion_tokens": report.usage.completion_tokens,
+            },
+            "cost_usd": report.cost_usd,
+        });
+        writeln!(out, "{object}")
+    } else {
+        writeln!(out, "{}", report.answer)
+    };
+    match written.and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(e).context("failed to write the answer")
+        }
+        _ => Ok(()),
+    }
+}
