@@ -78,6 +78,9 @@ pub struct RecordedRequest {
     pub body: Value,
     /// Length of the body in bytes.
     pub body_bytes: usize,
+    /// When the whole request had arrived, in microseconds since the Unix epoch
+    /// (benchmarks measure request-to-request times with it).
+    pub received_unix_us: u64,
 }
 
 impl RecordedRequest {

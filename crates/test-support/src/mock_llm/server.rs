@@ -351,6 +351,9 @@ fn recorded(connection: u64, incoming: &Incoming, api: Option<Api>) -> RecordedR
         auth_headers: auth.into_iter().map(|(name, _)| name).collect(),
         body: serde_json::from_slice(&incoming.body).unwrap_or(Value::Null),
         body_bytes: incoming.body.len(),
+        received_unix_us: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64),
     }
 }
 
