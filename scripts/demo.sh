@@ -1,31 +1,75 @@
 #!/usr/bin/env bash
-# A tour of the context store with `rlm-orchestrate vars`, on a scratch copy of
-# .rlm-data.example (the committed example is never modified). No API key needed.
+# The offline demo (README command 1): builds rlm-orchestrate, generates a 20 MB
+# multi-service log, starts the repository's *example model* — mock-llm, a scripted
+# stand-in for an OpenAI-compatible server on 127.0.0.1, NOT a real model — and runs
+# `rlm-orchestrate run` over the log. The code the example model "writes" is real and
+# runs in the Python REPL over the real log. No API key, no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --quiet -p rlm-orchestrate
-bin=target/debug/rlm-orchestrate
-data=$(mktemp -d)
-trap 'rm -rf "$data"' EXIT
-cp -R .rlm-data.example/. "$data/"
-export RLM_DATA_DIR="$data"
+say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 
-run() { printf '\n$ rlm-orchestrate %s\n' "$*"; "$bin" "$@"; }
+cargo build --quiet -p rlm-orchestrate -p rlm-test-support --bin rlm-orchestrate --bin mock-llm
+bin=$PWD/target/debug/rlm-orchestrate
+work=$(mktemp -d)
+mock_pid=""
+cleanup() {
+  [ -n "$mock_pid" ] && kill "$mock_pid" 2>/dev/null && wait "$mock_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export RLM_DATA_DIR="$work/.rlm-data"
 
-run vars list
-run vars show notes
-run vars get notes
-run vars set greeting "hello from the demo"
-sha=$("$bin" vars list --json | python3 -c 'import json,sys; print(next(v["sha256"] for v in json.load(sys.stdin) if v["key"]=="greeting"))')
-run vars set greeting "updated only if nobody else wrote it" --if-sha256 "$sha"
-printf '\n$ rlm-orchestrate vars set greeting "stale write" --if-sha256 %s   # must conflict\n' "$sha"
-if "$bin" vars set greeting "stale write" --if-sha256 "$sha"; then
-  echo "expected a conflict" >&2; exit 1
+say "1. A 20 MB log from six services"
+python3 - "$work/app.log" <<'PY'
+import random, sys
+random.seed(7)
+services = ["api", "auth", "billing", "search", "worker", "gateway"]
+weights = {"api": 3, "auth": 1, "billing": 9, "search": 2, "worker": 4, "gateway": 1}
+with open(sys.argv[1], "w") as f:
+    size, t = 0, 0
+    while size < 20 * 1024 * 1024:
+        t += random.randint(1, 40)
+        svc = random.choice(services)
+        level = "ERROR" if random.random() < weights[svc] / 400 else random.choice(["INFO", "INFO", "DEBUG", "WARN"])
+        line = f"2026-11-22T{9 + t // 3600000 % 10:02d}:{t // 60000 % 60:02d}:{t // 1000 % 60:02d}.{t % 1000:03d}Z svc={svc} level={level} req={random.getrandbits(32):08x} msg=\"{'payment declined' if level == 'ERROR' and svc == 'billing' else 'handled request'}\" ms={random.randint(1, 900)}\n"
+        f.write(line)
+        size += len(line)
+PY
+ls -lh "$work/app.log" | awk '{print $5, $9}'
+
+say "2. The example model (scripted stand-in for an OpenAI-compatible server)"
+coproc MOCK { exec target/debug/mock-llm --script scripts/example-model/incident.json; }
+mock_pid=$MOCK_PID
+read -r line <&"${MOCK[0]}"
+url=${line##* }
+echo "$line"
+
+say "3. rlm-orchestrate run 'Which service logged the most errors?' --context app.log"
+"$bin" run "Which service logged the most errors, and how many?" \
+  --context "$work/app.log" --base-url "$url/v1" --model example-model
+
+say "4. What the run left behind"
+"$bin" vars list
+run_dir=$(ls -d "$RLM_DATA_DIR"/runs/* | head -1)
+echo "trace: $run_dir/events.jsonl ($(wc -l < "$run_dir/events.jsonl") events), summary: $run_dir/summary.json"
+
+say "5. The store from the shell"
+"$bin" vars set greeting "hello from the demo"
+sha=$("$bin" vars show greeting --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ref"]["sha256"])')
+"$bin" vars set greeting "updated only if nobody else wrote it" --if-sha256 "$sha"
+if "$bin" vars set greeting "stale write" --if-sha256 "$sha" 2>/dev/null; then
+  echo "expected a compare-and-set conflict" >&2; exit 1
 else
-  echo "(exit code $? = conflict, as expected)"
+  echo "a stale --if-sha256 write was refused (exit 3), as it should be"
 fi
-run vars get greeting
-run vars path greeting
-echo
-echo "A sub-agent in any language reads that file with a JSON parser and finds the data under \"value\"."
+echo "file given to sub-agents: $("$bin" vars path greeting)"
+
+cat <<'TXT'
+
+With a real model, the same command:
+  OPENAI_API_KEY=... rlm-orchestrate run "..." --context app.log --model gpt-4o-mini
+  rlm-orchestrate run "..." --context app.log --base-url http://127.0.0.1:8080/v1 --model local   # llama.cpp, vLLM, Ollama
+  rlm-orchestrate run "..." --context app.log --provider anthropic --model claude-sonnet-4-5     # ANTHROPIC_API_KEY
+  rlm-orchestrate run "..." --context app.log --provider cli --llm-cmd 'llm -m gpt-4o-mini'
+TXT

@@ -159,12 +159,20 @@ pub enum ContextError {
     Store(#[from] StoreError),
 }
 
-/// Loads the context described by `spec` into `store` under keys starting with
-/// `key_prefix` (e.g. `run-<id>-context`).
+/// Where a run's context variables go.
+#[derive(Debug, Clone)]
+pub struct ContextKeys {
+    /// Key of a single context; several get `-0`, `-1`, … appended.
+    pub prefix: String,
+    /// Their scope, e.g. `session:<run-id>`.
+    pub scope: String,
+}
+
+/// Loads the context described by `spec` into `store` under `keys`.
 pub fn load_context(
     store: &Store,
     spec: &ContextSpec,
-    key_prefix: &str,
+    keys: &ContextKeys,
 ) -> Result<LoadedContext, ContextError> {
     if let Some(key) = &spec.var {
         return describe_variable(store, key);
@@ -172,7 +180,7 @@ pub fn load_context(
     if let Some(dir) = &spec.dir {
         let files = collect_dir(dir, spec.max_bytes)?;
         return with_cleanup(store, |written| {
-            load_dir(store, dir, &files, spec.dir_as, key_prefix, written)
+            load_dir(store, dir, &files, spec.dir_as, keys, written)
         });
     }
     let mut total = 0u64;
@@ -187,7 +195,7 @@ pub fn load_context(
         }
     }
     with_cleanup(store, |written| {
-        load_files(store, &spec.files, key_prefix, written)
+        load_files(store, &spec.files, keys, written)
     })
 }
 
@@ -228,7 +236,7 @@ fn is_json_file(path: &Path) -> bool {
 fn load_files(
     store: &Store,
     files: &[PathBuf],
-    key_prefix: &str,
+    keys: &ContextKeys,
     written: &mut Vec<String>,
 ) -> Result<LoadedContext, ContextError> {
     let single = files.len() == 1;
@@ -236,14 +244,14 @@ fn load_files(
     let mut infos = Vec::new();
     for (i, path) in files.iter().enumerate() {
         let key = if single {
-            key_prefix.to_owned()
+            keys.prefix.clone()
         } else {
-            format!("{key_prefix}-{i}")
+            format!("{}-{i}", keys.prefix)
         };
         let info = if is_json_file(path) {
             let value = read_json_file(path)?;
             let info = describe_value(&value, path.display().to_string());
-            store.set(&key, value, SetOptions::default().scope("context"))?;
+            store.set(&key, value, SetOptions::default().scope(keys.scope.clone()))?;
             info
         } else {
             let file = fs::File::open(path).map_err(|e| ContextError::Unreadable {
@@ -257,7 +265,7 @@ fn load_files(
                     &key,
                     &mut reader,
                     &name,
-                    SetOptions::default().scope("context"),
+                    SetOptions::default().scope(keys.scope.clone()),
                 )
                 .map_err(|e| match e {
                     StoreError::InvalidUtf8 { offset, .. } => ContextError::InvalidUtf8 {
@@ -432,9 +440,10 @@ fn load_dir(
     dir: &Path,
     files: &[(String, PathBuf)],
     dir_as: DirAs,
-    key: &str,
+    keys: &ContextKeys,
     written: &mut Vec<String>,
 ) -> Result<LoadedContext, ContextError> {
+    let key = keys.prefix.as_str();
     let value = match dir_as {
         DirAs::List => {
             let mut items = Vec::with_capacity(files.len());
@@ -463,7 +472,7 @@ fn load_dir(
         }
     };
     let mut info = describe_value(&value, format!("{} ({} files)", dir.display(), files.len()));
-    let reference = store.set(key, value, SetOptions::default().scope("context"))?;
+    let reference = store.set(key, value, SetOptions::default().scope(keys.scope.clone()))?;
     written.push(key.to_owned());
     info.total_bytes = reference.size_bytes;
     let path = store.persist_for_sub_agent(key)?;
@@ -670,6 +679,13 @@ mod tests {
         (dir, store)
     }
 
+    fn test_keys(prefix: &str) -> ContextKeys {
+        ContextKeys {
+            prefix: prefix.into(),
+            scope: "session:test".into(),
+        }
+    }
+
     fn spec(files: Vec<PathBuf>) -> ContextSpec {
         ContextSpec {
             files,
@@ -683,7 +699,7 @@ mod tests {
         let (dir, store) = store();
         let path = dir.path().join("log.txt");
         fs::write(&path, format!("héllo\n{}", "x".repeat(1000))).unwrap();
-        let loaded = load_context(&store, &spec(vec![path]), "run-1-context").unwrap();
+        let loaded = load_context(&store, &spec(vec![path]), &test_keys("run-1-context")).unwrap();
         assert_eq!(loaded.info.kind, "str");
         assert_eq!(loaded.info.total_chars, 1006);
         assert_eq!(loaded.info.preview.chars().count(), PREVIEW_CHARS);
@@ -709,7 +725,7 @@ mod tests {
         let b = dir.path().join("b.json");
         fs::write(&a, "alpha").unwrap();
         fs::write(&b, r#"{"k": [1, 2]}"#).unwrap();
-        let loaded = load_context(&store, &spec(vec![a, b]), "ctx").unwrap();
+        let loaded = load_context(&store, &spec(vec![a, b]), &test_keys("ctx")).unwrap();
         assert_eq!(loaded.info.kind, "list");
         assert_eq!(loaded.info.items, Some(2));
         assert_eq!(loaded.source.files.len(), 2);
@@ -732,7 +748,8 @@ mod tests {
         let mut bytes = b"abc".to_vec();
         bytes.push(0xff);
         fs::write(&bad, bytes).unwrap();
-        let err = load_context(&store, &spec(vec![good.clone(), bad]), "ctx").unwrap_err();
+        let err =
+            load_context(&store, &spec(vec![good.clone(), bad]), &test_keys("ctx")).unwrap_err();
         assert!(
             matches!(err, ContextError::InvalidUtf8 { offset: 3, .. }),
             "{err}"
@@ -741,19 +758,28 @@ mod tests {
         assert!(!store.has("ctx-0"), "partial load was not cleaned up");
         assert!(store.has("keep"));
 
-        let err =
-            load_context(&store, &spec(vec![dir.path().join("nope.txt")]), "ctx").unwrap_err();
+        let err = load_context(
+            &store,
+            &spec(vec![dir.path().join("nope.txt")]),
+            &test_keys("ctx"),
+        )
+        .unwrap_err();
         assert!(matches!(err, ContextError::NotFound(_)));
-        let err = load_context(&store, &spec(vec![dir.path().to_owned()]), "ctx").unwrap_err();
+        let err = load_context(
+            &store,
+            &spec(vec![dir.path().to_owned()]),
+            &test_keys("ctx"),
+        )
+        .unwrap_err();
         assert!(matches!(err, ContextError::IsDirectory(_)));
         let json = dir.path().join("bad.json");
         fs::write(&json, "{\"a\": ").unwrap();
-        let err = load_context(&store, &spec(vec![json]), "ctx").unwrap_err();
+        let err = load_context(&store, &spec(vec![json]), &test_keys("ctx")).unwrap_err();
         assert!(matches!(err, ContextError::InvalidJson { .. }), "{err}");
         let mut small = spec(vec![good]);
         small.max_bytes = 2;
         assert!(matches!(
-            load_context(&store, &small, "ctx").unwrap_err(),
+            load_context(&store, &small, &test_keys("ctx")).unwrap_err(),
             ContextError::TooLarge { .. }
         ));
         assert_eq!(store.list(&Default::default()).len(), 1);
@@ -773,17 +799,17 @@ mod tests {
             max_bytes: 1 << 20,
             ..ContextSpec::default()
         };
-        load_context(&store, &spec, "list").unwrap();
+        load_context(&store, &spec, &test_keys("list")).unwrap();
         assert_eq!(*store.get("list").unwrap(), serde_json::json!(["B", "A"]));
         spec.dir_as = DirAs::Dict;
-        let loaded = load_context(&store, &spec, "dict").unwrap();
+        let loaded = load_context(&store, &spec, &test_keys("dict")).unwrap();
         assert_eq!(
             *store.get("dict").unwrap(),
             serde_json::json!({"b.txt": "B", "src/a.rs": "A"})
         );
         assert_eq!(loaded.info.items, Some(2));
         spec.dir_as = DirAs::Concat;
-        load_context(&store, &spec, "concat").unwrap();
+        load_context(&store, &spec, &test_keys("concat")).unwrap();
         assert_eq!(
             *store.get("concat").unwrap(),
             serde_json::json!("=== b.txt ===\nB\n=== src/a.rs ===\nA\n")
@@ -805,7 +831,7 @@ mod tests {
             max_bytes: 1,
             ..ContextSpec::default()
         };
-        let loaded = load_context(&store, &spec, "unused").unwrap();
+        let loaded = load_context(&store, &spec, &test_keys("unused")).unwrap();
         assert_eq!(loaded.info.total_chars, 5000);
         assert_eq!(loaded.keys, vec!["big"]);
         let missing = ContextSpec {
@@ -813,7 +839,7 @@ mod tests {
             ..ContextSpec::default()
         };
         assert!(matches!(
-            load_context(&store, &missing, "x").unwrap_err(),
+            load_context(&store, &missing, &test_keys("x")).unwrap_err(),
             ContextError::MissingVariable(_)
         ));
     }

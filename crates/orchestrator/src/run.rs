@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::accounting::{Accounting, Limits};
-use crate::context::{load_context, ContextError, ContextSpec};
+use crate::context::{load_context, ContextError, ContextKeys, ContextSpec};
 use crate::env::{EnvConfig, EnvError, Environment, HistoryEntry, Host};
 use crate::events::{new_run_id, EventData, EventListener, EventSink, RunIdentity, TraceError};
 use crate::host::{HostSettings, Model, RunHost};
@@ -136,8 +136,11 @@ pub async fn run(
     } else {
         let store = Arc::clone(&store);
         let spec = config.context.clone();
-        let prefix = format!("run-{run_id}-context");
-        let loaded = blocking(move || load_context(&store, &spec, &prefix)).await??;
+        let keys = ContextKeys {
+            prefix: format!("run-{run_id}-context"),
+            scope: format!("session:{run_id}"),
+        };
+        let loaded = blocking(move || load_context(&store, &spec, &keys)).await??;
         (Some(loaded.source), Some(loaded.info))
     };
 
