@@ -1,0 +1,137 @@
+//! Memoised sub-calls: an identical `llm_query`, `sub_rlm` or `spawn_agent` (same
+//! model or command, same prompt, same referenced variables' sha256) is answered from
+//! the store instead of being asked again.
+//!
+//! Entries are ordinary variables `cache-<hash>` in scope `cache`, so they survive the
+//! run, are shared by every process of the tree, and can be inspected or cleared with
+//! `rlm-orchestrate vars list --scope cache` / `vars rm`.
+
+use std::sync::Arc;
+
+use rlm_context_store::{SetOptions, Store};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Scope of cache entries.
+pub const CACHE_SCOPE: &str = "cache";
+
+/// The identity of a call: what kind, who answers, and everything it is given.
+#[derive(Debug, Clone)]
+pub struct CallKey {
+    hex: String,
+}
+
+impl CallKey {
+    /// Hashes the parts of a call. `parts` must include every input that can change
+    /// the answer (model or command, prompt text, sha256 of referenced variables).
+    pub fn new(kind: &str, parts: &[&str]) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(kind.as_bytes());
+        for part in parts {
+            // Length-prefix each part so ("ab", "c") and ("a", "bc") differ.
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let digest = hasher.finalize();
+        Self {
+            hex: digest.iter().take(16).map(|b| format!("{b:02x}")).collect(),
+        }
+    }
+
+    /// The variable key of the entry.
+    pub fn variable(&self) -> String {
+        format!("cache-{}", self.hex)
+    }
+}
+
+/// The call cache over a store; disabled with `--no-cache`.
+#[derive(Clone)]
+pub struct CallCache {
+    store: Arc<Store>,
+    enabled: bool,
+}
+
+impl std::fmt::Debug for CallCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallCache")
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallCache {
+    /// A cache in `store`; `enabled = false` makes every lookup miss and nothing stored.
+    pub fn new(store: Arc<Store>, enabled: bool) -> Self {
+        Self { store, enabled }
+    }
+
+    /// The cached answer of `key`, if any.
+    pub async fn get(&self, key: &CallKey) -> Option<Value> {
+        if !self.enabled {
+            return None;
+        }
+        let store = Arc::clone(&self.store);
+        let variable = key.variable();
+        let found = tokio::task::spawn_blocking(move || store.get(&variable).ok())
+            .await
+            .ok()
+            .flatten()?;
+        found.get("answer").cloned()
+    }
+
+    /// Remembers `answer` for `key`. Failures only cost a future cache miss.
+    pub async fn put(&self, key: &CallKey, kind: &str, answer: &Value) {
+        if !self.enabled {
+            return;
+        }
+        let store = Arc::clone(&self.store);
+        let variable = key.variable();
+        let entry = json!({ "kind": kind, "answer": answer });
+        let stored = tokio::task::spawn_blocking(move || {
+            store.set(&variable, entry, SetOptions::default().scope(CACHE_SCOPE))
+        })
+        .await;
+        if let Ok(Err(e)) = stored {
+            tracing::warn!("failed to cache a {kind} answer: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_separate_their_parts() {
+        assert_ne!(
+            CallKey::new("k", &["ab", "c"]).variable(),
+            CallKey::new("k", &["a", "bc"]).variable()
+        );
+        assert_ne!(
+            CallKey::new("llm_query", &["m", "p"]).variable(),
+            CallKey::new("sub_rlm", &["m", "p"]).variable()
+        );
+        assert_eq!(
+            CallKey::new("k", &["x"]).variable(),
+            CallKey::new("k", &["x"]).variable()
+        );
+        assert_eq!(
+            CallKey::new("k", &["x"]).variable().len(),
+            "cache-".len() + 32
+        );
+    }
+
+    #[tokio::test]
+    async fn answers_round_trip_unless_disabled() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let key = CallKey::new("llm_query", &["model", "prompt"]);
+        let cache = CallCache::new(Arc::clone(&store), true);
+        assert_eq!(cache.get(&key).await, None);
+        cache.put(&key, "llm_query", &json!("answer")).await;
+        assert_eq!(cache.get(&key).await, Some(json!("answer")));
+        assert_eq!(store.reference(&key.variable()).unwrap().scope, CACHE_SCOPE);
+        let off = CallCache::new(store, false);
+        assert_eq!(off.get(&key).await, None);
+    }
+}
