@@ -428,6 +428,10 @@ pub struct RunArgs {
     )]
     pub max_time: Option<u64>,
 
+    /// Ask again instead of answering identical sub-calls from the store's cache.
+    #[arg(long, env = "RLM_NO_CACHE", help_heading = "Sub-calls and budgets")]
+    pub no_cache: bool,
+
     /// Memory for cached variable values, in MiB.
     #[arg(
         long,

@@ -31,6 +31,8 @@ pub mod lineage {
     pub const RLM_PARENT_ID: &str = "RLM_PARENT_ID";
     /// This run's depth.
     pub const RLM_DEPTH: &str = "RLM_DEPTH";
+    /// Variable this run must write its result to (set for `sub_rlm` children).
+    pub const RLM_RESULT_KEY: &str = "RLM_RESULT_KEY";
 }
 
 /// Runs `run`.
@@ -85,6 +87,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
         agent_id: std::env::var(lineage::RLM_AGENT_ID)
             .unwrap_or_else(|_| format!("root-{}", std::process::id())),
         parent_id: std::env::var(lineage::RLM_PARENT_ID).ok(),
+        cache: !args.no_cache,
         history: Vec::new(),
     };
 
@@ -95,13 +98,48 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
-    let report = runtime
-        .block_on(run_query(config, root, sub, factory, listeners))
-        .map_err(run_error)?;
+    let outcome = runtime.block_on(run_query(config, root, sub, factory, listeners));
+    if let Ok(key) = std::env::var(lineage::RLM_RESULT_KEY) {
+        publish_result(&global.data_dir, &key, &outcome);
+    }
+    let report = outcome.map_err(run_error)?;
     if args.events && !args.json {
         return Ok(()); // stdout is JSON lines; the answer is in the `final` event
     }
     print_report(&report, args.json)
+}
+
+/// Writes this run's result to the variable its parent waits for (`sub_rlm`):
+/// `{"result", "forced", "run_id", "iterations", "depth_reached", "sub_agents", "usage",
+/// "cost_usd"}`, or `{"error"}` when the run failed.
+fn publish_result(data_dir: &std::path::Path, key: &str, outcome: &Result<RunReport, RunError>) {
+    let value = match outcome {
+        Ok(report) => serde_json::json!({
+            "result": report.answer,
+            "forced": report.forced,
+            "run_id": report.run_id,
+            "iterations": report.iterations,
+            "depth_reached": report.depth_reached,
+            "sub_agents": report.sub_agents,
+            "usage": report.usage,
+            "cost_usd": report.cost_usd,
+        }),
+        Err(e) => serde_json::json!({ "error": e.to_string() }),
+    };
+    let scope = match std::env::var(lineage::RLM_PARENT_ID) {
+        Ok(parent) => format!("agent:{parent}"),
+        Err(_) => rlm_context_store::GLOBAL_SCOPE.to_owned(),
+    };
+    let written = rlm_context_store::Store::open(data_dir).and_then(|store| {
+        store.set(
+            key,
+            value,
+            rlm_context_store::SetOptions::default().scope(scope),
+        )
+    });
+    if let Err(e) = written {
+        tracing::error!("failed to write the result variable {key}: {e}");
+    }
 }
 
 fn read_task(task: Option<&str>) -> anyhow::Result<String> {

@@ -123,6 +123,13 @@ pub enum EventData {
         /// Cost, when prices are configured.
         cost_usd: Option<f64>,
     },
+    /// A sub-call was answered from the cache.
+    CacheHit {
+        /// `llm_query`, `sub_rlm` or `spawn_agent`.
+        call: String,
+        /// The cache variable.
+        key: String,
+    },
     /// Something the user should know.
     Warning {
         /// In words.

@@ -11,6 +11,7 @@ use rlm_context_store::{ListFilter, SetOptions, Store};
 use serde_json::{json, Value};
 
 use crate::accounting::Accounting;
+use crate::cache::{CallCache, CallKey};
 use crate::env::Host;
 use crate::events::{EventData, EventSink};
 use crate::provider::{ChatMessage, ChatRequest, Prices, Provider};
@@ -55,11 +56,14 @@ pub struct HostSettings {
     pub max_depth: u32,
     /// Scope of variables written from code.
     pub scope: String,
+    /// Answer identical sub-calls from the store (`--no-cache` turns it off).
+    pub cache: bool,
 }
 
 /// Serves host calls of one run.
 pub struct RunHost {
     store: Arc<Store>,
+    cache: CallCache,
     sub_model: Model,
     sink: EventSink,
     accounting: Arc<Accounting>,
@@ -76,6 +80,7 @@ impl RunHost {
         settings: HostSettings,
     ) -> Self {
         Self {
+            cache: CallCache::new(Arc::clone(&store), settings.cache),
             store,
             sub_model,
             sink,
@@ -105,6 +110,14 @@ impl RunHost {
                 "this sub-call's prompt is {chars} characters, over the sub-model's limit of {} (--sub-context-chars); split the context into smaller pieces",
                 self.settings.sub_context_chars
             ));
+        }
+        let key = CallKey::new("llm_query", &[self.sub_model.provider.model(), &content]);
+        if let Some(Value::String(answer)) = self.cache.get(&key).await {
+            self.sink.emit(EventData::CacheHit {
+                call: "llm_query".into(),
+                key: key.variable(),
+            });
+            return Ok(answer);
         }
         if let Some(reason) = self.accounting.exhausted() {
             return Err(format!(
@@ -138,6 +151,9 @@ impl RunHost {
                 .sum(),
             cost_usd: cost,
         });
+        self.cache
+            .put(&key, "llm_query", &Value::String(completion.text.clone()))
+            .await;
         Ok(completion.text)
     }
 

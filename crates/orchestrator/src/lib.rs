@@ -18,5 +18,6 @@ pub mod prompt;
 pub mod provider;
 pub mod rlm;
 pub mod run;
+pub mod subrlm;
 
 pub use rlm_context_store as store;

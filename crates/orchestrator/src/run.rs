@@ -57,6 +57,8 @@ pub struct RunConfig {
     pub agent_id: String,
     /// Parent agent id (from `RLM_PARENT_ID`).
     pub parent_id: Option<String>,
+    /// Memoise sub-calls in the store (`--no-cache` turns it off).
+    pub cache: bool,
     /// Earlier queries (persistent sessions).
     pub history: Vec<HistoryEntry>,
 }
@@ -174,6 +176,7 @@ pub async fn run(
             depth,
             max_depth: config.loop_settings.max_depth,
             scope: format!("agent:{}", config.agent_id),
+            cache: config.cache,
         },
     ));
     let env_config = EnvConfig {
