@@ -29,9 +29,10 @@ pub fn validate_key(key: &str) -> Result<()> {
         Some("a key must not be empty")
     } else if key.len() > MAX_KEY_BYTES {
         Some("a key must be at most 512 bytes")
-    } else if key.contains('\0') {
-        Some("a key must not contain NUL")
     } else {
+        // Any other UTF-8 is fine, NUL and control characters included (SPEC 3.1): a
+        // key only reaches the file system through its sanitised `file_stem`, and JSON
+        // escapes it in the header.
         None
     };
     match reason {
@@ -143,5 +144,18 @@ mod tests {
         assert!(validate_key(&key).is_ok());
         assert!(validate_key(&"x".repeat(MAX_KEY_BYTES + 1)).is_err());
         assert!(validate_key("").is_err());
+    }
+
+    #[test]
+    fn any_utf8_is_a_key_and_never_reaches_the_file_name_raw() {
+        for key in ["nul\0byte", "\0", "tab\tnew\nline", "\u{7f}"] {
+            assert!(validate_key(key).is_ok(), "{key:?}");
+            let stem = file_stem(key);
+            assert!(
+                stem.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+                "{key:?} -> {stem:?}"
+            );
+        }
     }
 }
