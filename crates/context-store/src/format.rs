@@ -29,6 +29,11 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Longest header line read when opening a file.
 const MAX_HEADER_BYTES: usize = 64 * 1024;
 
+/// First read when looking for a header: one page holds any usual header line (a few
+/// hundred bytes), and a store of 10 000 large values must not read 16 KiB of each
+/// value on open (it made open 15% slower and read 160 MB for 10 000 files).
+const HEADER_READ_BYTES: usize = 4 * 1024;
+
 /// What separates the header line from the value.
 const VALUE_PREFIX: &[u8] = b"\"value\":";
 
@@ -272,7 +277,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// that skips the value.
 pub fn read_header(path: &Path) -> Result<ParsedHeader> {
     let file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
-    let mut reader = BufReader::with_capacity(16 * 1024, file);
+    let mut reader = BufReader::with_capacity(HEADER_READ_BYTES, file);
     let mut line = Vec::with_capacity(512);
     (&mut reader)
         .take(MAX_HEADER_BYTES as u64)
@@ -284,6 +289,8 @@ pub fn read_header(path: &Path) -> Result<ParsedHeader> {
     reader
         .seek(SeekFrom::Start(0))
         .map_err(|e| StoreError::io("read variable file", path, e))?;
+    // A foreign file is parsed whole: read it in big chunks.
+    let reader = BufReader::with_capacity(STREAM_CHUNK_BYTES, reader.into_inner());
     parse_foreign_header(path, reader)
 }
 
