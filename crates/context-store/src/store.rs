@@ -110,21 +110,46 @@ pub struct StoreStats {
     pub values_spilled: u64,
 }
 
+/// How recently before we looked a file may have been modified for its identity to be
+/// "racy" (see [`FileIdentity::racy`]): more than the coarsest common timestamp
+/// granularity (1 s on ext3, HFS+ and some network file systems).
+const RACY_WINDOW_NS: i128 = 2_000_000_000;
+
 /// Identity of a file as last seen, to notice other processes' writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 struct FileIdentity {
     len: u64,
     mtime_ns: i128,
     ino: u64,
+    /// The file was modified less than [`RACY_WINDOW_NS`] before we looked, so another
+    /// write in the same timestamp tick could leave size, mtime and inode unchanged
+    /// (inode numbers are recycled by atomic renames; in-place writers keep them). Such
+    /// an identity proves nothing: the header is read again (git's "racy clean").
+    racy: bool,
 }
 
 impl FileIdentity {
     fn of(meta: &fs::Metadata) -> Self {
+        let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+        let now_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0);
         Self {
             len: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            mtime_ns,
             ino: meta.ino(),
+            racy: now_ns - mtime_ns < RACY_WINDOW_NS,
         }
+    }
+
+    /// True when a file now looking like `current` certainly has not changed since
+    /// `self` was recorded.
+    fn unchanged(&self, current: &FileIdentity) -> bool {
+        !self.racy
+            && self.len == current.len
+            && self.mtime_ns == current.mtime_ns
+            && self.ino == current.ino
     }
 }
 
@@ -539,7 +564,8 @@ impl Store {
     }
 
     /// Re-reads the directory: picks up variables other processes wrote, changed or
-    /// removed. Only changed files' headers are read.
+    /// removed. Only the headers of files that changed (or were modified too recently
+    /// before the last look to tell) are read.
     pub fn refresh(&self) -> Result<RefreshReport> {
         let mut inner = self.lock_inner();
         let mut report = RefreshReport::default();
@@ -577,7 +603,7 @@ impl Store {
             }
             let identity = FileIdentity::of(&meta);
             if let Some((key, seen_identity)) = known.get(&path) {
-                if *seen_identity == identity {
+                if seen_identity.unchanged(&identity) {
                     seen.insert(key.clone(), path);
                     continue;
                 }
@@ -686,7 +712,7 @@ impl Store {
         if let Ok(meta) = fs::metadata(&path) {
             let identity = FileIdentity::of(&meta);
             let fresh = matches!(inner.entries.get(key).map(|e| &e.location),
-                Some(Location::Disk { identity: Some(seen), .. }) if *seen == identity);
+                Some(Location::Disk { identity: Some(seen), .. }) if seen.unchanged(&identity));
             if !fresh {
                 inner.entries.remove(key);
                 inner.cache.remove(key);
