@@ -57,6 +57,11 @@ impl ValueCache {
         Some(Arc::clone(&cached.value))
     }
 
+    /// The cached value without marking it as used.
+    pub(crate) fn peek(&self, key: &str) -> Option<Arc<Value>> {
+        self.values.get(key).map(|c| Arc::clone(&c.value))
+    }
+
     /// True when `key` is cached (does not count as a use).
     pub(crate) fn contains(&self, key: &str) -> bool {
         self.values.contains_key(key)

@@ -100,8 +100,10 @@ pub struct VariableRef {
     pub size_bytes: u64,
     /// Milliseconds since the Unix epoch.
     pub created_at: u64,
-    /// Hex SHA-256 of the compact JSON serialisation of the value. Files written by
-    /// other programs may lack it; the store computes it when the value is first read.
+    /// Hex SHA-256 of the compact JSON serialisation of the value. `None` in what
+    /// `set` returns for an in-memory value (hashing is deferred until a reference,
+    /// list, compare-and-set or spill asks for it) and in files of other programs that
+    /// lack it (computed when the value is first read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
 }

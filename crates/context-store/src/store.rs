@@ -269,7 +269,9 @@ impl Store {
     pub fn set(&self, key: &str, value: Value, opts: SetOptions) -> Result<VariableRef> {
         validate_key(key)?;
         let bytes = format::encode_value(&value);
-        let reference = new_reference(key, &opts, &value, &bytes);
+        // In-memory values are hashed lazily (first reference/list/CAS/spill): hashing
+        // costs as much as serialising, and most scratch values are never asked for it.
+        let reference = new_reference(key, &opts, &value, &bytes, opts.persist);
         let mut inner = self.lock_inner();
         if opts.persist {
             let _lock = self.lock_key(key)?;
@@ -301,7 +303,7 @@ impl Store {
     ) -> Result<VariableRef> {
         validate_key(key)?;
         let bytes = format::encode_value(&value);
-        let reference = new_reference(key, &opts, &value, &bytes);
+        let reference = new_reference(key, &opts, &value, &bytes, true);
         let mut inner = self.lock_inner();
         let _lock = self.lock_key(key)?;
         let actual = self.current_sha256(&mut inner, key)?;
@@ -451,7 +453,13 @@ impl Store {
     pub fn reference(&self, key: &str) -> Result<VariableRef> {
         validate_key(key)?;
         let mut inner = self.lock_inner();
-        Ok(self.entry(&mut inner, key)?.reference)
+        let entry = self.entry(&mut inner, key)?;
+        if entry.reference.sha256.is_none() {
+            if let Some(reference) = hash_cached(&mut inner, key) {
+                return Ok(reference);
+            }
+        }
+        Ok(entry.reference)
     }
 
     /// The current value of the variable `reference` points to.
@@ -485,7 +493,16 @@ impl Store {
 
     /// The references of every variable passing `filter`, sorted by key.
     pub fn list(&self, filter: &ListFilter) -> Vec<VariableRef> {
-        let inner = self.lock_inner();
+        let mut inner = self.lock_inner();
+        let unhashed: Vec<String> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.reference.sha256.is_none() && matches!(e.location, Location::Memory))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in unhashed {
+            hash_cached(&mut inner, &key);
+        }
         let mut refs: Vec<VariableRef> = inner
             .entries
             .values()
@@ -825,12 +842,18 @@ impl Store {
                 Ok(Some(format::sha256_hex(&format::encode_value(&value))))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Ok(match inner.entries.get(key) {
+                let in_memory = match inner.entries.get(key) {
                     Some(Entry {
                         location: Location::Memory | Location::Spilled { .. },
                         reference,
-                    }) => reference.sha256.clone(),
+                    }) => Some(reference.sha256.clone()),
                     _ => None,
+                };
+                Ok(match in_memory {
+                    Some(Some(sha)) => Some(sha),
+                    // Stored unhashed in memory (spilled values are hashed when spilled).
+                    Some(None) => hash_cached(inner, key).and_then(|r| r.sha256),
+                    None => None,
                 })
             }
             Err(e) => Err(StoreError::io("inspect variable file", path, e)),
@@ -927,9 +950,13 @@ impl Store {
         };
         let path = self.spill_dir.join(key::file_name(key));
         let bytes = format::encode_value(value);
+        let mut reference = entry.reference;
+        if reference.sha256.is_none() {
+            reference.sha256 = Some(format::sha256_hex(&bytes));
+        }
         let header = FileHeader {
             format_version: Some(FORMAT_VERSION),
-            reference: entry.reference.clone(),
+            reference: reference.clone(),
             persist: false,
         };
         let value_offset = Some(format::write_file(
@@ -942,7 +969,7 @@ impl Store {
         inner.entries.insert(
             key.to_owned(),
             Entry {
-                reference: entry.reference,
+                reference,
                 location: Location::Spilled { path, value_offset },
             },
         );
@@ -979,7 +1006,22 @@ fn known_files(inner: &Inner) -> HashMap<PathBuf, (String, FileIdentity)> {
         .collect()
 }
 
-fn new_reference(key: &str, opts: &SetOptions, value: &Value, bytes: &[u8]) -> VariableRef {
+/// Computes and records the sha256 of a cached value that was stored unhashed.
+fn hash_cached(inner: &mut Inner, key: &str) -> Option<VariableRef> {
+    let value = inner.cache.peek(key)?;
+    let sha = format::sha256_hex(&format::encode_value(&value));
+    let entry = inner.entries.get_mut(key)?;
+    entry.reference.sha256 = Some(sha);
+    Some(entry.reference.clone())
+}
+
+fn new_reference(
+    key: &str,
+    opts: &SetOptions,
+    value: &Value,
+    bytes: &[u8],
+    hash: bool,
+) -> VariableRef {
     VariableRef {
         id: uuid::Uuid::new_v4().to_string(),
         key: key.to_owned(),
@@ -990,7 +1032,7 @@ fn new_reference(key: &str, opts: &SetOptions, value: &Value, bytes: &[u8]) -> V
         var_type: opts.var_type.unwrap_or_else(|| VariableType::infer(value)),
         size_bytes: bytes.len() as u64,
         created_at: now_ms(),
-        sha256: Some(format::sha256_hex(bytes)),
+        sha256: hash.then(|| format::sha256_hex(bytes)),
     }
 }
 

@@ -167,10 +167,13 @@ fn every_type_round_trips_in_memory_without_touching_disk() {
             persist: false,
             ..opts
         };
-        let r = store.set(key, value.clone(), opts).unwrap();
+        let set = store.set(key, value.clone(), opts).unwrap();
+        // In-memory values are hashed lazily: on first reference (or list, CAS, spill).
+        assert_eq!(set.sha256, None, "{key}");
+        let r = store.reference(key).unwrap();
         check_reference(&r, key, &value, &scope, ty);
+        assert_eq!(VariableRef { sha256: None, ..r.clone() }, set);
         assert_eq!(*store.get(key).unwrap(), value, "{key}");
-        assert_eq!(store.reference(key).unwrap(), r);
         assert!(!store.path_of(key).unwrap().exists(), "{key} was persisted");
     }
     assert_eq!(store.list(&ListFilter::default()).len(), samples().len());
