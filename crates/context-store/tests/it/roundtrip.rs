@@ -172,7 +172,13 @@ fn every_type_round_trips_in_memory_without_touching_disk() {
         assert_eq!(set.sha256, None, "{key}");
         let r = store.reference(key).unwrap();
         check_reference(&r, key, &value, &scope, ty);
-        assert_eq!(VariableRef { sha256: None, ..r.clone() }, set);
+        assert_eq!(
+            VariableRef {
+                sha256: None,
+                ..r.clone()
+            },
+            set
+        );
         assert_eq!(*store.get(key).unwrap(), value, "{key}");
         assert!(!store.path_of(key).unwrap().exists(), "{key} was persisted");
     }

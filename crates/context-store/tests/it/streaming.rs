@@ -66,7 +66,10 @@ fn streamed_text_equals_an_in_memory_set_of_the_same_text() {
         )
         .unwrap();
     assert_eq!(streamed.size_bytes, in_memory.size_bytes);
-    assert_eq!(streamed.sha256, store.reference(&in_memory.key).unwrap().sha256);
+    assert_eq!(
+        streamed.sha256,
+        store.reference(&in_memory.key).unwrap().sha256
+    );
     assert_eq!(streamed.var_type, VariableType::Text);
 
     // The value reads back, raw text streams back byte for byte, and a plain JSON
