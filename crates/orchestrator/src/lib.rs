@@ -7,6 +7,7 @@
 //! and variable references only.
 
 pub mod accounting;
+pub mod agents;
 pub mod cache;
 pub mod context;
 pub mod env;

@@ -106,6 +106,26 @@ pub async fn read_capped<R: AsyncRead + Unpin>(
     }
 }
 
+/// Reads `reader` to its end like [`read_capped`], but into shared state, so what was
+/// read so far is there even if the reading is abandoned (a pipe held open forever).
+pub(crate) async fn read_capped_into<R: AsyncRead + Unpin>(
+    mut reader: R,
+    cap: usize,
+    sink: Arc<Mutex<Captured>>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut captured = sink.lock().unwrap_or_else(PoisonError::into_inner);
+        captured.total += n as u64;
+        let room = cap.saturating_sub(captured.bytes.len());
+        captured.bytes.extend_from_slice(&buf[..n.min(room)]);
+    }
+}
+
 /// Reads `reader` to its end into a shared tail (e.g. a kernel's stderr, kept for
 /// error messages).
 pub async fn drain_into_tail<R: AsyncRead + Unpin>(

@@ -6,9 +6,14 @@
 //! orchestrator is SIGKILLed and cannot clean up, the kernel kills the leader. Note
 //! that the parent-death signal fires when the spawning *thread* exits, so spawn from
 //! long-lived threads (tokio workers, the main thread), never from `spawn_blocking`.
+//! [`run_supervised`](crate::run_supervised) removes that trap altogether: it forks on
+//! a dedicated thread that lives as long as the process.
 
+use std::ffi::OsString;
 use std::io;
+use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::{mpsc, OnceLock};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -20,18 +25,107 @@ use crate::signal::{group_exists, send_signal, signal_group, GroupGuard, SignalE
 /// How often [`GroupChild::terminate`] checks whether the rest of the group has gone.
 const GROUP_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
-/// Options for [`spawn_in_group`].
-#[derive(Debug, Clone)]
+/// What to run and how: the program, its arguments, its **whole** environment, its
+/// working directory and the parent-death signal.
+///
+/// [`run_supervised`](crate::run_supervised) uses every field: the environment is
+/// cleared and only [`SpawnOptions::env`] is set (plus the supervision cookie, see
+/// [`SUPERVISION_COOKIE_ENV`](crate::SUPERVISION_COOKIE_ENV)). [`spawn_in_group`] runs
+/// a [`Command`] the caller built and reads only `parent_death_signal`.
+#[derive(Clone)]
 pub struct SpawnOptions {
+    /// The program (a path, or a name looked up in the child's `PATH`).
+    pub program: OsString,
+    /// Its arguments, each passed as one argument (no shell involved).
+    pub args: Vec<OsString>,
+    /// The child's complete environment: nothing else is inherited.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory; `None` inherits the orchestrator's.
+    pub cwd: Option<PathBuf>,
     /// Arm `PR_SET_PDEATHSIG(SIGKILL)` (Linux only; ignored elsewhere).
     pub parent_death_signal: bool,
+}
+
+/// Environment *values* are left out: they may hold a key the user passed on.
+impl std::fmt::Debug for SpawnOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env_names: Vec<_> = self.env.iter().map(|(name, _)| name).collect();
+        f.debug_struct("SpawnOptions")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &env_names)
+            .field("cwd", &self.cwd)
+            .field("parent_death_signal", &self.parent_death_signal)
+            .finish()
+    }
 }
 
 impl Default for SpawnOptions {
     fn default() -> Self {
         Self {
+            program: OsString::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
             parent_death_signal: true,
         }
+    }
+}
+
+impl SpawnOptions {
+    /// Options running `program` with no arguments and an empty environment.
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Self {
+            program: program.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, A>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds one environment variable.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the working directory.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// A [`Command`] for these options: environment cleared, then exactly
+    /// [`SpawnOptions::env`]; stdio left to the caller.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(cwd) = &self.cwd {
+            command.current_dir(cwd);
+        }
+        command
+    }
+
+    /// The program as text, for messages.
+    pub fn program_name(&self) -> String {
+        self.program.to_string_lossy().into_owned()
     }
 }
 
@@ -51,6 +145,9 @@ pub struct SpawnError {
 /// The caller sets the environment and stdio first (clear the environment and pass
 /// only what the child needs; stdin null unless it reads from it). `kill_on_drop` is
 /// set as well, and the returned [`GroupChild`] kills the whole group when dropped.
+/// Only `options.parent_death_signal` is read; the program, arguments and environment
+/// are the `command`'s. The group is listed by [`live_groups`](crate::live_groups)
+/// until it is known to be gone.
 pub fn spawn_in_group(
     command: &mut Command,
     options: &SpawnOptions,
@@ -77,6 +174,86 @@ pub fn spawn_in_group(
         pid,
         guard: GroupGuard::new(pid),
     })
+}
+
+/// A request to the spawner thread.
+struct SpawnRequest {
+    command: Command,
+    options: SpawnOptions,
+    runtime: tokio::runtime::Handle,
+    reply: tokio::sync::oneshot::Sender<Result<GroupChild, SpawnError>>,
+}
+
+/// The spawner thread's inbox; `None` if the thread could not be started.
+static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+
+/// Starts `command` like [`spawn_in_group`], but forks on a dedicated thread that lives
+/// as long as the process.
+///
+/// `PR_SET_PDEATHSIG` fires when the thread that forked the child exits, not the
+/// process. Tokio's blocking-pool threads exit when idle, and a worker that enters
+/// `block_in_place` may end up in that pool, so a child forked from an arbitrary task
+/// could be killed long before the orchestrator exits. The spawner thread never exits,
+/// so the signal fires only when the orchestrator dies. Falls back to forking on the
+/// calling thread when there is no runtime or the spawner thread could not start.
+pub(crate) async fn spawn_in_group_on_spawner(
+    mut command: Command,
+    options: SpawnOptions,
+) -> Result<GroupChild, SpawnError> {
+    let (Ok(runtime), Some(spawner)) = (tokio::runtime::Handle::try_current(), spawner()) else {
+        return spawn_in_group(&mut command, &options);
+    };
+    let program = command
+        .as_std()
+        .get_program()
+        .to_string_lossy()
+        .into_owned();
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let request = SpawnRequest {
+        command,
+        options,
+        runtime,
+        reply,
+    };
+    if let Err(mpsc::SendError(mut request)) = spawner.send(request) {
+        tracing::warn!("the spawner thread is gone; forking on the calling thread");
+        return spawn_in_group(&mut request.command, &request.options);
+    }
+    answer.await.unwrap_or_else(|_| {
+        Err(SpawnError {
+            command: program,
+            source: io::Error::other("the spawner thread dropped the request"),
+        })
+    })
+}
+
+fn spawner() -> Option<&'static mpsc::Sender<SpawnRequest>> {
+    SPAWNER
+        .get_or_init(|| {
+            let (sender, inbox) = mpsc::channel::<SpawnRequest>();
+            match std::thread::Builder::new()
+                .name("rlm-spawner".to_owned())
+                .spawn(move || serve_spawn_requests(&inbox))
+            {
+                Ok(_) => Some(sender),
+                Err(error) => {
+                    tracing::warn!(%error, "could not start the spawner thread");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn serve_spawn_requests(inbox: &mpsc::Receiver<SpawnRequest>) {
+    while let Ok(mut request) = inbox.recv() {
+        // The child registers with the caller's runtime (SIGCHLD handling, pipes).
+        let _runtime = request.runtime.enter();
+        let result = spawn_in_group(&mut request.command, &request.options);
+        // If the caller went away meanwhile, the returned child is dropped here (inside
+        // the runtime context), which kills its group.
+        drop(request.reply.send(result));
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -145,6 +322,16 @@ impl GroupChild {
         self.guard.kill_now();
     }
 
+    /// Disarms the guard if the group is empty (nothing left to kill, and the id must
+    /// not be signalled once it may be recycled). Returns whether it was disarmed.
+    pub(crate) fn disarm_if_gone(&mut self) -> bool {
+        if group_exists(self.pid) {
+            return false;
+        }
+        self.guard.disarm();
+        true
+    }
+
     /// The leader's exit status if it has exited.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         self.child.try_wait()
@@ -177,9 +364,7 @@ impl GroupChild {
             sleep(GROUP_POLL_INTERVAL).await;
         }
         self.kill_group();
-        if !group_exists(self.pid) {
-            self.guard.disarm();
-        }
+        self.disarm_if_gone();
         Ok(status)
     }
 }
@@ -298,6 +483,24 @@ mod tests {
             .build()
             .unwrap();
         runtime.block_on(wait_gone(pid));
+    }
+
+    #[test]
+    fn debug_output_shows_environment_names_not_values() {
+        let options = SpawnOptions::new("agent")
+            .arg("-p")
+            .env("OPENAI_API_KEY", "sk-secret")
+            .cwd("/tmp");
+        let shown = format!("{options:?}");
+        assert!(shown.contains("OPENAI_API_KEY"));
+        assert!(!shown.contains("sk-secret"));
+        let command = options.command();
+        let std = command.as_std();
+        assert_eq!(std.get_program(), "agent");
+        assert_eq!(std.get_args().collect::<Vec<_>>(), ["-p"]);
+        assert_eq!(std.get_current_dir(), Some(std::path::Path::new("/tmp")));
+        let envs: Vec<_> = std.get_envs().filter(|(_, v)| v.is_some()).collect();
+        assert_eq!(envs.len(), 1);
     }
 
     #[tokio::test]

@@ -16,12 +16,26 @@
 //!   REPL) to a process or a group.
 //! - [`TailBuffer`], [`read_capped`] and [`drain_into_tail`] read a child's pipes with
 //!   bounded memory whatever it prints.
+//! - [`run_supervised`] runs a child to completion (sub-agents, nested runs): explicit
+//!   environment, capped output, timeout, cancellation, and a clean-up that also finds
+//!   grandchildren that left the group (see [`SUPERVISION_COOKIE_ENV`]).
+//! - [`live_groups`], [`kill_all_groups`] and [`terminate_all_groups`] reach every child
+//!   group of the process at once, for the binary's Ctrl-C and exit paths.
 
 mod capture;
 mod group;
+mod procfs;
+mod registry;
 mod signal;
+mod supervise;
 
 pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
 pub use nix::sys::signal::Signal;
+pub use registry::{kill_all_groups, live_groups, terminate_all_groups};
 pub use signal::{group_exists, send_signal, signal_group, GroupGuard, SignalError};
+pub use supervise::{
+    run_supervised, SuperviseOptions, Supervised, Termination, DEFAULT_DRAIN_TIMEOUT,
+    DEFAULT_GRACE, DEFAULT_STDERR_TAIL_BYTES, DEFAULT_STDOUT_CAP_BYTES, SUPERVISION_COOKIE_ENV,
+};
+pub use tokio_util::sync::CancellationToken;

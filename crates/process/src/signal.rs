@@ -101,8 +101,10 @@ pub struct GroupGuard {
 }
 
 impl GroupGuard {
-    /// Arms a guard for the group `pgid`.
+    /// Arms a guard for the group `pgid` and lists the group in
+    /// [`live_groups`](crate::live_groups) until the guard is disarmed or dropped.
     pub fn new(pgid: u32) -> Self {
+        crate::registry::add_group(pgid);
         Self { pgid: Some(pgid) }
     }
 
@@ -121,7 +123,9 @@ impl GroupGuard {
     /// Forgets the group: dropping the guard then does nothing. Call it only once the
     /// group is known to be empty, so a recycled id is never signalled.
     pub fn disarm(&mut self) {
-        self.pgid = None;
+        if let Some(pgid) = self.pgid.take() {
+            crate::registry::remove_group(pgid);
+        }
     }
 }
 
@@ -129,6 +133,7 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid.take() {
             kill_quietly(pgid);
+            crate::registry::remove_group(pgid);
         }
     }
 }

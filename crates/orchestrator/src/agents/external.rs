@@ -1,0 +1,490 @@
+//! Running one external agent: prompt, environment, supervised process, and the
+//! `sub-result-<id>` variable that always exists afterwards.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rlm_context_store::{Expected, SetOptions, Store, StoreError};
+use rlm_process::{
+    run_supervised, CancellationToken, SpawnOptions, SuperviseOptions, Termination, DEFAULT_GRACE,
+};
+use serde_json::Value;
+
+use super::command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
+use super::env_vars;
+use super::outcome::{error_object, not_started, stdout_text};
+use super::prompt::{agent_prompt, AgentRef};
+use super::{AgentError, RESULT_KEY_PREFIX};
+
+/// Directory of the data dir holding per-agent files (`agents/<id>/prompt.txt`).
+pub const AGENTS_DIR: &str = "agents";
+/// Name of the prompt file given as `{prompt_file}`.
+pub const PROMPT_FILE_NAME: &str = "prompt.txt";
+
+/// Longest agent id (it is part of file names and a variable key).
+const MAX_AGENT_ID_CHARS: usize = 128;
+
+/// Name of the binary whose directory is appended to an agent's `PATH`, so the
+/// `rlm-orchestrate vars set …` the prompt suggests works without an install.
+const OWN_BINARY_NAME: &str = "rlm-orchestrate";
+
+/// Everything needed to run one external agent.
+#[derive(Debug, Clone)]
+pub struct ExternalAgentSpec {
+    /// The agent's id (`[A-Za-z0-9._-]`, see [`validate_agent_id`]; [`new_agent_id`]
+    /// makes one).
+    pub agent_id: String,
+    /// The id of the run or agent that starts it (scope of the result:
+    /// `agent:<parent_id>`).
+    pub parent_id: String,
+    /// The agent's depth (its parent's + 1), given as `RLM_DEPTH`.
+    pub depth: u32,
+    /// The data directory; must be the store's. Given to the agent as an absolute
+    /// `RLM_DATA_DIR`; the prompt file goes under `<data_dir>/agents/<agent_id>/`.
+    pub data_dir: PathBuf,
+    /// The task, first in the prompt.
+    pub task: String,
+    /// The context variables the prompt names (by file path only).
+    pub refs: Vec<AgentRef>,
+    /// `--agent-timeout`.
+    pub timeout: Duration,
+    /// Bytes of stdout kept as the answer (default 1 MiB); larger stored results are
+    /// returned as a pointer to the variable instead of inline.
+    pub stdout_cap: usize,
+    /// Names of environment variables the user allowed through (`--agent-env`).
+    pub pass_env: Vec<String>,
+    /// Stops the agent (SIGTERM, grace, SIGKILL to its group) when cancelled.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// What an agent produced.
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    /// The agent's id.
+    pub agent_id: String,
+    /// Its pid (0 if it could not be started).
+    pub pid: u32,
+    /// `sub-result-<agent_id>`: the variable holding [`AgentOutcome::value`].
+    pub result_key: String,
+    /// The answer: what the agent stored in `sub-result-<id>`; else its stdout as a
+    /// string (with [`OUTPUT_TRUNCATED_MARKER`](super::OUTPUT_TRUNCATED_MARKER) when
+    /// cut); else an error object `{"error": …, "exit_code" | "signal" | "timed_out" |
+    /// "cancelled": …, "stderr_tail": …, "stdout"?: …}`. A stored result larger than
+    /// `stdout_cap` is returned as a string pointing to the variable.
+    pub value: Value,
+    /// The value is an answer, not an error object.
+    pub ok: bool,
+    /// How the process ended. An agent that could not be started reports
+    /// `Exited(127)` (not found) or `Exited(126)` (other failure), as a shell would.
+    pub termination: Termination,
+    /// Wall time, preparation and collection included.
+    pub duration: Duration,
+    /// The agent stored `sub-result-<id>` itself (rather than rlm storing its stdout
+    /// or the error).
+    pub stored_by_agent: bool,
+    /// The end of the agent's stderr (also in the error object when it failed).
+    pub stderr_tail: String,
+}
+
+/// The key of an agent's result variable: `sub-result-<agent_id>`.
+pub fn result_key(agent_id: &str) -> String {
+    format!("{RESULT_KEY_PREFIX}{agent_id}")
+}
+
+/// A fresh agent id: 12 random hex digits.
+pub fn new_agent_id() -> String {
+    let mut id = uuid::Uuid::new_v4().simple().to_string();
+    id.truncate(12);
+    id
+}
+
+/// Checks that `id` can name files and variables: 1–128 characters of
+/// `[A-Za-z0-9._-]`, not starting with `.`.
+pub fn validate_agent_id(id: &str) -> Result<(), AgentError> {
+    let valid = !id.is_empty()
+        && id.len() <= MAX_AGENT_ID_CHARS
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(AgentError::InvalidAgentId { id: id.to_owned() })
+    }
+}
+
+/// The agent's complete environment: `PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`,
+/// `LC_*`, `TERM`, `TMPDIR`, `SHELL`, `XDG_*` from ours (with the directory of a
+/// running `rlm-orchestrate` appended to `PATH`); then `RLM_DATA_DIR`,
+/// `RLM_AGENT_ID`, `RLM_PARENT_ID`, `RLM_DEPTH`, `RLM_RESULT_KEY`, `RLM_RESULT_FILE`;
+/// then the `pass_env` names that are set (they cannot replace the `RLM_*` ones).
+/// Nothing else: API keys reach an agent only through `pass_env`.
+pub fn agent_environment(
+    spec: &ExternalAgentSpec,
+    data_dir: &Path,
+    result_file: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|n| {
+                env_vars::INHERITED.contains(&n)
+                    || env_vars::INHERITED_PREFIXES
+                        .iter()
+                        .any(|p| n.starts_with(p))
+            })
+        })
+        .map(|(name, value)| {
+            if name == "PATH" {
+                let value = path_with_own_dir(value);
+                (name, value)
+            } else {
+                (name, value)
+            }
+        })
+        .collect();
+    let ours: [(&str, OsString); 6] = [
+        (env_vars::DATA_DIR, data_dir.as_os_str().to_owned()),
+        (env_vars::AGENT_ID, spec.agent_id.clone().into()),
+        (env_vars::PARENT_ID, spec.parent_id.clone().into()),
+        (env_vars::DEPTH, spec.depth.to_string().into()),
+        (env_vars::RESULT_KEY, result_key(&spec.agent_id).into()),
+        (env_vars::RESULT_FILE, result_file.as_os_str().to_owned()),
+    ];
+    for (name, value) in &ours {
+        env.retain(|(n, _)| n != name);
+        env.push((OsString::from(name), value.clone()));
+    }
+    for name in &spec.pass_env {
+        if ours.iter().any(|(n, _)| n == name) {
+            tracing::debug!(
+                name,
+                "--agent-env cannot replace an RLM_* variable of the agent"
+            );
+            continue;
+        }
+        if name.is_empty() || name.contains(['=', '\0']) {
+            continue;
+        }
+        if let Some(value) = std::env::var_os(name) {
+            env.retain(|(n, _)| n != name.as_str());
+            env.push((name.into(), value));
+        }
+    }
+    env
+}
+
+/// `PATH` with the directory of the running `rlm-orchestrate` appended (if that is
+/// what runs and its directory is not already there).
+fn path_with_own_dir(path: OsString) -> OsString {
+    let Ok(exe) = std::env::current_exe() else {
+        return path;
+    };
+    if exe.file_name().and_then(|n| n.to_str()) != Some(OWN_BINARY_NAME) {
+        return path;
+    }
+    let Some(dir) = exe.parent() else {
+        return path;
+    };
+    if std::env::split_paths(&path).any(|p| p == dir) {
+        return path;
+    }
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    dirs.push(dir.to_owned());
+    std::env::join_paths(dirs).unwrap_or(path)
+}
+
+/// Runs `command` for `spec` and returns its answer; never fails. Afterwards
+/// `sub-result-<agent_id>` holds [`AgentOutcome::value`] (stored by the agent, or by
+/// this function with scope `agent:<parent_id>`).
+pub async fn run_external_agent(
+    command: &AgentCommand,
+    spec: ExternalAgentSpec,
+    store: Arc<Store>,
+) -> AgentOutcome {
+    let started = Instant::now();
+    let key = result_key(&spec.agent_id);
+    let timeout = spec.timeout;
+    let (pid, termination, stderr_tail, fallback) = match prepare(command, &spec, &store).await {
+        Err(message) => (
+            0,
+            Termination::Exited(126),
+            String::new(),
+            Fallback::error(not_started(message)),
+        ),
+        Ok(Prepared { spawn, stdin }) => {
+            let program = spawn.program_name();
+            let options = SuperviseOptions {
+                timeout: Some(spec.timeout),
+                stdout_cap: spec.stdout_cap,
+                stdin,
+                cancel: spec.cancel.clone(),
+                ..SuperviseOptions::default()
+            };
+            tracing::debug!(agent_id = %spec.agent_id, %program, "starting an external agent");
+            match run_supervised(spawn, options).await {
+                Ok(run) => {
+                    let answer = stdout_text(&run);
+                    let fallback = if run.termination.success() && !answer.is_empty() {
+                        Fallback::answer(Value::String(answer))
+                    } else {
+                        Fallback::error(error_object(&run, timeout, DEFAULT_GRACE))
+                    };
+                    (run.pid, run.termination, run.stderr_tail, fallback)
+                }
+                Err(error) => {
+                    let code = if error.source.kind() == io::ErrorKind::NotFound {
+                        127
+                    } else {
+                        126
+                    };
+                    let mut message = format!("{error}: {}", error.source);
+                    if code == 127 {
+                        message.push_str(" (is it installed and on PATH? check --agent-cmd)");
+                    }
+                    (
+                        0,
+                        Termination::Exited(code),
+                        String::new(),
+                        Fallback::error(not_started(message)),
+                    )
+                }
+            }
+        }
+    };
+    let scope = format!("agent:{}", spec.parent_id);
+    let inline_cap = spec.stdout_cap as u64;
+    let settled = {
+        let store = Arc::clone(&store);
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || settle(&store, &key, &scope, inline_cap, fallback))
+            .await
+    };
+    let (value, ok, stored_by_agent) = match settled {
+        Ok(settled) => settled,
+        Err(error) => (
+            not_started(format!("collecting the agent's result failed: {error}")),
+            false,
+            false,
+        ),
+    };
+    tracing::debug!(agent_id = %spec.agent_id, %termination, ok, stored_by_agent, "external agent finished");
+    AgentOutcome {
+        agent_id: spec.agent_id,
+        pid,
+        result_key: key,
+        value,
+        ok,
+        termination,
+        duration: started.elapsed(),
+        stored_by_agent,
+        stderr_tail,
+    }
+}
+
+/// A ready-to-start agent.
+struct Prepared {
+    spawn: SpawnOptions,
+    stdin: Option<Vec<u8>>,
+}
+
+/// Builds the prompt, writes the prompt file if the template uses it, and fills in the
+/// command and environment. `Err` is a message for the error object.
+async fn prepare(
+    command: &AgentCommand,
+    spec: &ExternalAgentSpec,
+    store: &Store,
+) -> Result<Prepared, String> {
+    validate_agent_id(&spec.agent_id).map_err(|e| e.to_string())?;
+    let key = result_key(&spec.agent_id);
+    let result_file = store.path_of(&key).map_err(|e| e.to_string())?;
+    let data_dir = std::path::absolute(&spec.data_dir)
+        .map_err(|e| format!("failed to resolve {}: {e}", spec.data_dir.display()))?;
+    let prompt = agent_prompt(&spec.task, &spec.refs, &key);
+    let prompt_file = data_dir
+        .join(AGENTS_DIR)
+        .join(&spec.agent_id)
+        .join(PROMPT_FILE_NAME);
+    if command.uses_prompt_file() {
+        let (path, text) = (prompt_file.clone(), prompt.clone());
+        tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
+            .await
+            .map_err(|e| format!("writing the prompt file failed: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "failed to write the prompt file {}: {e}",
+                    prompt_file.display()
+                )
+            })?;
+    }
+    let args = command.render_args(&Substitutions {
+        prompt: &prompt,
+        prompt_file: &prompt_file,
+        result_file: &result_file,
+        agent_id: &spec.agent_id,
+    });
+    let longest = args.iter().map(|a| a.len()).max().unwrap_or(0);
+    if longest > MAX_ARG_BYTES {
+        return Err(format!(
+            "the agent's prompt is {longest} bytes, over the {MAX_ARG_BYTES}-byte limit of one command-line argument; \
+             use {{prompt_file}} or stdin in --agent-cmd instead of {{prompt}}, or shorten the task"
+        ));
+    }
+    let env = agent_environment(spec, &data_dir, &result_file);
+    let spawn = SpawnOptions {
+        program: command.program().into(),
+        args,
+        env,
+        cwd: None,
+        parent_death_signal: true,
+    };
+    let stdin = command.reads_stdin().then(|| prompt.into_bytes());
+    Ok(Prepared { spawn, stdin })
+}
+
+/// Writes `bytes` to `path`, creating its directories `0700` and the file `0600`.
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+/// The value rlm stores when the agent stored nothing.
+struct Fallback {
+    value: Value,
+    ok: bool,
+}
+
+impl Fallback {
+    fn answer(value: Value) -> Self {
+        Self { value, ok: true }
+    }
+
+    fn error(value: Value) -> Self {
+        Self { value, ok: false }
+    }
+}
+
+/// What the agent stored under its result key.
+enum Stored {
+    Value(Value),
+    Absent,
+    Unreadable(String),
+}
+
+/// Picks the answer (the agent's stored result wins) and makes sure the result
+/// variable holds it. Returns `(value, ok, stored_by_agent)`.
+fn settle(
+    store: &Store,
+    key: &str,
+    scope: &str,
+    inline_cap: u64,
+    fallback: Fallback,
+) -> (Value, bool, bool) {
+    match read_stored(store, key, inline_cap) {
+        Stored::Value(value) => return (value, true, true),
+        Stored::Absent => {
+            let options = SetOptions::default().scope(scope);
+            match store.compare_and_set(key, &Expected::Absent, fallback.value.clone(), options) {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. }) => {
+                    // Written behind our back after all (e.g. by a process that escaped
+                    // the clean-up): the agent's value wins.
+                    if let Stored::Value(value) = read_stored(store, key, inline_cap) {
+                        return (value, true, true);
+                    }
+                }
+                Err(error) => tracing::warn!(key, %error, "could not store an agent's result"),
+            }
+        }
+        Stored::Unreadable(problem) => {
+            tracing::warn!(key, %problem, "the agent stored an unreadable result; replacing it");
+            let mut value = fallback.value.clone();
+            if let Value::Object(object) = &mut value {
+                object.insert("stored_result_error".into(), Value::String(problem));
+            }
+            if let Err(error) = store.set(key, value.clone(), SetOptions::default().scope(scope)) {
+                tracing::warn!(key, %error, "could not store an agent's result");
+            }
+            return (value, fallback.ok, false);
+        }
+    }
+    (fallback.value, fallback.ok, false)
+}
+
+/// Looks at the disk (not just the store's index) for the agent's result.
+fn read_stored(store: &Store, key: &str, inline_cap: u64) -> Stored {
+    // `wait_for` with no wait probes the file itself, so a result the agent wrote (or
+    // rewrote) is seen even if the index holds an older state.
+    let reference = match store.wait_for(key, Duration::ZERO) {
+        Ok(reference) => reference,
+        Err(StoreError::WaitTimeout { .. } | StoreError::NotFound { .. }) => return Stored::Absent,
+        Err(StoreError::Watch { .. }) => match store.reference(key) {
+            Ok(reference) => reference,
+            Err(StoreError::NotFound { .. }) => return Stored::Absent,
+            Err(error) => return Stored::Unreadable(error.to_string()),
+        },
+        Err(error) => return Stored::Unreadable(error.to_string()),
+    };
+    // Files written by hand may claim any size: trust the file's length too.
+    let file_len = store
+        .path_of(key)
+        .ok()
+        .and_then(|p| fs::metadata(p).ok())
+        .map_or(0, |m| m.len());
+    let size = reference.size_bytes.max(file_len);
+    if size > inline_cap {
+        return Stored::Value(Value::String(format!(
+            "[the agent stored a result of {size} bytes in variable {key:?}, too large to return inline \
+             (over {inline_cap} bytes): read it from the store (store.get({key:?})) or slice it]"
+        )));
+    }
+    match store.get(key) {
+        Ok(value) => Stored::Value(Arc::unwrap_or_clone(value)),
+        Err(error) => Stored::Unreadable(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_ids_must_be_file_name_safe() {
+        for good in ["a1", "0f3e9c2b7a1d", "x.y_z-1"] {
+            assert!(validate_agent_id(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(validate_agent_id(bad).is_err(), "{bad}");
+        }
+        let id = new_agent_id();
+        assert_eq!(id.len(), 12);
+        assert!(validate_agent_id(&id).is_ok());
+        assert_ne!(id, new_agent_id());
+        assert_eq!(result_key("a1"), "sub-result-a1");
+    }
+}

@@ -1,0 +1,193 @@
+//! What an agent's run means for the model: an answer, or an error object it can read.
+//!
+//! The model sees agent failures as data (`{"error": …, "exit_code": 3, "stderr_tail":
+//! …}`), never as a crash of its own code, and it sees the same value whether it takes
+//! the return value of `spawn_agent` or reads `sub-result-<id>` later.
+
+use std::time::Duration;
+
+use rlm_process::{Supervised, Termination};
+use serde_json::{json, Map, Value};
+
+/// Start of the marker appended to an answer cut at the stdout cap. Stable: tests and
+/// models may look for it.
+pub const OUTPUT_TRUNCATED_MARKER: &str = "[agent output truncated:";
+
+/// Characters of stdout kept in an error object (the stdout of a failed agent is a
+/// clue, not an answer).
+const ERROR_STDOUT_CHARS: usize = 4_000;
+
+/// Stdout as an answer: lossless UTF-8 up to the cap (a character cut by the cap is
+/// dropped), surrounding blank lines trimmed, and the marker when the cap cut it.
+pub(crate) fn stdout_text(run: &Supervised) -> String {
+    let bytes = &run.stdout;
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        // A multi-byte character cut by the cap: keep what precedes it.
+        Err(e) if run.stdout_truncated && e.error_len().is_none() => {
+            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    };
+    let mut text = text.trim_start_matches(['\n', '\r']).trim_end().to_owned();
+    if run.stdout_truncated {
+        text.push_str(&format!(
+            "\n{OUTPUT_TRUNCATED_MARKER} the first {} of {} bytes are kept]",
+            run.stdout.len(),
+            run.stdout_total_bytes
+        ));
+    }
+    text
+}
+
+/// The error object for an agent that gave no usable answer.
+pub(crate) fn error_object(run: &Supervised, timeout: Duration, grace: Duration) -> Value {
+    let mut object = Map::new();
+    let kill_note = if run.forced_kill {
+        format!(
+            " (it ignored SIGTERM and was SIGKILLed after {} s)",
+            grace.as_secs_f64()
+        )
+    } else {
+        String::new()
+    };
+    let message = match run.termination {
+        Termination::Exited(0) => {
+            "the agent exited successfully but printed nothing and stored no result".to_owned()
+        }
+        Termination::Exited(code) => {
+            object.insert("exit_code".into(), json!(code));
+            format!("the agent exited with code {code}")
+        }
+        Termination::Signaled(signal) => {
+            object.insert("signal".into(), json!(signal));
+            format!("the agent {}", run.termination)
+        }
+        Termination::TimedOut => {
+            object.insert("timed_out".into(), json!(true));
+            object.insert("timeout_secs".into(), json!(timeout.as_secs_f64()));
+            format!(
+                "the agent timed out after {} s and was stopped{kill_note}; give it a smaller task or raise --agent-timeout",
+                timeout.as_secs_f64()
+            )
+        }
+        Termination::Cancelled => {
+            object.insert("cancelled".into(), json!(true));
+            format!("the agent was cancelled{kill_note}")
+        }
+    };
+    if matches!(run.termination, Termination::Exited(0)) {
+        object.insert("exit_code".into(), json!(0));
+    }
+    object.insert("stderr_tail".into(), json!(run.stderr_tail));
+    let stdout = stdout_text(run);
+    if !stdout.is_empty() {
+        let shown = match stdout.char_indices().nth(ERROR_STDOUT_CHARS) {
+            None => stdout,
+            Some((cut, _)) => format!(
+                "{}\n{OUTPUT_TRUNCATED_MARKER} the first {ERROR_STDOUT_CHARS} characters of {} bytes are shown]",
+                &stdout[..cut],
+                run.stdout_total_bytes
+            ),
+        };
+        object.insert("stdout".into(), json!(shown));
+    }
+    object.insert("error".into(), json!(message));
+    Value::Object(object)
+}
+
+/// The error object for an agent that could not be started at all.
+pub(crate) fn not_started(message: String) -> Value {
+    json!({ "error": message, "exit_code": 127, "stderr_tail": "" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(termination: Termination, stdout: &[u8], total: u64) -> Supervised {
+        Supervised {
+            pid: 42,
+            termination,
+            stdout: stdout.to_vec(),
+            stdout_truncated: total > stdout.len() as u64,
+            stdout_total_bytes: total,
+            stderr_tail: "boom\n".into(),
+            duration: Duration::ZERO,
+            forced_kill: false,
+        }
+    }
+
+    #[test]
+    fn a_plain_answer_is_trimmed() {
+        let r = run(Termination::Exited(0), b"\n42 errors\n\n", 12);
+        assert_eq!(stdout_text(&r), "42 errors");
+    }
+
+    #[test]
+    fn a_cut_answer_ends_with_the_marker_and_no_broken_character() {
+        // "é" is two bytes; the cap cut it in half.
+        let r = run(Termination::Exited(0), b"abc\xc3", 1000);
+        let text = stdout_text(&r);
+        assert!(text.starts_with("abc\n"));
+        assert!(!text.contains('\u{fffd}'));
+        assert!(text.contains(OUTPUT_TRUNCATED_MARKER));
+        assert!(text.ends_with("the first 4 of 1000 bytes are kept]"));
+    }
+
+    #[test]
+    fn error_objects_name_the_failure() {
+        let failed = error_object(
+            &run(Termination::Exited(3), b"partial", 7),
+            Duration::from_secs(600),
+            Duration::from_secs(2),
+        );
+        assert_eq!(failed["exit_code"], 3);
+        assert_eq!(failed["stderr_tail"], "boom\n");
+        assert_eq!(failed["stdout"], "partial");
+        assert!(failed["error"].as_str().unwrap().contains("code 3"));
+
+        let timed_out = error_object(
+            &run(Termination::TimedOut, b"", 0),
+            Duration::from_secs(600),
+            Duration::from_secs(2),
+        );
+        assert_eq!(timed_out["timed_out"], true);
+        assert!(timed_out.get("stdout").is_none());
+
+        let killed = error_object(
+            &run(Termination::Signaled(9), b"", 0),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        assert_eq!(killed["signal"], 9);
+        assert!(killed["error"].as_str().unwrap().contains("SIGKILL"));
+
+        let silent = error_object(
+            &run(Termination::Exited(0), b"  \n", 3),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        assert_eq!(silent["exit_code"], 0);
+        assert!(silent["error"]
+            .as_str()
+            .unwrap()
+            .contains("printed nothing"));
+    }
+
+    #[test]
+    fn long_stdout_in_an_error_is_clipped_with_the_marker() {
+        let long = vec![b'y'; ERROR_STDOUT_CHARS + 10];
+        let object = error_object(
+            &run(Termination::Exited(1), &long, long.len() as u64),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        let stdout = object["stdout"].as_str().unwrap();
+        assert!(stdout.starts_with(&"y".repeat(ERROR_STDOUT_CHARS)));
+        assert!(stdout.ends_with(&format!(
+            "{OUTPUT_TRUNCATED_MARKER} the first {ERROR_STDOUT_CHARS} characters of {} bytes are shown]",
+            ERROR_STDOUT_CHARS + 10
+        )));
+    }
+}

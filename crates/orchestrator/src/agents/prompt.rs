@@ -1,0 +1,148 @@
+//! The prompt an external agent gets: the task, one line per context variable
+//! (a reference to its file, never its data), and how to hand back the answer.
+//!
+//! Each reference costs about 200 bytes whether the variable holds 1 KB or 1 GB: the
+//! agent opens the file itself. That is what lets the orchestrator fan a huge context
+//! out to agents without any prompt growing with it.
+
+use std::path::PathBuf;
+
+use rlm_context_store::{Store, StoreError};
+
+/// Heading of the section listing the context variables.
+pub const CONTEXT_HEADING: &str =
+    "--- Context variables (passed by reference: read the files; their data is not in this prompt) ---";
+
+/// Heading of the section saying how to answer.
+pub const HOW_TO_ANSWER_HEADING: &str = "--- How to answer ---";
+
+/// A context variable as an agent sees it: where its file is, and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRef {
+    /// The variable's key.
+    pub key: String,
+    /// Absolute path of its JSON file (`{"ref": …, "value": …}`).
+    pub path: PathBuf,
+    /// Bytes of its JSON-serialised value.
+    pub size_bytes: u64,
+    /// `text`, `json`, `memory`, `result` or `stream`.
+    pub var_type: String,
+}
+
+impl AgentRef {
+    /// Persists `key` for a sub-agent (`persist_for_sub_agent`) and describes it.
+    /// Synchronous store I/O: call it from `spawn_blocking` in async code.
+    pub fn from_store(store: &Store, key: &str) -> Result<Self, StoreError> {
+        let path = store.persist_for_sub_agent(key)?;
+        let reference = store.reference(key)?;
+        Ok(Self {
+            key: reference.key,
+            path,
+            size_bytes: reference.size_bytes,
+            var_type: reference.var_type.as_str().to_owned(),
+        })
+    }
+}
+
+/// The line naming one variable, e.g.
+/// `Context variable "chunk-3" (1048576 bytes, type: text): read /abs/.rlm-data/variables/chunk-3.json — the JSON file has a "value" field with the data.`
+///
+/// The key is quoted as a JSON string, so quotes or newlines in it cannot break the
+/// line.
+pub fn ref_line(reference: &AgentRef) -> String {
+    format!(
+        "Context variable {} ({} bytes, type: {}): read {} — the JSON file has a \"value\" field with the data.",
+        json_quote(&reference.key),
+        reference.size_bytes,
+        reference.var_type,
+        reference.path.display()
+    )
+}
+
+/// The whole prompt: `task`, one [`ref_line`] per reference, and how to answer (print
+/// on stdout, or store the variable `result_key`).
+pub fn agent_prompt(task: &str, refs: &[AgentRef], result_key: &str) -> String {
+    let mut prompt = String::with_capacity(task.len() + 700 + refs.len() * 200);
+    prompt.push_str(task.trim_end());
+    prompt.push_str("\n\n");
+    if !refs.is_empty() {
+        prompt.push_str(CONTEXT_HEADING);
+        prompt.push('\n');
+        for reference in refs {
+            prompt.push_str(&ref_line(reference));
+            prompt.push('\n');
+        }
+        prompt.push('\n');
+    }
+    let key = json_quote(result_key);
+    prompt.push_str(HOW_TO_ANSWER_HEADING);
+    prompt.push('\n');
+    prompt.push_str(&format!(
+        "Print only your answer on stdout. For a long or structured answer you may instead store it as the variable {key}: \
+`rlm-orchestrate vars set {result_key} --file -` with the answer on stdin (add --json for JSON; RLM_DATA_DIR is set), \
+or write the file $RLM_RESULT_FILE yourself as \
+{{\"ref\":{{\"id\":\"1\",\"key\":{key},\"scope\":\"agent\",\"type\":\"text\",\"sizeBytes\":0,\"createdAt\":0}},\"value\":<your answer>}} \
+(write a temporary file in the same directory, then rename it). A stored result is used instead of stdout.\n"
+    ));
+    prompt
+}
+
+fn json_quote(text: &str) -> String {
+    serde_json::Value::String(text.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(key: &str, size_bytes: u64) -> AgentRef {
+        AgentRef {
+            key: key.to_owned(),
+            path: PathBuf::from(format!("/abs/.rlm-data/variables/{key}.json")),
+            size_bytes,
+            var_type: "text".to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_reference_line_has_the_documented_form() {
+        assert_eq!(
+            ref_line(&reference("chunk-3", 1_048_576)),
+            "Context variable \"chunk-3\" (1048576 bytes, type: text): read /abs/.rlm-data/variables/chunk-3.json — the JSON file has a \"value\" field with the data."
+        );
+    }
+
+    #[test]
+    fn odd_keys_cannot_break_the_line() {
+        let mut odd = reference("x", 1);
+        odd.key = "a\"b\nc".to_owned();
+        let line = ref_line(&odd);
+        assert!(line.starts_with(r#"Context variable "a\"b\nc" (1 bytes"#));
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn the_prompt_grows_by_about_200_bytes_per_reference() {
+        let base = agent_prompt("task", &[], "sub-result-x").len();
+        let refs: Vec<AgentRef> = (0..10)
+            .map(|i| reference(&format!("chunk-{i}"), 1 << 30))
+            .collect();
+        let with = agent_prompt("task", &refs, "sub-result-x").len();
+        let per_ref = (with - base - CONTEXT_HEADING.len() - 2) / refs.len();
+        assert!(
+            (100..=250).contains(&per_ref),
+            "{per_ref} bytes per reference"
+        );
+    }
+
+    #[test]
+    fn the_prompt_says_how_to_answer() {
+        let prompt = agent_prompt("Count the errors.\n", &[reference("c", 5)], "sub-result-a1");
+        assert!(prompt.starts_with("Count the errors.\n\n"));
+        assert!(prompt.contains(CONTEXT_HEADING));
+        assert!(prompt.contains("rlm-orchestrate vars set sub-result-a1 --file -"));
+        assert!(prompt.contains("$RLM_RESULT_FILE"));
+        assert!(prompt.contains(r#""key":"sub-result-a1""#));
+        assert!(!agent_prompt("t", &[], "k").contains(CONTEXT_HEADING));
+    }
+}

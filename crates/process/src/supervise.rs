@@ -1,0 +1,434 @@
+//! Running one child to completion under supervision: bounded output, a deadline,
+//! cancellation, and nothing left behind.
+//!
+//! [`run_supervised`] is what sub-agents and nested runs go through. The child leads
+//! its own process group, is forked on a thread that lives as long as the process (so
+//! its parent-death signal fires only when the orchestrator dies), and gets exactly
+//! the environment the caller gives plus a supervision cookie. One reader per pipe
+//! keeps bounded memory (the head of stdout, the tail of stderr). The supervisor waits
+//! for the first of: the child's exit, the timeout, the cancellation token. On timeout
+//! or cancellation it sends `SIGTERM` to the group, waits out the grace period, then
+//! sends `SIGKILL`. After the child exits it drains the pipes for a bounded time
+//! (grandchildren may hold them open forever), then ends whatever is left of the group
+//! and every process still carrying the cookie (grandchildren that left the group with
+//! `setsid`): `SIGTERM`, grace, `SIGKILL`.
+//!
+//! `PR_SET_CHILD_SUBREAPER` is deliberately not used: it would make the orchestrator
+//! the parent of every orphan below it, and reaping those would need `waitpid(-1)`,
+//! which steals exit statuses from tokio's own child handling. The cookie sweep finds
+//! escapees wherever they were re-parented. Limits: a descendant that clears its
+//! environment before `setsid` is not found, and if the orchestrator is `SIGKILL`ed only
+//! the direct child gets the parent-death signal.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, timeout, Instant};
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::{drain_into_tail, read_capped_into, Captured, TailBuffer};
+use crate::group::{spawn_in_group_on_spawner, GroupChild, SpawnError, SpawnOptions};
+use crate::procfs;
+use crate::registry;
+use crate::signal::signal_group;
+
+/// Default `SIGTERM` → `SIGKILL` grace period.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
+/// Default bytes of stdout kept.
+pub const DEFAULT_STDOUT_CAP_BYTES: usize = 1024 * 1024;
+/// Default bytes of stderr kept (the tail).
+pub const DEFAULT_STDERR_TAIL_BYTES: usize = 16 * 1024;
+/// Default bound on draining the pipes after the child exits.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Environment variable holding a supervised child's cookie chain: the cookies of all
+/// supervised ancestors and its own, `:`-separated. Descendants inherit it, which is
+/// how the supervisor finds those that left the process group.
+pub const SUPERVISION_COOKIE_ENV: &str = "RLM_SUPERVISION_COOKIE";
+
+/// How often the supervisor looks whether leftovers are gone.
+const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long to wait for processes to vanish after `SIGKILL` (only a process stuck in
+/// the kernel takes longer).
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// How to supervise a child.
+#[derive(Debug, Clone)]
+pub struct SuperviseOptions {
+    /// Wall-clock limit; `None` for none.
+    pub timeout: Option<Duration>,
+    /// Time between `SIGTERM` and `SIGKILL` when ending the group.
+    pub grace: Duration,
+    /// Bytes of stdout kept (the first ones); the rest is read and counted.
+    pub stdout_cap: usize,
+    /// Bytes of stderr kept (the last ones).
+    pub stderr_tail: usize,
+    /// Bytes written to the child's stdin, which is then closed; `None` connects stdin
+    /// to `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Ends the child (as on timeout) when cancelled. A `CancellationToken` rather
+    /// than a watch channel: one token (or its child tokens) can stop many agents.
+    pub cancel: Option<CancellationToken>,
+    /// How long the pipes are drained after the child exits before the group is
+    /// ended (grandchildren may hold them open); at most this long again after that.
+    pub drain_timeout: Duration,
+}
+
+impl Default for SuperviseOptions {
+    fn default() -> Self {
+        Self {
+            timeout: None,
+            grace: DEFAULT_GRACE,
+            stdout_cap: DEFAULT_STDOUT_CAP_BYTES,
+            stderr_tail: DEFAULT_STDERR_TAIL_BYTES,
+            stdin: None,
+            cancel: None,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+/// How a supervised child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Termination {
+    /// It exited by itself with this code.
+    Exited(i32),
+    /// A signal it did not expect ended it (not our timeout or cancellation; e.g. it
+    /// crashed, or [`kill_all_groups`](crate::kill_all_groups) reached it).
+    Signaled(i32),
+    /// It ran past the timeout and was ended.
+    TimedOut,
+    /// The cancellation token fired and it was ended.
+    Cancelled,
+}
+
+impl Termination {
+    /// Exited with code 0.
+    pub fn success(&self) -> bool {
+        *self == Termination::Exited(0)
+    }
+
+    fn of(status: ExitStatus) -> Self {
+        match (status.code(), status.signal()) {
+            (Some(code), _) => Termination::Exited(code),
+            (None, Some(signal)) => Termination::Signaled(signal),
+            (None, None) => Termination::Exited(-1),
+        }
+    }
+}
+
+impl std::fmt::Display for Termination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Termination::Exited(code) => write!(f, "exited with code {code}"),
+            Termination::Signaled(signal) => match Signal::try_from(*signal) {
+                Ok(name) => write!(f, "was killed by signal {signal} ({name})"),
+                Err(_) => write!(f, "was killed by signal {signal}"),
+            },
+            Termination::TimedOut => f.write_str("timed out"),
+            Termination::Cancelled => f.write_str("was cancelled"),
+        }
+    }
+}
+
+/// What a supervised child did.
+#[derive(Debug, Clone)]
+pub struct Supervised {
+    /// The child's pid (also its process group id).
+    pub pid: u32,
+    /// How it ended.
+    pub termination: Termination,
+    /// The first [`SuperviseOptions::stdout_cap`] bytes of its stdout.
+    pub stdout: Vec<u8>,
+    /// Stdout went past the cap.
+    pub stdout_truncated: bool,
+    /// Bytes it wrote to stdout in total.
+    pub stdout_total_bytes: u64,
+    /// The last [`SuperviseOptions::stderr_tail`] bytes of its stderr, as text, with a
+    /// marker when older bytes were dropped.
+    pub stderr_tail: String,
+    /// Wall time from spawn to the end of the clean-up.
+    pub duration: Duration,
+    /// Something (the child or what it left behind) outlived `SIGTERM` and the grace
+    /// period and had to be `SIGKILL`ed.
+    pub forced_kill: bool,
+}
+
+/// Runs `spawn` to completion under `options` and returns what it did.
+///
+/// Fails only if the child cannot be started; everything that happens afterwards
+/// (non-zero exit, signals, timeout, cancellation) is in [`Supervised::termination`].
+/// When this returns, the child, its group and every process that still carried its
+/// cookie have been ended. Dropping the future early kills them as well (`SIGKILL`,
+/// without grace).
+pub async fn run_supervised(
+    spawn: SpawnOptions,
+    options: SuperviseOptions,
+) -> Result<Supervised, SpawnError> {
+    let started = Instant::now();
+    let mut cookie = Cookie::new();
+    let mut command = spawn.command();
+    command
+        .env(SUPERVISION_COOKIE_ENV, &cookie.chain)
+        .stdin(if options.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = spawn_in_group_on_spawner(command, spawn).await?;
+    let pid = child.id();
+    tracing::debug!(pid, "supervised child started");
+
+    let stdin_pipe = child.child_mut().stdin.take();
+    let _stdin_writer = options.stdin.zip(stdin_pipe).map(|(bytes, mut pipe)| {
+        Task::spawn(async move {
+            // A child that does not read its stdin closes it: EPIPE is expected.
+            pipe.write_all(&bytes).await?;
+            pipe.shutdown().await
+        })
+    });
+    let stdout = Arc::new(Mutex::new(Captured::default()));
+    let stderr = Arc::new(Mutex::new(TailBuffer::new(options.stderr_tail)));
+    let mut readers = Vec::new();
+    if let Some(pipe) = child.child_mut().stdout.take() {
+        readers.push(Task::spawn(read_capped_into(
+            pipe,
+            options.stdout_cap,
+            Arc::clone(&stdout),
+        )));
+    }
+    if let Some(pipe) = child.child_mut().stderr.take() {
+        readers.push(Task::spawn(drain_into_tail(pipe, Arc::clone(&stderr))));
+    }
+
+    let deadline = async {
+        match options.timeout {
+            Some(limit) => sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    let cancelled = async {
+        match &options.cancel {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    let ended = tokio::select! {
+        status = child.wait() => Ok(status),
+        () = deadline => Err(Termination::TimedOut),
+        () = cancelled => Err(Termination::Cancelled),
+    };
+    let mut forced_kill = false;
+    let termination = match ended {
+        Ok(Ok(status)) => {
+            // Output may still be in the pipes, or be written by grandchildren.
+            join_all(&mut readers, options.drain_timeout).await;
+            Termination::of(status)
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(pid, %error, "could not wait for a supervised child; killing it");
+            child.kill_group();
+            match timeout(KILL_WAIT, child.wait()).await {
+                Ok(Ok(status)) => Termination::of(status),
+                _ => Termination::Signaled(Signal::SIGKILL as i32),
+            }
+        }
+        Err(reason) => {
+            tracing::debug!(pid, %reason, "ending a supervised child");
+            forced_kill = stop_leader(&mut child, &cookie, options.grace).await;
+            reason
+        }
+    };
+    forced_kill |= end_leftovers(pid, &cookie, options.grace).await;
+    cookie.swept = true;
+    if !join_all(&mut readers, options.drain_timeout).await {
+        tracing::warn!(
+            pid,
+            "a process outside the child's group still holds its output pipes; not waiting for it"
+        );
+    }
+    drop(readers);
+    child.disarm_if_gone();
+
+    let stdout = std::mem::take(&mut *stdout.lock().unwrap_or_else(PoisonError::into_inner));
+    let stderr_tail = stderr
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .to_string_lossy();
+    Ok(Supervised {
+        pid,
+        termination,
+        stdout_truncated: stdout.truncated(),
+        stdout_total_bytes: stdout.total,
+        stdout: stdout.bytes,
+        stderr_tail,
+        duration: started.elapsed(),
+        forced_kill,
+    })
+}
+
+/// Ends the group's leader (and its group): `SIGTERM` to the group and the cookie's
+/// carriers, up to `grace` for the leader to exit, then `SIGKILL`. Returns whether
+/// `SIGKILL` was needed.
+async fn stop_leader(child: &mut GroupChild, cookie: &Cookie, grace: Duration) -> bool {
+    signal_everything(child.id(), cookie, Signal::SIGTERM);
+    if timeout(grace, child.wait()).await.is_ok() {
+        return false;
+    }
+    signal_everything(child.id(), cookie, Signal::SIGKILL);
+    if timeout(KILL_WAIT, child.wait()).await.is_err() {
+        tracing::warn!(
+            pid = child.id(),
+            "a child survived SIGKILL (stuck in the kernel?)"
+        );
+    }
+    true
+}
+
+/// Ends whatever is left of the group `pgid` and the cookie's carriers once the leader
+/// is gone: `SIGTERM`, up to `grace`, `SIGKILL`. Returns whether `SIGKILL` was needed.
+async fn end_leftovers(pgid: u32, cookie: &Cookie, grace: Duration) -> bool {
+    if procfs::leftovers(pgid, &cookie.own).is_empty() {
+        return false;
+    }
+    signal_everything(pgid, cookie, Signal::SIGTERM);
+    if wait_until_gone(pgid, cookie, grace).await {
+        return false;
+    }
+    signal_everything(pgid, cookie, Signal::SIGKILL);
+    if !wait_until_gone(pgid, cookie, KILL_WAIT).await {
+        tracing::warn!(
+            pgid,
+            "processes of a child survived SIGKILL (stuck in the kernel?)"
+        );
+    }
+    true
+}
+
+/// Polls until nothing is left of the group and the cookie, or `limit` passes.
+async fn wait_until_gone(pgid: u32, cookie: &Cookie, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if procfs::leftovers(pgid, &cookie.own).is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(POLL_INTERVAL).await;
+    }
+}
+
+/// Sends `signal` to the group and to every carrier of the cookie outside it.
+fn signal_everything(pgid: u32, cookie: &Cookie, signal: Signal) {
+    if let Err(error) = signal_group(pgid, signal) {
+        tracing::warn!(pgid, %error, "could not signal a child process group");
+    }
+    let cookies = [cookie.own.clone()];
+    for pid in procfs::leftovers(pgid, &cookie.own).escaped {
+        if procfs::signal_carrier(pid, &cookies, signal) {
+            tracing::debug!(pid, %signal, "signalled a process that left its child's group");
+        }
+    }
+}
+
+/// Waits up to `limit` for every task to finish; `true` if they all did.
+async fn join_all(tasks: &mut [Task], limit: Duration) -> bool {
+    timeout(limit, async {
+        for task in tasks.iter_mut() {
+            task.join().await;
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// A pipe task that is aborted when dropped.
+struct Task {
+    handle: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Task {
+    fn spawn(future: impl std::future::Future<Output = io::Result<()>> + Send + 'static) -> Self {
+        Self {
+            handle: Some(tokio::spawn(future)),
+        }
+    }
+
+    async fn join(&mut self) {
+        if let Some(handle) = self.handle.as_mut() {
+            if let Ok(Err(error)) = handle.await {
+                if error.kind() != io::ErrorKind::BrokenPipe {
+                    tracing::debug!(%error, "a child's pipe failed");
+                }
+            }
+            self.handle = None;
+        }
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        if let Some(handle) = &self.handle {
+            handle.abort();
+        }
+    }
+}
+
+/// Source of unique cookies within this process.
+static NEXT_COOKIE: AtomicU64 = AtomicU64::new(1);
+
+/// One supervised child's cookie, listed for [`kill_all_groups`](crate::kill_all_groups)
+/// while it lives. Dropped before the sweep ran (the supervising future was dropped),
+/// it `SIGKILL`s every carrier.
+struct Cookie {
+    /// This child's cookie: `<our pid>.<counter>`, unique on the machine while we live.
+    own: String,
+    /// Our own chain (if we are supervised) followed by `own`.
+    chain: OsString,
+    /// The leftovers were swept by the supervisor.
+    swept: bool,
+}
+
+impl Cookie {
+    fn new() -> Self {
+        let own = format!(
+            "{}.{}",
+            std::process::id(),
+            NEXT_COOKIE.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut chain = std::env::var_os(SUPERVISION_COOKIE_ENV).unwrap_or_default();
+        if !chain.is_empty() {
+            chain.push(":");
+        }
+        chain.push(&own);
+        registry::add_cookie(&own);
+        Self {
+            own,
+            chain,
+            swept: false,
+        }
+    }
+}
+
+impl Drop for Cookie {
+    fn drop(&mut self) {
+        if !self.swept {
+            let cookies = [self.own.clone()];
+            for pid in procfs::carriers(&cookies) {
+                procfs::signal_carrier(pid, &cookies, Signal::SIGKILL);
+            }
+        }
+        registry::remove_cookie(&self.own);
+    }
+}
