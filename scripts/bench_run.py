@@ -34,11 +34,11 @@ def build():
 class Mock:
     """mock-llm serving a JSON script on 127.0.0.1 (TCP_NODELAY, keep-alive)."""
 
-    def __init__(self, replies, workdir):
+    def __init__(self, replies, workdir, latency_ms=0):
         path = os.path.join(workdir, f"script-{time.time_ns()}.json")
         with open(path, "w") as f:
             json.dump(replies, f)
-        self.proc = subprocess.Popen([MOCK, "--script", path], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([MOCK, "--script", path, "--latency-ms", str(latency_ms)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = self.proc.stdout.readline().strip()
         self.url = line.rsplit(" ", 1)[-1]

@@ -45,9 +45,10 @@ read -r line <&"${MOCK[0]}"
 url=${line##* }
 echo "$line"
 
-say "3. rlm-orchestrate run 'Which service logged the most errors?' --context app.log"
+say "3. rlm-orchestrate run 'Which service logged the most errors?' --context app.log --agent-cmd '…grep-agent.sh {prompt_file}'"
 "$bin" run "Which service logged the most errors, and how many?" \
-  --context "$work/app.log" --base-url "$url/v1" --model example-model
+  --context "$work/app.log" --base-url "$url/v1" --model example-model \
+  --agent-cmd "sh $PWD/scripts/agents/grep-agent.sh {prompt_file}"
 
 say "4. What the run left behind"
 "$bin" vars list

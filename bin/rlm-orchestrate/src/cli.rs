@@ -27,6 +27,7 @@ pub const DEFAULT_DATA_DIR: &str = "./.rlm-data";
     propagate_version = true,
     after_help = "\
 Examples:
+  rlm-orchestrate run 'Which service logged the most errors?' --context app.log
   rlm-orchestrate vars set notes 'some text'
   rlm-orchestrate vars set big --file server.log
   rlm-orchestrate vars list
@@ -371,6 +372,32 @@ pub struct RunArgs {
         help_heading = "Loop"
     )]
     pub output_schema: Option<PathBuf>,
+
+    /// External agent command for spawn_agent: `{prompt}`, `{prompt_file}`,
+    /// `{result_file}`, `{agent_id}` are filled in; without `{prompt}`/`{prompt_file}`
+    /// the prompt goes to stdin. E.g. `claude -p {prompt}`, `llm -m gpt-4o-mini`.
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "RLM_AGENT_CMD",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_cmd: Option<String>,
+
+    /// Environment variable passed to external agents (repeatable); none are by default.
+    #[arg(long, value_name = "NAME", help_heading = "Sub-calls and budgets")]
+    pub agent_env: Vec<String>,
+
+    /// Seconds a sub-agent (external or nested run) may take before its process group
+    /// is terminated.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 600,
+        env = "RLM_AGENT_TIMEOUT",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_timeout: u64,
 
     /// Sub-calls running at once (llm_query_parallel).
     #[arg(

@@ -26,6 +26,8 @@ pub enum ExitStatus {
     Conflict = 3,
     /// The variable does not exist.
     Missing = 4,
+    /// Ctrl-C or SIGTERM ended the run (128 + SIGINT, as shells report it).
+    Cancelled = 130,
 }
 
 impl From<ExitStatus> for ExitCode {

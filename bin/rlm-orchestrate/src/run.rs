@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use rlm_orchestrator::accounting::Limits;
+use rlm_orchestrator::agents::AgentCommand;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
 use rlm_orchestrator::env::{EnvConfig, Environment, Host};
 use rlm_orchestrator::events::{Event, EventData, EventListener};
@@ -19,6 +20,8 @@ use rlm_orchestrator::provider::{
 };
 use rlm_orchestrator::rlm::LoopSettings;
 use rlm_orchestrator::run::{run as run_query, EnvFactory, RunConfig, RunError, RunReport};
+use rlm_orchestrator::subrlm::SubRlmLauncher;
+use rlm_process::CancellationToken;
 
 use crate::cli::{DirAsArg, GlobalArgs, ProviderArg, RunArgs};
 use crate::exit::{annotate, bad_input, ExitStatus};
@@ -46,6 +49,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
     let sub = model(&sub_config)?;
     let output_schema = load_schema(args.output_schema.as_deref())?;
 
+    let cancel = CancellationToken::new();
     let depth = std::env::var(lineage::RLM_DEPTH)
         .ok()
         .and_then(|d| d.parse().ok())
@@ -88,6 +92,16 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| format!("root-{}", std::process::id())),
         parent_id: std::env::var(lineage::RLM_PARENT_ID).ok(),
         cache: !args.no_cache,
+        sub_rlm: Some(sub_rlm_launcher(global, &args, &sub_config)?),
+        agent_command: args
+            .agent_cmd
+            .as_deref()
+            .map(AgentCommand::parse)
+            .transpose()
+            .map_err(|e| bad_input(format!("invalid --agent-cmd: {e}")))?,
+        agent_env: args.agent_env.clone(),
+        agent_timeout: Duration::from_secs(args.agent_timeout),
+        cancel: cancel.clone(),
         history: Vec::new(),
     };
 
@@ -98,6 +112,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
+    runtime.spawn(stop_on_signals(cancel));
     let outcome = runtime.block_on(run_query(config, root, sub, factory, listeners));
     if let Ok(key) = std::env::var(lineage::RLM_RESULT_KEY) {
         publish_result(&global.data_dir, &key, &outcome);
@@ -121,6 +136,7 @@ fn publish_result(data_dir: &std::path::Path, key: &str, outcome: &Result<RunRep
             "iterations": report.iterations,
             "depth_reached": report.depth_reached,
             "sub_agents": report.sub_agents,
+            "llm_calls": report.llm_calls,
             "usage": report.usage,
             "cost_usd": report.cost_usd,
         }),
@@ -140,6 +156,114 @@ fn publish_result(data_dir: &std::path::Path, key: &str, outcome: &Result<RunRep
     if let Err(e) = written {
         tracing::error!("failed to write the result variable {key}: {e}");
     }
+}
+
+/// How `sub_rlm` starts a child: this binary, `run`, and the settings a child inherits.
+/// The child's model is this run's sub-model; its sub-calls use the same model.
+fn sub_rlm_launcher(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    sub: &ProviderConfig,
+) -> anyhow::Result<SubRlmLauncher> {
+    let program = std::env::current_exe()
+        .context("cannot find the rlm-orchestrate executable to start sub-runs")?;
+    let data_dir = std::path::absolute(&global.data_dir).with_context(|| {
+        format!(
+            "cannot resolve the data directory {}",
+            global.data_dir.display()
+        )
+    })?;
+    let mut a: Vec<String> = vec![
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "-q".into(),
+        "run".into(),
+    ];
+    let mut flag = |name: &str, value: String| {
+        a.push(format!("--{name}"));
+        a.push(value);
+    };
+    flag("provider", sub.kind.as_str().to_owned());
+    flag("model", sub.model.clone());
+    if let Some(url) = &sub.base_url {
+        flag("base-url", url.clone());
+    }
+    if let Some(env) = &sub.api_key_env {
+        flag("api-key-env", env.clone());
+    }
+    if let Some(cmd) = &sub.llm_cmd {
+        flag("llm-cmd", cmd.clone());
+    }
+    if let Some(prices) = &sub.prices {
+        flag("price-input", prices.input_usd_per_million.to_string());
+        flag("price-output", prices.output_usd_per_million.to_string());
+    }
+    flag("retries", args.retries.to_string());
+    flag("retry-base-delay-ms", args.retry_base_delay_ms.to_string());
+    flag("request-timeout", args.request_timeout.to_string());
+    flag("python", args.python.display().to_string());
+    flag("max-depth", args.max_depth.to_string());
+    flag("max-iterations", args.max_iterations.to_string());
+    flag("max-output-chars", args.max_output_chars.to_string());
+    flag("redact-ratio", args.redact_ratio.to_string());
+    flag("state-vars", args.state_vars.to_string());
+    flag("exec-timeout", args.exec_timeout.to_string());
+    flag("max-parallel", args.max_parallel.to_string());
+    flag("sub-context-chars", args.sub_context_chars.to_string());
+    flag("agent-timeout", args.agent_timeout.to_string());
+    flag("memory-ceiling-mb", args.memory_ceiling_mb.to_string());
+    if let Some(cmd) = &args.agent_cmd {
+        flag("agent-cmd", cmd.clone());
+    }
+    for name in &args.agent_env {
+        flag("agent-env", name.clone());
+    }
+    if args.no_stream {
+        a.push("--no-stream".into());
+    }
+    if args.no_cache {
+        a.push("--no-cache".into());
+    }
+    // The children need the sub-model's key, and nothing else of ours.
+    let pass_env = sub.key_env().map(str::to_owned).into_iter().collect();
+    Ok(SubRlmLauncher {
+        program,
+        args: a,
+        pass_env,
+        timeout: Duration::from_secs(args.agent_timeout),
+    })
+}
+
+/// First Ctrl-C or SIGTERM: cancel the run (every sub-agent group gets SIGTERM, a
+/// grace period, then SIGKILL; the run is recorded as cancelled). A second one kills
+/// every child group at once and exits.
+async fn stop_on_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!(
+            "cannot install signal handlers; Ctrl-C will kill rlm-orchestrate without cleanup"
+        );
+        return;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    let _ = writeln!(
+        io::stderr(),
+        "stopping: ending sub-agents (press Ctrl-C again to kill them at once)"
+    );
+    cancel.cancel();
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    let killed = rlm_process::kill_all_groups(rlm_process::Signal::SIGKILL);
+    let _ = writeln!(io::stderr(), "killed {killed} process group(s)");
+    std::process::exit(130);
 }
 
 fn read_task(task: Option<&str>) -> anyhow::Result<String> {
@@ -339,6 +463,23 @@ fn progress_line(event: &Event) {
         } => {
             format!("  {purpose}: {prompt_tokens}+{completion_tokens} tokens, {latency_ms} ms")
         }
+        EventData::SubAgentSpawned {
+            child_agent_id,
+            mode,
+            task,
+            ..
+        } => {
+            format!("  {mode} {child_agent_id} started: {}", one_line(task, 80))
+        }
+        EventData::SubAgentFinished {
+            child_agent_id,
+            status,
+            duration_ms,
+            ..
+        } => {
+            format!("  sub-agent {child_agent_id} {status} after {duration_ms} ms")
+        }
+        EventData::CacheHit { call, .. } => format!("  {call}: answered from the cache"),
         EventData::Warning { message } => format!("warning: {message}"),
         EventData::Error { message } => format!("error: {message}"),
         EventData::Final { forced, .. } => {
@@ -365,6 +506,9 @@ fn one_line(text: &str, max: usize) -> String {
 fn run_error(error: RunError) -> anyhow::Error {
     match error {
         RunError::BadInput(e) => annotate(anyhow::Error::new(e), Some(ExitStatus::BadInput), None),
+        RunError::Cancelled { .. } => {
+            annotate(anyhow::Error::new(error), Some(ExitStatus::Cancelled), None)
+        }
         other => anyhow::Error::new(other),
     }
 }

@@ -36,8 +36,10 @@ pub struct Totals {
     pub cost_usd: f64,
     /// True once any call had a known price.
     pub cost_known: bool,
-    /// Sub-agents started.
+    /// Sub-agents started, descendants included.
     pub sub_agents: u64,
+    /// The deepest depth reached by a descendant (0 when none ran).
+    pub depth_reached: u32,
 }
 
 /// Thread-safe usage accounting with limits.
@@ -77,6 +79,50 @@ impl Accounting {
     /// Records a sub-agent start.
     pub fn record_sub_agent(&self) {
         self.lock().sub_agents += 1;
+    }
+
+    /// Adds what a finished child run reported: its calls, tokens, cost and
+    /// sub-agents, and how deep it went.
+    pub fn record_child(&self, report: &crate::subrlm::ChildReport) {
+        let mut totals = self.lock();
+        totals.usage.add(report.usage);
+        totals.llm_calls += report.llm_calls;
+        if let Some(cost) = report.cost_usd {
+            totals.cost_usd += cost;
+            totals.cost_known = true;
+        }
+        totals.sub_agents += report.sub_agents;
+        totals.depth_reached = totals.depth_reached.max(report.depth_reached);
+    }
+
+    /// Flags giving a child what is left of each limit (`--max-llm-calls N`, …).
+    pub fn remaining_budget_args(&self) -> Vec<String> {
+        let totals = self.totals();
+        let limits = &self.limits;
+        let mut args = Vec::new();
+        if let Some(max) = limits.max_llm_calls {
+            args.extend([
+                "--max-llm-calls".to_owned(),
+                max.saturating_sub(totals.llm_calls).to_string(),
+            ]);
+        }
+        if let Some(max) = limits.max_tokens {
+            args.extend([
+                "--max-tokens".to_owned(),
+                max.saturating_sub(totals.usage.total()).to_string(),
+            ]);
+        }
+        if let Some(max) = limits.max_cost_usd {
+            args.extend([
+                "--max-cost-usd".to_owned(),
+                (max - totals.cost_usd).max(0.0).to_string(),
+            ]);
+        }
+        if let Some(max) = limits.max_time {
+            let left = max.saturating_sub(self.started.elapsed()).as_secs().max(1);
+            args.extend(["--max-time".to_owned(), left.to_string()]);
+        }
+        args
     }
 
     /// A copy of the totals.

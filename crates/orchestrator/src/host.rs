@@ -5,22 +5,29 @@
 //! Fatal problems never pass through this path.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::stream::{self, StreamExt};
 use rlm_context_store::{ListFilter, SetOptions, Store};
+use rlm_process::CancellationToken;
 use serde_json::{json, Value};
 
 use crate::accounting::Accounting;
+use crate::agents::{new_agent_id, run_external_agent, AgentCommand, AgentRef, ExternalAgentSpec};
 use crate::cache::{CallCache, CallKey};
 use crate::env::Host;
 use crate::events::{EventData, EventSink};
-use crate::provider::{ChatMessage, ChatRequest, Prices, Provider};
+use crate::provider::{ChatMessage, ChatRequest, Prices, Provider, Usage};
+use crate::subrlm::{run_child, ChildRequest, SubRlmLauncher};
 
 /// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
 pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
 
 /// Default `--sub-context-chars`.
 pub const DEFAULT_SUB_CONTEXT_CHARS: usize = 400_000;
+
+/// Bytes of an external agent's stdout kept as its answer.
+pub const AGENT_STDOUT_CAP_BYTES: usize = 1 << 20;
 
 /// Default `--max-parallel`.
 pub const DEFAULT_MAX_PARALLEL: usize = 4;
@@ -58,6 +65,18 @@ pub struct HostSettings {
     pub scope: String,
     /// Answer identical sub-calls from the store (`--no-cache` turns it off).
     pub cache: bool,
+    /// This run's agent id (the parent id of its sub-agents).
+    pub agent_id: String,
+    /// How `sub_rlm` starts child runs; `None` makes it a plain sub-model call.
+    pub sub_rlm: Option<SubRlmLauncher>,
+    /// `--agent-cmd`, parsed.
+    pub agent_command: Option<AgentCommand>,
+    /// `--agent-env`: variables external agents may see.
+    pub agent_env: Vec<String>,
+    /// `--agent-timeout`.
+    pub agent_timeout: Duration,
+    /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
+    pub cancel: CancellationToken,
 }
 
 /// Serves host calls of one run.
@@ -209,6 +228,176 @@ impl RunHost {
             .await
     }
 
+    /// `sub_rlm`: a child `rlm-orchestrate run` one level deeper, unless this run is at
+    /// the maximum depth (or children are disabled): then one plain sub-model call.
+    async fn sub_rlm(&self, query: &str, context: Option<&Value>) -> Result<String, String> {
+        let Some(launcher) = self
+            .settings
+            .sub_rlm
+            .as_ref()
+            .filter(|_| self.settings.depth < self.settings.max_depth)
+        else {
+            return self.one_shot_sub_rlm(query, context).await;
+        };
+        if let Some(reason) = self.accounting.exhausted() {
+            return Err(format!(
+                "no sub-run started: {reason}; answer from what you have"
+            ));
+        }
+        let child_id = new_agent_id();
+        let parent = self.settings.agent_id.clone();
+        // The child gets its context by reference: a variable of its own.
+        let context_key = match context.filter(|c| !c.is_null()) {
+            None => None,
+            Some(value) => {
+                let key = format!("sub-context-{child_id}");
+                let (store, value, scope, k) = (
+                    Arc::clone(&self.store),
+                    value.clone(),
+                    format!("agent:{parent}"),
+                    key.clone(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    store.set(&k, value, SetOptions::default().scope(scope))
+                })
+                .await
+                .map_err(|e| format!("store task failed: {e}"))?
+                .map_err(|e| e.to_string())?;
+                Some(key)
+            }
+        };
+        let context_sha = match &context_key {
+            Some(key) => self
+                .store
+                .reference(key)
+                .ok()
+                .and_then(|r| r.sha256)
+                .unwrap_or_default(),
+            None => String::new(),
+        };
+        let cache_key = CallKey::new(
+            "sub_rlm",
+            &[self.sub_model.provider.model(), query, &context_sha],
+        );
+        if let Some(Value::String(answer)) = self.cache.get(&cache_key).await {
+            self.sink.emit(EventData::CacheHit {
+                call: "sub_rlm".into(),
+                key: cache_key.variable(),
+            });
+            return Ok(answer);
+        }
+        self.accounting.record_sub_agent();
+        self.sink.emit(EventData::SubAgentSpawned {
+            child_agent_id: child_id.clone(),
+            mode: "sub_rlm".into(),
+            pid: None,
+            task: query.to_owned(),
+        });
+        let request = ChildRequest {
+            child_id: child_id.clone(),
+            parent_id: parent,
+            depth: self.settings.depth + 1,
+            data_dir: self.store.data_dir().to_owned(),
+            query: query.to_owned(),
+            context_key,
+            budget_args: self.accounting.remaining_budget_args(),
+            cancel: Some(self.settings.cancel.clone()),
+        };
+        let outcome = run_child(launcher, Arc::clone(&self.store), request).await;
+        self.accounting.record_child(&outcome.report);
+        self.sink.emit(EventData::SubAgentFinished {
+            child_agent_id: child_id,
+            status: outcome.termination.to_string(),
+            duration_ms: outcome.duration.as_millis() as u64,
+            usage: outcome.report.usage,
+        });
+        match outcome.report.answer {
+            Ok(answer) => {
+                self.cache
+                    .put(&cache_key, "sub_rlm", &Value::String(answer.clone()))
+                    .await;
+                Ok(answer)
+            }
+            Err(error) => Err(format!("the sub-run failed: {error}")),
+        }
+    }
+
+    /// `spawn_agent`: the external agent command on `task` with the variables `refs`
+    /// passed by file path. Returns its answer, or the error object describing how it
+    /// failed (also stored as its `sub-result-<id>`).
+    async fn spawn_agent(&self, task: &str, refs: &[String]) -> Result<Value, String> {
+        let Some(command) = &self.settings.agent_command else {
+            return Err("no external agent is configured: start the run with --agent-cmd, e.g. --agent-cmd 'claude -p {prompt}'".to_owned());
+        };
+        let store = Arc::clone(&self.store);
+        let keys = refs.to_vec();
+        let agent_refs = tokio::task::spawn_blocking(move || {
+            keys.iter()
+                .map(|key| AgentRef::from_store(&store, key))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| format!("store task failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+        let mut parts: Vec<String> = vec![command.template().to_owned(), task.to_owned()];
+        for r in refs {
+            parts.push(
+                self.store
+                    .reference(r)
+                    .ok()
+                    .and_then(|r| r.sha256)
+                    .unwrap_or_default(),
+            );
+        }
+        let part_refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+        let cache_key = CallKey::new("spawn_agent", &part_refs);
+        if let Some(answer) = self.cache.get(&cache_key).await {
+            self.sink.emit(EventData::CacheHit {
+                call: "spawn_agent".into(),
+                key: cache_key.variable(),
+            });
+            return Ok(answer);
+        }
+        if let Some(reason) = self.accounting.exhausted() {
+            return Err(format!(
+                "no agent started: {reason}; answer from what you have"
+            ));
+        }
+        let agent_id = new_agent_id();
+        self.accounting.record_sub_agent();
+        self.sink.emit(EventData::SubAgentSpawned {
+            child_agent_id: agent_id.clone(),
+            mode: "spawn_agent".into(),
+            pid: None,
+            task: task.to_owned(),
+        });
+        let spec = ExternalAgentSpec {
+            agent_id: agent_id.clone(),
+            parent_id: self.settings.agent_id.clone(),
+            depth: self.settings.depth + 1,
+            data_dir: self.store.data_dir().to_owned(),
+            task: task.to_owned(),
+            refs: agent_refs,
+            timeout: self.settings.agent_timeout,
+            stdout_cap: AGENT_STDOUT_CAP_BYTES,
+            pass_env: self.settings.agent_env.clone(),
+            cancel: Some(self.settings.cancel.clone()),
+        };
+        let outcome = run_external_agent(command, spec, Arc::clone(&self.store)).await;
+        self.sink.emit(EventData::SubAgentFinished {
+            child_agent_id: agent_id,
+            status: outcome.termination.to_string(),
+            duration_ms: outcome.duration.as_millis() as u64,
+            usage: Usage::default(),
+        });
+        if outcome.ok {
+            self.cache
+                .put(&cache_key, "spawn_agent", &outcome.value)
+                .await;
+        }
+        Ok(outcome.value)
+    }
+
     async fn store_call(&self, method: &str, args: Value) -> Result<Value, String> {
         let store = Arc::clone(&self.store);
         let scope = self.settings.scope.clone();
@@ -250,6 +439,19 @@ impl RunHost {
     }
 }
 
+/// A list of strings from a JSON array (or one string).
+fn string_list(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn to_json(value: impl serde::Serialize) -> Result<Value, String> {
     serde_json::to_value(value).map_err(|e| e.to_string())
 }
@@ -264,21 +466,67 @@ impl Host for RunHost {
                 .to_owned()
         };
         match method {
-            "llm_query" => self.llm_query(&text("prompt"), args.get("context"), "llm_query").await.map(Value::String),
+            "llm_query" => self
+                .llm_query(&text("prompt"), args.get("context"), "llm_query")
+                .await
+                .map(Value::String),
             "llm_query_parallel" => {
-                let prompts = args.get("prompts").and_then(Value::as_array).cloned().unwrap_or_default();
+                let prompts = args
+                    .get("prompts")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
                 Ok(self.llm_query_parallel(&prompts).await)
             }
             "summarize" => {
-                let max_tokens = args.get("max_tokens").and_then(Value::as_u64).unwrap_or(500);
+                let max_tokens = args
+                    .get("max_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(500);
                 let prompt = format!("Summarize the following in at most {max_tokens} tokens. Keep names, numbers and anything unusual.");
-                self.llm_query(&prompt, args.get("text"), "summarize").await.map(Value::String)
+                self.llm_query(&prompt, args.get("text"), "summarize")
+                    .await
+                    .map(Value::String)
             }
-            "sub_rlm" => self.one_shot_sub_rlm(&text("query"), args.get("context")).await.map(Value::String),
-            "spawn_agent" | "spawn_agents" => Err(
-                "external agents are not available in this build yet (sub-agent processes); use llm_query or sub_rlm".to_owned(),
-            ),
-            "store_set" | "store_ref" | "store_list" | "store_delete" => self.store_call(method, args).await,
+            "sub_rlm" => self
+                .sub_rlm(&text("query"), args.get("context"))
+                .await
+                .map(Value::String),
+            "spawn_agent" => {
+                let refs = string_list(args.get("refs"));
+                self.spawn_agent(&text("task"), &refs).await
+            }
+            "spawn_agents" => {
+                let jobs: Vec<(String, Vec<String>)> = args
+                    .get("jobs")
+                    .and_then(Value::as_array)
+                    .map(|jobs| {
+                        jobs.iter()
+                            .map(|job| {
+                                let task = job
+                                    .get("task")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("")
+                                    .to_owned();
+                                (task, string_list(job.get("refs")))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let answers: Vec<Value> = stream::iter(jobs)
+                    .map(|(task, refs)| async move {
+                        self.spawn_agent(&task, &refs)
+                            .await
+                            .unwrap_or_else(|error| json!({ "error": error }))
+                    })
+                    .buffered(self.settings.max_parallel.max(1))
+                    .collect()
+                    .await;
+                Ok(Value::Array(answers))
+            }
+            "store_set" | "store_ref" | "store_list" | "store_delete" => {
+                self.store_call(method, args).await
+            }
             other => Err(format!("unknown host function {other}")),
         }
     }

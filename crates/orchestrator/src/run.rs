@@ -15,12 +15,15 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::accounting::{Accounting, Limits};
+use crate::agents::AgentCommand;
 use crate::context::{load_context, ContextError, ContextKeys, ContextSpec};
 use crate::env::{EnvConfig, EnvError, Environment, HistoryEntry, Host};
 use crate::events::{new_run_id, EventData, EventListener, EventSink, RunIdentity, TraceError};
 use crate::host::{HostSettings, Model, RunHost};
 use crate::provider::Usage;
 use crate::rlm::{run_loop, LoopError, LoopParts, LoopSettings};
+use crate::subrlm::SubRlmLauncher;
+use rlm_process::CancellationToken;
 
 /// Starts an environment for a run, given its configuration and host.
 pub type EnvFactory = Box<
@@ -59,6 +62,16 @@ pub struct RunConfig {
     pub parent_id: Option<String>,
     /// Memoise sub-calls in the store (`--no-cache` turns it off).
     pub cache: bool,
+    /// How `sub_rlm` starts child runs; `None` makes it a plain sub-model call.
+    pub sub_rlm: Option<SubRlmLauncher>,
+    /// `--agent-cmd`, parsed.
+    pub agent_command: Option<AgentCommand>,
+    /// `--agent-env`.
+    pub agent_env: Vec<String>,
+    /// `--agent-timeout`.
+    pub agent_timeout: Duration,
+    /// Cancelled on Ctrl-C / SIGTERM: the run stops and every sub-agent is ended.
+    pub cancel: CancellationToken,
     /// Earlier queries (persistent sessions).
     pub history: Vec<HistoryEntry>,
 }
@@ -80,6 +93,8 @@ pub struct RunReport {
     pub sub_agents: u64,
     /// Tokens used by the run and its descendants.
     pub usage: Usage,
+    /// Model calls made by the run and its descendants.
+    pub llm_calls: u64,
     /// Cost, when prices are configured.
     pub cost_usd: Option<f64>,
     /// The SUBMIT payload, when the answer came from SUBMIT.
@@ -105,6 +120,12 @@ pub enum RunError {
     /// The environment could not start or broke.
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// Ctrl-C or SIGTERM ended the run; its sub-agents were ended too.
+    #[error("the run was cancelled; its trace is in {}", run_dir.display())]
+    Cancelled {
+        /// The run's trace directory.
+        run_dir: PathBuf,
+    },
     /// The loop failed (model unreachable, …); the trace is kept in `run_dir`.
     #[error("{source} (trace kept in {})", run_dir.display())]
     Loop {
@@ -177,6 +198,12 @@ pub async fn run(
             max_depth: config.loop_settings.max_depth,
             scope: format!("agent:{}", config.agent_id),
             cache: config.cache,
+            agent_id: config.agent_id.clone(),
+            sub_rlm: config.sub_rlm.clone(),
+            agent_command: config.agent_command.clone(),
+            agent_env: config.agent_env.clone(),
+            agent_timeout: config.agent_timeout,
+            cancel: config.cancel.clone(),
         },
     ));
     let env_config = EnvConfig {
@@ -208,15 +235,33 @@ pub async fn run(
         sink: &sink,
         accounting: &accounting,
     };
-    let result = run_loop(
+    let run_loop = run_loop(
         &config.query,
         context_info.as_ref(),
         config.history.len(),
         parts,
         &config.loop_settings,
-    )
-    .await;
+    );
+    let result = tokio::select! {
+        result = run_loop => Some(result),
+        () = config.cancel.cancelled() => None,
+    };
     env.shutdown().await;
+    let Some(result) = result else {
+        // Sub-agents watch the same token and are being ended by their supervisors.
+        finish(
+            &sink,
+            &accounting,
+            "cancelled",
+            None,
+            0,
+            started,
+            Some("the run was cancelled (Ctrl-C or SIGTERM)"),
+        );
+        return Err(RunError::Cancelled {
+            run_dir: sink.dir().to_owned(),
+        });
+    };
     match result {
         Ok(outcome) => {
             let status = if outcome.forced { "forced" } else { "answered" };
@@ -235,8 +280,9 @@ pub async fn run(
                 run_id,
                 forced: outcome.forced,
                 iterations: outcome.iterations,
-                depth_reached: depth,
+                depth_reached: depth.max(totals.depth_reached),
                 sub_agents: totals.sub_agents,
+                llm_calls: totals.llm_calls,
                 usage: totals.usage,
                 cost_usd: totals.cost_known.then_some(totals.cost_usd),
                 submitted: outcome.submitted,

@@ -6,11 +6,16 @@
 //! own loop, writes `sub-result-<id>` itself, and the parent reads that variable after
 //! the child exits; usage and depth reported there roll up into the parent's totals.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
+use rlm_context_store::Store;
+use rlm_process::{run_supervised, CancellationToken, SpawnOptions, SuperviseOptions, Termination};
+use serde_json::{json, Value};
 
+use crate::agents::{env_vars, result_key};
 use crate::provider::Usage;
 
 /// Default `--agent-timeout`.
@@ -31,6 +36,140 @@ pub struct SubRlmLauncher {
     pub timeout: Duration,
 }
 
+/// One child run to start.
+#[derive(Debug, Clone)]
+pub struct ChildRequest {
+    /// The child's agent id.
+    pub child_id: String,
+    /// This run's agent id.
+    pub parent_id: String,
+    /// The child's depth.
+    pub depth: u32,
+    /// The data directory (absolute).
+    pub data_dir: PathBuf,
+    /// The child's task.
+    pub query: String,
+    /// The variable holding its context, if any.
+    pub context_key: Option<String>,
+    /// Budget flags: what is left of this run's limits.
+    pub budget_args: Vec<String>,
+    /// Ends the child (and its descendants) when cancelled.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// How a child run went.
+#[derive(Debug, Clone)]
+pub struct ChildOutcome {
+    /// Its pid (0 if it could not start).
+    pub pid: u32,
+    /// What it reported (or an error object built here).
+    pub report: ChildReport,
+    /// How its process ended.
+    pub termination: Termination,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+/// Runs one child `rlm-orchestrate run` to completion under supervision and reads
+/// the result it wrote. Never fails: problems end up in the report's error object.
+pub async fn run_child(
+    launcher: &SubRlmLauncher,
+    store: Arc<Store>,
+    request: ChildRequest,
+) -> ChildOutcome {
+    let key = result_key(&request.child_id);
+    let mut args: Vec<OsString> = launcher.args.iter().map(OsString::from).collect();
+    if let Some(context) = &request.context_key {
+        args.push("--context-var".into());
+        args.push(context.into());
+    }
+    args.extend(request.budget_args.iter().map(OsString::from));
+    args.push("--".into());
+    args.push(request.query.clone().into());
+    let spawn = SpawnOptions {
+        program: launcher.program.clone().into_os_string(),
+        args,
+        env: child_environment(launcher, &request, &key),
+        cwd: None,
+        parent_death_signal: true,
+    };
+    let options = SuperviseOptions {
+        timeout: Some(launcher.timeout),
+        cancel: request.cancel.clone(),
+        stdout_cap: 64 * 1024,
+        ..SuperviseOptions::default()
+    };
+    let supervised = match run_supervised(spawn, options).await {
+        Ok(supervised) => supervised,
+        Err(e) => {
+            let report = ChildReport::failed(
+                json!({ "error": format!("the sub-run could not start: {e}") }),
+                request.depth,
+            );
+            return ChildOutcome {
+                pid: 0,
+                report,
+                termination: Termination::Exited(126),
+                duration: Duration::ZERO,
+            };
+        }
+    };
+    let stored = tokio::task::spawn_blocking(move || store.get(&key).ok())
+        .await
+        .ok()
+        .flatten();
+    let report = match stored {
+        Some(value) if value.get("result").is_some() || supervised.termination.success() => {
+            ChildReport::from_value(&value, request.depth)
+        }
+        // Killed before it could say anything (timeout, cancel, crash).
+        _ => ChildReport::failed(
+            json!({
+                "error": format!("the sub-run {}", supervised.termination),
+                "timed_out": supervised.termination == Termination::TimedOut,
+                "stderr_tail": supervised.stderr_tail,
+            }),
+            request.depth,
+        ),
+    };
+    ChildOutcome {
+        pid: supervised.pid,
+        report,
+        termination: supervised.termination,
+        duration: supervised.duration,
+    }
+}
+
+/// A child's environment: the inherited basics, its lineage, and the variables the
+/// launcher passes (the sub-model's key). Nothing else.
+fn child_environment(
+    launcher: &SubRlmLauncher,
+    request: &ChildRequest,
+    key: &str,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|n| {
+                env_vars::INHERITED.contains(&n)
+                    || env_vars::INHERITED_PREFIXES
+                        .iter()
+                        .any(|p| n.starts_with(p))
+                    || launcher.pass_env.iter().any(|p| p == n)
+            })
+        })
+        .collect();
+    for (name, value) in [
+        (env_vars::DATA_DIR, request.data_dir.display().to_string()),
+        (env_vars::AGENT_ID, request.child_id.clone()),
+        (env_vars::PARENT_ID, request.parent_id.clone()),
+        (env_vars::DEPTH, request.depth.to_string()),
+        (env_vars::RESULT_KEY, key.to_owned()),
+    ] {
+        env.push((name.into(), value.into()));
+    }
+    env
+}
+
 /// What a child reported in its result variable.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildReport {
@@ -46,6 +185,8 @@ pub struct ChildReport {
     pub sub_agents: u64,
     /// The deepest depth it reached.
     pub depth_reached: u32,
+    /// Model calls it and its descendants made.
+    pub llm_calls: u64,
 }
 
 impl ChildReport {
@@ -74,6 +215,20 @@ impl ChildReport {
                 .and_then(Value::as_u64)
                 .map_or(child_depth, |d| d as u32)
                 .max(child_depth),
+            llm_calls: value.get("llm_calls").and_then(Value::as_u64).unwrap_or(0),
+        }
+    }
+
+    /// A report for a child that wrote no result.
+    pub fn failed(error: Value, child_depth: u32) -> Self {
+        Self {
+            answer: Err(error),
+            run_id: None,
+            usage: Usage::default(),
+            cost_usd: None,
+            sub_agents: 0,
+            depth_reached: child_depth,
+            llm_calls: 0,
         }
     }
 }

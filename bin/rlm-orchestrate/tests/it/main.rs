@@ -11,6 +11,7 @@
 mod example_data;
 mod help;
 mod run;
+mod subagents;
 mod support;
 mod vars_big;
 mod vars_errors;
