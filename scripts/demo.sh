@@ -14,7 +14,11 @@ bin=$PWD/target/debug/rlm-orchestrate
 work=$(mktemp -d)
 mock_pid=""
 cleanup() {
-  [ -n "$mock_pid" ] && kill "$mock_pid" 2>/dev/null && wait "$mock_pid" 2>/dev/null
+  # The mock exits by itself when its stdin (our coproc pipe) closes; make sure.
+  if [ -n "$mock_pid" ]; then
+    kill "$mock_pid" 2>/dev/null || true
+    wait "$mock_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
