@@ -98,6 +98,16 @@ and from rlm.toml in the working directory (model = \"x\", max_iterations = 30, 
 flags win over the environment, which wins over rlm.toml.
 Exit codes: 0 answered, 1 failure (trace kept under runs/), 2 bad usage or input.")]
     Run(Box<RunArgs>),
+
+    /// List runs, show one's trace step by step, or render it as a self-contained HTML
+    /// page.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate runs list
+  rlm-orchestrate runs list --all --json
+  rlm-orchestrate runs show 20261122-0943
+  rlm-orchestrate runs show 20261122-0943 --html run.html")]
+    Runs(crate::runs::RunsArgs),
 }
 
 /// Which API serves a model.

@@ -11,6 +11,7 @@ mod exit;
 mod logging;
 mod output;
 mod run;
+mod runs;
 mod vars;
 
 use clap::Parser;
@@ -31,5 +32,6 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Vars(args) => vars::run(&cli.global, args),
         cli::Command::Run(args) => run::run(&cli.global, *args),
+        cli::Command::Runs(args) => runs::run(&cli.global, args),
     }
 }

@@ -20,5 +20,6 @@ pub mod provider;
 pub mod rlm;
 pub mod run;
 pub mod subrlm;
+pub mod trace;
 
 pub use rlm_context_store as store;

@@ -11,6 +11,7 @@
 mod example_data;
 mod help;
 mod run;
+mod runs;
 mod subagents;
 mod support;
 mod vars_big;

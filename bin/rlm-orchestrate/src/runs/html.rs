@@ -1,0 +1,700 @@
+//! `runs show --html`: one self-contained page per run tree.
+//!
+//! The page is rendered here, on the server side, so it reads with JavaScript off:
+//! collapsing is `<details>`, the tree is a list of in-page links. The template
+//! (`viewer.html`) carries the CSS and a small script (expand/collapse all, open the
+//! target of a link). Everything that comes from a trace — model text, code, output,
+//! tasks, ids — is HTML-escaped before it is written, and the page's Content Security
+//! Policy allows no network request at all and only the template's own style and
+//! script (by hash), so even a missed escape could not load or run anything.
+
+use std::fmt::Write as _;
+
+use rlm_context_store::format::sha256_hex;
+use rlm_orchestrator::trace::{RunSummary, RunTrace, Step, StepItem, SubAgent};
+use serde_json::Value;
+
+use super::{cost, duration, plural, preview, thousands};
+use crate::output;
+
+/// The page: CSS, script and `{{placeholders}}`.
+const TEMPLATE: &str = include_str!("viewer.html");
+
+/// Nested runs deeper than this start collapsed.
+const OPEN_DEPTH: u32 = 1;
+
+/// Outputs with at most this many lines start expanded.
+const OPEN_OUTPUT_LINES: usize = 8;
+
+/// Renders the page of `trace` and the runs beneath it.
+pub fn render(trace: &RunTrace) -> String {
+    let s = &trace.summary;
+    let task = s.task.as_deref().unwrap_or("(no task recorded)");
+    let title = format!("rlm run {} · {}", s.run_id, preview(task, 60));
+    let mut body = String::new();
+    header(&mut body, trace);
+    body.push_str("<div class=\"layout\">\n<nav class=\"tree\" aria-label=\"Runs and sub-agents\">\n<h2>Runs and sub-agents</h2>\n<ul>\n");
+    tree_run(&mut body, trace);
+    body.push_str("</ul>\n</nav>\n<main>\n<div class=\"toolbar\" id=\"toolbar\"></div>\n");
+    run_section(&mut body, trace);
+    body.push_str("</main>\n</div>\n");
+    let _ = writeln!(
+        body,
+        "<footer>Written by rlm-orchestrate {} from <code>{}</code>. Self-contained: no network requests; every text from the trace is escaped.</footer>",
+        esc(env!("CARGO_PKG_VERSION")),
+        esc(&s.dir.display().to_string()),
+    );
+    fill(
+        TEMPLATE,
+        &[
+            ("title", &esc(&title)),
+            (
+                "style_hash",
+                &csp_hash(between(TEMPLATE, "<style>", "</style>")),
+            ),
+            (
+                "script_hash",
+                &csp_hash(between(TEMPLATE, "<script>", "</script>")),
+            ),
+            ("body", &body),
+        ],
+    )
+}
+
+// ----- the header -----
+
+fn header(out: &mut String, trace: &RunTrace) {
+    let s = &trace.summary;
+    out.push_str("<header class=\"top\">\n<div class=\"brand\">rlm · run trace</div>\n");
+    let _ = writeln!(
+        out,
+        "<h1 class=\"task\">{}</h1>",
+        esc(s.task.as_deref().unwrap_or("(no task recorded)"))
+    );
+    let _ = writeln!(
+        out,
+        "<div class=\"badges\">{} <code class=\"run-id\">{}</code></div>",
+        status_badge(&s.status),
+        esc(&s.run_id)
+    );
+    out.push_str("<dl class=\"facts\">\n");
+    let started = s.started_ms.map_or_else(
+        || "—".to_owned(),
+        |t| format!("{} UTC", output::utc_time(t)),
+    );
+    fact(out, "Started", &esc(&started));
+    fact(
+        out,
+        "Duration",
+        &s.duration_ms.map_or_else(|| "—".to_owned(), duration),
+    );
+    fact(out, "Iterations", &s.iterations.to_string());
+    fact(out, "Sub-agents", &s.sub_agents.to_string());
+    fact(out, "Model calls", &s.llm_calls.to_string());
+    fact(
+        out,
+        "Tokens",
+        &format!(
+            "{} <small>{} in · {} out</small>",
+            thousands(s.usage.total()),
+            thousands(s.usage.prompt_tokens),
+            thousands(s.usage.completion_tokens)
+        ),
+    );
+    fact(out, "Cost", &esc(&cost_or_dash(s.cost_usd)));
+    if let Some(model) = &s.model {
+        fact(out, "Model", &esc(model));
+    }
+    out.push_str("</dl>\n");
+    if let Some(error) = &s.error {
+        let _ = writeln!(
+            out,
+            "<section class=\"error-box\"><h2>Error</h2><pre>{}</pre></section>",
+            esc(error)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<section class=\"answer\" id=\"answer\"><h2>Answer</h2>{}</section>",
+        match &s.answer {
+            Some(answer) => format!("<pre class=\"answer-text\">{}</pre>", esc(answer)),
+            None => "<p class=\"none\">No answer recorded.</p>".to_owned(),
+        }
+    );
+    out.push_str("</header>\n");
+}
+
+fn fact(out: &mut String, label: &str, value_html: &str) {
+    let _ = writeln!(out, "<div><dt>{label}</dt><dd>{value_html}</dd></div>");
+}
+
+// ----- the tree of runs and sub-agents -----
+
+fn tree_run(out: &mut String, trace: &RunTrace) {
+    let s = &trace.summary;
+    let _ = write!(
+        out,
+        "<li class=\"tree-run\"><a href=\"#{}\">{} run <code>{}</code></a> <span class=\"meta\">{} · {}</span>",
+        run_anchor(s),
+        status_dot(&s.status),
+        esc(&s.run_id),
+        esc(&s.status),
+        plural(trace.steps.len() as u64, "step")
+    );
+    let agents: Vec<&SubAgent> = trace.sub_agents().collect();
+    if !agents.is_empty() || !trace.other_children.is_empty() {
+        out.push_str("\n<ul>\n");
+        for agent in agents {
+            let _ = write!(
+                out,
+                "<li class=\"tree-agent\"><a href=\"#{}\">{} <code>{}</code></a> <span class=\"meta\">{}</span>",
+                agent_anchor(&agent.agent_id),
+                esc(&agent.mode),
+                esc(&agent.agent_id),
+                esc(agent.status.as_deref().unwrap_or("no end recorded"))
+            );
+            if !agent.runs.is_empty() {
+                out.push_str("\n<ul>\n");
+                for run in &agent.runs {
+                    tree_run(out, run);
+                }
+                out.push_str("</ul>\n");
+            }
+            out.push_str("</li>\n");
+        }
+        for run in &trace.other_children {
+            tree_run(out, run);
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</li>\n");
+}
+
+// ----- runs and steps -----
+
+fn run_section(out: &mut String, trace: &RunTrace) {
+    let s = &trace.summary;
+    let _ = writeln!(
+        out,
+        "<section class=\"run depth-{depth}\" id=\"{}\" data-run-id=\"{}\" data-depth=\"{depth}\">",
+        run_anchor(s),
+        esc(&s.run_id),
+        depth = s.depth
+    );
+    let _ = writeln!(
+        out,
+        "<details class=\"run-details\"{}>",
+        open_if(s.depth <= OPEN_DEPTH)
+    );
+    let _ = write!(
+        out,
+        "<summary class=\"run-head\"><span class=\"depth\">depth {}</span> run <code>{}</code> {} <span class=\"meta\">{} · {} tokens{}</span>",
+        s.depth,
+        esc(&s.run_id),
+        status_badge(&s.status),
+        plural(trace.steps.len() as u64, "step"),
+        thousands(s.usage.total()),
+        s.duration_ms
+            .map_or_else(String::new, |ms| format!(" · {}", duration(ms)))
+    );
+    if s.depth > 0 {
+        if let Some(task) = &s.task {
+            let _ = write!(
+                out,
+                "<span class=\"run-task\">{}</span>",
+                esc(&preview(task, 160))
+            );
+        }
+    }
+    out.push_str("</summary>\n<div class=\"run-body\">\n");
+    if s.depth > 0 {
+        run_facts(out, trace);
+    }
+    out.push_str("<ol class=\"steps\">\n");
+    for step in &trace.steps {
+        step_html(out, trace, step);
+    }
+    out.push_str("</ol>\n");
+    if !trace.outside_steps.is_empty() {
+        out.push_str("<div class=\"after-steps\"><h3>After the steps</h3>\n");
+        for item in &trace.outside_steps {
+            item_html(out, item);
+        }
+        out.push_str("</div>\n");
+    }
+    for child in &trace.other_children {
+        out.push_str("<p class=\"note\">A nested run whose parent's trace does not say which sub-agent started it:</p>\n");
+        run_section(out, child);
+    }
+    out.push_str("</div>\n</details>\n</section>\n");
+}
+
+/// The facts of a nested run (the root's are in the page header).
+fn run_facts(out: &mut String, trace: &RunTrace) {
+    let s = &trace.summary;
+    out.push_str("<dl class=\"run-facts\">\n");
+    if let Some(task) = s.task.as_ref().filter(|t| preview(t, 160) != **t) {
+        // The summary line shows only the start of it.
+        let _ = writeln!(out, "<dt>Task</dt><dd class=\"pre\">{}</dd>", esc(task));
+    }
+    if let Some(model) = &s.model {
+        let _ = writeln!(out, "<dt>Model</dt><dd>{}</dd>", esc(model));
+    }
+    if let Some(agent) = &s.agent_id {
+        let _ = writeln!(out, "<dt>Agent</dt><dd><code>{}</code></dd>", esc(agent));
+    }
+    let _ = writeln!(
+        out,
+        "<dt>Usage</dt><dd>{} · {} · {} in · {} out · cost {}</dd>",
+        plural(u64::from(s.iterations), "iteration"),
+        plural(s.llm_calls, "model call"),
+        thousands(s.usage.prompt_tokens),
+        thousands(s.usage.completion_tokens),
+        esc(&cost_or_dash(s.cost_usd))
+    );
+    if let Some(error) = &s.error {
+        let _ = writeln!(
+            out,
+            "<dt>Error</dt><dd class=\"pre err\">{}</dd>",
+            esc(error)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<dt>Answer</dt><dd class=\"pre answer-text\">{}</dd>",
+        esc(s.answer.as_deref().unwrap_or("—"))
+    );
+    out.push_str("</dl>\n");
+}
+
+fn step_html(out: &mut String, trace: &RunTrace, step: &Step) {
+    let s = &trace.summary;
+    let mut meta = Vec::new();
+    if let (Some(start), Some(run_start)) = (step.started_ms, s.started_ms) {
+        meta.push(format!("+{}", duration(start.saturating_sub(run_start))));
+    }
+    if let Some(ms) = step.duration_ms {
+        meta.push(duration(ms));
+    }
+    let usage = step.usage();
+    if usage.total() > 0 {
+        meta.push(format!(
+            "{} → {} tokens",
+            thousands(usage.prompt_tokens),
+            thousands(usage.completion_tokens)
+        ));
+    }
+    let agents = step
+        .items
+        .iter()
+        .filter(|i| matches!(i, StepItem::SubAgent(_)))
+        .count();
+    if agents > 0 {
+        meta.push(format!(
+            "{agents} sub-agent{}",
+            if agents == 1 { "" } else { "s" }
+        ));
+    }
+    let _ = writeln!(
+        out,
+        "<li><details class=\"step\" id=\"{}-step-{}\" open><summary><span class=\"step-no\">Step {}</span> <span class=\"meta\">{}</span></summary>\n<div class=\"step-body\">",
+        run_anchor(s),
+        step.iteration,
+        step.iteration,
+        esc(&meta.join(" · "))
+    );
+    for item in &step.items {
+        item_html(out, item);
+    }
+    out.push_str("</div>\n</details></li>\n");
+}
+
+fn item_html(out: &mut String, item: &StepItem) {
+    match item {
+        StepItem::LlmCall {
+            model,
+            purpose,
+            prompt_tokens,
+            completion_tokens,
+            latency_ms,
+            cost_usd,
+        } => {
+            let mut line = format!(
+                "<span class=\"tag\">model call</span> {} · {} · {} → {} tokens · {}",
+                esc(purpose),
+                esc(model),
+                thousands(*prompt_tokens),
+                thousands(*completion_tokens),
+                duration(*latency_ms)
+            );
+            if cost_usd.is_some() {
+                let _ = write!(line, " · {}", esc(&cost_or_dash(*cost_usd)));
+            }
+            let _ = writeln!(out, "<div class=\"call\">{line}</div>");
+        }
+        StepItem::Text { prose, .. } => {
+            if !prose.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "<div class=\"prose\"><div class=\"label\">Model</div><div class=\"pre\">{}</div></div>",
+                    esc(prose)
+                );
+            }
+        }
+        StepItem::Code { block, code } => {
+            let _ = writeln!(
+                out,
+                "<details class=\"code\" open><summary>Code [{block}] <span class=\"meta\">{}</span></summary><pre><code>{}</code></pre></details>",
+                plural(code.lines().count() as u64, "line"),
+                esc(code)
+            );
+        }
+        StepItem::Output {
+            block,
+            output,
+            error,
+            timed_out,
+            duration_ms,
+        } => {
+            let lines = output.lines().count();
+            let mut flags = String::new();
+            if *timed_out {
+                flags.push_str(" <span class=\"flag err\">timed out</span>");
+            } else if *error {
+                flags.push_str(" <span class=\"flag err\">raised</span>");
+            }
+            let _ = writeln!(
+                out,
+                "<details class=\"output{}\"{}><summary>Output [{block}]{flags} <span class=\"meta\">{} · {}</span></summary><pre>{}</pre></details>",
+                if *error || *timed_out { " failed" } else { "" },
+                open_if(lines <= OPEN_OUTPUT_LINES),
+                duration(*duration_ms),
+                plural(lines as u64, "line"),
+                if output.is_empty() {
+                    "<span class=\"none\">(nothing printed)</span>".to_owned()
+                } else {
+                    esc(output)
+                }
+            );
+        }
+        StepItem::Variables { variables } => variables_html(out, variables),
+        StepItem::SubAgent(agent) => agent_html(out, agent),
+        StepItem::CacheHit { call, key } => {
+            let _ = writeln!(
+                out,
+                "<div class=\"call\"><span class=\"tag\">cache</span> {} answered from the cache (<code>{}</code>)</div>",
+                esc(call),
+                esc(key)
+            );
+        }
+        StepItem::Warning { message } => {
+            let _ = writeln!(
+                out,
+                "<div class=\"notice warn\"><strong>Warning</strong> <span class=\"pre\">{}</span></div>",
+                esc(message)
+            );
+        }
+        StepItem::Error { message } => {
+            let _ = writeln!(
+                out,
+                "<div class=\"notice err\"><strong>Error</strong> <span class=\"pre\">{}</span></div>",
+                esc(message)
+            );
+        }
+        StepItem::Final {
+            answer,
+            forced,
+            source,
+        } => {
+            let _ = writeln!(
+                out,
+                "<div class=\"final{}\"><div class=\"label\">Final answer <span class=\"meta\">· {}{}</span></div><pre>{}</pre></div>",
+                if *forced { " forced" } else { "" },
+                esc(source),
+                if *forced { " · forced" } else { "" },
+                esc(answer)
+            );
+        }
+    }
+}
+
+fn agent_html(out: &mut String, agent: &SubAgent) {
+    let mut meta = Vec::new();
+    if let Some(ms) = agent.duration_ms {
+        meta.push(duration(ms));
+    }
+    if let Some(usage) = agent.usage.filter(|u| u.total() > 0) {
+        meta.push(format!("{} tokens", thousands(usage.total())));
+    }
+    let status = agent.status.as_deref().unwrap_or("no end recorded");
+    let ok = status.contains("code 0");
+    let _ = writeln!(
+        out,
+        "<details class=\"agent\" id=\"{}\" data-agent-id=\"{}\" data-mode=\"{}\" open><summary><span class=\"mode\">{}</span> <code>{}</code> <span class=\"agent-status {}\">{}</span> <span class=\"meta\">{}</span><span class=\"agent-task\">{}</span></summary>\n<div class=\"agent-body\">",
+        agent_anchor(&agent.agent_id),
+        esc(&agent.agent_id),
+        esc(&agent.mode),
+        esc(&agent.mode),
+        esc(&agent.agent_id),
+        if ok { "ok" } else { "bad" },
+        esc(status),
+        esc(&meta.join(" · ")),
+        esc(&preview(&agent.task, 160))
+    );
+    out.push_str("<dl class=\"agent-facts\">\n");
+    if preview(&agent.task, 160) != agent.task {
+        // The summary line shows only the start of it.
+        let _ = writeln!(
+            out,
+            "<dt>Task</dt><dd class=\"pre\">{}</dd>",
+            esc(&agent.task)
+        );
+    }
+    if let Some(prompt) = &agent.prompt_preview {
+        let path = agent
+            .prompt_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "<dt>Prompt</dt><dd><details class=\"prompt\"><summary><code>{}</code></summary><pre>{}</pre></details></dd>",
+            esc(&path),
+            esc(prompt)
+        );
+    }
+    if let Some(result) = &agent.result_preview {
+        let _ = writeln!(
+            out,
+            "<dt>Result</dt><dd><details class=\"result\"{}><summary>{}{}</summary><pre>{}</pre></details></dd>",
+            open_if(result.lines().count() <= OPEN_OUTPUT_LINES),
+            plural(result.lines().count() as u64, "line"),
+            if agent.result_truncated { ", first part" } else { "" },
+            esc(result)
+        );
+    }
+    out.push_str("</dl>\n");
+    for run in &agent.runs {
+        run_section(out, run);
+    }
+    out.push_str("</div>\n</details>\n");
+}
+
+fn variables_html(out: &mut String, variables: &Value) {
+    let Some(list) = variables.as_array().filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<details class=\"vars\"><summary>Variables <span class=\"meta\">{}</span></summary><table><thead><tr><th>name</th><th>type</th><th>size</th><th>preview</th></tr></thead><tbody>",
+        list.len()
+    );
+    for var in list {
+        let field = |name: &str| match var.get(name) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"pre\">{}</td></tr>",
+            esc(&field("name")),
+            esc(&field("type_name")),
+            esc(&field("size")),
+            esc(&preview(&field("preview"), 120))
+        );
+    }
+    out.push_str("</tbody></table></details>\n");
+}
+
+// ----- small pieces -----
+
+fn status_badge(status: &str) -> String {
+    format!(
+        "<span class=\"status s-{}\">{}</span>",
+        class_name(status),
+        esc(status)
+    )
+}
+
+fn status_dot(status: &str) -> String {
+    format!(
+        "<span class=\"dot s-{}\" title=\"{}\"></span>",
+        class_name(status),
+        esc(status)
+    )
+}
+
+fn cost_or_dash(cost_usd: Option<f64>) -> String {
+    match cost_usd {
+        Some(_) => cost(cost_usd),
+        None => "—".to_owned(),
+    }
+}
+
+fn open_if(open: bool) -> &'static str {
+    if open {
+        " open"
+    } else {
+        ""
+    }
+}
+
+fn run_anchor(s: &RunSummary) -> String {
+    format!("run-{}", class_name(&s.run_id))
+}
+
+fn agent_anchor(agent_id: &str) -> String {
+    format!("agent-{}", class_name(agent_id))
+}
+
+/// `text` reduced to `[A-Za-z0-9_-]`, for ids and class names.
+fn class_name(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Escapes text for HTML content and quoted attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // Control characters other than tab and newlines are not allowed in HTML.
+            c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Replaces each `{{name}}` of `template` once, in one pass, so that a value holding
+/// `{{…}}` is never itself filled in.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out =
+        String::with_capacity(template.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let found = after.find("}}").and_then(|end| {
+            let name = &after[..end];
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v, end))
+        });
+        match found {
+            Some((value, end)) => {
+                out.push_str(value);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The text between the first `open` and the next `close` of `text`.
+fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
+    text.split_once(open)
+        .and_then(|(_, rest)| rest.split_once(close))
+        .map_or("", |(inside, _)| inside)
+}
+
+/// A CSP source allowing exactly the inline element whose text is `inline`.
+fn csp_hash(inline: &str) -> String {
+    let hex = sha256_hex(inline.as_bytes());
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+        .collect();
+    format!("'sha256-{}'", base64(&bytes))
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> shift & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_for_content_and_attributes() {
+        assert_eq!(
+            esc("<script>alert('x')</script> & \"q\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
+        );
+        assert_eq!(esc("a\u{0}b\u{1b}"), "a\\u{0}b\\u{1b}");
+    }
+
+    #[test]
+    fn placeholders_are_filled_once() {
+        let page = fill(
+            "<b>{{a}}</b>{{b}}{{unknown}}",
+            &[("a", "{{b}}"), ("b", "B")],
+        );
+        assert_eq!(page, "<b>{{b}}</b>B{{unknown}}");
+    }
+
+    #[test]
+    fn base64_matches_the_standard() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        // sha256("") in CSP form.
+        assert_eq!(
+            csp_hash(""),
+            "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+        );
+    }
+
+    #[test]
+    fn the_template_has_its_placeholders_and_no_remote_resources() {
+        for name in ["title", "style_hash", "script_hash", "body"] {
+            assert!(TEMPLATE.contains(&format!("{{{{{name}}}}}")), "{name}");
+        }
+        for remote in ["http://", "https://", "src=", "@import", "url("] {
+            assert!(!TEMPLATE.contains(remote), "{remote}");
+        }
+        assert!(!between(TEMPLATE, "<script>", "</script>").is_empty());
+        assert!(!between(TEMPLATE, "<style>", "</style>").is_empty());
+    }
+}

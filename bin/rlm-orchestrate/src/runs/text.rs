@@ -1,0 +1,337 @@
+//! `runs show` as text: a run's story for a terminal, depth by depth.
+//!
+//! Each run opens with its header (task, status, timing, tokens, answer), then its
+//! steps; a sub-agent is listed in the step that started it, and the runs it started
+//! follow indented beneath it. Long texts, code and outputs are cut to their first
+//! lines unless `--full`. Model and program text can hold anything, so control
+//! characters (terminal escapes) are shown escaped, never sent to the terminal.
+
+use std::io::{self, Write};
+
+use rlm_orchestrator::trace::{RunTrace, StepItem, SubAgent};
+use serde_json::Value;
+
+use super::{cost, duration, plural, preview};
+use crate::output;
+
+/// Lines of a text, code or output block shown without `--full`.
+const BLOCK_LINES: usize = 12;
+
+/// Characters of a block shown without `--full`.
+const BLOCK_CHARS: usize = 2000;
+
+/// Spaces added per level of nesting.
+const INDENT: usize = 2;
+
+/// Variable names listed after a step before `…`.
+const VARIABLE_NAMES: usize = 12;
+
+/// Writes the trace of `trace` (and the runs beneath it).
+pub fn render(trace: &RunTrace, full: bool, out: &mut dyn Write) -> io::Result<()> {
+    Renderer { out, full }.run(trace, 0)
+}
+
+struct Renderer<'a> {
+    out: &'a mut dyn Write,
+    full: bool,
+}
+
+impl Renderer<'_> {
+    fn run(&mut self, trace: &RunTrace, indent: usize) -> io::Result<()> {
+        let s = &trace.summary;
+        let pad = " ".repeat(indent);
+        let mut title = format!("run {} · {} · depth {}", s.run_id, s.status, s.depth);
+        if let Some(agent) = &s.agent_id {
+            title.push_str(&format!(" · agent {}", output::escape_controls(agent)));
+        }
+        writeln!(self.out, "{pad}{title}")?;
+        let inner = indent + INDENT;
+        if let Some(task) = &s.task {
+            self.field(inner, "task", task)?;
+        }
+        if let Some(model) = &s.model {
+            let env = trace.env.as_deref().unwrap_or("?");
+            self.field(inner, "model", &format!("{model} · env {env}"))?;
+        }
+        let mut when = s.started_ms.map_or_else(
+            || "-".to_owned(),
+            |t| format!("{} UTC", output::utc_time(t)),
+        );
+        if let Some(ms) = s.duration_ms {
+            when.push_str(&format!(" · took {}", duration(ms)));
+        }
+        self.field(inner, "started", &when)?;
+        self.field(
+            inner,
+            "usage",
+            &format!(
+                "{} · {} · {} + {} = {} tokens · cost {}",
+                plural(u64::from(s.iterations), "iteration"),
+                plural(s.llm_calls, "model call"),
+                s.usage.prompt_tokens,
+                s.usage.completion_tokens,
+                s.usage.total(),
+                cost(s.cost_usd),
+            ),
+        )?;
+        if s.sub_agents > 0 {
+            self.field(inner, "sub-agents", &s.sub_agents.to_string())?;
+        }
+        if let Some(error) = &s.error {
+            self.field(inner, "error", error)?;
+        }
+        match &s.answer {
+            Some(answer) => self.field(inner, "answer", answer)?,
+            None => self.field(inner, "answer", "(none)")?,
+        }
+        for step in &trace.steps {
+            writeln!(self.out)?;
+            let mut head = format!("step {}", step.iteration);
+            if let Some(ms) = step.duration_ms {
+                head.push_str(&format!(" · {}", duration(ms)));
+            }
+            writeln!(self.out, "{}{head}", " ".repeat(inner))?;
+            for item in &step.items {
+                self.item(item, inner + INDENT)?;
+            }
+        }
+        if !trace.outside_steps.is_empty() {
+            writeln!(self.out)?;
+            writeln!(self.out, "{}after the steps", " ".repeat(inner))?;
+            for item in &trace.outside_steps {
+                self.item(item, inner + INDENT)?;
+            }
+        }
+        for child in &trace.other_children {
+            writeln!(self.out)?;
+            writeln!(
+                self.out,
+                "{}nested run (its parent's trace does not say which sub-agent started it):",
+                " ".repeat(inner)
+            )?;
+            self.run(child, inner + INDENT)?;
+        }
+        Ok(())
+    }
+
+    fn item(&mut self, item: &StepItem, indent: usize) -> io::Result<()> {
+        let pad = " ".repeat(indent);
+        match item {
+            StepItem::LlmCall {
+                model,
+                purpose,
+                prompt_tokens,
+                completion_tokens,
+                latency_ms,
+                cost_usd,
+            } => {
+                let mut line = format!(
+                    "model call · {purpose} · {} · {prompt_tokens} + {completion_tokens} tokens · {}",
+                    output::escape_controls(model),
+                    duration(*latency_ms)
+                );
+                if cost_usd.is_some() {
+                    line.push_str(&format!(" · {}", cost(*cost_usd)));
+                }
+                writeln!(self.out, "{pad}{line}")
+            }
+            StepItem::Text { prose, .. } => {
+                if prose.is_empty() {
+                    return Ok(());
+                }
+                writeln!(self.out, "{pad}text:")?;
+                self.block(prose, indent + INDENT)
+            }
+            StepItem::Code { block, code } => {
+                writeln!(self.out, "{pad}code [{block}]:")?;
+                self.block(code, indent + INDENT)
+            }
+            StepItem::Output {
+                block,
+                output,
+                error,
+                timed_out,
+                duration_ms,
+            } => {
+                let mut head = format!("output [{block}] · {}", duration(*duration_ms));
+                if *timed_out {
+                    head.push_str(" · timed out");
+                } else if *error {
+                    head.push_str(" · raised");
+                }
+                writeln!(self.out, "{pad}{head}:")?;
+                if output.is_empty() {
+                    writeln!(self.out, "{pad}  (nothing printed)")
+                } else {
+                    self.block(output, indent + INDENT)
+                }
+            }
+            StepItem::Variables { variables } => {
+                let names = variable_names(variables);
+                if names.is_empty() {
+                    return Ok(());
+                }
+                writeln!(self.out, "{pad}variables: {names}")
+            }
+            StepItem::SubAgent(agent) => self.agent(agent, indent),
+            StepItem::CacheHit { call, key } => writeln!(
+                self.out,
+                "{pad}{call} answered from the cache ({})",
+                output::escape_controls(key)
+            ),
+            StepItem::Warning { message } => self.field(indent, "warning", message),
+            StepItem::Error { message } => self.field(indent, "error", message),
+            StepItem::Final {
+                answer,
+                forced,
+                source,
+            } => {
+                let label = if *forced {
+                    format!("final answer ({source}, forced)")
+                } else {
+                    format!("final answer ({source})")
+                };
+                writeln!(self.out, "{pad}{label}:")?;
+                self.block(answer, indent + INDENT)
+            }
+        }
+    }
+
+    fn agent(&mut self, agent: &SubAgent, indent: usize) -> io::Result<()> {
+        let pad = " ".repeat(indent);
+        let mut head = format!(
+            "sub-agent {} · {}",
+            output::escape_controls(&agent.agent_id),
+            agent.mode
+        );
+        match (&agent.status, agent.duration_ms) {
+            (Some(status), Some(ms)) => head.push_str(&format!(" · {status} · {}", duration(ms))),
+            (Some(status), None) => head.push_str(&format!(" · {status}")),
+            (None, _) => head.push_str(" · no end recorded"),
+        }
+        if let Some(usage) = agent.usage.filter(|u| u.total() > 0) {
+            head.push_str(&format!(" · {} tokens", usage.total()));
+        }
+        writeln!(self.out, "{pad}{head}")?;
+        let inner = indent + INDENT;
+        self.field(inner, "task", &agent.task)?;
+        if let Some(path) = &agent.prompt_file {
+            self.field(inner, "prompt", &path.display().to_string())?;
+        }
+        if let Some(result) = &agent.result_preview {
+            let mut shown = preview(result, 200);
+            if agent.result_truncated && !shown.ends_with('…') {
+                shown.push('…');
+            }
+            self.field(inner, "result", &shown)?;
+        }
+        for run in &agent.runs {
+            self.run(run, inner)?;
+        }
+        Ok(())
+    }
+
+    /// `label: value` where a multi-line value continues on indented lines.
+    fn field(&mut self, indent: usize, label: &str, value: &str) -> io::Result<()> {
+        let pad = " ".repeat(indent);
+        let value = clean(value);
+        let mut lines = value.lines();
+        let first = lines.next().unwrap_or("");
+        writeln!(self.out, "{pad}{label}: {first}")?;
+        let rest: Vec<&str> = lines.collect();
+        if !rest.is_empty() {
+            let text = rest.join("\n");
+            self.block(&text, indent + label.len() + 2)?;
+        }
+        Ok(())
+    }
+
+    /// A block of text, indented, cut to its first lines unless `--full`.
+    fn block(&mut self, text: &str, indent: usize) -> io::Result<()> {
+        let pad = " ".repeat(indent);
+        let text = clean(text.trim_end_matches('\n'));
+        let lines: Vec<&str> = text.lines().collect();
+        let mut chars = 0;
+        for (i, line) in lines.iter().enumerate() {
+            if !self.full && (i == BLOCK_LINES || chars > BLOCK_CHARS) {
+                writeln!(
+                    self.out,
+                    "{pad}… {} more lines (--full shows everything)",
+                    lines.len() - i
+                )?;
+                return Ok(());
+            }
+            chars += line.chars().count();
+            let line: String = if self.full {
+                (*line).to_owned()
+            } else {
+                let mut cut: String = line.chars().take(BLOCK_CHARS).collect();
+                if line.chars().count() > BLOCK_CHARS {
+                    cut.push('…');
+                }
+                cut
+            };
+            if line.is_empty() {
+                writeln!(self.out)?;
+            } else {
+                writeln!(self.out, "{pad}{line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Control characters escaped except newlines; tabs become spaces.
+fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            '\t' => out.push_str("    "),
+            '\r' => {}
+            c if c.is_control() => out.extend(c.escape_debug()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `a (int), b (str), …` from a `variables_updated` list.
+fn variable_names(variables: &Value) -> String {
+    let Some(list) = variables.as_array() else {
+        return String::new();
+    };
+    let mut names: Vec<String> = list
+        .iter()
+        .take(VARIABLE_NAMES)
+        .filter_map(|v| {
+            let name = v.get("name")?.as_str()?;
+            let kind = v.get("type_name").and_then(Value::as_str).unwrap_or("?");
+            Some(format!("{} ({kind})", output::escape_controls(name)))
+        })
+        .collect();
+    if list.len() > VARIABLE_NAMES {
+        names.push(format!("… {} more", list.len() - VARIABLE_NAMES));
+    }
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_escapes_are_shown_not_obeyed() {
+        assert_eq!(clean("a\u{1b}[2Jb\tc\r\n"), "a\\u{1b}[2Jb    c\n");
+    }
+
+    #[test]
+    fn variables_are_listed_by_name_and_type() {
+        let vars = serde_json::json!([
+            {"name": "n", "type_name": "int", "size": 28, "preview": "5"},
+            {"name": "words", "type_name": "list", "size": 100, "preview": "[]"}
+        ]);
+        assert_eq!(variable_names(&vars), "n (int), words (list)");
+        assert_eq!(variable_names(&Value::Null), "");
+    }
+}
