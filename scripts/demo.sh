@@ -11,7 +11,9 @@ say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 
 cargo build --quiet -p rlm-orchestrate -p rlm-test-support --bin rlm-orchestrate --bin mock-llm
 bin=$PWD/target/debug/rlm-orchestrate
-work=$(mktemp -d)
+# Kept after the demo so its trace and HTML view can be opened (target/ is not in git).
+work=$PWD/target/demo
+rm -rf "$work" && mkdir -p "$work"
 mock_pid=""
 cleanup() {
   # The mock exits by itself when its stdin (our coproc pipe) closes; make sure.
@@ -19,7 +21,6 @@ cleanup() {
     kill "$mock_pid" 2>/dev/null || true
     wait "$mock_pid" 2>/dev/null || true
   fi
-  rm -rf "$work"
 }
 trap cleanup EXIT
 export RLM_DATA_DIR="$work/.rlm-data"
@@ -56,8 +57,11 @@ say "3. rlm-orchestrate run 'Which service logged the most errors?' --context ap
 
 say "4. What the run left behind"
 "$bin" vars list
-run_dir=$(ls -d "$RLM_DATA_DIR"/runs/* | head -1)
-echo "trace: $run_dir/events.jsonl ($(wc -l < "$run_dir/events.jsonl") events), summary: $run_dir/summary.json"
+"$bin" runs list
+run_id=$("$bin" runs list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["run_id"])')
+"$bin" runs show "$run_id" --html "$work/trace.html"
+echo "the trace as text:  RLM_DATA_DIR=$RLM_DATA_DIR $bin runs show $run_id"
+echo "the HTML view:      open $work/trace.html  (self-contained, no network)"
 
 say "5. The store from the shell"
 "$bin" vars set greeting "hello from the demo"
