@@ -19,6 +19,7 @@ pub mod prompt;
 pub mod provider;
 pub mod rlm;
 pub mod run;
+pub mod session;
 pub mod subrlm;
 pub mod trace;
 

@@ -35,6 +35,17 @@ pub struct Budget {
     pub max_tokens: Option<u64>,
 }
 
+/// What earlier queries of a persistent session left in the REPL (all zero for a
+/// single run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionState {
+    /// Earlier `{query, answer}` pairs in `history`.
+    pub history_len: usize,
+    /// Contexts loaded so far, one slot each (`contexts[i]`, `context_<i>`); `context`
+    /// is the latest.
+    pub context_slots: usize,
+}
+
 /// The system prompt for an environment whose code fence tag is `language`.
 pub fn system_prompt(language: &str, sub_context_chars: usize) -> String {
     format!(
@@ -93,7 +104,7 @@ pub fn first_message(
     query: &str,
     context: Option<&ContextInfo>,
     budget: &Budget,
-    history_len: usize,
+    session: SessionState,
 ) -> String {
     let mut text = String::with_capacity(1024 + query.len());
     let _ = writeln!(text, "Task: {query}\n");
@@ -131,10 +142,19 @@ pub fn first_message(
             }
         }
     }
+    let slots = session.context_slots;
+    if slots > 1 {
+        let last = slots - 1;
+        let _ = writeln!(
+            text,
+            "- contexts: {slots} slots, one per context given in this session: `contexts[0]` … `contexts[{last}]` (also `context_0` … `context_{last}`); `context` is the latest"
+        );
+    }
+    let history_len = session.history_len;
     if history_len > 0 {
         let _ = writeln!(
             text,
-            "- history: {history_len} earlier queries and answers are in `history`"
+            "- history: {history_len} earlier queries and answers are in `history` (a list of {{\"query\", \"answer\"}})"
         );
     }
     text.push('\n');
@@ -281,7 +301,12 @@ mod tests {
         let needle = "the-secret-needle-4242";
         let context = format!("{}{needle}{}", "a".repeat(500), "b".repeat(300_000));
         let info = info_of(&context);
-        let message = first_message("find the needle", Some(&info), &Budget::default(), 0);
+        let message = first_message(
+            "find the needle",
+            Some(&info),
+            &Budget::default(),
+            SessionState::default(),
+        );
         assert!(!message.contains(needle));
         assert!(message.len() < 2_000, "{}", message.len());
         assert!(message.contains("300522 characters"), "{message}");
@@ -293,13 +318,13 @@ mod tests {
             "q",
             Some(&info_of(&"x".repeat(2_000))),
             &Budget::default(),
-            0,
+            SessionState::default(),
         );
         let large = first_message(
             "q",
             Some(&info_of(&"x".repeat(20_000_000))),
             &Budget::default(),
-            0,
+            SessionState::default(),
         );
         assert!(
             large.len().abs_diff(small.len()) < 600,
@@ -326,11 +351,39 @@ mod tests {
             "q",
             Some(&info_of(&"x".repeat(250_000))),
             &Budget::default(),
-            0,
+            SessionState::default(),
         );
         assert!(
             message.contains("`context_chunks` is a list view of 3 pieces"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn session_state_is_told_only_in_sessions() {
+        let info = info_of("some text");
+        let single = first_message(
+            "q",
+            Some(&info),
+            &Budget::default(),
+            SessionState::default(),
+        );
+        assert!(
+            !single.contains("history") && !single.contains("slots"),
+            "{single}"
+        );
+        let session = SessionState {
+            history_len: 2,
+            context_slots: 3,
+        };
+        let later = first_message("q", Some(&info), &Budget::default(), session);
+        assert!(
+            later.contains("- history: 2 earlier queries and answers are in `history`"),
+            "{later}"
+        );
+        assert!(
+            later.contains("- contexts: 3 slots") && later.contains("`context_2`"),
+            "{later}"
         );
     }
 

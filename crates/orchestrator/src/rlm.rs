@@ -13,7 +13,7 @@ use crate::events::{EventData, EventSink};
 use crate::host::Model;
 use crate::output::shape_output;
 use crate::parse::{parse_response, ParsedResponse};
-use crate::prompt::{self, Budget};
+use crate::prompt::{self, Budget, SessionState};
 use crate::provider::{ChatMessage, ChatRequest, ProviderError};
 
 /// Default `--max-iterations`.
@@ -91,11 +91,12 @@ pub struct LoopParts<'a> {
     pub accounting: &'a Accounting,
 }
 
-/// Runs the loop for `query` over a context described by `context`.
+/// Runs the loop for `query` over a context described by `context` (the latest slot
+/// of a session); `session` tells the model what earlier queries left in the REPL.
 pub async fn run_loop(
     query: &str,
     context: Option<&ContextInfo>,
-    history_len: usize,
+    session: SessionState,
     parts: LoopParts<'_>,
     settings: &LoopSettings,
 ) -> Result<LoopOutcome, LoopError> {
@@ -121,7 +122,7 @@ pub async fn run_loop(
     };
     let mut messages = vec![
         ChatMessage::system(prompt::system_prompt(language, settings.sub_context_chars)),
-        ChatMessage::user(prompt::first_message(query, context, &budget, history_len)),
+        ChatMessage::user(prompt::first_message(query, context, &budget, session)),
     ];
     let context_chars = context.map_or(0, |c| c.total_chars);
     let mut iterations = 0;
@@ -569,9 +570,15 @@ mod tests {
             accounting: &accounting,
         };
         let context = crate::context::describe_value(&Value::String("x".repeat(5_000)), "t".into());
-        let outcome = run_loop("the task", Some(&context), 0, parts, &settings)
-            .await
-            .unwrap();
+        let outcome = run_loop(
+            "the task",
+            Some(&context),
+            SessionState::default(),
+            parts,
+            &settings,
+        )
+        .await
+        .unwrap();
         let text = std::fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
         let events = text
             .lines()

@@ -1,6 +1,9 @@
 //! One whole run: open the store, load the context, start the environment, run the
 //! loop, and leave a trace (`events.jsonl`, `summary.json`) whatever happens.
 //!
+//! A run is a [`Session`] of one query; this module holds what both share: the
+//! configuration, the report and the errors.
+//!
 //! Bad input is detected while loading the context, before any model is asked and
 //! before any stored variable is touched; it comes back as [`RunError::BadInput`].
 
@@ -8,20 +11,20 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rlm_context_store::{Store, StoreError, StoreOptions};
+use rlm_context_store::StoreError;
 use serde::Serialize;
-use serde_json::json;
 
-use crate::accounting::{Accounting, Limits};
+use crate::accounting::Limits;
 use crate::agents::AgentCommand;
-use crate::context::{load_context, ContextError, ContextKeys, ContextSpec};
+use crate::context::{ContextError, ContextSpec};
 use crate::env::{EnvConfig, EnvError, Environment, HistoryEntry, Host};
-use crate::events::{new_run_id, EventData, EventListener, EventSink, RunIdentity, TraceError};
-use crate::host::{HostSettings, Model, RunHost};
+use crate::events::{EventListener, TraceError};
+use crate::host::Model;
 use crate::provider::Usage;
-use crate::rlm::{run_loop, LoopError, LoopParts, LoopSettings};
+use crate::rlm::{LoopError, LoopSettings};
+use crate::session::Session;
 use crate::subrlm::SubRlmLauncher;
 use rlm_process::CancellationToken;
 
@@ -38,7 +41,7 @@ pub type EnvFactory = Box<
 /// Everything a run needs besides the models and the environment.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// The task.
+    /// The task ([`Session::start`] ignores it: a session is given each query).
     pub query: String,
     /// Where the context comes from.
     pub context: ContextSpec,
@@ -70,9 +73,10 @@ pub struct RunConfig {
     pub agent_env: Vec<String>,
     /// `--agent-timeout`.
     pub agent_timeout: Duration,
-    /// Cancelled on Ctrl-C / SIGTERM: the run stops and every sub-agent is ended.
+    /// Cancelled on Ctrl-C / SIGTERM: the run stops and every sub-agent is ended (in a
+    /// session: the running query and every later one).
     pub cancel: CancellationToken,
-    /// Earlier queries (persistent sessions).
+    /// Earlier queries (persistent sessions): what `history` starts with.
     pub history: Vec<HistoryEntry>,
 }
 
@@ -137,7 +141,7 @@ pub enum RunError {
     },
 }
 
-/// Runs one query to its answer.
+/// Runs one query to its answer: a [`Session`] of one query, closed afterwards.
 pub async fn run(
     config: RunConfig,
     root: Model,
@@ -145,223 +149,9 @@ pub async fn run(
     env_factory: EnvFactory,
     listeners: Vec<EventListener>,
 ) -> Result<RunReport, RunError> {
-    let started = Instant::now();
-    let store_options = StoreOptions {
-        memory_ceiling_bytes: config.memory_ceiling_bytes,
-        ..StoreOptions::default()
-    };
-    let data_dir = config.data_dir.clone();
-    let store = Arc::new(blocking(move || Store::open_with(data_dir, store_options)).await??);
-
-    let run_id = new_run_id();
-    let (context, context_info) = if config.context.is_empty() {
-        (None, None)
-    } else {
-        let store = Arc::clone(&store);
-        let spec = config.context.clone();
-        let keys = ContextKeys {
-            prefix: format!("run-{run_id}-context"),
-            scope: format!("session:{run_id}"),
-        };
-        let loaded = blocking(move || load_context(&store, &spec, &keys)).await??;
-        (Some(loaded.source), Some(loaded.info))
-    };
-
-    let depth = config.loop_settings.depth;
-    let identity = RunIdentity {
-        run_id: run_id.clone(),
-        depth,
-        agent_id: config.agent_id.clone(),
-        parent_id: config.parent_id.clone(),
-    };
-    let sink = EventSink::create(store.data_dir(), identity, listeners)?;
-    sink.emit(EventData::RunStarted {
-        task: config.query.clone(),
-        model: root.provider.model().to_owned(),
-        env: "python".into(),
-        context: context_info
-            .as_ref()
-            .and_then(|i| serde_json::to_value(i).ok()),
-        pid: std::process::id(),
-    });
-
-    let accounting = Arc::new(Accounting::new(config.limits));
-    let host = Arc::new(RunHost::new(
-        Arc::clone(&store),
-        sub,
-        sink.clone(),
-        Arc::clone(&accounting),
-        HostSettings {
-            max_parallel: config.max_parallel,
-            sub_context_chars: config.sub_context_chars,
-            depth,
-            max_depth: config.loop_settings.max_depth,
-            scope: format!("agent:{}", config.agent_id),
-            cache: config.cache,
-            agent_id: config.agent_id.clone(),
-            sub_rlm: config.sub_rlm.clone(),
-            agent_command: config.agent_command.clone(),
-            agent_env: config.agent_env.clone(),
-            agent_timeout: config.agent_timeout,
-            cancel: config.cancel.clone(),
-        },
-    ));
-    let env_config = EnvConfig {
-        data_dir: store.data_dir().to_owned(),
-        context,
-        query: config.query.clone(),
-        history: config.history.clone(),
-        exec_timeout: config.exec_timeout,
-    };
-    let mut env = match env_factory(env_config, host).await {
-        Ok(env) => env,
-        Err(e) => {
-            finish(
-                &sink,
-                &accounting,
-                "failed",
-                None,
-                0,
-                started,
-                Some(&e.to_string()),
-            );
-            return Err(e.into());
-        }
-    };
-
-    let parts = LoopParts {
-        model: &root,
-        env: env.as_mut(),
-        sink: &sink,
-        accounting: &accounting,
-    };
-    let run_loop = run_loop(
-        &config.query,
-        context_info.as_ref(),
-        config.history.len(),
-        parts,
-        &config.loop_settings,
-    );
-    let result = tokio::select! {
-        result = run_loop => Some(result),
-        () = config.cancel.cancelled() => None,
-    };
-    env.shutdown().await;
-    let Some(result) = result else {
-        // Sub-agents watch the same token and are being ended by their supervisors.
-        finish(
-            &sink,
-            &accounting,
-            "cancelled",
-            None,
-            0,
-            started,
-            Some("the run was cancelled (Ctrl-C or SIGTERM)"),
-        );
-        return Err(RunError::Cancelled {
-            run_dir: sink.dir().to_owned(),
-        });
-    };
-    match result {
-        Ok(outcome) => {
-            let status = if outcome.forced { "forced" } else { "answered" };
-            finish(
-                &sink,
-                &accounting,
-                status,
-                Some(&outcome.answer),
-                outcome.iterations,
-                started,
-                None,
-            );
-            let totals = accounting.totals();
-            Ok(RunReport {
-                answer: outcome.answer,
-                run_id,
-                forced: outcome.forced,
-                iterations: outcome.iterations,
-                depth_reached: depth.max(totals.depth_reached),
-                sub_agents: totals.sub_agents,
-                llm_calls: totals.llm_calls,
-                usage: totals.usage,
-                cost_usd: totals.cost_known.then_some(totals.cost_usd),
-                submitted: outcome.submitted,
-                run_dir: sink.dir().to_owned(),
-            })
-        }
-        Err(source) => {
-            finish(
-                &sink,
-                &accounting,
-                "failed",
-                None,
-                0,
-                started,
-                Some(&source.to_string()),
-            );
-            Err(RunError::Loop {
-                source,
-                run_dir: sink.dir().to_owned(),
-            })
-        }
-    }
-}
-
-/// Emits `run_finished` and writes `summary.json`.
-fn finish(
-    sink: &EventSink,
-    accounting: &Accounting,
-    status: &str,
-    answer: Option<&str>,
-    iterations: u32,
-    started: Instant,
-    error: Option<&str>,
-) {
-    if let Some(message) = error {
-        sink.emit(EventData::Error {
-            message: message.to_owned(),
-        });
-    }
-    let totals = accounting.totals();
-    let cost = totals.cost_known.then_some(totals.cost_usd);
-    let duration_ms = started.elapsed().as_millis() as u64;
-    sink.emit(EventData::RunFinished {
-        status: status.to_owned(),
-        answer: answer.map(str::to_owned),
-        iterations,
-        usage: totals.usage,
-        cost_usd: cost,
-        duration_ms,
-    });
-    let identity = sink.identity();
-    let summary = json!({
-        "run_id": identity.run_id,
-        "agent_id": identity.agent_id,
-        "parent_id": identity.parent_id,
-        "depth": identity.depth,
-        "status": status,
-        "answer": answer,
-        "error": error,
-        "iterations": iterations,
-        "llm_calls": totals.llm_calls,
-        "sub_agents": totals.sub_agents,
-        "usage": totals.usage,
-        "cost_usd": cost,
-        "duration_ms": duration_ms,
-    });
-    if let Err(e) = sink.write_summary(&summary) {
-        tracing::warn!("{e}");
-    }
-}
-
-/// Runs blocking store work off the async threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, RunError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        RunError::Env(EnvError::Broken {
-            language: "store",
-            message: format!("a store task panicked: {e}"),
-        })
-    })
+    let query = config.query.clone();
+    let mut session = Session::start(config, root, sub, env_factory, listeners).await?;
+    let outcome = session.query(&query, None).await;
+    session.close().await;
+    outcome
 }

@@ -440,6 +440,156 @@ async fn history_grows_with_push_history() {
     );
 }
 
+/// A stored text variable as a context source.
+fn text_source(store: &Store, key: &str, text: &str) -> ContextSource {
+    store.set(key, json!(text), SetOptions::default()).unwrap();
+    ContextSource {
+        shape: ContextShape::Single,
+        files: vec![store.path_of(key).unwrap()],
+        chunk_chars: 4,
+        chars: None,
+        max_char: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_query_adds_context_slots_that_survive_a_restart() {
+    let mut f = with_context(json!("first")).await;
+    let second = text_source(&f.store, "second", "second text");
+    f.env
+        .next_query("the second query", Some(second))
+        .await
+        .unwrap();
+    let code = "import json; print(json.dumps([query, context, context_0, context_1, contexts, len(context_chunks)]))";
+    let expected = json!([
+        "the second query",
+        "second text",
+        "first",
+        "second text",
+        ["first", "second text"],
+        3
+    ]);
+    assert_eq!(json_of(&mut f.env, code).await, expected);
+    // Provided names are not the model's variables.
+    run(&mut f.env, "mine = 1").await;
+    let names: Vec<String> = f
+        .env
+        .variables()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["mine"]);
+    // Without a context only the query changes.
+    f.env.next_query("third", None).await.unwrap();
+    assert_eq!(
+        json_of(
+            &mut f.env,
+            "print(json.dumps([query, context, len(contexts)]))"
+        )
+        .await,
+        json!(["third", "second text", 2])
+    );
+    // A new kernel gets every slot, the latest query and the history again.
+    f.env
+        .push_history(HistoryEntry {
+            query: "second".into(),
+            answer: "two".into(),
+        })
+        .await
+        .unwrap();
+    let outcome = f.env.execute("import os\nos._exit(3)").await.unwrap();
+    assert!(outcome.error.is_some());
+    let outcome = f
+        .env
+        .execute("import json; print(json.dumps([query, context, contexts, len(history)]))")
+        .await
+        .unwrap();
+    assert!(outcome.restarted, "{outcome:?}");
+    assert_eq!(
+        serde_json::from_str::<Value>(outcome.stdout.trim()).unwrap(),
+        json!(["third", "second text", ["first", "second text"], 2])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_the_kernel_cannot_load_is_refused_and_the_session_goes_on() {
+    let mut f = plain().await;
+    run(&mut f.env, "kept = 7").await;
+    let missing = ContextSource {
+        shape: ContextShape::Single,
+        files: vec![f.store.data_dir().join("variables/nowhere.json")],
+        chunk_chars: 10,
+        chars: None,
+        max_char: None,
+    };
+    let error = f.env.next_query("q", Some(missing)).await.unwrap_err();
+    assert!(
+        matches!(error, EnvError::Request { .. }) && error.to_string().contains("nowhere.json"),
+        "{error}"
+    );
+    assert_eq!(
+        json_of(
+            &mut f.env,
+            "import json; print(json.dumps([kept, context, contexts]))"
+        )
+        .await,
+        json!([7, null, []])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_interrupts_an_abandoned_execution_and_keeps_variables() {
+    let mut f = plain().await;
+    run(&mut f.env, "kept = 'still here'").await;
+    let pid = f.env.pid();
+    // The caller goes away while the code runs (a cancelled query).
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        f.env.execute("while True:\n    pass"),
+    )
+    .await;
+    assert!(abandoned.is_err(), "an endless loop finished");
+    f.env.recover().await.unwrap();
+    assert_eq!(f.env.pid(), pid);
+    assert_eq!(run(&mut f.env, "kept").await, "'still here'\n");
+    // Without an explicit recover, the next request settles it first.
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(300),
+        f.env.execute("llm_query('sync:alone')"),
+    )
+    .await;
+    assert!(abandoned.is_err());
+    assert_eq!(run(&mut f.env, "kept").await, "'still here'\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_replaces_a_kernel_that_ignores_the_interrupt() {
+    let options = PythonOptions {
+        interrupt_grace: Duration::from_millis(300),
+        ..python_options()
+    };
+    let mut f = fixture_with(
+        &[json!("ctx")],
+        ContextShape::Single,
+        Duration::from_secs(60),
+        options,
+    )
+    .await;
+    run(&mut f.env, "lost = 1").await;
+    let old = f.env.pid().unwrap();
+    let code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass";
+    let abandoned = tokio::time::timeout(Duration::from_millis(300), f.env.execute(code)).await;
+    assert!(abandoned.is_err());
+    f.env.recover().await.unwrap();
+    wait_gone(old).await;
+    let outcome = f.env.execute("context").await.unwrap();
+    assert!(outcome.restarted, "{outcome:?}");
+    assert_eq!(outcome.stdout, "'ctx'\n");
+    assert!(f.env.execute("lost").await.unwrap().error.is_some());
+}
+
 /// Text that exercises every escape, every str kind and chunk boundaries.
 fn tricky_texts() -> Vec<String> {
     let ascii = "plain \"quoted\" back\\slash\n\ttab\r\u{0001}\u{001f} / end".repeat(7);

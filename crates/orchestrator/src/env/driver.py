@@ -9,8 +9,8 @@ is the protocol. Why it is built the way it is:
   at the orchestrator's stderr pipe between executions and at capture files during
   one, so `print`, `os.system('echo hi')` and C-level writes never reach the protocol.
 - JSON lines both ways. Orchestrator -> kernel: `init`, `exec`, `final_var`,
-  `list_vars`, `push_history` (each with an `id`), `host_result {call_id, ok,
-  value|error}`, `shutdown`. Kernel -> orchestrator: `ready`, `result {id, ...}`,
+  `list_vars`, `push_history`, `next_query` (each with an `id`), `host_result
+  {call_id, ok, value|error}`, `shutdown`. Kernel -> orchestrator: `ready`, `result {id, ...}`,
   `host_call {call_id, method, args}`. A reader thread owns the protocol input, so
   a helper such as `llm_query` (from the main thread or any user thread) can send a
   `host_call` and block until its `host_result` while the orchestrator serves
@@ -19,6 +19,9 @@ is the protocol. Why it is built the way it is:
   `init`. Text is loaded in ~1 MiB chunks straight into one preallocated str (peak
   memory ~1x the text instead of 2-3x for `json.load`); anything unexpected falls
   back to `json`.
+- Persistent sessions: each context gets a slot (`contexts[i]`, also `context_<i>`)
+  and `context` is the latest; `next_query` sets the new `query` and may bring the
+  next slot. A restarted kernel gets every slot again in `init` (`more_contexts`).
 - Timeouts are SIGINT: the handler raises KeyboardInterrupt only while user code
   runs; protocol writes block SIGINT so a message is never torn.
 """
@@ -1059,6 +1062,44 @@ def _final_var(message):
 
 
 _BASE = {}
+_CONTEXTS = []
+CHUNK_CHARS = 100_000
+
+
+def _provide(name, value):
+    """Binds a provided global (not listed among the user's variables)."""
+    _MAIN[name] = value
+    _BASE[name] = value
+
+
+def _load_context(source):
+    """The value of a context described by a `ContextSource`."""
+    files = source.get("files") or []
+    if source.get("shape") == "list":
+        return [_load_variable_file(path) for path in files]
+    if files:
+        return _load_variable_file(files[0], source.get("chars"), source.get("max_char"))
+    return None
+
+
+def _add_context(source):
+    """Loads a context into the next slot: `contexts[i]`, `context_<i>`, and `context`
+    (with `context_chunks`) pointing at it. Returns the slot's index."""
+    value = _load_context(source)
+    slot = len(_CONTEXTS)
+    _CONTEXTS.append(value)
+    _provide(f"context_{slot}", value)
+    _provide("context", value)
+    _provide("context_chunks", _ContextChunks(value, source.get("chunk_chars") or CHUNK_CHARS))
+    return slot
+
+
+def _next_query(message):
+    _provide("query", str(message.get("query", "")))
+    source = message.get("context")
+    if not source:
+        return {}
+    return {"slot": _add_context(source)}
 
 
 def _install(init):
@@ -1067,19 +1108,10 @@ def _install(init):
     _load_chunk = int(init.get("load_chunk_bytes") or LOAD_CHUNK)
     _out_fd, _err_fd = _temp_fd(), _temp_fd()
     started = time.perf_counter()
-    source = init.get("context")
-    context = None
-    chunk_chars = 100_000
-    if source:
-        files = source.get("files") or []
-        chunk_chars = source.get("chunk_chars") or chunk_chars
-        if source.get("shape") == "list":
-            context = [_load_variable_file(path) for path in files]
-        elif files:
-            context = _load_variable_file(files[0], source.get("chars"), source.get("max_char"))
     names = {
-        "context": context,
-        "context_chunks": _ContextChunks(context, chunk_chars),
+        "context": None,
+        "context_chunks": _ContextChunks(None, CHUNK_CHARS),
+        "contexts": _CONTEXTS,
         "query": init.get("query", ""),
         "history": list(init.get("history") or []),
         "peek": peek,
@@ -1099,6 +1131,9 @@ def _install(init):
     }
     _MAIN.update(names)
     _BASE.update(names)
+    for source in [init.get("context")] + list(init.get("more_contexts") or []):
+        if source:
+            _add_context(source)
     return {
         "method": _load_stats["method"] or "none",
         "seconds": round(time.perf_counter() - started, 6),
@@ -1130,6 +1165,8 @@ def _serve(message):
         if _BASE.get("history") is not history and isinstance(_BASE.get("history"), list):
             _BASE["history"].append(entry)
         return {}
+    if kind == "next_query":
+        return _next_query(message)
     return {"error": f"unknown request {kind!r}"}
 
 

@@ -180,6 +180,16 @@ pub enum EnvError {
         /// What went wrong.
         message: String,
     },
+    /// A request of a persistent session failed; the environment itself still works.
+    #[error("the {language} REPL could not {action}: {message}")]
+    Request {
+        /// `python`, `js`, …
+        language: &'static str,
+        /// What was asked, e.g. `load the new context`.
+        action: &'static str,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// A persistent REPL.
@@ -200,6 +210,29 @@ pub trait Environment: Send {
 
     /// Adds a query and its answer to `history` (persistent sessions).
     async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError>;
+
+    /// Starts the next query of a persistent session: `query` becomes the task and
+    /// `context`, when given, is loaded into a new slot (`contexts[i]`, `context_<i>`)
+    /// that `context` then points at. Variables the model defined are kept.
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        let _ = (query, context);
+        Err(EnvError::Request {
+            language: self.language(),
+            action: "start another query",
+            message: "this environment does not keep sessions".to_owned(),
+        })
+    }
+
+    /// Brings the environment back to idle after a query was abandoned in the middle
+    /// of an execution (cancelled): code still running is interrupted, and the
+    /// environment is restarted if it does not stop.
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        Ok(())
+    }
 
     /// Stops the environment and every process it started.
     async fn shutdown(&mut self);

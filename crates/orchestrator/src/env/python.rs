@@ -18,6 +18,11 @@
 //! - A kernel that dies (`os._exit`, a segfault) fails the running execution with its
 //!   exit status and stderr tail; a new kernel is started at once and the next
 //!   execution reports `restarted`.
+//! - Persistent sessions ([`Environment::next_query`]): each new context is loaded
+//!   into its own slot; a restarted kernel reloads every slot and the whole `history`.
+//!   An execution abandoned by a cancelled query is interrupted by
+//!   [`Environment::recover`] (or before the next request), so the kernel is idle
+//!   again and keeps its variables when the code yields to the interrupt.
 //! - Start-up is lazy: [`PythonEnv::start`] spawns the kernel and returns at once
 //!   (~50 ms of interpreter start and the context load overlap the first model call);
 //!   the first execution waits for `ready`.
@@ -32,8 +37,10 @@ use std::time::{Duration, Instant};
 pub use kernel::KernelInfo;
 
 use self::kernel::{Kernel, Waited};
-use self::protocol::{ExecReply, FinalVarReply, ListVarsReply, Request};
-use crate::env::{EnvConfig, EnvError, Environment, ExecOutcome, HistoryEntry, Host, ReplVariable};
+use self::protocol::{ExecReply, FinalVarReply, ListVarsReply, NextQueryReply, Request};
+use crate::env::{
+    ContextSource, EnvConfig, EnvError, Environment, ExecOutcome, HistoryEntry, Host, ReplVariable,
+};
 
 const LANGUAGE: &str = "python";
 
@@ -106,6 +113,11 @@ pub struct PythonEnv {
     host: Arc<dyn Host>,
     kernel: Option<Kernel>,
     history: Vec<HistoryEntry>,
+    /// Context slots added after `config.context` (persistent sessions).
+    more_contexts: Vec<ContextSource>,
+    /// The id of an execution whose caller went away before its result (a cancelled
+    /// query); it is interrupted before the kernel is used again.
+    running: Option<u64>,
     /// The model has not yet been told that its variables were lost.
     lost_state: bool,
     /// A kernel has been ready before (start errors after that are `Broken`).
@@ -132,6 +144,8 @@ impl PythonEnv {
             host,
             kernel: None,
             history,
+            more_contexts: Vec::new(),
+            running: None,
             lost_state: false,
             ever_ready: false,
             restarts: 0,
@@ -169,6 +183,7 @@ impl PythonEnv {
         Kernel::spawn(
             &self.config,
             &self.history,
+            &self.more_contexts,
             &self.options,
             Arc::clone(&self.host),
         )
@@ -197,6 +212,7 @@ impl PythonEnv {
     /// Replaces a dead or stuck kernel; the model will be told its variables are lost.
     fn replace_kernel(&mut self) -> Result<(), EnvError> {
         self.kernel = None;
+        self.running = None;
         self.restarts += 1;
         self.lost_state = true;
         self.kernel = Some(self.spawn_kernel()?);
@@ -206,6 +222,7 @@ impl PythonEnv {
     /// Makes sure a live, ready kernel exists (restarting a dead one). Returns whether
     /// the model still has to be told that its variables were lost.
     async fn ensure_ready(&mut self) -> Result<bool, EnvError> {
+        self.settle().await?;
         let dead = match &mut self.kernel {
             Some(kernel) => kernel.has_died(),
             None => true,
@@ -229,12 +246,45 @@ impl PythonEnv {
     /// The live kernel for a query about state (no restart: a dead kernel has no
     /// variables, and restarting here would swallow the "variables lost" notice).
     async fn live_kernel(&mut self) -> Option<&mut Kernel> {
+        if let Err(error) = self.settle().await {
+            tracing::warn!(%error, "the Python kernel could not be brought back to idle");
+            return None;
+        }
         let limit = self.options.ready_timeout;
         let kernel = self.kernel.as_mut()?;
         if kernel.has_died() || kernel.wait_ready(limit).await.is_err() {
             return None;
         }
         self.kernel.as_mut()
+    }
+
+    /// Interrupts an execution abandoned by its caller (a cancelled query):
+    /// its result is awaited for the interrupt grace period, after which the kernel is
+    /// replaced (and the model will be told its variables are lost).
+    async fn settle(&mut self) -> Result<(), EnvError> {
+        let Some(id) = self.running.take() else {
+            return Ok(());
+        };
+        let grace = self.options.interrupt_grace;
+        let Some(kernel) = self.kernel.as_mut() else {
+            return Ok(());
+        };
+        let mut waited = kernel.wait_result(id, Duration::ZERO).await;
+        if matches!(waited, Waited::TimedOut) {
+            kernel.interrupt();
+            kernel.cancel_host_calls("cancelled: the query was cancelled");
+            waited = kernel.wait_result(id, grace).await;
+        }
+        match waited {
+            Waited::Reply(_) => Ok(()),
+            Waited::Closed | Waited::TimedOut => {
+                tracing::warn!(
+                    pid = kernel.pid(),
+                    "the Python kernel did not stop the cancelled code; restarting it"
+                );
+                self.replace_kernel()
+            }
+        }
     }
 
     /// Sends a state query and waits (bounded) for its reply; a stuck kernel is
@@ -298,7 +348,11 @@ impl Environment for PythonEnv {
         };
         let waited = match kernel.send(|id| Request::Exec { id, code }) {
             None => (Waited::Closed, None),
-            Some(id) => (kernel.wait_result(id, timeout).await, Some(id)),
+            Some(id) => {
+                // Cleared below; still set if this future is dropped while waiting.
+                self.running = Some(id);
+                (kernel.wait_result(id, timeout).await, Some(id))
+            }
         };
         let mut outcome = match waited {
             (Waited::Reply(body), _) => outcome_from(body),
@@ -344,6 +398,7 @@ impl Environment for PythonEnv {
                 }
             }
         };
+        self.running = None;
         outcome.restarted |= restarted;
         outcome.duration = started.elapsed();
         Ok(outcome)
@@ -377,6 +432,83 @@ impl Environment for PythonEnv {
             .query(|id| Request::PushHistory { id, query, answer })
             .await;
         Ok(())
+    }
+
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        self.config.query = query.to_owned();
+        let added = context.is_some();
+        // Recorded first: a kernel (re)started from here on loads it in its `init`.
+        self.more_contexts.extend(context.clone());
+        let restarts = self.restarts;
+        let ready = self.ensure_ready().await;
+        let owed = match ready {
+            Ok(owed) => owed,
+            Err(error) => {
+                if added {
+                    self.more_contexts.pop();
+                }
+                return Err(error);
+            }
+        };
+        self.lost_state |= owed;
+        if self.restarts != restarts {
+            return Ok(()); // the new kernel got the query and every slot in `init`
+        }
+        let limit = self.options.ready_timeout;
+        let Some(kernel) = self.kernel.as_mut() else {
+            return Err(self.broken("the kernel is not running"));
+        };
+        let sent = kernel.send(|id| Request::NextQuery {
+            id,
+            query,
+            context: context.as_ref(),
+        });
+        let waited = match sent {
+            Some(id) => kernel.wait_result(id, limit).await,
+            None => Waited::Closed,
+        };
+        match waited {
+            Waited::Reply(body) => {
+                let error = match serde_json::from_value::<NextQueryReply>(body) {
+                    Ok(reply) => reply.error,
+                    Err(e) => Some(format!("unreadable reply ({e})")),
+                };
+                match error {
+                    None => Ok(()),
+                    Some(message) => {
+                        if added {
+                            self.more_contexts.pop();
+                        }
+                        Err(EnvError::Request {
+                            language: LANGUAGE,
+                            action: if added {
+                                "load the new context"
+                            } else {
+                                "start the next query"
+                            },
+                            message,
+                        })
+                    }
+                }
+            }
+            Waited::Closed => {
+                let report = kernel.death_report().await;
+                tracing::warn!(%report, "the Python kernel died while starting a query");
+                self.replace_kernel()
+            }
+            Waited::TimedOut => {
+                tracing::warn!("the Python kernel did not answer next_query; restarting it");
+                self.replace_kernel()
+            }
+        }
+    }
+
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        self.settle().await
     }
 
     async fn shutdown(&mut self) {

@@ -23,7 +23,7 @@ use tokio::time::timeout;
 
 use super::protocol::{self, HostResult, Incoming, Init, Ready, Request};
 use super::PythonOptions;
-use crate::env::{EnvConfig, Host};
+use crate::env::{ContextSource, EnvConfig, Host};
 
 /// The driver, embedded in the binary and sent to the kernel's stdin at start.
 const DRIVER: &str = include_str!("../driver.py");
@@ -113,9 +113,11 @@ pub(super) struct Kernel {
 
 impl Kernel {
     /// Starts a kernel and sends it the driver and `init`; does not wait for `ready`.
+    /// `more_contexts` are the context slots a session added after `config.context`.
     pub fn spawn(
         config: &EnvConfig,
         history: &[crate::env::HistoryEntry],
+        more_contexts: &[ContextSource],
         options: &PythonOptions,
         host: Arc<dyn Host>,
     ) -> Result<Self, String> {
@@ -147,6 +149,7 @@ impl Kernel {
             query: &config.query,
             history,
             context: config.context.as_ref(),
+            more_contexts,
             data_dir: &config.data_dir,
             output_cap: options.output_cap_bytes,
             load_chunk_bytes: options.load_chunk_bytes,

@@ -1,8 +1,8 @@
 //! The JSON-lines protocol spoken with the Python driver (`driver.py`).
 //!
 //! One JSON object per line, `type` first. Orchestrator → kernel: `init`, `exec`,
-//! `final_var`, `list_vars`, `push_history` (keyed by `id`), `host_result` (keyed by
-//! the `call_id` of the kernel's `host_call`) and `shutdown`. Kernel → orchestrator:
+//! `final_var`, `list_vars`, `push_history`, `next_query` (keyed by `id`),
+//! `host_result` (keyed by the `call_id` of the kernel's `host_call`) and `shutdown`. Kernel → orchestrator:
 //! `ready` (once, after the context is loaded), `result` (one per request, same `id`)
 //! and `host_call`. Replies are parsed from [`Value`]s so a malformed or unexpected
 //! message is reported instead of taking the session down.
@@ -22,6 +22,9 @@ pub(super) struct Init<'a> {
     pub query: &'a str,
     pub history: &'a [HistoryEntry],
     pub context: Option<&'a ContextSource>,
+    /// Later context slots of a persistent session (a restarted kernel reloads them).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub more_contexts: &'a [ContextSource],
     pub data_dir: &'a Path,
     pub output_cap: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -47,6 +50,14 @@ pub(super) enum Request<'a> {
         id: u64,
         query: &'a str,
         answer: &'a str,
+    },
+    /// The next query of a persistent session: sets `query`, and loads `context` (if
+    /// any) into a new slot that `context` then points at.
+    NextQuery {
+        id: u64,
+        query: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        context: Option<&'a ContextSource>,
     },
 }
 
@@ -136,6 +147,14 @@ pub(super) struct FinalVarReply {
     pub value: Option<String>,
 }
 
+/// The `result` of a `next_query`.
+#[derive(Debug, Deserialize)]
+pub(super) struct NextQueryReply {
+    /// Why the driver failed (a context it could not load).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 /// The `result` of a `list_vars`.
 #[derive(Debug, Deserialize)]
 pub(super) struct ListVarsReply {
@@ -216,6 +235,39 @@ mod tests {
             String::from_utf8(bytes).unwrap(),
             "{\"type\":\"host_result\",\"call_id\":3,\"ok\":false,\"error\":\"no\"}\n"
         );
+    }
+
+    #[test]
+    fn next_query_carries_the_query_and_an_optional_context() {
+        let bytes = line(&Request::NextQuery {
+            id: 4,
+            query: "why?",
+            context: None,
+        })
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "{\"type\":\"next_query\",\"id\":4,\"query\":\"why?\"}\n"
+        );
+        let source = ContextSource {
+            shape: crate::env::ContextShape::Single,
+            files: vec!["/d/variables/c.json".into()],
+            chunk_chars: 10,
+            chars: None,
+            max_char: None,
+        };
+        let bytes = line(&Request::NextQuery {
+            id: 5,
+            query: "q",
+            context: Some(&source),
+        })
+        .unwrap();
+        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(value["context"]["files"][0], "/d/variables/c.json");
+        let reply: NextQueryReply =
+            serde_json::from_value(serde_json::json!({"type": "result", "id": 5, "slot": 1}))
+                .unwrap();
+        assert_eq!(reply.error, None);
     }
 
     #[test]

@@ -1,0 +1,609 @@
+//! A persistent session: several queries over one store and one REPL.
+//!
+//! Each query is a run of its own — its own run id, trace (`runs/<run-id>/`),
+//! accounting, budgets and cancellation — but the environment persists between them:
+//! variables the model defined stay, `history` grows by one `{query, answer}` per
+//! answered query, and a query may bring a new context that is loaded into its own
+//! slot (`contexts[i]`, `context_<i>`; `context` is the latest). This is seed 001's
+//! "Persistence & Multi-Turn History", and `rlm-orchestrate repl` is built on it; a
+//! single `rlm-orchestrate run` is a one-query session ([`crate::run::run`]).
+//!
+//! The environment starts with the first query, once that run's trace exists, so a
+//! REPL that cannot start is recorded in the trace like any other failure. Bad input
+//! (a context that cannot be loaded) is found before a run starts: nothing is asked
+//! and no run directory is made.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use rlm_context_store::{Store, StoreOptions};
+use rlm_process::CancellationToken;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::accounting::{Accounting, Totals};
+use crate::context::{load_context, ContextInfo, ContextKeys, ContextSpec, LoadedContext};
+use crate::env::{
+    ContextSource, EnvConfig, EnvError, Environment, HistoryEntry, Host, ReplVariable,
+};
+use crate::events::{new_run_id, EventData, EventListener, EventSink, RunIdentity};
+use crate::host::{HostSettings, Model, RunHost};
+use crate::prompt::SessionState;
+use crate::rlm::{run_loop, LoopError, LoopOutcome, LoopParts};
+use crate::run::{EnvFactory, RunConfig, RunError, RunReport};
+
+/// What a session remembers of one of its runs (`:runs` in the REPL).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunRecord {
+    /// The run id (its trace is `runs/<run-id>/`).
+    pub run_id: String,
+    /// `answered`, `forced`, `failed` or `cancelled`, as in `summary.json`.
+    pub status: String,
+    /// The query.
+    pub task: String,
+}
+
+/// Cancels the query a [`Session`] is running, from another task (Ctrl-C): its loop
+/// stops, its sub-agents are ended, and the session and its REPL stay usable.
+#[derive(Debug, Clone, Default)]
+pub struct QueryCanceller {
+    current: Arc<Mutex<Option<CancellationToken>>>,
+}
+
+impl QueryCanceller {
+    /// Cancels the running query; `false` when no query is running.
+    pub fn cancel(&self) -> bool {
+        match self.lock().as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True while a query runs.
+    pub fn is_running(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    fn set(&self, token: Option<CancellationToken>) {
+        *self.lock() = token;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<CancellationToken>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The host the environment is given: it serves each call with the host of the query
+/// that is running, so sub-calls are accounted and traced in that query's run.
+#[derive(Default)]
+struct SessionHost {
+    current: Mutex<Option<Arc<RunHost>>>,
+}
+
+impl SessionHost {
+    fn set(&self, host: Option<Arc<RunHost>>) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = host;
+    }
+}
+
+#[async_trait::async_trait]
+impl Host for SessionHost {
+    async fn call(
+        &self,
+        method: &str,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let host = self
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match host {
+            Some(host) => host.call(method, args).await,
+            None => Err(format!(
+                "{method} is not available: no query is running in this session"
+            )),
+        }
+    }
+}
+
+/// How the loop of one query ended.
+enum Ending {
+    Done(LoopOutcome),
+    Cancelled,
+    Env(EnvError),
+    Loop(LoopError),
+}
+
+/// Several queries over one store and one persistent environment (see the module docs).
+pub struct Session {
+    config: RunConfig,
+    root: Model,
+    sub: Model,
+    store: Arc<Store>,
+    listeners: Vec<EventListener>,
+    host: Arc<SessionHost>,
+    env_factory: Option<EnvFactory>,
+    env: Option<Box<dyn Environment>>,
+    /// Why the environment could not start, once it failed to.
+    start_failure: Option<String>,
+    id: String,
+    next_run_id: String,
+    /// The context given at start, loaded into slot 0 when the environment starts.
+    initial_context: Option<ContextSource>,
+    /// What the model is told about each slot loaded so far.
+    contexts: Vec<ContextInfo>,
+    history: Vec<HistoryEntry>,
+    runs: Vec<RunRecord>,
+    totals: Totals,
+    canceller: QueryCanceller,
+}
+
+impl Session {
+    /// Opens the store and loads `config.context` (the first slot); the environment
+    /// starts with the first query. `config.query` is not used: each query is given to
+    /// [`Session::query`]. `config.history` seeds `history`; `config.cancel` cancels
+    /// the running query and every later one.
+    pub async fn start(
+        config: RunConfig,
+        root: Model,
+        sub: Model,
+        env_factory: EnvFactory,
+        listeners: Vec<EventListener>,
+    ) -> Result<Self, RunError> {
+        let store_options = StoreOptions {
+            memory_ceiling_bytes: config.memory_ceiling_bytes,
+            ..StoreOptions::default()
+        };
+        let data_dir = config.data_dir.clone();
+        let store = Arc::new(blocking(move || Store::open_with(data_dir, store_options)).await??);
+        // The session is known by its first run's id.
+        let id = new_run_id();
+        let (initial_context, contexts) = if config.context.is_empty() {
+            (None, Vec::new())
+        } else {
+            let keys = ContextKeys {
+                prefix: format!("run-{id}-context"),
+                scope: format!("session:{id}"),
+            };
+            let loaded = load(&store, config.context.clone(), keys).await?;
+            (Some(loaded.source), vec![loaded.info])
+        };
+        Ok(Self {
+            history: config.history.clone(),
+            config,
+            root,
+            sub,
+            store,
+            listeners,
+            host: Arc::default(),
+            env_factory: Some(env_factory),
+            env: None,
+            start_failure: None,
+            next_run_id: id.clone(),
+            id,
+            initial_context,
+            contexts,
+            runs: Vec::new(),
+            totals: Totals::default(),
+            canceller: QueryCanceller::default(),
+        })
+    }
+
+    /// Runs one query to its answer, as a run of its own. `extra_context`, when given,
+    /// is loaded into a new slot first (a bad one fails with [`RunError::BadInput`]
+    /// before anything is asked). An answered query is appended to `history`.
+    pub async fn query(
+        &mut self,
+        text: &str,
+        extra_context: Option<ContextSpec>,
+    ) -> Result<RunReport, RunError> {
+        let started = Instant::now();
+        let new_context = match extra_context.filter(|spec| !spec.is_empty()) {
+            None => None,
+            Some(spec) => {
+                let keys = ContextKeys {
+                    prefix: format!("run-{}-slot-{}", self.next_run_id, self.contexts.len()),
+                    scope: format!("session:{}", self.id),
+                };
+                Some(load(&self.store, spec, keys).await?)
+            }
+        };
+        let run_id = std::mem::replace(&mut self.next_run_id, new_run_id());
+        let (new_source, info) = match new_context {
+            Some(loaded) => (Some(loaded.source), Some(loaded.info)),
+            None => (None, self.contexts.last().cloned()),
+        };
+        let state = SessionState {
+            history_len: self.history.len(),
+            context_slots: self.contexts.len() + usize::from(new_source.is_some()),
+        };
+
+        let depth = self.config.loop_settings.depth;
+        let identity = RunIdentity {
+            run_id: run_id.clone(),
+            depth,
+            agent_id: self.config.agent_id.clone(),
+            parent_id: self.config.parent_id.clone(),
+        };
+        let sink = EventSink::create(self.store.data_dir(), identity, self.listeners.clone())?;
+        sink.emit(EventData::RunStarted {
+            task: text.to_owned(),
+            model: self.root.provider.model().to_owned(),
+            env: "python".into(),
+            context: info.as_ref().and_then(|i| serde_json::to_value(i).ok()),
+            pid: std::process::id(),
+        });
+        let cancel = self.config.cancel.child_token();
+        let accounting = Arc::new(Accounting::new(self.config.limits));
+        self.host.set(Some(Arc::new(RunHost::new(
+            Arc::clone(&self.store),
+            self.sub.clone(),
+            sink.clone(),
+            Arc::clone(&accounting),
+            self.host_settings(cancel.clone()),
+        ))));
+        self.canceller.set(Some(cancel.clone()));
+
+        let ending = self
+            .run_one(
+                text,
+                new_source,
+                info.as_ref(),
+                state,
+                &sink,
+                &accounting,
+                &cancel,
+            )
+            .await;
+
+        self.canceller.set(None);
+        self.host.set(None);
+        let totals = accounting.totals();
+        self.add_totals(&totals);
+        let (status, result) = match ending {
+            Ending::Done(outcome) => {
+                finish(
+                    &sink,
+                    &accounting,
+                    if outcome.forced { "forced" } else { "answered" },
+                    Some(&outcome.answer),
+                    outcome.iterations,
+                    started,
+                    None,
+                );
+                self.remember(text, &outcome.answer).await;
+                let report = RunReport {
+                    answer: outcome.answer,
+                    run_id: run_id.clone(),
+                    forced: outcome.forced,
+                    iterations: outcome.iterations,
+                    depth_reached: depth.max(totals.depth_reached),
+                    sub_agents: totals.sub_agents,
+                    llm_calls: totals.llm_calls,
+                    usage: totals.usage,
+                    cost_usd: totals.cost_known.then_some(totals.cost_usd),
+                    submitted: outcome.submitted,
+                    run_dir: sink.dir().to_owned(),
+                };
+                (
+                    if report.forced { "forced" } else { "answered" },
+                    Ok(report),
+                )
+            }
+            Ending::Cancelled => {
+                // Sub-agents watch the same token and are being ended by their supervisors.
+                finish(
+                    &sink,
+                    &accounting,
+                    "cancelled",
+                    None,
+                    0,
+                    started,
+                    Some("the run was cancelled (Ctrl-C or SIGTERM)"),
+                );
+                let run_dir = sink.dir().to_owned();
+                ("cancelled", Err(RunError::Cancelled { run_dir }))
+            }
+            Ending::Env(error) => {
+                let message = error.to_string();
+                finish(
+                    &sink,
+                    &accounting,
+                    "failed",
+                    None,
+                    0,
+                    started,
+                    Some(&message),
+                );
+                ("failed", Err(error.into()))
+            }
+            Ending::Loop(source) => {
+                let message = source.to_string();
+                finish(
+                    &sink,
+                    &accounting,
+                    "failed",
+                    None,
+                    0,
+                    started,
+                    Some(&message),
+                );
+                let run_dir = sink.dir().to_owned();
+                ("failed", Err(RunError::Loop { source, run_dir }))
+            }
+        };
+        self.runs.push(RunRecord {
+            run_id,
+            status: status.to_owned(),
+            task: text.to_owned(),
+        });
+        result
+    }
+
+    /// Readies the environment for this query, then runs the loop until it ends or the
+    /// query is cancelled.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the parts of one run, borrowed for its duration"
+    )]
+    async fn run_one(
+        &mut self,
+        text: &str,
+        new_source: Option<ContextSource>,
+        info: Option<&ContextInfo>,
+        state: SessionState,
+        sink: &EventSink,
+        accounting: &Accounting,
+        cancel: &CancellationToken,
+    ) -> Ending {
+        let new_info = new_source.is_some().then(|| info.cloned()).flatten();
+        // Not raced with `cancel`: abandoning it half-way would leave the REPL and the
+        // session disagreeing about the context slots. Its waits are bounded, and a
+        // cancelled query stops right after.
+        if let Err(error) = self.ready_env(text, new_source).await {
+            return Ending::Env(error);
+        }
+        self.contexts.extend(new_info);
+        if cancel.is_cancelled() {
+            return Ending::Cancelled;
+        }
+        let Some(env) = self.env.as_mut() else {
+            return Ending::Env(self.not_started());
+        };
+        let parts = LoopParts {
+            model: &self.root,
+            env: env.as_mut(),
+            sink,
+            accounting,
+        };
+        let looped = run_loop(text, info, state, parts, &self.config.loop_settings);
+        let result = tokio::select! {
+            result = looped => Some(result),
+            () = cancel.cancelled() => None,
+        };
+        match result {
+            Some(Ok(outcome)) => Ending::Done(outcome),
+            Some(Err(error)) => Ending::Loop(error),
+            None => {
+                // Only this query was cancelled: interrupt code it left running so the
+                // REPL is idle (and keeps its variables) for the next one. When the
+                // whole session is cancelled it is about to be closed instead.
+                if !self.config.cancel.is_cancelled() {
+                    if let Err(error) = env.recover().await {
+                        tracing::warn!(%error, "the REPL did not recover from the cancelled query");
+                    }
+                }
+                Ending::Cancelled
+            }
+        }
+    }
+
+    /// Starts the environment (first query) or tells it about the next query.
+    async fn ready_env(
+        &mut self,
+        text: &str,
+        new_source: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        if let Some(env) = self.env.as_mut() {
+            return env.next_query(text, new_source).await;
+        }
+        let Some(factory) = self.env_factory.take() else {
+            return Err(self.not_started());
+        };
+        let env_config = EnvConfig {
+            data_dir: self.store.data_dir().to_owned(),
+            context: self.initial_context.clone(),
+            query: text.to_owned(),
+            history: self.history.clone(),
+            exec_timeout: self.config.exec_timeout,
+        };
+        let host: Arc<dyn Host> = self.host.clone();
+        let env = match factory(env_config, host).await {
+            Ok(env) => self.env.insert(env),
+            Err(error) => {
+                self.start_failure = Some(error.to_string());
+                return Err(error);
+            }
+        };
+        match new_source {
+            Some(source) => env.next_query(text, Some(source)).await,
+            None => Ok(()),
+        }
+    }
+
+    fn not_started(&self) -> EnvError {
+        EnvError::Broken {
+            language: "session's",
+            message: format!(
+                "it failed to start earlier in this session ({})",
+                self.start_failure.as_deref().unwrap_or("unknown error")
+            ),
+        }
+    }
+
+    fn host_settings(&self, cancel: CancellationToken) -> HostSettings {
+        let config = &self.config;
+        HostSettings {
+            max_parallel: config.max_parallel,
+            sub_context_chars: config.sub_context_chars,
+            depth: config.loop_settings.depth,
+            max_depth: config.loop_settings.max_depth,
+            scope: format!("agent:{}", config.agent_id),
+            cache: config.cache,
+            agent_id: config.agent_id.clone(),
+            sub_rlm: config.sub_rlm.clone(),
+            agent_command: config.agent_command.clone(),
+            agent_env: config.agent_env.clone(),
+            agent_timeout: config.agent_timeout,
+            cancel,
+        }
+    }
+
+    /// Appends an answered query to `history`, here and in the REPL.
+    async fn remember(&mut self, query: &str, answer: &str) {
+        let entry = HistoryEntry {
+            query: query.to_owned(),
+            answer: answer.to_owned(),
+        };
+        if let Some(env) = self.env.as_mut() {
+            if let Err(error) = env.push_history(entry.clone()).await {
+                tracing::warn!(%error, "could not add the answer to the REPL's history");
+            }
+        }
+        self.history.push(entry);
+    }
+
+    fn add_totals(&mut self, run: &Totals) {
+        let totals = &mut self.totals;
+        totals.usage.add(run.usage);
+        totals.llm_calls += run.llm_calls;
+        totals.cost_usd += run.cost_usd;
+        totals.cost_known |= run.cost_known;
+        totals.sub_agents += run.sub_agents;
+        totals.depth_reached = totals.depth_reached.max(run.depth_reached);
+    }
+
+    /// The session's id (its first run's id; contexts are stored in scope
+    /// `session:<id>`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The store the session works on.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Earlier queries and their answers, oldest first (what `history` holds).
+    pub fn history(&self) -> &[HistoryEntry] {
+        &self.history
+    }
+
+    /// The session's runs, oldest first.
+    pub fn runs(&self) -> &[RunRecord] {
+        &self.runs
+    }
+
+    /// What the model was told about each context slot, oldest first.
+    pub fn contexts(&self) -> &[ContextInfo] {
+        &self.contexts
+    }
+
+    /// Usage of every query so far, sub-calls and sub-agents included.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// A handle that cancels the running query from another task.
+    pub fn canceller(&self) -> QueryCanceller {
+        self.canceller.clone()
+    }
+
+    /// The variables the model defined in the REPL (none before the first query).
+    pub async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError> {
+        match self.env.as_mut() {
+            Some(env) => env.variables().await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Stops the environment and every process it started.
+    pub async fn close(mut self) {
+        if let Some(env) = self.env.as_mut() {
+            env.shutdown().await;
+        }
+    }
+}
+
+/// Loads a context into the store off the async threads.
+async fn load(
+    store: &Arc<Store>,
+    spec: ContextSpec,
+    keys: ContextKeys,
+) -> Result<LoadedContext, RunError> {
+    let store = Arc::clone(store);
+    Ok(blocking(move || load_context(&store, &spec, &keys)).await??)
+}
+
+/// Emits `run_finished` and writes `summary.json`.
+fn finish(
+    sink: &EventSink,
+    accounting: &Accounting,
+    status: &str,
+    answer: Option<&str>,
+    iterations: u32,
+    started: Instant,
+    error: Option<&str>,
+) {
+    if let Some(message) = error {
+        sink.emit(EventData::Error {
+            message: message.to_owned(),
+        });
+    }
+    let totals = accounting.totals();
+    let cost = totals.cost_known.then_some(totals.cost_usd);
+    let duration_ms = started.elapsed().as_millis() as u64;
+    sink.emit(EventData::RunFinished {
+        status: status.to_owned(),
+        answer: answer.map(str::to_owned),
+        iterations,
+        usage: totals.usage,
+        cost_usd: cost,
+        duration_ms,
+    });
+    let identity = sink.identity();
+    let summary = json!({
+        "run_id": identity.run_id,
+        "agent_id": identity.agent_id,
+        "parent_id": identity.parent_id,
+        "depth": identity.depth,
+        "status": status,
+        "answer": answer,
+        "error": error,
+        "iterations": iterations,
+        "llm_calls": totals.llm_calls,
+        "sub_agents": totals.sub_agents,
+        "usage": totals.usage,
+        "cost_usd": cost,
+        "duration_ms": duration_ms,
+    });
+    if let Err(e) = sink.write_summary(&summary) {
+        tracing::warn!("{e}");
+    }
+}
+
+/// Runs blocking store work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RunError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        RunError::Env(EnvError::Broken {
+            language: "store",
+            message: format!("a store task panicked: {e}"),
+        })
+    })
+}
