@@ -3,6 +3,7 @@
 //! Only clap types live here, so `--help` reads like this file. Behaviour lives in the
 //! module of each sub-command (`vars.rs`, …).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
@@ -32,6 +33,8 @@ Examples:
   rlm-orchestrate vars set big --file server.log
   rlm-orchestrate vars list
   rlm-orchestrate --data-dir /tmp/rlm vars get notes
+  rlm-orchestrate config show
+  rlm-orchestrate completions bash > ~/.local/share/bash-completion/completions/rlm-orchestrate
 
 Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 compare-and-set conflict, 4 missing variable."
 )]
@@ -98,6 +101,23 @@ and from rlm.toml in the working directory (model = \"x\", max_iterations = 30, 
 flags win over the environment, which wins over rlm.toml.
 Exit codes: 0 answered, 1 failure (trace kept under runs/), 2 bad usage or input.")]
     Run(Box<RunArgs>),
+
+    /// Inspect the settings `run` would use.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate config show
+  rlm-orchestrate config show --json | jq -r '.settings[] | select(.source != \"default\")'
+  RLM_MODEL=gpt-4o rlm-orchestrate config show --max-iterations 5")]
+    Config(ConfigArgs),
+
+    /// Print a shell completion script on stdout.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate completions bash > ~/.local/share/bash-completion/completions/rlm-orchestrate
+  rlm-orchestrate completions zsh > \"${fpath[1]}/_rlm-orchestrate\"
+  rlm-orchestrate completions fish > ~/.config/fish/completions/rlm-orchestrate.fish
+  rlm-orchestrate completions powershell >> $PROFILE")]
+    Completions(CompletionsArgs),
 
     /// List runs, show one's trace step by step, or render it as a self-contained HTML
     /// page.
@@ -486,6 +506,57 @@ pub struct RunArgs {
     /// Stream events to stdout as JSON lines.
     #[arg(long, env = "RLM_EVENTS", help_heading = "Output")]
     pub events: bool,
+}
+
+/// `config`: one of its sub-commands.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// What to show.
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+/// The `config` sub-commands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every `run` setting with its effective value and where it comes from:
+    /// `flag`, `env RLM_…`, `rlm.toml` or `default`. Flags after `show` are read as
+    /// `run` flags, so you can check what a command line would do. API keys are never
+    /// printed, only whether their variable is set.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate config show
+  rlm-orchestrate config show --model gpt-4o --max-depth 3
+  RLM_MODEL=gpt-4o rlm-orchestrate config show
+  rlm-orchestrate config show --json | jq -r '.settings[] | \"\\(.name)=\\(.value) (\\(.source))\"'
+
+Precedence: flag > environment (RLM_*) > rlm.toml in the working directory > default.
+Put --json before any run flag: after one, everything is read as run flags.")]
+    Show(ConfigShowArgs),
+}
+
+/// `config show` options.
+#[derive(Debug, Args)]
+pub struct ConfigShowArgs {
+    /// Print `{"settings": [{name, value, source}], "api_keys": […], "config_file": …}`.
+    #[arg(long)]
+    pub json: bool,
+
+    /// `run` flags to take into account, exactly as you would give them to `run`.
+    #[arg(
+        value_name = "RUN_FLAGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub run_args: Vec<OsString>,
+}
+
+/// `completions` options.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write a completion script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `vars`: one of its sub-commands.

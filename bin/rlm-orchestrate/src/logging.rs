@@ -18,7 +18,7 @@ pub fn init(global: &GlobalArgs) {
     // A second initialisation (impossible in this binary) would be the only error.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| crate::live::Stderr)
         .with_target(global.verbose > 1)
         .try_init();
 }

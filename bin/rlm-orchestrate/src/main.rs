@@ -6,8 +6,11 @@
 //! [`cli::Command`], a module, and one arm in [`dispatch`].
 
 mod cli;
+mod completions;
+mod config_cmd;
 mod config_file;
 mod exit;
+mod live;
 mod logging;
 mod output;
 mod run;
@@ -32,6 +35,10 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Vars(args) => vars::run(&cli.global, args),
         cli::Command::Run(args) => run::run(&cli.global, *args),
+        cli::Command::Config(args) => match args.command {
+            cli::ConfigCommand::Show(show) => config_cmd::show(&cli.global, show),
+        },
+        cli::Command::Completions(args) => completions::run(&args),
         cli::Command::Runs(args) => runs::run(&cli.global, args),
     }
 }

@@ -13,7 +13,6 @@ use rlm_orchestrator::accounting::Limits;
 use rlm_orchestrator::agents::AgentCommand;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
 use rlm_orchestrator::env::{EnvConfig, Environment, Host};
-use rlm_orchestrator::events::{Event, EventData, EventListener};
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::provider::{
     build_provider, install_crypto_provider, Prices, ProviderConfig, ProviderError, ProviderKind,
@@ -105,7 +104,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
         history: Vec::new(),
     };
 
-    let listeners = listeners(&args, global);
+    let progress = crate::live::Progress::start(args.events, global.quiet, &global.data_dir);
+    let listeners = progress.listeners();
     let factory = python_factory(args.python.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -114,6 +114,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
         .context("failed to start the async runtime")?;
     runtime.spawn(stop_on_signals(cancel));
     let outcome = runtime.block_on(run_query(config, root, sub, factory, listeners));
+    progress.finish(); // the live view leaves the terminal before the answer is printed
     if let Ok(key) = std::env::var(lineage::RLM_RESULT_KEY) {
         publish_result(&global.data_dir, &key, &outcome);
     }
@@ -252,9 +253,8 @@ async fn stop_on_signals(cancel: CancellationToken) {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
     }
-    let _ = writeln!(
-        io::stderr(),
-        "stopping: ending sub-agents (press Ctrl-C again to kill them at once)"
+    crate::live::write_stderr(
+        "stopping: ending sub-agents (press Ctrl-C again to kill them at once)",
     );
     cancel.cancel();
     tokio::select! {
@@ -325,7 +325,7 @@ fn kind(arg: ProviderArg) -> ProviderKind {
     }
 }
 
-fn root_provider_config(args: &RunArgs) -> ProviderConfig {
+pub(crate) fn root_provider_config(args: &RunArgs) -> ProviderConfig {
     let prices = match (args.price_input, args.price_output) {
         (None, None) => None,
         (input, output) => Some(Prices {
@@ -346,7 +346,7 @@ fn root_provider_config(args: &RunArgs) -> ProviderConfig {
     }
 }
 
-fn sub_provider_config(args: &RunArgs, root: &ProviderConfig) -> ProviderConfig {
+pub(crate) fn sub_provider_config(args: &RunArgs, root: &ProviderConfig) -> ProviderConfig {
     let mut sub = root.clone();
     if let Some(provider) = args.sub_provider {
         if kind(provider) != root.kind {
@@ -369,11 +369,20 @@ fn sub_provider_config(args: &RunArgs, root: &ProviderConfig) -> ProviderConfig 
 
 fn model(config: &ProviderConfig) -> anyhow::Result<Model> {
     let provider = build_provider(config).map_err(|e| match e {
-        ProviderError::MissingKey { .. } | ProviderError::Config(_) => annotate(
-            anyhow::Error::new(e),
-            Some(ExitStatus::BadInput),
-            Some("for a local OpenAI-compatible server pass --base-url http://127.0.0.1:PORT/v1 (no key needed)".into()),
-        ),
+        ProviderError::MissingKey { .. } => {
+            let hint = match config.kind {
+                ProviderKind::OpenAi => "for a local OpenAI-compatible server pass --base-url http://127.0.0.1:PORT/v1 (no key needed); `rlm-orchestrate config show` lists the key variable of each model",
+                _ => "`rlm-orchestrate config show` lists the key variable of each model (root and sub)",
+            };
+            annotate(
+                anyhow::Error::new(e),
+                Some(ExitStatus::BadInput),
+                Some(hint.into()),
+            )
+        }
+        ProviderError::Config(_) => {
+            annotate(anyhow::Error::new(e), Some(ExitStatus::BadInput), None)
+        }
         other => anyhow::Error::new(other),
     })?;
     Ok(Model {
@@ -414,93 +423,6 @@ fn python_factory(python: std::path::PathBuf) -> EnvFactory {
             Ok(Box::new(env) as Box<dyn Environment>)
         })
     })
-}
-
-/// `--events` streams JSON lines to stdout; otherwise progress goes to stderr unless -q.
-fn listeners(args: &RunArgs, global: &GlobalArgs) -> Vec<EventListener> {
-    if args.events {
-        return vec![Arc::new(|event: &Event| {
-            if let Ok(line) = serde_json::to_string(event) {
-                let mut out = io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
-        })];
-    }
-    if global.quiet {
-        return Vec::new();
-    }
-    vec![Arc::new(progress_line)]
-}
-
-/// Plain line-by-line progress on stderr.
-fn progress_line(event: &Event) {
-    let indent = "  ".repeat(event.depth as usize);
-    let line = match &event.data {
-        EventData::RunStarted { task, model, .. } => {
-            format!("run {} · {model} · {}", event.run_id, one_line(task, 80))
-        }
-        EventData::StepStarted { iteration } => format!("step {iteration}"),
-        EventData::Code { code, .. } => format!("  code: {}", one_line(code, 100)),
-        EventData::Exec {
-            output,
-            duration_ms,
-            error,
-            ..
-        } => {
-            format!(
-                "  {} ({duration_ms} ms): {}",
-                if *error { "error" } else { "output" },
-                one_line(output, 100)
-            )
-        }
-        EventData::LlmCall {
-            purpose,
-            prompt_tokens,
-            completion_tokens,
-            latency_ms,
-            ..
-        } => {
-            format!("  {purpose}: {prompt_tokens}+{completion_tokens} tokens, {latency_ms} ms")
-        }
-        EventData::SubAgentSpawned {
-            child_agent_id,
-            mode,
-            task,
-            ..
-        } => {
-            format!("  {mode} {child_agent_id} started: {}", one_line(task, 80))
-        }
-        EventData::SubAgentFinished {
-            child_agent_id,
-            status,
-            duration_ms,
-            ..
-        } => {
-            format!("  sub-agent {child_agent_id} {status} after {duration_ms} ms")
-        }
-        EventData::CacheHit { call, .. } => format!("  {call}: answered from the cache"),
-        EventData::Warning { message } => format!("warning: {message}"),
-        EventData::Error { message } => format!("error: {message}"),
-        EventData::Final { forced, .. } => {
-            if *forced {
-                "answer (forced)".to_owned()
-            } else {
-                "answer".to_owned()
-            }
-        }
-        _ => return,
-    };
-    let _ = writeln!(io::stderr().lock(), "{indent}{line}");
-}
-
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    }
 }
 
 fn run_error(error: RunError) -> anyhow::Error {

@@ -361,7 +361,10 @@ impl Input {
         let name = path.display().to_string();
         let meta = fs::metadata(path)
             .with_context(|| format!("cannot read {name}"))
-            .status(ExitStatus::BadInput)?;
+            .status(ExitStatus::BadInput)
+            .hint(|| {
+                "paths are relative to the working directory; `--file -` reads stdin".into()
+            })?;
         if meta.is_dir() {
             return Err(bad_input(format!("{name} is a directory, not a file")));
         }

@@ -49,6 +49,15 @@ pub enum EventData {
         /// The text (imitated output cut).
         text: String,
     },
+    /// A piece of the model's response as it streams in. Transient: listeners (the live
+    /// view) see it, `events.jsonl` and `--events` do not (one per token would swamp
+    /// them; the whole response is in the `text` and `code` events).
+    TextDelta {
+        /// Iteration.
+        iteration: u32,
+        /// The new text.
+        delta: String,
+    },
     /// A code block about to run.
     Code {
         /// Iteration.
@@ -282,14 +291,7 @@ impl EventSink {
 
     /// Records an event. Trace write failures are logged, never fatal to the run.
     pub fn emit(&self, data: EventData) {
-        let event = Event {
-            run_id: self.identity.run_id.clone(),
-            depth: self.identity.depth,
-            agent_id: self.identity.agent_id.clone(),
-            parent_id: self.identity.parent_id.clone(),
-            ts_ms: now_ms(),
-            data,
-        };
+        let event = self.stamp(data);
         if let Ok(line) = serde_json::to_string(&event) {
             let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
             if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
@@ -298,6 +300,29 @@ impl EventSink {
         }
         for listener in self.listeners.iter() {
             listener(&event);
+        }
+    }
+
+    /// Tells the listeners without writing `events.jsonl`: for events too frequent to be
+    /// worth keeping, such as [`EventData::TextDelta`]. Free when nobody listens.
+    pub fn emit_transient(&self, data: EventData) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let event = self.stamp(data);
+        for listener in self.listeners.iter() {
+            listener(&event);
+        }
+    }
+
+    fn stamp(&self, data: EventData) -> Event {
+        Event {
+            run_id: self.identity.run_id.clone(),
+            depth: self.identity.depth,
+            agent_id: self.identity.agent_id.clone(),
+            parent_id: self.identity.parent_id.clone(),
+            ts_ms: now_ms(),
+            data,
         }
     }
 
@@ -395,5 +420,38 @@ mod tests {
         assert!(text.contains("\"kind\":\"step_started\""));
         assert_eq!(*seen.lock().unwrap(), 2);
         assert_eq!(identity.run_id.len(), "20261122-094312-3fa9c1".len());
+    }
+
+    #[test]
+    fn transient_events_reach_listeners_but_not_the_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let identity = RunIdentity {
+            run_id: new_run_id(),
+            depth: 0,
+            agent_id: "root".into(),
+            parent_id: None,
+        };
+        let sink = EventSink::create(
+            dir.path(),
+            identity,
+            vec![Arc::new(move |e: &Event| {
+                log.lock().unwrap().push(e.data.clone())
+            })],
+        )
+        .unwrap();
+        sink.emit(EventData::StepStarted { iteration: 1 });
+        sink.emit_transient(EventData::TextDelta {
+            iteration: 1,
+            delta: "Let me".into(),
+        });
+        let text = fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert!(matches!(
+            &seen.lock().unwrap()[1],
+            EventData::TextDelta { delta, .. } if delta == "Let me"
+        ));
     }
 }

@@ -135,7 +135,7 @@ pub async fn run_loop(
         iterations = iteration;
         let step_start = Instant::now();
         sink.emit(EventData::StepStarted { iteration });
-        let text = ask(model, &messages, sink, accounting, "root").await?;
+        let text = ask(model, &messages, sink, accounting, "root", iteration).await?;
         let parsed = parse_response(&text, &tags);
         if !parsed.transcript_text.is_empty() {
             sink.emit(EventData::Text {
@@ -336,19 +336,27 @@ fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), String>
     }
 }
 
-/// One root-model call, accounted and traced.
+/// One root-model call, accounted and traced; the text streams to the listeners as
+/// transient `text_delta` events while it arrives.
 async fn ask(
     model: &Model,
     messages: &[ChatMessage],
     sink: &EventSink,
     accounting: &Accounting,
     purpose: &str,
+    iteration: u32,
 ) -> Result<String, ProviderError> {
     let request = ChatRequest {
         messages: messages.to_vec(),
         ..ChatRequest::default()
     };
-    let completion = model.provider.complete(&request, None).await?;
+    let on_delta = |delta: &str| {
+        sink.emit_transient(EventData::TextDelta {
+            iteration,
+            delta: delta.to_owned(),
+        })
+    };
+    let completion = model.provider.complete(&request, Some(&on_delta)).await?;
     let cost = model.price.map(|p| p.cost_usd(&completion.usage));
     accounting.record_call(completion.usage, cost);
     sink.emit(EventData::LlmCall {
@@ -384,7 +392,15 @@ async fn force_final(
         instruction = format!("Stop: {reason}. {instruction}");
     }
     messages.push(ChatMessage::user(instruction));
-    let text = ask(model, messages, sink, accounting, "forced_final").await?;
+    let text = ask(
+        model,
+        messages,
+        sink,
+        accounting,
+        "forced_final",
+        iterations + 1,
+    )
+    .await?;
     let parsed = parse_response(&text, tags);
     let answer = match (&parsed.final_literal, &parsed.final_var) {
         (Some(answer), _) => answer.clone(),

@@ -8,8 +8,10 @@
     reason = "a test fails by panicking; helpers outside #[test] functions too"
 )]
 
+mod config;
 mod example_data;
 mod help;
+mod live;
 mod run;
 mod runs;
 mod subagents;
