@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The offline demo (README command 1): builds rlm-orchestrate, generates a 20 MB
-# multi-service log, starts the repository's *example model* — mock-llm, a scripted
+# The offline demo (README command 1): builds rlm-orchestrate (release), generates a
+# 50 MB multi-service log, starts the repository's *example model* — mock-llm, a scripted
 # stand-in for an OpenAI-compatible server on 127.0.0.1, NOT a real model — and runs
 # `rlm-orchestrate run` over the log. The code the example model "writes" is real and
 # runs in the Python REPL over the real log. No API key, no network.
@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 
-cargo build --quiet -p rlm-orchestrate -p rlm-test-support --bin rlm-orchestrate --bin mock-llm
-bin=$PWD/target/debug/rlm-orchestrate
+echo "building the release binaries (a few minutes the first time)…"
+cargo build --release --quiet -p rlm-orchestrate -p rlm-test-support --bin rlm-orchestrate --bin mock-llm
+bin=$PWD/target/release/rlm-orchestrate
 # Kept after the demo so its trace and HTML view can be opened (target/ is not in git).
 work=$PWD/target/demo
 rm -rf "$work" && mkdir -p "$work"
@@ -25,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 export RLM_DATA_DIR="$work/.rlm-data"
 
-say "1. A 20 MB log from six services"
+say "1. A 50 MB log from six services"
 python3 - "$work/app.log" <<'PY'
 import random, sys
 random.seed(7)
@@ -33,7 +34,7 @@ services = ["api", "auth", "billing", "search", "worker", "gateway"]
 weights = {"api": 3, "auth": 1, "billing": 9, "search": 2, "worker": 4, "gateway": 1}
 with open(sys.argv[1], "w") as f:
     size, t = 0, 0
-    while size < 20 * 1024 * 1024:
+    while size < 50 * 1024 * 1024:
         t += random.randint(1, 40)
         svc = random.choice(services)
         level = "ERROR" if random.random() < weights[svc] / 400 else random.choice(["INFO", "INFO", "DEBUG", "WARN"])
@@ -44,7 +45,7 @@ PY
 ls -lh "$work/app.log" | awk '{print $5, $9}'
 
 say "2. The example model (scripted stand-in for an OpenAI-compatible server)"
-coproc MOCK { exec target/debug/mock-llm --script scripts/example-model/incident.json; }
+coproc MOCK { exec target/release/mock-llm --script scripts/example-model/incident.json; }
 mock_pid=$MOCK_PID
 read -r line <&"${MOCK[0]}"
 url=${line##* }

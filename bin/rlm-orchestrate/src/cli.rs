@@ -29,6 +29,7 @@ pub const DEFAULT_DATA_DIR: &str = "./.rlm-data";
     after_help = "\
 Examples:
   rlm-orchestrate run 'Which service logged the most errors?' --context app.log
+  rlm-orchestrate repl --context app.log
   rlm-orchestrate vars set notes 'some text'
   rlm-orchestrate vars set big --file server.log
   rlm-orchestrate vars list
@@ -102,6 +103,25 @@ flags win over the environment, which wins over rlm.toml.
 Exit codes: 0 answered, 1 failure (trace kept under runs/), 2 bad usage or input.")]
     Run(Box<RunArgs>),
 
+    /// Ask question after question over the same context, one query a line, in a
+    /// Python REPL that keeps its variables and the earlier answers (`history`).
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate repl --context app.log
+  rlm-orchestrate repl --context-dir repo/ --dir-as dict --model gpt-4o
+  printf 'How many errors?\\nWhich service logged most of them?\\n' | rlm-orchestrate repl --context app.log
+  rlm-orchestrate repl --context app.log --json < questions.txt > answers.jsonl
+
+Each query is a run of its own (trace under runs/) and sees the earlier queries and
+answers in `history`. Commands: :context PATH (a file for the next query, loaded into a
+new slot), :vars, :runs, :help, :quit (or Ctrl-D). Ctrl-C cancels the running query;
+the REPL and its variables stay. Line history is kept in <data-dir>/repl_history.
+With piped stdin each line is a query and each answer is printed on stdout (one JSON
+object a line with --json), without a prompt. Settings come from flags, RLM_* variables
+and rlm.toml, as for `run`.
+Exit codes: 0 done, 1 a query failed (piped stdin), 2 bad usage or input.")]
+    Repl(Box<ReplArgs>),
+
     /// Inspect the settings `run` would use.
     #[command(after_help = "\
 Examples:
@@ -166,6 +186,33 @@ pub struct RunArgs {
     /// The task; read from stdin when absent or `-`.
     pub task: Option<String>,
 
+    /// The flags shared with `repl`.
+    #[command(flatten)]
+    pub options: RunOptions,
+}
+
+/// Lets `run` code read `args.model` for `args.options.model`.
+impl std::ops::Deref for RunArgs {
+    type Target = RunOptions;
+
+    fn deref(&self) -> &RunOptions {
+        &self.options
+    }
+}
+
+/// `repl` options: every flag of `run`, without a task (queries are typed or piped).
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct ReplArgs {
+    /// The flags shared with `run`.
+    #[command(flatten)]
+    pub options: RunOptions,
+}
+
+/// The flags of `run` and `repl`: context, model, loop, sub-calls and budgets, output.
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct RunOptions {
     /// A context file (repeatable; several make a list). `.json` is parsed, anything
     /// else is UTF-8 text.
     #[arg(long, value_name = "PATH", help_heading = "Context")]

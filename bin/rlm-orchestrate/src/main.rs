@@ -13,6 +13,7 @@ mod exit;
 mod live;
 mod logging;
 mod output;
+mod repl;
 mod run;
 mod runs;
 mod vars;
@@ -35,6 +36,7 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Vars(args) => vars::run(&cli.global, args),
         cli::Command::Run(args) => run::run(&cli.global, *args),
+        cli::Command::Repl(args) => repl::run(&cli.global, *args),
         cli::Command::Config(args) => match args.command {
             cli::ConfigCommand::Show(show) => config_cmd::show(&cli.global, show),
         },

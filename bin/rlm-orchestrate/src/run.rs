@@ -22,7 +22,7 @@ use rlm_orchestrator::run::{run as run_query, EnvFactory, RunConfig, RunError, R
 use rlm_orchestrator::subrlm::SubRlmLauncher;
 use rlm_process::CancellationToken;
 
-use crate::cli::{DirAsArg, GlobalArgs, ProviderArg, RunArgs};
+use crate::cli::{DirAsArg, GlobalArgs, ProviderArg, RunArgs, RunOptions};
 use crate::exit::{annotate, bad_input, ExitStatus};
 
 /// Environment variables through which a parent run describes a child run.
@@ -40,21 +40,62 @@ pub mod lineage {
 /// Runs `run`.
 pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
     let task = read_task(args.task.as_deref())?;
-    check_numbers(&args)?;
+    let cancel = CancellationToken::new();
+    let Prepared { config, root, sub } = prepare(global, &args, task, cancel.clone())?;
+
+    let progress = crate::live::Progress::start(args.events, global.quiet, &global.data_dir);
+    let listeners = progress.listeners();
+    let factory = python_factory(args.python.clone());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    runtime.spawn(stop_on_signals(cancel));
+    let outcome = runtime.block_on(run_query(config, root, sub, factory, listeners));
+    progress.finish(); // the live view leaves the terminal before the answer is printed
+    if let Ok(key) = std::env::var(lineage::RLM_RESULT_KEY) {
+        publish_result(&global.data_dir, &key, &outcome);
+    }
+    let report = outcome.map_err(run_error)?;
+    if args.events && !args.json {
+        return Ok(()); // stdout is JSON lines; the answer is in the `final` event
+    }
+    print_report(&report, args.json)
+}
+
+/// What `run` and `repl` build from their flags: the models and the run configuration.
+pub(crate) struct Prepared {
+    /// The configuration (its `query` is the task; empty for `repl`).
+    pub config: RunConfig,
+    /// The root model.
+    pub root: Model,
+    /// The sub-model.
+    pub sub: Model,
+}
+
+/// Checks the flags and builds the models and the run configuration for `query`;
+/// `cancel` is the token Ctrl-C / SIGTERM will cancel.
+pub(crate) fn prepare(
+    global: &GlobalArgs,
+    args: &RunOptions,
+    query: String,
+    cancel: CancellationToken,
+) -> anyhow::Result<Prepared> {
+    check_numbers(args)?;
     install_crypto_provider();
-    let root_config = root_provider_config(&args);
-    let sub_config = sub_provider_config(&args, &root_config);
+    let root_config = root_provider_config(args);
+    let sub_config = sub_provider_config(args, &root_config);
     let root = model(&root_config)?;
     let sub = model(&sub_config)?;
     let output_schema = load_schema(args.output_schema.as_deref())?;
 
-    let cancel = CancellationToken::new();
     let depth = std::env::var(lineage::RLM_DEPTH)
         .ok()
         .and_then(|d| d.parse().ok())
         .unwrap_or(0);
     let config = RunConfig {
-        query: task,
+        query,
         context: ContextSpec {
             files: args.context.clone(),
             dir: args.context_dir.clone(),
@@ -91,7 +132,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| format!("root-{}", std::process::id())),
         parent_id: std::env::var(lineage::RLM_PARENT_ID).ok(),
         cache: !args.no_cache,
-        sub_rlm: Some(sub_rlm_launcher(global, &args, &sub_config)?),
+        sub_rlm: Some(sub_rlm_launcher(global, args, &sub_config)?),
         agent_command: args
             .agent_cmd
             .as_deref()
@@ -100,29 +141,10 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
             .map_err(|e| bad_input(format!("invalid --agent-cmd: {e}")))?,
         agent_env: args.agent_env.clone(),
         agent_timeout: Duration::from_secs(args.agent_timeout),
-        cancel: cancel.clone(),
+        cancel,
         history: Vec::new(),
     };
-
-    let progress = crate::live::Progress::start(args.events, global.quiet, &global.data_dir);
-    let listeners = progress.listeners();
-    let factory = python_factory(args.python.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("failed to start the async runtime")?;
-    runtime.spawn(stop_on_signals(cancel));
-    let outcome = runtime.block_on(run_query(config, root, sub, factory, listeners));
-    progress.finish(); // the live view leaves the terminal before the answer is printed
-    if let Ok(key) = std::env::var(lineage::RLM_RESULT_KEY) {
-        publish_result(&global.data_dir, &key, &outcome);
-    }
-    let report = outcome.map_err(run_error)?;
-    if args.events && !args.json {
-        return Ok(()); // stdout is JSON lines; the answer is in the `final` event
-    }
-    print_report(&report, args.json)
+    Ok(Prepared { config, root, sub })
 }
 
 /// Writes this run's result to the variable its parent waits for (`sub_rlm`):
@@ -163,7 +185,7 @@ fn publish_result(data_dir: &std::path::Path, key: &str, outcome: &Result<RunRep
 /// The child's model is this run's sub-model; its sub-calls use the same model.
 fn sub_rlm_launcher(
     global: &GlobalArgs,
-    args: &RunArgs,
+    args: &RunOptions,
     sub: &ProviderConfig,
 ) -> anyhow::Result<SubRlmLauncher> {
     let program = std::env::current_exe()
@@ -291,7 +313,7 @@ fn read_task(task: Option<&str>) -> anyhow::Result<String> {
     Ok(task)
 }
 
-fn check_numbers(args: &RunArgs) -> anyhow::Result<()> {
+fn check_numbers(args: &RunOptions) -> anyhow::Result<()> {
     let problems = [
         (
             args.max_iterations == 0,
@@ -325,7 +347,7 @@ fn kind(arg: ProviderArg) -> ProviderKind {
     }
 }
 
-pub(crate) fn root_provider_config(args: &RunArgs) -> ProviderConfig {
+pub(crate) fn root_provider_config(args: &RunOptions) -> ProviderConfig {
     let prices = match (args.price_input, args.price_output) {
         (None, None) => None,
         (input, output) => Some(Prices {
@@ -346,7 +368,7 @@ pub(crate) fn root_provider_config(args: &RunArgs) -> ProviderConfig {
     }
 }
 
-pub(crate) fn sub_provider_config(args: &RunArgs, root: &ProviderConfig) -> ProviderConfig {
+pub(crate) fn sub_provider_config(args: &RunOptions, root: &ProviderConfig) -> ProviderConfig {
     let mut sub = root.clone();
     if let Some(provider) = args.sub_provider {
         if kind(provider) != root.kind {
@@ -416,7 +438,7 @@ fn load_schema(
     Ok(Some(Arc::new(validator)))
 }
 
-fn python_factory(python: std::path::PathBuf) -> EnvFactory {
+pub(crate) fn python_factory(python: std::path::PathBuf) -> EnvFactory {
     Box::new(move |config: EnvConfig, host: Arc<dyn Host>| {
         Box::pin(async move {
             let env = rlm_orchestrator::env::python::PythonEnv::start(config, host, python).await?;
@@ -425,7 +447,7 @@ fn python_factory(python: std::path::PathBuf) -> EnvFactory {
     })
 }
 
-fn run_error(error: RunError) -> anyhow::Error {
+pub(crate) fn run_error(error: RunError) -> anyhow::Error {
     match error {
         RunError::BadInput(e) => annotate(anyhow::Error::new(e), Some(ExitStatus::BadInput), None),
         RunError::Cancelled { .. } => {
@@ -435,7 +457,7 @@ fn run_error(error: RunError) -> anyhow::Error {
     }
 }
 
-fn print_report(report: &RunReport, json: bool) -> anyhow::Result<()> {
+pub(crate) fn print_report(report: &RunReport, json: bool) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
     let written = if json {
         let object = serde_json::json!({

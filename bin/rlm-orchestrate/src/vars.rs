@@ -89,6 +89,12 @@ fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> 
         }
         return Ok(());
     }
+    write_list(out, &refs)?;
+    Ok(())
+}
+
+/// The `vars list` table: key, type, scope, size, creation time, short sha256.
+pub(crate) fn write_list(out: &mut dyn Write, refs: &[VariableRef]) -> io::Result<()> {
     let rows: Vec<Vec<String>> = refs
         .iter()
         .map(|r| {
@@ -106,8 +112,7 @@ fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> 
         out,
         &["KEY", "TYPE", "SCOPE", "SIZE", "CREATED (UTC)", "SHA256"],
         &rows,
-    )?;
-    Ok(())
+    )
 }
 
 fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> {

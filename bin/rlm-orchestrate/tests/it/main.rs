@@ -12,6 +12,7 @@ mod config;
 mod example_data;
 mod help;
 mod live;
+mod repl;
 mod run;
 mod runs;
 mod subagents;
