@@ -52,6 +52,8 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 pub const READY_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default for [`PythonOptions::stderr_tail_bytes`].
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// How often an abandoned execution is interrupted again until it stops.
+const INTERRUPT_REPEAT: Duration = Duration::from_millis(100);
 /// How long `shutdown` waits at each step (exit on request, then SIGTERM).
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
@@ -265,15 +267,21 @@ impl PythonEnv {
         let Some(id) = self.running.take() else {
             return Ok(());
         };
-        let grace = self.options.interrupt_grace;
+        let deadline = Instant::now() + self.options.interrupt_grace;
         let Some(kernel) = self.kernel.as_mut() else {
             return Ok(());
         };
         let mut waited = kernel.wait_result(id, Duration::ZERO).await;
-        if matches!(waited, Waited::TimedOut) {
+        // Repeated: a SIGINT that arrives before the kernel has started the code is
+        // ignored by the driver (it interrupts only running user code).
+        while matches!(waited, Waited::TimedOut) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
             kernel.interrupt();
             kernel.cancel_host_calls("cancelled: the query was cancelled");
-            waited = kernel.wait_result(id, grace).await;
+            waited = kernel.wait_result(id, left.min(INTERRUPT_REPEAT)).await;
         }
         match waited {
             Waited::Reply(_) => Ok(()),
