@@ -17,7 +17,7 @@ use crate::agents::{new_agent_id, run_external_agent, AgentCommand, AgentRef, Ex
 use crate::cache::{CallCache, CallKey};
 use crate::env::Host;
 use crate::events::{EventData, EventSink};
-use crate::provider::{ChatMessage, ChatRequest, Prices, Provider, Usage};
+use crate::provider::{ChatMessage, ChatRequest, Completion, Prices, Provider, Usage};
 use crate::subrlm::{run_child, ChildRequest, SubRlmLauncher};
 
 /// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
@@ -48,6 +48,34 @@ impl std::fmt::Debug for Model {
             .field("price", &self.price)
             .finish()
     }
+}
+
+/// Accounts one finished model call (tokens, cost) and traces it as `llm_call`.
+pub(crate) fn record_call(
+    model: &Model,
+    request: &ChatRequest,
+    completion: &Completion,
+    purpose: &str,
+    accounting: &Accounting,
+    sink: &EventSink,
+) {
+    let cost = model.price.map(|p| p.cost_usd(&completion.usage));
+    accounting.record_call(completion.usage, cost);
+    sink.emit(EventData::LlmCall {
+        model: completion.model.clone(),
+        purpose: purpose.to_owned(),
+        prompt_tokens: completion.usage.prompt_tokens,
+        completion_tokens: completion.usage.completion_tokens,
+        usage_reported: completion.usage_reported,
+        latency_ms: completion.latency.as_millis() as u64,
+        attempts: completion.attempts,
+        request_bytes: request
+            .messages
+            .iter()
+            .map(|m| m.content.len() as u64)
+            .sum(),
+        cost_usd: cost,
+    });
 }
 
 /// Settings of the host functions.
@@ -153,23 +181,14 @@ impl RunHost {
             .complete(&request, None)
             .await
             .map_err(|e| e.to_string())?;
-        let cost = self.sub_model.price.map(|p| p.cost_usd(&completion.usage));
-        self.accounting.record_call(completion.usage, cost);
-        self.sink.emit(EventData::LlmCall {
-            model: completion.model.clone(),
-            purpose: purpose.to_owned(),
-            prompt_tokens: completion.usage.prompt_tokens,
-            completion_tokens: completion.usage.completion_tokens,
-            usage_reported: completion.usage_reported,
-            latency_ms: completion.latency.as_millis() as u64,
-            attempts: completion.attempts,
-            request_bytes: request
-                .messages
-                .iter()
-                .map(|m| m.content.len() as u64)
-                .sum(),
-            cost_usd: cost,
-        });
+        record_call(
+            &self.sub_model,
+            &request,
+            &completion,
+            purpose,
+            &self.accounting,
+            &self.sink,
+        );
         self.cache
             .put(&key, "llm_query", &Value::String(completion.text.clone()))
             .await;

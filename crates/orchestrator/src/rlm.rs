@@ -10,7 +10,7 @@ use crate::accounting::Accounting;
 use crate::context::ContextInfo;
 use crate::env::{EnvError, Environment, FinalAnswer};
 use crate::events::{EventData, EventSink};
-use crate::host::Model;
+use crate::host::{record_call, Model};
 use crate::output::shape_output;
 use crate::parse::{parse_response, ParsedResponse};
 use crate::prompt::{self, Budget, SessionState};
@@ -357,19 +357,7 @@ async fn ask(
         })
     };
     let completion = model.provider.complete(&request, Some(&on_delta)).await?;
-    let cost = model.price.map(|p| p.cost_usd(&completion.usage));
-    accounting.record_call(completion.usage, cost);
-    sink.emit(EventData::LlmCall {
-        model: completion.model.clone(),
-        purpose: purpose.to_owned(),
-        prompt_tokens: completion.usage.prompt_tokens,
-        completion_tokens: completion.usage.completion_tokens,
-        usage_reported: completion.usage_reported,
-        latency_ms: completion.latency.as_millis() as u64,
-        attempts: completion.attempts,
-        request_bytes: messages.iter().map(|m| m.content.len() as u64).sum(),
-        cost_usd: cost,
-    });
+    record_call(model, &request, &completion, purpose, accounting, sink);
     Ok(completion.text)
 }
 
