@@ -5,19 +5,15 @@
 //! is a sequence of typed events (`message_start`, `content_block_delta`,
 //! `message_delta`, `message_stop`) with usage split between the first and the last.
 
-use std::time::{Duration, Instant};
-
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
-use reqwest::Response;
+use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
-use super::config::{is_local_url, ApiKey, ProviderConfig};
+use super::config::{ApiKey, ProviderConfig};
 use super::http::{
-    build_client, chain, content_text, count, drain, is_event_stream, normalise_base_url, preview,
-    protocol, read_json_body, send_failure, status_failure, stream_broken, RawCompletion,
+    content_text, count, preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState,
+    WireFormat,
 };
-use super::retry::{run_with_retries, AttemptError, RetryPolicy};
+use super::retry::AttemptError;
 use super::{ChatRequest, Completion, DeltaSink, Provider, ProviderError, Role, Usage};
 
 /// The API version rlm speaks.
@@ -28,15 +24,8 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// A model behind the Anthropic Messages API.
 #[derive(Debug)]
 pub struct AnthropicProvider {
-    client: reqwest::Client,
-    base_url: String,
-    endpoint: String,
-    model: String,
-    key: Option<ApiKey>,
-    stream: bool,
+    target: HttpTarget,
     max_tokens: u32,
-    policy: RetryPolicy,
-    timeout: Duration,
 }
 
 impl AnthropicProvider {
@@ -48,39 +37,26 @@ impl AnthropicProvider {
     /// A provider for `config` using `api_key`. Without a key only a local endpoint is
     /// accepted. A base URL ending in `/v1` is accepted too (no `/v1/v1`).
     pub fn new(config: &ProviderConfig, api_key: Option<ApiKey>) -> Result<Self, ProviderError> {
-        let base_url =
-            normalise_base_url(config.base_url.as_deref().unwrap_or(Self::DEFAULT_BASE_URL))?;
-        if config.model.trim().is_empty() {
-            return Err(ProviderError::Config(
-                "no model name for the anthropic provider; pass --model (e.g. claude-sonnet-4-5)"
-                    .into(),
-            ));
-        }
-        if api_key.is_none() && !is_local_url(&base_url) {
-            return Err(ProviderError::MissingKey {
-                var: config.key_env().unwrap_or(Self::DEFAULT_KEY_ENV).to_owned(),
-            });
-        }
-        let endpoint = match base_url.strip_suffix("/v1") {
-            Some(_) => format!("{base_url}/messages"),
-            None => format!("{base_url}/v1/messages"),
-        };
+        let target = HttpTarget::new(
+            config,
+            api_key,
+            Self::DEFAULT_BASE_URL,
+            Self::DEFAULT_KEY_ENV,
+            "no model name for the anthropic provider; pass --model (e.g. claude-sonnet-4-5)",
+            |base_url| match base_url.strip_suffix("/v1") {
+                Some(_) => format!("{base_url}/messages"),
+                None => format!("{base_url}/v1/messages"),
+            },
+        )?;
         Ok(Self {
-            client: build_client(config, &base_url)?,
-            endpoint,
-            base_url,
-            model: config.model.clone(),
-            key: api_key,
-            stream: config.stream,
+            target,
             max_tokens: config.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-            policy: config.retry_policy(),
-            timeout: config.request_timeout,
         })
     }
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.target.endpoint
     }
 
     /// The request body: system messages joined into `system`, consecutive turns of
@@ -112,10 +88,10 @@ impl AnthropicProvider {
             })
             .collect();
         let mut body = json!({
-            "model": self.model,
+            "model": self.target.model,
             "max_tokens": request.max_tokens.unwrap_or(self.max_tokens),
             "messages": messages,
-            "stream": self.stream,
+            "stream": self.target.stream,
         });
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
@@ -125,139 +101,84 @@ impl AnthropicProvider {
         }
         body
     }
+}
 
-    async fn attempt(
-        &self,
-        body: &Value,
-        attempt: u32,
-        on_delta: Option<DeltaSink<'_>>,
-    ) -> Result<RawCompletion, AttemptError> {
-        let mut builder = self
-            .client
-            .post(&self.endpoint)
-            .header("anthropic-version", ANTHROPIC_VERSION)
-            .json(body);
-        if let Some(key) = &self.key {
-            let mut value = reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| {
-                AttemptError::Fatal(ProviderError::Config(
-                    "the Anthropic API key contains characters not allowed in a header".into(),
-                ))
-            })?;
-            value.set_sensitive(true);
-            builder = builder.header("x-api-key", value);
-        }
-        let response = builder.send().await.map_err(|error| send_failure(&error))?;
-        if !response.status().is_success() {
-            return Err(status_failure(response, self.key.as_ref()).await);
-        }
-        if is_event_stream(&response) {
-            return self.read_stream(response, attempt, on_delta).await;
-        }
-        let value = read_json_body(response, &self.endpoint).await?;
-        let raw = parse_message(&value, &self.endpoint)?;
-        if let Some(sink) = on_delta.filter(|_| !raw.text.is_empty()) {
-            sink(&raw.text);
-        }
-        Ok(raw)
+/// The Messages JSON: `content` parts whole; typed events streamed until
+/// `message_stop`, usage split between `message_start` and `message_delta`.
+struct Messages;
+
+impl WireFormat for Messages {
+    const STREAM_ITEM: &'static str = "event";
+    const DONE_MARKER: Option<&'static str> = None;
+
+    fn authorize(
+        request: RequestBuilder,
+        key: Option<&ApiKey>,
+    ) -> Result<RequestBuilder, AttemptError> {
+        let request = request.header("anthropic-version", ANTHROPIC_VERSION);
+        let Some(key) = key else {
+            return Ok(request);
+        };
+        let mut value = reqwest::header::HeaderValue::from_str(key.expose()).map_err(|_| {
+            AttemptError::Fatal(ProviderError::Config(
+                "the Anthropic API key contains characters not allowed in a header".into(),
+            ))
+        })?;
+        value.set_sensitive(true);
+        Ok(request.header("x-api-key", value))
     }
 
-    async fn read_stream(
-        &self,
-        response: Response,
-        attempt: u32,
-        on_delta: Option<DeltaSink<'_>>,
-    ) -> Result<RawCompletion, AttemptError> {
-        let endpoint = self.endpoint.as_str();
-        let mut events = response.bytes_stream().eventsource();
-        let mut raw = RawCompletion::default();
-        let mut emitted_chars = 0;
-        let mut events_seen = 0_u64;
-        while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(EventStreamError::Transport(error)) => {
-                    return Err(stream_broken(
-                        endpoint,
-                        attempt,
-                        emitted_chars,
-                        chain(&error),
-                    ));
+    fn parse_body(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError> {
+        parse_message(value, endpoint)
+    }
+
+    fn stream_event(
+        event: &str,
+        value: &Value,
+        stream: &mut StreamState<'_>,
+    ) -> Result<StreamFlow, AttemptError> {
+        let kind = value.get("type").and_then(Value::as_str).unwrap_or(event);
+        match kind {
+            "message_start" => {
+                let message = value.get("message").unwrap_or(&Value::Null);
+                if let Some(model) = message.get("model").and_then(Value::as_str) {
+                    stream.raw.model = Some(model.to_owned());
                 }
-                Err(error) => {
-                    return Err(protocol(endpoint, format!("invalid event stream: {error}")))
-                }
-            };
-            let data = event.data.trim();
-            if data.is_empty() {
-                continue;
+                stream.raw.usage = read_usage(message.get("usage"), stream.raw.usage);
             }
-            events_seen += 1;
-            let value: Value = serde_json::from_str(data).map_err(|error| {
-                protocol(
-                    endpoint,
-                    format!("a stream event is not JSON ({error}): {}", preview(data)),
-                )
-            })?;
-            let kind = value
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or(event.event.as_str());
-            match kind {
-                "message_start" => {
-                    let message = value.get("message").unwrap_or(&Value::Null);
-                    if let Some(model) = message.get("model").and_then(Value::as_str) {
-                        raw.model = Some(model.to_owned());
-                    }
-                    raw.usage = read_usage(message.get("usage"), raw.usage);
+            "content_block_delta" => {
+                let delta = value.get("delta").unwrap_or(&Value::Null);
+                if delta.get("type").and_then(Value::as_str) != Some("text_delta") {
+                    return Ok(StreamFlow::More);
                 }
-                "content_block_delta" => {
-                    let delta = value.get("delta").unwrap_or(&Value::Null);
-                    if delta.get("type").and_then(Value::as_str) != Some("text_delta") {
-                        continue;
-                    }
-                    let text = delta
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    if text.is_empty() {
-                        continue;
-                    }
-                    if let Some(sink) = on_delta {
-                        sink(text);
-                    }
-                    emitted_chars += text.chars().count();
-                    raw.text.push_str(text);
+                let text = delta
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if !text.is_empty() {
+                    stream.push_text(text);
                 }
-                "message_delta" => raw.usage = read_usage(value.get("usage"), raw.usage),
-                "message_stop" => {
-                    drain(&mut events).await;
-                    return Ok(raw);
-                }
-                "error" => {
-                    let error = value.get("error").unwrap_or(&value);
-                    let transient = matches!(
-                        error.get("type").and_then(Value::as_str),
-                        Some("overloaded_error" | "api_error")
-                    );
-                    let message = format!("the stream reported an error: {error}");
-                    return Err(if transient {
-                        stream_broken(endpoint, attempt, emitted_chars, message)
-                    } else {
-                        protocol(endpoint, message)
-                    });
-                }
-                _ => {} // ping, content_block_start/stop, future event kinds
             }
+            "message_delta" => {
+                stream.raw.usage = read_usage(value.get("usage"), stream.raw.usage);
+            }
+            "message_stop" => return Ok(StreamFlow::Finished),
+            "error" => {
+                let error = value.get("error").unwrap_or(value);
+                let transient = matches!(
+                    error.get("type").and_then(Value::as_str),
+                    Some("overloaded_error" | "api_error")
+                );
+                let message = format!("the stream reported an error: {error}");
+                return Err(if transient {
+                    stream.broken(message)
+                } else {
+                    stream.protocol(message)
+                });
+            }
+            _ => {} // ping, content_block_start/stop, future event kinds
         }
-        if events_seen == 0 {
-            return Err(stream_broken(
-                endpoint,
-                attempt,
-                0,
-                "the stream ended without data".into(),
-            ));
-        }
-        Ok(raw)
+        Ok(StreamFlow::More)
     }
 }
 
@@ -268,22 +189,18 @@ impl Provider for AnthropicProvider {
         request: &ChatRequest,
         on_delta: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
-        let started = Instant::now();
-        let body = &self.body(request);
-        let (raw, attempts) =
-            run_with_retries(&self.policy, &self.endpoint, self.timeout, move |attempt| {
-                self.attempt(body, attempt, on_delta)
-            })
-            .await?;
-        Ok(raw.finish(request, &self.model, started, attempts))
+        let body = self.body(request);
+        self.target
+            .complete::<Messages>(request, &body, on_delta)
+            .await
     }
 
     fn model(&self) -> &str {
-        &self.model
+        &self.target.model
     }
 
     fn describe(&self) -> String {
-        format!("anthropic {} ({})", self.base_url, self.model)
+        format!("anthropic {} ({})", self.target.base_url, self.target.model)
     }
 }
 

@@ -16,10 +16,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::config::ProviderConfig;
+use super::http::RawCompletion;
 use super::retry::timeout_secs;
-use super::{
-    estimate_usage, ChatMessage, ChatRequest, Completion, DeltaSink, Provider, ProviderError, Role,
-};
+use super::{ChatMessage, ChatRequest, Completion, DeltaSink, Provider, ProviderError, Role};
 
 /// The placeholder replaced by the prompt (as part of one argument).
 pub const PROMPT_PLACEHOLDER: &str = "{prompt}";
@@ -178,18 +177,14 @@ impl Provider for CliProvider {
         on_delta: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
         let started = Instant::now();
-        let text = self.run(&flatten_messages(&request.messages)).await?;
-        if let Some(sink) = on_delta.filter(|_| !text.is_empty()) {
-            sink(&text);
-        }
-        Ok(Completion {
-            usage: estimate_usage(request, &text),
-            usage_reported: false,
-            model: self.model.clone(),
-            latency: started.elapsed(),
-            attempts: 1,
-            text,
-        })
+        let raw = RawCompletion {
+            text: self.run(&flatten_messages(&request.messages)).await?,
+            usage: None,
+            model: None,
+        };
+        raw.show_whole(on_delta);
+        // A command reports no usage: `finish` estimates it from the text.
+        Ok(raw.finish(request, &self.model, started, 1))
     }
 
     fn model(&self) -> &str {

@@ -1,17 +1,22 @@
-//! HTTP plumbing shared by the OpenAI and Anthropic providers.
+//! HTTP plumbing shared by the OpenAI and Anthropic providers (and the completion
+//! bookkeeping the command-line provider reuses).
 //!
-//! Both APIs differ only in their JSON; building the client, turning transport
-//! failures and error statuses into retry decisions, and reading bodies with bounds
-//! are the same, and live here once.
+//! Both APIs differ only in their JSON; building the client, sending an attempt,
+//! turning transport failures and error statuses into retry decisions, reading bodies
+//! with bounds and walking an event stream are the same, and live here once. Each
+//! provider describes its JSON with a [`WireFormat`].
 
 use std::error::Error as StdError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use reqwest::Response;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use reqwest::{RequestBuilder, Response};
+use serde_json::Value;
 
 use super::config::{install_crypto_provider, is_local_url, ApiKey, ProviderConfig};
-use super::retry::{parse_retry_after, AttemptError};
-use super::ProviderError;
+use super::retry::{parse_retry_after, run_with_retries, AttemptError, RetryPolicy};
+use super::{ChatRequest, Completion, DeltaSink, ProviderError};
 
 /// Longest wait for a TCP (and TLS) connection before the attempt counts as failed.
 pub(crate) const CONNECT_TIMEOUT_SECS: u64 = 30;
@@ -211,6 +216,13 @@ pub(crate) struct RawCompletion {
 }
 
 impl RawCompletion {
+    /// Shows an answer that arrived whole to the sink, as one delta (if not empty).
+    pub(crate) fn show_whole(&self, on_delta: Option<DeltaSink<'_>>) {
+        if let Some(sink) = on_delta.filter(|_| !self.text.is_empty()) {
+            sink(&self.text);
+        }
+    }
+
     /// The finished completion: reported usage, else an estimate from the text.
     pub(crate) fn finish(
         self,
@@ -256,4 +268,233 @@ pub(crate) async fn drain<S: futures::Stream + Unpin>(stream: &mut S) {
     use futures::StreamExt;
     let rest = async { while stream.next().await.is_some() {} };
     let _ = tokio::time::timeout(Duration::from_millis(STREAM_DRAIN_MILLIS), rest).await;
+}
+
+/// What differs between the APIs: the headers a request carries, how a whole response
+/// reads, and what each message of a streamed one means.
+pub(crate) trait WireFormat {
+    /// Adds the key, when there is one, and any header the API requires.
+    fn authorize(
+        request: RequestBuilder,
+        key: Option<&ApiKey>,
+    ) -> Result<RequestBuilder, AttemptError>;
+
+    /// What one stream message is called in error messages (`chunk`, `event`).
+    const STREAM_ITEM: &'static str;
+    /// Data that ends a stream by itself (OpenAI's `[DONE]`), if the API sends one.
+    const DONE_MARKER: Option<&'static str>;
+
+    /// Reads a whole (non-streamed) response.
+    fn parse_body(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError>;
+
+    /// Takes one stream message, already parsed; `event` is its SSE event name.
+    fn stream_event(
+        event: &str,
+        value: &Value,
+        stream: &mut StreamState<'_>,
+    ) -> Result<StreamFlow, AttemptError>;
+}
+
+/// Whether a stream goes on after a message.
+pub(crate) enum StreamFlow {
+    /// More messages may follow.
+    More,
+    /// The answer is complete.
+    Finished,
+}
+
+/// A stream being read: the answer so far and how much of it the sink was shown.
+pub(crate) struct StreamState<'a> {
+    /// The answer so far.
+    pub(crate) raw: RawCompletion,
+    endpoint: &'a str,
+    attempt: u32,
+    emitted_chars: usize,
+    on_delta: Option<DeltaSink<'a>>,
+}
+
+impl StreamState<'_> {
+    /// Appends answer text, showing it to the sink first.
+    pub(crate) fn push_text(&mut self, text: &str) {
+        if let Some(sink) = self.on_delta {
+            sink(text);
+        }
+        self.emitted_chars += text.chars().count();
+        self.raw.text.push_str(text);
+    }
+
+    /// The stream broke: see [`stream_broken`].
+    pub(crate) fn broken(&self, message: String) -> AttemptError {
+        stream_broken(self.endpoint, self.attempt, self.emitted_chars, message)
+    }
+
+    /// The stream said something that cannot be read: see [`protocol`].
+    pub(crate) fn protocol(&self, message: impl Into<String>) -> AttemptError {
+        protocol(self.endpoint, message)
+    }
+}
+
+/// What an HTTP provider is configured with, whatever its wire format.
+#[derive(Debug)]
+pub(crate) struct HttpTarget {
+    client: reqwest::Client,
+    /// The base URL, normalised.
+    pub(crate) base_url: String,
+    /// The URL requests are posted to.
+    pub(crate) endpoint: String,
+    /// The configured model name.
+    pub(crate) model: String,
+    key: Option<ApiKey>,
+    /// Whether answers are asked for as streams.
+    pub(crate) stream: bool,
+    policy: RetryPolicy,
+    timeout: Duration,
+}
+
+impl HttpTarget {
+    /// Checks what every HTTP provider needs: an http(s) base URL (`default_base_url`
+    /// when none is configured), a model name (else the `no_model` message), and a key
+    /// unless the endpoint is local. `endpoint` turns the base URL into the request URL.
+    pub(crate) fn new(
+        config: &ProviderConfig,
+        api_key: Option<ApiKey>,
+        default_base_url: &str,
+        default_key_env: &str,
+        no_model: &str,
+        endpoint: impl FnOnce(&str) -> String,
+    ) -> Result<Self, ProviderError> {
+        let base_url = normalise_base_url(config.base_url.as_deref().unwrap_or(default_base_url))?;
+        if config.model.trim().is_empty() {
+            return Err(ProviderError::Config(no_model.into()));
+        }
+        if api_key.is_none() && !is_local_url(&base_url) {
+            return Err(ProviderError::MissingKey {
+                var: config.key_env().unwrap_or(default_key_env).to_owned(),
+            });
+        }
+        Ok(Self {
+            client: build_client(config, &base_url)?,
+            endpoint: endpoint(&base_url),
+            base_url,
+            model: config.model.clone(),
+            key: api_key,
+            stream: config.stream,
+            policy: config.retry_policy(),
+            timeout: config.request_timeout,
+        })
+    }
+
+    /// Posts `body` (built from `request`) with retries and returns the completion.
+    pub(crate) async fn complete<W: WireFormat>(
+        &self,
+        request: &ChatRequest,
+        body: &Value,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<Completion, ProviderError> {
+        let started = Instant::now();
+        let (raw, attempts) =
+            run_with_retries(&self.policy, &self.endpoint, self.timeout, move |attempt| {
+                self.attempt::<W>(body, attempt, on_delta)
+            })
+            .await?;
+        Ok(raw.finish(request, &self.model, started, attempts))
+    }
+
+    async fn attempt<W: WireFormat>(
+        &self,
+        body: &Value,
+        attempt: u32,
+        on_delta: Option<DeltaSink<'_>>,
+    ) -> Result<RawCompletion, AttemptError> {
+        let request = self.client.post(&self.endpoint).json(body);
+        let request = W::authorize(request, self.key.as_ref())?;
+        send_attempt::<W>(
+            request,
+            self.key.as_ref(),
+            &self.endpoint,
+            attempt,
+            on_delta,
+        )
+        .await
+    }
+}
+
+/// One attempt: sends the request, then reads the answer as a stream or as a whole
+/// body (whichever the server chose), showing text to `on_delta` as it comes.
+async fn send_attempt<W: WireFormat>(
+    request: RequestBuilder,
+    key: Option<&ApiKey>,
+    endpoint: &str,
+    attempt: u32,
+    on_delta: Option<DeltaSink<'_>>,
+) -> Result<RawCompletion, AttemptError> {
+    let response = request.send().await.map_err(|error| send_failure(&error))?;
+    if !response.status().is_success() {
+        return Err(status_failure(response, key).await);
+    }
+    if is_event_stream(&response) {
+        return read_stream::<W>(response, endpoint, attempt, on_delta).await;
+    }
+    let value = read_json_body(response, endpoint).await?;
+    let raw = W::parse_body(&value, endpoint)?;
+    raw.show_whole(on_delta);
+    Ok(raw)
+}
+
+/// Reads an SSE answer until its end marker, its finishing message or its end.
+async fn read_stream<W: WireFormat>(
+    response: Response,
+    endpoint: &str,
+    attempt: u32,
+    on_delta: Option<DeltaSink<'_>>,
+) -> Result<RawCompletion, AttemptError> {
+    let mut events = response.bytes_stream().eventsource();
+    let mut stream = StreamState {
+        raw: RawCompletion::default(),
+        endpoint,
+        attempt,
+        emitted_chars: 0,
+        on_delta,
+    };
+    let mut messages = 0_u64;
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(EventStreamError::Transport(error)) => return Err(stream.broken(chain(&error))),
+            Err(error) => return Err(protocol(endpoint, format!("invalid event stream: {error}"))),
+        };
+        let data = event.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        if W::DONE_MARKER == Some(data) {
+            drain(&mut events).await;
+            return Ok(stream.raw);
+        }
+        messages += 1;
+        let value: Value = serde_json::from_str(data).map_err(|error| {
+            protocol(
+                endpoint,
+                format!(
+                    "a stream {} is not JSON ({error}): {}",
+                    W::STREAM_ITEM,
+                    preview(data)
+                ),
+            )
+        })?;
+        if let StreamFlow::Finished = W::stream_event(&event.event, &value, &mut stream)? {
+            drain(&mut events).await;
+            return Ok(stream.raw);
+        }
+    }
+    // Some servers close the stream without an end marker; what arrived is the answer.
+    if messages == 0 {
+        return Err(stream_broken(
+            endpoint,
+            attempt,
+            0,
+            "the stream ended without data".into(),
+        ));
+    }
+    Ok(stream.raw)
 }

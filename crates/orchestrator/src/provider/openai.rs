@@ -5,33 +5,22 @@
 //! as parts, `stream` ignored). Responses are therefore read as loose JSON rather than
 //! strict types: what is missing is estimated, what is unknown is ignored.
 
-use std::time::{Duration, Instant};
-
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
-use reqwest::Response;
+use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
-use super::config::{is_local_url, ApiKey, ProviderConfig};
+use super::config::{ApiKey, ProviderConfig};
 use super::http::{
-    build_client, chain, content_text, count, drain, is_event_stream, normalise_base_url, preview,
-    protocol, read_json_body, send_failure, status_failure, stream_broken, RawCompletion,
+    content_text, count, preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState,
+    WireFormat,
 };
-use super::retry::{run_with_retries, AttemptError, RetryPolicy};
+use super::retry::AttemptError;
 use super::{ChatRequest, Completion, DeltaSink, Provider, ProviderError, Usage};
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug)]
 pub struct OpenAiProvider {
-    client: reqwest::Client,
-    base_url: String,
-    endpoint: String,
-    model: String,
-    key: Option<ApiKey>,
-    stream: bool,
+    target: HttpTarget,
     max_tokens: Option<u32>,
-    policy: RetryPolicy,
-    timeout: Duration,
 }
 
 impl OpenAiProvider {
@@ -44,44 +33,32 @@ impl OpenAiProvider {
     /// environment by [`super::build_provider`]). Without a key only a local endpoint
     /// (loopback, private network) is accepted.
     pub fn new(config: &ProviderConfig, api_key: Option<ApiKey>) -> Result<Self, ProviderError> {
-        let base_url =
-            normalise_base_url(config.base_url.as_deref().unwrap_or(Self::DEFAULT_BASE_URL))?;
-        if config.model.trim().is_empty() {
-            return Err(ProviderError::Config(
-                "no model name for the openai provider; pass --model (local servers accept any name)"
-                    .into(),
-            ));
-        }
-        if api_key.is_none() && !is_local_url(&base_url) {
-            return Err(ProviderError::MissingKey {
-                var: config.key_env().unwrap_or(Self::DEFAULT_KEY_ENV).to_owned(),
-            });
-        }
+        let target = HttpTarget::new(
+            config,
+            api_key,
+            Self::DEFAULT_BASE_URL,
+            Self::DEFAULT_KEY_ENV,
+            "no model name for the openai provider; pass --model (local servers accept any name)",
+            |base_url| format!("{base_url}/chat/completions"),
+        )?;
         Ok(Self {
-            client: build_client(config, &base_url)?,
-            endpoint: format!("{base_url}/chat/completions"),
-            base_url,
-            model: config.model.clone(),
-            key: api_key,
-            stream: config.stream,
+            target,
             max_tokens: config.max_tokens,
-            policy: config.retry_policy(),
-            timeout: config.request_timeout,
         })
     }
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.target.endpoint
     }
 
     fn body(&self, request: &ChatRequest) -> Value {
         let mut body = json!({
-            "model": self.model,
+            "model": self.target.model,
             "messages": request.messages,
-            "stream": self.stream,
+            "stream": self.target.stream,
         });
-        if self.stream {
+        if self.target.stream {
             body["stream_options"] = json!({ "include_usage": true });
         }
         if let Some(max_tokens) = request.max_tokens.or(self.max_tokens) {
@@ -92,112 +69,55 @@ impl OpenAiProvider {
         }
         body
     }
+}
 
-    async fn attempt(
-        &self,
-        body: &Value,
-        attempt: u32,
-        on_delta: Option<DeltaSink<'_>>,
-    ) -> Result<RawCompletion, AttemptError> {
-        let mut builder = self.client.post(&self.endpoint).json(body);
-        if let Some(key) = &self.key {
-            builder = builder.bearer_auth(key.expose());
-        }
-        let response = builder.send().await.map_err(|error| send_failure(&error))?;
-        if !response.status().is_success() {
-            return Err(status_failure(response, self.key.as_ref()).await);
-        }
-        if is_event_stream(&response) {
-            return self.read_stream(response, attempt, on_delta).await;
-        }
-        let value = read_json_body(response, &self.endpoint).await?;
-        let raw = parse_completion(&value, &self.endpoint)?;
-        if let Some(sink) = on_delta.filter(|_| !raw.text.is_empty()) {
-            sink(&raw.text);
-        }
-        Ok(raw)
+/// The Chat Completions JSON: `choices[].message` whole, `choices[].delta` chunks
+/// streamed until `[DONE]`.
+struct ChatCompletions;
+
+impl WireFormat for ChatCompletions {
+    const STREAM_ITEM: &'static str = "chunk";
+    const DONE_MARKER: Option<&'static str> = Some("[DONE]");
+
+    fn authorize(
+        request: RequestBuilder,
+        key: Option<&ApiKey>,
+    ) -> Result<RequestBuilder, AttemptError> {
+        Ok(match key {
+            Some(key) => request.bearer_auth(key.expose()),
+            None => request,
+        })
     }
 
-    async fn read_stream(
-        &self,
-        response: Response,
-        attempt: u32,
-        on_delta: Option<DeltaSink<'_>>,
-    ) -> Result<RawCompletion, AttemptError> {
-        let endpoint = self.endpoint.as_str();
-        let mut events = response.bytes_stream().eventsource();
-        let mut raw = RawCompletion::default();
-        let mut emitted_chars = 0;
-        let mut chunks = 0_u64;
-        while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
-                Err(EventStreamError::Transport(error)) => {
-                    return Err(stream_broken(
-                        endpoint,
-                        attempt,
-                        emitted_chars,
-                        chain(&error),
-                    ));
-                }
-                Err(error) => {
-                    return Err(protocol(endpoint, format!("invalid event stream: {error}")))
-                }
-            };
-            let data = event.data.trim();
-            if data.is_empty() {
+    fn parse_body(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError> {
+        parse_completion(value, endpoint)
+    }
+
+    fn stream_event(
+        _event: &str,
+        chunk: &Value,
+        stream: &mut StreamState<'_>,
+    ) -> Result<StreamFlow, AttemptError> {
+        if let Some(error) = chunk.get("error") {
+            return Err(stream.protocol(format!("the stream reported an error: {error}")));
+        }
+        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
+            stream.raw.model = Some(model.to_owned());
+        }
+        if let Some(usage) = read_usage(chunk) {
+            stream.raw.usage = Some(usage);
+        }
+        let choices = chunk.get("choices").and_then(Value::as_array);
+        for choice in choices.into_iter().flatten() {
+            let Some(content) = choice.get("delta").and_then(|delta| delta.get("content")) else {
                 continue;
-            }
-            if data == "[DONE]" {
-                drain(&mut events).await;
-                return Ok(raw);
-            }
-            chunks += 1;
-            let chunk: Value = serde_json::from_str(data).map_err(|error| {
-                protocol(
-                    endpoint,
-                    format!("a stream chunk is not JSON ({error}): {}", preview(data)),
-                )
-            })?;
-            if let Some(error) = chunk.get("error") {
-                return Err(protocol(
-                    endpoint,
-                    format!("the stream reported an error: {error}"),
-                ));
-            }
-            if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-                raw.model = Some(model.to_owned());
-            }
-            if let Some(usage) = read_usage(&chunk) {
-                raw.usage = Some(usage);
-            }
-            let choices = chunk.get("choices").and_then(Value::as_array);
-            for choice in choices.into_iter().flatten() {
-                let Some(content) = choice.get("delta").and_then(|delta| delta.get("content"))
-                else {
-                    continue;
-                };
-                let text = content_text(content);
-                if text.is_empty() {
-                    continue;
-                }
-                if let Some(sink) = on_delta {
-                    sink(&text);
-                }
-                emitted_chars += text.chars().count();
-                raw.text.push_str(&text);
+            };
+            let text = content_text(content);
+            if !text.is_empty() {
+                stream.push_text(&text);
             }
         }
-        // Some servers close the stream without `[DONE]`; what arrived is the answer.
-        if chunks == 0 {
-            return Err(stream_broken(
-                endpoint,
-                attempt,
-                0,
-                "the stream ended without data".into(),
-            ));
-        }
-        Ok(raw)
+        Ok(StreamFlow::More)
     }
 }
 
@@ -208,22 +128,18 @@ impl Provider for OpenAiProvider {
         request: &ChatRequest,
         on_delta: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
-        let started = Instant::now();
-        let body = &self.body(request);
-        let (raw, attempts) =
-            run_with_retries(&self.policy, &self.endpoint, self.timeout, move |attempt| {
-                self.attempt(body, attempt, on_delta)
-            })
-            .await?;
-        Ok(raw.finish(request, &self.model, started, attempts))
+        let body = self.body(request);
+        self.target
+            .complete::<ChatCompletions>(request, &body, on_delta)
+            .await
     }
 
     fn model(&self) -> &str {
-        &self.model
+        &self.target.model
     }
 
     fn describe(&self) -> String {
-        format!("openai {} ({})", self.base_url, self.model)
+        format!("openai {} ({})", self.target.base_url, self.target.model)
     }
 }
 
