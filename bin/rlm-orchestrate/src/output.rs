@@ -1,53 +1,10 @@
-//! Human-readable rendering: sizes, times, keys and aligned tables.
+//! Human-readable rendering: keys and aligned tables (sizes and times come from
+//! [`rlm_orchestrator::format`]).
 //!
 //! Kept apart from the commands so that every command formats the same things the
 //! same way, and so the formatting is unit-tested without running the binary.
 
 use std::io::{self, Write};
-
-/// `1536` → `1.5 KiB`; bytes below 1 KiB are exact.
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC).
-pub fn utc_time(ms_since_epoch: u64) -> String {
-    const MS_PER_DAY: u64 = 86_400_000;
-    let days = ms_since_epoch / MS_PER_DAY;
-    let secs_of_day = (ms_since_epoch % MS_PER_DAY) / 1000;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        secs_of_day / 3600,
-        secs_of_day / 60 % 60,
-        secs_of_day % 60
-    )
-}
-
-/// Days since 1970-01-01 to a (year, month, day) date, proleptic Gregorian
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
 
 /// A key as shown to a person: as is, unless it holds control characters (a newline
 /// would break a table), which are escaped.
@@ -94,53 +51,6 @@ pub fn write_table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -
         writeln!(out, "{}", line.trim_end())?;
     }
     Ok(())
-}
-
-/// A writer that keeps the first `limit` bytes and then refuses more, so a preview of
-/// a huge value is taken without reading all of it.
-#[derive(Debug)]
-pub struct Capture {
-    limit: usize,
-    bytes: Vec<u8>,
-    full: bool,
-}
-
-impl Capture {
-    /// A capture of at most `limit` bytes.
-    pub fn new(limit: usize) -> Self {
-        Self {
-            limit,
-            bytes: Vec::with_capacity(limit.min(64 * 1024)),
-            full: false,
-        }
-    }
-
-    /// True once more was offered than fits: the value is longer than the capture.
-    pub fn is_full(&self) -> bool {
-        self.full
-    }
-
-    /// The captured bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let room = self.limit - self.bytes.len();
-        if buf.len() > room {
-            self.bytes.extend_from_slice(&buf[..room]);
-            self.full = true;
-            return Err(io::Error::other("preview complete"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A writer that remembers whether the reader on the other end went away (`EPIPE`),
@@ -197,22 +107,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_are_binary_units() {
-        assert_eq!(human_size(0), "0 B");
-        assert_eq!(human_size(1023), "1023 B");
-        assert_eq!(human_size(1536), "1.5 KiB");
-        assert_eq!(human_size(20 * 1024 * 1024), "20.0 MiB");
-        assert_eq!(human_size(1 << 30), "1.0 GiB");
-    }
-
-    #[test]
-    fn times_are_utc_dates() {
-        assert_eq!(utc_time(0), "1970-01-01 00:00:00");
-        assert_eq!(utc_time(951_782_400_000), "2000-02-29 00:00:00");
-        assert_eq!(utc_time(1_763_804_399_999), "2025-11-22 09:39:59");
-    }
-
-    #[test]
     fn control_characters_are_escaped_in_keys() {
         assert_eq!(shown_key("a/b é"), "a/b é");
         assert_eq!(shown_key("a\nb\t"), "a\\nb\\t");
@@ -230,15 +124,6 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "KEY       TYPE\na         text\nlong-key  json\n"
         );
-    }
-
-    #[test]
-    fn capture_stops_at_its_limit() {
-        let mut capture = Capture::new(4);
-        assert!(capture.write_all(b"ab").is_ok());
-        assert!(capture.write_all(b"cdef").is_err());
-        assert!(capture.is_full());
-        assert_eq!(capture.bytes(), b"abcd");
     }
 
     #[test]

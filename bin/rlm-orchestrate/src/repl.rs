@@ -24,6 +24,7 @@ use anyhow::Context as _;
 use rlm_context_store::ListFilter;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
 use rlm_orchestrator::events::{Event, EventListener};
+use rlm_orchestrator::format::one_line;
 use rlm_orchestrator::run::RunError;
 use rlm_orchestrator::session::{QueryCanceller, Session};
 use rlm_process::CancellationToken;
@@ -34,7 +35,6 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::cli::{GlobalArgs, ReplArgs, RunOptions};
 use crate::exit::{annotate, bad_input, write_report, ExitStatus};
-use crate::live::plain::one_line;
 use crate::live::{write_stderr, Progress};
 use crate::output;
 use crate::run::{prepare, print_report, python_factory, run_error, Prepared};

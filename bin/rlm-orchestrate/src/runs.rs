@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use rlm_context_store::{Store, StoreOptions, VARIABLES_DIR};
+use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{
     attach_agent_results, list_runs, load_trace, RunListing, RunSummary, RunTrace, TraceProblem,
     TraceReadError,
@@ -162,7 +163,7 @@ fn list(global: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()>
             vec![
                 format!("{}{}", "  ".repeat(*depth), run.run_id),
                 run.started_ms
-                    .map_or_else(|| "-".to_owned(), output::utc_time),
+                    .map_or_else(|| "-".to_owned(), format::utc_time),
                 run.status.clone(),
                 run.iterations.to_string(),
                 run.sub_agents.to_string(),
@@ -253,7 +254,7 @@ fn write_html(path: &Path, page: &str, out: &mut dyn Write) -> Result<()> {
         out,
         "wrote {} ({})",
         shown.display(),
-        output::human_size(page.len() as u64)
+        format::human_bytes(page.len() as u64)
     )?;
     Ok(())
 }
@@ -364,12 +365,13 @@ fn thousands(n: u64) -> String {
 
 /// The first `max` characters of `text` on one line, control characters escaped.
 fn preview(text: &str, max: usize) -> String {
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut shown: String = one_line.chars().take(max).collect();
-    if one_line.chars().count() > max {
-        shown.pop();
-        shown.push('…');
-    }
+    let flat = format::flatten_whitespace(text);
+    // The ellipsis counts: a cut preview is `max` characters in all.
+    let shown = if flat.chars().count() > max {
+        format::clip(&flat, max.saturating_sub(1))
+    } else {
+        flat
+    };
     output::escape_controls(&shown)
 }
 

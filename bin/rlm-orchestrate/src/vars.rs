@@ -16,12 +16,13 @@ use rlm_context_store::{
     validate_key, Expected, ListFilter, ScanProblem, SetOptions, Store, StoreError, StoreOptions,
     VariableRef, VariableType,
 };
+use rlm_orchestrator::format::{self, Capture};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::{GlobalArgs, KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
 use crate::exit::{annotate, bad_input, ExitStatus, ResultExt};
-use crate::output::{self, Capture, PipeAware};
+use crate::output::{self, PipeAware};
 
 /// Characters of a value shown by `vars show`.
 const PREVIEW_CHARS: usize = 200;
@@ -102,8 +103,8 @@ pub(crate) fn write_list(out: &mut dyn Write, refs: &[VariableRef]) -> io::Resul
                 output::shown_key(&r.key),
                 r.var_type.to_string(),
                 output::shown_key(&r.scope),
-                output::human_size(r.size_bytes),
-                output::utc_time(r.created_at),
+                format::human_bytes(r.size_bytes),
+                format::utc_time(r.created_at),
                 short_sha(r),
             ]
         })
@@ -140,7 +141,7 @@ fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> 
         ("size", size_with_bytes(reference.size_bytes)),
         (
             "created",
-            format!("{} UTC", output::utc_time(reference.created_at)),
+            format!("{} UTC", format::utc_time(reference.created_at)),
         ),
         (
             "sha256",
@@ -497,7 +498,7 @@ fn size_with_bytes(bytes: u64) -> String {
     if bytes < 1024 {
         format!("{bytes} bytes")
     } else {
-        format!("{} ({bytes} bytes)", output::human_size(bytes))
+        format!("{} ({bytes} bytes)", format::human_bytes(bytes))
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::format::UtcTime;
 use crate::provider::Usage;
 
 /// Sub-directory of the data dir holding one directory per run.
@@ -343,30 +344,12 @@ impl EventSink {
 
 /// A new run id: UTC time (sortable) and a random suffix, e.g. `20261122-094312-3fa9c1`.
 pub fn new_run_id() -> String {
-    let secs = now_ms() / 1000;
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
+    let t = UtcTime::from_ms(now_ms());
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
     format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{suffix}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}{:02}{:02}-{:02}{:02}{:02}-{suffix}",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Milliseconds since the Unix epoch.
@@ -380,13 +363,6 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates_are_right() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_414), (2025, 11, 22));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-    }
 
     #[test]
     fn events_are_json_lines_with_identity() {

@@ -12,6 +12,7 @@ pub mod cache;
 pub mod context;
 pub mod env;
 pub mod events;
+pub mod format;
 pub mod host;
 pub mod output;
 pub mod parse;

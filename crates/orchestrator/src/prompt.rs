@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use crate::context::{ContextInfo, CHUNK_CHARS};
 use crate::env::{ExecOutcome, ReplVariable};
+use crate::format::{clip, human_bytes};
 use crate::parse::Misfence;
 
 /// SPEC-25.04: a variable above this many bytes gets a "large" note.
@@ -123,7 +124,7 @@ pub fn first_message(
                 let _ = write!(text, ", {items} items");
             }
             text.push('\n');
-            let _ = writeln!(text, "- source: {}", bounded(&info.origin, 200));
+            let _ = writeln!(text, "- source: {}", clip(&info.origin, 200));
             let _ = writeln!(
                 text,
                 "- preview (first {} characters): {}",
@@ -215,7 +216,7 @@ pub fn state_block(budget: &Budget, variables: &[ReplVariable], max_vars: usize)
             v.name,
             v.type_name,
             v.size,
-            bounded(&v.preview, 80)
+            clip(&v.preview, 80)
         );
     }
     if variables.len() > max_vars {
@@ -257,31 +258,6 @@ pub fn exec_notices(outcome: &ExecOutcome) -> Option<String> {
 
 fn json_quoted(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
-}
-
-fn bounded(text: &str, max_chars: usize) -> String {
-    if text.chars().count() <= max_chars {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(max_chars).collect();
-    cut.push('…');
-    cut
-}
-
-/// `1536` → `1.5 KiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }
 
 #[cfg(test)]
@@ -388,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn inventory_is_bounded() {
+    fn inventory_is_clip() {
         let vars: Vec<ReplVariable> = (0..30)
             .map(|i| ReplVariable {
                 name: format!("v{i}"),

@@ -7,6 +7,7 @@
 use std::io::{self, Write};
 
 use rlm_orchestrator::events::{Event, EventData};
+use rlm_orchestrator::format::one_line;
 
 /// Writes the progress line of `event` (if it has one) to stderr.
 pub fn print(event: &Event) {
@@ -75,16 +76,6 @@ pub fn line(event: &Event) -> Option<String> {
         _ => return None,
     };
     Some(format!("{indent}{line}"))
-}
-
-/// `text` on one line (runs of whitespace become one space), cut to `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    }
 }
 
 #[cfg(test)]

@@ -10,9 +10,8 @@ use std::collections::HashMap;
 
 use console::Style;
 use rlm_orchestrator::events::{Event, EventData};
+use rlm_orchestrator::format::one_line;
 use rlm_orchestrator::provider::Usage;
-
-use super::plain::one_line;
 
 /// Bytes of streamed model text kept per step (only the last line is drawn).
 const STREAM_TAIL_BYTES: usize = 1024;

@@ -11,11 +11,11 @@
 use std::fmt::Write as _;
 
 use rlm_context_store::format::sha256_hex;
+use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{RunSummary, RunTrace, Step, StepItem, SubAgent};
 use serde_json::Value;
 
 use super::{cost, duration, plural, preview, thousands};
-use crate::output;
 
 /// The page: CSS, script and `{{placeholders}}`.
 const TEMPLATE: &str = include_str!("viewer.html");
@@ -80,7 +80,7 @@ fn header(out: &mut String, trace: &RunTrace) {
     out.push_str("<dl class=\"facts\">\n");
     let started = s.started_ms.map_or_else(
         || "—".to_owned(),
-        |t| format!("{} UTC", output::utc_time(t)),
+        |t| format!("{} UTC", format::utc_time(t)),
     );
     fact(out, "Started", &esc(&started));
     fact(

@@ -8,6 +8,7 @@
 
 use std::io::{self, Write};
 
+use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{RunTrace, StepItem, SubAgent};
 use serde_json::Value;
 
@@ -55,7 +56,7 @@ impl Renderer<'_> {
         }
         let mut when = s.started_ms.map_or_else(
             || "-".to_owned(),
-            |t| format!("{} UTC", output::utc_time(t)),
+            |t| format!("{} UTC", format::utc_time(t)),
         );
         if let Some(ms) = s.duration_ms {
             when.push_str(&format!(" · took {}", duration(ms)));

@@ -252,10 +252,7 @@ impl RawCompletion {
 /// The start of some text, for error messages.
 pub(crate) fn preview(text: &str) -> String {
     const PREVIEW_CHARS: usize = 200;
-    match text.char_indices().nth(PREVIEW_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    crate::format::clip(text, PREVIEW_CHARS)
 }
 
 /// How long to wait for the end of a stream after its last event, so the connection

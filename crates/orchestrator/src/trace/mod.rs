@@ -20,7 +20,7 @@ mod build;
 mod read;
 
 use std::collections::HashSet;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use crate::agents::{result_key, AGENTS_DIR, PROMPT_FILE_NAME};
 use crate::events::RUNS_DIR;
+use crate::format::Capture;
 use crate::provider::Usage;
 use rlm_context_store::Store;
 
@@ -541,8 +542,8 @@ pub fn attach_agent_results(trace: &mut RunTrace, store: &Store, max_bytes: usiz
         if agent.runs.is_empty() && store.has(&key) {
             let mut capture = Capture::new(max_bytes);
             let result = store.write_value_to(&key, &mut capture, true);
-            if result.is_ok() || capture.full {
-                agent.result_truncated = capture.full;
+            if result.is_ok() || capture.is_full() {
+                agent.result_truncated = capture.is_full();
                 agent.result_preview = Some(capture.into_string());
             }
         }
@@ -569,7 +570,7 @@ fn agent_prompt(data_dir: &Path, agent_id: &str) -> (Option<PathBuf>, Option<Str
         &mut io::Read::take(file, PROMPT_PREVIEW_BYTES as u64 + 1),
         &mut capture,
     );
-    let full = capture.full;
+    let full = capture.is_full();
     let mut text = capture.into_string();
     if preview.is_err() && !full {
         return (Some(path), None);
@@ -578,53 +579,6 @@ fn agent_prompt(data_dir: &Path, agent_id: &str) -> (Option<PathBuf>, Option<Str
         text.push('…');
     }
     (Some(path), Some(text))
-}
-
-/// A writer keeping the first `limit` bytes, then refusing more.
-struct Capture {
-    limit: usize,
-    bytes: Vec<u8>,
-    full: bool,
-}
-
-impl Capture {
-    fn new(limit: usize) -> Self {
-        Self {
-            limit,
-            bytes: Vec::new(),
-            full: false,
-        }
-    }
-
-    /// The bytes as text, a multi-byte character cut at the limit dropped.
-    fn into_string(self) -> String {
-        match String::from_utf8(self.bytes) {
-            Ok(text) => text,
-            Err(e) => {
-                let valid = e.utf8_error().valid_up_to();
-                let mut bytes = e.into_bytes();
-                bytes.truncate(valid);
-                String::from_utf8_lossy(&bytes).into_owned()
-            }
-        }
-    }
-}
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let room = self.limit - self.bytes.len();
-        if buf.len() > room {
-            self.bytes.extend_from_slice(&buf[..room]);
-            self.full = true;
-            return Err(io::Error::other("preview complete"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
