@@ -264,6 +264,10 @@ impl Session {
         self.host.set(None);
         let totals = accounting.totals();
         self.add_totals(&totals);
+        // A run that ends without an answer is recorded the same way whatever the cause.
+        let finish_unanswered = |status: &str, message: &str| {
+            finish(&sink, &accounting, status, None, 0, started, Some(message));
+        };
         let (status, result) = match ending {
             Ending::Done(outcome) => {
                 finish(
@@ -296,42 +300,16 @@ impl Session {
             }
             Ending::Cancelled => {
                 // Sub-agents watch the same token and are being ended by their supervisors.
-                finish(
-                    &sink,
-                    &accounting,
-                    "cancelled",
-                    None,
-                    0,
-                    started,
-                    Some("the run was cancelled (Ctrl-C or SIGTERM)"),
-                );
+                finish_unanswered("cancelled", "the run was cancelled (Ctrl-C or SIGTERM)");
                 let run_dir = sink.dir().to_owned();
                 ("cancelled", Err(RunError::Cancelled { run_dir }))
             }
             Ending::Env(error) => {
-                let message = error.to_string();
-                finish(
-                    &sink,
-                    &accounting,
-                    "failed",
-                    None,
-                    0,
-                    started,
-                    Some(&message),
-                );
+                finish_unanswered("failed", &error.to_string());
                 ("failed", Err(error.into()))
             }
             Ending::Loop(source) => {
-                let message = source.to_string();
-                finish(
-                    &sink,
-                    &accounting,
-                    "failed",
-                    None,
-                    0,
-                    started,
-                    Some(&message),
-                );
+                finish_unanswered("failed", &source.to_string());
                 let run_dir = sink.dir().to_owned();
                 ("failed", Err(RunError::Loop { source, run_dir }))
             }
