@@ -6,8 +6,8 @@
 //! orchestrator is SIGKILLed and cannot clean up, the kernel kills the leader. Note
 //! that the parent-death signal fires when the spawning *thread* exits, so spawn from
 //! long-lived threads (tokio workers, the main thread), never from `spawn_blocking`.
-//! [`run_supervised`](crate::run_supervised) removes that trap altogether: it forks on
-//! a dedicated thread that lives as long as the process.
+//! [`run_supervised`](crate::run_supervised) removes that trap altogether: it starts
+//! its children on a dedicated thread that lives as long as the process.
 
 use std::ffi::OsString;
 use std::io;
@@ -176,61 +176,67 @@ pub fn spawn_in_group(
     })
 }
 
-/// A request to the spawner thread.
-struct SpawnRequest {
-    command: Command,
-    options: SpawnOptions,
-    runtime: tokio::runtime::Handle,
-    reply: tokio::sync::oneshot::Sender<Result<GroupChild, SpawnError>>,
-}
+/// Work for the spawner thread: a closure run inside the caller's runtime.
+type SpawnJob = Box<dyn FnOnce() + Send>;
 
 /// The spawner thread's inbox; `None` if the thread could not be started.
-static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+static SPAWNER: OnceLock<Option<mpsc::Sender<(SpawnJob, tokio::runtime::Handle)>>> =
+    OnceLock::new();
 
 /// Starts `command` like [`spawn_in_group`], but forks on a dedicated thread that lives
-/// as long as the process.
-///
-/// `PR_SET_PDEATHSIG` fires when the thread that forked the child exits, not the
-/// process. Tokio's blocking-pool threads exit when idle, and a worker that enters
-/// `block_in_place` may end up in that pool, so a child forked from an arbitrary task
-/// could be killed long before the orchestrator exits. The spawner thread never exits,
-/// so the signal fires only when the orchestrator dies. Falls back to forking on the
-/// calling thread when there is no runtime or the spawner thread could not start.
+/// as long as the process (see [`on_spawner`]).
 pub(crate) async fn spawn_in_group_on_spawner(
     mut command: Command,
     options: SpawnOptions,
 ) -> Result<GroupChild, SpawnError> {
-    let (Ok(runtime), Some(spawner)) = (tokio::runtime::Handle::try_current(), spawner()) else {
-        return spawn_in_group(&mut command, &options);
-    };
     let program = command
         .as_std()
         .get_program()
         .to_string_lossy()
         .into_owned();
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    let request = SpawnRequest {
-        command,
-        options,
-        runtime,
-        reply,
-    };
-    if let Err(mpsc::SendError(mut request)) = spawner.send(request) {
-        tracing::warn!("the spawner thread is gone; forking on the calling thread");
-        return spawn_in_group(&mut request.command, &request.options);
-    }
-    answer.await.unwrap_or_else(|_| {
-        Err(SpawnError {
-            command: program,
-            source: io::Error::other("the spawner thread dropped the request"),
+    on_spawner(move || spawn_in_group(&mut command, &options))
+        .await
+        .unwrap_or_else(|| {
+            Err(SpawnError {
+                command: program,
+                source: io::Error::other("the spawner thread dropped the request"),
+            })
         })
-    })
 }
 
-fn spawner() -> Option<&'static mpsc::Sender<SpawnRequest>> {
+/// Runs `job` (which starts a child) on a dedicated thread that lives as long as the
+/// process, inside the caller's runtime, and returns what it returned (`None` if the
+/// thread died meanwhile).
+///
+/// `PR_SET_PDEATHSIG` fires when the thread that forked the child exits, not the
+/// process. Tokio's blocking-pool threads exit when idle, and a worker that enters
+/// `block_in_place` may end up in that pool, so a child forked from an arbitrary task
+/// could be killed long before the orchestrator exits. The spawner thread never exits,
+/// so the signal fires only when the orchestrator dies. Falls back to the calling
+/// thread when there is no runtime or the spawner thread could not start. If the
+/// caller went away meanwhile, what `job` returned is dropped on the spawner thread
+/// (inside the runtime), which kills a child it started.
+pub(crate) async fn on_spawner<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job: SpawnJob = Box::new(move || drop(reply.send(job())));
+    match (tokio::runtime::Handle::try_current(), spawner()) {
+        (Ok(runtime), Some(spawner)) => {
+            if let Err(mpsc::SendError((job, _))) = spawner.send((job, runtime)) {
+                tracing::warn!("the spawner thread is gone; forking on the calling thread");
+                job();
+            }
+        }
+        _ => job(),
+    }
+    answer.await.ok()
+}
+
+fn spawner() -> Option<&'static mpsc::Sender<(SpawnJob, tokio::runtime::Handle)>> {
     SPAWNER
         .get_or_init(|| {
-            let (sender, inbox) = mpsc::channel::<SpawnRequest>();
+            let (sender, inbox) = mpsc::channel::<(SpawnJob, tokio::runtime::Handle)>();
             match std::thread::Builder::new()
                 .name("rlm-spawner".to_owned())
                 .spawn(move || serve_spawn_requests(&inbox))
@@ -245,14 +251,15 @@ fn spawner() -> Option<&'static mpsc::Sender<SpawnRequest>> {
         .as_ref()
 }
 
-fn serve_spawn_requests(inbox: &mpsc::Receiver<SpawnRequest>) {
-    while let Ok(mut request) = inbox.recv() {
-        // The child registers with the caller's runtime (SIGCHLD handling, pipes).
-        let _runtime = request.runtime.enter();
-        let result = spawn_in_group(&mut request.command, &request.options);
-        // If the caller went away meanwhile, the returned child is dropped here (inside
-        // the runtime context), which kills its group.
-        drop(request.reply.send(result));
+fn serve_spawn_requests(inbox: &mpsc::Receiver<(SpawnJob, tokio::runtime::Handle)>) {
+    while let Ok((job, runtime)) = inbox.recv() {
+        // The child registers with the caller's runtime (child handling, pipes).
+        let _runtime = runtime.enter();
+        // A panicking job must not end this thread: every child it started would get
+        // its parent-death signal. The caller sees its request dropped.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+            tracing::error!("starting a child panicked");
+        }
     }
 }
 

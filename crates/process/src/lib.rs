@@ -24,6 +24,8 @@
 
 mod capture;
 mod group;
+#[cfg(target_os = "linux")]
+mod launch;
 mod procfs;
 mod registry;
 mod signal;

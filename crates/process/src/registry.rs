@@ -135,8 +135,8 @@ fn anything_running() -> bool {
     }
     let own = std::process::id();
     all.iter().any(|p| {
-        !p.zombie
+        !p.stat.zombie
             && p.pid != own
-            && (groups.contains(&p.pgrp) || procfs::carries_any(p.pid, &cookies))
+            && (groups.contains(&p.stat.pgrp) || procfs::carries_any(p.pid, &cookies))
     })
 }

@@ -2,16 +2,19 @@
 //! cancellation, and nothing left behind.
 //!
 //! [`run_supervised`] is what sub-agents and nested runs go through. The child leads
-//! its own process group, is forked on a thread that lives as long as the process (so
-//! its parent-death signal fires only when the orchestrator dies), and gets exactly
-//! the environment the caller gives plus a supervision cookie. One reader per pipe
-//! keeps bounded memory (the head of stdout, the tail of stderr). The supervisor waits
-//! for the first of: the child's exit, the timeout, the cancellation token. On timeout
-//! or cancellation it sends `SIGTERM` to the group, waits out the grace period, then
+//! its own process group, is started on a thread that lives as long as the process (so
+//! its parent-death signal fires only when the orchestrator dies) without copying the
+//! orchestrator's memory (on Linux, see `launch.rs`), and gets exactly the environment
+//! the caller gives plus a supervision cookie. One reader per pipe keeps bounded
+//! memory (the head of stdout, the tail of stderr). The supervisor waits for the first
+//! of: the child's exit, the timeout, the cancellation token. On timeout or
+//! cancellation it sends `SIGTERM` to the group, waits out the grace period, then
 //! sends `SIGKILL`. After the child exits it drains the pipes for a bounded time
 //! (grandchildren may hold them open forever), then ends whatever is left of the group
 //! and every process still carrying the cookie (grandchildren that left the group with
-//! `setsid`): `SIGTERM`, grace, `SIGKILL`.
+//! `setsid`): `SIGTERM`, grace, `SIGKILL`. Finding that nothing is left, the usual
+//! case, costs a few reads of `/proc` (the processes created since the child started,
+//! by pid), not a scan of every process's environment.
 //!
 //! `PR_SET_CHILD_SUBREAPER` is deliberately not used: it would make the orchestrator
 //! the parent of every orphan below it, and reaping those would need `waitpid(-1)`,
@@ -29,12 +32,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::{drain_into_tail, read_capped_into, Captured, TailBuffer};
+#[cfg(target_os = "linux")]
+use crate::group::on_spawner;
 use crate::group::{spawn_in_group_on_spawner, GroupChild, SpawnError, SpawnOptions};
 use crate::procfs;
 use crate::registry;
@@ -59,6 +64,11 @@ const POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// How long to wait for processes to vanish after `SIGKILL` (only a process stuck in
 /// the kernel takes longer).
 const KILL_WAIT: Duration = Duration::from_secs(2);
+/// How long a process started since the child may show an empty environment (it is in
+/// the middle of `execve`) before it is taken as started without one.
+const EXEC_SETTLE: Duration = Duration::from_millis(100);
+/// How often such a process is looked at again.
+const EXEC_POLL: Duration = Duration::from_millis(1);
 
 /// How to supervise a child.
 #[derive(Debug, Clone)]
@@ -175,21 +185,12 @@ pub async fn run_supervised(
 ) -> Result<Supervised, SpawnError> {
     let started = Instant::now();
     let mut cookie = Cookie::new();
-    let mut command = spawn.command();
-    command
-        .env(SUPERVISION_COOKIE_ENV, &cookie.chain)
-        .stdin(if options.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = spawn_in_group_on_spawner(command, spawn).await?;
+    let window = procfs::PidWindow::open();
+    let mut child = start(spawn, &cookie.chain, options.stdin.is_some()).await?;
     let pid = child.id();
     tracing::debug!(pid, "supervised child started");
 
-    let stdin_pipe = child.child_mut().stdin.take();
+    let stdin_pipe = child.take_stdin();
     let _stdin_writer = options.stdin.zip(stdin_pipe).map(|(bytes, mut pipe)| {
         Task::spawn(async move {
             // A child that does not read its stdin closes it: EPIPE is expected.
@@ -200,14 +201,14 @@ pub async fn run_supervised(
     let stdout = Arc::new(Mutex::new(Captured::default()));
     let stderr = Arc::new(Mutex::new(TailBuffer::new(options.stderr_tail)));
     let mut readers = Vec::new();
-    if let Some(pipe) = child.child_mut().stdout.take() {
+    if let Some(pipe) = child.take_stdout() {
         readers.push(Task::spawn(read_capped_into(
             pipe,
             options.stdout_cap,
             Arc::clone(&stdout),
         )));
     }
-    if let Some(pipe) = child.child_mut().stderr.take() {
+    if let Some(pipe) = child.take_stderr() {
         readers.push(Task::spawn(drain_into_tail(pipe, Arc::clone(&stderr))));
     }
 
@@ -249,7 +250,7 @@ pub async fn run_supervised(
             reason
         }
     };
-    forced_kill |= end_leftovers(pid, &cookie, options.grace).await;
+    forced_kill |= end_leftovers(pid, &cookie, window, options.grace).await;
     cookie.swept = true;
     if !join_all(&mut readers, options.drain_timeout).await {
         tracing::warn!(
@@ -277,10 +278,139 @@ pub async fn run_supervised(
     })
 }
 
+/// Starts the child with the supervision cookie, its stdout and stderr piped, and stdin
+/// piped or `/dev/null`, on the spawner thread: without copying the orchestrator where
+/// the system allows it ([`launch`](crate::launch)), else with `std`'s `Command`.
+async fn start(
+    spawn: SpawnOptions,
+    cookie_chain: &OsString,
+    pipe_stdin: bool,
+) -> Result<Supervisee, SpawnError> {
+    #[cfg(target_os = "linux")]
+    if crate::launch::available() && tokio::runtime::Handle::try_current().is_ok() {
+        use crate::launch::{launch, LaunchError, LaunchSpec};
+        let failed = |source| SpawnError {
+            command: spawn.program_name(),
+            source,
+        };
+        let extra_env = [(OsString::from(SUPERVISION_COOKIE_ENV), cookie_chain.clone())];
+        let spec = LaunchSpec::new(&spawn, &extra_env, pipe_stdin).map_err(failed)?;
+        match on_spawner(move || launch(&spec)).await {
+            Some(Ok(child)) => return Ok(Supervisee::Launched(child)),
+            Some(Err(LaunchError::Failed(source))) => return Err(failed(source)),
+            Some(Err(LaunchError::Unsupported(error))) => {
+                tracing::debug!(%error, "clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD) refused; forking instead");
+            }
+            None => {
+                return Err(failed(io::Error::other(
+                    "the spawner thread dropped the request",
+                )))
+            }
+        }
+    }
+    let mut command = spawn.command();
+    command
+        .env(SUPERVISION_COOKIE_ENV, cookie_chain)
+        .stdin(if pipe_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    spawn_in_group_on_spawner(command, spawn)
+        .await
+        .map(Supervisee::Grouped)
+}
+
+/// A supervised child, however it was started.
+enum Supervisee {
+    /// Started by [`launch`](crate::launch) (Linux).
+    #[cfg(target_os = "linux")]
+    Launched(crate::launch::Launched),
+    /// Started by `std`'s `Command` (elsewhere, or where `clone` is refused).
+    Grouped(GroupChild),
+}
+
+type BoxedWrite = Box<dyn AsyncWrite + Send + Unpin>;
+type BoxedRead = Box<dyn AsyncRead + Send + Unpin>;
+
+impl Supervisee {
+    fn id(&self) -> u32 {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.id(),
+            Supervisee::Grouped(child) => child.id(),
+        }
+    }
+
+    async fn wait(&mut self) -> io::Result<ExitStatus> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.wait().await,
+            Supervisee::Grouped(child) => child.wait().await,
+        }
+    }
+
+    fn kill_group(&self) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.kill_group(),
+            Supervisee::Grouped(child) => child.kill_group(),
+        }
+    }
+
+    fn disarm_if_gone(&mut self) {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.disarm_if_gone(),
+            Supervisee::Grouped(child) => {
+                child.disarm_if_gone();
+            }
+        }
+    }
+
+    fn take_stdin(&mut self) -> Option<BoxedWrite> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.stdin.take().map(|p| Box::new(p) as BoxedWrite),
+            Supervisee::Grouped(child) => child
+                .child_mut()
+                .stdin
+                .take()
+                .map(|p| Box::new(p) as BoxedWrite),
+        }
+    }
+
+    fn take_stdout(&mut self) -> Option<BoxedRead> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.stdout.take().map(|p| Box::new(p) as BoxedRead),
+            Supervisee::Grouped(child) => child
+                .child_mut()
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as BoxedRead),
+        }
+    }
+
+    fn take_stderr(&mut self) -> Option<BoxedRead> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Supervisee::Launched(child) => child.stderr.take().map(|p| Box::new(p) as BoxedRead),
+            Supervisee::Grouped(child) => child
+                .child_mut()
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as BoxedRead),
+        }
+    }
+}
+
 /// Ends the group's leader (and its group): `SIGTERM` to the group and the cookie's
 /// carriers, up to `grace` for the leader to exit, then `SIGKILL`. Returns whether
 /// `SIGKILL` was needed.
-async fn stop_leader(child: &mut GroupChild, cookie: &Cookie, grace: Duration) -> bool {
+async fn stop_leader(child: &mut Supervisee, cookie: &Cookie, grace: Duration) -> bool {
     signal_everything(child.id(), cookie, Signal::SIGTERM);
     if timeout(grace, child.wait()).await.is_ok() {
         return false;
@@ -297,9 +427,36 @@ async fn stop_leader(child: &mut GroupChild, cookie: &Cookie, grace: Duration) -
 
 /// Ends whatever is left of the group `pgid` and the cookie's carriers once the leader
 /// is gone: `SIGTERM`, up to `grace`, `SIGKILL`. Returns whether `SIGKILL` was needed.
-async fn end_leftovers(pgid: u32, cookie: &Cookie, grace: Duration) -> bool {
-    if procfs::leftovers(pgid, &cookie.own).is_empty() {
-        return false;
+///
+/// The usual case, nothing left, is shown cheaply from the processes created since
+/// `window` ([`procfs::quick_check`]); otherwise all of `/proc` is scanned. A process
+/// caught in the middle of `execve` shows no environment for a moment, so whether it
+/// carries the cookie is looked at again, for up to [`EXEC_SETTLE`].
+async fn end_leftovers(
+    pgid: u32,
+    cookie: &Cookie,
+    window: Option<procfs::PidWindow>,
+    grace: Duration,
+) -> bool {
+    let settle_by = Instant::now() + EXEC_SETTLE;
+    loop {
+        match procfs::quick_check(pgid, &cookie.own, window) {
+            procfs::Quick::NothingLeft => return false,
+            procfs::Quick::Unsettled if Instant::now() < settle_by => sleep(EXEC_POLL).await,
+            procfs::Quick::Unsettled | procfs::Quick::Unknown => break,
+        }
+    }
+    let since = window.map(|w| w.start_ticks);
+    loop {
+        let found = procfs::leftovers(pgid, &cookie.own, since);
+        if !found.is_empty() {
+            break;
+        }
+        if found.unsettled.is_empty() || Instant::now() >= settle_by {
+            // Still no environment: started without one, so not carrying the cookie.
+            return false;
+        }
+        sleep(EXEC_POLL).await;
     }
     signal_everything(pgid, cookie, Signal::SIGTERM);
     if wait_until_gone(pgid, cookie, grace).await {
@@ -319,7 +476,7 @@ async fn end_leftovers(pgid: u32, cookie: &Cookie, grace: Duration) -> bool {
 async fn wait_until_gone(pgid: u32, cookie: &Cookie, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
-        if procfs::leftovers(pgid, &cookie.own).is_empty() {
+        if procfs::leftovers(pgid, &cookie.own, None).is_empty() {
             return true;
         }
         if Instant::now() >= deadline {
@@ -335,7 +492,7 @@ fn signal_everything(pgid: u32, cookie: &Cookie, signal: Signal) {
         tracing::warn!(pgid, %error, "could not signal a child process group");
     }
     let cookies = [cookie.own.clone()];
-    for pid in procfs::leftovers(pgid, &cookie.own).escaped {
+    for pid in procfs::leftovers(pgid, &cookie.own, None).escaped {
         if procfs::signal_carrier(pid, &cookies, signal) {
             tracing::debug!(pid, %signal, "signalled a process that left its child's group");
         }

@@ -282,3 +282,104 @@ async fn nested_supervision_chains_cookies() {
     assert_eq!(pid, std::process::id().to_string());
     assert!(counter.parse::<u64>().is_ok());
 }
+
+#[tokio::test]
+async fn escapees_that_closed_their_pipes_are_ended_after_a_normal_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // Nothing holds the pipes and the group is empty when the leader exits: only the
+    // cookie tells that these two still belong to the child.
+    let script = format!(
+        "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >> '{p}'
+         sh -c 'setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >> \"{p}\"'
+         echo done",
+        p = pids.display()
+    );
+    let result = run_supervised(sh(&script), SuperviseOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(result.termination, Termination::Exited(0));
+    assert_eq!(result.stdout, b"done\n");
+    assert_gone(&read_pids(&pids, 2).await).await;
+}
+
+#[tokio::test]
+async fn the_program_is_looked_up_in_the_childs_path_from_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("bin")).unwrap();
+    let tool = dir.path().join("bin").join("rlm-test-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho \"tool in $(pwd)\"\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("bin:{}", std::env::var("PATH").unwrap_or_default());
+    let result = run_supervised(
+        SpawnOptions::new("rlm-test-tool")
+            .env("PATH", path)
+            .cwd(dir.path()),
+        SuperviseOptions::default(),
+    )
+    .await
+    .unwrap();
+    let expected = format!("tool in {}\n", dir.path().canonicalize().unwrap().display());
+    assert_eq!(String::from_utf8(result.stdout).unwrap(), expected);
+}
+
+#[tokio::test]
+async fn a_script_without_a_shebang_runs_with_sh() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("plain");
+    std::fs::write(&script, "echo plain \"$1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let result = run_supervised(
+        SpawnOptions::new(&script).arg("arg"),
+        SuperviseOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(result.termination, Termination::Exited(0));
+    assert_eq!(result.stdout, b"plain arg\n");
+}
+
+#[tokio::test]
+async fn a_program_that_is_not_executable_is_a_spawn_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rlm-not-executable"), "echo no\n").unwrap();
+    let error = run_supervised(
+        SpawnOptions::new("rlm-not-executable").env("PATH", dir.path()),
+        SuperviseOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.source.kind(), std::io::ErrorKind::PermissionDenied);
+    let missing = run_supervised(
+        SpawnOptions::new("rlm-no-such-agent").env("PATH", dir.path()),
+        SuperviseOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(missing.source.kind(), std::io::ErrorKind::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_children_in_parallel_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let runs: Vec<_> = (0..32)
+        .map(|i| {
+            // Every fourth child leaves an escapee behind; the others exit cleanly.
+            let script = if i % 4 == 0 {
+                format!(
+                    "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >> '{p}'; echo {i}",
+                    p = pids.display()
+                )
+            } else {
+                format!("echo {i}")
+            };
+            tokio::spawn(run_supervised(sh(&script), SuperviseOptions::default()))
+        })
+        .collect();
+    for (i, run) in runs.into_iter().enumerate() {
+        let result = run.await.unwrap().unwrap();
+        assert_eq!(result.stdout, format!("{i}\n").as_bytes());
+    }
+    assert_gone(&read_pids(&pids, 8).await).await;
+}
