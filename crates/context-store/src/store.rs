@@ -301,6 +301,22 @@ impl Store {
         value: Value,
         opts: SetOptions,
     ) -> Result<VariableRef> {
+        self.compare_and_set_with(key, expected, value, opts, self.options.durability)
+    }
+
+    /// [`compare_and_set`](Self::compare_and_set) written with `durability` instead of
+    /// the store's. [`Durability::Bulk`] is for values derived from something the
+    /// caller still holds (a sub-agent's captured output): the write stays atomic for
+    /// readers and survives `kill -9`, but skips the two fsyncs (milliseconds each on a
+    /// slow disk), so a power failure may leave the file empty or missing.
+    pub fn compare_and_set_with(
+        &self,
+        key: &str,
+        expected: &Expected,
+        value: Value,
+        opts: SetOptions,
+        durability: Durability,
+    ) -> Result<VariableRef> {
         validate_key(key)?;
         let bytes = format::encode_value(&value);
         let reference = new_reference(key, &opts, &value, &bytes, true);
@@ -319,7 +335,7 @@ impl Store {
                 actual: actual.unwrap_or_else(|| "none".to_owned()),
             });
         }
-        self.write_to_disk(&mut inner, reference.clone(), &bytes)?;
+        self.write_to_disk_with(&mut inner, reference.clone(), &bytes, durability)?;
         drop(bytes);
         self.cache_value(&mut inner, key, Arc::new(value), reference.size_bytes)?;
         Ok(reference)
@@ -862,6 +878,17 @@ impl Store {
 
     /// Writes a variable file for `reference` and indexes it. Caller holds the key lock.
     fn write_to_disk(&self, inner: &mut Inner, reference: VariableRef, bytes: &[u8]) -> Result<()> {
+        self.write_to_disk_with(inner, reference, bytes, self.options.durability)
+    }
+
+    /// [`Self::write_to_disk`] with the given durability.
+    fn write_to_disk_with(
+        &self,
+        inner: &mut Inner,
+        reference: VariableRef,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<()> {
         let key = reference.key.clone();
         let path = self.target_path(inner, &key);
         let header = FileHeader {
@@ -869,7 +896,7 @@ impl Store {
             reference,
             persist: true,
         };
-        let value_offset = format::write_file(&path, &header, bytes, self.options.durability)?;
+        let value_offset = format::write_file(&path, &header, bytes, durability)?;
         if let Some(Entry {
             location: Location::Spilled { path: spilled, .. },
             ..

@@ -281,3 +281,43 @@ fn directories_are_0700_and_files_0600() {
         assert_eq!(mode_of(&file), 0o600, "{}", file.display());
     }
 }
+
+#[test]
+fn a_bulk_compare_and_set_on_an_fsync_store_is_a_normal_write() {
+    // The store fsyncs; one write asks not to. It is still atomic, checked and read
+    // back like any other, by this store and a fresh one.
+    let (_temp, data) = data_dir();
+    let store = Store::open(&data).unwrap();
+    let written = store
+        .compare_and_set_with(
+            "sub-result-a1",
+            &Expected::Absent,
+            json!("the answer"),
+            SetOptions::default().scope("agent:root"),
+            rlm_context_store::Durability::Bulk,
+        )
+        .unwrap();
+    assert!(matches!(
+        store.compare_and_set_with(
+            "sub-result-a1",
+            &Expected::Absent,
+            json!("again"),
+            SetOptions::default(),
+            rlm_context_store::Durability::Bulk,
+        ),
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(*store.get("sub-result-a1").unwrap(), json!("the answer"));
+    let path = store.path_of("sub-result-a1").unwrap();
+    assert_eq!(read_plain_json(&path)["value"], json!("the answer"));
+    drop(store);
+    let reopened = Store::open(&data).unwrap();
+    assert_eq!(
+        reopened.reference("sub-result-a1").unwrap().sha256,
+        written.sha256
+    );
+    assert_eq!(
+        reopened.reference("sub-result-a1").unwrap().scope,
+        "agent:root"
+    );
+}

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rlm_context_store::{Expected, SetOptions, Store, StoreError};
+use rlm_context_store::{Durability, Expected, SetOptions, Store, StoreError};
 use rlm_process::{
     run_supervised, CancellationToken, SpawnOptions, SuperviseOptions, Termination, DEFAULT_GRACE,
 };
@@ -399,8 +399,19 @@ fn settle(
     match read_stored(store, key, inline_cap) {
         Stored::Value(value) => return (value, true, true),
         Stored::Absent => {
+            // What rlm stores here is derived from the run it just watched (stdout or an
+            // error object) and is returned to the caller directly: written atomically
+            // (readers, `kill -9`), without the fsyncs, which took longer than a
+            // trivial agent's whole run. A power failure may lose it; the run that
+            // would read it is lost with it.
             let options = SetOptions::default().scope(scope);
-            match store.compare_and_set(key, &Expected::Absent, fallback.value.clone(), options) {
+            match store.compare_and_set_with(
+                key,
+                &Expected::Absent,
+                fallback.value.clone(),
+                options,
+                Durability::Bulk,
+            ) {
                 Ok(_) => {}
                 Err(StoreError::Conflict { .. }) => {
                     // Written behind our back after all (e.g. by a process that escaped
@@ -429,6 +440,14 @@ fn settle(
 
 /// Looks at the disk (not just the store's index) for the agent's result.
 fn read_stored(store: &Store, key: &str, inline_cap: u64) -> Stored {
+    // Most agents just print: no file, and nothing in the index, is "absent" for the
+    // probe below too, found without the file-system watcher `wait_for` sets up.
+    let no_file = store.path_of(key).is_ok_and(
+        |path| matches!(fs::metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound),
+    );
+    if no_file && !store.has(key) {
+        return Stored::Absent;
+    }
     // `wait_for` with no wait probes the file itself, so a result the agent wrote (or
     // rewrote) is seen even if the index holds an older state.
     let reference = match store.wait_for(key, Duration::ZERO) {
