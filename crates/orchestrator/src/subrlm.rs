@@ -15,7 +15,7 @@ use rlm_context_store::Store;
 use rlm_process::{run_supervised, CancellationToken, SpawnOptions, SuperviseOptions, Termination};
 use serde_json::{json, Value};
 
-use crate::agents::{env_vars, result_key};
+use crate::agents::{env_vars, inherited_environment, result_key};
 use crate::provider::Usage;
 
 /// Default `--agent-timeout`.
@@ -147,17 +147,13 @@ fn child_environment(
     request: &ChildRequest,
     key: &str,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(name, _)| {
-            name.to_str().is_some_and(|n| {
-                env_vars::INHERITED.contains(&n)
-                    || env_vars::INHERITED_PREFIXES
-                        .iter()
-                        .any(|p| n.starts_with(p))
-                    || launcher.pass_env.iter().any(|p| p == n)
-            })
-        })
-        .collect();
+    let mut env = inherited_environment();
+    env.extend(
+        launcher
+            .pass_env
+            .iter()
+            .filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value))),
+    );
     for (name, value) in [
         (env_vars::DATA_DIR, request.data_dir.display().to_string()),
         (env_vars::AGENT_ID, request.child_id.clone()),

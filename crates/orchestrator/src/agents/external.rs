@@ -119,6 +119,30 @@ pub fn validate_agent_id(id: &str) -> Result<(), AgentError> {
     }
 }
 
+/// The part of our environment every child process inherits: `PATH` (with the
+/// directory of a running `rlm-orchestrate` appended), `HOME`, `USER`, `LOGNAME`,
+/// `LANG`, `LC_*`, `TERM`, `TMPDIR`, `SHELL`, `XDG_*`. Never API keys.
+pub fn inherited_environment() -> Vec<(OsString, OsString)> {
+    std::env::vars_os()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|n| {
+                env_vars::INHERITED.contains(&n)
+                    || env_vars::INHERITED_PREFIXES
+                        .iter()
+                        .any(|p| n.starts_with(p))
+            })
+        })
+        .map(|(name, value)| {
+            let value = if name == "PATH" {
+                path_with_own_dir(value)
+            } else {
+                value
+            };
+            (name, value)
+        })
+        .collect()
+}
+
 /// The agent's complete environment: `PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`,
 /// `LC_*`, `TERM`, `TMPDIR`, `SHELL`, `XDG_*` from ours (with the directory of a
 /// running `rlm-orchestrate` appended to `PATH`); then `RLM_DATA_DIR`,
@@ -130,24 +154,7 @@ pub fn agent_environment(
     data_dir: &Path,
     result_file: &Path,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(name, _)| {
-            name.to_str().is_some_and(|n| {
-                env_vars::INHERITED.contains(&n)
-                    || env_vars::INHERITED_PREFIXES
-                        .iter()
-                        .any(|p| n.starts_with(p))
-            })
-        })
-        .map(|(name, value)| {
-            if name == "PATH" {
-                let value = path_with_own_dir(value);
-                (name, value)
-            } else {
-                (name, value)
-            }
-        })
-        .collect();
+    let mut env = inherited_environment();
     let ours: [(&str, OsString); 6] = [
         (env_vars::DATA_DIR, data_dir.as_os_str().to_owned()),
         (env_vars::AGENT_ID, spec.agent_id.clone().into()),

@@ -18,8 +18,8 @@ mod prompt;
 
 pub use command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
 pub use external::{
-    agent_environment, new_agent_id, result_key, run_external_agent, validate_agent_id,
-    AgentOutcome, ExternalAgentSpec, AGENTS_DIR, PROMPT_FILE_NAME,
+    agent_environment, inherited_environment, new_agent_id, result_key, run_external_agent,
+    validate_agent_id, AgentOutcome, ExternalAgentSpec, AGENTS_DIR, PROMPT_FILE_NAME,
 };
 pub use outcome::OUTPUT_TRUNCATED_MARKER;
 pub use prompt::{agent_prompt, ref_line, AgentRef, CONTEXT_HEADING, HOW_TO_ANSWER_HEADING};
