@@ -39,6 +39,10 @@ pub const LOCKS_DIR: &str = "locks";
 /// Sub-directory holding spilled in-memory values of live stores.
 pub const SPILL_DIR: &str = "spill";
 
+/// Temp files of writers older than this are leftovers of a killed process (a write
+/// of even a gigabyte takes seconds) and are removed when a store opens.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
 /// How a store is opened.
 #[derive(Clone)]
 pub struct StoreOptions {
@@ -240,6 +244,7 @@ impl Store {
             spill_dir,
             options,
         };
+        remove_stale_temp_files(&store.variables_dir);
         store.refresh()?;
         Ok(store)
     }
@@ -1068,6 +1073,37 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// Removes `.tmp-*.partial` files older than [`STALE_TEMP_AGE`] from `dir`: what a
+/// writer killed mid-write (`kill -9`, power loss) left behind. Best effort.
+fn remove_stale_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(".tmp-") && name.ends_with(".partial")) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age >= STALE_TEMP_AGE);
+        if stale {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %entry.path().display(), "removed a stale temp file")
+                }
+                Err(e) => {
+                    tracing::debug!(path = %entry.path().display(), "cannot remove a stale temp file: {e}")
+                }
+            }
+        }
+    }
 }
 
 fn create_private_dir(path: &Path) -> Result<()> {

@@ -321,3 +321,34 @@ fn a_bulk_compare_and_set_on_an_fsync_store_is_a_normal_write() {
         "agent:root"
     );
 }
+
+#[test]
+fn stale_temp_files_of_killed_writers_are_removed_on_open() {
+    let (_temp, data) = data_dir();
+    let store = Store::open_with(&data, bulk()).unwrap();
+    store
+        .set("kept", json!("value"), SetOptions::default())
+        .unwrap();
+    let vars = store.variables_dir().to_owned();
+    drop(store);
+    let stale = vars.join(".tmp-killed.partial");
+    let fresh = vars.join(".tmp-in-flight.partial");
+    fs::write(&stale, b"half a value").unwrap();
+    fs::write(&fresh, b"a writer at work").unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+
+    let store = Store::open_with(&data, bulk()).unwrap();
+    assert!(!stale.exists(), "a stale temp file survived the open");
+    assert!(
+        fresh.exists(),
+        "a recent temp file (a live writer's) was removed"
+    );
+    assert_eq!(*store.get("kept").unwrap(), json!("value"));
+    assert!(store.problems().is_empty());
+}
