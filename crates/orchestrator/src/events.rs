@@ -183,6 +183,42 @@ pub enum EventData {
     },
 }
 
+/// Model calls, tokens and cost added up from `llm_call` events: how one call counts
+/// toward a run's totals, for everything that re-reads events (trace reader, live view).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CallTally {
+    /// Model calls seen.
+    pub llm_calls: u64,
+    /// Their tokens.
+    pub usage: Usage,
+    /// Their cost, when any call had a price.
+    pub cost_usd: Option<f64>,
+}
+
+impl CallTally {
+    /// Adds `data` if it is an `llm_call`; returns whether it was one.
+    pub fn add(&mut self, data: &EventData) -> bool {
+        let EventData::LlmCall {
+            prompt_tokens,
+            completion_tokens,
+            cost_usd,
+            ..
+        } = data
+        else {
+            return false;
+        };
+        self.llm_calls += 1;
+        self.usage.add(Usage {
+            prompt_tokens: *prompt_tokens,
+            completion_tokens: *completion_tokens,
+        });
+        if let Some(cost) = cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
+        true
+    }
+}
+
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {

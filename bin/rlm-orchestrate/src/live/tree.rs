@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use console::Style;
-use rlm_orchestrator::events::{Event, EventData};
+use rlm_orchestrator::events::{CallTally, Event, EventData};
 use rlm_orchestrator::format::one_line;
 use rlm_orchestrator::provider::Usage;
 
@@ -40,13 +40,11 @@ struct RunNode {
     finished: Option<(String, u64)>,
     step: Option<Step>,
     steps_done: u32,
-    llm_calls: u64,
+    /// This process's own model calls (cost replaced by the tree's at `run_finished`).
+    calls: CallTally,
     cache_hits: u64,
-    /// Tokens of this process's own model calls.
-    usage: Usage,
     /// Tokens of the whole tree, as `run_finished` reports them.
     total: Option<Usage>,
-    cost_usd: Option<f64>,
     answered: Option<bool>,
     agents: Vec<Agent>,
 }
@@ -90,11 +88,9 @@ impl Tree {
                     finished: None,
                     step: None,
                     steps_done: 0,
-                    llm_calls: 0,
+                    calls: CallTally::default(),
                     cache_hits: 0,
-                    usage: Usage::default(),
                     total: None,
-                    cost_usd: None,
                     answered: None,
                     agents: Vec::new(),
                 },
@@ -139,20 +135,8 @@ impl Tree {
                     step.last_exec = Some((*error, *duration_ms, first.trim().to_owned()));
                 }
             }
-            EventData::LlmCall {
-                prompt_tokens,
-                completion_tokens,
-                cost_usd,
-                ..
-            } => {
-                run.llm_calls += 1;
-                run.usage.add(Usage {
-                    prompt_tokens: *prompt_tokens,
-                    completion_tokens: *completion_tokens,
-                });
-                if let Some(cost) = cost_usd {
-                    *run.cost_usd.get_or_insert(0.0) += cost;
-                }
+            data @ EventData::LlmCall { .. } => {
+                run.calls.add(data);
             }
             EventData::CacheHit { .. } => run.cache_hits += 1,
             EventData::SubAgentSpawned {
@@ -196,7 +180,7 @@ impl Tree {
                 run.finished = Some((status.clone(), *duration_ms));
                 run.step = None;
                 run.total = Some(*usage);
-                run.cost_usd = *cost_usd;
+                run.calls.cost_usd = *cost_usd;
             }
             _ => {}
         }
@@ -438,8 +422,8 @@ fn footer(root: &RunNode, now_ms: u64) -> String {
         ),
         format!(
             "{} model call{}",
-            root.llm_calls,
-            if root.llm_calls == 1 { "" } else { "s" }
+            root.calls.llm_calls,
+            if root.calls.llm_calls == 1 { "" } else { "s" }
         ),
         format!(
             "{} tokens ({} in, {} out)",
@@ -458,7 +442,7 @@ fn footer(root: &RunNode, now_ms: u64) -> String {
     if root.cache_hits > 0 {
         parts.push(format!("{} cached", root.cache_hits));
     }
-    if let Some(cost) = root.cost_usd {
+    if let Some(cost) = root.calls.cost_usd {
         parts.push(format!("${cost:.4}"));
     }
     if root.finished.is_none() && root.answered == Some(true) {
@@ -473,7 +457,7 @@ impl RunNode {
         if let Some(total) = self.total {
             return total;
         }
-        let mut usage = self.usage;
+        let mut usage = self.calls.usage;
         for agent in &self.agents {
             if let Some((_, _, used)) = &agent.finished {
                 usage.add(*used);

@@ -13,7 +13,7 @@ use super::{
     agent_prompt, RunSummary, RunTrace, Step, StepItem, SubAgent, SummarySource, TraceProblem,
     STATUS_RUNNING, STATUS_UNKNOWN,
 };
-use crate::events::{Event, EventData};
+use crate::events::{CallTally, Event, EventData};
 use crate::provider::Usage;
 
 /// Deepest nesting followed when rolling up totals (a guard against cycles).
@@ -28,9 +28,7 @@ pub(crate) struct Header {
 
 /// What a run without a summary did itself, and which sub-agents it started.
 struct Derived {
-    usage: Usage,
-    llm_calls: u64,
-    cost_usd: Option<f64>,
+    calls: CallTally,
     /// Child agent ids, with the usage their `sub_agent_finished` reported.
     children: Vec<(String, Option<Usage>)>,
     /// Totals from `run_finished` (which win over sums of events).
@@ -106,9 +104,7 @@ fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
         pid: None,
     };
     let mut derived = Derived {
-        usage: Usage::default(),
-        llm_calls: 0,
-        cost_usd: None,
+        calls: CallTally::default(),
         children: Vec::new(),
         finished: None,
     };
@@ -126,20 +122,8 @@ fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
             EventData::StepStarted { iteration } => {
                 summary.iterations = summary.iterations.max(*iteration);
             }
-            EventData::LlmCall {
-                prompt_tokens,
-                completion_tokens,
-                cost_usd,
-                ..
-            } => {
-                derived.llm_calls += 1;
-                derived.usage.add(Usage {
-                    prompt_tokens: *prompt_tokens,
-                    completion_tokens: *completion_tokens,
-                });
-                if let Some(cost) = cost_usd {
-                    *derived.cost_usd.get_or_insert(0.0) += cost;
-                }
+            data @ EventData::LlmCall { .. } => {
+                derived.calls.add(data);
             }
             EventData::SubAgentSpawned { child_agent_id, .. } => {
                 derived.children.push((child_agent_id.clone(), None));
@@ -266,9 +250,9 @@ fn totals_of(
         };
     };
     let mut totals = Totals {
-        usage: derived.usage,
-        llm_calls: derived.llm_calls,
-        cost_usd: derived.cost_usd,
+        usage: derived.calls.usage,
+        llm_calls: derived.calls.llm_calls,
+        cost_usd: derived.calls.cost_usd,
         sub_agents: derived.children.len() as u64,
     };
     for (child_id, finished_usage) in &derived.children {
