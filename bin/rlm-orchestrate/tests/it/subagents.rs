@@ -238,15 +238,8 @@ fn a_16_way_fan_out_over_a_store_split_context_adds_up() {
     );
     assert_eq!(result["answer"], expected.to_string());
     assert_eq!(result["sub_agents"], 16);
-    // Each agent's answer is also in its sub-result variable, scoped to the root.
-    let results: Vec<Value> = serde_json::from_slice(
-        &sb.vars(&["list", "--type", "json", "--json"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout,
-    )
-    .unwrap_or_default();
+    // Each agent's answer is also in its sub-result variable, scoped to the root,
+    // and those stored partial sums add up to the same total.
     let all: Vec<Value> = serde_json::from_slice(
         &sb.vars(&["list", "--json"])
             .assert()
@@ -255,11 +248,25 @@ fn a_16_way_fan_out_over_a_store_split_context_adds_up() {
             .stdout,
     )
     .unwrap();
-    let sub_results = all
+    let sub_results: Vec<&Value> = all
         .iter()
         .filter(|v| v["key"].as_str().unwrap().starts_with("sub-result-"))
-        .count();
-    assert_eq!(sub_results, 16, "{results:?}");
+        .collect();
+    assert_eq!(sub_results.len(), 16);
+    let mut stored_total = 0u64;
+    for var in sub_results {
+        assert!(
+            var["scope"].as_str().unwrap().starts_with("agent:root-"),
+            "{var}"
+        );
+        let value = sb.get(var["key"].as_str().unwrap());
+        stored_total += String::from_utf8(value)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap();
+    }
+    assert_eq!(stored_total, expected);
 }
 
 /// Processes whose command line contains `marker`, zombies excluded.
