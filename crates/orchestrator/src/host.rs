@@ -266,7 +266,8 @@ impl RunHost {
         let child_id = new_agent_id();
         let parent = self.settings.agent_id.clone();
         // The child gets its context by reference: a variable of its own.
-        let context_key = match context.filter(|c| !c.is_null()) {
+        // (key, sha256) of the variable holding the child's context.
+        let context_var = match context.filter(|c| !c.is_null()) {
             None => None,
             Some(value) => {
                 let key = format!("sub-context-{child_id}");
@@ -276,23 +277,18 @@ impl RunHost {
                     format!("agent:{parent}"),
                     key.clone(),
                 );
-                tokio::task::spawn_blocking(move || {
+                let stored = tokio::task::spawn_blocking(move || {
                     store.set(&k, value, SetOptions::default().scope(scope))
                 })
                 .await
                 .map_err(|e| format!("store task failed: {e}"))?
                 .map_err(|e| e.to_string())?;
-                Some(key)
+                Some((key, stored.sha256.unwrap_or_default()))
             }
         };
-        let context_sha = match &context_key {
-            Some(key) => self
-                .store
-                .reference(key)
-                .ok()
-                .and_then(|r| r.sha256)
-                .unwrap_or_default(),
-            None => String::new(),
+        let (context_key, context_sha) = match context_var {
+            Some((key, sha)) => (Some(key), sha),
+            None => (None, String::new()),
         };
         let cache_key = CallKey::new(
             "sub_rlm",
@@ -350,23 +346,24 @@ impl RunHost {
         };
         let store = Arc::clone(&self.store);
         let keys = refs.to_vec();
-        let agent_refs = tokio::task::spawn_blocking(move || {
+        // Each reference, persisted for the agent, with its sha256 for the cache key.
+        let described = tokio::task::spawn_blocking(move || {
             keys.iter()
-                .map(|key| AgentRef::from_store(&store, key))
-                .collect::<Result<Vec<_>, _>>()
+                .map(|key| {
+                    let agent_ref = AgentRef::from_store(&store, key)?;
+                    let sha = store.reference(key)?.sha256.unwrap_or_default();
+                    Ok((agent_ref, sha))
+                })
+                .collect::<Result<Vec<_>, rlm_context_store::StoreError>>()
         })
         .await
         .map_err(|e| format!("store task failed: {e}"))?
         .map_err(|e| e.to_string())?;
         let mut parts: Vec<String> = vec![command.template().to_owned(), task.to_owned()];
-        for r in refs {
-            parts.push(
-                self.store
-                    .reference(r)
-                    .ok()
-                    .and_then(|r| r.sha256)
-                    .unwrap_or_default(),
-            );
+        let mut agent_refs = Vec::with_capacity(described.len());
+        for (agent_ref, sha) in described {
+            parts.push(sha);
+            agent_refs.push(agent_ref);
         }
         let part_refs: Vec<&str> = parts.iter().map(String::as_str).collect();
         let cache_key = CallKey::new("spawn_agent", &part_refs);
