@@ -186,6 +186,11 @@ pub struct RunArgs {
     /// The task; read from stdin when absent or `-`.
     pub task: Option<String>,
 
+    /// Run the nested run described in this spec file (written by a parent run for
+    /// `sub_rlm`; its settings replace every run flag).
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with = "task")]
+    pub child_spec: Option<std::path::PathBuf>,
+
     /// The flags shared with `repl`.
     #[command(flatten)]
     pub options: RunOptions,

@@ -185,8 +185,8 @@ struct KeyStatus {
 
 /// The key variables the root and sub models would read (never their values).
 fn keys(args: &RunArgs) -> Vec<KeyStatus> {
-    let root = crate::run::root_provider_config(args);
-    let sub = crate::run::sub_provider_config(args, &root);
+    let root = crate::settings::root_provider_config(args);
+    let sub = crate::settings::sub_provider_config(args, &root);
     [("model", &root), ("sub_model", &sub)]
         .into_iter()
         .filter_map(|(role, config)| {

@@ -16,6 +16,7 @@ mod output;
 mod repl;
 mod run;
 mod runs;
+mod settings;
 mod vars;
 
 use clap::Parser;

@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use rlm_context_store::ListFilter;
+use rlm_orchestrator::agents::Lineage;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
 use rlm_orchestrator::events::{Event, EventListener};
 use rlm_orchestrator::format::one_line;
-use rlm_orchestrator::run::RunError;
-use rlm_orchestrator::session::{QueryCanceller, Session};
+use rlm_orchestrator::run::{QueryCanceller, RunError, Session};
 use rlm_process::CancellationToken;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
@@ -37,7 +37,7 @@ use crate::cli::{GlobalArgs, ReplArgs, RunOptions};
 use crate::exit::{annotate, bad_input, write_report, ExitStatus};
 use crate::live::{write_stderr, Progress};
 use crate::output;
-use crate::run::{prepare, print_report, python_factory, run_error, Prepared};
+use crate::run::{prepare, print_report, run_error};
 
 /// The prompt shown on a terminal.
 pub const PROMPT: &str = "rlm> ";
@@ -71,23 +71,17 @@ Ctrl-C cancels the running query; the REPL and its variables stay.";
 pub fn run(global: &GlobalArgs, args: ReplArgs) -> anyhow::Result<()> {
     let options = &args.options;
     let stop = CancellationToken::new();
-    let Prepared { config, root, sub } = prepare(global, options, String::new(), stop.clone())?;
+    let lineage = Lineage::from_env().map_err(crate::exit::bad_input)?;
+    let config = prepare(global, options, lineage, stop.clone())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
     let views = Views::default();
-    let factory = python_factory(options.python.clone());
     // A bad context fails here, before the first prompt (exit 2).
     let session = runtime
-        .block_on(Session::start(
-            config,
-            root,
-            sub,
-            factory,
-            vec![views.listener()],
-        ))
+        .block_on(Session::start(config, vec![views.listener()]))
         .map_err(run_error)?;
     let interactive = io::stdin().is_terminal();
     let generation = Arc::new(AtomicU64::new(0));
@@ -359,8 +353,8 @@ impl Repl<'_> {
             .iter()
             .map(|r| {
                 vec![
-                    r.run_id.clone(),
-                    r.status.clone(),
+                    r.run_id.to_string(),
+                    r.status.to_string(),
                     one_line(&r.task, TASK_CHARS),
                 ]
             })

@@ -164,7 +164,7 @@ fn list(global: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()>
                 format!("{}{}", "  ".repeat(*depth), run.run_id),
                 run.started_ms
                     .map_or_else(|| "-".to_owned(), format::utc_time),
-                run.status.clone(),
+                run.status.to_string(),
                 run.iterations.to_string(),
                 run.sub_agents.to_string(),
                 run.usage.total().to_string(),
@@ -324,6 +324,16 @@ fn warn_trace(global: &GlobalArgs, listing: &RunListing, trace: &RunTrace) {
 // ----- formatting shared by the views -----
 
 /// `$0.0123`, or `-` when no price was configured.
+/// Where a final answer came from, in words: `final_var`, `submit, forced`, `forced`…
+fn answer_label(record: &rlm_orchestrator::events::FinalRecord) -> String {
+    use rlm_orchestrator::events::AnswerSource;
+    match (record.source, record.forced) {
+        (AnswerSource::Forced, _) => "forced".to_owned(),
+        (source, true) => format!("{source}, forced"),
+        (source, false) => source.to_string(),
+    }
+}
+
 fn cost(cost_usd: Option<f64>) -> String {
     match cost_usd {
         Some(c) if c >= 0.01 => format!("${c:.2}"),

@@ -8,12 +8,13 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::provider::Usage;
 
 /// Limits of a run; `None` is unlimited.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Limits {
     /// `--max-llm-calls`.
     pub max_llm_calls: Option<u64>,
@@ -22,6 +23,7 @@ pub struct Limits {
     /// `--max-cost-usd`.
     pub max_cost_usd: Option<f64>,
     /// `--max-time`.
+    #[serde(with = "crate::format::option_duration_ms", rename = "max_time_ms")]
     pub max_time: Option<Duration>,
 }
 
@@ -39,6 +41,21 @@ pub struct Totals {
     /// Sub-agents started, descendants included.
     pub sub_agents: u64,
     /// The deepest depth reached by a descendant (0 when none ran).
+    pub depth_reached: u32,
+}
+
+/// What a finished child run used, itself and its descendants together.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ChildTotals {
+    /// Tokens.
+    pub usage: Usage,
+    /// Model calls.
+    pub llm_calls: u64,
+    /// Cost, when the child knew its prices.
+    pub cost_usd: Option<f64>,
+    /// Sub-agents started.
+    pub sub_agents: u64,
+    /// The deepest depth reached.
     pub depth_reached: u32,
 }
 
@@ -83,46 +100,37 @@ impl Accounting {
 
     /// Adds what a finished child run reported: its calls, tokens, cost and
     /// sub-agents, and how deep it went.
-    pub fn record_child(&self, report: &crate::subrlm::ChildReport) {
+    pub fn record_child(&self, child: &ChildTotals) {
         let mut totals = self.lock();
-        totals.usage.add(report.usage);
-        totals.llm_calls += report.llm_calls;
-        if let Some(cost) = report.cost_usd {
+        totals.usage.add(child.usage);
+        totals.llm_calls += child.llm_calls;
+        if let Some(cost) = child.cost_usd {
             totals.cost_usd += cost;
             totals.cost_known = true;
         }
-        totals.sub_agents += report.sub_agents;
-        totals.depth_reached = totals.depth_reached.max(report.depth_reached);
+        totals.sub_agents += child.sub_agents;
+        totals.depth_reached = totals.depth_reached.max(child.depth_reached);
     }
 
-    /// Flags giving a child what is left of each limit (`--max-llm-calls N`, …).
-    pub fn remaining_budget_args(&self) -> Vec<String> {
+    /// What is left of each limit: the budgets a child run is given.
+    pub fn remaining(&self) -> Limits {
         let totals = self.totals();
         let limits = &self.limits;
-        let mut args = Vec::new();
-        if let Some(max) = limits.max_llm_calls {
-            args.extend([
-                "--max-llm-calls".to_owned(),
-                max.saturating_sub(totals.llm_calls).to_string(),
-            ]);
+        Limits {
+            max_llm_calls: limits
+                .max_llm_calls
+                .map(|max| max.saturating_sub(totals.llm_calls)),
+            max_tokens: limits
+                .max_tokens
+                .map(|max| max.saturating_sub(totals.usage.total())),
+            max_cost_usd: limits
+                .max_cost_usd
+                .map(|max| (max - totals.cost_usd).max(0.0)),
+            max_time: limits.max_time.map(|max| {
+                max.saturating_sub(self.started.elapsed())
+                    .max(Duration::from_secs(1))
+            }),
         }
-        if let Some(max) = limits.max_tokens {
-            args.extend([
-                "--max-tokens".to_owned(),
-                max.saturating_sub(totals.usage.total()).to_string(),
-            ]);
-        }
-        if let Some(max) = limits.max_cost_usd {
-            args.extend([
-                "--max-cost-usd".to_owned(),
-                (max - totals.cost_usd).max(0.0).to_string(),
-            ]);
-        }
-        if let Some(max) = limits.max_time {
-            let left = max.saturating_sub(self.started.elapsed()).as_secs().max(1);
-            args.extend(["--max-time".to_owned(), left.to_string()]);
-        }
-        args
     }
 
     /// A copy of the totals.

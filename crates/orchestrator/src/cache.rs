@@ -12,6 +12,8 @@ use rlm_context_store::{SetOptions, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::events::CachedCall;
+
 /// Scope of cache entries.
 pub const CACHE_SCOPE: &str = "cache";
 
@@ -24,9 +26,9 @@ pub struct CallKey {
 impl CallKey {
     /// Hashes the parts of a call. `parts` must include every input that can change
     /// the answer (model or command, prompt text, sha256 of referenced variables).
-    pub fn new(kind: &str, parts: &[&str]) -> Self {
+    pub fn new(kind: CachedCall, parts: &[&str]) -> Self {
         let mut hasher = Sha256::new();
-        hasher.update(kind.as_bytes());
+        hasher.update(kind.as_str().as_bytes());
         for part in parts {
             // Length-prefix each part so ("ab", "c") and ("a", "bc") differ.
             hasher.update((part.len() as u64).to_le_bytes());
@@ -80,19 +82,19 @@ impl CallCache {
     }
 
     /// Remembers `answer` for `key`. Failures only cost a future cache miss.
-    pub async fn put(&self, key: &CallKey, kind: &str, answer: &Value) {
+    pub async fn put(&self, key: &CallKey, kind: CachedCall, answer: &Value) {
         if !self.enabled {
             return;
         }
         let store = Arc::clone(&self.store);
         let variable = key.variable();
-        let entry = json!({ "kind": kind, "answer": answer });
+        let entry = json!({ "kind": kind.as_str(), "answer": answer });
         let stored = tokio::task::spawn_blocking(move || {
             store.set(&variable, entry, SetOptions::default().scope(CACHE_SCOPE))
         })
         .await;
         if let Ok(Err(e)) = stored {
-            tracing::warn!("failed to cache a {kind} answer: {e}");
+            tracing::warn!("failed to cache a {} answer: {e}", kind.as_str());
         }
     }
 }
@@ -104,19 +106,21 @@ mod tests {
     #[test]
     fn keys_separate_their_parts() {
         assert_ne!(
-            CallKey::new("k", &["ab", "c"]).variable(),
-            CallKey::new("k", &["a", "bc"]).variable()
+            CallKey::new(CachedCall::LlmQuery, &["ab", "c"]).variable(),
+            CallKey::new(CachedCall::LlmQuery, &["a", "bc"]).variable()
         );
         assert_ne!(
-            CallKey::new("llm_query", &["m", "p"]).variable(),
-            CallKey::new("sub_rlm", &["m", "p"]).variable()
+            CallKey::new(CachedCall::LlmQuery, &["m", "p"]).variable(),
+            CallKey::new(CachedCall::SubRlm, &["m", "p"]).variable()
         );
         assert_eq!(
-            CallKey::new("k", &["x"]).variable(),
-            CallKey::new("k", &["x"]).variable()
+            CallKey::new(CachedCall::SpawnAgent, &["x"]).variable(),
+            CallKey::new(CachedCall::SpawnAgent, &["x"]).variable()
         );
         assert_eq!(
-            CallKey::new("k", &["x"]).variable().len(),
+            CallKey::new(CachedCall::SpawnAgent, &["x"])
+                .variable()
+                .len(),
             "cache-".len() + 32
         );
     }
@@ -125,10 +129,12 @@ mod tests {
     async fn answers_round_trip_unless_disabled() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
-        let key = CallKey::new("llm_query", &["model", "prompt"]);
+        let key = CallKey::new(CachedCall::LlmQuery, &["model", "prompt"]);
         let cache = CallCache::new(Arc::clone(&store), true);
         assert_eq!(cache.get(&key).await, None);
-        cache.put(&key, "llm_query", &json!("answer")).await;
+        cache
+            .put(&key, CachedCall::LlmQuery, &json!("answer"))
+            .await;
         assert_eq!(cache.get(&key).await, Some(json!("answer")));
         assert_eq!(store.reference(&key.variable()).unwrap().scope, CACHE_SCOPE);
         let off = CallCache::new(store, false);

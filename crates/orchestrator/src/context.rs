@@ -14,7 +14,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use rlm_context_store::{SetOptions, Store, StoreError, VariableType};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::env::{ContextShape, ContextSource};
@@ -29,7 +29,7 @@ pub const CHUNK_CHARS: u64 = 100_000;
 pub const DEFAULT_MAX_CONTEXT_BYTES: u64 = 1 << 30;
 
 /// How `--context-dir` becomes a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DirAs {
     /// A list of file contents in lexical order of their paths.
@@ -42,7 +42,8 @@ pub enum DirAs {
 }
 
 /// Where the context comes from (at most one of the three kinds).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ContextSpec {
     /// `--context` files; several make a list.
     pub files: Vec<PathBuf>,

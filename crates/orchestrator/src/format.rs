@@ -9,6 +9,49 @@ use std::io::{self, Write};
 
 const MS_PER_DAY: u64 = 86_400_000;
 
+/// Serde for a [`Duration`](std::time::Duration) as whole milliseconds (`#[serde(with =
+/// "crate::format::duration_ms")]`), the unit settings files and traces use.
+pub mod duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the duration as milliseconds.
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Reads milliseconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_millis)
+    }
+}
+
+/// Like [`duration_ms`], for an optional duration.
+pub mod option_duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the duration as milliseconds, or `null`.
+    pub fn serialize<S: Serializer>(
+        duration: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match duration {
+            Some(d) => serializer.serialize_some(&u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Reads milliseconds or `null`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Option::<u64>::deserialize(deserializer).map(|ms| ms.map(Duration::from_millis))
+    }
+}
+
 /// `1536` → `1.5 KiB`; bytes below 1 KiB are exact.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];

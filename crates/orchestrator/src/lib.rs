@@ -1,10 +1,16 @@
 //! The Recursive Language Model loop.
 //!
 //! The orchestrator asks a model for code, runs that code in a persistent environment
-//! (a Python kernel, embedded JavaScript or micro-tools) over context held in the
-//! [`rlm_context_store`], and delegates slices of the work to sub-agents running as
-//! child processes. The context itself never enters a prompt: the model sees metadata
-//! and variable references only.
+//! (a Python kernel) over context held in the [`rlm_context_store`], and delegates
+//! slices of the work to sub-agents running as child processes. The context itself
+//! never enters a prompt: the model sees metadata and variable references only.
+//!
+//! The seams, each one type: [`settings::RunSettings`] (what every front door
+//! chooses), [`host::HostCall`] (what model code asks of the orchestrator),
+//! [`agents::ChildSpec`] / [`agents::ChildResult`] and [`agents::EnvVars`] (what a
+//! parent and a nested run tell each other), [`events::EventData`] and
+//! [`events::RunSummaryFile`] (what a run leaves), [`run::RunReport`] (what `--json`
+//! prints). `docs/architecture.md` maps the modules.
 
 pub mod accounting;
 pub mod agents;
@@ -14,14 +20,15 @@ pub mod env;
 pub mod events;
 pub mod format;
 pub mod host;
+pub mod ids;
+pub mod launch;
 pub mod output;
 pub mod parse;
 pub mod prompt;
 pub mod provider;
 pub mod rlm;
 pub mod run;
-pub mod session;
-pub mod subrlm;
+pub mod settings;
 pub mod trace;
 
 pub use rlm_context_store as store;

@@ -9,7 +9,10 @@ use serde_json::Value;
 use crate::accounting::Accounting;
 use crate::context::ContextInfo;
 use crate::env::{EnvError, Environment, FinalAnswer};
-use crate::events::{EventData, EventSink};
+use crate::events::{
+    AnswerSource, CallPurpose, CodeRecord, EventData, EventSink, ExecRecord, FinalRecord,
+    TextRecord,
+};
 use crate::host::{record_call, Model};
 use crate::output::shape_output;
 use crate::parse::{parse_response, ParsedResponse};
@@ -58,8 +61,8 @@ impl std::fmt::Debug for LoopSettings {
 pub struct LoopOutcome {
     /// The answer.
     pub answer: String,
-    /// `final`, `final_var`, `submit` or `forced`.
-    pub source: String,
+    /// Where the answer came from.
+    pub source: AnswerSource,
     /// True when the answer was forced (iterations or budget exhausted).
     pub forced: bool,
     /// Iterations that ran.
@@ -106,12 +109,8 @@ pub async fn run_loop(
         sink,
         accounting,
     } = parts;
-    let language = env.language();
-    let tags: Vec<&str> = match language {
-        "python" => vec!["python", "py", "python3"],
-        "js" => vec!["js", "javascript"],
-        other => vec![other],
-    };
+    let tags = env.fence_tags();
+    let language = tags.first().copied().unwrap_or("repl");
     let mut budget = Budget {
         iteration: 1,
         max_iterations: settings.max_iterations,
@@ -135,13 +134,21 @@ pub async fn run_loop(
         iterations = iteration;
         let step_start = Instant::now();
         sink.emit(EventData::StepStarted { iteration });
-        let text = ask(model, &messages, sink, accounting, "root", iteration).await?;
-        let parsed = parse_response(&text, &tags);
+        let text = ask(
+            model,
+            &messages,
+            sink,
+            accounting,
+            CallPurpose::Root,
+            iteration,
+        )
+        .await?;
+        let parsed = parse_response(&text, tags);
         if !parsed.transcript_text.is_empty() {
-            sink.emit(EventData::Text {
+            sink.emit(EventData::Text(TextRecord {
                 iteration,
                 text: parsed.transcript_text.clone(),
-            });
+            }));
         }
         messages.push(ChatMessage::assistant(
             if parsed.transcript_text.is_empty() {
@@ -162,11 +169,11 @@ pub async fn run_loop(
         )
         .await?;
         if let Some(done) = turn.final_answer {
-            sink.emit(EventData::Final {
+            sink.emit(EventData::Final(FinalRecord {
                 answer: done.answer.clone(),
                 forced: false,
-                source: done.source.clone(),
-            });
+                source: done.source,
+            }));
             sink.emit(EventData::StepCompleted {
                 iteration,
                 duration_ms: step_start.elapsed().as_millis() as u64,
@@ -181,7 +188,7 @@ pub async fn run_loop(
         if !parsed.blocks.is_empty() {
             sink.emit(EventData::VariablesUpdated {
                 iteration,
-                variables: serde_json::to_value(&variables).unwrap_or(Value::Null),
+                variables: variables.clone(),
             });
         }
         budget.iteration = iteration + 1;
@@ -209,7 +216,7 @@ pub async fn run_loop(
         env,
         sink,
         accounting,
-        &tags,
+        tags,
         iterations,
         stop_reason,
     )
@@ -238,11 +245,11 @@ async fn run_turn(
         final_answer: None,
     };
     for (block, code) in parsed.blocks.iter().enumerate() {
-        sink.emit(EventData::Code {
+        sink.emit(EventData::Code(CodeRecord {
             iteration,
             block,
             code: code.code.clone(),
-        });
+        }));
         let outcome = env.execute(&code.code).await?;
         let shaped = shape_output(
             &outcome.combined_output(),
@@ -250,14 +257,14 @@ async fn run_turn(
             context_chars,
             settings.redact_ratio,
         );
-        sink.emit(EventData::Exec {
+        sink.emit(EventData::Exec(ExecRecord {
             iteration,
             block,
             output: shaped.clone(),
             error: outcome.error.is_some(),
             timed_out: outcome.timed_out,
             duration_ms: outcome.duration.as_millis() as u64,
-        });
+        }));
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
         if let Some(notice) = prompt::exec_notices(&outcome) {
@@ -265,7 +272,7 @@ async fn run_turn(
         }
         match outcome.final_answer {
             Some(FinalAnswer::Var { value, .. }) => {
-                turn.final_answer = Some(outcome_of(value, "final_var", None));
+                turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
                 return Ok(turn);
             }
             Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
@@ -274,7 +281,7 @@ async fn run_turn(
                         Value::String(s) => s.clone(),
                         other => serde_json::to_string_pretty(other).unwrap_or_default(),
                     };
-                    turn.final_answer = Some(outcome_of(answer, "submit", Some(value)));
+                    turn.final_answer = Some(outcome_of(answer, AnswerSource::Submit, Some(value)));
                     return Ok(turn);
                 }
                 Err(errors) => turn.notices.push(format!(
@@ -286,7 +293,7 @@ async fn run_turn(
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
-            turn.final_answer = Some(outcome_of(answer.clone(), "final", None));
+            turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
             return Ok(turn);
         }
     } else if parsed.final_literal.is_some() {
@@ -296,7 +303,7 @@ async fn run_turn(
         // Evaluated after the code of the same response ran.
         match env.final_var(name).await? {
             Some(value) => {
-                turn.final_answer = Some(outcome_of(value, "final_var", None));
+                turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
                 return Ok(turn);
             }
             None => turn.notices.push(format!(
@@ -311,10 +318,10 @@ async fn run_turn(
     Ok(turn)
 }
 
-fn outcome_of(answer: String, source: &str, submitted: Option<Value>) -> LoopOutcome {
+fn outcome_of(answer: String, source: AnswerSource, submitted: Option<Value>) -> LoopOutcome {
     LoopOutcome {
         answer,
-        source: source.to_owned(),
+        source,
         forced: false,
         iterations: 0,
         submitted,
@@ -343,7 +350,7 @@ async fn ask(
     messages: &[ChatMessage],
     sink: &EventSink,
     accounting: &Accounting,
-    purpose: &str,
+    purpose: CallPurpose,
     iteration: u32,
 ) -> Result<String, ProviderError> {
     let request = ChatRequest {
@@ -385,7 +392,7 @@ async fn force_final(
         messages,
         sink,
         accounting,
-        "forced_final",
+        CallPurpose::ForcedFinal,
         iterations + 1,
     )
     .await?;
@@ -398,14 +405,14 @@ async fn force_final(
         },
         (None, None) => parsed.transcript_text.trim().to_owned(),
     };
-    sink.emit(EventData::Final {
+    sink.emit(EventData::Final(FinalRecord {
         answer: answer.clone(),
         forced: true,
-        source: "forced".into(),
-    });
+        source: AnswerSource::Forced,
+    }));
     Ok(LoopOutcome {
         answer,
-        source: "forced".into(),
+        source: AnswerSource::Forced,
         forced: true,
         iterations,
         submitted: None,
@@ -422,6 +429,7 @@ mod tests {
     use crate::accounting::Limits;
     use crate::env::{ExecOutcome, HistoryEntry, ReplVariable};
     use crate::events::{Event, RunIdentity};
+    use crate::ids::{AgentId, RunId};
     use crate::provider::{Completion, DeltaSink, Provider, Usage};
 
     /// Replies in order; records every request.
@@ -474,8 +482,11 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Environment for FakeEnv {
-        fn language(&self) -> &'static str {
-            "python"
+        fn kind(&self) -> crate::env::EnvKind {
+            crate::env::EnvKind::Python
+        }
+        fn fence_tags(&self) -> &'static [&'static str] {
+            &["python"]
         }
         async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError> {
             self.executed.push(code.to_owned());
@@ -559,9 +570,9 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let identity = RunIdentity {
-            run_id: "r".into(),
+            run_id: RunId::from("r"),
             depth: 0,
-            agent_id: "a".into(),
+            agent_id: AgentId::parse("a").unwrap(),
             parent_id: None,
         };
         let sink = EventSink::create(dir.path(), identity, vec![]).unwrap();
@@ -646,7 +657,7 @@ mod tests {
         )
         .await;
         assert_eq!(h.outcome.answer, "computed");
-        assert_eq!(h.outcome.source, "final_var");
+        assert_eq!(h.outcome.source, AnswerSource::FinalVar);
         assert_eq!(h.outcome.iterations, 1);
     }
 
@@ -716,7 +727,7 @@ mod tests {
             Limits::default(),
         )
         .await;
-        assert_eq!(h.outcome.source, "submit");
+        assert_eq!(h.outcome.source, AnswerSource::Submit);
         assert_eq!(h.outcome.submitted, Some(serde_json::json!({"count": 3})));
         let feedback = last_user_message(&h, 1);
         assert!(
@@ -746,7 +757,7 @@ mod tests {
         assert!(h
             .events
             .iter()
-            .any(|e| matches!(&e.data, EventData::Final { forced: true, .. })));
+            .any(|e| matches!(&e.data, EventData::Final(FinalRecord { forced: true, .. }))));
     }
 
     #[tokio::test]
@@ -783,7 +794,7 @@ mod tests {
         assert!(h
             .events
             .iter()
-            .any(|e| matches!(&e.data, EventData::Exec { error: true, .. })));
+            .any(|e| matches!(&e.data, EventData::Exec(ExecRecord { error: true, .. }))));
     }
 
     #[tokio::test]

@@ -19,10 +19,13 @@
 //! - [`run_supervised`] runs a child to completion (sub-agents, nested runs): explicit
 //!   environment, capped output, timeout, cancellation, and a clean-up that also finds
 //!   grandchildren that left the group (see [`SUPERVISION_COOKIE_ENV`]).
+//! - [`inherited_environment`] and [`AllowList`] decide which of our environment
+//!   variables a child inherits (never API keys).
 //! - [`live_groups`], [`kill_all_groups`] and [`terminate_all_groups`] reach every child
 //!   group of the process at once, for the binary's Ctrl-C and exit paths.
 
 mod capture;
+mod environment;
 mod group;
 #[cfg(target_os = "linux")]
 mod launch;
@@ -32,6 +35,7 @@ mod signal;
 mod supervise;
 
 pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
+pub use environment::{inherited_environment, AllowList};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
 pub use nix::sys::signal::Signal;
 pub use registry::{kill_all_groups, live_groups, terminate_all_groups};

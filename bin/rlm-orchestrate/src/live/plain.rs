@@ -21,59 +21,59 @@ pub fn print(event: &Event) {
 pub fn line(event: &Event) -> Option<String> {
     let indent = "  ".repeat(event.depth as usize);
     let line = match &event.data {
-        EventData::RunStarted { task, model, .. } => {
-            format!("run {} · {model} · {}", event.run_id, one_line(task, 80))
-        }
-        EventData::StepStarted { iteration } => format!("step {iteration}"),
-        EventData::Code { code, .. } => format!("  code: {}", one_line(code, 100)),
-        EventData::Exec {
-            output,
-            duration_ms,
-            error,
-            ..
-        } => {
+        EventData::RunStarted(started) => {
             format!(
-                "  {} ({duration_ms} ms): {}",
-                if *error { "error" } else { "output" },
-                one_line(output, 100)
+                "run {} · {} · {}",
+                event.run_id,
+                started.model,
+                one_line(&started.task, 80)
             )
         }
-        EventData::LlmCall {
-            purpose,
-            prompt_tokens,
-            completion_tokens,
-            latency_ms,
-            ..
-        } => {
-            format!("  {purpose}: {prompt_tokens}+{completion_tokens} tokens, {latency_ms} ms")
+        EventData::StepStarted { iteration } => format!("step {iteration}"),
+        EventData::Code(record) => format!("  code: {}", one_line(&record.code, 100)),
+        EventData::Exec(exec) => {
+            format!(
+                "  {} ({} ms): {}",
+                if exec.error { "error" } else { "output" },
+                exec.duration_ms,
+                one_line(&exec.output, 100)
+            )
         }
-        EventData::SubAgentSpawned {
-            child_agent_id,
-            mode,
-            task,
-            ..
-        } => {
-            format!("  {mode} {child_agent_id} started: {}", one_line(task, 80))
+        EventData::LlmCall(call) => {
+            format!(
+                "  {}: {}+{} tokens, {} ms",
+                call.purpose, call.prompt_tokens, call.completion_tokens, call.latency_ms
+            )
         }
-        EventData::SubAgentFinished {
-            child_agent_id,
-            status,
-            duration_ms,
-            ..
-        } => {
-            format!("  sub-agent {child_agent_id} {status} after {duration_ms} ms")
+        EventData::SubAgentSpawned(spawned) => {
+            format!(
+                "  {} {} started: {}",
+                spawned.mode,
+                spawned.child_agent_id,
+                one_line(&spawned.task, 80)
+            )
         }
-        EventData::CacheHit { call, .. } => format!("  {call}: answered from the cache"),
+        EventData::SubAgentFinished(finished) => {
+            format!(
+                "  sub-agent {} {} after {} ms",
+                finished.child_agent_id, finished.status, finished.duration_ms
+            )
+        }
+        EventData::CacheHit(hit) => format!("  {}: answered from the cache", hit.call),
         EventData::Warning { message } => format!("warning: {message}"),
         EventData::Error { message } => format!("error: {message}"),
-        EventData::Final { forced, .. } => {
-            if *forced {
+        EventData::Final(record) => {
+            if record.forced {
                 "answer (forced)".to_owned()
             } else {
                 "answer".to_owned()
             }
         }
-        _ => return None,
+        EventData::Text(_)
+        | EventData::TextDelta { .. }
+        | EventData::VariablesUpdated { .. }
+        | EventData::StepCompleted { .. }
+        | EventData::RunFinished(_) => return None,
     };
     Some(format!("{indent}{line}"))
 }
@@ -81,12 +81,14 @@ pub fn line(event: &Event) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rlm_orchestrator::events::CodeRecord;
+    use rlm_orchestrator::ids::{AgentId, RunId};
 
     fn event(depth: u32, data: EventData) -> Event {
         Event {
-            run_id: "r1".into(),
+            run_id: RunId::from("r1"),
             depth,
-            agent_id: "a".into(),
+            agent_id: AgentId::parse("a").unwrap(),
             parent_id: None,
             ts_ms: 0,
             data,
@@ -95,11 +97,11 @@ mod tests {
 
     #[test]
     fn lines_are_indented_by_depth_and_flattened() {
-        let code = EventData::Code {
+        let code = EventData::Code(CodeRecord {
             iteration: 1,
             block: 0,
             code: "x = 1\n\n   print(x)".into(),
-        };
+        });
         assert_eq!(
             line(&event(1, code)).as_deref(),
             Some("    code: x = 1 print(x)")

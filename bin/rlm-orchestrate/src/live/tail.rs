@@ -4,19 +4,19 @@
 //! `<data-dir>/runs/<run-id>/`; this process only hears `sub_agent_spawned` and
 //! `sub_agent_finished`. While a sub-agent of the tree is running, a thread looks four
 //! times a second for run directories started since the root run whose `run_started`
-//! names a known agent as parent, and feeds their new lines into the tree. It costs one
-//! directory listing and a few small reads per tick, and nothing when no sub-agent runs.
+//! names a known agent as parent, and feeds their new lines into the tree (read with
+//! the trace reader's [`EventsTail`]). It costs one directory listing and a few small
+//! reads per tick, and nothing when no sub-agent runs.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rlm_orchestrator::events::{Event, EventData, RUNS_DIR};
+use rlm_orchestrator::events::{EventData, RUNS_DIR};
+use rlm_orchestrator::trace::EventsTail;
 
 use super::tree::Tree;
 
@@ -54,10 +54,9 @@ impl Tailer {
     }
 }
 
-/// A followed `events.jsonl`.
+/// A followed run.
 struct Followed {
-    path: PathBuf,
-    offset: u64,
+    tail: EventsTail,
     done: bool,
 }
 
@@ -69,7 +68,7 @@ fn follow(runs_dir: &Path, tree: &Mutex<Tree>, stop: &AtomicBool) {
         let (root, searching) = {
             let tree = lock(tree);
             (
-                tree.root_run_id().map(str::to_owned),
+                tree.root_run_id().map(|id| id.as_str().to_owned()),
                 tree.has_running_agents(),
             )
         };
@@ -104,59 +103,33 @@ fn discover(
             unrelated.insert(name); // started before the root run
             continue;
         }
-        let path = entry.path().join("events.jsonl");
-        let Some(first) = first_event(&path) else {
+        let tail = EventsTail::new(&entry.path());
+        let Some(first) = tail.first_event() else {
             continue; // not written yet: look again next time
         };
-        let parent_known = first.parent_id.as_deref().is_some_and(|parent| {
+        let parent_known = first.parent_id.as_ref().is_some_and(|parent| {
             let tree = lock(tree);
             let known = tree.agent_ids().any(|id| id == parent);
             known
         });
-        if !matches!(first.data, EventData::RunStarted { .. }) {
+        if !matches!(first.data, EventData::RunStarted(_)) {
             unrelated.insert(name);
         } else if parent_known {
-            followed.insert(
-                name,
-                Followed {
-                    path,
-                    offset: 0,
-                    done: false,
-                },
-            );
+            followed.insert(name, Followed { tail, done: false });
         }
         // Otherwise its parent may be a run not discovered yet: look again next time.
     }
 }
 
-fn first_event(path: &Path) -> Option<Event> {
-    let mut line = String::new();
-    BufReader::new(File::open(path).ok()?)
-        .read_line(&mut line)
-        .ok()?;
-    if !line.ends_with('\n') {
-        return None;
-    }
-    serde_json::from_str(&line).ok()
-}
-
 /// Applies the complete lines written since the last look.
 fn read_new_lines(run: &mut Followed, tree: &Mutex<Tree>) {
-    let Ok(mut file) = File::open(&run.path) else {
-        return;
-    };
-    let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(run.offset)).is_err() || file.read_to_end(&mut bytes).is_err() {
+    let events = run.tail.read_new();
+    if events.is_empty() {
         return;
     }
-    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    run.offset += complete as u64;
     let mut tree = lock(tree);
-    for line in bytes[..complete].split(|b| *b == b'\n') {
-        let Ok(event) = serde_json::from_slice::<Event>(line) else {
-            continue;
-        };
-        run.done |= matches!(event.data, EventData::RunFinished { .. });
+    for event in events {
+        run.done |= matches!(event.data, EventData::RunFinished(_));
         tree.apply(&event);
     }
 }
@@ -169,7 +142,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use std::io::Write as _;
 
+    use std::fs::File;
+
     use super::*;
+    use rlm_orchestrator::env::EnvKind;
+    use rlm_orchestrator::events::{AgentMode, Event, RunStarted, SubAgentSpawned};
+    use rlm_orchestrator::ids::{AgentId, RunId};
 
     fn line(event: &Event) -> String {
         format!("{}\n", serde_json::to_string(event).unwrap())
@@ -177,23 +155,23 @@ mod tests {
 
     fn event(run: &str, agent: &str, parent: Option<&str>, data: EventData) -> Event {
         Event {
-            run_id: run.into(),
+            run_id: RunId::from(run),
             depth: u32::from(parent.is_some()),
-            agent_id: agent.into(),
-            parent_id: parent.map(Into::into),
+            agent_id: AgentId::parse(agent).unwrap(),
+            parent_id: parent.map(|p| AgentId::parse(p).unwrap()),
             ts_ms: 1,
             data,
         }
     }
 
     fn started() -> EventData {
-        EventData::RunStarted {
+        EventData::RunStarted(RunStarted {
             task: "t".into(),
             model: "m".into(),
-            env: "python".into(),
+            env: EnvKind::Python,
             context: None,
             pid: 1,
-        }
+        })
     }
 
     #[test]
@@ -207,12 +185,12 @@ mod tests {
             root_id,
             "root",
             None,
-            EventData::SubAgentSpawned {
-                child_agent_id: "kid".into(),
-                mode: "sub_rlm".into(),
+            EventData::SubAgentSpawned(SubAgentSpawned {
+                child_agent_id: AgentId::parse("kid").unwrap(),
+                mode: AgentMode::SubRlm,
                 pid: None,
                 task: "t".into(),
-            },
+            }),
         ));
         for (id, agent, parent) in [
             ("20261122-094313-bbbbbb", "kid", Some("root")),
@@ -251,8 +229,9 @@ mod tests {
         read_new_lines(run, &tree);
         let text = lock(&tree).render(1000, 100, 20, false).join("\n");
         assert!(text.contains("step 1"), "{text}");
-        let before = run.offset;
-        read_new_lines(run, &tree);
-        assert_eq!(run.offset, before, "a partial line waits for its end");
+        assert!(
+            run.tail.read_new().is_empty(),
+            "a partial line waits for its end"
+        );
     }
 }

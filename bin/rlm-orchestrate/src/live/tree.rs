@@ -2,16 +2,21 @@
 //! events ([`Tree::apply`]) and drawn by a pure function of that state, the time and the
 //! terminal size ([`Tree::render`]), so the picture can be tested without a terminal.
 //!
-//! Runs are keyed by agent id. This process's run is the root; nested runs (other
-//! processes, whose events the tailer reads from their `events.jsonl`) hang under the
-//! sub-agent that started them, indented one level deeper.
+//! Each run's state is the library's [`RunFold`] — the same fold `runs show` reads a
+//! trace with — plus what only a live view cares about: the streamed tail of the
+//! model's text and when the running code started. Runs are keyed by agent id. This
+//! process's run is the root; nested runs (other processes, whose events the tailer
+//! reads from their `events.jsonl`) hang under the sub-agent that started them,
+//! indented one level deeper.
 
 use std::collections::HashMap;
 
 use console::Style;
-use rlm_orchestrator::events::{CallTally, Event, EventData};
+use rlm_orchestrator::events::{Event, EventData, RunStatus};
 use rlm_orchestrator::format::one_line;
+use rlm_orchestrator::ids::{AgentId, RunId};
 use rlm_orchestrator::provider::Usage;
+use rlm_orchestrator::trace::{RunFold, Step, StepItem, SubAgent};
 
 /// Bytes of streamed model text kept per step (only the last line is drawn).
 const STREAM_TAIL_BYTES: usize = 1024;
@@ -25,194 +30,84 @@ const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '�
 /// The state of every run the live view has heard of.
 #[derive(Debug, Default)]
 pub struct Tree {
-    runs: HashMap<String, RunNode>,
-    root: Option<String>,
+    runs: HashMap<AgentId, RunNode>,
+    root: Option<AgentId>,
 }
 
+/// One run: its fold, and what only a live view keeps.
 #[derive(Debug)]
 struct RunNode {
-    run_id: String,
-    depth: u32,
-    task: String,
-    model: String,
-    started_ms: u64,
-    /// `(status, duration_ms)` once `run_finished` arrived.
-    finished: Option<(String, u64)>,
-    step: Option<Step>,
-    steps_done: u32,
-    /// This process's own model calls (cost replaced by the tree's at `run_finished`).
-    calls: CallTally,
-    cache_hits: u64,
-    /// Tokens of the whole tree, as `run_finished` reports them.
-    total: Option<Usage>,
-    answered: Option<bool>,
-    agents: Vec<Agent>,
-}
-
-#[derive(Debug)]
-struct Step {
-    iteration: u32,
-    started_ms: u64,
-    /// The tail of the model's text as it streams in.
+    fold: RunFold,
+    /// The tail of the model's text as it streams in, for the open step.
     streamed: String,
-    /// First line of the code block being run, and when it started.
-    code: Option<(String, u64)>,
-    /// How the last block went: `(error, duration_ms, first line of output)`.
-    last_exec: Option<(bool, u64, String)>,
-}
-
-#[derive(Debug)]
-struct Agent {
-    agent_id: String,
-    mode: String,
-    task: String,
-    started_ms: u64,
-    /// `(status, duration_ms, usage)` once it ended.
-    finished: Option<(String, u64, Usage)>,
+    /// When the code block now running started (its `code` came, its `exec` not yet).
+    code_started_ms: Option<u64>,
 }
 
 impl Tree {
     /// Folds one event into the state.
     pub fn apply(&mut self, event: &Event) {
-        let ts = event.ts_ms;
-        if let EventData::RunStarted { task, model, .. } = &event.data {
+        if let EventData::RunStarted(_) = &event.data {
             self.root.get_or_insert_with(|| event.agent_id.clone());
             self.runs.insert(
                 event.agent_id.clone(),
                 RunNode {
-                    run_id: event.run_id.clone(),
-                    depth: event.depth,
-                    task: task.clone(),
-                    model: model.clone(),
-                    started_ms: ts,
-                    finished: None,
-                    step: None,
-                    steps_done: 0,
-                    calls: CallTally::default(),
-                    cache_hits: 0,
-                    total: None,
-                    answered: None,
-                    agents: Vec::new(),
+                    fold: RunFold::default(),
+                    streamed: String::new(),
+                    code_started_ms: None,
                 },
             );
-            return;
         }
         let Some(run) = self.runs.get_mut(&event.agent_id) else {
             return; // events of a run whose start we missed
         };
         match &event.data {
-            EventData::StepStarted { iteration } => {
-                run.step = Some(Step {
-                    iteration: *iteration,
-                    started_ms: ts,
-                    streamed: String::new(),
-                    code: None,
-                    last_exec: None,
-                });
+            EventData::StepStarted { .. } => {
+                run.streamed.clear();
+                run.code_started_ms = None;
             }
             EventData::TextDelta { delta, .. } => {
-                if let Some(step) = &mut run.step {
-                    step.streamed.push_str(delta);
-                    keep_tail(&mut step.streamed, STREAM_TAIL_BYTES);
-                }
+                run.streamed.push_str(delta);
+                keep_tail(&mut run.streamed, STREAM_TAIL_BYTES);
             }
-            EventData::Code { code, .. } => {
-                if let Some(step) = &mut run.step {
-                    let first = code.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-                    step.code = Some((first.trim().to_owned(), ts));
-                    step.streamed.clear(); // the response is complete; its code now runs
-                }
+            EventData::Code(_) => {
+                run.streamed.clear(); // the response is complete; its code now runs
+                run.code_started_ms = Some(event.ts_ms);
             }
-            EventData::Exec {
-                output,
-                error,
-                duration_ms,
-                ..
-            } => {
-                if let Some(step) = &mut run.step {
-                    step.code = None;
-                    let first = output.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-                    step.last_exec = Some((*error, *duration_ms, first.trim().to_owned()));
-                }
-            }
-            data @ EventData::LlmCall { .. } => {
-                run.calls.add(data);
-            }
-            EventData::CacheHit { .. } => run.cache_hits += 1,
-            EventData::SubAgentSpawned {
-                child_agent_id,
-                mode,
-                task,
-                ..
-            } => run.agents.push(Agent {
-                agent_id: child_agent_id.clone(),
-                mode: mode.clone(),
-                task: task.clone(),
-                started_ms: ts,
-                finished: None,
-            }),
-            EventData::SubAgentFinished {
-                child_agent_id,
-                status,
-                duration_ms,
-                usage,
-            } => {
-                if let Some(agent) = run
-                    .agents
-                    .iter_mut()
-                    .find(|a| &a.agent_id == child_agent_id)
-                {
-                    agent.finished = Some((status.clone(), *duration_ms, *usage));
-                }
-            }
-            EventData::Final { forced, .. } => run.answered = Some(*forced),
-            EventData::StepCompleted { .. } => {
-                run.steps_done += 1;
-                run.step = None;
-            }
-            EventData::RunFinished {
-                status,
-                duration_ms,
-                usage,
-                cost_usd,
-                ..
-            } => {
-                run.finished = Some((status.clone(), *duration_ms));
-                run.step = None;
-                run.total = Some(*usage);
-                run.calls.cost_usd = *cost_usd;
-            }
+            EventData::Exec(_) => run.code_started_ms = None,
             _ => {}
         }
+        run.fold.apply(event);
     }
 
     /// Agent ids of every run known, for the tailer to recognise their children.
-    pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
-        self.runs.keys().map(String::as_str)
+    pub fn agent_ids(&self) -> impl Iterator<Item = &AgentId> {
+        self.runs.keys()
     }
 
     /// Run id of the root run, once it started.
-    pub fn root_run_id(&self) -> Option<&str> {
-        let root = self.root.as_deref()?;
-        self.runs.get(root).map(|r| r.run_id.as_str())
+    pub fn root_run_id(&self) -> Option<&RunId> {
+        let root = self.root.as_ref()?;
+        self.runs.get(root)?.fold.run_id.as_ref()
     }
 
     /// Whether a sub-agent of a known run is still running (worth tailing for).
     pub fn has_running_agents(&self) -> bool {
         self.runs
             .values()
-            .any(|r| r.agents.iter().any(|a| a.finished.is_none()))
+            .any(|r| r.fold.sub_agents().any(|a| a.status.is_none()))
     }
 
     /// One line left on stderr when the view is cleared, once the root run finished:
     /// `answered · 3 steps · 12.4s · 13.2k tokens · run <id>`.
     pub fn summary(&self) -> Option<String> {
-        let root = self.runs.get(self.root.as_deref()?)?;
-        let (status, _) = root.finished.as_ref()?;
+        let root = self.runs.get(self.root.as_ref()?)?;
+        let finished = root.fold.finished.as_ref()?;
         Some(format!(
-            "{status} · {} · run {}",
+            "{} · {} · run {}",
+            finished.status,
             footer(root, 0).trim_start(),
-            root.run_id
+            root.run_id()
         ))
     }
 
@@ -220,7 +115,7 @@ impl Tree {
     pub fn render(&self, now_ms: u64, width: usize, height: usize, colors: bool) -> Vec<String> {
         let paint = Paint::new(colors);
         let mut lines = Vec::new();
-        let Some(root) = self.root.as_deref().and_then(|r| self.runs.get(r)) else {
+        let Some(root) = self.root.as_ref().and_then(|r| self.runs.get(r)) else {
             lines.push(format!("{} starting…", spinner(now_ms)));
             return lines;
         };
@@ -249,41 +144,53 @@ impl Tree {
         lines: &mut Vec<String>,
     ) {
         let pad = "  ".repeat(level);
-        let (mark, elapsed) = match &run.finished {
-            Some((status, ms)) if status == "answered" => (paint.green("✓"), *ms),
-            Some((_, ms)) => (paint.red("✗"), *ms),
+        let (mark, elapsed) = match &run.fold.finished {
+            Some(f) if f.status == RunStatus::Answered => (paint.green("✓"), f.duration_ms),
+            Some(f) => (paint.red("✗"), f.duration_ms),
             None => (
                 spinner(now_ms).to_string(),
-                now_ms.saturating_sub(run.started_ms),
+                now_ms.saturating_sub(run.started_ms()),
             ),
         };
-        let depth = if run.depth > 0 {
-            format!("depth {} · ", run.depth)
+        let depth = if run.fold.depth > 0 {
+            format!("depth {} · ", run.fold.depth)
         } else {
             String::new()
         };
         lines.push(format!(
             "{pad}{mark} {} {} · {depth}{} · {}",
             paint.bold("run"),
-            run.run_id,
-            run.model,
+            run.run_id(),
+            run.model(),
             paint.dim(&format!(
                 "{} · {} tok · {}",
                 duration(elapsed),
                 tokens(run.usage_so_far().total()),
-                one_line(&run.task, 60)
+                one_line(run.task(), 60)
             )),
         ));
         let inner = "  ".repeat(level + 1);
         let detail = "  ".repeat(level + 2);
-        if let Some(step) = &run.step {
+        if let Some(step) = run.open_step() {
             lines.push(format!(
                 "{inner}{} step {} {}",
                 spinner(now_ms),
                 step.iteration,
-                paint.dim(&duration(now_ms.saturating_sub(step.started_ms)))
+                paint.dim(&duration(
+                    now_ms.saturating_sub(step.started_ms.unwrap_or(now_ms))
+                ))
             ));
-            if let Some((code, since)) = &step.code {
+            let running_code = run.code_started_ms.and_then(|since| {
+                step.items.iter().rev().find_map(|item| match item {
+                    StepItem::Code(record) => Some((first_line(&record.code), since)),
+                    _ => None,
+                })
+            });
+            let last_exec = step.items.iter().rev().find_map(|item| match item {
+                StepItem::Output(record) => Some(record),
+                _ => None,
+            });
+            if let Some((code, since)) = &running_code {
                 lines.push(format!(
                     "{detail}{} {} {}",
                     paint.cyan("$"),
@@ -293,30 +200,30 @@ impl Tree {
                         duration(now_ms.saturating_sub(*since))
                     ))
                 ));
-            } else if let Some((error, ms, output)) = &step.last_exec {
-                let mark = if *error {
+            } else if let Some(exec) = last_exec {
+                let mark = if exec.error {
                     paint.red("✗")
                 } else {
                     paint.green("✓")
                 };
                 lines.push(format!(
                     "{detail}{mark} {} {}",
-                    paint.dim(&duration(*ms)),
-                    paint.dim(&one_line(output, 200))
+                    paint.dim(&duration(exec.duration_ms)),
+                    paint.dim(&one_line(&first_line(&exec.output), 200))
                 ));
             }
-            match last_line(&step.streamed) {
+            match last_line(&run.streamed) {
                 Some(last) => lines.push(format!("{detail}{} {last}", paint.cyan("▸"))),
-                None if step.code.is_none() && step.last_exec.is_none() => {
-                    lines.push(paint.dim(&format!("{detail}… waiting for {}", run.model)));
+                None if running_code.is_none() && last_exec.is_none() => {
+                    lines.push(paint.dim(&format!("{detail}… waiting for {}", run.model())));
                 }
                 None => {}
             }
-        } else if run.finished.is_none() && run.steps_done > 0 {
+        } else if run.fold.finished.is_none() && run.fold.steps_done() > 0 {
+            let done = run.fold.steps_done();
             lines.push(paint.dim(&format!(
-                "{inner}{} step{} done",
-                run.steps_done,
-                if run.steps_done == 1 { "" } else { "s" }
+                "{inner}{done} step{} done",
+                if done == 1 { "" } else { "s" }
             )));
         }
         self.render_agents(run, level + 1, now_ms, paint, lines);
@@ -331,8 +238,16 @@ impl Tree {
         lines: &mut Vec<String>,
     ) {
         let pad = "  ".repeat(level);
-        let finished: Vec<&Agent> = run.agents.iter().filter(|a| a.finished.is_some()).collect();
-        let running: Vec<&Agent> = run.agents.iter().filter(|a| a.finished.is_none()).collect();
+        let finished: Vec<&SubAgent> = run
+            .fold
+            .sub_agents()
+            .filter(|a| a.status.is_some())
+            .collect();
+        let running: Vec<&SubAgent> = run
+            .fold
+            .sub_agents()
+            .filter(|a| a.status.is_none())
+            .collect();
         let older = finished.len().saturating_sub(FINISHED_AGENTS_SHOWN);
         if older > 0 {
             let failed = finished[..older].iter().filter(|a| !agent_ok(a)).count();
@@ -347,7 +262,7 @@ impl Tree {
             )));
         }
         for agent in &finished[older..] {
-            let Some((status, ms, usage)) = &agent.finished else {
+            let Some(status) = &agent.status else {
                 continue;
             };
             let mark = if agent_ok(agent) {
@@ -355,6 +270,7 @@ impl Tree {
             } else {
                 paint.red("✗")
             };
+            let usage = agent.usage.unwrap_or_default();
             let used = if usage.total() > 0 {
                 format!(" · {} tok", tokens(usage.total()))
             } else {
@@ -367,7 +283,7 @@ impl Tree {
                 paint.dim(&format!(
                     "{} {}{used} · {}",
                     short_status(status),
-                    duration(*ms),
+                    duration(agent.duration_ms.unwrap_or(0)),
                     one_line(&agent.task, 60)
                 )),
             ));
@@ -377,7 +293,7 @@ impl Tree {
             let nested = child.map_or(String::new(), |c| {
                 format!(
                     " · depth {} · {} tok",
-                    c.depth,
+                    c.fold.depth,
                     tokens(c.usage_so_far().total())
                 )
             });
@@ -388,7 +304,7 @@ impl Tree {
                 agent.agent_id,
                 paint.dim(&format!(
                     "running {}{nested} · {}",
-                    duration(now_ms.saturating_sub(agent.started_ms)),
+                    duration(now_ms.saturating_sub(agent.spawned_ms)),
                     one_line(&agent.task, 60)
                 )),
             ));
@@ -408,23 +324,18 @@ impl Tree {
 }
 
 fn footer(root: &RunNode, now_ms: u64) -> String {
-    let elapsed = match &root.finished {
-        Some((_, ms)) => *ms,
-        None => now_ms.saturating_sub(root.started_ms),
+    let fold = &root.fold;
+    let elapsed = match &fold.finished {
+        Some(f) => f.duration_ms,
+        None => now_ms.saturating_sub(root.started_ms()),
     };
     let usage = root.usage_so_far();
+    let steps = fold.steps_done();
+    let calls = fold.calls.llm_calls;
     let mut parts = vec![
         duration(elapsed),
-        format!(
-            "{} step{}",
-            root.steps_done,
-            if root.steps_done == 1 { "" } else { "s" }
-        ),
-        format!(
-            "{} model call{}",
-            root.calls.llm_calls,
-            if root.calls.llm_calls == 1 { "" } else { "s" }
-        ),
+        format!("{steps} step{}", if steps == 1 { "" } else { "s" }),
+        format!("{calls} model call{}", if calls == 1 { "" } else { "s" }),
         format!(
             "{} tokens ({} in, {} out)",
             tokens(usage.total()),
@@ -432,43 +343,99 @@ fn footer(root: &RunNode, now_ms: u64) -> String {
             tokens(usage.completion_tokens)
         ),
     ];
-    if !root.agents.is_empty() {
+    let agents = fold.sub_agents().count();
+    if agents > 0 {
         parts.push(format!(
-            "{} sub-agent{}",
-            root.agents.len(),
-            if root.agents.len() == 1 { "" } else { "s" }
+            "{agents} sub-agent{}",
+            if agents == 1 { "" } else { "s" }
         ));
     }
-    if root.cache_hits > 0 {
-        parts.push(format!("{} cached", root.cache_hits));
+    if fold.cache_hits > 0 {
+        parts.push(format!("{} cached", fold.cache_hits));
     }
-    if let Some(cost) = root.calls.cost_usd {
+    // The tree's cost once the run reports it, else its own calls'.
+    let cost = match &fold.finished {
+        Some(f) => f.cost_usd,
+        None => fold.calls.cost_usd,
+    };
+    if let Some(cost) = cost {
         parts.push(format!("${cost:.4}"));
     }
-    if root.finished.is_none() && root.answered == Some(true) {
+    if fold.finished.is_none() && root.forcing() {
         parts.push("forcing an answer".to_owned());
     }
     format!("  {}", parts.join(" · "))
 }
 
 impl RunNode {
+    fn run_id(&self) -> &str {
+        self.fold.run_id.as_ref().map_or("", RunId::as_str)
+    }
+
+    fn task(&self) -> &str {
+        self.fold
+            .started
+            .as_ref()
+            .map_or("", |(_, s)| s.task.as_str())
+    }
+
+    fn model(&self) -> &str {
+        self.fold
+            .started
+            .as_ref()
+            .map_or("", |(_, s)| s.model.as_str())
+    }
+
+    fn started_ms(&self) -> u64 {
+        self.fold
+            .started
+            .as_ref()
+            .map(|(ts, _)| *ts)
+            .or(self.fold.first_ms)
+            .unwrap_or(0)
+    }
+
+    /// The step being worked on, until the run ends.
+    fn open_step(&self) -> Option<&Step> {
+        self.fold
+            .open_step()
+            .filter(|_| self.fold.finished.is_none())
+    }
+
+    /// A forced answer is on its way (the `final` came, the end not yet).
+    fn forcing(&self) -> bool {
+        self.fold
+            .outside_steps
+            .iter()
+            .any(|item| matches!(item, StepItem::Final(record) if record.forced))
+    }
+
     /// Tokens of the run and the sub-agents that reported theirs.
     fn usage_so_far(&self) -> Usage {
-        if let Some(total) = self.total {
-            return total;
+        if let Some(finished) = &self.fold.finished {
+            return finished.usage;
         }
-        let mut usage = self.calls.usage;
-        for agent in &self.agents {
-            if let Some((_, _, used)) = &agent.finished {
-                usage.add(*used);
+        let mut usage = self.fold.calls.usage;
+        for agent in self.fold.sub_agents() {
+            if let Some(used) = agent.usage {
+                usage.add(used);
             }
         }
         usage
     }
 }
 
-fn agent_ok(agent: &Agent) -> bool {
-    matches!(&agent.finished, Some((status, _, _)) if status == "exited with code 0")
+fn agent_ok(agent: &SubAgent) -> bool {
+    agent.status.as_deref() == Some("exited with code 0")
+}
+
+/// The first non-blank line of `text`, trimmed.
+fn first_line(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
 }
 
 /// `exited with code 0` → `ok`, `exited with code 3` → `exit 3`, the rest as is.
@@ -556,16 +523,42 @@ impl Paint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rlm_orchestrator::env::EnvKind;
+    use rlm_orchestrator::events::{
+        AgentMode, CallPurpose, CodeRecord, LlmCall, RunStarted, SubAgentFinished, SubAgentSpawned,
+    };
+
+    fn id(agent: &str) -> AgentId {
+        AgentId::parse(agent).unwrap()
+    }
 
     fn ev(agent: &str, depth: u32, ts_ms: u64, data: EventData) -> Event {
         Event {
-            run_id: format!("run-{agent}"),
+            run_id: RunId::from(format!("run-{agent}")),
             depth,
-            agent_id: agent.into(),
+            agent_id: id(agent),
             parent_id: None,
             ts_ms,
             data,
         }
+    }
+
+    fn spawned(agent: &str, mode: AgentMode, task: &str) -> EventData {
+        EventData::SubAgentSpawned(SubAgentSpawned {
+            child_agent_id: id(agent),
+            mode,
+            pid: None,
+            task: task.into(),
+        })
+    }
+
+    fn finished(agent: &str, status: &str) -> EventData {
+        EventData::SubAgentFinished(SubAgentFinished {
+            child_agent_id: id(agent),
+            status: status.into(),
+            duration_ms: if status == "timed out" { 1 } else { 2000 },
+            usage: Usage::default(),
+        })
     }
 
     fn started(agent: &str, depth: u32, ts: u64, task: &str) -> Event {
@@ -573,13 +566,13 @@ mod tests {
             agent,
             depth,
             ts,
-            EventData::RunStarted {
+            EventData::RunStarted(RunStarted {
                 task: task.into(),
                 model: "gpt-x".into(),
-                env: "python".into(),
+                env: EnvKind::Python,
                 context: None,
                 pid: 1,
-            },
+            }),
         )
     }
 
@@ -598,9 +591,9 @@ mod tests {
             ),
             root(
                 900,
-                EventData::LlmCall {
+                EventData::LlmCall(LlmCall {
                     model: "gpt-x".into(),
-                    purpose: "root".into(),
+                    purpose: CallPurpose::Root,
                     prompt_tokens: 1200,
                     completion_tokens: 80,
                     usage_reported: true,
@@ -608,43 +601,25 @@ mod tests {
                     attempts: 1,
                     request_bytes: 4000,
                     cost_usd: None,
-                },
+                }),
             ),
             root(
                 1000,
-                EventData::Code {
+                EventData::Code(CodeRecord {
                     iteration: 1,
                     block: 0,
                     code: "\nanswers = spawn_agents(tasks)\nprint(answers)".into(),
-                },
+                }),
             ),
             root(
                 1100,
-                EventData::SubAgentSpawned {
-                    child_agent_id: "a1".into(),
-                    mode: "sub_rlm".into(),
-                    pid: None,
-                    task: "count errors in chunk 1".into(),
-                },
+                spawned("a1", AgentMode::SubRlm, "count errors in chunk 1"),
             ),
             root(
                 1100,
-                EventData::SubAgentSpawned {
-                    child_agent_id: "a2".into(),
-                    mode: "spawn_agent".into(),
-                    pid: None,
-                    task: "count errors in chunk 2".into(),
-                },
+                spawned("a2", AgentMode::SpawnAgent, "count errors in chunk 2"),
             ),
-            root(
-                3100,
-                EventData::SubAgentFinished {
-                    child_agent_id: "a2".into(),
-                    status: "exited with code 0".into(),
-                    duration_ms: 2000,
-                    usage: Usage::default(),
-                },
-            ),
+            root(3100, finished("a2", "exited with code 0")),
             started("a1", 1, 1200, "count errors in chunk 1"),
             ev("a1", 1, 1300, EventData::StepStarted { iteration: 2 }),
         ] {
@@ -695,11 +670,11 @@ mod tests {
             "root",
             0,
             30,
-            EventData::Code {
+            EventData::Code(CodeRecord {
                 iteration: 1,
                 block: 0,
                 code: "errors = [l for l in context]".into(),
-            },
+            }),
         ));
         let running = tree.render(500, 80, 20, false).join("\n");
         assert!(
@@ -725,33 +700,14 @@ mod tests {
         tree.apply(&started("root", 0, 0, "t"));
         for i in 0..20 {
             let id = format!("a{i}");
-            tree.apply(&ev(
-                "root",
-                0,
-                1,
-                EventData::SubAgentSpawned {
-                    child_agent_id: id.clone(),
-                    mode: "spawn_agent".into(),
-                    pid: None,
-                    task: "x".into(),
-                },
-            ));
+            tree.apply(&ev("root", 0, 1, spawned(&id, AgentMode::SpawnAgent, "x")));
             if i < 10 {
-                tree.apply(&ev(
-                    "root",
-                    0,
-                    2,
-                    EventData::SubAgentFinished {
-                        child_agent_id: id,
-                        status: if i == 0 {
-                            "timed out".into()
-                        } else {
-                            "exited with code 0".into()
-                        },
-                        duration_ms: 1,
-                        usage: Usage::default(),
-                    },
-                ));
+                let status = if i == 0 {
+                    "timed out"
+                } else {
+                    "exited with code 0"
+                };
+                tree.apply(&ev("root", 0, 2, finished(&id, status)));
             }
         }
         let picture = tree.render(100, 100, 50, false).join("\n");

@@ -11,9 +11,9 @@
 use std::fmt::Write as _;
 
 use rlm_context_store::format::sha256_hex;
+use rlm_orchestrator::env::ReplVariable;
 use rlm_orchestrator::format;
-use rlm_orchestrator::trace::{RunSummary, RunTrace, Step, StepItem, SubAgent};
-use serde_json::Value;
+use rlm_orchestrator::trace::{RunState, RunSummary, RunTrace, Step, StepItem, SubAgent};
 
 use super::{cost, duration, plural, preview, thousands};
 
@@ -75,7 +75,7 @@ fn header(out: &mut String, trace: &RunTrace) {
         out,
         "<div class=\"badges\">{} <code class=\"run-id\">{}</code></div>",
         status_badge(&s.status),
-        esc(&s.run_id)
+        esc(s.run_id.as_str())
     );
     out.push_str("<dl class=\"facts\">\n");
     let started = s.started_ms.map_or_else(
@@ -137,8 +137,8 @@ fn tree_run(out: &mut String, trace: &RunTrace) {
         "<li class=\"tree-run\"><a href=\"#{}\">{} run <code>{}</code></a> <span class=\"meta\">{} · {}</span>",
         run_anchor(s),
         status_dot(&s.status),
-        esc(&s.run_id),
-        esc(&s.status),
+        esc(s.run_id.as_str()),
+        esc(s.status.as_str()),
         plural(trace.steps.len() as u64, "step")
     );
     let agents: Vec<&SubAgent> = trace.sub_agents().collect();
@@ -148,9 +148,9 @@ fn tree_run(out: &mut String, trace: &RunTrace) {
             let _ = write!(
                 out,
                 "<li class=\"tree-agent\"><a href=\"#{}\">{} <code>{}</code></a> <span class=\"meta\">{}</span>",
-                agent_anchor(&agent.agent_id),
-                esc(&agent.mode),
-                esc(&agent.agent_id),
+                agent_anchor(agent.agent_id.as_str()),
+                esc(agent.mode.as_str()),
+                esc(agent.agent_id.as_str()),
                 esc(agent.status.as_deref().unwrap_or("no end recorded"))
             );
             if !agent.runs.is_empty() {
@@ -178,7 +178,7 @@ fn run_section(out: &mut String, trace: &RunTrace) {
         out,
         "<section class=\"run depth-{depth}\" id=\"{}\" data-run-id=\"{}\" data-depth=\"{depth}\">",
         run_anchor(s),
-        esc(&s.run_id),
+        esc(s.run_id.as_str()),
         depth = s.depth
     );
     let _ = writeln!(
@@ -190,7 +190,7 @@ fn run_section(out: &mut String, trace: &RunTrace) {
         out,
         "<summary class=\"run-head\"><span class=\"depth\">depth {}</span> run <code>{}</code> {} <span class=\"meta\">{} · {} tokens{}</span>",
         s.depth,
-        esc(&s.run_id),
+        esc(s.run_id.as_str()),
         status_badge(&s.status),
         plural(trace.steps.len() as u64, "step"),
         thousands(s.usage.total()),
@@ -241,7 +241,11 @@ fn run_facts(out: &mut String, trace: &RunTrace) {
         let _ = writeln!(out, "<dt>Model</dt><dd>{}</dd>", esc(model));
     }
     if let Some(agent) = &s.agent_id {
-        let _ = writeln!(out, "<dt>Agent</dt><dd><code>{}</code></dd>", esc(agent));
+        let _ = writeln!(
+            out,
+            "<dt>Agent</dt><dd><code>{}</code></dd>",
+            esc(agent.as_str())
+        );
     }
     let _ = writeln!(
         out,
@@ -311,24 +315,17 @@ fn step_html(out: &mut String, trace: &RunTrace, step: &Step) {
 
 fn item_html(out: &mut String, item: &StepItem) {
     match item {
-        StepItem::LlmCall {
-            model,
-            purpose,
-            prompt_tokens,
-            completion_tokens,
-            latency_ms,
-            cost_usd,
-        } => {
+        StepItem::LlmCall(call) => {
             let mut line = format!(
                 "<span class=\"tag\">model call</span> {} · {} · {} → {} tokens · {}",
-                esc(purpose),
-                esc(model),
-                thousands(*prompt_tokens),
-                thousands(*completion_tokens),
-                duration(*latency_ms)
+                esc(call.purpose.as_str()),
+                esc(&call.model),
+                thousands(call.prompt_tokens),
+                thousands(call.completion_tokens),
+                duration(call.latency_ms)
             );
-            if cost_usd.is_some() {
-                let _ = write!(line, " · {}", esc(&cost_or_dash(*cost_usd)));
+            if call.cost_usd.is_some() {
+                let _ = write!(line, " · {}", esc(&cost_or_dash(call.cost_usd)));
             }
             let _ = writeln!(out, "<div class=\"call\">{line}</div>");
         }
@@ -341,50 +338,46 @@ fn item_html(out: &mut String, item: &StepItem) {
                 );
             }
         }
-        StepItem::Code { block, code } => {
+        StepItem::Code(record) => {
             let _ = writeln!(
                 out,
-                "<details class=\"code\" open><summary>Code [{block}] <span class=\"meta\">{}</span></summary><pre><code>{}</code></pre></details>",
-                plural(code.lines().count() as u64, "line"),
-                esc(code)
+                "<details class=\"code\" open><summary>Code [{}] <span class=\"meta\">{}</span></summary><pre><code>{}</code></pre></details>",
+                record.block,
+                plural(record.code.lines().count() as u64, "line"),
+                esc(&record.code)
             );
         }
-        StepItem::Output {
-            block,
-            output,
-            error,
-            timed_out,
-            duration_ms,
-        } => {
-            let lines = output.lines().count();
+        StepItem::Output(exec) => {
+            let lines = exec.output.lines().count();
             let mut flags = String::new();
-            if *timed_out {
+            if exec.timed_out {
                 flags.push_str(" <span class=\"flag err\">timed out</span>");
-            } else if *error {
+            } else if exec.error {
                 flags.push_str(" <span class=\"flag err\">raised</span>");
             }
             let _ = writeln!(
                 out,
-                "<details class=\"output{}\"{}><summary>Output [{block}]{flags} <span class=\"meta\">{} · {}</span></summary><pre>{}</pre></details>",
-                if *error || *timed_out { " failed" } else { "" },
+                "<details class=\"output{}\"{}><summary>Output [{}]{flags} <span class=\"meta\">{} · {}</span></summary><pre>{}</pre></details>",
+                if exec.error || exec.timed_out { " failed" } else { "" },
                 open_if(lines <= OPEN_OUTPUT_LINES),
-                duration(*duration_ms),
+                exec.block,
+                duration(exec.duration_ms),
                 plural(lines as u64, "line"),
-                if output.is_empty() {
+                if exec.output.is_empty() {
                     "<span class=\"none\">(nothing printed)</span>".to_owned()
                 } else {
-                    esc(output)
+                    esc(&exec.output)
                 }
             );
         }
         StepItem::Variables { variables } => variables_html(out, variables),
         StepItem::SubAgent(agent) => agent_html(out, agent),
-        StepItem::CacheHit { call, key } => {
+        StepItem::CacheHit(hit) => {
             let _ = writeln!(
                 out,
                 "<div class=\"call\"><span class=\"tag\">cache</span> {} answered from the cache (<code>{}</code>)</div>",
-                esc(call),
-                esc(key)
+                esc(hit.call.as_str()),
+                esc(&hit.key)
             );
         }
         StepItem::Warning { message } => {
@@ -401,18 +394,13 @@ fn item_html(out: &mut String, item: &StepItem) {
                 esc(message)
             );
         }
-        StepItem::Final {
-            answer,
-            forced,
-            source,
-        } => {
+        StepItem::Final(record) => {
             let _ = writeln!(
                 out,
-                "<div class=\"final{}\"><div class=\"label\">Final answer <span class=\"meta\">· {}{}</span></div><pre>{}</pre></div>",
-                if *forced { " forced" } else { "" },
-                esc(source),
-                if *forced { " · forced" } else { "" },
-                esc(answer)
+                "<div class=\"final{}\"><div class=\"label\">Final answer <span class=\"meta\">· {}</span></div><pre>{}</pre></div>",
+                if record.forced { " forced" } else { "" },
+                esc(&super::answer_label(record).replace(", ", " · ")),
+                esc(&record.answer)
             );
         }
     }
@@ -431,11 +419,11 @@ fn agent_html(out: &mut String, agent: &SubAgent) {
     let _ = writeln!(
         out,
         "<details class=\"agent\" id=\"{}\" data-agent-id=\"{}\" data-mode=\"{}\" open><summary><span class=\"mode\">{}</span> <code>{}</code> <span class=\"agent-status {}\">{}</span> <span class=\"meta\">{}</span><span class=\"agent-task\">{}</span></summary>\n<div class=\"agent-body\">",
-        agent_anchor(&agent.agent_id),
-        esc(&agent.agent_id),
-        esc(&agent.mode),
-        esc(&agent.mode),
-        esc(&agent.agent_id),
+        agent_anchor(agent.agent_id.as_str()),
+        esc(agent.agent_id.as_str()),
+        esc(agent.mode.as_str()),
+        esc(agent.mode.as_str()),
+        esc(agent.agent_id.as_str()),
         if ok { "ok" } else { "bad" },
         esc(status),
         esc(&meta.join(" · ")),
@@ -480,28 +468,23 @@ fn agent_html(out: &mut String, agent: &SubAgent) {
     out.push_str("</div>\n</details>\n");
 }
 
-fn variables_html(out: &mut String, variables: &Value) {
-    let Some(list) = variables.as_array().filter(|l| !l.is_empty()) else {
+fn variables_html(out: &mut String, list: &[ReplVariable]) {
+    if list.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(
         out,
         "<details class=\"vars\"><summary>Variables <span class=\"meta\">{}</span></summary><table><thead><tr><th>name</th><th>type</th><th>size</th><th>preview</th></tr></thead><tbody>",
         list.len()
     );
     for var in list {
-        let field = |name: &str| match var.get(name) {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
         let _ = writeln!(
             out,
             "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"pre\">{}</td></tr>",
-            esc(&field("name")),
-            esc(&field("type_name")),
-            esc(&field("size")),
-            esc(&preview(&field("preview"), 120))
+            esc(&var.name),
+            esc(&var.type_name),
+            var.size,
+            esc(&preview(&var.preview, 120))
         );
     }
     out.push_str("</tbody></table></details>\n");
@@ -509,7 +492,8 @@ fn variables_html(out: &mut String, variables: &Value) {
 
 // ----- small pieces -----
 
-fn status_badge(status: &str) -> String {
+fn status_badge(status: &RunState) -> String {
+    let status = status.as_str();
     format!(
         "<span class=\"status s-{}\">{}</span>",
         class_name(status),
@@ -517,7 +501,8 @@ fn status_badge(status: &str) -> String {
     )
 }
 
-fn status_dot(status: &str) -> String {
+fn status_dot(status: &RunState) -> String {
+    let status = status.as_str();
     format!(
         "<span class=\"dot s-{}\" title=\"{}\"></span>",
         class_name(status),
@@ -541,7 +526,7 @@ fn open_if(open: bool) -> &'static str {
 }
 
 fn run_anchor(s: &RunSummary) -> String {
-    format!("run-{}", class_name(&s.run_id))
+    format!("run-{}", class_name(s.run_id.as_str()))
 }
 
 fn agent_anchor(agent_id: &str) -> String {

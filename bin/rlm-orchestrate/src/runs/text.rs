@@ -8,9 +8,9 @@
 
 use std::io::{self, Write};
 
+use rlm_orchestrator::env::{EnvKind, ReplVariable};
 use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{RunTrace, StepItem, SubAgent};
-use serde_json::Value;
 
 use super::{cost, duration, plural, preview};
 use crate::output;
@@ -43,7 +43,10 @@ impl Renderer<'_> {
         let pad = " ".repeat(indent);
         let mut title = format!("run {} · {} · depth {}", s.run_id, s.status, s.depth);
         if let Some(agent) = &s.agent_id {
-            title.push_str(&format!(" · agent {}", output::escape_controls(agent)));
+            title.push_str(&format!(
+                " · agent {}",
+                output::escape_controls(agent.as_str())
+            ));
         }
         writeln!(self.out, "{pad}{title}")?;
         let inner = indent + INDENT;
@@ -51,7 +54,7 @@ impl Renderer<'_> {
             self.field(inner, "task", task)?;
         }
         if let Some(model) = &s.model {
-            let env = trace.env.as_deref().unwrap_or("?");
+            let env = trace.env.map_or("?", EnvKind::as_str);
             self.field(inner, "model", &format!("{model} · env {env}"))?;
         }
         let mut when = s.started_ms.map_or_else(
@@ -118,21 +121,17 @@ impl Renderer<'_> {
     fn item(&mut self, item: &StepItem, indent: usize) -> io::Result<()> {
         let pad = " ".repeat(indent);
         match item {
-            StepItem::LlmCall {
-                model,
-                purpose,
-                prompt_tokens,
-                completion_tokens,
-                latency_ms,
-                cost_usd,
-            } => {
+            StepItem::LlmCall(call) => {
                 let mut line = format!(
-                    "model call · {purpose} · {} · {prompt_tokens} + {completion_tokens} tokens · {}",
-                    output::escape_controls(model),
-                    duration(*latency_ms)
+                    "model call · {} · {} · {} + {} tokens · {}",
+                    call.purpose,
+                    output::escape_controls(&call.model),
+                    call.prompt_tokens,
+                    call.completion_tokens,
+                    duration(call.latency_ms)
                 );
-                if cost_usd.is_some() {
-                    line.push_str(&format!(" · {}", cost(*cost_usd)));
+                if call.cost_usd.is_some() {
+                    line.push_str(&format!(" · {}", cost(call.cost_usd)));
                 }
                 writeln!(self.out, "{pad}{line}")
             }
@@ -143,28 +142,22 @@ impl Renderer<'_> {
                 writeln!(self.out, "{pad}text:")?;
                 self.block(prose, indent + INDENT)
             }
-            StepItem::Code { block, code } => {
-                writeln!(self.out, "{pad}code [{block}]:")?;
-                self.block(code, indent + INDENT)
+            StepItem::Code(record) => {
+                writeln!(self.out, "{pad}code [{}]:", record.block)?;
+                self.block(&record.code, indent + INDENT)
             }
-            StepItem::Output {
-                block,
-                output,
-                error,
-                timed_out,
-                duration_ms,
-            } => {
-                let mut head = format!("output [{block}] · {}", duration(*duration_ms));
-                if *timed_out {
+            StepItem::Output(exec) => {
+                let mut head = format!("output [{}] · {}", exec.block, duration(exec.duration_ms));
+                if exec.timed_out {
                     head.push_str(" · timed out");
-                } else if *error {
+                } else if exec.error {
                     head.push_str(" · raised");
                 }
                 writeln!(self.out, "{pad}{head}:")?;
-                if output.is_empty() {
+                if exec.output.is_empty() {
                     writeln!(self.out, "{pad}  (nothing printed)")
                 } else {
-                    self.block(output, indent + INDENT)
+                    self.block(&exec.output, indent + INDENT)
                 }
             }
             StepItem::Variables { variables } => {
@@ -175,25 +168,21 @@ impl Renderer<'_> {
                 writeln!(self.out, "{pad}variables: {names}")
             }
             StepItem::SubAgent(agent) => self.agent(agent, indent),
-            StepItem::CacheHit { call, key } => writeln!(
+            StepItem::CacheHit(hit) => writeln!(
                 self.out,
-                "{pad}{call} answered from the cache ({})",
-                output::escape_controls(key)
+                "{pad}{} answered from the cache ({})",
+                hit.call,
+                output::escape_controls(&hit.key)
             ),
             StepItem::Warning { message } => self.field(indent, "warning", message),
             StepItem::Error { message } => self.field(indent, "error", message),
-            StepItem::Final {
-                answer,
-                forced,
-                source,
-            } => {
-                let label = if *forced {
-                    format!("final answer ({source}, forced)")
-                } else {
-                    format!("final answer ({source})")
-                };
-                writeln!(self.out, "{pad}{label}:")?;
-                self.block(answer, indent + INDENT)
+            StepItem::Final(record) => {
+                writeln!(
+                    self.out,
+                    "{pad}final answer ({}):",
+                    super::answer_label(record)
+                )?;
+                self.block(&record.answer, indent + INDENT)
             }
         }
     }
@@ -202,7 +191,7 @@ impl Renderer<'_> {
         let pad = " ".repeat(indent);
         let mut head = format!(
             "sub-agent {} · {}",
-            output::escape_controls(&agent.agent_id),
+            output::escape_controls(agent.agent_id.as_str()),
             agent.mode
         );
         match (&agent.status, agent.duration_ms) {
@@ -298,17 +287,16 @@ fn clean(text: &str) -> String {
 }
 
 /// `a (int), b (str), …` from a `variables_updated` list.
-fn variable_names(variables: &Value) -> String {
-    let Some(list) = variables.as_array() else {
-        return String::new();
-    };
+fn variable_names(list: &[ReplVariable]) -> String {
     let mut names: Vec<String> = list
         .iter()
         .take(VARIABLE_NAMES)
-        .filter_map(|v| {
-            let name = v.get("name")?.as_str()?;
-            let kind = v.get("type_name").and_then(Value::as_str).unwrap_or("?");
-            Some(format!("{} ({kind})", output::escape_controls(name)))
+        .map(|v| {
+            format!(
+                "{} ({})",
+                output::escape_controls(&v.name),
+                output::escape_controls(&v.type_name)
+            )
         })
         .collect();
     if list.len() > VARIABLE_NAMES {
@@ -328,11 +316,14 @@ mod tests {
 
     #[test]
     fn variables_are_listed_by_name_and_type() {
-        let vars = serde_json::json!([
-            {"name": "n", "type_name": "int", "size": 28, "preview": "5"},
-            {"name": "words", "type_name": "list", "size": 100, "preview": "[]"}
-        ]);
+        let var = |name: &str, type_name: &str| ReplVariable {
+            name: name.into(),
+            type_name: type_name.into(),
+            size: 1,
+            preview: String::new(),
+        };
+        let vars = [var("n", "int"), var("words", "list")];
         assert_eq!(variable_names(&vars), "n (int), words (list)");
-        assert_eq!(variable_names(&Value::Null), "");
+        assert_eq!(variable_names(&[]), "");
     }
 }

@@ -156,9 +156,12 @@ fn freeze(sb: &Sandbox) -> Vec<(String, String)> {
         let fixed = format!("20261122-10{i:02}00-fixed{}", (b'A' + i as u8) as char);
         replacements.push((run_id, fixed));
     }
-    for (i, agent) in agents.iter().enumerate() {
-        replacements.push((agent.clone(), format!("AGENT-{}", i + 1)));
-    }
+    // Agent ids first: a root's (`root-<run id>`) contains its run id.
+    let agent_ids = agents
+        .iter()
+        .enumerate()
+        .map(|(i, agent)| (agent.clone(), format!("AGENT-{}", i + 1)));
+    replacements.splice(0..0, agent_ids);
     let root = sb.root().to_string_lossy().into_owned();
     if let Ok(canonical) = sb.root().canonicalize() {
         replacements.push((canonical.to_string_lossy().into_owned(), "[SANDBOX]".into()));

@@ -11,23 +11,21 @@ use std::time::{Duration, Instant};
 
 use rlm_context_store::{Durability, Expected, SetOptions, Store, StoreError};
 use rlm_process::{
-    run_supervised, CancellationToken, SpawnOptions, SuperviseOptions, Termination, DEFAULT_GRACE,
+    inherited_environment, run_supervised, AllowList, CancellationToken, SpawnOptions,
+    SuperviseOptions, Termination, DEFAULT_GRACE,
 };
 use serde_json::Value;
 
 use super::command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
-use super::env_vars;
+use super::lineage::{EnvVars, Lineage};
 use super::outcome::{error_object, not_started, stdout_text};
 use super::prompt::{agent_prompt, AgentRef};
-use super::{AgentError, RESULT_KEY_PREFIX};
+use crate::ids::AgentId;
 
 /// Directory of the data dir holding per-agent files (`agents/<id>/prompt.txt`).
 pub const AGENTS_DIR: &str = "agents";
 /// Name of the prompt file given as `{prompt_file}`.
 pub const PROMPT_FILE_NAME: &str = "prompt.txt";
-
-/// Longest agent id (it is part of file names and a variable key).
-const MAX_AGENT_ID_CHARS: usize = 128;
 
 /// Name of the binary whose directory is appended to an agent's `PATH`, so the
 /// `rlm-orchestrate vars set …` the prompt suggests works without an install.
@@ -36,14 +34,9 @@ const OWN_BINARY_NAME: &str = "rlm-orchestrate";
 /// Everything needed to run one external agent.
 #[derive(Debug, Clone)]
 pub struct ExternalAgentSpec {
-    /// The agent's id (`[A-Za-z0-9._-]`, see [`validate_agent_id`]; [`new_agent_id`]
-    /// makes one).
-    pub agent_id: String,
-    /// The id of the run or agent that starts it (scope of the result:
-    /// `agent:<parent_id>`).
-    pub parent_id: String,
-    /// The agent's depth (its parent's + 1), given as `RLM_DEPTH`.
-    pub depth: u32,
+    /// The agent's place in the tree: its id, its parent's (the scope of its result,
+    /// `agent:<parent id>`), its depth and its result key.
+    pub lineage: Lineage,
     /// The data directory; must be the store's. Given to the agent as an absolute
     /// `RLM_DATA_DIR`; the prompt file goes under `<data_dir>/agents/<agent_id>/`.
     pub data_dir: PathBuf,
@@ -66,7 +59,7 @@ pub struct ExternalAgentSpec {
 #[derive(Debug, Clone)]
 pub struct AgentOutcome {
     /// The agent's id.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Its pid (0 if it could not be started).
     pub pid: u32,
     /// `sub-result-<agent_id>`: the variable holding [`AgentOutcome::value`].
@@ -91,47 +84,19 @@ pub struct AgentOutcome {
     pub stderr_tail: String,
 }
 
-/// The key of an agent's result variable: `sub-result-<agent_id>`.
-pub fn result_key(agent_id: &str) -> String {
-    format!("{RESULT_KEY_PREFIX}{agent_id}")
-}
-
-/// A fresh agent id: 12 random hex digits.
-pub fn new_agent_id() -> String {
-    let mut id = uuid::Uuid::new_v4().simple().to_string();
-    id.truncate(12);
-    id
-}
-
-/// Checks that `id` can name files and variables: 1–128 characters of
-/// `[A-Za-z0-9._-]`, not starting with `.`.
-pub fn validate_agent_id(id: &str) -> Result<(), AgentError> {
-    let valid = !id.is_empty()
-        && id.len() <= MAX_AGENT_ID_CHARS
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(AgentError::InvalidAgentId { id: id.to_owned() })
-    }
-}
-
-/// The part of our environment every child process inherits: `PATH` (with the
-/// directory of a running `rlm-orchestrate` appended), `HOME`, `USER`, `LOGNAME`,
-/// `LANG`, `LC_*`, `TERM`, `TMPDIR`, `SHELL`, `XDG_*`. Never API keys.
-pub fn inherited_environment() -> Vec<(OsString, OsString)> {
-    std::env::vars_os()
-        .filter(|(name, _)| {
-            name.to_str().is_some_and(|n| {
-                env_vars::INHERITED.contains(&n)
-                    || env_vars::INHERITED_PREFIXES
-                        .iter()
-                        .any(|p| n.starts_with(p))
-            })
-        })
+/// The agent's complete environment: [`AllowList::BASE`] from ours (with the
+/// directory of a running `rlm-orchestrate` appended to `PATH`); then its lineage
+/// ([`EnvVars`]: `RLM_DATA_DIR`, `RLM_AGENT_ID`, `RLM_PARENT_ID`, `RLM_DEPTH`,
+/// `RLM_RESULT_KEY`, `RLM_RESULT_FILE`); then the `pass_env` names that are set (they
+/// cannot replace the `RLM_*` ones). Nothing else: API keys reach an agent only
+/// through `pass_env`.
+pub fn agent_environment(
+    spec: &ExternalAgentSpec,
+    data_dir: &Path,
+    result_file: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = inherited_environment(&AllowList::BASE, &[])
+        .into_iter()
         .map(|(name, value)| {
             let value = if name == "PATH" {
                 path_with_own_dir(value)
@@ -140,35 +105,18 @@ pub fn inherited_environment() -> Vec<(OsString, OsString)> {
             };
             (name, value)
         })
-        .collect()
-}
-
-/// The agent's complete environment: `PATH`, `HOME`, `USER`, `LOGNAME`, `LANG`,
-/// `LC_*`, `TERM`, `TMPDIR`, `SHELL`, `XDG_*` from ours (with the directory of a
-/// running `rlm-orchestrate` appended to `PATH`); then `RLM_DATA_DIR`,
-/// `RLM_AGENT_ID`, `RLM_PARENT_ID`, `RLM_DEPTH`, `RLM_RESULT_KEY`, `RLM_RESULT_FILE`;
-/// then the `pass_env` names that are set (they cannot replace the `RLM_*` ones).
-/// Nothing else: API keys reach an agent only through `pass_env`.
-pub fn agent_environment(
-    spec: &ExternalAgentSpec,
-    data_dir: &Path,
-    result_file: &Path,
-) -> Vec<(OsString, OsString)> {
-    let mut env = inherited_environment();
-    let ours: [(&str, OsString); 6] = [
-        (env_vars::DATA_DIR, data_dir.as_os_str().to_owned()),
-        (env_vars::AGENT_ID, spec.agent_id.clone().into()),
-        (env_vars::PARENT_ID, spec.parent_id.clone().into()),
-        (env_vars::DEPTH, spec.depth.to_string().into()),
-        (env_vars::RESULT_KEY, result_key(&spec.agent_id).into()),
-        (env_vars::RESULT_FILE, result_file.as_os_str().to_owned()),
-    ];
+        .collect();
+    let mut ours = spec.lineage.env_vars(data_dir);
+    ours.push((
+        EnvVars::RLM_RESULT_FILE.into(),
+        result_file.as_os_str().to_owned(),
+    ));
     for (name, value) in &ours {
         env.retain(|(n, _)| n != name);
-        env.push((OsString::from(name), value.clone()));
+        env.push((name.clone(), value.clone()));
     }
     for name in &spec.pass_env {
-        if ours.iter().any(|(n, _)| n == name) {
+        if EnvVars::ALL.contains(&name.as_str()) {
             tracing::debug!(
                 name,
                 "--agent-env cannot replace an RLM_* variable of the agent"
@@ -188,7 +136,7 @@ pub fn agent_environment(
 
 /// `PATH` with the directory of the running `rlm-orchestrate` appended (if that is
 /// what runs and its directory is not already there).
-fn path_with_own_dir(path: OsString) -> OsString {
+pub(super) fn path_with_own_dir(path: OsString) -> OsString {
     let Ok(exe) = std::env::current_exe() else {
         return path;
     };
@@ -215,7 +163,8 @@ pub async fn run_external_agent(
     store: Arc<Store>,
 ) -> AgentOutcome {
     let started = Instant::now();
-    let key = result_key(&spec.agent_id);
+    let agent_id = spec.lineage.agent_id.clone();
+    let key = super::result_key(&agent_id);
     let timeout = spec.timeout;
     let (pid, termination, stderr_tail, fallback) = match prepare(command, &spec, &store).await {
         Err(message) => (
@@ -233,7 +182,7 @@ pub async fn run_external_agent(
                 cancel: spec.cancel.clone(),
                 ..SuperviseOptions::default()
             };
-            tracing::debug!(agent_id = %spec.agent_id, %program, "starting an external agent");
+            tracing::debug!(%agent_id, %program, "starting an external agent");
             match run_supervised(spawn, options).await {
                 Ok(run) => {
                     let answer = stdout_text(&run);
@@ -264,7 +213,10 @@ pub async fn run_external_agent(
             }
         }
     };
-    let scope = format!("agent:{}", spec.parent_id);
+    let scope = match &spec.lineage.parent_id {
+        Some(parent) => parent.scope(),
+        None => rlm_context_store::GLOBAL_SCOPE.to_owned(),
+    };
     let inline_cap = spec.stdout_cap as u64;
     let settled = {
         let store = Arc::clone(&store);
@@ -280,9 +232,9 @@ pub async fn run_external_agent(
             false,
         ),
     };
-    tracing::debug!(agent_id = %spec.agent_id, %termination, ok, stored_by_agent, "external agent finished");
+    tracing::debug!(%agent_id, %termination, ok, stored_by_agent, "external agent finished");
     AgentOutcome {
-        agent_id: spec.agent_id,
+        agent_id,
         pid,
         result_key: key,
         value,
@@ -307,15 +259,15 @@ async fn prepare(
     spec: &ExternalAgentSpec,
     store: &Store,
 ) -> Result<Prepared, String> {
-    validate_agent_id(&spec.agent_id).map_err(|e| e.to_string())?;
-    let key = result_key(&spec.agent_id);
+    let agent_id = &spec.lineage.agent_id;
+    let key = super::result_key(agent_id);
     let result_file = store.path_of(&key).map_err(|e| e.to_string())?;
     let data_dir = std::path::absolute(&spec.data_dir)
         .map_err(|e| format!("failed to resolve {}: {e}", spec.data_dir.display()))?;
     let prompt = agent_prompt(&spec.task, &spec.refs, &key);
     let prompt_file = data_dir
         .join(AGENTS_DIR)
-        .join(&spec.agent_id)
+        .join(agent_id.as_str())
         .join(PROMPT_FILE_NAME);
     if command.uses_prompt_file() {
         let (path, text) = (prompt_file.clone(), prompt.clone());
@@ -333,7 +285,7 @@ async fn prepare(
         prompt: &prompt,
         prompt_file: &prompt_file,
         result_file: &result_file,
-        agent_id: &spec.agent_id,
+        agent_id: agent_id.as_str(),
     });
     let longest = args.iter().map(|a| a.len()).max().unwrap_or(0);
     if longest > MAX_ARG_BYTES {
@@ -483,34 +435,5 @@ fn read_stored(store: &Store, key: &str, inline_cap: u64) -> Stored {
     match store.get(key) {
         Ok(value) => Stored::Value(Arc::unwrap_or_clone(value)),
         Err(error) => Stored::Unreadable(error.to_string()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn agent_ids_must_be_file_name_safe() {
-        for good in ["a1", "0f3e9c2b7a1d", "x.y_z-1"] {
-            assert!(validate_agent_id(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            ".",
-            "..",
-            ".hidden",
-            "a/b",
-            "a b",
-            "é",
-            &"x".repeat(129),
-        ] {
-            assert!(validate_agent_id(bad).is_err(), "{bad}");
-        }
-        let id = new_agent_id();
-        assert_eq!(id.len(), 12);
-        assert!(validate_agent_id(&id).is_ok());
-        assert_ne!(id, new_agent_id());
-        assert_eq!(result_key("a1"), "sub-result-a1");
     }
 }

@@ -1,7 +1,11 @@
-//! Sub-agents that are external programs: `claude -p`, `codex exec`, `llm -m …`, a
-//! shell script — anything started from the `--agent-cmd` template.
+//! Sub-agents: child processes that get references, not data.
 //!
-//! An agent is given a task and *references* to context variables (file paths in the
+//! Two kinds share one lineage ([`Lineage`], [`EnvVars`]) and one answer channel (the
+//! variable `sub-result-<id>`): nested `rlm-orchestrate run`s ([`run_child`], for
+//! `sub_rlm`) and external programs — `claude -p`, `codex exec`, `llm -m …`, a shell
+//! script — started from the `--agent-cmd` template ([`run_external_agent`]).
+//!
+//! An external agent is given a task and *references* to context variables (file paths in the
 //! data directory), never the data itself, so its prompt stays a few hundred bytes
 //! whatever the context's size ([`agent_prompt`]). It runs as a supervised child
 //! process ([`rlm_process::run_supervised`]): its own process group, a cleared
@@ -13,43 +17,23 @@
 
 mod command;
 mod external;
+mod lineage;
+mod nested;
 mod outcome;
 mod prompt;
 
 pub use command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
 pub use external::{
-    agent_environment, inherited_environment, new_agent_id, result_key, run_external_agent,
-    validate_agent_id, AgentOutcome, ExternalAgentSpec, AGENTS_DIR, PROMPT_FILE_NAME,
+    agent_environment, run_external_agent, AgentOutcome, ExternalAgentSpec, AGENTS_DIR,
+    PROMPT_FILE_NAME,
+};
+pub use lineage::{result_key, EnvVars, Lineage, LineageError, RESULT_KEY_PREFIX};
+pub use nested::{
+    run_child, ChildAnswer, ChildFailure, ChildOutcome, ChildRequest, ChildResult, ChildSpec,
+    ChildSpecError, SubRlmLauncher, CHILD_SPEC_FILE, CHILD_SPEC_FORMAT_VERSION,
 };
 pub use outcome::OUTPUT_TRUNCATED_MARKER;
 pub use prompt::{agent_prompt, ref_line, AgentRef, CONTEXT_HEADING, HOW_TO_ANSWER_HEADING};
-
-/// Prefix of the variable holding an agent's answer: `sub-result-<agent id>`.
-pub const RESULT_KEY_PREFIX: &str = "sub-result-";
-
-/// Environment variables an agent is given (besides the inherited basics and the
-/// names passed with `--agent-env`).
-pub mod env_vars {
-    /// Absolute path of the data directory (for `rlm-orchestrate vars …`).
-    pub const DATA_DIR: &str = "RLM_DATA_DIR";
-    /// The agent's id.
-    pub const AGENT_ID: &str = "RLM_AGENT_ID";
-    /// The id of the run or agent that started it.
-    pub const PARENT_ID: &str = "RLM_PARENT_ID";
-    /// The agent's depth in the tree of runs.
-    pub const DEPTH: &str = "RLM_DEPTH";
-    /// The variable to store the answer in: `sub-result-<id>`.
-    pub const RESULT_KEY: &str = "RLM_RESULT_KEY";
-    /// Absolute path of that variable's file (for agents writing it by hand).
-    pub const RESULT_FILE: &str = "RLM_RESULT_FILE";
-
-    /// Variables copied from the orchestrator's environment when set.
-    pub const INHERITED: &[&str] = &[
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "TERM", "TMPDIR", "SHELL",
-    ];
-    /// Prefixes of variables copied from the orchestrator's environment.
-    pub const INHERITED_PREFIXES: &[&str] = &["LC_", "XDG_"];
-}
 
 /// Why an agent command could not be used (a configuration error, before any agent
 /// runs). Problems while an agent runs are not errors: they are in its outcome.
@@ -72,13 +56,5 @@ pub enum AgentError {
     PlaceholderProgram {
         /// The template.
         template: String,
-    },
-    /// An agent id that cannot be used in a file name.
-    #[error(
-        "invalid agent id {id:?}: use 1-128 characters from [A-Za-z0-9._-], not starting with '.'"
-    )]
-    InvalidAgentId {
-        /// The id.
-        id: String,
     },
 }

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use rlm_context_store::{Store, StoreError};
+use rlm_context_store::{Store, StoreError, VariableType};
 
 /// Heading of the section listing the context variables.
 pub const CONTEXT_HEADING: &str =
@@ -25,8 +25,8 @@ pub struct AgentRef {
     pub path: PathBuf,
     /// Bytes of its JSON-serialised value.
     pub size_bytes: u64,
-    /// `text`, `json`, `memory`, `result` or `stream`.
-    pub var_type: String,
+    /// Its type.
+    pub var_type: VariableType,
 }
 
 impl AgentRef {
@@ -39,7 +39,7 @@ impl AgentRef {
             key: reference.key,
             path,
             size_bytes: reference.size_bytes,
-            var_type: reference.var_type.as_str().to_owned(),
+            var_type: reference.var_type,
         })
     }
 }
@@ -54,7 +54,7 @@ pub fn ref_line(reference: &AgentRef) -> String {
         "Context variable {} ({} bytes, type: {}): read {} — the JSON file has a \"value\" field with the data.",
         json_quote(&reference.key),
         reference.size_bytes,
-        reference.var_type,
+        reference.var_type.as_str(),
         reference.path.display()
     )
 }
@@ -100,7 +100,7 @@ mod tests {
             key: key.to_owned(),
             path: PathBuf::from(format!("/abs/.rlm-data/variables/{key}.json")),
             size_bytes,
-            var_type: "text".to_owned(),
+            var_type: VariableType::Text,
         }
     }
 

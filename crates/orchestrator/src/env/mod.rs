@@ -2,33 +2,75 @@
 //!
 //! The loop talks to an [`Environment`]; an environment calls back into the
 //! orchestrator through a [`Host`] for everything that needs a model, the store or a
-//! sub-agent (`llm_query`, `sub_rlm`, `store.set`, …). That split lets the Python
-//! kernel, embedded JavaScript and micro-tools share one set of host functions.
+//! sub-agent (`llm_query`, `sub_rlm`, `store.set`, …), as typed
+//! [`HostCall`](crate::host::HostCall)s. A run picks its environment through one
+//! [`EnvironmentFactory`] ([`factory_for`] maps an [`EnvKind`] to it), and nothing
+//! outside an environment's own module knows its language.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::host::Host;
+
 pub mod python;
 
-/// Host functions offered to model code, served asynchronously by the orchestrator.
-///
-/// Methods (arguments are JSON objects):
-/// - `llm_query {prompt, context?}` → string
-/// - `llm_query_parallel {prompts: [{prompt, context?}]}` → [string | {"error": …}]
-/// - `summarize {text, max_tokens}` → string
-/// - `sub_rlm {query, context?}` → string
-/// - `spawn_agent {task, refs?}` → string; `spawn_agents {jobs: [{task, refs?}]}` → [string]
-/// - `store_set {key, value}` → reference; `store_ref {key}` → reference with `path`;
-///   `store_list {}` → [reference]; `store_delete {key}` → null
-///
-/// An `Err` is shown to the model code as an exception carrying the message.
+/// Which environment runs the model's code (`--env`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvKind {
+    /// A persistent `python3` kernel ([`python::PythonEnv`]).
+    #[default]
+    Python,
+}
+
+impl EnvKind {
+    /// The name used on the command line and in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Python => python::LANGUAGE,
+        }
+    }
+}
+
+impl std::fmt::Display for EnvKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Starts the environment of a run; the one seam through which a run chooses where
+/// the model's code runs.
 #[async_trait::async_trait]
-pub trait Host: Send + Sync {
-    /// Serves one call.
-    async fn call(&self, method: &str, args: Value) -> Result<Value, String>;
+pub trait EnvironmentFactory: Send + Sync {
+    /// The kind of environment it starts.
+    fn kind(&self) -> EnvKind;
+
+    /// Starts one, given its configuration and the host serving its calls.
+    async fn start(
+        &self,
+        config: EnvConfig,
+        host: Arc<dyn Host>,
+    ) -> Result<Box<dyn Environment>, EnvError>;
+}
+
+/// Options of every kind of environment, for [`factory_for`].
+#[derive(Debug, Clone)]
+pub struct EnvOptions {
+    /// The python3 executable of the `python` environment.
+    pub python: PathBuf,
+}
+
+/// The factory of environments of `kind`.
+pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFactory> {
+    match kind {
+        EnvKind::Python => Arc::new(python::PythonFactory::new(python::PythonOptions::from(
+            options.python.clone(),
+        ))),
+    }
 }
 
 /// How a run ended from inside code.
@@ -162,6 +204,14 @@ pub struct EnvConfig {
 /// Why an environment failed (fatal for the run, unlike exceptions in model code).
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
+    /// A host call of the model's code failed in a way that ends the run.
+    #[error("a host call of the {language} REPL failed: {message}")]
+    HostFatal {
+        /// `python`, `js`, …
+        language: &'static str,
+        /// What failed.
+        message: String,
+    },
     /// The environment could not be started.
     #[error("failed to start the {language} REPL ({command}): {message}")]
     Start {
@@ -195,8 +245,12 @@ pub enum EnvError {
 /// A persistent REPL.
 #[async_trait::async_trait]
 pub trait Environment: Send {
-    /// The fence tag besides `repl` that this environment accepts (`python`, `js`).
-    fn language(&self) -> &'static str;
+    /// Which kind it is.
+    fn kind(&self) -> EnvKind;
+
+    /// The fence tags besides `repl` whose code runs here (the first one is used when
+    /// the transcript shows code back, e.g. `python`).
+    fn fence_tags(&self) -> &'static [&'static str];
 
     /// Runs one code block; state persists across calls.
     async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError>;
@@ -221,7 +275,7 @@ pub trait Environment: Send {
     ) -> Result<(), EnvError> {
         let _ = (query, context);
         Err(EnvError::Request {
-            language: self.language(),
+            language: self.kind().as_str(),
             action: "start another query",
             message: "this environment does not keep sessions".to_owned(),
         })

@@ -39,10 +39,16 @@ pub use kernel::KernelInfo;
 use self::kernel::{Kernel, Waited};
 use self::protocol::{ExecReply, FinalVarReply, ListVarsReply, NextQueryReply, Request};
 use crate::env::{
-    ContextSource, EnvConfig, EnvError, Environment, ExecOutcome, HistoryEntry, Host, ReplVariable,
+    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
+    HistoryEntry, ReplVariable,
 };
+use crate::host::Host;
 
-const LANGUAGE: &str = "python";
+/// The environment's name (`--env python`) and the fence tag its code is shown with.
+pub(crate) const LANGUAGE: &str = "python";
+
+/// Fence tags whose code runs here besides `repl`.
+const FENCE_TAGS: &[&str] = &["python", "py", "python3"];
 
 /// Default for [`PythonOptions::output_cap_bytes`].
 pub const OUTPUT_CAP_BYTES: usize = 1 << 20;
@@ -105,6 +111,35 @@ impl Default for PythonOptions {
             working_dir: None,
             load_chunk_bytes: None,
         }
+    }
+}
+
+/// Starts [`PythonEnv`]s with fixed [`PythonOptions`].
+#[derive(Debug, Clone)]
+pub struct PythonFactory {
+    options: PythonOptions,
+}
+
+impl PythonFactory {
+    /// A factory of kernels run with `options`.
+    pub fn new(options: PythonOptions) -> Self {
+        Self { options }
+    }
+}
+
+#[async_trait::async_trait]
+impl EnvironmentFactory for PythonFactory {
+    fn kind(&self) -> EnvKind {
+        EnvKind::Python
+    }
+
+    async fn start(
+        &self,
+        config: EnvConfig,
+        host: Arc<dyn Host>,
+    ) -> Result<Box<dyn Environment>, EnvError> {
+        let env = PythonEnv::start(config, host, self.options.clone()).await?;
+        Ok(Box::new(env))
     }
 }
 
@@ -342,8 +377,12 @@ fn outcome_from(body: serde_json::Value) -> ExecOutcome {
 
 #[async_trait::async_trait]
 impl Environment for PythonEnv {
-    fn language(&self) -> &'static str {
-        LANGUAGE
+    fn kind(&self) -> EnvKind {
+        EnvKind::Python
+    }
+
+    fn fence_tags(&self) -> &'static [&'static str] {
+        FENCE_TAGS
     }
 
     async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError> {
@@ -407,6 +446,12 @@ impl Environment for PythonEnv {
             }
         };
         self.running = None;
+        if let Some(message) = self.kernel.as_ref().and_then(Kernel::take_fatal) {
+            return Err(EnvError::HostFatal {
+                language: LANGUAGE,
+                message,
+            });
+        }
         outcome.restarted |= restarted;
         outcome.duration = started.elapsed();
         Ok(outcome)

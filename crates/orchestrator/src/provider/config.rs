@@ -96,8 +96,11 @@ impl Prices {
     }
 }
 
-/// Everything needed to reach one model.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything needed to reach one model. Serialisable (a parent run hands its
+/// sub-model's configuration to nested runs this way); it holds the *name* of the
+/// variable with the API key, never the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     /// Which API (or a command).
     pub kind: ProviderKind,
@@ -113,8 +116,10 @@ pub struct ProviderConfig {
     /// Retries after the first attempt on 429, 5xx and connection errors.
     pub retries: u32,
     /// Bound on one attempt (HTTP), or on the whole command (`cli`).
+    #[serde(with = "crate::format::duration_ms", rename = "request_timeout_ms")]
     pub request_timeout: Duration,
     /// Backoff before the first retry; doubles with each retry.
+    #[serde(with = "crate::format::duration_ms", rename = "retry_base_delay_ms")]
     pub retry_base_delay: Duration,
     /// Stream the answer (SSE) instead of waiting for the whole body.
     pub stream: bool,

@@ -2,18 +2,18 @@
 //!
 //! A finished run's summary comes from `summary.json` plus the first event (which
 //! holds the task). A run without a usable summary — still going, crashed, torn — is
-//! added up from its events; its descendants' totals are then rolled up from the other
-//! run directories ([`roll_up`]), the way the run itself would have accounted them.
+//! added up from its events with the same fold the live view uses ([`RunFold`]); its
+//! descendants' totals are then rolled up from the other run directories
+//! ([`roll_up`]), the way the run itself would have accounted them.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::read::{self, SummaryFile};
-use super::{
-    agent_prompt, RunSummary, RunTrace, Step, StepItem, SubAgent, SummarySource, TraceProblem,
-    STATUS_RUNNING, STATUS_UNKNOWN,
-};
-use crate::events::{CallTally, Event, EventData};
+use super::fold::RunFold;
+use super::read;
+use super::{agent_prompt, RunState, RunSummary, RunTrace, StepItem, SummarySource, TraceProblem};
+use crate::events::{CallTally, Event, RunSummaryFile};
+use crate::ids::{AgentId, RunId};
 use crate::provider::Usage;
 
 /// Deepest nesting followed when rolling up totals (a guard against cycles).
@@ -30,7 +30,7 @@ pub(crate) struct Header {
 struct Derived {
     calls: CallTally,
     /// Child agent ids, with the usage their `sub_agent_finished` reported.
-    children: Vec<(String, Option<Usage>)>,
+    children: Vec<(AgentId, Option<Usage>)>,
     /// Totals from `run_finished` (which win over sums of events).
     finished: Option<(Usage, Option<f64>)>,
 }
@@ -40,7 +40,7 @@ pub(crate) fn read_header(run_id: &str, dir: &Path, problems: &mut Vec<TraceProb
     if let Some(file) = read::read_summary(dir, problems) {
         let first = read::read_first_event(dir, problems);
         return Header {
-            summary: from_summary(run_id, dir, file, first.as_ref()),
+            summary: from_summary(dir, file, first.as_ref()),
             derived: None,
         };
     }
@@ -48,129 +48,78 @@ pub(crate) fn read_header(run_id: &str, dir: &Path, problems: &mut Vec<TraceProb
     derive(run_id, dir, &events)
 }
 
-fn from_summary(run_id: &str, dir: &Path, file: SummaryFile, first: Option<&Event>) -> RunSummary {
+fn from_summary(dir: &Path, file: RunSummaryFile, first: Option<&Event>) -> RunSummary {
     let started = first.and_then(read::started_fields);
     RunSummary {
-        run_id: file.run_id.unwrap_or_else(|| run_id.to_owned()),
-        dir: dir.to_owned(),
-        agent_id: file.agent_id.or_else(|| first.map(|e| e.agent_id.clone())),
-        parent_id: file
-            .parent_id
-            .or_else(|| first.and_then(|e| e.parent_id.clone())),
-        depth: file.depth.or(first.map(|e| e.depth)).unwrap_or(0),
-        task: started.map(|(task, _, _)| task.to_owned()),
-        model: started.map(|(_, model, _)| model.to_owned()),
         started_ms: first
             .map(|e| e.ts_ms)
-            .or_else(|| read::time_from_run_id(run_id)),
-        status: file.status.unwrap_or_else(|| STATUS_UNKNOWN.to_owned()),
+            .or_else(|| read::time_from_run_id(file.run_id.as_str())),
+        run_id: file.run_id,
+        dir: dir.to_owned(),
+        agent_id: Some(file.agent_id),
+        parent_id: file.parent_id,
+        depth: file.depth,
+        task: started.map(|s| s.task.clone()),
+        model: started.map(|s| s.model.clone()),
+        status: RunState::Ended(file.status),
         answer: file.answer,
         error: file.error,
-        iterations: file.iterations.unwrap_or(0),
-        llm_calls: file.llm_calls.unwrap_or(0),
-        sub_agents: file.sub_agents.unwrap_or(0),
-        usage: file.usage.unwrap_or_default(),
+        iterations: file.iterations,
+        llm_calls: file.llm_calls,
+        sub_agents: file.sub_agents,
+        usage: file.usage,
         cost_usd: file.cost_usd,
-        duration_ms: file.duration_ms,
+        duration_ms: Some(file.duration_ms),
         source: SummarySource::Summary,
-        pid: started.map(|(_, _, pid)| pid),
+        pid: started.map(|s| s.pid),
     }
 }
 
 /// Adds up a run from its events.
 fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
-    let first = events.first();
-    let mut summary = RunSummary {
-        run_id: first.map_or_else(|| run_id.to_owned(), |e| e.run_id.clone()),
+    let fold = RunFold::of(events);
+    let started = fold.started.as_ref();
+    let pid = started.map(|(_, s)| s.pid);
+    let status = match &fold.finished {
+        Some(finished) => RunState::Ended(finished.status),
+        None if pid.is_some_and(read::orchestrator_alive) => RunState::Running,
+        None => RunState::Unknown,
+    };
+    let summary = RunSummary {
+        run_id: fold.run_id.clone().unwrap_or_else(|| RunId::from(run_id)),
         dir: dir.to_owned(),
-        agent_id: first.map(|e| e.agent_id.clone()),
-        parent_id: first.and_then(|e| e.parent_id.clone()),
-        depth: first.map_or(0, |e| e.depth),
-        task: None,
-        model: None,
-        started_ms: first
-            .map(|e| e.ts_ms)
+        agent_id: fold.agent_id.clone(),
+        parent_id: fold.parent_id.clone(),
+        depth: fold.depth,
+        task: started.map(|(_, s)| s.task.clone()),
+        model: started.map(|(_, s)| s.model.clone()),
+        started_ms: started
+            .map(|(ts, _)| *ts)
+            .or(fold.first_ms)
             .or_else(|| read::time_from_run_id(run_id)),
-        status: String::new(),
-        answer: None,
-        error: None,
-        iterations: 0,
+        status,
+        answer: fold.answer.clone(),
+        error: fold.error.clone(),
+        iterations: fold
+            .finished
+            .as_ref()
+            .map_or_else(|| fold.iterations(), |f| f.iterations),
         llm_calls: 0,
         sub_agents: 0,
         usage: Usage::default(),
         cost_usd: None,
-        duration_ms: None,
+        duration_ms: fold.finished.as_ref().map(|f| f.duration_ms),
         source: SummarySource::Events,
-        pid: None,
+        pid,
     };
-    let mut derived = Derived {
-        calls: CallTally::default(),
-        children: Vec::new(),
-        finished: None,
+    let derived = Derived {
+        calls: fold.calls,
+        children: fold
+            .sub_agents()
+            .map(|agent| (agent.agent_id.clone(), agent.usage))
+            .collect(),
+        finished: fold.finished.as_ref().map(|f| (f.usage, f.cost_usd)),
     };
-    let mut ended: Option<String> = None;
-    for event in events {
-        match &event.data {
-            EventData::RunStarted {
-                task, model, pid, ..
-            } => {
-                summary.task = Some(task.clone());
-                summary.model = Some(model.clone());
-                summary.pid = Some(*pid);
-                summary.started_ms = Some(event.ts_ms);
-            }
-            EventData::StepStarted { iteration } => {
-                summary.iterations = summary.iterations.max(*iteration);
-            }
-            data @ EventData::LlmCall { .. } => {
-                derived.calls.add(data);
-            }
-            EventData::SubAgentSpawned { child_agent_id, .. } => {
-                derived.children.push((child_agent_id.clone(), None));
-            }
-            EventData::SubAgentFinished {
-                child_agent_id,
-                usage,
-                ..
-            } => {
-                if let Some(child) = derived
-                    .children
-                    .iter_mut()
-                    .find(|(id, _)| id == child_agent_id)
-                {
-                    child.1 = Some(*usage);
-                }
-            }
-            EventData::Error { message } => summary.error = Some(message.clone()),
-            EventData::Final { answer, .. } => summary.answer = Some(answer.clone()),
-            EventData::RunFinished {
-                status,
-                answer,
-                iterations,
-                usage,
-                cost_usd,
-                duration_ms,
-            } => {
-                ended = Some(status.clone());
-                if answer.is_some() {
-                    summary.answer.clone_from(answer);
-                }
-                summary.iterations = *iterations;
-                summary.duration_ms = Some(*duration_ms);
-                derived.finished = Some((*usage, *cost_usd));
-            }
-            _ => {}
-        }
-    }
-    summary.status = ended.unwrap_or_else(|| {
-        let alive = summary.pid.is_some_and(read::orchestrator_alive);
-        if alive {
-            STATUS_RUNNING
-        } else {
-            STATUS_UNKNOWN
-        }
-        .to_owned()
-    });
     Header {
         summary,
         derived: Some(derived),
@@ -189,13 +138,13 @@ struct Totals {
 /// Completes the totals of runs added up from events with those of their
 /// descendants, and sorts the runs newest first.
 pub(crate) fn roll_up(headers: Vec<Header>) -> Vec<RunSummary> {
-    let by_agent: HashMap<&str, Vec<usize>> =
+    let by_agent: HashMap<&AgentId, Vec<usize>> =
         headers
             .iter()
             .enumerate()
             .fold(HashMap::new(), |mut map, (i, h)| {
                 if let Some(agent) = &h.summary.agent_id {
-                    map.entry(agent.as_str()).or_default().push(i);
+                    map.entry(agent).or_default().push(i);
                 }
                 map
             });
@@ -235,7 +184,7 @@ pub(crate) fn roll_up(headers: Vec<Header>) -> Vec<RunSummary> {
 
 fn totals_of(
     headers: &[Header],
-    by_agent: &HashMap<&str, Vec<usize>>,
+    by_agent: &HashMap<&AgentId, Vec<usize>>,
     index: usize,
     depth: usize,
 ) -> Totals {
@@ -257,7 +206,7 @@ fn totals_of(
     };
     for (child_id, finished_usage) in &derived.children {
         let child = by_agent
-            .get(child_id.as_str())
+            .get(child_id)
             .into_iter()
             .flatten()
             .copied()
@@ -292,175 +241,26 @@ fn totals_of(
 pub(crate) fn read_trace(run: &RunSummary, data_dir: &Path) -> RunTrace {
     let mut problems = Vec::new();
     let events = read::read_events(&run.dir, &mut problems);
+    let mut fold = RunFold::of(&events);
+    for agent in fold.sub_agents_mut() {
+        (agent.prompt_file, agent.prompt_preview) = agent_prompt(data_dir, &agent.agent_id);
+    }
+    let started = fold.started.take();
     let mut trace = RunTrace {
         summary: run.clone(),
-        env: None,
-        context: None,
-        steps: Vec::new(),
-        outside_steps: Vec::new(),
+        env: started.as_ref().map(|(_, s)| s.env),
+        context: started.and_then(|(_, s)| s.context),
+        steps: fold.steps,
+        outside_steps: fold.outside_steps,
         other_children: Vec::new(),
         problems,
     };
-    // Where each sub-agent's item is: (step index or None for outside, item index).
-    let mut agents: HashMap<String, (Option<usize>, usize)> = HashMap::new();
-    let mut current: Option<usize> = None;
-    for event in events {
-        let iteration = match &event.data {
-            EventData::Text { iteration, .. }
-            | EventData::Code { iteration, .. }
-            | EventData::Exec { iteration, .. }
-            | EventData::VariablesUpdated { iteration, .. } => Some(*iteration),
-            _ => None,
-        };
-        if let Some(iteration) = iteration {
-            if current.is_none_or(|i| trace.steps[i].iteration != iteration) {
-                current = Some(step_index(&mut trace.steps, iteration, event.ts_ms));
-            }
-        }
-        let item = match event.data {
-            EventData::RunStarted { env, context, .. } => {
-                trace.env = Some(env);
-                trace.context = context;
-                None
-            }
-            EventData::StepStarted { iteration } => {
-                trace.steps.push(Step {
-                    iteration,
-                    started_ms: Some(event.ts_ms),
-                    duration_ms: None,
-                    items: Vec::new(),
-                });
-                current = Some(trace.steps.len() - 1);
-                None
-            }
-            EventData::StepCompleted {
-                iteration,
-                duration_ms,
-            } => {
-                let i = match current {
-                    Some(i) if trace.steps[i].iteration == iteration => i,
-                    _ => step_index(&mut trace.steps, iteration, event.ts_ms),
-                };
-                trace.steps[i].duration_ms = Some(duration_ms);
-                current = None;
-                None
-            }
-            EventData::Text { text, .. } => Some(StepItem::Text {
-                prose: text.clone(),
-                text,
-            }),
-            EventData::Code { block, code, .. } => Some(StepItem::Code { block, code }),
-            EventData::Exec {
-                block,
-                output,
-                error,
-                timed_out,
-                duration_ms,
-                ..
-            } => Some(StepItem::Output {
-                block,
-                output,
-                error,
-                timed_out,
-                duration_ms,
-            }),
-            EventData::VariablesUpdated { variables, .. } => {
-                Some(StepItem::Variables { variables })
-            }
-            EventData::LlmCall {
-                model,
-                purpose,
-                prompt_tokens,
-                completion_tokens,
-                latency_ms,
-                cost_usd,
-                ..
-            } => Some(StepItem::LlmCall {
-                model,
-                purpose,
-                prompt_tokens,
-                completion_tokens,
-                latency_ms,
-                cost_usd,
-            }),
-            EventData::SubAgentSpawned {
-                child_agent_id,
-                mode,
-                task,
-                ..
-            } => {
-                let (prompt_file, prompt_preview) = agent_prompt(data_dir, &child_agent_id);
-                let items = match current {
-                    Some(i) => &trace.steps[i].items,
-                    None => &trace.outside_steps,
-                };
-                agents.insert(child_agent_id.clone(), (current, items.len()));
-                Some(StepItem::SubAgent(SubAgent {
-                    agent_id: child_agent_id,
-                    mode,
-                    task,
-                    spawned_ms: event.ts_ms,
-                    status: None,
-                    duration_ms: None,
-                    usage: None,
-                    prompt_file,
-                    prompt_preview,
-                    result_preview: None,
-                    result_truncated: false,
-                    runs: Vec::new(),
-                }))
-            }
-            EventData::SubAgentFinished {
-                child_agent_id,
-                status,
-                duration_ms,
-                usage,
-            } => {
-                let slot = agents
-                    .get(&child_agent_id)
-                    .and_then(|&(step, i)| match step {
-                        Some(s) => trace.steps[s].items.get_mut(i),
-                        None => trace.outside_steps.get_mut(i),
-                    });
-                if let Some(StepItem::SubAgent(agent)) = slot {
-                    agent.status = Some(status);
-                    agent.duration_ms = Some(duration_ms);
-                    agent.usage = Some(usage);
-                }
-                None
-            }
-            EventData::CacheHit { call, key } => Some(StepItem::CacheHit { call, key }),
-            EventData::Warning { message } => Some(StepItem::Warning { message }),
-            EventData::Error { message } => Some(StepItem::Error { message }),
-            EventData::Final {
-                answer,
-                forced,
-                source,
-            } => Some(StepItem::Final {
-                answer,
-                forced,
-                source,
-            }),
-            EventData::RunFinished { .. } => None,
-            #[allow(
-                unreachable_patterns,
-                reason = "EventData grows; kinds a trace does not keep (transient ones) are ignored"
-            )]
-            _ => None,
-        };
-        if let Some(item) = item {
-            match current {
-                Some(i) => trace.steps[i].items.push(item),
-                None => trace.outside_steps.push(item),
-            }
-        }
-    }
     for step in &mut trace.steps {
         let codes: Vec<String> = step
             .items
             .iter()
             .filter_map(|item| match item {
-                StepItem::Code { code, .. } => Some(code.trim().to_owned()),
+                StepItem::Code(record) => Some(record.code.trim().to_owned()),
                 _ => None,
             })
             .collect();
@@ -471,20 +271,6 @@ pub(crate) fn read_trace(run: &RunSummary, data_dir: &Path) -> RunTrace {
         }
     }
     trace
-}
-
-/// The index of the step of `iteration`, created if the trace lacks its start.
-fn step_index(steps: &mut Vec<Step>, iteration: u32, ts_ms: u64) -> usize {
-    if let Some(i) = steps.iter().rposition(|s| s.iteration == iteration) {
-        return i;
-    }
-    steps.push(Step {
-        iteration,
-        started_ms: Some(ts_ms),
-        duration_ms: None,
-        items: Vec::new(),
-    });
-    steps.len() - 1
 }
 
 /// `text` without the fenced blocks whose code is one of `codes` (those are shown as

@@ -17,32 +17,69 @@
 //! still read. Only an unreadable `runs/` directory is an error.
 
 mod build;
+mod fold;
 mod read;
 
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::agents::{result_key, AGENTS_DIR, PROMPT_FILE_NAME};
-use crate::events::RUNS_DIR;
+use crate::env::{EnvKind, ReplVariable};
+use crate::events::{
+    AgentMode, CacheHit, CodeRecord, ExecRecord, FinalRecord, LlmCall, RunStatus, SubAgentSpawned,
+    RUNS_DIR,
+};
 use crate::format::Capture;
+use crate::ids::{AgentId, RunId};
 use crate::provider::Usage;
 use rlm_context_store::Store;
 
-pub use read::{EVENTS_FILE, SUMMARY_FILE};
+pub use crate::events::SUMMARY_FILE;
+pub use fold::RunFold;
+pub use read::{read_events, EventsTail, EVENTS_FILE};
 
 /// Bytes of an external agent's prompt kept in a [`SubAgent`].
 pub const PROMPT_PREVIEW_BYTES: usize = 4 * 1024;
 
-/// `status` of a run whose orchestrator is still alive and that has not ended.
-pub const STATUS_RUNNING: &str = "running";
+/// Where a run stands, as a reader of its trace sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunState {
+    /// It ended this way (`run_finished` or `summary.json` says so).
+    Ended(RunStatus),
+    /// It has not ended and its orchestrator is still alive.
+    Running,
+    /// It has not ended and its orchestrator is gone (killed, crashed, or on another
+    /// machine).
+    Unknown,
+}
 
-/// `status` of a run that has not ended and whose orchestrator is gone (killed,
-/// crashed, or on another machine).
-pub const STATUS_UNKNOWN: &str = "unknown";
+impl RunState {
+    /// The state in one word: `answered`, `forced`, `failed`, `cancelled`, `running`
+    /// or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ended(status) => status.as_str(),
+            Self::Running => "running",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for RunState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
 
 /// A file of a trace that could not be (fully) used; the rest was read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -119,13 +156,13 @@ pub enum SummarySource {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
     /// The run id (its directory's name).
-    pub run_id: String,
+    pub run_id: RunId,
     /// The run directory.
     pub dir: PathBuf,
     /// Agent id of the run's process.
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// Agent id of the parent, for nested runs.
-    pub parent_id: Option<String>,
+    pub parent_id: Option<AgentId>,
     /// 0 for a root run.
     pub depth: u32,
     /// The task.
@@ -134,9 +171,8 @@ pub struct RunSummary {
     pub model: Option<String>,
     /// Start, in ms since the epoch.
     pub started_ms: Option<u64>,
-    /// `answered`, `forced`, `failed`, `cancelled`, [`STATUS_RUNNING`] or
-    /// [`STATUS_UNKNOWN`].
-    pub status: String,
+    /// How it ended, or whether it is still running.
+    pub status: RunState,
     /// The answer, if there is one (a crashed run may have one without an ending).
     pub answer: Option<String>,
     /// Why it failed.
@@ -160,9 +196,9 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    /// True while the run has no ending.
+    /// True while the run has no ending and its orchestrator lives.
     pub fn is_running(&self) -> bool {
-        self.status == STATUS_RUNNING
+        self.status == RunState::Running
     }
 }
 
@@ -186,7 +222,7 @@ impl RunListing {
             Some(parent) => !self
                 .runs
                 .iter()
-                .any(|r| r.agent_id.as_deref() == Some(parent.as_str())),
+                .any(|r| r.agent_id.as_ref() == Some(parent)),
         }
     }
 
@@ -197,13 +233,13 @@ impl RunListing {
 
     /// The run whose id is `query` or, failing that, the only one starting with it.
     pub fn find(&self, query: &str) -> Result<&RunSummary, TraceReadError> {
-        if let Some(run) = self.runs.iter().find(|r| r.run_id == query) {
+        if let Some(run) = self.runs.iter().find(|r| r.run_id.as_str() == query) {
             return Ok(run);
         }
         let matches: Vec<&RunSummary> = self
             .runs
             .iter()
-            .filter(|r| !query.is_empty() && r.run_id.starts_with(query))
+            .filter(|r| !query.is_empty() && r.run_id.as_str().starts_with(query))
             .collect();
         match matches.as_slice() {
             [one] => Ok(one),
@@ -213,17 +249,17 @@ impl RunListing {
             }),
             many => Err(TraceReadError::Ambiguous {
                 query: query.to_owned(),
-                matches: many.iter().map(|r| r.run_id.clone()).collect(),
+                matches: many.iter().map(|r| r.run_id.to_string()).collect(),
             }),
         }
     }
 
     /// The run started as the sub-agent `child_agent_id` of `parent`.
-    fn runs_of_agent(&self, parent: &RunSummary, child_agent_id: &str) -> Vec<&RunSummary> {
+    fn runs_of_agent(&self, parent: &RunSummary, child_agent_id: &AgentId) -> Vec<&RunSummary> {
         self.runs
             .iter()
             .filter(|r| {
-                r.agent_id.as_deref() == Some(child_agent_id)
+                r.agent_id.as_ref() == Some(child_agent_id)
                     && (r.parent_id.is_none() || r.parent_id == parent.agent_id)
             })
             .collect()
@@ -279,8 +315,8 @@ pub struct RunTrace {
     /// The run at a glance.
     #[serde(flatten)]
     pub summary: RunSummary,
-    /// Environment (`python`, …).
-    pub env: Option<String>,
+    /// Where the model's code ran.
+    pub env: Option<EnvKind>,
     /// The context's description (metadata only).
     pub context: Option<Value>,
     /// The iterations, in order.
@@ -313,14 +349,7 @@ impl RunTrace {
 
     /// This run's sub-agents, in the order they started.
     pub fn sub_agents(&self) -> impl Iterator<Item = &SubAgent> {
-        self.steps
-            .iter()
-            .flat_map(|s| s.items.iter())
-            .chain(self.outside_steps.iter())
-            .filter_map(|item| match item {
-                StepItem::SubAgent(agent) => Some(agent),
-                _ => None,
-            })
+        agents_in(&self.steps, &self.outside_steps)
     }
 
     fn sub_agents_mut(&mut self) -> impl Iterator<Item = &mut SubAgent> {
@@ -353,41 +382,32 @@ impl Step {
     pub fn usage(&self) -> Usage {
         let mut usage = Usage::default();
         for item in &self.items {
-            if let StepItem::LlmCall {
-                prompt_tokens,
-                completion_tokens,
-                ..
-            } = item
-            {
-                usage.add(Usage {
-                    prompt_tokens: *prompt_tokens,
-                    completion_tokens: *completion_tokens,
-                });
+            if let StepItem::LlmCall(call) = item {
+                usage.add(call.usage());
             }
         }
         usage
     }
 }
 
-/// Something that happened in a step.
+/// The sub-agents among `steps` and `outside`, in order.
+fn agents_in<'a>(steps: &'a [Step], outside: &'a [StepItem]) -> impl Iterator<Item = &'a SubAgent> {
+    steps
+        .iter()
+        .flat_map(|s| s.items.iter())
+        .chain(outside.iter())
+        .filter_map(|item| match item {
+            StepItem::SubAgent(agent) => Some(agent),
+            _ => None,
+        })
+}
+
+/// Something that happened in a step: the payload of the event it comes from.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepItem {
     /// A model call (the root turn, or a sub-call from code).
-    LlmCall {
-        /// The model that answered.
-        model: String,
-        /// `root`, `llm_query`, `forced_final`, …
-        purpose: String,
-        /// Prompt tokens.
-        prompt_tokens: u64,
-        /// Completion tokens.
-        completion_tokens: u64,
-        /// Wall time.
-        latency_ms: u64,
-        /// Cost, when prices are configured.
-        cost_usd: Option<f64>,
-    },
+    LlmCall(LlmCall),
     /// What the model wrote.
     Text {
         /// The response as the transcript kept it.
@@ -396,39 +416,18 @@ pub enum StepItem {
         prose: String,
     },
     /// A code block about to run.
-    Code {
-        /// Block index within the response.
-        block: usize,
-        /// The code.
-        code: String,
-    },
+    Code(CodeRecord),
     /// What a code block printed (as shown to the model).
-    Output {
-        /// Block index.
-        block: usize,
-        /// The output.
-        output: String,
-        /// The code raised.
-        error: bool,
-        /// The code hit the execution timeout.
-        timed_out: bool,
-        /// Wall time.
-        duration_ms: u64,
-    },
+    Output(ExecRecord),
     /// The REPL's user variables after the step.
     Variables {
-        /// `[{name, type_name, size, preview}]`.
-        variables: Value,
+        /// What the model defined.
+        variables: Vec<ReplVariable>,
     },
     /// A sub-agent: a nested run or an external agent.
     SubAgent(SubAgent),
     /// A sub-call answered from the cache.
-    CacheHit {
-        /// `llm_query`, `sub_rlm` or `spawn_agent`.
-        call: String,
-        /// The cache variable.
-        key: String,
-    },
+    CacheHit(CacheHit),
     /// A warning.
     Warning {
         /// In words.
@@ -440,23 +439,16 @@ pub enum StepItem {
         message: String,
     },
     /// The final answer.
-    Final {
-        /// The answer.
-        answer: String,
-        /// Forced at a limit.
-        forced: bool,
-        /// `final`, `final_var`, `submit`, `forced`.
-        source: String,
-    },
+    Final(FinalRecord),
 }
 
 /// A sub-agent started from a step: a nested `sub_rlm` run or an external agent.
 #[derive(Debug, Clone, Serialize)]
 pub struct SubAgent {
     /// Its agent id.
-    pub agent_id: String,
-    /// `sub_rlm` or `spawn_agent`.
-    pub mode: String,
+    pub agent_id: AgentId,
+    /// How it runs.
+    pub mode: AgentMode,
     /// What it was asked.
     pub task: String,
     /// Start, in ms since the epoch.
@@ -481,6 +473,26 @@ pub struct SubAgent {
     pub runs: Vec<RunTrace>,
 }
 
+impl SubAgent {
+    /// A sub-agent as its `sub_agent_spawned` event (at `ts_ms`) describes it.
+    pub fn spawned(event: &SubAgentSpawned, ts_ms: u64) -> Self {
+        Self {
+            agent_id: event.child_agent_id.clone(),
+            mode: event.mode,
+            task: event.task.clone(),
+            spawned_ms: ts_ms,
+            status: None,
+            duration_ms: None,
+            usage: None,
+            prompt_file: None,
+            prompt_preview: None,
+            result_preview: None,
+            result_truncated: false,
+            runs: Vec::new(),
+        }
+    }
+}
+
 /// Reads `run` in full, with the runs beneath it (found in `listing`).
 pub fn load_trace(listing: &RunListing, run: &RunSummary) -> RunTrace {
     let mut seen = HashSet::new();
@@ -492,7 +504,7 @@ fn load_recursive<'a>(
     run: &'a RunSummary,
     seen: &mut HashSet<&'a str>,
 ) -> RunTrace {
-    seen.insert(&run.run_id);
+    seen.insert(run.run_id.as_str());
     let data_dir = listing.runs_dir.parent().unwrap_or(Path::new("."));
     let mut trace = build::read_trace(run, data_dir);
     let mut linked: HashSet<&str> = HashSet::new();
@@ -501,7 +513,7 @@ fn load_recursive<'a>(
             if seen.contains(child.run_id.as_str()) {
                 continue;
             }
-            linked.insert(&child.run_id);
+            linked.insert(child.run_id.as_str());
             agent.runs.push(load_recursive(listing, child, seen));
         }
         agent.runs.sort_by_key(|r| r.summary.started_ms);
@@ -557,10 +569,10 @@ pub fn attach_agent_results(trace: &mut RunTrace, store: &Store, max_bytes: usiz
 }
 
 /// The prompt file of the external agent `agent_id`, and its first bytes.
-fn agent_prompt(data_dir: &Path, agent_id: &str) -> (Option<PathBuf>, Option<String>) {
+fn agent_prompt(data_dir: &Path, agent_id: &AgentId) -> (Option<PathBuf>, Option<String>) {
     let path = data_dir
         .join(AGENTS_DIR)
-        .join(agent_id)
+        .join(agent_id.as_str())
         .join(PROMPT_FILE_NAME);
     let Ok(file) = std::fs::File::open(&path) else {
         return (None, None);
@@ -584,31 +596,38 @@ fn agent_prompt(data_dir: &Path, agent_id: &str) -> (Option<PathBuf>, Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{EventData, EventSink, RunIdentity};
+    use crate::events::{
+        AnswerSource, CallPurpose, EventData, EventSink, RunIdentity, RunStarted, RunSummaryFile,
+        SUMMARY_FORMAT_VERSION,
+    };
+
+    fn id(agent: &str) -> AgentId {
+        AgentId::parse(agent).unwrap()
+    }
 
     fn sink(data: &Path, run_id: &str, agent: &str, parent: Option<&str>, depth: u32) -> EventSink {
         let identity = RunIdentity {
-            run_id: run_id.into(),
+            run_id: RunId::from(run_id),
             depth,
-            agent_id: agent.into(),
-            parent_id: parent.map(Into::into),
+            agent_id: id(agent),
+            parent_id: parent.map(id),
         };
         let sink = EventSink::create(data, identity, Vec::new()).unwrap();
-        sink.emit(EventData::RunStarted {
+        sink.emit(EventData::RunStarted(RunStarted {
             task: format!("task of {run_id}"),
             model: "m".into(),
-            env: "python".into(),
+            env: EnvKind::Python,
             context: None,
             // No such process: a run without an ending is not running.
             pid: u32::MAX,
-        });
+        }));
         sink
     }
 
     fn call(sink: &EventSink, prompt_tokens: u64) {
-        sink.emit(EventData::LlmCall {
+        sink.emit(EventData::LlmCall(LlmCall {
             model: "m".into(),
-            purpose: "root".into(),
+            purpose: CallPurpose::Root,
             prompt_tokens,
             completion_tokens: 1,
             usage_reported: true,
@@ -616,7 +635,7 @@ mod tests {
             attempts: 1,
             request_bytes: 10,
             cost_usd: Some(0.5),
-        });
+        }));
     }
 
     /// A parent that crashed in its first step while its nested run was going: the
@@ -626,17 +645,17 @@ mod tests {
         let parent = sink(dir.path(), "20251122-090000-aaaaaa", "root-1", None, 0);
         parent.emit(EventData::StepStarted { iteration: 1 });
         call(&parent, 100);
-        parent.emit(EventData::Code {
+        parent.emit(EventData::Code(CodeRecord {
             iteration: 1,
             block: 0,
             code: "x = sub_rlm('q')".into(),
-        });
-        parent.emit(EventData::SubAgentSpawned {
-            child_agent_id: "c1".into(),
-            mode: "sub_rlm".into(),
+        }));
+        parent.emit(EventData::SubAgentSpawned(SubAgentSpawned {
+            child_agent_id: id("c1"),
+            mode: AgentMode::SubRlm,
             pid: None,
             task: "q".into(),
-        });
+        }));
         let child = sink(
             dir.path(),
             "20251122-090001-bbbbbb",
@@ -646,19 +665,31 @@ mod tests {
         );
         child.emit(EventData::StepStarted { iteration: 1 });
         call(&child, 10);
-        child.emit(EventData::Final {
+        child.emit(EventData::Final(FinalRecord {
             answer: "42".into(),
             forced: false,
-            source: "final".into(),
-        });
+            source: AnswerSource::Final,
+        }));
         child
-            .write_summary(&serde_json::json!({
-                "run_id": "20251122-090001-bbbbbb", "agent_id": "c1", "parent_id": "root-1",
-                "depth": 1, "status": "answered", "answer": "42", "iterations": 1,
-                "llm_calls": 1, "sub_agents": 0,
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1},
-                "cost_usd": 0.5, "duration_ms": 7
-            }))
+            .write_summary(&RunSummaryFile {
+                format_version: SUMMARY_FORMAT_VERSION,
+                run_id: RunId::from("20251122-090001-bbbbbb"),
+                agent_id: id("c1"),
+                parent_id: Some(id("root-1")),
+                depth: 1,
+                status: RunStatus::Answered,
+                answer: Some("42".into()),
+                error: None,
+                iterations: 1,
+                llm_calls: 1,
+                sub_agents: 0,
+                usage: Usage {
+                    prompt_tokens: 10,
+                    completion_tokens: 1,
+                },
+                cost_usd: Some(0.5),
+                duration_ms: 7,
+            })
             .unwrap();
         dir
     }
@@ -670,11 +701,11 @@ mod tests {
         assert!(listing.problems.is_empty(), "{:?}", listing.problems);
         assert_eq!(listing.runs.len(), 2);
         // Newest first.
-        assert_eq!(listing.runs[0].run_id, "20251122-090001-bbbbbb");
+        assert_eq!(listing.runs[0].run_id.as_str(), "20251122-090001-bbbbbb");
         let parent = listing.find("20251122-0900").unwrap_err();
         assert!(matches!(parent, TraceReadError::Ambiguous { .. }));
         let parent = listing.find("20251122-090000").unwrap();
-        assert_eq!(parent.status, STATUS_UNKNOWN);
+        assert_eq!(parent.status, RunState::Unknown);
         assert_eq!(parent.source, SummarySource::Events);
         assert_eq!(
             parent.task.as_deref(),
@@ -713,7 +744,7 @@ mod tests {
         assert_eq!(child.summary.answer.as_deref(), Some("42"));
         assert!(matches!(
             child.steps[0].items.last(),
-            Some(StepItem::Final { answer, .. }) if answer == "42"
+            Some(StepItem::Final(record)) if record.answer == "42"
         ));
         assert_eq!(trace.walk().len(), 2);
         assert!(trace.other_children.is_empty());

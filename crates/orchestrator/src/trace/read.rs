@@ -8,47 +8,23 @@
 //! favour of the events.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::TraceProblem;
-use crate::events::{Event, EventData};
-use crate::provider::Usage;
+use crate::events::{Event, EventData, RunStarted, RunSummaryFile, SUMMARY_FILE};
 
 /// Name of the event log in a run directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
 
-/// Name of the summary written when a run ends.
-pub const SUMMARY_FILE: &str = "summary.json";
-
 /// Longest first line read to learn a run's task (the `run_started` event).
 const FIRST_LINE_MAX_BYTES: u64 = 1 << 20;
 
-/// `summary.json` as `run.rs` writes it; every field optional so an older or partial
-/// file still gives what it has.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub(crate) struct SummaryFile {
-    pub run_id: Option<String>,
-    pub agent_id: Option<String>,
-    pub parent_id: Option<String>,
-    pub depth: Option<u32>,
-    pub status: Option<String>,
-    pub answer: Option<String>,
-    pub error: Option<String>,
-    pub iterations: Option<u32>,
-    pub llm_calls: Option<u64>,
-    pub sub_agents: Option<u64>,
-    pub usage: Option<Usage>,
-    pub cost_usd: Option<f64>,
-    pub duration_ms: Option<u64>,
-}
-
 /// Reads `summary.json`: `None` when it does not exist (a running or crashed run),
 /// `None` plus a problem when it cannot be read or parsed (a torn write).
-pub(crate) fn read_summary(dir: &Path, problems: &mut Vec<TraceProblem>) -> Option<SummaryFile> {
+pub(crate) fn read_summary(dir: &Path, problems: &mut Vec<TraceProblem>) -> Option<RunSummaryFile> {
     let path = dir.join(SUMMARY_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -58,7 +34,7 @@ pub(crate) fn read_summary(dir: &Path, problems: &mut Vec<TraceProblem>) -> Opti
             return None;
         }
     };
-    match serde_json::from_str::<SummaryFile>(&text) {
+    match RunSummaryFile::parse(&text) {
         Ok(summary) => Some(summary),
         Err(e) => {
             problems.push(TraceProblem::file(
@@ -94,9 +70,9 @@ pub(crate) fn read_first_event(dir: &Path, problems: &mut Vec<TraceProblem>) -> 
     parse_line(&line, &path, 1, problems)
 }
 
-/// Reads every event of `events.jsonl`, skipping (and reporting) lines that are not
-/// events. A missing file is an empty trace.
-pub(crate) fn read_events(dir: &Path, problems: &mut Vec<TraceProblem>) -> Vec<Event> {
+/// Reads every event of the `events.jsonl` of the run directory `dir`, skipping (and
+/// reporting) lines that are not events. A missing file is an empty trace.
+pub fn read_events(dir: &Path, problems: &mut Vec<TraceProblem>) -> Vec<Event> {
     let path = dir.join(EVENTS_FILE);
     let file = match File::open(&path) {
         Ok(file) => file,
@@ -210,13 +186,63 @@ pub(crate) fn orchestrator_alive(pid: u32) -> bool {
     }
 }
 
-/// The `run_started` fields of an event, if it is one.
-pub(crate) fn started_fields(event: &Event) -> Option<(&str, &str, u32)> {
+/// The `run_started` of an event, if it is one.
+pub(crate) fn started_fields(event: &Event) -> Option<&RunStarted> {
     match &event.data {
-        EventData::RunStarted {
-            task, model, pid, ..
-        } => Some((task, model, *pid)),
+        EventData::RunStarted(started) => Some(started),
         _ => None,
+    }
+}
+
+/// Follows the `events.jsonl` of a run that is still being written, for readers that
+/// show a run while it goes (the live view): each call returns the events of the lines
+/// completed since the last one. A line being written is left for the next call; a
+/// line that is not an event is skipped.
+#[derive(Debug, Clone)]
+pub struct EventsTail {
+    path: PathBuf,
+    offset: u64,
+}
+
+impl EventsTail {
+    /// Follows the events file of the run directory `dir`, from its start.
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            path: dir.join(EVENTS_FILE),
+            offset: 0,
+        }
+    }
+
+    /// The first event, once its line is complete (normally `run_started`); it does
+    /// not move the tail.
+    pub fn first_event(&self) -> Option<Event> {
+        let file = File::open(&self.path).ok()?;
+        let mut line = String::new();
+        BufReader::new(file.take(FIRST_LINE_MAX_BYTES))
+            .read_line(&mut line)
+            .ok()?;
+        if !line.ends_with('\n') {
+            return None;
+        }
+        serde_json::from_str(&line).ok()
+    }
+
+    /// The events of the lines completed since the last call.
+    pub fn read_new(&mut self) -> Vec<Event> {
+        let Ok(mut file) = File::open(&self.path) else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut bytes).is_err()
+        {
+            return Vec::new();
+        }
+        let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        self.offset += complete as u64;
+        bytes[..complete]
+            .split(|b| *b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<Event>(line).ok())
+            .collect()
     }
 }
 

@@ -21,42 +21,16 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::timeout;
 
+use rlm_process::{inherited_environment, AllowList};
+
 use super::protocol::{self, HostResult, Incoming, Init, Ready, Request};
 use super::PythonOptions;
-use crate::env::{ContextSource, EnvConfig, Host};
+use crate::agents::EnvVars;
+use crate::env::{ContextSource, EnvConfig};
+use crate::host::{Host, HostCall, HostError};
 
 /// The driver, embedded in the binary and sent to the kernel's stdin at start.
 const DRIVER: &str = include_str!("../driver.py");
-
-/// Environment variables a kernel inherits by exact name (besides
-/// [`PythonOptions::pass_env`]); API keys never are.
-const INHERITED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "TMPDIR",
-    "TERM",
-    "LD_LIBRARY_PATH",
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "PYTHONUTF8",
-    "PYTHONIOENCODING",
-    "PYTHONDONTWRITEBYTECODE",
-    "PYTHONUSERBASE",
-    "VIRTUAL_ENV",
-    "CONDA_PREFIX",
-    "CONDA_DEFAULT_ENV",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-];
-
-/// Prefixes of inherited variables (locale, pyenv's shims, XDG directories).
-const INHERITED_ENV_PREFIXES: &[&str] = &["LC_", "PYENV_", "XDG_"];
 
 /// How long a dead kernel's exit status and last stderr bytes are waited for.
 const DEATH_REPORT_WAIT: Duration = Duration::from_millis(500);
@@ -97,6 +71,9 @@ enum Event {
 
 type InFlight = Arc<Mutex<HashMap<u64, AbortHandle>>>;
 
+/// The first fatal host-call error of the current execution, if any.
+type FatalSlot = Arc<Mutex<Option<String>>>;
+
 /// A running kernel.
 pub(super) struct Kernel {
     child: GroupChild,
@@ -106,6 +83,7 @@ pub(super) struct Kernel {
     stderr_task: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     in_flight: InFlight,
+    fatal: FatalSlot,
     closed: Arc<AtomicBool>,
     info: Option<KernelInfo>,
     next_id: u64,
@@ -126,8 +104,8 @@ impl Kernel {
             .arg("-c")
             .arg(bootstrap(DRIVER.len()))
             .env_clear()
-            .envs(inherited_env(&options.pass_env))
-            .env("RLM_DATA_DIR", &config.data_dir)
+            .envs(inherited_environment(&AllowList::PYTHON, &options.pass_env))
+            .env(EnvVars::RLM_DATA_DIR, &config.data_dir)
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -179,6 +157,7 @@ impl Kernel {
 
         let (events_tx, events) = mpsc::unbounded_channel();
         let in_flight: InFlight = Arc::default();
+        let fatal: FatalSlot = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let read_task = tokio::spawn(read_loop(ReadLoop {
             stdout: BufReader::with_capacity(1 << 16, stdout),
@@ -186,6 +165,7 @@ impl Kernel {
             writer: writer.clone(),
             host,
             in_flight: Arc::clone(&in_flight),
+            fatal: Arc::clone(&fatal),
             closed: Arc::clone(&closed),
         }));
 
@@ -197,6 +177,7 @@ impl Kernel {
             stderr_task: Some(stderr_task),
             tasks: vec![write_task, read_task],
             in_flight,
+            fatal,
             closed,
             info: None,
             next_id: 1,
@@ -288,6 +269,14 @@ impl Kernel {
         }
     }
 
+    /// The fatal error a host call met since the last look, if any: the run must end.
+    pub fn take_fatal(&self) -> Option<String> {
+        self.fatal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
     /// Aborts every host call in flight and tells the kernel they failed, so no thread
     /// waits forever for an answer that will not come.
     pub fn cancel_host_calls(&self, reason: &str) {
@@ -299,7 +288,9 @@ impl Kernel {
             .collect();
         for (call_id, handle) in cancelled {
             handle.abort();
-            if let Ok(bytes) = protocol::line(&HostResult::new(call_id, Err(reason.to_owned()))) {
+            let reply =
+                HostResult::new(call_id, &Err(HostError::RespondToModel(reason.to_owned())));
+            if let Ok(bytes) = protocol::line(&reply) {
                 let _ = self.writer.send(bytes);
             }
         }
@@ -374,18 +365,6 @@ fn bootstrap(len: usize) -> String {
     )
 }
 
-fn inherited_env(extra: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    std::env::vars_os()
-        .filter(|(name, _)| {
-            name.to_str().is_some_and(|name| {
-                INHERITED_ENV.contains(&name)
-                    || INHERITED_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
-                    || extra.iter().any(|e| e == name)
-            })
-        })
-        .collect()
-}
-
 fn describe_status(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("it exited with code {code}"),
@@ -403,6 +382,7 @@ struct ReadLoop {
     writer: mpsc::UnboundedSender<Vec<u8>>,
     host: Arc<dyn Host>,
     in_flight: InFlight,
+    fatal: FatalSlot,
     closed: Arc<AtomicBool>,
 }
 
@@ -425,7 +405,7 @@ async fn read_loop(mut state: ReadLoop) {
                 call_id,
                 method,
                 args,
-            }) => serve_host_call(&state, call_id, method, args),
+            }) => serve_host_call(&state, call_id, HostCall::parse(&method, args)),
             Err(problem) => {
                 tracing::warn!(%problem, "ignoring a malformed message from the Python kernel");
             }
@@ -436,37 +416,45 @@ async fn read_loop(mut state: ReadLoop) {
 }
 
 /// Serves one host call on its own task, so calls run concurrently and a slow one
-/// never blocks the protocol.
-fn serve_host_call(state: &ReadLoop, call_id: u64, method: String, args: Value) {
+/// never blocks the protocol. A call that could not be parsed is answered at once with
+/// the error naming what is wrong.
+fn serve_host_call(state: &ReadLoop, call_id: u64, call: Result<HostCall, HostError>) {
     let host = Arc::clone(&state.host);
     let writer = state.writer.clone();
     let in_flight = Arc::clone(&state.in_flight);
+    let fatal = Arc::clone(&state.fatal);
     // Holding the lock while spawning makes the task's own removal wait for the insert.
     let mut calls = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
     let task = tokio::spawn({
         let in_flight = Arc::clone(&in_flight);
         async move {
-            let outcome = host.call(&method, args).await;
+            let outcome = match call {
+                Ok(call) => host.call(call).await,
+                Err(error) => Err(error),
+            };
+            if let Err(HostError::Fatal(message)) = &outcome {
+                fatal
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get_or_insert_with(|| message.clone());
+            }
             let still_wanted = in_flight
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(&call_id)
                 .is_some();
             if still_wanted {
-                let reply = HostResult::new(call_id, outcome);
-                match protocol::line(&reply) {
-                    Ok(bytes) => {
-                        let _ = writer.send(bytes);
-                    }
-                    Err(error) => {
-                        let failed = HostResult::new(
-                            call_id,
-                            Err(format!("the host's answer could not be encoded: {error}")),
-                        );
-                        if let Ok(bytes) = protocol::line(&failed) {
-                            let _ = writer.send(bytes);
-                        }
-                    }
+                let reply = HostResult::new(call_id, &outcome);
+                let bytes = protocol::line(&reply).or_else(|error| {
+                    protocol::line(&HostResult::new(
+                        call_id,
+                        &Err(HostError::Fatal(format!(
+                            "the host's answer could not be encoded: {error}"
+                        ))),
+                    ))
+                });
+                if let Ok(bytes) = bytes {
+                    let _ = writer.send(bytes);
                 }
             }
         }
@@ -477,15 +465,6 @@ fn serve_host_call(state: &ReadLoop, call_id: u64, method: String, args: Value) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn api_keys_are_not_inherited() {
-        let names: Vec<String> = inherited_env(&[])
-            .into_iter()
-            .filter_map(|(k, _)| k.into_string().ok())
-            .collect();
-        assert!(!names.iter().any(|n| n.contains("API_KEY")));
-    }
 
     #[test]
     fn the_bootstrap_reads_exactly_the_driver() {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::env::{ContextSource, FinalAnswer, HistoryEntry, ReplVariable};
+use crate::host::{HostError, HostReply};
 
 /// The first request: everything the driver needs to set up its globals.
 #[derive(Debug, Serialize)]
@@ -75,10 +76,10 @@ pub(super) struct HostResult {
 }
 
 impl HostResult {
-    pub fn new(call_id: u64, outcome: Result<Value, String>) -> Self {
+    pub fn new(call_id: u64, outcome: &Result<HostReply, HostError>) -> Self {
         let (ok, value, error) = match outcome {
-            Ok(value) => (true, Some(value), None),
-            Err(error) => (false, None, Some(error)),
+            Ok(value) => (true, Some(value.clone()), None),
+            Err(error) => (false, None, Some(error.message_for_model())),
         };
         Self {
             kind: "host_result",
@@ -230,7 +231,11 @@ mod tests {
             String::from_utf8(bytes).unwrap(),
             "{\"type\":\"exec\",\"id\":7,\"code\":\"x = 1\"}\n"
         );
-        let bytes = line(&HostResult::new(3, Err("no".into()))).unwrap();
+        let bytes = line(&HostResult::new(
+            3,
+            &Err(HostError::RespondToModel("no".into())),
+        ))
+        .unwrap();
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             "{\"type\":\"host_result\",\"call_id\":3,\"ok\":false,\"error\":\"no\"}\n"

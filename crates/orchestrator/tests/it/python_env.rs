@@ -16,8 +16,9 @@ use std::time::Duration;
 use rlm_context_store::{SetOptions, Store};
 use rlm_orchestrator::env::python::{PythonEnv, PythonOptions};
 use rlm_orchestrator::env::{
-    ContextShape, ContextSource, EnvConfig, EnvError, Environment, FinalAnswer, HistoryEntry, Host,
+    ContextShape, ContextSource, EnvConfig, EnvError, Environment, FinalAnswer, HistoryEntry,
 };
+use rlm_orchestrator::host::{Host, HostCall, HostError, HostReply, PromptArgs};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::sync::Barrier;
@@ -54,65 +55,66 @@ impl TestHost {
 
 #[async_trait::async_trait]
 impl Host for TestHost {
-    async fn call(&self, method: &str, args: Value) -> Result<Value, String> {
+    async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
+        let wire = serde_json::to_value(&call).unwrap();
         self.calls
             .lock()
             .unwrap()
-            .push((method.to_owned(), args.clone()));
-        let key = || args["key"].as_str().unwrap_or_default().to_owned();
-        match method {
-            "llm_query" => {
-                let prompt = args["prompt"].as_str().unwrap_or_default();
+            .push((call.method().to_owned(), wire["args"].clone()));
+        let for_model = |e: rlm_context_store::StoreError| HostError::RespondToModel(e.to_string());
+        match call {
+            HostCall::LlmQuery(PromptArgs { prompt, context }) => {
                 if prompt == "fail" {
-                    return Err("the sub-model is unavailable".into());
+                    return Err(HostError::RespondToModel(
+                        "the sub-model is unavailable".into(),
+                    ));
+                }
+                if prompt == "fatal" {
+                    return Err(HostError::Fatal("the store is gone".into()));
                 }
                 if prompt.starts_with(SYNC_PREFIX) {
                     self.barrier.wait().await;
                 }
-                let context = args.get("context").map(|c| format!(" with {c}"));
+                let context = context.map(|c| format!(" with {c}"));
                 Ok(json!(format!(
                     "answer to {prompt}{}",
                     context.unwrap_or_default()
                 )))
             }
-            "llm_query_parallel" => {
-                let prompts = args["prompts"].as_array().cloned().unwrap_or_default();
-                Ok(Value::Array(
-                    prompts
-                        .iter()
-                        .map(|p| {
-                            let prompt = p["prompt"].as_str().unwrap_or_default();
-                            if prompt == "fail" {
-                                json!({"error": "boom"})
-                            } else {
-                                json!(format!("answer to {prompt}"))
-                            }
-                        })
-                        .collect(),
-                ))
-            }
-            "summarize" => Ok(json!(format!(
+            HostCall::LlmQueryParallel { prompts } => Ok(Value::Array(
+                prompts
+                    .iter()
+                    .map(|p| {
+                        if p.prompt == "fail" {
+                            json!({"error": "boom"})
+                        } else {
+                            json!(format!("answer to {}", p.prompt))
+                        }
+                    })
+                    .collect(),
+            )),
+            HostCall::Summarize { text, .. } => Ok(json!(format!(
                 "summary of {} chars",
-                args["text"].as_str().map_or(0, |t| t.chars().count())
+                text.as_str().map_or(0, |t| t.chars().count())
             ))),
-            "store_set" => {
+            HostCall::StoreSet { key, value } => {
                 let reference = self
                     .store
-                    .set(&key(), args["value"].clone(), SetOptions::default())
-                    .map_err(|e| e.to_string())?;
-                serde_json::to_value(reference).map_err(|e| e.to_string())
+                    .set(&key, value, SetOptions::default())
+                    .map_err(for_model)?;
+                Ok(serde_json::to_value(reference).unwrap())
             }
-            "store_ref" => {
-                let reference = self.store.reference(&key()).map_err(|e| e.to_string())?;
-                let path = self
-                    .store
-                    .persist_for_sub_agent(&key())
-                    .map_err(|e| e.to_string())?;
-                let mut value = serde_json::to_value(reference).map_err(|e| e.to_string())?;
+            HostCall::StoreRef { key } => {
+                let reference = self.store.reference(&key).map_err(for_model)?;
+                let path = self.store.persist_for_sub_agent(&key).map_err(for_model)?;
+                let mut value = serde_json::to_value(reference).unwrap();
                 value["path"] = json!(path);
                 Ok(value)
             }
-            other => Err(format!("unknown host function {other}")),
+            other => Err(HostError::RespondToModel(format!(
+                "the test host does not serve {}",
+                other.method()
+            ))),
         }
     }
 }
@@ -263,7 +265,7 @@ async fn variables_persist_and_the_last_expression_is_echoed() {
         outcome.stdout,
         "('what is the answer?', [{'query': 'earlier', 'answer': 'before'}])\n"
     );
-    assert_eq!(f.env.language(), "python");
+    assert_eq!(f.env.kind(), rlm_orchestrator::env::EnvKind::Python);
     f.env.shutdown().await;
 }
 
@@ -905,7 +907,52 @@ async fn host_calls_round_trip() {
     assert!(outcome
         .error
         .unwrap()
-        .contains("HostError: unknown host function sub_rlm"));
+        .contains("HostError: the test host does not serve sub_rlm"));
+}
+
+/// A host call with a missing or unknown argument (model code can reach the driver's
+/// raw `_host` through a helper's globals) is refused with an exception naming it,
+/// never a default, and the REPL goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_host_calls_name_the_argument() {
+    let mut f = plain().await;
+    run(&mut f.env, "_host = llm_query.__globals__['_host']").await;
+    let missing = f.env.execute("_host('llm_query', {})").await.unwrap();
+    let error = missing.error.unwrap();
+    assert!(
+        error.contains("HostError: invalid call of llm_query: missing field `prompt`"),
+        "{error}"
+    );
+    let unknown = f
+        .env
+        .execute("_host('sub_rlm', {'query': 'q', 'contxt': 'typo'})")
+        .await
+        .unwrap();
+    assert!(unknown.error.unwrap().contains("unknown field `contxt`"));
+    let method = f.env.execute("_host('rm_rf', {})").await.unwrap();
+    assert!(method.error.unwrap().contains("rm_rf"));
+    assert!(
+        f.host.calls("llm_query").is_empty(),
+        "nothing reached the host"
+    );
+    assert_eq!(run(&mut f.env, "print(1 + 1)").await, "2\n");
+}
+
+/// A fatal host error fails the call in the model's code and then ends the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fatal_host_error_ends_the_execution() {
+    let mut f = plain().await;
+    let error = f
+        .env
+        .execute("try:\n    llm_query('fatal')\nexcept HostError as e:\n    print('seen', e)")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, EnvError::HostFatal { message, .. } if message == "the store is gone"),
+        "{error}"
+    );
+    // The environment itself is fine: the next execution runs.
+    assert_eq!(run(&mut f.env, "print('still here')").await, "still here\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1106,7 +1153,7 @@ async fn start_failures_are_reported() {
 }
 
 /// Not a test: measures loading a 512 MiB text context through the real kernel.
-/// `cargo test --release -p rlm-orchestrate-core --test python_env -- --ignored --nocapture`
+/// `cargo test --release -p rlm-orchestrator --test it python_env:: -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement: writes a 512 MiB variable"]
 async fn measure_loading_a_512_mib_text_context() {

@@ -6,7 +6,7 @@
 //! answered query, and a query may bring a new context that is loaded into its own
 //! slot (`contexts[i]`, `context_<i>`; `context` is the latest). This is seed 001's
 //! "Persistence & Multi-Turn History", and `rlm-orchestrate repl` is built on it; a
-//! single `rlm-orchestrate run` is a one-query session ([`crate::run::run`]).
+//! single `rlm-orchestrate run` is a one-query session ([`super::run`]).
 //!
 //! The environment starts with the first query, once that run's trace exists, so a
 //! REPL that cannot start is recorded in the trace like any other failure. Bad input
@@ -19,26 +19,28 @@ use std::time::Instant;
 use rlm_context_store::{Store, StoreOptions};
 use rlm_process::CancellationToken;
 use serde::Serialize;
-use serde_json::json;
 
+use super::{RunConfig, RunError, RunReport};
 use crate::accounting::{Accounting, Totals};
+use crate::agents::Lineage;
 use crate::context::{load_context, ContextInfo, ContextKeys, ContextSpec, LoadedContext};
-use crate::env::{
-    ContextSource, EnvConfig, EnvError, Environment, HistoryEntry, Host, ReplVariable,
+use crate::env::{ContextSource, EnvConfig, EnvError, Environment, HistoryEntry, ReplVariable};
+use crate::events::{
+    EventData, EventListener, EventSink, RunFinished, RunIdentity, RunStarted, RunStatus,
+    RunSummaryFile, SUMMARY_FORMAT_VERSION,
 };
-use crate::events::{new_run_id, EventData, EventListener, EventSink, RunIdentity};
-use crate::host::{HostSettings, Model, RunHost};
+use crate::host::{Host, HostCall, HostError, HostReply, HostSettings, RunHost};
+use crate::ids::{AgentId, RunId};
 use crate::prompt::SessionState;
 use crate::rlm::{run_loop, LoopError, LoopOutcome, LoopParts};
-use crate::run::{EnvFactory, RunConfig, RunError, RunReport};
 
 /// What a session remembers of one of its runs (`:runs` in the REPL).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunRecord {
     /// The run id (its trace is `runs/<run-id>/`).
-    pub run_id: String,
-    /// `answered`, `forced`, `failed` or `cancelled`, as in `summary.json`.
-    pub status: String,
+    pub run_id: RunId,
+    /// How it ended, as in `summary.json`.
+    pub status: RunStatus,
     /// The query.
     pub task: String,
 }
@@ -91,21 +93,18 @@ impl SessionHost {
 
 #[async_trait::async_trait]
 impl Host for SessionHost {
-    async fn call(
-        &self,
-        method: &str,
-        args: serde_json::Value,
-    ) -> Result<serde_json::Value, String> {
+    async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
         let host = self
             .current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         match host {
-            Some(host) => host.call(method, args).await,
-            None => Err(format!(
-                "{method} is not available: no query is running in this session"
-            )),
+            Some(host) => host.call(call).await,
+            None => Err(HostError::RespondToModel(format!(
+                "{} is not available: no query is running in this session",
+                call.method()
+            ))),
         }
     }
 }
@@ -121,17 +120,16 @@ enum Ending {
 /// Several queries over one store and one persistent environment (see the module docs).
 pub struct Session {
     config: RunConfig,
-    root: Model,
-    sub: Model,
     store: Arc<Store>,
     listeners: Vec<EventListener>,
     host: Arc<SessionHost>,
-    env_factory: Option<EnvFactory>,
     env: Option<Box<dyn Environment>>,
     /// Why the environment could not start, once it failed to.
     start_failure: Option<String>,
-    id: String,
-    next_run_id: String,
+    id: RunId,
+    /// This process's place in the tree (a root's agent id is `root-<session id>`).
+    lineage: Lineage,
+    next_run_id: RunId,
     /// The context given at start, loaded into slot 0 when the environment starts.
     initial_context: Option<ContextSource>,
     /// What the model is told about each slot loaded so far.
@@ -144,16 +142,9 @@ pub struct Session {
 
 impl Session {
     /// Opens the store and loads `config.context` (the first slot); the environment
-    /// starts with the first query. `config.query` is not used: each query is given to
-    /// [`Session::query`]. `config.history` seeds `history`; `config.cancel` cancels
-    /// the running query and every later one.
-    pub async fn start(
-        config: RunConfig,
-        root: Model,
-        sub: Model,
-        env_factory: EnvFactory,
-        listeners: Vec<EventListener>,
-    ) -> Result<Self, RunError> {
+    /// starts with the first query. `config.history` seeds `history`; `config.cancel`
+    /// cancels the running query and every later one.
+    pub async fn start(config: RunConfig, listeners: Vec<EventListener>) -> Result<Self, RunError> {
         let store_options = StoreOptions {
             memory_ceiling_bytes: config.memory_ceiling_bytes,
             ..StoreOptions::default()
@@ -161,7 +152,11 @@ impl Session {
         let data_dir = config.data_dir.clone();
         let store = Arc::new(blocking(move || Store::open_with(data_dir, store_options)).await??);
         // The session is known by its first run's id.
-        let id = new_run_id();
+        let id = RunId::generate();
+        let lineage = config
+            .lineage
+            .clone()
+            .unwrap_or_else(|| Lineage::root(AgentId::root(&id)));
         let (initial_context, contexts) = if config.context.is_empty() {
             (None, Vec::new())
         } else {
@@ -175,16 +170,14 @@ impl Session {
         Ok(Self {
             history: config.history.clone(),
             config,
-            root,
-            sub,
             store,
             listeners,
             host: Arc::default(),
-            env_factory: Some(env_factory),
             env: None,
             start_failure: None,
             next_run_id: id.clone(),
             id,
+            lineage,
             initial_context,
             contexts,
             runs: Vec::new(),
@@ -212,7 +205,7 @@ impl Session {
                 Some(load(&self.store, spec, keys).await?)
             }
         };
-        let run_id = std::mem::replace(&mut self.next_run_id, new_run_id());
+        let run_id = std::mem::replace(&mut self.next_run_id, RunId::generate());
         let (new_source, info) = match new_context {
             Some(loaded) => (Some(loaded.source), Some(loaded.info)),
             None => (None, self.contexts.last().cloned()),
@@ -222,26 +215,26 @@ impl Session {
             context_slots: self.contexts.len() + usize::from(new_source.is_some()),
         };
 
-        let depth = self.config.loop_settings.depth;
+        let depth = self.lineage.depth;
         let identity = RunIdentity {
             run_id: run_id.clone(),
             depth,
-            agent_id: self.config.agent_id.clone(),
-            parent_id: self.config.parent_id.clone(),
+            agent_id: self.lineage.agent_id.clone(),
+            parent_id: self.lineage.parent_id.clone(),
         };
         let sink = EventSink::create(self.store.data_dir(), identity, self.listeners.clone())?;
-        sink.emit(EventData::RunStarted {
+        sink.emit(EventData::RunStarted(RunStarted {
             task: text.to_owned(),
-            model: self.root.provider.model().to_owned(),
-            env: "python".into(),
+            model: self.config.root.provider.model().to_owned(),
+            env: self.config.env.kind(),
             context: info.as_ref().and_then(|i| serde_json::to_value(i).ok()),
             pid: std::process::id(),
-        });
+        }));
         let cancel = self.config.cancel.child_token();
         let accounting = Arc::new(Accounting::new(self.config.limits));
         self.host.set(Some(Arc::new(RunHost::new(
             Arc::clone(&self.store),
-            self.sub.clone(),
+            self.config.sub.clone(),
             sink.clone(),
             Arc::clone(&accounting),
             self.host_settings(cancel.clone()),
@@ -265,15 +258,20 @@ impl Session {
         let totals = accounting.totals();
         self.add_totals(&totals);
         // A run that ends without an answer is recorded the same way whatever the cause.
-        let finish_unanswered = |status: &str, message: &str| {
+        let finish_unanswered = |status: RunStatus, message: &str| {
             finish(&sink, &accounting, status, None, 0, started, Some(message));
         };
         let (status, result) = match ending {
             Ending::Done(outcome) => {
+                let status = if outcome.forced {
+                    RunStatus::Forced
+                } else {
+                    RunStatus::Answered
+                };
                 finish(
                     &sink,
                     &accounting,
-                    if outcome.forced { "forced" } else { "answered" },
+                    status,
                     Some(&outcome.answer),
                     outcome.iterations,
                     started,
@@ -293,30 +291,30 @@ impl Session {
                     submitted: outcome.submitted,
                     run_dir: sink.dir().to_owned(),
                 };
-                (
-                    if report.forced { "forced" } else { "answered" },
-                    Ok(report),
-                )
+                (status, Ok(report))
             }
             Ending::Cancelled => {
                 // Sub-agents watch the same token and are being ended by their supervisors.
-                finish_unanswered("cancelled", "the run was cancelled (Ctrl-C or SIGTERM)");
+                finish_unanswered(
+                    RunStatus::Cancelled,
+                    "the run was cancelled (Ctrl-C or SIGTERM)",
+                );
                 let run_dir = sink.dir().to_owned();
-                ("cancelled", Err(RunError::Cancelled { run_dir }))
+                (RunStatus::Cancelled, Err(RunError::Cancelled { run_dir }))
             }
             Ending::Env(error) => {
-                finish_unanswered("failed", &error.to_string());
-                ("failed", Err(error.into()))
+                finish_unanswered(RunStatus::Failed, &error.to_string());
+                (RunStatus::Failed, Err(error.into()))
             }
             Ending::Loop(source) => {
-                finish_unanswered("failed", &source.to_string());
+                finish_unanswered(RunStatus::Failed, &source.to_string());
                 let run_dir = sink.dir().to_owned();
-                ("failed", Err(RunError::Loop { source, run_dir }))
+                (RunStatus::Failed, Err(RunError::Loop { source, run_dir }))
             }
         };
         self.runs.push(RunRecord {
             run_id,
-            status: status.to_owned(),
+            status,
             task: text.to_owned(),
         });
         result
@@ -353,7 +351,7 @@ impl Session {
             return Ending::Env(self.not_started());
         };
         let parts = LoopParts {
-            model: &self.root,
+            model: &self.config.root,
             env: env.as_mut(),
             sink,
             accounting,
@@ -389,9 +387,9 @@ impl Session {
         if let Some(env) = self.env.as_mut() {
             return env.next_query(text, new_source).await;
         }
-        let Some(factory) = self.env_factory.take() else {
+        if self.start_failure.is_some() {
             return Err(self.not_started());
-        };
+        }
         let env_config = EnvConfig {
             data_dir: self.store.data_dir().to_owned(),
             context: self.initial_context.clone(),
@@ -400,7 +398,7 @@ impl Session {
             exec_timeout: self.config.exec_timeout,
         };
         let host: Arc<dyn Host> = self.host.clone();
-        let env = match factory(env_config, host).await {
+        let env = match self.config.env.start(env_config, host).await {
             Ok(env) => self.env.insert(env),
             Err(error) => {
                 self.start_failure = Some(error.to_string());
@@ -415,7 +413,7 @@ impl Session {
 
     fn not_started(&self) -> EnvError {
         EnvError::Broken {
-            language: "session's",
+            language: self.config.env.kind().as_str(),
             message: format!(
                 "it failed to start earlier in this session ({})",
                 self.start_failure.as_deref().unwrap_or("unknown error")
@@ -428,11 +426,9 @@ impl Session {
         HostSettings {
             max_parallel: config.max_parallel,
             sub_context_chars: config.sub_context_chars,
-            depth: config.loop_settings.depth,
+            lineage: self.lineage.clone(),
             max_depth: config.loop_settings.max_depth,
-            scope: format!("agent:{}", config.agent_id),
             cache: config.cache,
-            agent_id: config.agent_id.clone(),
             sub_rlm: config.sub_rlm.clone(),
             agent_command: config.agent_command.clone(),
             agent_env: config.agent_env.clone(),
@@ -467,8 +463,14 @@ impl Session {
 
     /// The session's id (its first run's id; contexts are stored in scope
     /// `session:<id>`).
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &RunId {
         &self.id
+    }
+
+    /// This process's place in the tree: its agent id (`root-<session id>` for a root
+    /// run) is the scope of the variables the model's code writes.
+    pub fn lineage(&self) -> &Lineage {
+        &self.lineage
     }
 
     /// The store the session works on.
@@ -531,7 +533,7 @@ async fn load(
 fn finish(
     sink: &EventSink,
     accounting: &Accounting,
-    status: &str,
+    status: RunStatus,
     answer: Option<&str>,
     iterations: u32,
     started: Instant,
@@ -545,30 +547,31 @@ fn finish(
     let totals = accounting.totals();
     let cost = totals.cost_known.then_some(totals.cost_usd);
     let duration_ms = started.elapsed().as_millis() as u64;
-    sink.emit(EventData::RunFinished {
-        status: status.to_owned(),
+    sink.emit(EventData::RunFinished(RunFinished {
+        status,
         answer: answer.map(str::to_owned),
         iterations,
         usage: totals.usage,
         cost_usd: cost,
         duration_ms,
-    });
+    }));
     let identity = sink.identity();
-    let summary = json!({
-        "run_id": identity.run_id,
-        "agent_id": identity.agent_id,
-        "parent_id": identity.parent_id,
-        "depth": identity.depth,
-        "status": status,
-        "answer": answer,
-        "error": error,
-        "iterations": iterations,
-        "llm_calls": totals.llm_calls,
-        "sub_agents": totals.sub_agents,
-        "usage": totals.usage,
-        "cost_usd": cost,
-        "duration_ms": duration_ms,
-    });
+    let summary = RunSummaryFile {
+        format_version: SUMMARY_FORMAT_VERSION,
+        run_id: identity.run_id.clone(),
+        agent_id: identity.agent_id.clone(),
+        parent_id: identity.parent_id.clone(),
+        depth: identity.depth,
+        status,
+        answer: answer.map(str::to_owned),
+        error: error.map(str::to_owned),
+        iterations,
+        llm_calls: totals.llm_calls,
+        sub_agents: totals.sub_agents,
+        usage: totals.usage,
+        cost_usd: cost,
+        duration_ms,
+    };
     if let Err(e) = sink.write_summary(&summary) {
         tracing::warn!("{e}");
     }

@@ -14,14 +14,12 @@ use std::time::Duration;
 use rlm_context_store::Store;
 use rlm_orchestrator::accounting::Limits;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
-use rlm_orchestrator::env::python::PythonEnv;
-use rlm_orchestrator::env::{EnvConfig, Environment, Host};
-use rlm_orchestrator::events::{Event, EventData, EventListener};
+use rlm_orchestrator::env::python::{PythonFactory, PythonOptions};
+use rlm_orchestrator::events::{Event, EventData, EventListener, RunStatus};
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::provider::{OpenAiProvider, ProviderConfig, ProviderKind};
 use rlm_orchestrator::rlm::LoopSettings;
-use rlm_orchestrator::run::{EnvFactory, RunConfig, RunError};
-use rlm_orchestrator::session::Session;
+use rlm_orchestrator::run::{QueryCanceller, RunConfig, RunError, Session};
 use rlm_process::CancellationToken;
 use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript};
 use serde_json::Value;
@@ -47,9 +45,14 @@ fn context_of(files: &[&Path]) -> ContextSpec {
     }
 }
 
-fn config(data_dir: &Path, context: ContextSpec) -> RunConfig {
+fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
+    let python = std::env::var_os("RLM_TEST_PYTHON").unwrap_or_else(|| "python3".into());
     RunConfig {
-        query: String::new(),
+        root: model.clone(),
+        sub: model,
+        env: Arc::new(PythonFactory::new(PythonOptions::from(
+            std::path::PathBuf::from(python),
+        ))),
         context,
         data_dir: data_dir.to_owned(),
         memory_ceiling_bytes: 64 << 20,
@@ -67,8 +70,7 @@ fn config(data_dir: &Path, context: ContextSpec) -> RunConfig {
         sub_context_chars: 100_000,
         limits: Limits::default(),
         exec_timeout: Duration::from_secs(60),
-        agent_id: "root-test".into(),
-        parent_id: None,
+        lineage: None,
         cache: false,
         sub_rlm: None,
         agent_command: None,
@@ -77,16 +79,6 @@ fn config(data_dir: &Path, context: ContextSpec) -> RunConfig {
         cancel: CancellationToken::new(),
         history: Vec::new(),
     }
-}
-
-fn python() -> EnvFactory {
-    Box::new(|config: EnvConfig, host: Arc<dyn Host>| {
-        Box::pin(async move {
-            let python = std::env::var_os("RLM_TEST_PYTHON").unwrap_or_else(|| "python3".into());
-            let env = PythonEnv::start(config, host, std::path::PathBuf::from(python)).await?;
-            Ok(Box::new(env) as Box<dyn Environment>)
-        })
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,13 +108,12 @@ async fn queries_share_the_repl_history_and_context_slots() {
     .unwrap();
 
     // Cancel the third query as soon as its code is about to run.
-    let canceller: Arc<std::sync::Mutex<Option<rlm_orchestrator::session::QueryCanceller>>> =
-        Arc::default();
+    let canceller: Arc<std::sync::Mutex<Option<QueryCanceller>>> = Arc::default();
     let listener: EventListener = {
         let canceller = Arc::clone(&canceller);
         Arc::new(move |event: &Event| {
-            if let EventData::Code { code, .. } = &event.data {
-                if code.contains("while True") {
+            if let EventData::Code(record) = &event.data {
+                if record.code.contains("while True") {
                     if let Some(c) = canceller.lock().unwrap().as_ref() {
                         assert!(c.cancel());
                     }
@@ -132,10 +123,7 @@ async fn queries_share_the_repl_history_and_context_slots() {
     };
     let root = model(&mock.openai_base_url());
     let mut session = Session::start(
-        config(&data_dir, context_of(&[&alpha])),
-        root.clone(),
-        root,
-        python(),
+        config(&data_dir, context_of(&[&alpha]), root),
         vec![listener],
     )
     .await
@@ -190,14 +178,25 @@ async fn queries_share_the_repl_history_and_context_slots() {
     assert!(output.contains("ALPHA CONTEXT 2"), "{output}");
     assert!(!output.contains("restarted"), "{output}");
 
-    let statuses: Vec<&str> = session.runs().iter().map(|r| r.status.as_str()).collect();
-    assert_eq!(statuses, ["answered", "answered", "cancelled", "answered"]);
+    let statuses: Vec<RunStatus> = session.runs().iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            RunStatus::Answered,
+            RunStatus::Answered,
+            RunStatus::Cancelled,
+            RunStatus::Answered
+        ]
+    );
     let history: Vec<&str> = session.history().iter().map(|h| h.query.as_str()).collect();
     assert_eq!(history, ["first q", "second q", "fourth q"]);
     assert_eq!(session.contexts().len(), 2);
     assert_eq!(session.totals().llm_calls, 7);
     for run in session.runs() {
-        let summary = data_dir.join("runs").join(&run.run_id).join("summary.json");
+        let summary = data_dir
+            .join("runs")
+            .join(run.run_id.as_str())
+            .join("summary.json");
         let summary: Value =
             serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
         assert_eq!(summary["status"], run.status.as_str());
@@ -233,15 +232,9 @@ async fn a_bad_extra_context_fails_before_anything_is_asked() {
         .await
         .unwrap();
     let root = model(&mock.openai_base_url());
-    let mut session = Session::start(
-        config(&data_dir, ContextSpec::default()),
-        root.clone(),
-        root,
-        python(),
-        Vec::new(),
-    )
-    .await
-    .unwrap();
+    let mut session = Session::start(config(&data_dir, ContextSpec::default(), root), Vec::new())
+        .await
+        .unwrap();
     let missing = dir.path().join("missing.txt");
     let error = session
         .query("q", Some(context_of(&[&missing])))

@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use rlm_context_store::{Durability, SetOptions, Store, StoreOptions};
 use rlm_orchestrator::agents::{
-    agent_prompt, new_agent_id, result_key, run_external_agent, AgentCommand, AgentOutcome,
-    AgentRef, ExternalAgentSpec, OUTPUT_TRUNCATED_MARKER,
+    agent_prompt, result_key, run_external_agent, AgentCommand, AgentOutcome, AgentRef,
+    ExternalAgentSpec, Lineage, OUTPUT_TRUNCATED_MARKER,
 };
+use rlm_orchestrator::ids::AgentId;
 use rlm_process::{CancellationToken, Termination};
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -39,7 +40,7 @@ const FAKE_KEYS: [(&str, &str); 2] = [
 
 /// Sets fake API keys in this process (once, before any agent starts) and returns
 /// the path of the `fake-agent` binary, building it if it is missing or older than its
-/// source (`cargo test -p rlm-orchestrate-core` does not build other packages' bins).
+/// source (`cargo test -p rlm-orchestrator` does not build other packages' bins).
 fn fake_agent() -> &'static Path {
     static KEYS: Once = Once::new();
     static PATH: OnceLock<PathBuf> = OnceLock::new();
@@ -127,9 +128,8 @@ impl Fixture {
 
     fn spec(&self, task: &str, refs: Vec<AgentRef>) -> ExternalAgentSpec {
         ExternalAgentSpec {
-            agent_id: new_agent_id(),
-            parent_id: "run-parent".to_owned(),
-            depth: 1,
+            lineage: Lineage::root(AgentId::parse("run-parent").unwrap())
+                .child(AgentId::generate()),
             data_dir: self.dir.path().join("data"),
             task: task.to_owned(),
             refs,
@@ -257,7 +257,7 @@ async fn without_prompt_placeholders_the_prompt_goes_to_stdin() {
     let fx = Fixture::new();
     let refs = vec![fx.text_var("chunk-0", "some text")];
     let spec = fx.spec("Summarise chunk-0.", refs.clone());
-    let expected = agent_prompt(&spec.task, &refs, &result_key(&spec.agent_id));
+    let expected = agent_prompt(&spec.task, &refs, &result_key(&spec.lineage.agent_id));
     let command = fake("echo-prompt");
     assert!(command.reads_stdin());
     let outcome = fx.run(&command, spec).await;
@@ -270,18 +270,22 @@ async fn the_prompt_as_an_argument_or_a_private_file() {
     let refs = vec![fx.text_var("chunk-0", "some text")];
 
     let spec = fx.spec("Task as one argument.", refs.clone());
-    let expected = agent_prompt(&spec.task, &refs, &result_key(&spec.agent_id));
+    let expected = agent_prompt(&spec.task, &refs, &result_key(&spec.lineage.agent_id));
     let outcome = fx.run(&fake("echo-prompt --prompt {prompt}"), spec).await;
     assert_eq!(outcome.value, json!(expected.trim()));
 
     let spec = fx.spec("Task in a file.", refs.clone());
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let expected = agent_prompt(&spec.task, &refs, &result_key(&id));
     let outcome = fx
         .run(&fake("echo-prompt --prompt-file {prompt_file}"), spec)
         .await;
     assert_eq!(outcome.value, json!(expected.trim()));
-    let file = fx.file("data").join("agents").join(&id).join("prompt.txt");
+    let file = fx
+        .file("data")
+        .join("agents")
+        .join(id.as_str())
+        .join("prompt.txt");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), expected);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&file), 0o600);
@@ -292,7 +296,7 @@ async fn the_prompt_as_an_argument_or_a_private_file() {
 async fn result_file_and_agent_id_placeholders() {
     let fx = Fixture::new();
     let spec = fx.spec("t", vec![]);
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let outcome = fx
         .run(&fake("echo-args {agent_id} 'x {result_file}'"), spec)
         .await;
@@ -306,12 +310,12 @@ async fn result_file_and_agent_id_placeholders() {
 async fn the_environment_has_the_rlm_variables_and_no_api_key_unless_passed() {
     let fx = Fixture::new();
     let spec = fx.spec("t", vec![]);
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let outcome = fx.run(&fake("echo-env"), spec).await;
     let env: Value = serde_json::from_str(outcome.value.as_str().unwrap()).unwrap();
     let data_dir = std::path::absolute(fx.file("data")).unwrap();
     assert_eq!(env["RLM_DATA_DIR"], json!(data_dir.to_str().unwrap()));
-    assert_eq!(env["RLM_AGENT_ID"], json!(id));
+    assert_eq!(env["RLM_AGENT_ID"], json!(id.as_str()));
     assert_eq!(env["RLM_PARENT_ID"], json!("run-parent"));
     assert_eq!(env["RLM_DEPTH"], json!("1"));
     assert_eq!(env["RLM_RESULT_KEY"], json!(format!("sub-result-{id}")));
@@ -324,11 +328,15 @@ async fn the_environment_has_the_rlm_variables_and_no_api_key_unless_passed() {
 
     let mut spec = fx.spec("t", vec![]);
     spec.pass_env = vec!["OPENAI_API_KEY".to_owned(), "RLM_AGENT_ID".to_owned()];
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let outcome = fx.run(&fake("echo-env"), spec).await;
     let env: Value = serde_json::from_str(outcome.value.as_str().unwrap()).unwrap();
     assert_eq!(env["api_keys"], json!(["OPENAI_API_KEY"]));
-    assert_eq!(env["RLM_AGENT_ID"], json!(id), "RLM_* cannot be overridden");
+    assert_eq!(
+        env["RLM_AGENT_ID"],
+        json!(id.as_str()),
+        "RLM_* cannot be overridden"
+    );
 }
 
 #[tokio::test]
@@ -413,7 +421,7 @@ async fn endless_output_is_bounded_and_the_agent_is_killed_at_the_timeout() {
     let mut spec = fx.spec("t", vec![]);
     spec.stdout_cap = 65_536;
     spec.timeout = Duration::from_secs(2);
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let command = fake(&format!(
         "--pids-file {} print-gigabytes",
         pids_file.display()
@@ -427,7 +435,7 @@ async fn endless_output_is_bounded_and_the_agent_is_killed_at_the_timeout() {
         .unwrap()
         .contains(OUTPUT_TRUNCATED_MARKER));
     let pids = wait_for_file(&pids_file).await;
-    assert_no_survivors(&id, &pids).await;
+    assert_no_survivors(id.as_str(), &pids).await;
 }
 
 #[tokio::test]
@@ -436,7 +444,7 @@ async fn a_hanging_agent_and_its_grandchildren_are_killed_at_the_timeout() {
     let pids_file = fx.file("pids");
     let mut spec = fx.spec("t", vec![]);
     spec.timeout = Duration::from_secs(3);
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     // 4 children (two of which setsid out of the group) and a double-forked daemon.
     let command = fake(&format!(
         "--pids-file {} fork-grandchildren 4",
@@ -447,7 +455,7 @@ async fn a_hanging_agent_and_its_grandchildren_are_killed_at_the_timeout() {
     assert_eq!(outcome.value["timed_out"], true);
     let pids = wait_for_file(&pids_file).await;
     assert_eq!(pids.len(), 6, "the agent, 4 children and the daemon");
-    assert_no_survivors(&id, &pids).await;
+    assert_no_survivors(id.as_str(), &pids).await;
     assert_eq!(fx.stored(&outcome.result_key).0, outcome.value);
 }
 
@@ -458,7 +466,7 @@ async fn cancellation_ends_the_agent_and_everything_it_started() {
     let token = CancellationToken::new();
     let mut spec = fx.spec("t", vec![]);
     spec.cancel = Some(token.clone());
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let command = fake(&format!(
         "--pids-file {} fork-grandchildren 2",
         pids_file.display()
@@ -471,7 +479,7 @@ async fn cancellation_ends_the_agent_and_everything_it_started() {
     let outcome = run.await.unwrap();
     assert_eq!(outcome.termination, Termination::Cancelled);
     assert_eq!(outcome.value["cancelled"], true);
-    assert_no_survivors(&id, &pids).await;
+    assert_no_survivors(id.as_str(), &pids).await;
 }
 
 #[tokio::test]
@@ -481,7 +489,7 @@ async fn an_agent_ignoring_sigterm_is_sigkilled_after_the_grace() {
     let token = CancellationToken::new();
     let mut spec = fx.spec("t", vec![]);
     spec.cancel = Some(token.clone());
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let command = fake(&format!(
         "--ready-file {} --linger 1 ignore-sigterm",
         ready.display()
@@ -500,7 +508,7 @@ async fn an_agent_ignoring_sigterm_is_sigkilled_after_the_grace() {
         "{}",
         outcome.value
     );
-    assert_no_survivors(&id, &[outcome.pid]).await;
+    assert_no_survivors(id.as_str(), &[outcome.pid]).await;
 }
 
 #[tokio::test]
@@ -508,7 +516,7 @@ async fn children_holding_stdout_open_do_not_hold_the_answer_hostage() {
     let fx = Fixture::new();
     let pids_file = fx.file("pids");
     let spec = fx.spec("t", vec![]);
-    let id = spec.agent_id.clone();
+    let id = spec.lineage.agent_id.clone();
     let command = fake(&format!(
         "--linger 2 --pids-file {} answer done",
         pids_file.display()
@@ -516,7 +524,7 @@ async fn children_holding_stdout_open_do_not_hold_the_answer_hostage() {
     let outcome = fx.run(&command, spec).await;
     assert!(outcome.ok);
     assert_eq!(outcome.value, json!("done"));
-    assert_no_survivors(&id, &wait_for_file(&pids_file).await).await;
+    assert_no_survivors(id.as_str(), &wait_for_file(&pids_file).await).await;
 }
 
 #[tokio::test]
@@ -534,8 +542,11 @@ async fn sixteen_agents_four_at_a_time() {
     assert_eq!(outcomes.len(), 16);
     for outcome in &outcomes {
         assert!(outcome.ok, "{:?}", outcome.value);
-        assert_eq!(outcome.value, json!(outcome.agent_id));
-        assert_eq!(fx.stored(&outcome.result_key).0, json!(outcome.agent_id));
+        assert_eq!(outcome.value, json!(outcome.agent_id.as_str()));
+        assert_eq!(
+            fx.stored(&outcome.result_key).0,
+            json!(outcome.agent_id.as_str())
+        );
     }
     let mut ids: Vec<&str> = outcomes.iter().map(|o| o.agent_id.as_str()).collect();
     ids.sort_unstable();

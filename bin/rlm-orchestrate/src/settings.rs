@@ -1,0 +1,112 @@
+//! From parsed flags to the library's [`RunSettings`]: the only place the command
+//! line's grammar meets the run's settings. `run`, `repl` and `config show` all go
+//! through it, so they agree on what a flag means.
+
+use std::time::Duration;
+
+use rlm_orchestrator::accounting::Limits;
+use rlm_orchestrator::context::{ContextSpec, DirAs};
+use rlm_orchestrator::env::EnvKind;
+use rlm_orchestrator::provider::{Prices, ProviderConfig, ProviderKind};
+use rlm_orchestrator::settings::RunSettings;
+
+use crate::cli::{DirAsArg, EnvArg, GlobalArgs, ProviderArg, RunOptions};
+
+/// The settings the flags of `run` / `repl` describe.
+pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
+    let model = root_provider_config(args);
+    let sub_model = sub_provider_config(args, &model);
+    RunSettings {
+        data_dir: global.data_dir.clone(),
+        context: ContextSpec {
+            files: args.context.clone(),
+            dir: args.context_dir.clone(),
+            dir_as: match args.dir_as {
+                DirAsArg::List => DirAs::List,
+                DirAsArg::Dict => DirAs::Dict,
+                DirAsArg::Concat => DirAs::Concat,
+            },
+            var: args.context_var.clone(),
+            max_bytes: args.max_context_bytes,
+        },
+        model,
+        sub_model,
+        env: match args.env {
+            EnvArg::Python => EnvKind::Python,
+        },
+        python: args.python.clone(),
+        max_depth: args.max_depth,
+        max_iterations: args.max_iterations,
+        max_output_chars: args.max_output_chars,
+        redact_ratio: args.redact_ratio,
+        state_vars: args.state_vars,
+        exec_timeout: Duration::from_secs(args.exec_timeout),
+        output_schema: args.output_schema.clone(),
+        agent_cmd: args.agent_cmd.clone(),
+        agent_env: args.agent_env.clone(),
+        agent_timeout: Duration::from_secs(args.agent_timeout),
+        max_parallel: args.max_parallel,
+        sub_context_chars: args.sub_context_chars,
+        limits: Limits {
+            max_llm_calls: args.max_llm_calls,
+            max_tokens: args.max_tokens,
+            max_cost_usd: args.max_cost_usd,
+            max_time: args.max_time.map(Duration::from_secs),
+        },
+        cache: !args.no_cache,
+        memory_ceiling_bytes: args.memory_ceiling_mb.saturating_mul(1 << 20),
+    }
+}
+
+fn kind(arg: ProviderArg) -> ProviderKind {
+    match arg {
+        ProviderArg::Openai => ProviderKind::OpenAi,
+        ProviderArg::Anthropic => ProviderKind::Anthropic,
+        ProviderArg::Cli => ProviderKind::Cli,
+    }
+}
+
+/// The root model's configuration.
+pub fn root_provider_config(args: &RunOptions) -> ProviderConfig {
+    let prices = match (args.price_input, args.price_output) {
+        (None, None) => None,
+        (input, output) => Some(Prices {
+            input_usd_per_million: input.unwrap_or(0.0),
+            output_usd_per_million: output.unwrap_or(0.0),
+        }),
+    };
+    ProviderConfig {
+        base_url: args.base_url.clone(),
+        api_key_env: args.api_key_env.clone(),
+        llm_cmd: args.llm_cmd.clone(),
+        retries: args.retries,
+        retry_base_delay: Duration::from_millis(args.retry_base_delay_ms),
+        request_timeout: Duration::from_secs(args.request_timeout),
+        stream: !args.no_stream,
+        prices,
+        ..ProviderConfig::new(kind(args.provider), args.model.clone())
+    }
+}
+
+/// The sub-model's configuration: the root's, with what the `--sub-*` flags change.
+/// Another provider does not inherit the root's endpoint or key variable.
+pub fn sub_provider_config(args: &RunOptions, root: &ProviderConfig) -> ProviderConfig {
+    let mut sub = root.clone();
+    if let Some(provider) = args.sub_provider {
+        if kind(provider) != root.kind {
+            sub.kind = kind(provider);
+            sub.base_url = None;
+            sub.api_key_env = None;
+        }
+    }
+    if let Some(model) = &args.sub_model {
+        sub.model = model.clone();
+    }
+    if let Some(url) = &args.sub_base_url {
+        sub.base_url = Some(url.clone());
+    }
+    if let Some(cmd) = &args.sub_llm_cmd {
+        sub.llm_cmd = Some(cmd.clone());
+    }
+    sub
+}

@@ -1,0 +1,419 @@
+//! Nested RLMs as child processes (`sub_rlm`).
+//!
+//! A child is `rlm-orchestrate run --child-spec <file>`: the parent writes a
+//! [`ChildSpec`] — the child's [`RunSettings`] (the parent's, on its sub-model, with
+//! what is left of its budgets), its task and the variable holding its context — to
+//! `agents/<id>/run.json` in the data directory, so neither a setting nor the task is
+//! ever on a command line. The child learns its place in the tree from the lineage
+//! variables ([`super::EnvVars`]), runs its own loop, and writes a [`ChildResult`] to
+//! `sub-result-<id>`; the parent reads it back after the child exits, and the usage
+//! and depth reported there roll up into the parent's totals.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rlm_context_store::{SetOptions, Store, StoreError, GLOBAL_SCOPE};
+use rlm_process::{
+    inherited_environment, run_supervised, AllowList, CancellationToken, SpawnOptions,
+    SuperviseOptions, Termination,
+};
+use serde::{Deserialize, Serialize};
+
+use super::external::path_with_own_dir;
+use super::lineage::Lineage;
+use super::AGENTS_DIR;
+use crate::accounting::{ChildTotals, Limits};
+use crate::ids::RunId;
+use crate::provider::Usage;
+use crate::settings::RunSettings;
+
+/// Name of the spec file of a nested run: `agents/<id>/run.json`.
+pub const CHILD_SPEC_FILE: &str = "run.json";
+
+/// The version of [`ChildSpec`] this build writes and reads.
+pub const CHILD_SPEC_FORMAT_VERSION: u32 = 1;
+
+/// Bytes of a child's stdout kept (it prints nothing but errors with `-q`).
+const CHILD_STDOUT_CAP_BYTES: usize = 64 * 1024;
+
+/// What a parent hands a nested run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChildSpec {
+    /// [`CHILD_SPEC_FORMAT_VERSION`].
+    #[serde(rename = "formatVersion")]
+    pub format_version: u32,
+    /// The child's settings.
+    pub settings: RunSettings,
+    /// The child's task.
+    pub query: String,
+    /// The variable holding its context, if any.
+    pub context_var: Option<String>,
+}
+
+/// A spec file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildSpecError {
+    /// The file could not be read or written.
+    #[error("failed to {action} the nested run's spec {}: {source}", path.display())]
+    Io {
+        /// `read` or `write`.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not a spec this build understands.
+    #[error("failed to parse the nested run's spec {}: {source}; it must be written by the same version of rlm-orchestrate", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl ChildSpec {
+    /// Writes the spec to `path` (its directory created `0700`, the file `0600`).
+    pub fn write(&self, path: &Path) -> Result<(), ChildSpecError> {
+        let io_error = |source| ChildSpecError::Io {
+            action: "write",
+            path: path.to_owned(),
+            source,
+        };
+        let text = serde_json::to_vec_pretty(self).map_err(|e| io_error(io::Error::other(e)))?;
+        if let Some(dir) = path.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_error)?;
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut file| file.write_all(&text))
+            .map_err(io_error)
+    }
+
+    /// Reads a spec written by [`ChildSpec::write`].
+    pub fn read(path: &Path) -> Result<Self, ChildSpecError> {
+        let text = fs::read_to_string(path).map_err(|source| ChildSpecError::Io {
+            action: "read",
+            path: path.to_owned(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| ChildSpecError::Parse {
+            path: path.to_owned(),
+            source,
+        })
+    }
+}
+
+/// What a nested run leaves in `sub-result-<id>` for its parent: `{"result": …, …}`
+/// when it answered, `{"error": …}` when it did not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChildResult {
+    /// It answered.
+    Answered(ChildAnswer),
+    /// It failed, was cancelled, or never said anything.
+    Failed(ChildFailure),
+}
+
+/// A nested run's answer and what it used, itself and its descendants together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChildAnswer {
+    /// The answer.
+    pub result: String,
+    /// True when it was forced at a limit.
+    pub forced: bool,
+    /// Its run id (its trace is `runs/<run-id>/`).
+    pub run_id: RunId,
+    /// Iterations it used.
+    pub iterations: u32,
+    /// The deepest depth it or a descendant reached.
+    pub depth_reached: u32,
+    /// Sub-agents it started, descendants included.
+    pub sub_agents: u64,
+    /// Model calls, descendants included.
+    pub llm_calls: u64,
+    /// Tokens, descendants included.
+    pub usage: Usage,
+    /// Cost, when prices were configured.
+    pub cost_usd: Option<f64>,
+}
+
+/// How a nested run failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildFailure {
+    /// What went wrong, in words.
+    pub error: String,
+    /// Its run id, when it got that far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<RunId>,
+    /// It was stopped at `--agent-timeout`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// The end of its stderr, when it said nothing itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+}
+
+impl ChildResult {
+    /// What the child used, for the parent's totals (a failure reports nothing but its
+    /// depth).
+    pub fn totals(&self, child_depth: u32) -> ChildTotals {
+        match self {
+            Self::Answered(answer) => ChildTotals {
+                usage: answer.usage,
+                llm_calls: answer.llm_calls,
+                cost_usd: answer.cost_usd,
+                sub_agents: answer.sub_agents,
+                depth_reached: answer.depth_reached.max(child_depth),
+            },
+            Self::Failed(_) => ChildTotals {
+                depth_reached: child_depth,
+                ..ChildTotals::default()
+            },
+        }
+    }
+
+    /// Writes the result where the parent waits for it (`lineage.result_key`, scope
+    /// `agent:<parent id>`). Nothing to do for a run no parent waits for.
+    pub fn publish(&self, store: &Store, lineage: &Lineage) -> Result<(), StoreError> {
+        let Some(key) = &lineage.result_key else {
+            return Ok(());
+        };
+        let scope = match &lineage.parent_id {
+            Some(parent) => parent.scope(),
+            None => GLOBAL_SCOPE.to_owned(),
+        };
+        let value = serde_json::to_value(self).map_err(|source| StoreError::Json {
+            action: "serialise",
+            key: key.clone(),
+            source,
+        })?;
+        store.set(key, value, SetOptions::default().scope(scope))?;
+        Ok(())
+    }
+}
+
+/// How `sub_rlm` starts child runs: the program, and the settings children derive
+/// theirs from.
+#[derive(Debug, Clone)]
+pub struct SubRlmLauncher {
+    /// The `rlm-orchestrate` executable.
+    pub program: PathBuf,
+    /// The parent's settings ([`RunSettings::for_child`] makes each child's).
+    pub settings: RunSettings,
+    /// Environment variables the children need and the user configured (the
+    /// sub-model's API key variable).
+    pub pass_env: Vec<String>,
+    /// `--agent-timeout`.
+    pub timeout: Duration,
+}
+
+/// One child run to start.
+#[derive(Debug, Clone)]
+pub struct ChildRequest {
+    /// The child's lineage (its id, its parent's, its depth, its result key).
+    pub lineage: Lineage,
+    /// The child's task.
+    pub query: String,
+    /// The variable holding its context, if any.
+    pub context_var: Option<String>,
+    /// Its budgets: what is left of the parent's.
+    pub limits: Limits,
+    /// Ends the child (and its descendants) when cancelled.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// How a child run went.
+#[derive(Debug, Clone)]
+pub struct ChildOutcome {
+    /// Its pid (0 if it could not start).
+    pub pid: u32,
+    /// What it reported, or the failure observed here.
+    pub result: ChildResult,
+    /// How its process ended.
+    pub termination: Termination,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+/// Runs one child `rlm-orchestrate run` to completion under supervision and reads
+/// the result it wrote. Never fails: problems end up in a [`ChildResult::Failed`].
+pub async fn run_child(
+    launcher: &SubRlmLauncher,
+    store: Arc<Store>,
+    request: ChildRequest,
+) -> ChildOutcome {
+    let not_started = |error: String| ChildOutcome {
+        pid: 0,
+        result: ChildResult::Failed(ChildFailure {
+            error: format!("the sub-run could not start: {error}"),
+            run_id: None,
+            timed_out: false,
+            stderr_tail: String::new(),
+        }),
+        termination: Termination::Exited(126),
+        duration: Duration::ZERO,
+    };
+    let Some(key) = request.lineage.result_key.clone() else {
+        return not_started("the child has no result key".to_owned());
+    };
+    let data_dir = store.data_dir().to_owned();
+    let spec_path = data_dir
+        .join(AGENTS_DIR)
+        .join(request.lineage.agent_id.as_str())
+        .join(CHILD_SPEC_FILE);
+    let spec = ChildSpec {
+        format_version: CHILD_SPEC_FORMAT_VERSION,
+        settings: launcher.settings.for_child(request.limits),
+        query: request.query.clone(),
+        context_var: request.context_var.clone(),
+    };
+    let written = {
+        let path = spec_path.clone();
+        tokio::task::spawn_blocking(move || spec.write(&path)).await
+    };
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return not_started(error.to_string()),
+        Err(error) => return not_started(format!("writing its spec failed: {error}")),
+    }
+    let args: Vec<OsString> = vec![
+        "-q".into(),
+        "run".into(),
+        "--child-spec".into(),
+        spec_path.into_os_string(),
+    ];
+    let spawn = SpawnOptions {
+        program: launcher.program.clone().into_os_string(),
+        args,
+        env: child_environment(launcher, &request.lineage, &data_dir),
+        cwd: None,
+        parent_death_signal: true,
+    };
+    let options = SuperviseOptions {
+        timeout: Some(launcher.timeout),
+        cancel: request.cancel.clone(),
+        stdout_cap: CHILD_STDOUT_CAP_BYTES,
+        ..SuperviseOptions::default()
+    };
+    let supervised = match run_supervised(spawn, options).await {
+        Ok(supervised) => supervised,
+        Err(e) => return not_started(format!("{e}: {}", e.source)),
+    };
+    let stored = tokio::task::spawn_blocking(move || store.get(&key).ok())
+        .await
+        .ok()
+        .flatten()
+        .and_then(|value| serde_json::from_value::<ChildResult>((*value).clone()).ok());
+    let result = match stored {
+        Some(result @ ChildResult::Answered(_)) => result,
+        Some(result) if supervised.termination.success() => result,
+        // Killed before it could say anything (timeout, cancel, crash), or it said
+        // something that is not a result.
+        _ => ChildResult::Failed(ChildFailure {
+            error: format!("the sub-run {}", supervised.termination),
+            run_id: None,
+            timed_out: supervised.termination == Termination::TimedOut,
+            stderr_tail: supervised.stderr_tail.clone(),
+        }),
+    };
+    ChildOutcome {
+        pid: supervised.pid,
+        result,
+        termination: supervised.termination,
+        duration: supervised.duration,
+    }
+}
+
+/// A child's environment: the inherited basics (with this binary's directory on
+/// `PATH`), its lineage, and the variables the launcher passes (the sub-model's key).
+/// Nothing else.
+fn child_environment(
+    launcher: &SubRlmLauncher,
+    lineage: &Lineage,
+    data_dir: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> =
+        inherited_environment(&AllowList::BASE, &launcher.pass_env)
+            .into_iter()
+            .map(|(name, value)| {
+                let value = if name == "PATH" {
+                    path_with_own_dir(value)
+                } else {
+                    value
+                };
+                (name, value)
+            })
+            .collect();
+    env.extend(lineage.env_vars(data_dir));
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::AgentId;
+    use crate::provider::{ProviderConfig, ProviderKind};
+    use serde_json::json;
+
+    #[test]
+    fn results_read_back_in_both_shapes() {
+        let answered: ChildResult = serde_json::from_value(json!({
+            "result": "42", "forced": false, "run_id": "r", "iterations": 2,
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+            "cost_usd": 0.5, "sub_agents": 2, "depth_reached": 2, "llm_calls": 3
+        }))
+        .unwrap();
+        let totals = answered.totals(1);
+        assert_eq!(totals.usage.total(), 7);
+        assert_eq!(totals.depth_reached, 2);
+        assert_eq!(totals.sub_agents, 2);
+        let failed: ChildResult = serde_json::from_value(json!({"error": "boom"})).unwrap();
+        assert!(matches!(&failed, ChildResult::Failed(f) if f.error == "boom"));
+        assert_eq!(failed.totals(1).depth_reached, 1);
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap(),
+            json!({"error": "boom"})
+        );
+    }
+
+    #[test]
+    fn a_spec_round_trips_through_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agents").join("c1").join(CHILD_SPEC_FILE);
+        let spec = ChildSpec {
+            format_version: CHILD_SPEC_FORMAT_VERSION,
+            settings: RunSettings::new(dir.path(), ProviderConfig::new(ProviderKind::OpenAi, "m")),
+            query: "a task that never shows on a command line".into(),
+            context_var: Some("sub-context-c1".into()),
+        };
+        spec.write(&path).unwrap();
+        assert_eq!(ChildSpec::read(&path).unwrap(), spec);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        fs::write(&path, "{\"formatVersion\": 1}").unwrap();
+        let error = ChildSpec::read(&path).unwrap_err().to_string();
+        assert!(error.contains("missing field"), "{error}");
+        let _ = AgentId::generate();
+    }
+}

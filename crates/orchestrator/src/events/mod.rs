@@ -1,0 +1,440 @@
+//! Run events: the trace every run leaves in `<data-dir>/runs/<run-id>/`.
+//!
+//! Each event is one JSON line in `events.jsonl` ([`Event`]: the run's identity, a
+//! timestamp and what happened, [`EventData`]), so the traces of a process tree can be
+//! stitched back together. The same events stream to stdout (`--events`) and to the
+//! live view; [`crate::trace`] reads them back. `summary.json` ([`RunSummaryFile`]) is
+//! written when the run ends.
+//!
+//! The payload of each event kind is a struct of its own ([`LlmCall`], [`ExecRecord`],
+//! …) so that what reads a trace back ([`crate::trace::StepItem`]) holds the very same
+//! type instead of a mirror of it. Words that are really choices — a run's status, where
+//! an answer came from, why a model was called, how a sub-agent runs — are enums.
+
+mod sink;
+mod summary;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use sink::{now_ms, EventListener, EventSink, RunIdentity, TraceError, RUNS_DIR};
+pub use summary::{RunSummaryFile, SUMMARY_FILE, SUMMARY_FORMAT_VERSION};
+
+use crate::env::{EnvKind, ReplVariable};
+use crate::ids::{AgentId, RunId};
+use crate::provider::Usage;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The model gave its answer.
+    Answered,
+    /// The answer was forced at the iteration or budget limit.
+    Forced,
+    /// The run failed (model unreachable, the REPL broke, …); see its `error` event.
+    Failed,
+    /// Ctrl-C or SIGTERM ended it.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The status as written in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Answered => "answered",
+            Self::Forced => "forced",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// True when the run has an answer (forced or not).
+    pub fn has_answer(self) -> bool {
+        match self {
+            Self::Answered | Self::Forced => true,
+            Self::Failed | Self::Cancelled => false,
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a final answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerSource {
+    /// `FINAL(answer)` written outside code.
+    Final,
+    /// `FINAL_VAR(name)`, outside code or called from code.
+    FinalVar,
+    /// `SUBMIT({...})` called from code.
+    Submit,
+    /// The last prompt forced it (iterations or a budget ran out).
+    Forced,
+}
+
+impl AnswerSource {
+    /// The source as written in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Final => "final",
+            Self::FinalVar => "final_var",
+            Self::Submit => "submit",
+            Self::Forced => "forced",
+        }
+    }
+}
+
+impl std::fmt::Display for AnswerSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a model was called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallPurpose {
+    /// A turn of the root model.
+    Root,
+    /// The last turn, forcing an answer.
+    ForcedFinal,
+    /// `llm_query` / `llm_query_parallel` from code.
+    LlmQuery,
+    /// `summarize` from code.
+    Summarize,
+    /// `sub_rlm` at the maximum depth: one plain call instead of a nested run.
+    SubRlmOneShot,
+}
+
+impl CallPurpose {
+    /// The purpose as written in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Root => "root",
+            Self::ForcedFinal => "forced_final",
+            Self::LlmQuery => "llm_query",
+            Self::Summarize => "summarize",
+            Self::SubRlmOneShot => "sub_rlm_one_shot",
+        }
+    }
+}
+
+impl std::fmt::Display for CallPurpose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a sub-agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentMode {
+    /// A nested `rlm-orchestrate run` (`sub_rlm`).
+    SubRlm,
+    /// The external agent command (`spawn_agent`).
+    SpawnAgent,
+}
+
+impl AgentMode {
+    /// The mode as written in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SubRlm => "sub_rlm",
+            Self::SpawnAgent => "spawn_agent",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A sub-call whose answer can be memoised in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachedCall {
+    /// `llm_query` (and `summarize`, `sub_rlm` at max depth: plain sub-model calls).
+    LlmQuery,
+    /// A nested run.
+    SubRlm,
+    /// An external agent.
+    SpawnAgent,
+}
+
+impl CachedCall {
+    /// The call as written in traces and cache entries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LlmQuery => "llm_query",
+            Self::SubRlm => "sub_rlm",
+            Self::SpawnAgent => "spawn_agent",
+        }
+    }
+}
+
+impl std::fmt::Display for CachedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventData {
+    /// A run began.
+    RunStarted(RunStarted),
+    /// An iteration began.
+    StepStarted {
+        /// 1-based iteration.
+        iteration: u32,
+    },
+    /// Text the model wrote (outside code; imitated REPL output cut).
+    Text(TextRecord),
+    /// A piece of the model's response as it streams in. Transient: listeners (the live
+    /// view) see it, `events.jsonl` and `--events` do not (one per token would swamp
+    /// them; the whole response is in the `text` and `code` events).
+    TextDelta {
+        /// Iteration.
+        iteration: u32,
+        /// The new text.
+        delta: String,
+    },
+    /// A code block about to run.
+    Code(CodeRecord),
+    /// A code block ran.
+    Exec(ExecRecord),
+    /// The REPL's user variables after a step.
+    VariablesUpdated {
+        /// Iteration.
+        iteration: u32,
+        /// What the model defined, as the inventory shows it.
+        variables: Vec<ReplVariable>,
+    },
+    /// A sub-agent process started.
+    SubAgentSpawned(SubAgentSpawned),
+    /// A sub-agent process ended.
+    SubAgentFinished(SubAgentFinished),
+    /// A model call finished.
+    LlmCall(LlmCall),
+    /// A sub-call was answered from the cache.
+    CacheHit(CacheHit),
+    /// Something the user should know.
+    Warning {
+        /// In words.
+        message: String,
+    },
+    /// Something failed.
+    Error {
+        /// In words.
+        message: String,
+    },
+    /// The run has its answer.
+    Final(FinalRecord),
+    /// An iteration ended.
+    StepCompleted {
+        /// Iteration.
+        iteration: u32,
+        /// Wall time.
+        duration_ms: u64,
+    },
+    /// The run ended.
+    RunFinished(RunFinished),
+}
+
+/// `run_started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// The task.
+    pub task: String,
+    /// Root model.
+    pub model: String,
+    /// Where the model's code runs.
+    pub env: EnvKind,
+    /// Context description (metadata only).
+    pub context: Option<Value>,
+    /// Process id of the orchestrator.
+    pub pid: u32,
+}
+
+/// `text`: what the model wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextRecord {
+    /// Iteration.
+    pub iteration: u32,
+    /// The response as the transcript keeps it.
+    pub text: String,
+}
+
+/// `code`: a block about to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CodeRecord {
+    /// Iteration.
+    pub iteration: u32,
+    /// Block index within the response.
+    pub block: usize,
+    /// The code.
+    pub code: String,
+}
+
+/// `exec`: how a block ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecRecord {
+    /// Iteration.
+    pub iteration: u32,
+    /// Block index.
+    pub block: usize,
+    /// Output as shown to the model.
+    pub output: String,
+    /// Whether the code raised.
+    pub error: bool,
+    /// Whether it hit the execution timeout.
+    pub timed_out: bool,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+/// `sub_agent_spawned`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubAgentSpawned {
+    /// Its agent id.
+    pub child_agent_id: AgentId,
+    /// How it runs.
+    pub mode: AgentMode,
+    /// Process id.
+    pub pid: Option<u32>,
+    /// What it was asked.
+    pub task: String,
+}
+
+/// `sub_agent_finished`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubAgentFinished {
+    /// Its agent id.
+    pub child_agent_id: AgentId,
+    /// How its process ended, in words (`exited with code 0`, `timed out`, …).
+    pub status: String,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// Tokens it reported (descendants included).
+    pub usage: Usage,
+}
+
+/// `llm_call`: one finished model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmCall {
+    /// The model that answered.
+    pub model: String,
+    /// Why it was called.
+    pub purpose: CallPurpose,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Whether usage was reported or estimated.
+    pub usage_reported: bool,
+    /// Wall time.
+    pub latency_ms: u64,
+    /// Attempts (retries + 1).
+    pub attempts: u32,
+    /// Bytes of the request's messages.
+    pub request_bytes: u64,
+    /// Cost, when prices are configured.
+    pub cost_usd: Option<f64>,
+}
+
+impl LlmCall {
+    /// Its tokens.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+        }
+    }
+}
+
+/// `cache_hit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheHit {
+    /// The kind of call answered.
+    pub call: CachedCall,
+    /// The cache variable.
+    pub key: String,
+}
+
+/// `final`: the run has its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinalRecord {
+    /// The answer.
+    pub answer: String,
+    /// True when forced at the iteration or budget limit.
+    pub forced: bool,
+    /// Where it came from.
+    pub source: AnswerSource,
+}
+
+/// `run_finished`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFinished {
+    /// How it ended.
+    pub status: RunStatus,
+    /// The answer, if any.
+    pub answer: Option<String>,
+    /// Iterations used.
+    pub iterations: u32,
+    /// Tokens used, descendants included.
+    pub usage: Usage,
+    /// Cost, when prices are configured.
+    pub cost_usd: Option<f64>,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+/// Model calls, tokens and cost added up from `llm_call` events: how one call counts
+/// toward a run's totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CallTally {
+    /// Model calls seen.
+    pub llm_calls: u64,
+    /// Their tokens.
+    pub usage: Usage,
+    /// Their cost, when any call had a price.
+    pub cost_usd: Option<f64>,
+}
+
+impl CallTally {
+    /// Adds one call.
+    pub fn add(&mut self, call: &LlmCall) {
+        self.llm_calls += 1;
+        self.usage.add(call.usage());
+        if let Some(cost) = call.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
+    }
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Run id.
+    pub run_id: RunId,
+    /// Depth of the run (0 = root).
+    pub depth: u32,
+    /// Agent id of this run's process.
+    pub agent_id: AgentId,
+    /// Agent id of the parent, if any.
+    pub parent_id: Option<AgentId>,
+    /// Milliseconds since the epoch.
+    pub ts_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub data: EventData,
+}

@@ -1,0 +1,238 @@
+//! Writing a run's trace: `events.jsonl` line by line as things happen, the same
+//! events to the listeners (live view, `--events`), and `summary.json` at the end.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{Event, EventData, RunSummaryFile};
+use crate::ids::{AgentId, RunId};
+
+/// Sub-directory of the data dir holding one directory per run.
+pub const RUNS_DIR: &str = "runs";
+
+/// Who a run is, stamped on each of its events.
+#[derive(Debug, Clone)]
+pub struct RunIdentity {
+    /// Run id.
+    pub run_id: RunId,
+    /// Depth.
+    pub depth: u32,
+    /// Agent id.
+    pub agent_id: AgentId,
+    /// Parent agent id.
+    pub parent_id: Option<AgentId>,
+}
+
+/// Receives events as they happen (live view, `--events`).
+pub type EventListener = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Errors writing the trace.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {action} {}: {source}", path.display())]
+pub struct TraceError {
+    action: &'static str,
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+impl TraceError {
+    /// `action` (e.g. `write`) failed on `path`.
+    pub(crate) fn new(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
+        Self {
+            action,
+            path,
+            source,
+        }
+    }
+}
+
+/// Writes a run's events; cheap to clone and share.
+#[derive(Clone)]
+pub struct EventSink {
+    identity: RunIdentity,
+    dir: PathBuf,
+    file: Arc<Mutex<BufWriter<File>>>,
+    listeners: Arc<Vec<EventListener>>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventSink {
+    /// Creates `<data_dir>/runs/<run_id>/` and opens its `events.jsonl`.
+    pub fn create(
+        data_dir: &Path,
+        identity: RunIdentity,
+        listeners: Vec<EventListener>,
+    ) -> Result<Self, TraceError> {
+        let dir = data_dir.join(RUNS_DIR).join(identity.run_id.as_str());
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| TraceError {
+                action: "create run directory",
+                path: dir.clone(),
+                source,
+            })?;
+        let path = dir.join("events.jsonl");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| TraceError {
+                action: "open",
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Self {
+            identity,
+            dir,
+            file: Arc::new(Mutex::new(BufWriter::new(file))),
+            listeners: Arc::new(listeners),
+        })
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The run's identity.
+    pub fn identity(&self) -> &RunIdentity {
+        &self.identity
+    }
+
+    /// Records an event. Trace write failures are logged, never fatal to the run.
+    pub fn emit(&self, data: EventData) {
+        let event = self.stamp(data);
+        if let Ok(line) = serde_json::to_string(&event) {
+            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
+                tracing::warn!("failed to write event to {}: {e}", self.dir.display());
+            }
+        }
+        for listener in self.listeners.iter() {
+            listener(&event);
+        }
+    }
+
+    /// Tells the listeners without writing `events.jsonl`: for events too frequent to be
+    /// worth keeping, such as [`EventData::TextDelta`]. Free when nobody listens.
+    pub fn emit_transient(&self, data: EventData) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let event = self.stamp(data);
+        for listener in self.listeners.iter() {
+            listener(&event);
+        }
+    }
+
+    fn stamp(&self, data: EventData) -> Event {
+        Event {
+            run_id: self.identity.run_id.clone(),
+            depth: self.identity.depth,
+            agent_id: self.identity.agent_id.clone(),
+            parent_id: self.identity.parent_id.clone(),
+            ts_ms: now_ms(),
+            data,
+        }
+    }
+
+    /// Writes `summary.json` (atomically: a temp file, then a rename).
+    pub fn write_summary(&self, summary: &RunSummaryFile) -> Result<(), TraceError> {
+        summary.write(&self.dir)
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_json_lines_with_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(0));
+        let counter = Arc::clone(&seen);
+        let identity = RunIdentity {
+            run_id: RunId::generate(),
+            depth: 1,
+            agent_id: AgentId::parse("a1").unwrap(),
+            parent_id: Some(AgentId::parse("p").unwrap()),
+        };
+        let sink = EventSink::create(
+            dir.path(),
+            identity.clone(),
+            vec![Arc::new(move |_| *counter.lock().unwrap() += 1)],
+        )
+        .unwrap();
+        sink.emit(EventData::StepStarted { iteration: 1 });
+        sink.emit(EventData::Warning {
+            message: "w".into(),
+        });
+        let text = fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
+        let events: Vec<Event> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].data, EventData::StepStarted { iteration: 1 });
+        assert_eq!(events[1].parent_id.as_ref().map(AgentId::as_str), Some("p"));
+        assert!(text.contains("\"kind\":\"step_started\""));
+        assert_eq!(*seen.lock().unwrap(), 2);
+        assert_eq!(events[0].run_id, identity.run_id);
+    }
+
+    #[test]
+    fn transient_events_reach_listeners_but_not_the_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let identity = RunIdentity {
+            run_id: RunId::generate(),
+            depth: 0,
+            agent_id: AgentId::parse("root").unwrap(),
+            parent_id: None,
+        };
+        let sink = EventSink::create(
+            dir.path(),
+            identity,
+            vec![Arc::new(move |e: &Event| {
+                log.lock().unwrap().push(e.data.clone())
+            })],
+        )
+        .unwrap();
+        sink.emit(EventData::StepStarted { iteration: 1 });
+        sink.emit_transient(EventData::TextDelta {
+            iteration: 1,
+            delta: "Let me".into(),
+        });
+        let text = fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert!(matches!(
+            &seen.lock().unwrap()[1],
+            EventData::TextDelta { delta, .. } if delta == "Let me"
+        ));
+    }
+}

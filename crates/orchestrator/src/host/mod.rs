@@ -1,0 +1,77 @@
+//! The host functions model code calls: sub-model queries, the store, sub-agents.
+//!
+//! Every environment hands the calls of the model's code to a [`Host`] as a typed
+//! [`HostCall`] and gets a [`HostReply`] back, or a [`HostError`] that is either shown
+//! to the model ([`HostError::RespondToModel`]: split the context, the budget is spent,
+//! an argument is missing…) or ends the run ([`HostError::Fatal`]). [`RunHost`] serves
+//! the calls of one run.
+
+mod call;
+mod serve;
+
+use std::sync::Arc;
+
+pub use call::{
+    AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
+};
+pub use serve::{
+    HostSettings, RunHost, AGENT_STDOUT_CAP_BYTES, DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS,
+    ONE_SHOT_CONTEXT_CHARS,
+};
+
+use crate::accounting::Accounting;
+use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
+use crate::provider::{ChatRequest, Completion, Prices, Provider};
+
+/// Serves the host calls of model code, asynchronously and concurrently.
+#[async_trait::async_trait]
+pub trait Host: Send + Sync {
+    /// Serves one call.
+    async fn call(&self, call: HostCall) -> Result<HostReply, HostError>;
+}
+
+/// A model with its price.
+#[derive(Clone)]
+pub struct Model {
+    /// The provider.
+    pub provider: Arc<dyn Provider>,
+    /// Its price, if configured.
+    pub price: Option<Prices>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("provider", &self.provider.describe())
+            .field("price", &self.price)
+            .finish()
+    }
+}
+
+/// Accounts one finished model call (tokens, cost) and traces it as `llm_call`.
+pub(crate) fn record_call(
+    model: &Model,
+    request: &ChatRequest,
+    completion: &Completion,
+    purpose: CallPurpose,
+    accounting: &Accounting,
+    sink: &EventSink,
+) {
+    let cost = model.price.map(|p| p.cost_usd(&completion.usage));
+    accounting.record_call(completion.usage, cost);
+    sink.emit(EventData::LlmCall(LlmCall {
+        model: completion.model.clone(),
+        purpose,
+        prompt_tokens: completion.usage.prompt_tokens,
+        completion_tokens: completion.usage.completion_tokens,
+        usage_reported: completion.usage_reported,
+        latency_ms: completion.latency.as_millis() as u64,
+        attempts: completion.attempts,
+        request_bytes: request
+            .messages
+            .iter()
+            .map(|m| m.content.len() as u64)
+            .sum(),
+        cost_usd: cost,
+    }));
+}

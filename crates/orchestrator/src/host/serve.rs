@@ -1,0 +1,463 @@
+//! [`RunHost`]: serves the host calls of one run — sub-model calls, nested runs,
+//! external agents and the store — with budgets, memoisation and a trace.
+//!
+//! What goes wrong in a call is for the model ([`HostError::RespondToModel`]): it
+//! surfaces in its code as an exception whose message says what to do (split the
+//! context, the budget is spent, configure `--agent-cmd`, …). Only what the model
+//! cannot fix — a store task that panicked — is [`HostError::Fatal`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt};
+use rlm_context_store::{ListFilter, SetOptions, Store, StoreError};
+use rlm_process::CancellationToken;
+use serde_json::{json, Value};
+
+use super::call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
+use super::{record_call, Host, Model};
+use crate::accounting::Accounting;
+use crate::agents::{
+    run_child, run_external_agent, AgentCommand, AgentRef, ChildRequest, ChildResult,
+    ExternalAgentSpec, Lineage, SubRlmLauncher,
+};
+use crate::cache::{CallCache, CallKey};
+use crate::events::{
+    AgentMode, CacheHit, CachedCall, CallPurpose, EventData, EventSink, SubAgentFinished,
+    SubAgentSpawned,
+};
+use crate::ids::AgentId;
+use crate::provider::{ChatMessage, ChatRequest, Usage};
+
+/// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
+pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
+
+/// Default `--sub-context-chars`.
+pub const DEFAULT_SUB_CONTEXT_CHARS: usize = 400_000;
+
+/// Bytes of an external agent's stdout kept as its answer.
+pub const AGENT_STDOUT_CAP_BYTES: usize = 1 << 20;
+
+/// Default `--max-parallel`.
+pub const DEFAULT_MAX_PARALLEL: usize = 4;
+
+/// Settings of the host functions.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// `--max-parallel`.
+    pub max_parallel: usize,
+    /// `--sub-context-chars`: the longest prompt a sub-call may send.
+    pub sub_context_chars: usize,
+    /// This run's place in the tree (its agent id is the parent id of its sub-agents).
+    pub lineage: Lineage,
+    /// `--max-depth`.
+    pub max_depth: u32,
+    /// Answer identical sub-calls from the store (`--no-cache` turns it off).
+    pub cache: bool,
+    /// How `sub_rlm` starts child runs; `None` makes it a plain sub-model call.
+    pub sub_rlm: Option<SubRlmLauncher>,
+    /// `--agent-cmd`, parsed.
+    pub agent_command: Option<AgentCommand>,
+    /// `--agent-env`: variables external agents may see.
+    pub agent_env: Vec<String>,
+    /// `--agent-timeout`.
+    pub agent_timeout: Duration,
+    /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
+    pub cancel: CancellationToken,
+}
+
+/// Serves host calls of one run.
+pub struct RunHost {
+    store: Arc<Store>,
+    cache: CallCache,
+    sub_model: Model,
+    sink: EventSink,
+    accounting: Arc<Accounting>,
+    settings: HostSettings,
+}
+
+impl RunHost {
+    /// A host over `store` that asks `sub_model` for sub-calls.
+    pub fn new(
+        store: Arc<Store>,
+        sub_model: Model,
+        sink: EventSink,
+        accounting: Arc<Accounting>,
+        settings: HostSettings,
+    ) -> Self {
+        Self {
+            cache: CallCache::new(Arc::clone(&store), settings.cache),
+            store,
+            sub_model,
+            sink,
+            accounting,
+            settings,
+        }
+    }
+
+    /// The scope of variables this run's code writes: `agent:<agent id>`.
+    fn scope(&self) -> String {
+        self.settings.lineage.agent_id.scope()
+    }
+
+    /// Store work off the async threads; a panic there is fatal, a store error is for
+    /// the model.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, HostError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || work(&store))
+            .await
+            .map_err(|e| HostError::Fatal(format!("a store task failed: {e}")))?
+            .map_err(|e| HostError::RespondToModel(e.to_string()))
+    }
+
+    fn cache_hit(&self, call: CachedCall, key: &CallKey) {
+        self.sink.emit(EventData::CacheHit(CacheHit {
+            call,
+            key: key.variable(),
+        }));
+    }
+
+    /// One plain sub-model call.
+    async fn llm_query(
+        &self,
+        args: &PromptArgs,
+        purpose: CallPurpose,
+    ) -> Result<String, HostError> {
+        let mut content = args.prompt.clone();
+        if let Some(context) = args.context.as_ref().filter(|c| !c.is_null()) {
+            content.push_str("\n\nContext:\n");
+            match context {
+                Value::String(s) => content.push_str(s),
+                other => content.push_str(&other.to_string()),
+            }
+        }
+        let chars = content.chars().count();
+        if chars > self.settings.sub_context_chars {
+            return Err(HostError::RespondToModel(format!(
+                "this sub-call's prompt is {chars} characters, over the sub-model's limit of {} (--sub-context-chars); split the context into smaller pieces",
+                self.settings.sub_context_chars
+            )));
+        }
+        let key = CallKey::new(
+            CachedCall::LlmQuery,
+            &[self.sub_model.provider.model(), &content],
+        );
+        if let Some(Value::String(answer)) = self.cache.get(&key).await {
+            self.cache_hit(CachedCall::LlmQuery, &key);
+            return Ok(answer);
+        }
+        if let Some(reason) = self.accounting.exhausted() {
+            return Err(HostError::RespondToModel(format!(
+                "no more model calls: {reason}; answer from what you have"
+            )));
+        }
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user(content)],
+            ..ChatRequest::default()
+        };
+        let completion = self
+            .sub_model
+            .provider
+            .complete(&request, None)
+            .await
+            .map_err(|e| HostError::RespondToModel(e.to_string()))?;
+        record_call(
+            &self.sub_model,
+            &request,
+            &completion,
+            purpose,
+            &self.accounting,
+            &self.sink,
+        );
+        self.cache
+            .put(
+                &key,
+                CachedCall::LlmQuery,
+                &Value::String(completion.text.clone()),
+            )
+            .await;
+        Ok(completion.text)
+    }
+
+    /// Several plain calls, `--max-parallel` at a time; each answer or `{"error"}`.
+    async fn llm_query_parallel(&self, prompts: Vec<PromptArgs>) -> Result<HostReply, HostError> {
+        let answers: Vec<Result<String, HostError>> = stream::iter(prompts)
+            .map(|args| async move { self.llm_query(&args, CallPurpose::LlmQuery).await })
+            .buffered(self.settings.max_parallel.max(1))
+            .collect()
+            .await;
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(text) => Ok(Value::String(text)),
+                Err(HostError::RespondToModel(error)) => Ok(json!({ "error": error })),
+                Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array)
+    }
+
+    /// `sub_rlm` at max depth (or when children are disabled): a plain call with the
+    /// context cut to [`ONE_SHOT_CONTEXT_CHARS`].
+    async fn one_shot_sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
+        let context = args.context.as_ref().map(|c| {
+            let text = match c {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let total = text.chars().count();
+            if total <= ONE_SHOT_CONTEXT_CHARS {
+                Value::String(text)
+            } else {
+                let cut: String = text.chars().take(ONE_SHOT_CONTEXT_CHARS).collect();
+                Value::String(format!("{cut}\n[context truncated: first {ONE_SHOT_CONTEXT_CHARS} of {total} characters]"))
+            }
+        });
+        let prompt = PromptArgs {
+            prompt: args.query.clone(),
+            context,
+        };
+        self.llm_query(&prompt, CallPurpose::SubRlmOneShot).await
+    }
+
+    /// `sub_rlm`: a child `rlm-orchestrate run` one level deeper, unless this run is at
+    /// the maximum depth (or children are disabled): then one plain sub-model call.
+    async fn sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
+        let lineage = &self.settings.lineage;
+        let Some(launcher) = self
+            .settings
+            .sub_rlm
+            .as_ref()
+            .filter(|_| lineage.depth < self.settings.max_depth)
+        else {
+            return self.one_shot_sub_rlm(args).await;
+        };
+        if let Some(reason) = self.accounting.exhausted() {
+            return Err(HostError::RespondToModel(format!(
+                "no sub-run started: {reason}; answer from what you have"
+            )));
+        }
+        let child = lineage.child(AgentId::generate());
+        // The child gets its context by reference: a variable of its own.
+        let context = match args.context.clone().filter(|c| !c.is_null()) {
+            None => None,
+            Some(value) => {
+                let key = format!("sub-context-{}", child.agent_id);
+                let (k, scope) = (key.clone(), self.scope());
+                let stored = self
+                    .blocking(move |store| store.set(&k, value, SetOptions::default().scope(scope)))
+                    .await?;
+                Some((key, stored.sha256.unwrap_or_default()))
+            }
+        };
+        let context_sha = context.as_ref().map_or("", |(_, sha)| sha.as_str());
+        let cache_key = CallKey::new(
+            CachedCall::SubRlm,
+            &[self.sub_model.provider.model(), &args.query, context_sha],
+        );
+        if let Some(Value::String(answer)) = self.cache.get(&cache_key).await {
+            self.cache_hit(CachedCall::SubRlm, &cache_key);
+            return Ok(answer);
+        }
+        self.accounting.record_sub_agent();
+        self.sink.emit(EventData::SubAgentSpawned(SubAgentSpawned {
+            child_agent_id: child.agent_id.clone(),
+            mode: AgentMode::SubRlm,
+            pid: None,
+            task: args.query.clone(),
+        }));
+        let child_id = child.agent_id.clone();
+        let child_depth = child.depth;
+        let request = ChildRequest {
+            lineage: child,
+            query: args.query.clone(),
+            context_var: context.map(|(key, _)| key),
+            limits: self.accounting.remaining(),
+            cancel: Some(self.settings.cancel.clone()),
+        };
+        let outcome = run_child(launcher, Arc::clone(&self.store), request).await;
+        let totals = outcome.result.totals(child_depth);
+        self.accounting.record_child(&totals);
+        self.sink
+            .emit(EventData::SubAgentFinished(SubAgentFinished {
+                child_agent_id: child_id,
+                status: outcome.termination.to_string(),
+                duration_ms: outcome.duration.as_millis() as u64,
+                usage: totals.usage,
+            }));
+        match outcome.result {
+            ChildResult::Answered(answer) => {
+                self.cache
+                    .put(
+                        &cache_key,
+                        CachedCall::SubRlm,
+                        &Value::String(answer.result.clone()),
+                    )
+                    .await;
+                Ok(answer.result)
+            }
+            ChildResult::Failed(failure) => {
+                let mut message = format!("the sub-run failed: {}", failure.error);
+                let tail = failure.stderr_tail.trim();
+                if !tail.is_empty() {
+                    message.push_str(&format!("; its stderr ended with:\n{tail}"));
+                }
+                Err(HostError::RespondToModel(message))
+            }
+        }
+    }
+
+    /// `spawn_agent`: the external agent command on `job.task` with the variables
+    /// `job.refs` passed by file path. Returns its answer, or the error object
+    /// describing how it failed (also stored as its `sub-result-<id>`).
+    async fn spawn_agent(&self, job: &AgentJob) -> Result<Value, HostError> {
+        let Some(command) = &self.settings.agent_command else {
+            return Err(HostError::RespondToModel("no external agent is configured: start the run with --agent-cmd, e.g. --agent-cmd 'claude -p {prompt}'".to_owned()));
+        };
+        let keys = job.refs.clone();
+        // Each reference, persisted for the agent, with its sha256 for the cache key.
+        let described = self
+            .blocking(move |store| {
+                keys.iter()
+                    .map(|key| {
+                        let agent_ref = AgentRef::from_store(store, key)?;
+                        let sha = store.reference(key)?.sha256.unwrap_or_default();
+                        Ok((agent_ref, sha))
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .await?;
+        let mut parts: Vec<&str> = vec![command.template(), &job.task];
+        parts.extend(described.iter().map(|(_, sha)| sha.as_str()));
+        let cache_key = CallKey::new(CachedCall::SpawnAgent, &parts);
+        if let Some(answer) = self.cache.get(&cache_key).await {
+            self.cache_hit(CachedCall::SpawnAgent, &cache_key);
+            return Ok(answer);
+        }
+        if let Some(reason) = self.accounting.exhausted() {
+            return Err(HostError::RespondToModel(format!(
+                "no agent started: {reason}; answer from what you have"
+            )));
+        }
+        let lineage = self.settings.lineage.child(AgentId::generate());
+        let agent_id = lineage.agent_id.clone();
+        self.accounting.record_sub_agent();
+        self.sink.emit(EventData::SubAgentSpawned(SubAgentSpawned {
+            child_agent_id: agent_id.clone(),
+            mode: AgentMode::SpawnAgent,
+            pid: None,
+            task: job.task.clone(),
+        }));
+        let spec = ExternalAgentSpec {
+            lineage,
+            data_dir: self.store.data_dir().to_owned(),
+            task: job.task.clone(),
+            refs: described
+                .into_iter()
+                .map(|(agent_ref, _)| agent_ref)
+                .collect(),
+            timeout: self.settings.agent_timeout,
+            stdout_cap: AGENT_STDOUT_CAP_BYTES,
+            pass_env: self.settings.agent_env.clone(),
+            cancel: Some(self.settings.cancel.clone()),
+        };
+        let outcome = run_external_agent(command, spec, Arc::clone(&self.store)).await;
+        self.sink
+            .emit(EventData::SubAgentFinished(SubAgentFinished {
+                child_agent_id: agent_id,
+                status: outcome.termination.to_string(),
+                duration_ms: outcome.duration.as_millis() as u64,
+                usage: Usage::default(),
+            }));
+        if outcome.ok {
+            self.cache
+                .put(&cache_key, CachedCall::SpawnAgent, &outcome.value)
+                .await;
+        }
+        Ok(outcome.value)
+    }
+
+    /// Several agents, `--max-parallel` at a time; each answer or error object.
+    async fn spawn_agents(&self, jobs: Vec<AgentJob>) -> Result<HostReply, HostError> {
+        let answers: Vec<Result<Value, HostError>> = stream::iter(jobs)
+            .map(|job| async move { self.spawn_agent(&job).await })
+            .buffered(self.settings.max_parallel.max(1))
+            .collect()
+            .await;
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(value) => Ok(value),
+                Err(HostError::RespondToModel(error)) => Ok(json!({ "error": error })),
+                Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array)
+    }
+
+    async fn store_set(&self, key: String, value: Value) -> Result<HostReply, HostError> {
+        let scope = self.scope();
+        let reference = self
+            .blocking(move |store| store.set(&key, value, SetOptions::default().scope(scope)))
+            .await?;
+        to_json(reference)
+    }
+
+    async fn store_ref(&self, key: String) -> Result<HostReply, HostError> {
+        let (reference, path) = self
+            .blocking(move |store| {
+                let reference = store.reference(&key)?;
+                let path = store.persist_for_sub_agent(&key)?;
+                Ok((reference, path))
+            })
+            .await?;
+        let mut value = to_json(reference)?;
+        value["path"] = Value::String(path.display().to_string());
+        Ok(value)
+    }
+}
+
+fn to_json(value: impl serde::Serialize) -> Result<Value, HostError> {
+    serde_json::to_value(value)
+        .map_err(|e| HostError::Fatal(format!("a reply could not be encoded: {e}")))
+}
+
+#[async_trait::async_trait]
+impl Host for RunHost {
+    async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
+        match call {
+            HostCall::LlmQuery(args) => self
+                .llm_query(&args, CallPurpose::LlmQuery)
+                .await
+                .map(Value::String),
+            HostCall::LlmQueryParallel { prompts } => self.llm_query_parallel(prompts).await,
+            HostCall::Summarize { text, max_tokens } => {
+                let prompt = PromptArgs {
+                    prompt: format!("Summarize the following in at most {max_tokens} tokens. Keep names, numbers and anything unusual."),
+                    context: Some(text),
+                };
+                self.llm_query(&prompt, CallPurpose::Summarize)
+                    .await
+                    .map(Value::String)
+            }
+            HostCall::SubRlm(args) => self.sub_rlm(&args).await.map(Value::String),
+            HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
+            HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
+            HostCall::StoreSet { key, value } => self.store_set(key, value).await,
+            HostCall::StoreRef { key } => self.store_ref(key).await,
+            HostCall::StoreList {} => {
+                let list = self
+                    .blocking(|store| Ok(store.list(&ListFilter::default())))
+                    .await?;
+                to_json(list)
+            }
+            HostCall::StoreDelete { key } => self
+                .blocking(move |store| store.delete(&key))
+                .await
+                .map(|()| Value::Null),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! From [`RunSettings`] to a [`RunConfig`], and from a finished run back to the
+//! [`ChildResult`] its parent waits for: the path every front door shares (the command
+//! line, nested runs, library users), so each checks and builds a run the same way.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rlm_context_store::Store;
+use rlm_process::CancellationToken;
+
+use crate::agents::{
+    AgentCommand, AgentError, ChildAnswer, ChildFailure, ChildResult, Lineage, SubRlmLauncher,
+};
+use crate::env::{factory_for, EnvOptions};
+use crate::host::Model;
+use crate::provider::{build_provider, ProviderConfig, ProviderError, ProviderKind};
+use crate::rlm::LoopSettings;
+use crate::run::{RunConfig, RunError, RunReport};
+use crate::settings::{InvalidSetting, RunSettings};
+
+/// Which of a run's two models a [`LaunchError::Model`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelRole {
+    /// The root model (`--model`, `--provider`, …).
+    Root,
+    /// The sub-model (`--sub-model`, `--sub-provider`, …).
+    Sub,
+}
+
+impl std::fmt::Display for ModelRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Root => "root model",
+            Self::Sub => "sub-model",
+        })
+    }
+}
+
+/// Why a run could not be set up; nothing was asked and nothing stored was touched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A number out of range.
+    #[error(transparent)]
+    Setting(#[from] InvalidSetting),
+    /// A model could not be configured (a missing key, a `cli` model without command…).
+    #[error("failed to set up the {role}: {source}")]
+    Model {
+        /// Which model.
+        role: ModelRole,
+        /// Its provider.
+        kind: ProviderKind,
+        /// Why.
+        #[source]
+        source: ProviderError,
+    },
+    /// `--output-schema` cannot be used.
+    #[error("failed to use --output-schema {}: {message}", path.display())]
+    Schema {
+        /// The schema file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `--agent-cmd` cannot be parsed.
+    #[error("invalid --agent-cmd: {0}")]
+    AgentCommand(#[from] AgentError),
+    /// The data directory's absolute path cannot be found.
+    #[error("failed to resolve the data directory {}: {source}", path.display())]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl LaunchError {
+    /// True when the user's input is at fault (exit code 2) rather than the machine.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            Self::Setting(_) | Self::Schema { .. } | Self::AgentCommand(_) => true,
+            Self::Model { source, .. } => matches!(
+                source,
+                ProviderError::MissingKey { .. } | ProviderError::Config(_)
+            ),
+            Self::DataDir { .. } => false,
+        }
+    }
+}
+
+/// Checks `settings` and builds everything a run needs from them. `lineage` is where
+/// this process stands when a parent started it (`None` for a root run); `program`
+/// is the `rlm-orchestrate` executable nested `sub_rlm` runs are started with (`None`:
+/// `sub_rlm` is always a plain sub-model call).
+pub fn prepare(
+    settings: &RunSettings,
+    lineage: Option<Lineage>,
+    program: Option<PathBuf>,
+    cancel: CancellationToken,
+) -> Result<RunConfig, LaunchError> {
+    settings.validate()?;
+    let root = model(&settings.model, ModelRole::Root)?;
+    let sub = model(&settings.sub_model, ModelRole::Sub)?;
+    let output_schema = settings
+        .output_schema
+        .as_deref()
+        .map(load_schema)
+        .transpose()?;
+    let agent_command = settings
+        .agent_cmd
+        .as_deref()
+        .map(AgentCommand::parse)
+        .transpose()?;
+    let data_dir =
+        std::path::absolute(&settings.data_dir).map_err(|source| LaunchError::DataDir {
+            path: settings.data_dir.clone(),
+            source,
+        })?;
+    let sub_rlm = program.map(|program| SubRlmLauncher {
+        program,
+        settings: RunSettings {
+            data_dir: data_dir.clone(),
+            ..settings.clone()
+        },
+        // The children need the sub-model's key, and nothing else of ours.
+        pass_env: settings
+            .sub_model
+            .key_env()
+            .map(str::to_owned)
+            .into_iter()
+            .collect(),
+        timeout: settings.agent_timeout,
+    });
+    let depth = lineage.as_ref().map_or(0, |l| l.depth);
+    Ok(RunConfig {
+        root,
+        sub,
+        env: factory_for(
+            settings.env,
+            &EnvOptions {
+                python: settings.python.clone(),
+            },
+        ),
+        context: settings.context.clone(),
+        data_dir,
+        memory_ceiling_bytes: settings.memory_ceiling_bytes,
+        loop_settings: LoopSettings {
+            max_iterations: settings.max_iterations,
+            max_output_chars: settings.max_output_chars,
+            redact_ratio: settings.redact_ratio,
+            state_vars: settings.state_vars,
+            depth,
+            max_depth: settings.max_depth,
+            sub_context_chars: settings.sub_context_chars,
+            output_schema,
+        },
+        max_parallel: settings.max_parallel,
+        sub_context_chars: settings.sub_context_chars,
+        limits: settings.limits,
+        exec_timeout: settings.exec_timeout,
+        lineage,
+        cache: settings.cache,
+        sub_rlm,
+        agent_command,
+        agent_env: settings.agent_env.clone(),
+        agent_timeout: settings.agent_timeout,
+        cancel,
+        history: Vec::new(),
+    })
+}
+
+fn model(config: &ProviderConfig, role: ModelRole) -> Result<Model, LaunchError> {
+    let provider = build_provider(config).map_err(|source| LaunchError::Model {
+        role,
+        kind: config.kind,
+        source,
+    })?;
+    Ok(Model {
+        provider,
+        price: config.prices,
+    })
+}
+
+fn load_schema(path: &Path) -> Result<Arc<jsonschema::Validator>, LaunchError> {
+    let fail = |message: String| LaunchError::Schema {
+        path: path.to_owned(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| fail(format!("it is not valid JSON: {e}")))?;
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| fail(format!("it is not a valid JSON Schema: {e}")))?;
+    Ok(Arc::new(validator))
+}
+
+impl From<&Result<RunReport, RunError>> for ChildResult {
+    fn from(outcome: &Result<RunReport, RunError>) -> Self {
+        match outcome {
+            Ok(report) => ChildResult::Answered(ChildAnswer {
+                result: report.answer.clone(),
+                forced: report.forced,
+                run_id: report.run_id.clone(),
+                iterations: report.iterations,
+                depth_reached: report.depth_reached,
+                sub_agents: report.sub_agents,
+                llm_calls: report.llm_calls,
+                usage: report.usage,
+                cost_usd: report.cost_usd,
+            }),
+            Err(error) => ChildResult::Failed(ChildFailure {
+                error: error.to_string(),
+                run_id: None,
+                timed_out: false,
+                stderr_tail: String::new(),
+            }),
+        }
+    }
+}
+
+/// Writes this run's result where its parent waits for it, when a parent does
+/// (`RLM_RESULT_KEY`). Failures are logged: the parent then reports the run as having
+/// said nothing.
+pub fn publish_result(data_dir: &Path, lineage: &Lineage, outcome: &Result<RunReport, RunError>) {
+    let Some(key) = &lineage.result_key else {
+        return;
+    };
+    let written =
+        Store::open(data_dir).and_then(|store| ChildResult::from(outcome).publish(&store, lineage));
+    if let Err(e) = written {
+        tracing::error!("failed to write the result variable {key}: {e}");
+    }
+}

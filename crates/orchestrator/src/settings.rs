@@ -1,0 +1,228 @@
+//! Every setting of a run, as one serialisable type, and the checks it must pass.
+//!
+//! The front doors — the command line (flags, `RLM_*`, `rlm.toml`), a parent run
+//! starting a nested one, and library users — all describe a run with one
+//! [`RunSettings`]. A parent derives its children's settings with
+//! [`RunSettings::for_child`] and hands them over as a file ([`crate::agents::ChildSpec`]),
+//! so no setting is re-serialised into command-line flags and nothing (the query
+//! included) shows on a command line. [`crate::launch`] turns settings into a run.
+//!
+//! API keys are never part of the settings: only the *names* of the variables holding
+//! them are.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::accounting::Limits;
+use crate::context::ContextSpec;
+use crate::env::EnvKind;
+use crate::host::{DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS};
+use crate::provider::ProviderConfig;
+use crate::rlm::{DEFAULT_MAX_ITERATIONS, DEFAULT_STATE_VARS};
+
+/// Default `--max-depth`.
+pub const DEFAULT_MAX_DEPTH: u32 = 2;
+/// Default `--max-output-chars`.
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 20_000;
+/// Default `--redact-ratio`.
+pub const DEFAULT_REDACT_RATIO: f64 = 0.25;
+/// Default `--exec-timeout`.
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default `--agent-timeout`.
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default `--memory-ceiling-mb`, in bytes.
+pub const DEFAULT_MEMORY_CEILING_BYTES: u64 = 256 << 20;
+/// Default `--max-context-bytes`.
+pub const DEFAULT_MAX_CONTEXT_BYTES: u64 = 1 << 30;
+/// Default `--python`.
+pub const DEFAULT_PYTHON: &str = "python3";
+
+/// Everything that decides how a run goes, besides its task and its place in the tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    /// The data directory (the store, traces, agents' files).
+    pub data_dir: PathBuf,
+    /// Where the context comes from.
+    pub context: ContextSpec,
+    /// The root model.
+    pub model: ProviderConfig,
+    /// The model of sub-calls (`llm_query`, `summarize`) and of nested runs.
+    pub sub_model: ProviderConfig,
+    /// Where the model's code runs.
+    pub env: EnvKind,
+    /// The python3 executable of the `python` environment.
+    pub python: PathBuf,
+    /// `--max-depth`: depth at which `sub_rlm` becomes a plain sub-model call.
+    pub max_depth: u32,
+    /// `--max-iterations`: model turns before an answer is forced.
+    pub max_iterations: u32,
+    /// `--max-output-chars`: REPL output shown to the model per block.
+    pub max_output_chars: usize,
+    /// `--redact-ratio`: output longer than this fraction of the context is redacted.
+    pub redact_ratio: f64,
+    /// `--state-vars`: variables shown in the inventory.
+    pub state_vars: usize,
+    /// `--exec-timeout`: how long one code block may run.
+    #[serde(with = "crate::format::duration_ms", rename = "exec_timeout_ms")]
+    pub exec_timeout: Duration,
+    /// `--output-schema`: a JSON Schema file SUBMIT payloads must satisfy.
+    pub output_schema: Option<PathBuf>,
+    /// `--agent-cmd`: the external agent template of `spawn_agent`.
+    pub agent_cmd: Option<String>,
+    /// `--agent-env`: environment variables external agents may see.
+    pub agent_env: Vec<String>,
+    /// `--agent-timeout`: how long a sub-agent (external or nested run) may take.
+    #[serde(with = "crate::format::duration_ms", rename = "agent_timeout_ms")]
+    pub agent_timeout: Duration,
+    /// `--max-parallel`: sub-calls and sub-agents running at once, per call.
+    pub max_parallel: usize,
+    /// `--sub-context-chars`: the longest prompt a sub-call may send.
+    pub sub_context_chars: usize,
+    /// Budgets of the run (a child gets what its parent has left).
+    pub limits: Limits,
+    /// Answer identical sub-calls from the store (`--no-cache` turns it off).
+    pub cache: bool,
+    /// `--memory-ceiling-mb`, in bytes: memory for cached variable values.
+    pub memory_ceiling_bytes: u64,
+}
+
+impl RunSettings {
+    /// Settings with every default, for `model` as root and sub-model, over `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>, model: ProviderConfig) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            context: ContextSpec {
+                max_bytes: DEFAULT_MAX_CONTEXT_BYTES,
+                ..ContextSpec::default()
+            },
+            sub_model: model.clone(),
+            model,
+            env: EnvKind::default(),
+            python: PathBuf::from(DEFAULT_PYTHON),
+            max_depth: DEFAULT_MAX_DEPTH,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+            redact_ratio: DEFAULT_REDACT_RATIO,
+            state_vars: DEFAULT_STATE_VARS,
+            exec_timeout: DEFAULT_EXEC_TIMEOUT,
+            output_schema: None,
+            agent_cmd: None,
+            agent_env: Vec::new(),
+            agent_timeout: DEFAULT_AGENT_TIMEOUT,
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            sub_context_chars: DEFAULT_SUB_CONTEXT_CHARS,
+            limits: Limits::default(),
+            cache: true,
+            memory_ceiling_bytes: DEFAULT_MEMORY_CEILING_BYTES,
+        }
+    }
+
+    /// Checks the numbers a user can get wrong; the message names the flag.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        let problems = [
+            (
+                self.max_iterations == 0,
+                "--max-iterations must be at least 1",
+            ),
+            (self.max_parallel == 0, "--max-parallel must be at least 1"),
+            (
+                !(self.redact_ratio >= 0.0 && self.redact_ratio.is_finite()),
+                "--redact-ratio must be a number ≥ 0",
+            ),
+            (
+                self.exec_timeout.is_zero(),
+                "--exec-timeout must be at least 1 second",
+            ),
+            (
+                self.max_output_chars == 0,
+                "--max-output-chars must be at least 1",
+            ),
+        ];
+        match problems.iter().find(|(bad, _)| *bad) {
+            Some((_, message)) => Err(InvalidSetting((*message).to_owned())),
+            None => Ok(()),
+        }
+    }
+
+    /// The settings of a nested run started by a run with these settings: its model
+    /// is this run's sub-model (and so is its own sub-model), its context comes by
+    /// reference (set by the caller), and its budgets are `remaining`, what this run
+    /// has left. Everything else is inherited.
+    pub fn for_child(&self, remaining: Limits) -> Self {
+        Self {
+            context: ContextSpec {
+                max_bytes: self.context.max_bytes,
+                ..ContextSpec::default()
+            },
+            model: self.sub_model.clone(),
+            sub_model: self.sub_model.clone(),
+            limits: remaining,
+            ..self.clone()
+        }
+    }
+}
+
+/// A setting out of range; the message names the flag and what it must be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidSetting(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ProviderKind;
+
+    fn settings() -> RunSettings {
+        let mut settings = RunSettings::new(
+            "/data",
+            ProviderConfig::new(ProviderKind::OpenAi, "root-model"),
+        );
+        settings.sub_model = ProviderConfig::new(ProviderKind::Anthropic, "sub-model");
+        settings.context.files = vec!["big.log".into()];
+        settings.limits.max_llm_calls = Some(10);
+        settings
+    }
+
+    #[test]
+    fn a_child_runs_on_the_sub_model_with_what_is_left() {
+        let parent = settings();
+        let remaining = Limits {
+            max_llm_calls: Some(3),
+            ..Limits::default()
+        };
+        let child = parent.for_child(remaining);
+        assert_eq!(child.model.model, "sub-model");
+        assert_eq!(child.sub_model.model, "sub-model");
+        assert!(child.context.files.is_empty());
+        assert_eq!(child.limits, remaining);
+        assert_eq!(child.max_depth, parent.max_depth);
+        assert_eq!(child.data_dir, parent.data_dir);
+    }
+
+    #[test]
+    fn settings_round_trip_strictly() {
+        let settings = settings();
+        let json = serde_json::to_value(&settings).unwrap();
+        assert_eq!(json["exec_timeout_ms"], 120_000);
+        let back: RunSettings = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, settings);
+        let mut typo = json;
+        typo["max_iteratons"] = 3.into();
+        let error = serde_json::from_value::<RunSettings>(typo).unwrap_err();
+        assert!(error.to_string().contains("max_iteratons"), "{error}");
+    }
+
+    #[test]
+    fn out_of_range_numbers_are_named() {
+        let mut bad = settings();
+        bad.max_parallel = 0;
+        assert!(bad.validate().unwrap_err().0.contains("--max-parallel"));
+        let mut bad = settings();
+        bad.redact_ratio = f64::NAN;
+        assert!(bad.validate().unwrap_err().0.contains("--redact-ratio"));
+        assert_eq!(settings().validate(), Ok(()));
+    }
+}
