@@ -607,6 +607,36 @@ mod tests {
         }
     }
 
+    /// `events.jsonl` of a scripted run, with times zeroed: the trace format as other
+    /// programs read it. Each line also round-trips through [`Event`] unchanged.
+    #[tokio::test]
+    async fn the_events_file_keeps_its_shape() {
+        let h = run_with(
+            &[
+                "Let me look.\n```repl\nanswer = computed\nprint(answer)\n```",
+                "```repl\nboom\n```",
+                "FINAL_VAR(answer)",
+            ],
+            settings(),
+            Limits::default(),
+        )
+        .await;
+        let mut lines = Vec::new();
+        for event in &h.events {
+            let mut value = serde_json::to_value(event).unwrap();
+            let back: Event = serde_json::from_value(value.clone()).unwrap();
+            assert_eq!(&back, event);
+            value["ts_ms"] = 0.into();
+            for timing in ["duration_ms", "latency_ms"] {
+                if value.get(timing).is_some() {
+                    value[timing] = 0.into();
+                }
+            }
+            lines.push(value.to_string());
+        }
+        insta::assert_snapshot!(lines.join("\n"));
+    }
+
     fn last_user_message(h: &Harness, request: usize) -> String {
         let requests = h.provider.requests.lock().unwrap();
         requests[request].last().unwrap().content.clone()

@@ -403,6 +403,17 @@ fn settings_come_from_rlm_toml_and_the_environment() {
     );
     // The flag --model mock wins over RLM_MODEL, which wins over the file.
     assert_eq!(mock.control().requests()[0].model(), Some("mock"));
+    // The trace says once that the answer was forced.
+    let shown = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["runs", "show", result["run_id"].as_str().unwrap()])
+        .assert()
+        .success();
+    let shown = String::from_utf8(shown.get_output().stdout.clone()).unwrap();
+    assert!(shown.contains("final answer (forced):"), "{shown}");
+    assert!(!shown.contains("forced, forced"), "{shown}");
     sb.file("rlm.toml", "bogus_setting = 1\n");
     run_cmd(&sb, &mock, "q")
         .assert()

@@ -105,6 +105,26 @@ fn sub_rlm_runs_a_child_process_with_its_own_loop_on_the_sub_model() {
         .unwrap();
     assert!(child_summary["parent_id"].is_string());
     assert_eq!(child_summary["answer"], "5");
+    // The child was described by a private spec file, not by flags on its command
+    // line: its task and settings are there, typed, with its context by reference.
+    let child_id = child_summary["agent_id"].as_str().unwrap();
+    let spec_path = sb.data_dir().join("agents").join(child_id).join("run.json");
+    let spec: Value = serde_json::from_str(&std::fs::read_to_string(&spec_path).unwrap()).unwrap();
+    assert_eq!(spec["formatVersion"], 1);
+    assert_eq!(spec["query"], "count the lines");
+    assert_eq!(spec["settings"]["model"]["model"], "sub-model");
+    assert_eq!(spec["context_var"], format!("sub-context-{child_id}"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&spec_path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(
+        sub_result["key"].as_str().unwrap(),
+        format!("sub-result-{child_id}")
+    );
+    assert_eq!(
+        sub_result["scope"],
+        format!("agent:root-{}", result["run_id"].as_str().unwrap())
+    );
 }
 
 #[test]
@@ -254,11 +274,10 @@ fn a_16_way_fan_out_over_a_store_split_context_adds_up() {
         .collect();
     assert_eq!(sub_results.len(), 16);
     let mut stored_total = 0u64;
+    // The root is named by its run, not by a process id a later run may reuse.
+    let root_scope = format!("agent:root-{}", result["run_id"].as_str().unwrap());
     for var in sub_results {
-        assert!(
-            var["scope"].as_str().unwrap().starts_with("agent:root-"),
-            "{var}"
-        );
+        assert_eq!(var["scope"], root_scope.as_str(), "{var}");
         let value = sb.get(var["key"].as_str().unwrap());
         stored_total += String::from_utf8(value)
             .unwrap()

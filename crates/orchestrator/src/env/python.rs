@@ -2,7 +2,7 @@
 //!
 //! Model code runs in a child process (its own process group, parent-death signal,
 //! killed on drop) that speaks JSON lines with the orchestrator (see [`protocol`] and
-//! `driver.py`). The kernel reads `context` straight from the variable files, so the
+//! `python/driver/`). The kernel reads `context` straight from the variable files, so the
 //! context never crosses the pipe; everything that needs a model, the store or a
 //! sub-agent is a `host_call` served by the [`Host`].
 //!

@@ -29,8 +29,19 @@ use crate::agents::EnvVars;
 use crate::env::{ContextSource, EnvConfig};
 use crate::host::{Host, HostCall, HostError};
 
-/// The driver, embedded in the binary and sent to the kernel's stdin at start.
-const DRIVER: &str = include_str!("../driver.py");
+/// The driver, embedded in the binary and sent to the kernel's stdin at start: its
+/// parts, split by purpose, in the order they run.
+const DRIVER: &str = concat!(
+    include_str!("driver/protocol.py"),
+    "\n",
+    include_str!("driver/loader.py"),
+    "\n",
+    include_str!("driver/explore.py"),
+    "\n",
+    include_str!("driver/helpers.py"),
+    "\n",
+    include_str!("driver/exec.py"),
+);
 
 /// How long a dead kernel's exit status and last stderr bytes are waited for.
 const DEATH_REPORT_WAIT: Duration = Duration::from_millis(500);

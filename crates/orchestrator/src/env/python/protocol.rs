@@ -1,4 +1,4 @@
-//! The JSON-lines protocol spoken with the Python driver (`driver.py`).
+//! The JSON-lines protocol spoken with the Python driver (`python/driver/*.py`).
 //!
 //! One JSON object per line, `type` first. Orchestrator → kernel: `init`, `exec`,
 //! `final_var`, `list_vars`, `push_history`, `next_query` (keyed by `id`),
@@ -273,6 +273,106 @@ mod tests {
             serde_json::from_value(serde_json::json!({"type": "result", "id": 5, "slot": 1}))
                 .unwrap();
         assert_eq!(reply.error, None);
+    }
+
+    /// Every message the orchestrator sends, as the driver reads it.
+    #[test]
+    fn outgoing_messages_keep_their_shape() {
+        let source = ContextSource {
+            shape: crate::env::ContextShape::Single,
+            files: vec!["/d/variables/c.json".into()],
+            chunk_chars: 100_000,
+            chars: Some(12),
+            max_char: Some(127),
+        };
+        let history = [HistoryEntry {
+            query: "q0".into(),
+            answer: "a0".into(),
+        }];
+        let init = Init {
+            kind: "init",
+            query: "what?",
+            history: &history,
+            context: Some(&source),
+            more_contexts: &[],
+            data_dir: Path::new("/d"),
+            output_cap: 1 << 20,
+            load_chunk_bytes: None,
+        };
+        let messages = [
+            line(&init).unwrap(),
+            line(&Request::Exec {
+                id: 1,
+                code: "x = 1",
+            })
+            .unwrap(),
+            line(&Request::FinalVar { id: 2, name: "x" }).unwrap(),
+            line(&Request::ListVars { id: 3 }).unwrap(),
+            line(&Request::PushHistory {
+                id: 4,
+                query: "q",
+                answer: "a",
+            })
+            .unwrap(),
+            line(&Request::NextQuery {
+                id: 5,
+                query: "q2",
+                context: None,
+            })
+            .unwrap(),
+            line(&HostResult::new(
+                6,
+                &Ok(serde_json::json!(["a", {"error": "e"}])),
+            ))
+            .unwrap(),
+            line(&HostResult::new(
+                7,
+                &Err(HostError::Fatal("the store is gone".into())),
+            ))
+            .unwrap(),
+            SHUTDOWN_LINE.to_vec(),
+        ];
+        let text: String = messages
+            .iter()
+            .map(|m| String::from_utf8(m.clone()).unwrap())
+            .collect();
+        insta::assert_snapshot!(text);
+    }
+
+    /// Every message the driver sends, read back.
+    #[test]
+    fn incoming_messages_parse() {
+        let ready = br#"{"type":"ready","ok":true,"pid":7,"python":"3.11.7","load":{"method":"fast","seconds":0.5},"max_rss_kb":9000}"#;
+        assert!(matches!(
+            Incoming::parse(ready),
+            Ok(Incoming::Ready(Ready {
+                ok: true,
+                pid: Some(7),
+                ..
+            }))
+        ));
+        let result = br#"{"type":"result","id":3,"vars":[{"name":"x","type_name":"int","size":1,"preview":"1"}]}"#;
+        let Ok(Incoming::Result { id: 3, body }) = Incoming::parse(result) else {
+            panic!("not a result");
+        };
+        let vars: ListVarsReply = serde_json::from_value(body).unwrap();
+        assert_eq!(vars.vars[0].name, "x");
+        let call =
+            br#"{"type":"host_call","call_id":9,"method":"llm_query","args":{"prompt":"p"}}"#;
+        let Ok(Incoming::HostCall {
+            call_id: 9,
+            method,
+            args,
+        }) = Incoming::parse(call)
+        else {
+            panic!("not a host call");
+        };
+        assert!(crate::host::HostCall::parse(&method, args).is_ok());
+        assert!(Incoming::parse(br#"{"type":"result"}"#).is_err(), "no id");
+        assert!(
+            Incoming::parse(br#"{"type":"host_call","method":"x"}"#).is_err(),
+            "no call id"
+        );
     }
 
     #[test]

@@ -1,0 +1,211 @@
+# rlm's Python kernel, part 4/5 (helpers): the helpers served by the host (llm_query, sub_rlm, spawn_agent(s), store) and FINAL_VAR, SUBMIT, SHOW_VARS.
+# The parts are concatenated in order (see kernel.rs) and run as one script.
+
+def summarize(var, max_tokens=500):
+    """A summary of `var` by the sub-model (host call `summarize`)."""
+    return _as_text(_host("summarize", {"text": _text_of(var), "max_tokens": int(max_tokens)}))
+
+
+def _as_text(value):
+    return value if isinstance(value, str) else _dumps(value)
+
+
+def _prompt_args(prompt, context):
+    args = {"prompt": str(prompt)}
+    if context is not None:
+        args["context"] = _jsonable(context) if not isinstance(context, str) else context
+    return args
+
+
+def llm_query(prompt, context=None):
+    """One plain call to the sub-model; returns its text."""
+    return _as_text(_host("llm_query", _prompt_args(prompt, context)))
+
+
+def llm_query_parallel(prompts):
+    """Several sub-model calls at once (prompts: str or (prompt, context)); answers in
+    order. A failed call's answer is the string "[llm_query error: ...]"."""
+    jobs = []
+    for entry in prompts:
+        if isinstance(entry, (tuple, list)) and len(entry) == 2:
+            jobs.append(_prompt_args(entry[0], entry[1]))
+        elif isinstance(entry, dict) and "prompt" in entry:
+            jobs.append(_prompt_args(entry["prompt"], entry.get("context")))
+        else:
+            jobs.append(_prompt_args(entry, None))
+    answers = _host("llm_query_parallel", {"prompts": jobs})
+    out = []
+    for answer in answers or []:
+        if isinstance(answer, dict) and "error" in answer:
+            out.append(f"[llm_query error: {answer['error']}]")
+        else:
+            out.append(_as_text(answer))
+    return out
+
+
+def sub_rlm(query, context=None):
+    """A nested RLM (a child process at depth+1) on `query`; returns its answer."""
+    args = {"query": str(query)}
+    if context is not None:
+        args["context"] = context if isinstance(context, str) else _jsonable(context)
+    return _as_text(_host("sub_rlm", args))
+
+
+def _refs(refs):
+    if refs is None:
+        return None
+    if isinstance(refs, str):
+        return [refs]
+    return [str(r) for r in refs]
+
+
+def spawn_agent(task, refs=None):
+    """Runs the external CLI agent on `task` with the store variables named in `refs`."""
+    args = {"task": str(task)}
+    if refs is not None:
+        args["refs"] = _refs(refs)
+    return _as_text(_host("spawn_agent", args))
+
+
+def spawn_agents(jobs):
+    """Several agents in parallel: jobs are (task, refs) pairs or tasks; answers in order."""
+    payload = []
+    for job in jobs:
+        if isinstance(job, (tuple, list)):
+            task, refs = (job[0], job[1] if len(job) > 1 else None)
+        elif isinstance(job, dict):
+            task, refs = job.get("task"), job.get("refs")
+        else:
+            task, refs = job, None
+        entry = {"task": str(task)}
+        if refs is not None:
+            entry["refs"] = _refs(refs)
+        payload.append(entry)
+    answers = _host("spawn_agents", {"jobs": payload})
+    return [_as_text(a) for a in answers or []]
+
+
+class _Store:
+    """The context store: store.set/get/ref/list/delete (variables shared with sub-agents)."""
+
+    def set(self, key, value):
+        """Stores `value` under `key`; returns its reference."""
+        return _host("store_set", {"key": str(key), "value": _jsonable(value)})
+
+    def get(self, key):
+        """The value of `key`, read directly from its file."""
+        reference = _host("store_ref", {"key": str(key)})
+        path = reference.get("path") if isinstance(reference, dict) else None
+        if not path:
+            raise HostError(f"store.get({key!r}): the host gave no file path")
+        return _load_variable_file(path)
+
+    def ref(self, key):
+        """The reference (metadata and file path) of `key`."""
+        return _host("store_ref", {"key": str(key)})
+
+    def list(self):
+        """References of every variable."""
+        return _host("store_list", {})
+
+    def delete(self, key):
+        """Removes `key`."""
+        _host("store_delete", {"key": str(key)})
+
+    def __repr__(self):
+        return "<store: set(key, value), get(key), ref(key), list(), delete(key)>"
+
+
+class _Shown(str):
+    """A str that a REPL echo shows as plain text."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def _render(value):
+    return value if isinstance(value, str) else _dumps(value)
+
+
+def _name_of(value):
+    for name, candidate in _MAIN.items():
+        if candidate is value and not name.startswith("_") and _BASE.get(name) is not value:
+            return name
+    return None
+
+
+def FINAL_VAR(name):
+    """Finishes the run with the variable `name` (given as a string): a str as is,
+    anything else as JSON."""
+    global _final
+    if isinstance(name, str) and name.strip() in _MAIN:
+        key = name.strip()
+        _final = {"kind": "var", "name": key, "value": _render(_MAIN[key])}
+        return None
+    owner = _name_of(name)
+    if owner is not None:
+        _final = {"kind": "var", "name": owner, "value": _render(name)}
+        return None
+    if isinstance(name, str):
+        raise NameError(
+            f"FINAL_VAR: no variable named {name!r}; assign the answer to a variable "
+            "first (answer = ...) and call FINAL_VAR('answer'), or use SUBMIT(value)"
+        )
+    _final = {"kind": "var", "name": "<value>", "value": _render(name)}
+    return None
+
+
+_MISSING = object()
+
+
+def SUBMIT(obj=_MISSING, **fields):
+    """Finishes the run with a structured answer: SUBMIT({...}) or SUBMIT(field=...)."""
+    global _final
+    if obj is _MISSING:
+        obj = {}
+    if fields:
+        obj = {**obj, **fields} if isinstance(obj, dict) else {"value": obj, **fields}
+    _final = {"kind": "submit", "value": _jsonable(obj)}
+    return None
+
+
+def _short(value, limit=80):
+    import reprlib
+
+    shortener = reprlib.Repr()
+    shortener.maxstring = limit
+    shortener.maxother = limit
+    shortener.maxlist = shortener.maxtuple = shortener.maxset = 8
+    shortener.maxdict = 4
+    try:
+        text = shortener.repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _user_variables():
+    found = []
+    for name, value in list(_MAIN.items()):
+        if name.startswith("_") or isinstance(value, type(sys)):
+            continue
+        if name in _BASE and _BASE[name] is value:
+            continue
+        try:
+            size = len(value) if not isinstance(value, type) else 0
+        except Exception:
+            size = 0
+        found.append(
+            {"name": name, "type_name": type(value).__name__, "size": max(int(size), 0),
+             "preview": _short(value)}
+        )
+    return found
+
+
+def SHOW_VARS():
+    """The variables you defined, with type, size (items or chars) and a preview."""
+    rows = _user_variables()
+    if not rows:
+        return _Shown("(no variables defined yet)")
+    lines = [f"{r['name']}: {r['type_name']}, size {r['size']} = {r['preview']}" for r in rows]
+    return _Shown("\n".join(lines))
