@@ -140,7 +140,13 @@ pub fn status_of(err: &anyhow::Error) -> ExitStatus {
                 StoreError::InvalidKey { .. } | StoreError::InvalidUtf8 { .. } => {
                     return ExitStatus::BadInput
                 }
-                _ => {}
+                StoreError::Io { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::Json { .. }
+                | StoreError::LockTimeout { .. }
+                | StoreError::WaitTimeout { .. }
+                | StoreError::Watch { .. }
+                | StoreError::Summarize { .. } => {}
             }
         }
     }

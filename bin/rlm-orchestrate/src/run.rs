@@ -101,7 +101,11 @@ fn launch_error(error: LaunchError) -> anyhow::Error {
             ProviderKind::OpenAi => "for a local OpenAI-compatible server pass --base-url http://127.0.0.1:PORT/v1 (no key needed); `rlm-orchestrate config show` lists the key variable of each model",
             ProviderKind::Anthropic | ProviderKind::Cli => "`rlm-orchestrate config show` lists the key variable of each model (root and sub)",
         }.to_owned()),
-        _ => None,
+        LaunchError::Model { .. }
+        | LaunchError::Setting(_)
+        | LaunchError::Schema { .. }
+        | LaunchError::AgentCommand(_)
+        | LaunchError::DataDir { .. } => None,
     };
     let status = error.is_bad_input().then_some(ExitStatus::BadInput);
     annotate(anyhow::Error::new(error), status, hint)
@@ -169,7 +173,11 @@ pub(crate) fn run_error(error: RunError) -> anyhow::Error {
         RunError::Cancelled { .. } => {
             annotate(anyhow::Error::new(error), Some(ExitStatus::Cancelled), None)
         }
-        other => anyhow::Error::new(other),
+        RunError::Store(_)
+        | RunError::Trace(_)
+        | RunError::Env(_)
+        | RunError::Panicked { .. }
+        | RunError::Loop { .. } => anyhow::Error::new(error),
     }
 }
 

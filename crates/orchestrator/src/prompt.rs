@@ -12,11 +12,11 @@ use crate::env::{ExecOutcome, ReplVariable};
 use crate::format::{clip, human_bytes};
 use crate::parse::Misfence;
 
-/// SPEC-25.04: a variable above this many bytes gets a "large" note.
+/// A context above this many bytes gets a "large" note (docs/loop.md, size notes).
 pub const WARN_BYTES: u64 = 100 * 1024;
-/// SPEC-25.04: above this, the note says the context must be chunked.
+/// Above this, the note says the context must be chunked.
 pub const CHUNK_BYTES: u64 = 1024 * 1024;
-/// SPEC-25.04: above this total, the note says to delegate.
+/// Above this total, the note says to delegate.
 pub const MAX_TOTAL_BYTES: u64 = 10 * 1024 * 1024;
 
 /// Where the run stands, shown to the model each turn.
@@ -74,7 +74,7 @@ Helpers available in the REPL:
     )
 }
 
-/// Size notes of SPEC-25.04 for a context of this size.
+/// The size notes for a context of this size.
 pub fn size_warnings(info: &ContextInfo) -> Vec<String> {
     let mut notes = Vec::new();
     let bytes = info.total_bytes;

@@ -1,4 +1,4 @@
-//! The RLM loop of SPEC §4.1: ask the model, run its code, feed real output back,
+//! The RLM loop (docs/loop.md): ask the model, run its code, feed real output back,
 //! until it gives a final answer or the iterations or budget run out.
 
 use std::sync::Arc;

@@ -75,7 +75,18 @@ impl Tree {
                 run.code_started_ms = Some(event.ts_ms);
             }
             EventData::Exec(_) => run.code_started_ms = None,
-            _ => {}
+            EventData::RunStarted(_)
+            | EventData::Text(_)
+            | EventData::VariablesUpdated { .. }
+            | EventData::SubAgentSpawned(_)
+            | EventData::SubAgentFinished(_)
+            | EventData::LlmCall(_)
+            | EventData::CacheHit(_)
+            | EventData::Warning { .. }
+            | EventData::Error { .. }
+            | EventData::Final(_)
+            | EventData::StepCompleted { .. }
+            | EventData::RunFinished(_) => {}
         }
         run.fold.apply(event);
     }
@@ -181,15 +192,10 @@ impl Tree {
                 ))
             ));
             let running_code = run.code_started_ms.and_then(|since| {
-                step.items.iter().rev().find_map(|item| match item {
-                    StepItem::Code(record) => Some((first_line(&record.code), since)),
-                    _ => None,
-                })
+                let code = step.items.iter().rev().find_map(StepItem::as_code)?;
+                Some((first_line(&code.code), since))
             });
-            let last_exec = step.items.iter().rev().find_map(|item| match item {
-                StepItem::Output(record) => Some(record),
-                _ => None,
-            });
+            let last_exec = step.items.iter().rev().find_map(StepItem::as_output);
             if let Some((code, since)) = &running_code {
                 lines.push(format!(
                     "{detail}{} {} {}",

@@ -322,17 +322,21 @@ pub async fn run_child(
         .ok()
         .flatten()
         .and_then(|value| serde_json::from_value::<ChildResult>((*value).clone()).ok());
-    let result = match stored {
-        Some(result @ ChildResult::Answered(_)) => result,
-        Some(result) if supervised.termination.success() => result,
-        // Killed before it could say anything (timeout, cancel, crash), or it said
-        // something that is not a result.
-        _ => ChildResult::Failed(ChildFailure {
+    // A failure the child reported stands when it exited normally; killed before it
+    // could say anything (timeout, cancel, crash), or having written something that is
+    // not a result, it failed the way its process ended.
+    let observed = || {
+        ChildResult::Failed(ChildFailure {
             error: format!("the sub-run {}", supervised.termination),
             run_id: None,
             timed_out: supervised.termination == Termination::TimedOut,
             stderr_tail: supervised.stderr_tail.clone(),
-        }),
+        })
+    };
+    let result = match stored {
+        Some(result @ ChildResult::Answered(_)) => result,
+        Some(result @ ChildResult::Failed(_)) if supervised.termination.success() => result,
+        Some(ChildResult::Failed(_)) | None => observed(),
     };
     ChildOutcome {
         pid: supervised.pid,

@@ -205,36 +205,36 @@ pub struct EnvConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
     /// A host call of the model's code failed in a way that ends the run.
-    #[error("a host call of the {language} REPL failed: {message}")]
+    #[error("a host call of the {env} REPL failed: {message}")]
     HostFatal {
-        /// `python`, `js`, …
-        language: &'static str,
+        /// Which environment.
+        env: EnvKind,
         /// What failed.
         message: String,
     },
     /// The environment could not be started.
-    #[error("failed to start the {language} REPL ({command}): {message}")]
+    #[error("failed to start the {env} REPL ({command}): {message}")]
     Start {
-        /// `python`, `js`, …
-        language: &'static str,
+        /// Which environment.
+        env: EnvKind,
         /// What was run.
         command: String,
         /// What went wrong, with a stderr tail if any.
         message: String,
     },
     /// The environment broke and could not be restarted.
-    #[error("the {language} REPL failed and could not be restarted: {message}")]
+    #[error("the {env} REPL failed and could not be restarted: {message}")]
     Broken {
-        /// `python`, `js`, …
-        language: &'static str,
+        /// Which environment.
+        env: EnvKind,
         /// What went wrong.
         message: String,
     },
     /// A request of a persistent session failed; the environment itself still works.
-    #[error("the {language} REPL could not {action}: {message}")]
+    #[error("the {env} REPL could not {action}: {message}")]
     Request {
-        /// `python`, `js`, …
-        language: &'static str,
+        /// Which environment.
+        env: EnvKind,
         /// What was asked, e.g. `load the new context`.
         action: &'static str,
         /// What went wrong.
@@ -275,7 +275,7 @@ pub trait Environment: Send {
     ) -> Result<(), EnvError> {
         let _ = (query, context);
         Err(EnvError::Request {
-            language: self.kind().as_str(),
+            env: self.kind(),
             action: "start another query",
             message: "this environment does not keep sessions".to_owned(),
         })

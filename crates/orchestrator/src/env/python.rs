@@ -232,7 +232,7 @@ impl PythonEnv {
             self.broken(format!("restarting it failed: {message}"))
         } else {
             EnvError::Start {
-                language: LANGUAGE,
+                env: EnvKind::Python,
                 command: self.options.python.display().to_string(),
                 message,
             }
@@ -241,7 +241,7 @@ impl PythonEnv {
 
     fn broken(&self, message: impl Into<String>) -> EnvError {
         EnvError::Broken {
-            language: LANGUAGE,
+            env: EnvKind::Python,
             message: message.into(),
         }
     }
@@ -448,7 +448,7 @@ impl Environment for PythonEnv {
         self.running = None;
         if let Some(message) = self.kernel.as_ref().and_then(Kernel::take_fatal) {
             return Err(EnvError::HostFatal {
-                language: LANGUAGE,
+                env: EnvKind::Python,
                 message,
             });
         }
@@ -537,7 +537,7 @@ impl Environment for PythonEnv {
                             self.more_contexts.pop();
                         }
                         Err(EnvError::Request {
-                            language: LANGUAGE,
+                            env: EnvKind::Python,
                             action: if added {
                                 "load the new context"
                             } else {

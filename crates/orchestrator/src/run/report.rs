@@ -57,6 +57,14 @@ pub enum RunError {
     /// The environment could not start or broke.
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// A task of the run panicked (a bug); nothing stored was left half-written.
+    #[error("the {task} task of the run panicked: {message}; please report it")]
+    Panicked {
+        /// Which task (`store`, …).
+        task: &'static str,
+        /// The panic's message.
+        message: String,
+    },
     /// Ctrl-C or SIGTERM ended the run; its sub-agents were ended too.
     #[error("the run was cancelled; its trace is in {}", run_dir.display())]
     Cancelled {

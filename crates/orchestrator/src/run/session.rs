@@ -4,9 +4,9 @@
 //! accounting, budgets and cancellation — but the environment persists between them:
 //! variables the model defined stay, `history` grows by one `{query, answer}` per
 //! answered query, and a query may bring a new context that is loaded into its own
-//! slot (`contexts[i]`, `context_<i>`; `context` is the latest). This is seed 001's
-//! "Persistence & Multi-Turn History", and `rlm-orchestrate repl` is built on it; a
-//! single `rlm-orchestrate run` is a one-query session ([`super::run`]).
+//! slot (`contexts[i]`, `context_<i>`; `context` is the latest). `rlm-orchestrate
+//! repl` is built on it; a single `rlm-orchestrate run` is a one-query session
+//! ([`super::run`]).
 //!
 //! The environment starts with the first query, once that run's trace exists, so a
 //! REPL that cannot start is recorded in the trace like any other failure. Bad input
@@ -413,7 +413,7 @@ impl Session {
 
     fn not_started(&self) -> EnvError {
         EnvError::Broken {
-            language: self.config.env.kind().as_str(),
+            env: self.config.env.kind(),
             message: format!(
                 "it failed to start earlier in this session ({})",
                 self.start_failure.as_deref().unwrap_or("unknown error")
@@ -581,10 +581,10 @@ fn finish(
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RunError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        RunError::Env(EnvError::Broken {
-            language: "store",
-            message: format!("a store task panicked: {e}"),
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RunError::Panicked {
+            task: "store",
+            message: e.to_string(),
         })
-    })
 }

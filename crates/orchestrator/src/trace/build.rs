@@ -259,10 +259,8 @@ pub(crate) fn read_trace(run: &RunSummary, data_dir: &Path) -> RunTrace {
         let codes: Vec<String> = step
             .items
             .iter()
-            .filter_map(|item| match item {
-                StepItem::Code(record) => Some(record.code.trim().to_owned()),
-                _ => None,
-            })
+            .filter_map(StepItem::as_code)
+            .map(|record| record.code.trim().to_owned())
             .collect();
         for item in &mut step.items {
             if let StepItem::Text { text, prose } = item {

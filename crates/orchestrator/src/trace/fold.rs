@@ -193,10 +193,7 @@ impl RunFold {
             .iter()
             .flat_map(|s| s.items.iter())
             .chain(self.outside_steps.iter())
-            .filter_map(|item| match item {
-                StepItem::SubAgent(agent) => Some(agent),
-                _ => None,
-            })
+            .filter_map(StepItem::as_sub_agent)
     }
 
     /// Sub-agents, mutably.
@@ -205,10 +202,7 @@ impl RunFold {
             .iter_mut()
             .flat_map(|s| s.items.iter_mut())
             .chain(self.outside_steps.iter_mut())
-            .filter_map(|item| match item {
-                StepItem::SubAgent(agent) => Some(agent),
-                _ => None,
-            })
+            .filter_map(StepItem::as_sub_agent_mut)
     }
 
     fn items(&self) -> &[StepItem] {
@@ -224,10 +218,7 @@ impl RunFold {
             Some(s) => self.steps.get_mut(s)?.items.get_mut(index),
             None => self.outside_steps.get_mut(index),
         };
-        match item {
-            Some(StepItem::SubAgent(agent)) => Some(agent),
-            _ => None,
-        }
+        item.and_then(StepItem::as_sub_agent_mut)
     }
 
     /// The index of the step of `iteration`, created if the trace lacks its start.

@@ -357,10 +357,7 @@ impl RunTrace {
             .iter_mut()
             .flat_map(|s| s.items.iter_mut())
             .chain(self.outside_steps.iter_mut())
-            .filter_map(|item| match item {
-                StepItem::SubAgent(agent) => Some(agent),
-                _ => None,
-            })
+            .filter_map(StepItem::as_sub_agent_mut)
     }
 }
 
@@ -396,10 +393,7 @@ fn agents_in<'a>(steps: &'a [Step], outside: &'a [StepItem]) -> impl Iterator<It
         .iter()
         .flat_map(|s| s.items.iter())
         .chain(outside.iter())
-        .filter_map(|item| match item {
-            StepItem::SubAgent(agent) => Some(agent),
-            _ => None,
-        })
+        .filter_map(StepItem::as_sub_agent)
 }
 
 /// Something that happened in a step: the payload of the event it comes from.
@@ -440,6 +434,44 @@ pub enum StepItem {
     },
     /// The final answer.
     Final(FinalRecord),
+}
+
+impl StepItem {
+    /// The sub-agent, if this is one.
+    pub fn as_sub_agent(&self) -> Option<&SubAgent> {
+        if let Self::SubAgent(agent) = self {
+            Some(agent)
+        } else {
+            None
+        }
+    }
+
+    /// The sub-agent, mutably, if this is one.
+    pub fn as_sub_agent_mut(&mut self) -> Option<&mut SubAgent> {
+        if let Self::SubAgent(agent) = self {
+            Some(agent)
+        } else {
+            None
+        }
+    }
+
+    /// The code block, if this is one.
+    pub fn as_code(&self) -> Option<&CodeRecord> {
+        if let Self::Code(record) = self {
+            Some(record)
+        } else {
+            None
+        }
+    }
+
+    /// What a block printed, if this is that.
+    pub fn as_output(&self) -> Option<&ExecRecord> {
+        if let Self::Output(record) = self {
+            Some(record)
+        } else {
+            None
+        }
+    }
 }
 
 /// A sub-agent started from a step: a nested `sub_rlm` run or an external agent.

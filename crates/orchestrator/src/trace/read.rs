@@ -188,9 +188,10 @@ pub(crate) fn orchestrator_alive(pid: u32) -> bool {
 
 /// The `run_started` of an event, if it is one.
 pub(crate) fn started_fields(event: &Event) -> Option<&RunStarted> {
-    match &event.data {
-        EventData::RunStarted(started) => Some(started),
-        _ => None,
+    if let EventData::RunStarted(started) = &event.data {
+        Some(started)
+    } else {
+        None
     }
 }
 
