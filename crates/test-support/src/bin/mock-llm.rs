@@ -153,12 +153,14 @@ async fn serve(args: Args) -> Result<(), String> {
     let mock = MockLlm::start_on(addr, script)
         .await
         .map_err(|error| format!("cannot listen on {addr}: {error}; pick another --port"))?;
+    // The banner first: a script that echoes our stdout line once it has read it
+    // then shows the two in this order, never the banner after its own next output.
+    let _ = write_line(&mut io::stderr(), &description);
     write_line(
         &mut io::stdout(),
         &format!("listening on {}", mock.base_url()),
     )
     .map_err(|error| format!("cannot write to stdout: {error}"))?;
-    let _ = write_line(&mut io::stderr(), &description);
 
     if args.watch_stdin && !stdin_is_dev_null() {
         let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
