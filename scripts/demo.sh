@@ -11,9 +11,22 @@ say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 
 echo "building the release binaries (a few minutes the first time)…"
 cargo build --release --quiet -p rlm-orchestrate -p rlm-test-support --bin rlm-orchestrate --bin mock-llm
-bin=$PWD/target/release/rlm-orchestrate
-# Kept after the demo so its trace and HTML view can be opened (target/ is not in git).
-work=$PWD/target/demo
+# Where cargo put them: target/ unless CARGO_TARGET_DIR or a cargo config says otherwise.
+target_dir=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+bin=$target_dir/release/rlm-orchestrate
+mock=$target_dir/release/mock-llm
+# Kept after the demo so its trace and HTML view can be opened: target/demo, or demo/
+# in the target directory cargo uses. Never somewhere git would pick it up.
+work=$target_dir/demo
+case "$work/" in
+  "$(pwd -P)"/*)
+    if ! git check-ignore -q "$work" 2>/dev/null; then
+      echo "error: the demo's files would go to $work, inside the repository and not ignored by git" >&2
+      echo "hint: unset CARGO_TARGET_DIR, or point it outside the repository" >&2
+      exit 1
+    fi ;;
+esac
 rm -rf "$work" && mkdir -p "$work"
 mock_pid=""
 cleanup() {
@@ -45,7 +58,7 @@ PY
 ls -lh "$work/app.log" | awk '{print $5, $9}'
 
 say "2. The example model (scripted stand-in for an OpenAI-compatible server)"
-coproc MOCK { exec target/release/mock-llm --script scripts/example-model/incident.json; }
+coproc MOCK { exec "$mock" --script scripts/example-model/incident.json; }
 mock_pid=$MOCK_PID
 read -r line <&"${MOCK[0]}"
 url=${line##* }

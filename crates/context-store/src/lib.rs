@@ -3,8 +3,9 @@
 //!
 //! A variable is a key, a JSON value and a [`VariableRef`] (id, scope, type, size,
 //! time, sha256). Values live in `<data-dir>/variables/<file>.json`, one plain JSON
-//! file each (see [`format`]), so a sub-agent in any language reads them with a JSON
-//! parser; the store keeps a bounded, least-recently-used share of them in memory.
+//! file each (see [`format`](mod@format)), so a sub-agent in any language reads them
+//! with a JSON parser; the store keeps a bounded, least-recently-used share of them in
+//! memory.
 //! Several processes may use one data directory at once: writes are atomic renames,
 //! writers of a key serialise on a lock file, and changes made elsewhere are picked up
 //! by [`Store::refresh`] and [`Store::wait_for`].

@@ -380,6 +380,8 @@ impl GroupChild {
 mod tests {
     use std::process::Stdio;
 
+    use rlm_test_support::procs;
+
     use super::*;
 
     fn sh(script: &str) -> Command {
@@ -405,24 +407,15 @@ mod tests {
         pids
     }
 
-    /// Alive and not a zombie (zombies wait for their reaper; they run nothing).
-    fn running(pid: u32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => !stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-            Err(_) => false,
-        }
-    }
+    /// Upper bound of a wait for a process to end (only reached when a test fails).
+    const GONE_LIMIT: Duration = Duration::from_secs(10);
 
+    /// Fails unless `pid` ends (or is a zombie) within [`GONE_LIMIT`].
     async fn wait_gone(pid: u32) {
-        for _ in 0..1000 {
-            if !running(pid) {
-                return;
-            }
-            sleep(Duration::from_millis(10)).await;
-        }
-        panic!("process {pid} is still running");
+        assert!(
+            procs::wait_gone_async(pid, GONE_LIMIT).await,
+            "process {pid} is still running"
+        );
     }
 
     #[tokio::test]
@@ -485,11 +478,10 @@ mod tests {
         })
         .join()
         .unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(wait_gone(pid));
+        assert!(
+            procs::wait_gone(pid, GONE_LIMIT),
+            "process {pid} is still running"
+        );
     }
 
     #[test]

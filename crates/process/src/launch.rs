@@ -664,6 +664,8 @@ fn errno() -> c_int {
 
 #[cfg(test)]
 mod tests {
+    use rlm_test_support::procs;
+
     use super::*;
 
     #[test]
@@ -703,16 +705,6 @@ mod tests {
         assert_eq!(spec.argv[0].to_str().unwrap(), "sh");
     }
 
-    /// Alive and not a zombie.
-    fn running(pid: u32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => !stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-            Err(_) => false,
-        }
-    }
-
     #[test]
     fn a_launched_child_dies_with_its_spawning_thread() {
         let pid = std::thread::spawn(|| {
@@ -733,14 +725,10 @@ mod tests {
         })
         .join()
         .unwrap();
-        let start = std::time::Instant::now();
-        while running(pid) {
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(20),
-                "{pid} survived"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        assert!(
+            procs::wait_gone(pid, std::time::Duration::from_secs(20)),
+            "{pid} survived"
+        );
         assert!(reap(pid, true).unwrap().is_some());
     }
 

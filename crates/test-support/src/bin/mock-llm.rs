@@ -147,26 +147,20 @@ async fn serve(args: Args) -> Result<(), String> {
         script.model = model;
     }
     script.record_limit = args.record_limit.unwrap_or(DEFAULT_RECORD_LIMIT);
-    let (replies, rules) = (script.replies.len(), script.rules.len());
-    let fallback = match &script.when_empty {
-        WhenEmpty::Repeat(_) => "then repeats its default reply",
-        WhenEmpty::Error => "then answers HTTP 500 \"script exhausted\"",
-    };
+    let description = script.describe();
 
     let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
     let mock = MockLlm::start_on(addr, script)
         .await
         .map_err(|error| format!("cannot listen on {addr}: {error}; pick another --port"))?;
-    let mut stdout = io::stdout().lock();
-    writeln!(stdout, "listening on {}", mock.base_url())
-        .and_then(|()| stdout.flush())
-        .map_err(|error| format!("cannot write to stdout: {error}"))?;
-    drop(stdout);
-    let _ = writeln!(
-        io::stderr(),
-        "mock-llm: a scripted stand-in for a model server, not a model: {replies} scripted replies, \
-         {rules} rules; it {fallback}"
-    );
+    // The banner first: a script that echoes our stdout line once it has read it
+    // then shows the two in this order, never the banner after its own next output.
+    let _ = write_line(&mut io::stderr(), &description);
+    write_line(
+        &mut io::stdout(),
+        &format!("listening on {}", mock.base_url()),
+    )
+    .map_err(|error| format!("cannot write to stdout: {error}"))?;
 
     if args.watch_stdin && !stdin_is_dev_null() {
         let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
@@ -185,6 +179,15 @@ async fn serve(args: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// Writes `line` and a newline with one `write_all` (one `write(2)` unless the pipe is
+/// full), then flushes. Formatting straight into the unbuffered stderr writes each
+/// piece separately, so a line could be split by whatever else was printing to the
+/// same terminal at that moment (the demo echoes our stdout line then).
+fn write_line(out: &mut impl Write, line: &str) -> io::Result<()> {
+    out.write_all(format!("{line}\n").as_bytes())?;
+    out.flush()
+}
+
 /// Background jobs of a non-interactive shell get `/dev/null` as stdin; watching it
 /// would end the server at once.
 fn stdin_is_dev_null() -> bool {
@@ -198,6 +201,29 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Args, String> {
         parse_args(args.iter().map(|arg| arg.to_string()))
+    }
+
+    /// Records every `write` call it gets.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_is_written_in_one_piece() {
+        let mut out = Writes::default();
+        let line = MockScript::replies(["a"]).describe();
+        write_line(&mut out, &line).unwrap();
+        assert_eq!(out.0, [format!("{line}\n").into_bytes()]);
     }
 
     #[test]

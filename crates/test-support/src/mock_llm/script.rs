@@ -304,6 +304,23 @@ impl MockScript {
         self
     }
 
+    /// What this script answers, as one sentence for a server's start-up banner, e.g.
+    /// `mock-llm (a scripted stand-in for a model server, not a model) has 5 scripted
+    /// replies and 0 rules; when no rule matches and the replies are used up, it
+    /// answers HTTP 500 "script exhausted".`
+    pub fn describe(&self) -> String {
+        let replies = count(self.replies.len(), "scripted reply", "scripted replies");
+        let rules = count(self.rules.len(), "rule", "rules");
+        let fallback = match &self.when_empty {
+            WhenEmpty::Error => "answers HTTP 500 \"script exhausted\"",
+            WhenEmpty::Repeat(_) => "repeats its default reply",
+        };
+        format!(
+            "mock-llm (a scripted stand-in for a model server, not a model) has {replies} \
+             and {rules}; when no rule matches and the replies are used up, it {fallback}."
+        )
+    }
+
     /// Reads a script file (format in [`MockScript::from_json`]).
     pub fn from_file(path: &Path) -> Result<Self, ScriptError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
@@ -469,6 +486,11 @@ struct FullReplySpec {
     chunk_delay_ms: u64,
 }
 
+/// `n` followed by the singular or plural noun: "1 rule", "0 rules".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 impl ReplySpec {
     fn into_reply(self) -> Result<MockReply, String> {
         let spec = match self {
@@ -568,6 +590,30 @@ mod tests {
             script.when_empty,
             WhenEmpty::Repeat(MockReply::text("fallback"))
         );
+    }
+
+    #[test]
+    fn the_description_is_one_sentence_on_one_line() {
+        let exhausting = MockScript::replies(["a", "b"]);
+        assert_eq!(
+            exhausting.describe(),
+            "mock-llm (a scripted stand-in for a model server, not a model) has 2 scripted \
+             replies and 0 rules; when no rule matches and the replies are used up, it answers \
+             HTTP 500 \"script exhausted\"."
+        );
+        let repeating = MockScript::replies(["a"])
+            .rule(MockRule::contains("x", "y"))
+            .or_else("again");
+        let text = repeating.describe();
+        assert!(
+            text.contains(" has 1 scripted reply and 1 rule; "),
+            "{text}"
+        );
+        assert!(text.ends_with(", it repeats its default reply."), "{text}");
+        for text in [exhausting.describe(), text] {
+            assert!(!text.contains('\n'), "{text}");
+            assert!(text.starts_with("mock-llm "), "{text}");
+        }
     }
 
     #[test]

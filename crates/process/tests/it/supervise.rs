@@ -1,68 +1,17 @@
-//! Integration tests of `run_supervised`: real `sh` children, their background jobs
-//! and `setsid` escapees.
-//!
-//! Nothing here waits a fixed time for synchronisation: the scripts write pid or
-//! readiness files and the tests poll for them (bounded), and "no survivors" is checked
-//! in `/proc` with a bounded poll that ignores zombies.
+//! `run_supervised`: what a child's run reports (exit, output, stderr tail), what it
+//! is given (environment, stdin, program lookup), and that every way a run ends —
+//! exit, timeout, cancellation, drop — leaves none of its processes behind, including
+//! background jobs and `setsid` escapees.
 
-use std::path::Path;
 use std::time::Duration;
 
 use rlm_process::{
     run_supervised, CancellationToken, SpawnOptions, SuperviseOptions, Termination,
     SUPERVISION_COOKIE_ENV,
 };
+use rlm_test_support::procs::running;
 
-/// Upper bound of every poll (only reached when a test fails).
-const POLL_LIMIT: Duration = Duration::from_secs(20);
-const POLL_STEP: Duration = Duration::from_millis(10);
-
-fn sh(script: &str) -> SpawnOptions {
-    SpawnOptions::new("sh")
-        .arg("-c")
-        .arg(script)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-}
-
-/// Alive and not a zombie.
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-async fn assert_gone(pids: &[u32]) {
-    let start = std::time::Instant::now();
-    while pids.iter().any(|&pid| running(pid)) {
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "still running: {:?}",
-            pids.iter().filter(|&&p| running(p)).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(POLL_STEP).await;
-    }
-}
-
-/// Waits until `path` holds at least `count` lines and returns them as pids.
-async fn read_pids(path: &Path, count: usize) -> Vec<u32> {
-    let start = std::time::Instant::now();
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
-        if pids.len() >= count && text.ends_with('\n') {
-            return pids;
-        }
-        assert!(
-            start.elapsed() < POLL_LIMIT,
-            "{} never got {count} pids",
-            path.display()
-        );
-        tokio::time::sleep(POLL_STEP).await;
-    }
-}
+use crate::support::{assert_gone, assert_group_empty, read_pids, sh};
 
 #[tokio::test]
 async fn exit_code_stdout_and_stderr_tail_are_reported() {
@@ -159,6 +108,8 @@ async fn a_timeout_ends_the_whole_group() {
     assert!(!result.forced_kill, "sh and sleep die of SIGTERM");
     let pids = read_pids(&pids, 2).await;
     assert_gone(&pids).await;
+    // The shell (the last pid written) led the group: nothing is left in it.
+    assert_group_empty(pids[1]).await;
 }
 
 #[tokio::test]

@@ -1,30 +1,28 @@
 //! `kill_all_groups` and `terminate_all_groups` signal every child group of the
-//! process, so they are tested in their own test binary, one step after the other:
-//! under `cargo test` they would otherwise hit the children of tests running beside
-//! them.
+//! process, so their test runs alone in a copy of this test binary
+//! ([`support::run_alone`]), one step after the other: under `cargo test` they would
+//! otherwise hit the children of tests running beside them.
 
 use std::path::Path;
 use std::time::Duration;
 
 use rlm_process::{
     kill_all_groups, live_groups, run_supervised, terminate_all_groups, Signal, SpawnError,
-    SpawnOptions, SuperviseOptions, Supervised, Termination,
+    SuperviseOptions, Supervised, Termination,
 };
 use tokio::task::JoinHandle;
 
-const POLL_LIMIT: Duration = Duration::from_secs(20);
-const POLL_STEP: Duration = Duration::from_millis(10);
+use crate::support::{self, sh, POLL_LIMIT, POLL_STEP};
+
+/// This module's test that must be alone in its process, as named by libtest.
+const ALONE_TEST: &str = "kill_all::every_group_is_reached_at_once";
 
 type Run = JoinHandle<Result<Supervised, SpawnError>>;
 
 /// Starts `script` supervised; it must write its pid to `$PID_FILE` once ready.
 async fn start(dir: &Path, name: &str, script: &str) -> (u32, Run) {
     let pid_file = dir.join(name);
-    let spawn = SpawnOptions::new("sh")
-        .arg("-c")
-        .arg(script)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("PID_FILE", &pid_file);
+    let spawn = sh(script).env("PID_FILE", &pid_file);
     let run = tokio::spawn(run_supervised(spawn, SuperviseOptions::default()));
     let start = std::time::Instant::now();
     loop {
@@ -40,8 +38,17 @@ async fn start(dir: &Path, name: &str, script: &str) -> (u32, Run) {
 
 const READY: &str = r#"echo $$ > "$PID_FILE.tmp" && mv "$PID_FILE.tmp" "$PID_FILE""#;
 
+#[test]
+fn kill_all_and_terminate_all_reach_every_group() {
+    support::run_alone(ALONE_TEST);
+}
+
+/// Runs only in the process [`kill_all_and_terminate_all_reach_every_group`] starts.
 #[tokio::test]
 async fn every_group_is_reached_at_once() {
+    if !support::alone(ALONE_TEST) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
 
     // kill_all_groups: one signal to every supervised child.
