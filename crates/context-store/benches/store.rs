@@ -1,4 +1,4 @@
-//! Benchmarks of the context store's operations (SPEC 6, "store operation costs"):
+//! Benchmarks of the context store's operations (the "store operation costs" of BENCHMARKS.md):
 //! `reference` (the model's `ref()`), `set`/`get` in memory and on disk with and
 //! without fsync, throughput of 1 MB and 100 MB values, and `list`/`open` of stores
 //! holding 10 000 variables of 1 KB and of 100 KB.

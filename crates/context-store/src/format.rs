@@ -4,7 +4,8 @@
 //! {"formatVersion":1,"ref":{"id":…,"key":…,"scope":…,"type":…,"sizeBytes":…,"createdAt":…,"sha256":…},"persist":true,
 //! "value":<the value as compact JSON>}
 //! ```
-//! It is one JSON object, compatible with seed 002 (`ref`, `value`, `persist`), so any
+//! It is one JSON object, compatible with the original TypeScript context store (`ref`, `value`, `persist`;
+//! docs/store.md), so any
 //! JSON parser reads it. The first line is the *header*: everything but the value,
 //! ending in a comma. Opening a store reads only headers (a bounded read per file), and
 //! the value starts at a known offset so a huge text can be streamed out without

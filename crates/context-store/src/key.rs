@@ -30,7 +30,7 @@ pub fn validate_key(key: &str) -> Result<()> {
     } else if key.len() > MAX_KEY_BYTES {
         Some("a key must be at most 512 bytes")
     } else {
-        // Any other UTF-8 is fine, NUL and control characters included (SPEC 3.1): a
+        // Any other UTF-8 is fine, NUL and control characters included (docs/store.md, "File names"): a
         // key only reaches the file system through its sanitised `file_stem`, and JSON
         // escapes it in the header.
         None

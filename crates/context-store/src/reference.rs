@@ -35,7 +35,8 @@ impl VariableType {
         Self::Stream,
     ];
 
-    /// Infers the type of a value as seed 002 does.
+    /// Infers the type of a value the way the original TypeScript context store does
+    /// (docs/store.md).
     pub fn infer(value: &Value) -> Self {
         match value {
             Value::String(_) => Self::Text,
@@ -206,7 +207,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn types_are_inferred_as_seed_002() {
+    fn types_are_inferred_as_the_typescript_store_does() {
         assert_eq!(VariableType::infer(&json!("x")), VariableType::Text);
         assert_eq!(VariableType::infer(&json!([1])), VariableType::Json);
         assert_eq!(VariableType::infer(&json!({"a": 1})), VariableType::Json);

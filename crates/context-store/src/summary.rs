@@ -1,6 +1,6 @@
 //! Summaries of variables for prompts and inventories.
 //!
-//! The default is seed 002's truncation (`max_tokens × 4` characters); an LLM-backed
+//! The default is the TypeScript store's truncation (`max_tokens × 4` characters); an LLM-backed
 //! summariser plugs in through [`Summarizer`]. The store caches summaries by the
 //! value's sha256, so an unchanged variable is summarised once.
 

@@ -1,6 +1,6 @@
-//! What is on disk and what else may be there (SPEC 3.2): corrupt and stray files are
+//! What is on disk and what else may be there (docs/store.md): corrupt and stray files are
 //! reported and skipped without hiding good variables; files a foreign writer made in
-//! seed 002's layout (no `sha256`, keys in another order) are read, hashed on first
+//! the TypeScript store's layout (no `sha256`, keys in another order) are read, hashed on first
 //! `get`, and can be compare-and-set; directories are 0700 and files 0600.
 
 use std::fs;
@@ -113,7 +113,7 @@ fn a_value_torn_outside_the_store_fails_its_get_with_the_path() {
     assert_eq!(*store.get("intact").unwrap(), json!("fine"));
 }
 
-/// A file as seed 002's TypeScript store (or a sub-agent in another language) writes
+/// A file as the TypeScript store (or a sub-agent in another language) writes
 /// it: pretty-printed, `value` first, `ref` keys in another order, no `sha256`, no
 /// `formatVersion`.
 fn write_foreign(path: &Path, key: &str, value: &Value) {
@@ -144,7 +144,7 @@ fn foreign_files_are_read_hashed_on_first_get_and_compare_and_set() {
     fs::create_dir_all(&vars).unwrap();
     let value = json!({"items": [1, 2, 3], "note": "written by python"});
     let sha = sha256_hex(&encode_value(&value));
-    // One under the store's own file name for its key, one under a name seed 002's
+    // One under the store's own file name for its key, one under a name the TypeScript store's
     // sanitiser chose (not the store's canonical name for that key).
     write_foreign(&vars.join("from-python.json"), "from-python", &value);
     write_foreign(&vars.join("seed_style_key.json"), "seed style/key", &value);

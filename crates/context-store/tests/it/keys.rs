@@ -1,4 +1,4 @@
-//! Keys are arbitrary UTF-8 of 1–512 bytes (SPEC 3.1): property tests that any such key
+//! Keys are arbitrary UTF-8 of 1–512 bytes (docs/store.md): property tests that any such key
 //! round-trips, that its file (and lock file) stays inside the store with a portable
 //! name, and that two different keys never share a file.
 

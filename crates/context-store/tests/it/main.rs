@@ -1,5 +1,5 @@
 //! Integration tests of the context store: one test binary (it builds once) with a
-//! module per concern of SPEC section 3.
+//! module per concern of the store (docs/store.md).
 //!
 //! Tests that need several processes (racing `compare_and_set`, `kill -9` of a writer,
 //! another process's writes becoming visible) do not rely on helper binaries: they run

@@ -1,4 +1,4 @@
-//! The memory ceiling (SPEC 3.2): past it, least-recently-used values leave memory,
+//! The memory ceiling (docs/store.md): past it, least-recently-used values leave memory,
 //! in-memory-only values are spilled and read back intact, a value larger than the
 //! ceiling is never cached, and a store's spill directory goes away with it.
 

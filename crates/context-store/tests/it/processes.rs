@@ -1,4 +1,4 @@
-//! Several processes on one data directory (SPEC 3.2): racing `compare_and_set`s lose
+//! Several processes on one data directory (docs/store.md): racing `compare_and_set`s lose
 //! no update, `kill -9` of a writer in the middle of a 50 MB write leaves the old or the
 //! new value and never a torn file, and another process's writes become visible through
 //! `refresh` and `wait_for`.

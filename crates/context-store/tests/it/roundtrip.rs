@@ -1,6 +1,6 @@
 //! Every variable type survives `set` → `get`, a reopen of the store, and a plain JSON
 //! parser; references carry the right metadata; the basic operations (`list` filters,
-//! `has`, `delete`, `clear`, `resolve`, `summarize`) behave as SPEC 3.1 says.
+//! `has`, `delete`, `clear`, `resolve`, `summarize`) behave as docs/store.md says.
 
 use rlm_context_store::format::{encode_value, sha256_hex};
 use rlm_context_store::{
@@ -130,7 +130,7 @@ fn every_type_round_trips_through_disk_and_a_reopen() {
         written.push((r, value));
     }
 
-    // A sub-agent reading the files with a plain JSON parser sees seed 002's layout.
+    // A sub-agent reading the files with a plain JSON parser sees the TypeScript store's layout.
     for (r, value) in &written {
         let path = store.path_of(&r.key).unwrap();
         let file = read_plain_json(&path);

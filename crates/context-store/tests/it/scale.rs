@@ -1,4 +1,4 @@
-//! Opening a big store reads metadata only (SPEC 3.2): 10 000 variables of 100 KB each
+//! Opening a big store reads metadata only (docs/store.md): 10 000 variables of 100 KB each
 //! (1 GB of values) open with exactly one header read per file, no value loaded, and a
 //! bounded number of bytes read, counted by the kernel for this thread.
 

@@ -25,6 +25,7 @@ use rlm_orchestrator::agents::{
 };
 use rlm_orchestrator::ids::AgentId;
 use rlm_process::{CancellationToken, Termination};
+use rlm_test_support::procs::running;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -156,16 +157,6 @@ impl Fixture {
         let store = Store::open(self.dir.path().join("data")).unwrap();
         let value = store.get(key).unwrap();
         (Value::clone(&value), store.reference(key).unwrap().scope)
-    }
-}
-
-/// Alive and not a zombie.
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
     }
 }
 

@@ -19,6 +19,7 @@ use rlm_orchestrator::env::{
     ContextShape, ContextSource, EnvConfig, EnvError, Environment, FinalAnswer, HistoryEntry,
 };
 use rlm_orchestrator::host::{Host, HostCall, HostError, HostReply, PromptArgs};
+use rlm_test_support::procs::{running, wait_gone_async};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::sync::Barrier;
@@ -233,24 +234,12 @@ async fn json_of(env: &mut PythonEnv, code: &str) -> Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
-/// Running and not a zombie.
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
+/// Waits (bounded) until `pid` is gone; fails the test if it is not.
 async fn wait_gone(pid: u32) {
-    for _ in 0..1000 {
-        if !running(pid) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("process {pid} is still running");
+    assert!(
+        wait_gone_async(pid, Duration::from_secs(10)).await,
+        "process {pid} is still running"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
