@@ -166,6 +166,8 @@ pub enum ProviderArg {
 pub enum EnvArg {
     /// A persistent python3 process.
     Python,
+    /// Embedded JavaScript (QuickJS): no file system, network or processes.
+    Js,
 }
 
 /// How `--context-dir` becomes `context`.
@@ -376,7 +378,7 @@ pub struct RunOptions {
     )]
     pub env: EnvArg,
 
-    /// The python3 executable of the REPL.
+    /// The python3 executable of the REPL (--env python).
     #[arg(
         long,
         value_name = "PATH",
@@ -385,6 +387,26 @@ pub struct RunOptions {
         help_heading = "Loop"
     )]
     pub python: PathBuf,
+
+    /// Memory limit of the JavaScript engine (--env js), in MiB; default 4× the
+    /// context's size, at least 1024.
+    #[arg(
+        long,
+        value_name = "MIB",
+        env = "RLM_JS_MEMORY_MB",
+        value_parser = clap::value_parser!(u64).range(16..),
+        help_heading = "Loop"
+    )]
+    pub js_memory_mb: Option<u64>,
+
+    /// A file whose text replaces the built-in system prompt.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "RLM_SYSTEM_PROMPT",
+        help_heading = "Loop"
+    )]
+    pub system_prompt: Option<PathBuf>,
 
     /// Depth at which sub_rlm becomes a plain sub-model call.
     #[arg(

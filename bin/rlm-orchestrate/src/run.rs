@@ -104,6 +104,7 @@ fn launch_error(error: LaunchError) -> anyhow::Error {
         LaunchError::Model { .. }
         | LaunchError::Setting(_)
         | LaunchError::Schema { .. }
+        | LaunchError::SystemPrompt { .. }
         | LaunchError::AgentCommand(_)
         | LaunchError::DataDir { .. } => None,
     };

@@ -33,8 +33,10 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         sub_model,
         env: match args.env {
             EnvArg::Python => EnvKind::Python,
+            EnvArg::Js => EnvKind::Js,
         },
         python: args.python.clone(),
+        js_memory_mb: args.js_memory_mb,
         max_depth: args.max_depth,
         max_iterations: args.max_iterations,
         max_output_chars: args.max_output_chars,
@@ -42,6 +44,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         state_vars: args.state_vars,
         exec_timeout: Duration::from_secs(args.exec_timeout),
         output_schema: args.output_schema.clone(),
+        system_prompt: args.system_prompt.clone(),
         agent_cmd: args.agent_cmd.clone(),
         agent_env: args.agent_env.clone(),
         agent_timeout: Duration::from_secs(args.agent_timeout),

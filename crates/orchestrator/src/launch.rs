@@ -61,6 +61,14 @@ pub enum LaunchError {
         /// What is wrong with it.
         message: String,
     },
+    /// `--system-prompt` cannot be read.
+    #[error("failed to read --system-prompt {}: {message}", path.display())]
+    SystemPrompt {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// `--agent-cmd` cannot be parsed.
     #[error("invalid --agent-cmd: {0}")]
     AgentCommand(#[from] AgentError),
@@ -79,7 +87,10 @@ impl LaunchError {
     /// True when the user's input is at fault (exit code 2) rather than the machine.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            Self::Setting(_) | Self::Schema { .. } | Self::AgentCommand(_) => true,
+            Self::Setting(_)
+            | Self::Schema { .. }
+            | Self::SystemPrompt { .. }
+            | Self::AgentCommand(_) => true,
             Self::Model { source, .. } => matches!(
                 source,
                 ProviderError::MissingKey { .. } | ProviderError::Config(_)
@@ -106,6 +117,11 @@ pub fn prepare(
         .output_schema
         .as_deref()
         .map(load_schema)
+        .transpose()?;
+    let system_prompt = settings
+        .system_prompt
+        .as_deref()
+        .map(load_system_prompt)
         .transpose()?;
     let agent_command = settings
         .agent_cmd
@@ -140,6 +156,7 @@ pub fn prepare(
             settings.env,
             &EnvOptions {
                 python: settings.python.clone(),
+                js_memory_bytes: settings.js_memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
             },
         ),
         context: settings.context.clone(),
@@ -154,6 +171,8 @@ pub fn prepare(
             max_depth: settings.max_depth,
             sub_context_chars: settings.sub_context_chars,
             output_schema,
+            system_prompt,
+            agents: agent_command.is_some(),
         },
         max_parallel: settings.max_parallel,
         sub_context_chars: settings.sub_context_chars,
@@ -180,6 +199,20 @@ fn model(config: &ProviderConfig, role: ModelRole) -> Result<Model, LaunchError>
         provider,
         price: config.prices,
     })
+}
+
+fn load_system_prompt(path: &Path) -> Result<Arc<str>, LaunchError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LaunchError::SystemPrompt {
+        path: path.to_owned(),
+        message: source.to_string(),
+    })?;
+    if text.trim().is_empty() {
+        return Err(LaunchError::SystemPrompt {
+            path: path.to_owned(),
+            message: "it is empty".to_owned(),
+        });
+    }
+    Ok(Arc::from(text))
 }
 
 fn load_schema(path: &Path) -> Result<Arc<jsonschema::Validator>, LaunchError> {

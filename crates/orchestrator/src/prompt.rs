@@ -47,16 +47,48 @@ pub struct SessionState {
     pub context_slots: usize,
 }
 
-/// The system prompt for an environment whose code fence tag is `language`.
-pub fn system_prompt(language: &str, sub_context_chars: usize) -> String {
+/// What is configured for the run, so the system prompt advertises only that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PromptFeatures {
+    /// An external agent command is configured (`spawn_agent(s)` work).
+    pub agents: bool,
+    /// `--sub-context-chars`: the largest piece a sub-call may send.
+    pub sub_context_chars: usize,
+}
+
+/// What an environment tells the model about itself in the system prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvGuide {
+    /// The language, as the model reads it (`Python`, `JavaScript`).
+    pub language: &'static str,
+    /// One or two sentences on how code runs there (persistence, output, async…).
+    pub how_code_runs: String,
+    /// How to delegate reading to sub-calls, with the helpers' call syntax.
+    pub delegate: String,
+    /// How to store an intermediate result for sub-agents.
+    pub store_note: String,
+    /// The helpers' signatures, one group a line.
+    pub helpers: Vec<String>,
+}
+
+/// The built-in system prompt for an environment described by `guide`.
+pub fn system_prompt(guide: &EnvGuide) -> String {
+    let EnvGuide {
+        language,
+        how_code_runs,
+        delegate,
+        store_note,
+        helpers,
+    } = guide;
+    let helpers = helpers.join("\n  ");
     format!(
         r#"You are the root of a Recursive Language Model (RLM). You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: it is loaded in a persistent {language} REPL as the variable `context`. You explore it by writing code.
 
 How to work:
-- Write {language} code in fenced blocks tagged ```repl. Every block runs in the same persistent REPL and you then see what it printed. Long output is truncated and output that dumps a large part of the context is redacted, so print only what you need: sizes, slices, matches, summaries.
+- Write {language} code in fenced blocks tagged ```repl. {how_code_runs} Long output is truncated and output that dumps a large part of the context is redacted, so print only what you need: sizes, slices, matches, summaries.
 - Look before you conclude: check the type and length of `context`, peek at slices, search for keywords, then split the work into chunks.
-- Delegate reading: llm_query(prompt, context=piece) asks a sub-model about a piece of at most about {sub_context_chars} characters; llm_query_parallel([...]) asks about many pieces at once; sub_rlm(query, context=piece) runs a nested RLM over a large piece; spawn_agent(task, refs=[keys]) runs the external agent on stored variables.
-- Keep intermediate results in variables. store.set(key, value) stores one where sub-agents can read it by reference.
+- Delegate reading: {delegate}
+- Keep intermediate results in variables. {store_note}
 - When you know the answer, write it on its own line outside any code block:
   FINAL(the answer)        a literal answer
   FINAL_VAR(variable_name) the value of a REPL variable
@@ -64,13 +96,7 @@ How to work:
   Never write FINAL in the same message as code: you have not seen that code's output yet.
 
 Helpers available in the REPL:
-  context, context_chunks (the context in pieces of {CHUNK_CHARS} characters), query, history
-  peek(var, start=0, end=10)  search(var, pattern, regex=False, max_results=10)
-  summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)
-  llm_query(prompt, context=None)  llm_query_parallel(prompts)  sub_rlm(query, context=None)
-  spawn_agent(task, refs=None)  spawn_agents([(task, refs), ...])
-  store.set(key, value)  store.get(key)  store.ref(key)  store.list()  store.delete(key)
-  SHOW_VARS()  FINAL_VAR(name)  SUBMIT(obj)"#
+  {helpers}"#
     )
 }
 

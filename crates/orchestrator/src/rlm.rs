@@ -16,7 +16,7 @@ use crate::events::{
 use crate::host::{record_call, Model};
 use crate::output::shape_output;
 use crate::parse::{parse_response, ParsedResponse};
-use crate::prompt::{self, Budget, SessionState};
+use crate::prompt::{self, Budget, PromptFeatures, SessionState};
 use crate::provider::{ChatMessage, ChatRequest, ProviderError};
 
 /// Default `--max-iterations`.
@@ -44,6 +44,10 @@ pub struct LoopSettings {
     pub sub_context_chars: usize,
     /// `--output-schema`: SUBMIT payloads must validate.
     pub output_schema: Option<Arc<jsonschema::Validator>>,
+    /// `--system-prompt`: replaces the built-in system prompt.
+    pub system_prompt: Option<Arc<str>>,
+    /// An external agent command is configured (the prompt advertises `spawn_agent`).
+    pub agents: bool,
 }
 
 impl std::fmt::Debug for LoopSettings {
@@ -120,7 +124,13 @@ pub async fn run_loop(
         max_tokens: accounting.limits().max_tokens,
     };
     let mut messages = vec![
-        ChatMessage::system(prompt::system_prompt(language, settings.sub_context_chars)),
+        ChatMessage::system(match &settings.system_prompt {
+            Some(text) => text.to_string(),
+            None => prompt::system_prompt(&env.kind().guide(PromptFeatures {
+                agents: settings.agents,
+                sub_context_chars: settings.sub_context_chars,
+            })),
+        }),
         ChatMessage::user(prompt::first_message(query, context, &budget, session)),
     ];
     let context_chars = context.map_or(0, |c| c.total_chars);
@@ -556,6 +566,8 @@ mod tests {
             max_depth: 2,
             sub_context_chars: 10_000,
             output_schema: None,
+            system_prompt: None,
+            agents: false,
         }
     }
 

@@ -55,6 +55,9 @@ pub struct RunSettings {
     pub env: EnvKind,
     /// The python3 executable of the `python` environment.
     pub python: PathBuf,
+    /// `--js-memory-mb`: the `js` environment's memory limit (default: 4× the context,
+    /// at least 1 GiB).
+    pub js_memory_mb: Option<u64>,
     /// `--max-depth`: depth at which `sub_rlm` becomes a plain sub-model call.
     pub max_depth: u32,
     /// `--max-iterations`: model turns before an answer is forced.
@@ -70,6 +73,8 @@ pub struct RunSettings {
     pub exec_timeout: Duration,
     /// `--output-schema`: a JSON Schema file SUBMIT payloads must satisfy.
     pub output_schema: Option<PathBuf>,
+    /// `--system-prompt`: a file whose text replaces the built-in system prompt.
+    pub system_prompt: Option<PathBuf>,
     /// `--agent-cmd`: the external agent template of `spawn_agent`.
     pub agent_cmd: Option<String>,
     /// `--agent-env`: environment variables external agents may see.
@@ -102,6 +107,7 @@ impl RunSettings {
             model,
             env: EnvKind::default(),
             python: PathBuf::from(DEFAULT_PYTHON),
+            js_memory_mb: None,
             max_depth: DEFAULT_MAX_DEPTH,
             max_iterations: DEFAULT_MAX_ITERATIONS,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
@@ -109,6 +115,7 @@ impl RunSettings {
             state_vars: DEFAULT_STATE_VARS,
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
             output_schema: None,
+            system_prompt: None,
             agent_cmd: None,
             agent_env: Vec::new(),
             agent_timeout: DEFAULT_AGENT_TIMEOUT,

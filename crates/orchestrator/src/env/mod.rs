@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::host::Host;
+use crate::prompt::{EnvGuide, PromptFeatures};
 
+pub mod js;
 pub mod python;
 
 /// Which environment runs the model's code (`--env`).
@@ -25,13 +27,24 @@ pub enum EnvKind {
     /// A persistent `python3` kernel ([`python::PythonEnv`]).
     #[default]
     Python,
+    /// Embedded JavaScript (QuickJS) with no file system or network ([`js::JsEnv`]).
+    Js,
 }
 
 impl EnvKind {
+    /// What the system prompt says about this environment, for the features configured.
+    pub fn guide(self, features: PromptFeatures) -> EnvGuide {
+        match self {
+            Self::Python => python::guide(features),
+            Self::Js => js::guide(features),
+        }
+    }
+
     /// The name used on the command line and in traces.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Python => python::LANGUAGE,
+            Self::Js => js::LANGUAGE,
         }
     }
 }
@@ -62,6 +75,8 @@ pub trait EnvironmentFactory: Send + Sync {
 pub struct EnvOptions {
     /// The python3 executable of the `python` environment.
     pub python: PathBuf,
+    /// `--js-memory-mb` of the `js` environment, in bytes (`None`: its default).
+    pub js_memory_bytes: Option<u64>,
 }
 
 /// The factory of environments of `kind`.
@@ -70,6 +85,10 @@ pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFa
         EnvKind::Python => Arc::new(python::PythonFactory::new(python::PythonOptions::from(
             options.python.clone(),
         ))),
+        EnvKind::Js => Arc::new(js::JsFactory::new(js::JsOptions {
+            memory_limit_bytes: options.js_memory_bytes,
+            ..js::JsOptions::default()
+        })),
     }
 }
 

@@ -57,8 +57,14 @@ pub enum HostCall {
         /// Its value.
         value: Value,
     },
-    /// `store.ref(key)` (and `store.get`, which then reads the file itself): replies
-    /// with the reference and the file's absolute `path`.
+    /// `store.get(key)` where the environment cannot read files (`js`): replies with
+    /// the value.
+    StoreGet {
+        /// The variable's key.
+        key: String,
+    },
+    /// `store.ref(key)` (and Python's `store.get`, which then reads the file itself):
+    /// replies with the reference and the file's absolute `path`.
     StoreRef {
         /// The variable's key.
         key: String,
@@ -133,6 +139,7 @@ impl HostCall {
             Self::SpawnAgent(_) => "spawn_agent",
             Self::SpawnAgents { .. } => "spawn_agents",
             Self::StoreSet { .. } => "store_set",
+            Self::StoreGet { .. } => "store_get",
             Self::StoreRef { .. } => "store_ref",
             Self::StoreList {} => "store_list",
             Self::StoreDelete { .. } => "store_delete",

@@ -447,6 +447,10 @@ impl Host for RunHost {
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
             HostCall::StoreSet { key, value } => self.store_set(key, value).await,
+            HostCall::StoreGet { key } => {
+                let value = self.blocking(move |store| store.get(&key)).await?;
+                Ok(serde_json::Value::clone(&value))
+            }
             HostCall::StoreRef { key } => self.store_ref(key).await,
             HostCall::StoreList {} => {
                 let list = self

@@ -3,6 +3,8 @@
 //! the Python environment with a real kernel, and persistent sessions end to end.
 
 mod agents;
+mod js_env;
 mod providers;
 mod python_env;
 mod session;
+mod test_host;

@@ -10,7 +10,7 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rlm_context_store::{SetOptions, Store};
@@ -18,107 +18,12 @@ use rlm_orchestrator::env::python::{PythonEnv, PythonOptions};
 use rlm_orchestrator::env::{
     ContextShape, ContextSource, EnvConfig, EnvError, Environment, FinalAnswer, HistoryEntry,
 };
-use rlm_orchestrator::host::{Host, HostCall, HostError, HostReply, PromptArgs};
+use rlm_orchestrator::host::Host;
 use rlm_test_support::procs::{running, wait_gone_async};
 use serde_json::{json, Value};
 use tempfile::TempDir;
-use tokio::sync::Barrier;
 
-/// Prompts starting with this wait until [`BARRIER_PARTIES`] such calls are in flight.
-const SYNC_PREFIX: &str = "sync:";
-const BARRIER_PARTIES: usize = 4;
-
-struct TestHost {
-    calls: Mutex<Vec<(String, Value)>>,
-    barrier: Barrier,
-    store: Arc<Store>,
-}
-
-impl TestHost {
-    fn new(store: Arc<Store>) -> Arc<Self> {
-        Arc::new(Self {
-            calls: Mutex::new(Vec::new()),
-            barrier: Barrier::new(BARRIER_PARTIES),
-            store,
-        })
-    }
-
-    fn calls(&self, method: &str) -> Vec<Value> {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(m, _)| m == method)
-            .map(|(_, a)| a.clone())
-            .collect()
-    }
-}
-
-#[async_trait::async_trait]
-impl Host for TestHost {
-    async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
-        let wire = serde_json::to_value(&call).unwrap();
-        self.calls
-            .lock()
-            .unwrap()
-            .push((call.method().to_owned(), wire["args"].clone()));
-        let for_model = |e: rlm_context_store::StoreError| HostError::RespondToModel(e.to_string());
-        match call {
-            HostCall::LlmQuery(PromptArgs { prompt, context }) => {
-                if prompt == "fail" {
-                    return Err(HostError::RespondToModel(
-                        "the sub-model is unavailable".into(),
-                    ));
-                }
-                if prompt == "fatal" {
-                    return Err(HostError::Fatal("the store is gone".into()));
-                }
-                if prompt.starts_with(SYNC_PREFIX) {
-                    self.barrier.wait().await;
-                }
-                let context = context.map(|c| format!(" with {c}"));
-                Ok(json!(format!(
-                    "answer to {prompt}{}",
-                    context.unwrap_or_default()
-                )))
-            }
-            HostCall::LlmQueryParallel { prompts } => Ok(Value::Array(
-                prompts
-                    .iter()
-                    .map(|p| {
-                        if p.prompt == "fail" {
-                            json!({"error": "boom"})
-                        } else {
-                            json!(format!("answer to {}", p.prompt))
-                        }
-                    })
-                    .collect(),
-            )),
-            HostCall::Summarize { text, .. } => Ok(json!(format!(
-                "summary of {} chars",
-                text.as_str().map_or(0, |t| t.chars().count())
-            ))),
-            HostCall::StoreSet { key, value } => {
-                let reference = self
-                    .store
-                    .set(&key, value, SetOptions::default())
-                    .map_err(for_model)?;
-                Ok(serde_json::to_value(reference).unwrap())
-            }
-            HostCall::StoreRef { key } => {
-                let reference = self.store.reference(&key).map_err(for_model)?;
-                let path = self.store.persist_for_sub_agent(&key).map_err(for_model)?;
-                let mut value = serde_json::to_value(reference).unwrap();
-                value["path"] = json!(path);
-                Ok(value)
-            }
-            other => Err(HostError::RespondToModel(format!(
-                "the test host does not serve {}",
-                other.method()
-            ))),
-        }
-    }
-}
+use crate::test_host::{TestHost, BARRIER_PARTIES, SYNC_PREFIX};
 
 /// Default options, with the interpreter from `RLM_TEST_PYTHON` when set (to run this
 /// suite against several Python versions).

@@ -65,6 +65,8 @@ fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
             max_depth: 2,
             sub_context_chars: 100_000,
             output_schema: None,
+            system_prompt: None,
+            agents: false,
         },
         max_parallel: 2,
         sub_context_chars: 100_000,

@@ -1,0 +1,477 @@
+//! The `js` environment: JavaScript in an embedded QuickJS engine, confined by
+//! construction.
+//!
+//! The engine runs in the orchestrator's process, on a thread of its own
+//! ([`engine`]), with nothing but what rlm gives it: the context, the task, `history`
+//! and the helpers of every environment (`peek`, `search`, `find_relevant`,
+//! `llm_query`, `sub_rlm`, `spawn_agent(s)`, `store.*`, `SHOW_VARS`, `FINAL_VAR`,
+//! `SUBMIT`), written in JavaScript (`prelude/*.js`) over one host bridge. There is no
+//! file system, network, process or module access: no `require`, `fetch`, `process`,
+//! `std`/`os` modules, and `import()` rejects. Helpers that need the orchestrator return
+//! Promises; cells may use top-level `await`.
+//!
+//! Guards, each ending the step with an error the model sees while the run goes on:
+//! `--exec-timeout` (an interrupt handler stops running code; calls it awaits are
+//! cancelled), `--js-memory-mb` (default: 4× the context, at least 1 GiB), and a stack
+//! limit. A runtime that cannot recover from running out of memory is replaced and the
+//! model is told its variables are gone, as with a restarted Python kernel.
+//!
+//! Cells have notebook semantics ([`cell`]): top-level `let`/`const`/`class` become
+//! redeclarable globals, so `FINAL_VAR`, `SHOW_VARS` and the next step see them.
+
+mod cell;
+mod engine;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use engine::EngineInfo;
+
+use self::engine::{EngineHandle, ExecReply, Request};
+use crate::context::CHUNK_CHARS;
+use crate::env::{
+    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
+    HistoryEntry, ReplVariable,
+};
+use crate::host::Host;
+use crate::prompt::{EnvGuide, PromptFeatures};
+
+/// The environment's name (`--env js`) and the fence tag its code is shown with.
+pub(crate) const LANGUAGE: &str = "js";
+
+/// Fence tags whose code runs here besides `repl`.
+const FENCE_TAGS: &[&str] = &["js", "javascript"];
+
+/// What the system prompt says about the JavaScript REPL and its helpers.
+pub(crate) fn guide(features: PromptFeatures) -> EnvGuide {
+    let chars = features.sub_context_chars;
+    let mut delegate = format!(
+        "await llm_query(prompt, piece) asks a sub-model about a piece of at most about {chars} characters; await llm_query_parallel([...]) asks about many pieces at once; await sub_rlm(query, piece) runs a nested RLM over a large piece"
+    );
+    if features.agents {
+        delegate.push_str(
+            "; await spawn_agent(task, [keys]) runs the external agent on stored variables",
+        );
+    }
+    delegate.push('.');
+    let mut helpers = vec![
+        format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters: .length, [i], .slice(a, b), for…of), query, history"),
+        "peek(value, start=0, end=10)  search(value, pattern, regex=false, max_results=10)  find_relevant(value, query, top_k=5)".to_owned(),
+        "await summarize(value, max_tokens=500)  await llm_query(prompt, context=null)  await llm_query_parallel(prompts)  await sub_rlm(query, context=null)".to_owned(),
+    ];
+    if features.agents {
+        helpers.push(
+            "await spawn_agent(task, refs=null)  await spawn_agents([[task, refs], ...])"
+                .to_owned(),
+        );
+    }
+    helpers.push("await store.set(key, value)  await store.get(key)  await store.ref(key)  await store.list()  await store.delete(key)".to_owned());
+    helpers.push("console.log(...)  SHOW_VARS()  FINAL_VAR(name)  SUBMIT(obj)".to_owned());
+    EnvGuide {
+        language: "JavaScript",
+        how_code_runs: "Every block runs in the same persistent REPL (an engine with no file system or network) and you then see what console.log printed and the value of the block's last expression. Top-level const, let, function and class persist to the next block and may be declared again. Helpers that call the orchestrator return Promises: await them (top-level await works) and run several at once with Promise.all.".to_owned(),
+        delegate,
+        store_note:
+            "await store.set(key, value) stores one where sub-agents can read it by reference."
+                .to_owned(),
+        helpers,
+    }
+}
+
+/// Default for [`JsOptions::output_cap_bytes`].
+pub const OUTPUT_CAP_BYTES: usize = 1 << 20;
+/// The smallest default memory limit.
+pub const MIN_MEMORY_BYTES: u64 = 1 << 30;
+/// The default memory limit is this many times the context's size (or the minimum).
+pub const MEMORY_PER_CONTEXT_BYTE: u64 = 4;
+/// Default for [`JsOptions::js_stack_bytes`].
+pub const JS_STACK_BYTES: usize = 4 << 20;
+/// Default for [`JsOptions::thread_stack_bytes`].
+pub const THREAD_STACK_BYTES: usize = 16 << 20;
+/// How long a cancelled execution is given to stop before the engine is replaced.
+const SETTLE_GRACE: Duration = Duration::from_secs(2);
+
+/// How the engine is run.
+#[derive(Debug, Clone)]
+pub struct JsOptions {
+    /// `--js-memory-mb`, in bytes; `None`: 4× the context's size, at least 1 GiB.
+    pub memory_limit_bytes: Option<u64>,
+    /// Bytes kept of each of stdout and stderr (console.log/error) per execution.
+    pub output_cap_bytes: usize,
+    /// JavaScript stack limit (deeper recursion is a `RangeError`).
+    pub js_stack_bytes: usize,
+    /// Stack of the engine's thread (must exceed `js_stack_bytes`).
+    pub thread_stack_bytes: usize,
+}
+
+impl Default for JsOptions {
+    fn default() -> Self {
+        Self {
+            memory_limit_bytes: None,
+            output_cap_bytes: OUTPUT_CAP_BYTES,
+            js_stack_bytes: JS_STACK_BYTES,
+            thread_stack_bytes: THREAD_STACK_BYTES,
+        }
+    }
+}
+
+impl JsOptions {
+    /// The memory limit for a context of `context_bytes`.
+    pub fn memory_limit_bytes(&self, context_bytes: u64) -> u64 {
+        self.memory_limit_bytes.unwrap_or_else(|| {
+            context_bytes
+                .saturating_mul(MEMORY_PER_CONTEXT_BYTE)
+                .max(MIN_MEMORY_BYTES)
+        })
+    }
+}
+
+/// Starts [`JsEnv`]s with fixed [`JsOptions`].
+#[derive(Debug, Clone, Default)]
+pub struct JsFactory {
+    options: JsOptions,
+}
+
+impl JsFactory {
+    /// A factory of engines run with `options`.
+    pub fn new(options: JsOptions) -> Self {
+        Self { options }
+    }
+}
+
+#[async_trait::async_trait]
+impl EnvironmentFactory for JsFactory {
+    fn kind(&self) -> EnvKind {
+        EnvKind::Js
+    }
+
+    async fn start(
+        &self,
+        config: EnvConfig,
+        host: Arc<dyn Host>,
+    ) -> Result<Box<dyn Environment>, EnvError> {
+        let env = JsEnv::start(config, host, self.options.clone()).await?;
+        Ok(Box::new(env))
+    }
+}
+
+/// A persistent JavaScript REPL (see the module docs).
+pub struct JsEnv {
+    config: EnvConfig,
+    options: JsOptions,
+    host: Arc<dyn Host>,
+    engine: Option<EngineHandle>,
+    history: Vec<HistoryEntry>,
+    /// Context slots added after `config.context` (persistent sessions).
+    more_contexts: Vec<ContextSource>,
+    /// An execution whose caller went away before its result (a cancelled query), with
+    /// its id.
+    running: Option<(u64, tokio::sync::oneshot::Receiver<ExecReply>)>,
+    /// The id of the last execution sent.
+    last_exec: u64,
+    /// The model has not yet been told that its variables were lost.
+    lost_state: bool,
+    /// An engine has been ready before (start errors after that are `Broken`).
+    ever_ready: bool,
+    restarts: u32,
+}
+
+impl JsEnv {
+    /// Starts the engine thread and returns without waiting for it to load `context`;
+    /// the first request waits. Must be called within a tokio runtime: host calls run
+    /// on it.
+    pub async fn start(
+        config: EnvConfig,
+        host: Arc<dyn Host>,
+        options: JsOptions,
+    ) -> Result<Self, EnvError> {
+        let history = config.history.clone();
+        let mut env = Self {
+            config,
+            options,
+            host,
+            engine: None,
+            history,
+            more_contexts: Vec::new(),
+            running: None,
+            last_exec: 0,
+            lost_state: false,
+            ever_ready: false,
+            restarts: 0,
+        };
+        env.engine = Some(env.spawn_engine()?);
+        Ok(env)
+    }
+
+    /// Waits until the engine has loaded `context` and reports what it said.
+    pub async fn wait_ready(&mut self) -> Result<EngineInfo, EnvError> {
+        self.ensure_ready().await?;
+        self.engine
+            .as_ref()
+            .and_then(|e| e.info.clone())
+            .ok_or_else(|| self.broken("the engine is not running"))
+    }
+
+    /// How many times the engine was replaced.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    fn spawn_engine(&self) -> Result<EngineHandle, EnvError> {
+        EngineHandle::spawn(
+            &self.config,
+            &self.history,
+            &self.more_contexts,
+            &self.options,
+            Arc::clone(&self.host),
+        )
+        .map_err(|message| self.start_error(message))
+    }
+
+    fn start_error(&self, message: String) -> EnvError {
+        if self.ever_ready {
+            self.broken(format!("restarting it failed: {message}"))
+        } else {
+            EnvError::Start {
+                env: EnvKind::Js,
+                command: "the embedded QuickJS engine".to_owned(),
+                message,
+            }
+        }
+    }
+
+    fn broken(&self, message: impl Into<String>) -> EnvError {
+        EnvError::Broken {
+            env: EnvKind::Js,
+            message: message.into(),
+        }
+    }
+
+    /// Replaces a dead or broken engine; the model will be told its variables are lost.
+    fn replace_engine(&mut self) -> Result<(), EnvError> {
+        self.engine = None;
+        self.running = None;
+        self.restarts += 1;
+        self.lost_state = true;
+        self.engine = Some(self.spawn_engine()?);
+        Ok(())
+    }
+
+    /// Makes sure a live, ready engine exists. Returns whether the model still has to
+    /// be told that its variables were lost.
+    async fn ensure_ready(&mut self) -> Result<bool, EnvError> {
+        self.settle().await?;
+        if self.engine.as_ref().is_none_or(EngineHandle::has_died) {
+            self.replace_engine()?;
+        }
+        let ready = match self.engine.as_mut() {
+            Some(engine) => engine.wait_ready().await.map(|_| ()),
+            None => Err("no engine".to_owned()),
+        };
+        if let Err(message) = ready {
+            self.engine = None;
+            return Err(self.start_error(message));
+        }
+        self.ever_ready = true;
+        Ok(std::mem::take(&mut self.lost_state))
+    }
+
+    /// Stops an execution abandoned by its caller (a cancelled query): it is cancelled
+    /// and awaited for a grace period, after which the engine is replaced.
+    async fn settle(&mut self) -> Result<(), EnvError> {
+        let Some((id, running)) = self.running.take() else {
+            return Ok(());
+        };
+        if let Some(engine) = &self.engine {
+            engine.control.cancel(id);
+        }
+        match tokio::time::timeout(SETTLE_GRACE, running).await {
+            Ok(Ok(reply)) if !reply.broken => Ok(()),
+            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
+                tracing::warn!(
+                    "the JavaScript engine did not stop the cancelled code; replacing it"
+                );
+                self.replace_engine()
+            }
+        }
+    }
+
+    /// Sends a request to a ready engine and waits for its reply; `None` when the
+    /// engine is gone (it is then replaced before the next request).
+    async fn ask<T>(
+        &mut self,
+        build: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Request,
+    ) -> Option<T> {
+        if let Err(error) = self.settle().await {
+            tracing::warn!(%error, "the JavaScript engine could not be brought back to idle");
+            return None;
+        }
+        let engine = self.engine.as_mut()?;
+        if engine.has_died() || engine.wait_ready().await.is_err() {
+            return None;
+        }
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        engine.requests.send(build(reply)).ok()?;
+        receiver.await.ok()
+    }
+}
+
+#[async_trait::async_trait]
+impl Environment for JsEnv {
+    fn kind(&self) -> EnvKind {
+        EnvKind::Js
+    }
+
+    fn fence_tags(&self) -> &'static [&'static str] {
+        FENCE_TAGS
+    }
+
+    async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError> {
+        let started = Instant::now();
+        let restarted = self.ensure_ready().await?;
+        let timeout = self.config.exec_timeout;
+        let Some(engine) = self.engine.as_mut() else {
+            return Err(self.broken("the engine is not running"));
+        };
+        let (reply, receiver) = tokio::sync::oneshot::channel();
+        self.last_exec += 1;
+        let id = self.last_exec;
+        let sent = engine.requests.send(Request::Exec {
+            id,
+            code: code.to_owned(),
+            timeout,
+            reply,
+        });
+        if sent.is_err() {
+            self.replace_engine()?;
+            return Ok(ExecOutcome {
+                error: Some("The JavaScript engine had stopped; it has been restarted and every variable you defined is lost.".to_owned()),
+                restarted: true,
+                duration: started.elapsed(),
+                ..ExecOutcome::default()
+            });
+        }
+        self.running = Some((id, receiver));
+        let reply = match self.running.as_mut() {
+            Some((_, receiver)) => receiver.await,
+            None => return Err(self.broken("the execution was lost")),
+        };
+        self.running = None;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(_) => {
+                // The engine thread ended in the middle of the execution.
+                self.replace_engine()?;
+                return Ok(ExecOutcome {
+                    error: Some("The JavaScript engine stopped while running this code; it has been restarted and every variable you defined is lost (`context` and the helpers are loaded again).".to_owned()),
+                    duration: started.elapsed(),
+                    ..ExecOutcome::default()
+                });
+            }
+        };
+        if let Some(message) = reply.fatal {
+            return Err(EnvError::HostFatal {
+                env: EnvKind::Js,
+                message,
+            });
+        }
+        if reply.broken {
+            self.replace_engine()?;
+            // Told now, through the error; not again at the next execution.
+            self.lost_state = false;
+        }
+        Ok(ExecOutcome {
+            stdout: reply.stdout,
+            stderr: reply.stderr,
+            error: reply.error,
+            final_answer: reply.final_answer,
+            timed_out: reply.timed_out,
+            restarted: restarted || reply.broken,
+            duration: started.elapsed(),
+        })
+    }
+
+    async fn final_var(&mut self, name: &str) -> Result<Option<String>, EnvError> {
+        let name = name.to_owned();
+        Ok(self
+            .ask(|reply| Request::FinalVar { name, reply })
+            .await
+            .flatten())
+    }
+
+    async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError> {
+        Ok(self
+            .ask(|reply| Request::Variables { reply })
+            .await
+            .unwrap_or_default())
+    }
+
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
+        self.history.push(entry.clone());
+        // An engine started later gets the whole history when it starts.
+        let _ = self
+            .ask(|reply| Request::PushHistory { entry, reply })
+            .await;
+        Ok(())
+    }
+
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        self.config.query = query.to_owned();
+        let added = context.is_some();
+        // Recorded first: an engine (re)started from here on loads it when it starts.
+        self.more_contexts.extend(context.clone());
+        let restarts = self.restarts;
+        let owed = match self.ensure_ready().await {
+            Ok(owed) => owed,
+            Err(error) => {
+                if added {
+                    self.more_contexts.pop();
+                }
+                return Err(error);
+            }
+        };
+        self.lost_state |= owed;
+        if self.restarts != restarts {
+            return Ok(()); // the new engine got the query and every slot when it started
+        }
+        let query = query.to_owned();
+        match self
+            .ask(|reply| Request::NextQuery {
+                query,
+                context,
+                reply,
+            })
+            .await
+        {
+            Some(Ok(())) => Ok(()),
+            Some(Err(message)) => {
+                if added {
+                    self.more_contexts.pop();
+                }
+                Err(EnvError::Request {
+                    env: EnvKind::Js,
+                    action: if added {
+                        "load the new context"
+                    } else {
+                        "start the next query"
+                    },
+                    message,
+                })
+            }
+            None => self.replace_engine(),
+        }
+    }
+
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        self.settle().await
+    }
+
+    async fn shutdown(&mut self) {
+        self.running = None;
+        self.engine = None;
+    }
+}
