@@ -118,9 +118,17 @@ def bench_first_request(workdir, runs):
     return statistics.median(latencies), min(latencies)
 
 
-def bench_steps(workdir, steps=50):
-    mock = Mock(["```repl\nx = 1\n```"] * steps + ["FINAL(done)"], workdir)
-    cmd, env = run(mock, workdir, "q", None, ["--max-iterations", str(steps + 5)])
+# The model's code for each environment: a trivial step, and the needle search.
+STEP_CODE = {"python": "x = 1", "js": "var x = 1"}
+NEEDLE_CODE = {
+    "python": "i = context.find('SECRET-CODE=')\nanswer = context[i:i+18]\nprint(i, answer)",
+    "js": "const i = context.indexOf('SECRET-CODE=')\nconst answer = context.slice(i, i + 18)\nconsole.log(i, answer)",
+}
+
+
+def bench_steps(workdir, steps=50, env_kind="python"):
+    mock = Mock([f"```repl\n{STEP_CODE[env_kind]}\n```"] * steps + ["FINAL(done)"], workdir)
+    cmd, env = run(mock, workdir, "q", None, ["--max-iterations", str(steps + 5), "--env", env_kind])
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     times = [r["received_unix_us"] for r in mock.requests()]
     mock.stop()
@@ -128,15 +136,14 @@ def bench_steps(workdir, steps=50):
     return statistics.median(gaps), statistics.quantiles(gaps, n=10)[-1]
 
 
-def bench_needle(workdir, size):
+def bench_needle(workdir, size, env_kind="python"):
     ctx = os.path.join(workdir, f"needle-{size}.log")
     needle = "SECRET-CODE=7f3a9c"
     if not os.path.exists(ctx):
         make_context(ctx, size, needle)
-    replies = ["```repl\ni = context.find('SECRET-CODE=')\nanswer = context[i:i+18]\nprint(i, answer)\n```",
-               "FINAL_VAR(answer)"]
+    replies = [f"```repl\n{NEEDLE_CODE[env_kind]}\n```", "FINAL_VAR(answer)"]
     mock = Mock(replies, workdir)
-    cmd, env = run(mock, workdir, "What is the secret code?", ctx)
+    cmd, env = run(mock, workdir, "What is the secret code?", ctx, ["--env", env_kind])
     peaks = {"orchestrator": 0, "kernel": 0}
     start = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)

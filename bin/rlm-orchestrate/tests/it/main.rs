@@ -11,6 +11,7 @@
 mod config;
 mod example_data;
 mod help;
+mod js;
 mod live;
 mod repl;
 mod run;

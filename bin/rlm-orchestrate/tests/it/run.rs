@@ -2,14 +2,13 @@
 //! what the model is sent, what the REPL does with its code, and how bad input fails
 //! before any request and without touching stored variables.
 
-use std::io::Write as _;
 use std::path::Path;
 
 use predicates::prelude::*;
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
 use serde_json::Value;
 
-use crate::support::Sandbox;
+use crate::support::{write_big_context, Sandbox};
 
 /// A mock answering `replies` in order, then 500s.
 fn mock(replies: &[&str]) -> MockLlmThread {
@@ -38,22 +37,6 @@ fn run_cmd(sb: &Sandbox, mock: &MockLlmThread, task: &str) -> assert_cmd::Comman
             "30",
         ]);
     cmd
-}
-
-fn write_big_context(path: &Path, bytes: usize, needle_at: usize, needle: &str) {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let line = "2026-11-22T09:00:00Z svc=api level=info msg=\"request served\" latency_ms=12\n";
-    let mut written = 0;
-    let mut placed = false;
-    while written < bytes {
-        if !placed && written >= needle_at {
-            writeln!(file, "{needle}").unwrap();
-            written += needle.len() + 1;
-            placed = true;
-        }
-        file.write_all(line.as_bytes()).unwrap();
-        written += line.len();
-    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::support::Sandbox;
 
-fn run_json(sb: &Sandbox, base_url: &str, task: &str, extra: &[&str]) -> Value {
+pub(crate) fn run_json(sb: &Sandbox, base_url: &str, task: &str, extra: &[&str]) -> Value {
     let out = sb
         .bare()
         .env_remove("OPENAI_API_KEY")
@@ -215,7 +215,7 @@ fn a_spent_budget_ends_the_run_with_a_forced_answer() {
 
 /// An agent in Python: reads the variable files named in its prompt file and prints
 /// the sum of the numbers in them.
-const SUM_AGENT: &str = r#"
+pub(crate) const SUM_AGENT: &str = r#"
 import json, re, sys
 prompt = open(sys.argv[1]).read()
 total = 0

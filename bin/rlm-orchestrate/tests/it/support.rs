@@ -1,5 +1,6 @@
 //! Helpers shared by the tests: a temporary data directory and commands pointed at it.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -86,5 +87,22 @@ impl Sandbox {
             .as_str()
             .unwrap()
             .to_owned()
+    }
+}
+
+/// Writes a log of about `bytes` bytes with `needle` on its own line near `needle_at`.
+pub fn write_big_context(path: &Path, bytes: usize, needle_at: usize, needle: &str) {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let line = "2026-11-22T09:00:00Z svc=api level=info msg=\"request served\" latency_ms=12\n";
+    let mut written = 0;
+    let mut placed = false;
+    while written < bytes {
+        if !placed && written >= needle_at {
+            writeln!(file, "{needle}").unwrap();
+            written += needle.len() + 1;
+            placed = true;
+        }
+        file.write_all(line.as_bytes()).unwrap();
+        written += line.len();
     }
 }

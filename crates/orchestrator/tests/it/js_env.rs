@@ -408,6 +408,15 @@ async fn json_and_list_contexts_load() {
         run(&mut f.env, "[context.length, context[0], context[1][1]]").await,
         "[2,\"first file\",\"b\"]\n"
     );
+    // context_chunks cuts the string items and keeps the others whole, as in Python.
+    assert_eq!(
+        run(
+            &mut f.env,
+            "[context_chunks.length, context_chunks[0], context_chunks[1]]"
+        )
+        .await,
+        "[2,\"first file\",[\"a\",\"b\"]]\n"
+    );
     let unicode = "naïve — 日本語 😀 and a \"quote\"\n\tend";
     let mut f = with_context(json!(unicode)).await;
     assert_eq!(

@@ -15,6 +15,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -823,16 +824,51 @@ fn call0(ctx: &Ctx<'_>, name: &str) -> Result<(), String> {
         .map_err(|e| format!("{name} failed: {e}"))
 }
 
-/// The `"value"` of a variable file, as the JSON text QuickJS parses: the file is read
-/// once and cut down to the value in place, so a 512 MiB context costs one buffer.
+/// The `"value"` of a variable file, as the JSON text QuickJS parses. A file in the
+/// store's own layout is read from the value's offset (known from its header line) to
+/// its closing brace, without parsing it here: QuickJS's `JSON.parse` does that once.
+/// Files in another layout are parsed to find the value.
 fn read_value(path: &Path) -> Result<Vec<u8>, String> {
+    let unreadable =
+        |e: std::io::Error| format!("could not read the context {}: {e}", path.display());
+    let header = rlm_context_store::format::read_header(path).map_err(|e| {
+        format!(
+            "the context file {} is not a variable file: {e}",
+            path.display()
+        )
+    })?;
+    if let Some(offset) = header.value_offset {
+        let mut file = fs::File::open(path).map_err(unreadable)?;
+        file.seek(SeekFrom::Start(offset)).map_err(unreadable)?;
+        let mut bytes = Vec::with_capacity(
+            usize::try_from(
+                file.metadata()
+                    .map_err(unreadable)?
+                    .len()
+                    .saturating_sub(offset),
+            )
+            .unwrap_or(0),
+        );
+        file.read_to_end(&mut bytes).map_err(unreadable)?;
+        let end = bytes
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .unwrap_or(0);
+        if bytes.get(end) == Some(&b'}') {
+            bytes.truncate(end);
+            return Ok(bytes);
+        }
+        return Err(format!(
+            "the context file {} is cut short (no closing brace); write it again",
+            path.display()
+        ));
+    }
     #[derive(Deserialize)]
     struct ValueOnly<'a> {
         #[serde(borrow)]
         value: &'a serde_json::value::RawValue,
     }
-    let mut bytes = fs::read(path)
-        .map_err(|e| format!("could not read the context {}: {e}", path.display()))?;
+    let mut bytes = fs::read(path).map_err(unreadable)?;
     let (start, len) = {
         let parsed: ValueOnly = serde_json::from_slice(&bytes).map_err(|e| {
             format!(

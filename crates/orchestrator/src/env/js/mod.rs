@@ -272,6 +272,15 @@ impl JsEnv {
             self.engine = None;
             return Err(self.start_error(message));
         }
+        if !self.ever_ready {
+            if let Some(info) = self.engine.as_ref().and_then(|e| e.info.as_ref()) {
+                tracing::debug!(
+                    load_seconds = info.load_seconds,
+                    memory_limit_bytes = info.memory_limit_bytes,
+                    "the JavaScript engine is ready"
+                );
+            }
+        }
         self.ever_ready = true;
         Ok(std::mem::take(&mut self.lost_state))
     }

@@ -12,13 +12,25 @@ function __rlm_kind(value) {
   return typeof value;
 }
 
-/** `context_chunks`: a string seen as consecutive pieces of `size` characters, sliced
- * when asked for, never copied whole. Indexable, has `length`, iterable. */
+/** `context_chunks`: the context in pieces of at most `size` characters, sliced when
+ * asked for, never copied whole. A string is cut every `size` characters; an array (or
+ * an object's values) yields each string item's pieces in order and any other item
+ * whole. Indexable, has `length` and `slice`, iterable. */
 class __RLM_Chunks {
-  constructor(text, size) {
-    this.text = typeof text === "string" ? text : "";
+  constructor(context, size) {
     this.size = Math.max(1, size | 0);
-    this.length = Math.ceil(this.text.length / this.size);
+    let items;
+    if (Array.isArray(context)) items = context;
+    else if (context !== null && typeof context === "object") items = Object.values(context);
+    else items = context === null || context === undefined ? [] : [context];
+    this.items = items;
+    this.starts = [];
+    let total = 0;
+    for (const item of items) {
+      this.starts.push(total);
+      total += typeof item === "string" ? Math.max(Math.ceil(item.length / this.size), 1) : 1;
+    }
+    this.length = total;
     return new Proxy(this, {
       get(target, prop, receiver) {
         if (typeof prop === "string" && /^\d+$/.test(prop)) return target.at(Number(prop));
@@ -29,7 +41,17 @@ class __RLM_Chunks {
   at(i) {
     if (i < 0) i += this.length;
     if (i < 0 || i >= this.length) return undefined;
-    return this.text.slice(i * this.size, (i + 1) * this.size);
+    let lo = 0;
+    let hi = this.starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (this.starts[mid] <= i) lo = mid;
+      else hi = mid - 1;
+    }
+    const item = this.items[lo];
+    if (typeof item !== "string") return item;
+    const at = (i - this.starts[lo]) * this.size;
+    return item.slice(at, at + this.size);
   }
   slice(start = 0, end = this.length) {
     const out = [];
