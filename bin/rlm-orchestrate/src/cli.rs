@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use rlm_context_store::{Expected, VariableType};
+use rlm_orchestrator::env::tools::{parse_tool_list, MicroTool};
 
 /// Environment variables the binary reads, declared once.
 pub mod env {
@@ -168,6 +169,19 @@ pub enum EnvArg {
     Python,
     /// Embedded JavaScript (QuickJS): no file system, network or processes.
     Js,
+    /// No code at all: bounded micro-tools (ctx_grep, ctx_slice, …) called through
+    /// tool calling, for small local models.
+    Tools,
+}
+
+/// How tool calls travel under --env tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolProtocolArg {
+    /// The provider's own tool calling (OpenAI tools, Anthropic tool_use).
+    Native,
+    /// One JSON object per call in a ```tool block of the reply (for endpoints
+    /// without tool calling; always used with --provider cli).
+    Text,
 }
 
 /// How `--context-dir` becomes `context`.
@@ -398,6 +412,28 @@ pub struct RunOptions {
         help_heading = "Loop"
     )]
     pub js_memory_mb: Option<u64>,
+
+    /// The micro-tools offered under --env tools, comma-separated (final_answer is
+    /// always offered) [default: ctx_length,ctx_grep,ctx_slice,ctx_summarize,final_answer].
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "RLM_TOOLS",
+        value_parser = parse_tools,
+        help_heading = "Loop"
+    )]
+    pub tools: Option<ToolList>,
+
+    /// How tool calls travel under --env tools.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        default_value = "native",
+        env = "RLM_TOOL_PROTOCOL",
+        help_heading = "Loop"
+    )]
+    pub tool_protocol: ToolProtocolArg,
 
     /// A file whose text replaces the built-in system prompt.
     #[arg(
@@ -840,4 +876,15 @@ mod tests {
         assert!(parse_expected("abc").is_err());
         assert!(parse_expected(&"g".repeat(64)).is_err());
     }
+}
+
+/// `--tools`: the micro-tools offered, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolList(pub Vec<MicroTool>);
+
+/// Parses `--tools`.
+fn parse_tools(list: &str) -> Result<ToolList, String> {
+    parse_tool_list(list)
+        .map(ToolList)
+        .map_err(|e| e.to_string())
 }

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use rlm_orchestrator::accounting::Limits;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
+use rlm_orchestrator::env::tools::{MicroTool, ToolProtocol};
 use rlm_orchestrator::env::EnvKind;
 use rlm_orchestrator::provider::{Prices, ProviderConfig, ProviderKind};
 use rlm_orchestrator::settings::RunSettings;
 
-use crate::cli::{DirAsArg, EnvArg, GlobalArgs, ProviderArg, RunOptions};
+use crate::cli::{DirAsArg, EnvArg, GlobalArgs, ProviderArg, RunOptions, ToolProtocolArg};
 
 /// The settings the flags of `run` / `repl` describe.
 pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
@@ -34,9 +35,18 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         env: match args.env {
             EnvArg::Python => EnvKind::Python,
             EnvArg::Js => EnvKind::Js,
+            EnvArg::Tools => EnvKind::Tools,
         },
         python: args.python.clone(),
         js_memory_mb: args.js_memory_mb,
+        tools: args
+            .tools
+            .as_ref()
+            .map_or_else(|| MicroTool::ALL.to_vec(), |list| list.0.clone()),
+        tool_protocol: match args.tool_protocol {
+            ToolProtocolArg::Native => ToolProtocol::Native,
+            ToolProtocolArg::Text => ToolProtocol::Text,
+        },
         max_depth: args.max_depth,
         max_iterations: args.max_iterations,
         max_output_chars: args.max_output_chars,

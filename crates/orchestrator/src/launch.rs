@@ -11,6 +11,7 @@ use rlm_process::CancellationToken;
 use crate::agents::{
     AgentCommand, AgentError, ChildAnswer, ChildFailure, ChildResult, Lineage, SubRlmLauncher,
 };
+use crate::env::tools::ToolProtocol;
 use crate::env::{factory_for, EnvOptions};
 use crate::host::Model;
 use crate::provider::{build_provider, ProviderConfig, ProviderError, ProviderKind};
@@ -157,6 +158,7 @@ pub fn prepare(
             &EnvOptions {
                 python: settings.python.clone(),
                 js_memory_bytes: settings.js_memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+                tools: settings.tools.clone(),
             },
         ),
         context: settings.context.clone(),
@@ -173,6 +175,11 @@ pub fn prepare(
             output_schema,
             system_prompt,
             agents: agent_command.is_some(),
+            tool_protocol: match settings.model.kind {
+                // A command-line model has no tool calling of its own.
+                ProviderKind::Cli => ToolProtocol::Text,
+                _ => settings.tool_protocol,
+            },
         },
         max_parallel: settings.max_parallel,
         sub_context_chars: settings.sub_context_chars,

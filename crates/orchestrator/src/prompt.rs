@@ -54,6 +54,8 @@ pub struct PromptFeatures {
     pub agents: bool,
     /// `--sub-context-chars`: the largest piece a sub-call may send.
     pub sub_context_chars: usize,
+    /// Tool calls are written as text (`--tool-protocol text`), not sent natively.
+    pub text_tool_protocol: bool,
 }
 
 /// What an environment tells the model about itself in the system prompt.
@@ -126,19 +128,33 @@ pub fn size_warnings(info: &ContextInfo) -> Vec<String> {
     notes
 }
 
+/// How the model reaches the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Access {
+    /// By writing code in a REPL where it is loaded (`python`, `js`).
+    #[default]
+    Code,
+    /// Through the micro-tools (`tools`): there is no code, so no chunk views.
+    Tools,
+}
+
 /// The first user message: task, context metadata, size notes and state.
 pub fn first_message(
     query: &str,
     context: Option<&ContextInfo>,
     budget: &Budget,
     session: SessionState,
+    access: Access,
 ) -> String {
     let mut text = String::with_capacity(1024 + query.len());
     let _ = writeln!(text, "Task: {query}\n");
     match context {
         None => text.push_str("Context: none was given (`context` is None).\n"),
         Some(info) => {
-            text.push_str("Context (loaded in the REPL as `context`; it is not shown here):\n");
+            text.push_str(match access {
+                Access::Code => "Context (loaded in the REPL as `context`; it is not shown here):\n",
+                Access::Tools => "Context (the variable `context`, read through the tools; it is not shown here):\n",
+            });
             let _ = writeln!(text, "- type: {}", info.kind);
             let _ = write!(
                 text,
@@ -157,28 +173,42 @@ pub fn first_message(
                 crate::context::PREVIEW_CHARS,
                 json_quoted(&info.preview)
             );
-            if info.kind == "str" && info.total_chars > CHUNK_CHARS {
-                let _ = writeln!(
-                    text,
-                    "- chunks: `context_chunks` is a list view of {} pieces of {CHUNK_CHARS} characters",
-                    info.total_chars.div_ceil(CHUNK_CHARS)
-                );
-            }
-            for note in size_warnings(info) {
-                let _ = writeln!(text, "- note: {note}");
+            match access {
+                Access::Code => {
+                    if info.kind == "str" && info.total_chars > CHUNK_CHARS {
+                        let _ = writeln!(
+                            text,
+                            "- chunks: `context_chunks` is a list view of {} pieces of {CHUNK_CHARS} characters",
+                            info.total_chars.div_ceil(CHUNK_CHARS)
+                        );
+                    }
+                    for note in size_warnings(info) {
+                        let _ = writeln!(text, "- note: {note}");
+                    }
+                }
+                Access::Tools if info.total_bytes > WARN_BYTES => {
+                    text.push_str("- note: far too large to read whole: find what matters with ctx_grep, then read around it with ctx_slice\n");
+                }
+                Access::Tools => {}
             }
         }
     }
     let slots = session.context_slots;
     if slots > 1 {
         let last = slots - 1;
-        let _ = writeln!(
-            text,
-            "- contexts: {slots} slots, one per context given in this session: `contexts[0]` … `contexts[{last}]` (also `context_0` … `context_{last}`); `context` is the latest"
-        );
+        let _ = match access {
+            Access::Code => writeln!(
+                text,
+                "- contexts: {slots} slots, one per context given in this session: `contexts[0]` … `contexts[{last}]` (also `context_0` … `context_{last}`); `context` is the latest"
+            ),
+            Access::Tools => writeln!(
+                text,
+                "- contexts: {slots}, one per context given in this session: `context_0` … `context_{last}`; `context` is the latest"
+            ),
+        };
     }
     let history_len = session.history_len;
-    if history_len > 0 {
+    if history_len > 0 && access == Access::Code {
         let _ = writeln!(
             text,
             "- history: {history_len} earlier queries and answers are in `history` (a list of {{\"query\", \"answer\"}})"
@@ -186,7 +216,10 @@ pub fn first_message(
     }
     text.push('\n');
     text.push_str(&state_block(budget, &[], 0));
-    text.push_str("\nStart by writing code in a ```repl block.");
+    text.push_str(match access {
+        Access::Code => "\nStart by writing code in a ```repl block.",
+        Access::Tools => "\nStart by calling a tool.",
+    });
     text
 }
 
@@ -215,7 +248,9 @@ pub fn turn_message(
         }
         text.push_str(notice);
     }
-    text.push_str("\n\n");
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
     text.push_str(&state_block(budget, variables, max_vars));
     text
 }
@@ -274,8 +309,25 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
 /// Told when `FINAL(...)` came in the same message as code.
 pub const PREMATURE_FINAL: &str = "Your FINAL(...) was written in the same message as code, before that code ran, so it was not accepted. Read the output above, then answer with FINAL(...) or FINAL_VAR(name) in a message without code.";
 
+/// Why a response under `--env tools` gets a correction: it called no tool and gave
+/// no final answer (`wrote_code`: it wrote code, which does not run there).
+pub fn tools_correction(wrote_code: bool) -> String {
+    let lead = if wrote_code {
+        "No code runs here: you work by calling tools."
+    } else {
+        "Your message called no tool and gave no final answer."
+    };
+    format!("{lead} Call a tool (for example ctx_grep on `context` with a word from the task), or answer with FINAL(your answer) on its own line.")
+}
+
+/// Told when `FINAL(...)` or `final_answer` came with other tool calls.
+pub const PREMATURE_FINAL_TOOLS: &str = "Your final answer came in the same message as other tool calls, before you saw their results, so it was not accepted. Read the results, then answer in a message of its own.";
+
 /// Sent when iterations are exhausted.
 pub const FORCE_FINAL: &str = "You have used every iteration. Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
+
+/// Sent when iterations are exhausted under `--env tools`.
+pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: FINAL(your answer) on its own line.";
 
 /// A note for an execution that timed out or restarted the REPL, if any.
 pub fn exec_notices(outcome: &ExecOutcome) -> Option<String> {
@@ -308,6 +360,7 @@ mod tests {
             Some(&info),
             &Budget::default(),
             SessionState::default(),
+            Access::Code,
         );
         assert!(!message.contains(needle));
         assert!(message.len() < 2_000, "{}", message.len());
@@ -321,12 +374,14 @@ mod tests {
             Some(&info_of(&"x".repeat(2_000))),
             &Budget::default(),
             SessionState::default(),
+            Access::Code,
         );
         let large = first_message(
             "q",
             Some(&info_of(&"x".repeat(20_000_000))),
             &Budget::default(),
             SessionState::default(),
+            Access::Code,
         );
         assert!(
             large.len().abs_diff(small.len()) < 600,
@@ -354,6 +409,7 @@ mod tests {
             Some(&info_of(&"x".repeat(250_000))),
             &Budget::default(),
             SessionState::default(),
+            Access::Code,
         );
         assert!(
             message.contains("`context_chunks` is a list view of 3 pieces"),
@@ -369,6 +425,7 @@ mod tests {
             Some(&info),
             &Budget::default(),
             SessionState::default(),
+            Access::Code,
         );
         assert!(
             !single.contains("history") && !single.contains("slots"),
@@ -378,7 +435,7 @@ mod tests {
             history_len: 2,
             context_slots: 3,
         };
-        let later = first_message("q", Some(&info), &Budget::default(), session);
+        let later = first_message("q", Some(&info), &Budget::default(), session, Access::Code);
         assert!(
             later.contains("- history: 2 earlier queries and answers are in `history`"),
             "{later}"

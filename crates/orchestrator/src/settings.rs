@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::accounting::Limits;
 use crate::context::ContextSpec;
+use crate::env::tools::{MicroTool, ToolProtocol};
 use crate::env::EnvKind;
 use crate::host::{DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS};
 use crate::provider::ProviderConfig;
@@ -58,6 +59,11 @@ pub struct RunSettings {
     /// `--js-memory-mb`: the `js` environment's memory limit (default: 4× the context,
     /// at least 1 GiB).
     pub js_memory_mb: Option<u64>,
+    /// `--tools`: the micro-tools the `tools` environment offers.
+    pub tools: Vec<MicroTool>,
+    /// `--tool-protocol`: how tool calls travel under `--env tools` (a `cli` model
+    /// always writes them as text).
+    pub tool_protocol: ToolProtocol,
     /// `--max-depth`: depth at which `sub_rlm` becomes a plain sub-model call.
     pub max_depth: u32,
     /// `--max-iterations`: model turns before an answer is forced.
@@ -108,6 +114,8 @@ impl RunSettings {
             env: EnvKind::default(),
             python: PathBuf::from(DEFAULT_PYTHON),
             js_memory_mb: None,
+            tools: MicroTool::ALL.to_vec(),
+            tool_protocol: ToolProtocol::default(),
             max_depth: DEFAULT_MAX_DEPTH,
             max_iterations: DEFAULT_MAX_ITERATIONS,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
@@ -142,6 +150,10 @@ impl RunSettings {
             (
                 self.exec_timeout.is_zero(),
                 "--exec-timeout must be at least 1 second",
+            ),
+            (
+                !self.tools.contains(&MicroTool::FinalAnswer),
+                "--tools must offer final_answer (it is added when the list is parsed)",
             ),
             (
                 self.max_output_chars == 0,

@@ -32,6 +32,31 @@ pub fn render(trace: &RunTrace, full: bool, out: &mut dyn Write) -> io::Result<(
     Renderer { out, full }.run(trace, 0)
 }
 
+/// What a step's actions are called: code and its output, or tool calls and results.
+#[derive(Debug, Clone, Copy)]
+struct Words {
+    code: &'static str,
+    output: &'static str,
+    error: &'static str,
+}
+
+impl Words {
+    fn of(trace: &RunTrace) -> Self {
+        match trace.env {
+            Some(EnvKind::Tools) => Self {
+                code: "tool call",
+                output: "result",
+                error: " · error",
+            },
+            Some(EnvKind::Python | EnvKind::Js) | None => Self {
+                code: "code",
+                output: "output",
+                error: " · raised",
+            },
+        }
+    }
+}
+
 struct Renderer<'a> {
     out: &'a mut dyn Write,
     full: bool,
@@ -96,14 +121,14 @@ impl Renderer<'_> {
             }
             writeln!(self.out, "{}{head}", " ".repeat(inner))?;
             for item in &step.items {
-                self.item(item, inner + INDENT)?;
+                self.item(item, inner + INDENT, Words::of(trace))?;
             }
         }
         if !trace.outside_steps.is_empty() {
             writeln!(self.out)?;
             writeln!(self.out, "{}after the steps", " ".repeat(inner))?;
             for item in &trace.outside_steps {
-                self.item(item, inner + INDENT)?;
+                self.item(item, inner + INDENT, Words::of(trace))?;
             }
         }
         for child in &trace.other_children {
@@ -118,7 +143,7 @@ impl Renderer<'_> {
         Ok(())
     }
 
-    fn item(&mut self, item: &StepItem, indent: usize) -> io::Result<()> {
+    fn item(&mut self, item: &StepItem, indent: usize, words: Words) -> io::Result<()> {
         let pad = " ".repeat(indent);
         match item {
             StepItem::LlmCall(call) => {
@@ -143,15 +168,20 @@ impl Renderer<'_> {
                 self.block(prose, indent + INDENT)
             }
             StepItem::Code(record) => {
-                writeln!(self.out, "{pad}code [{}]:", record.block)?;
+                writeln!(self.out, "{pad}{} [{}]:", words.code, record.block)?;
                 self.block(&record.code, indent + INDENT)
             }
             StepItem::Output(exec) => {
-                let mut head = format!("output [{}] · {}", exec.block, duration(exec.duration_ms));
+                let mut head = format!(
+                    "{} [{}] · {}",
+                    words.output,
+                    exec.block,
+                    duration(exec.duration_ms)
+                );
                 if exec.timed_out {
                     head.push_str(" · timed out");
                 } else if exec.error {
-                    head.push_str(" · raised");
+                    head.push_str(words.error);
                 }
                 writeln!(self.out, "{pad}{head}:")?;
                 if exec.output.is_empty() {

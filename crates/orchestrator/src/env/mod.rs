@@ -15,10 +15,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::host::Host;
-use crate::prompt::{EnvGuide, PromptFeatures};
+use crate::prompt::{self, PromptFeatures};
+use crate::provider::{ToolCall, ToolSpec};
 
 pub mod js;
 pub mod python;
+pub mod tools;
 
 /// Which environment runs the model's code (`--env`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -29,14 +31,18 @@ pub enum EnvKind {
     Python,
     /// Embedded JavaScript (QuickJS) with no file system or network ([`js::JsEnv`]).
     Js,
+    /// No code: bounded micro-tools called through tool calling ([`tools::ToolsEnv`]).
+    Tools,
 }
 
 impl EnvKind {
-    /// What the system prompt says about this environment, for the features configured.
-    pub fn guide(self, features: PromptFeatures) -> EnvGuide {
+    /// The built-in system prompt of this environment, for the features configured
+    /// (under `tools`, with every micro-tool offered).
+    pub fn system_prompt(self, features: PromptFeatures) -> String {
         match self {
-            Self::Python => python::guide(features),
-            Self::Js => js::guide(features),
+            Self::Python => prompt::system_prompt(&python::guide(features)),
+            Self::Js => prompt::system_prompt(&js::guide(features)),
+            Self::Tools => tools::system_prompt(features, &tools::MicroTool::ALL),
         }
     }
 
@@ -45,6 +51,7 @@ impl EnvKind {
         match self {
             Self::Python => python::LANGUAGE,
             Self::Js => js::LANGUAGE,
+            Self::Tools => tools::LANGUAGE,
         }
     }
 }
@@ -77,6 +84,18 @@ pub struct EnvOptions {
     pub python: PathBuf,
     /// `--js-memory-mb` of the `js` environment, in bytes (`None`: its default).
     pub js_memory_bytes: Option<u64>,
+    /// `--tools` of the `tools` environment: the micro-tools offered.
+    pub tools: Vec<tools::MicroTool>,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        Self {
+            python: PathBuf::from("python3"),
+            js_memory_bytes: None,
+            tools: tools::MicroTool::ALL.to_vec(),
+        }
+    }
 }
 
 /// The factory of environments of `kind`.
@@ -88,6 +107,9 @@ pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFa
         EnvKind::Js => Arc::new(js::JsFactory::new(js::JsOptions {
             memory_limit_bytes: options.js_memory_bytes,
             ..js::JsOptions::default()
+        })),
+        EnvKind::Tools => Arc::new(tools::ToolsFactory::new(tools::ToolsOptions {
+            tools: options.tools.clone(),
         })),
     }
 }
@@ -151,6 +173,37 @@ impl ExecOutcome {
             out.push_str("\n[the REPL was restarted: variables you defined are lost; `context` and helpers are loaded again]");
         }
         out
+    }
+}
+
+/// The result of one tool call (`--env tools`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// What goes back to the model as the call's result.
+    pub content: String,
+    /// The call failed (unknown tool, bad arguments, …); the model is told so.
+    pub is_error: bool,
+    /// Set by `final_answer`: the run's answer.
+    pub final_answer: Option<String>,
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn result(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+            final_answer: None,
+        }
+    }
+
+    /// An error result: the message says what is wrong and what to do.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            content: message.into(),
+            is_error: true,
+            final_answer: None,
+        }
     }
 }
 
@@ -218,6 +271,12 @@ pub struct EnvConfig {
     pub history: Vec<HistoryEntry>,
     /// Per-execution timeout.
     pub exec_timeout: Duration,
+    /// The depth of the run (0 for the root).
+    pub depth: u32,
+    /// `--max-depth`: at this depth no sub-model is asked.
+    pub max_depth: u32,
+    /// Characters of context a sub-model call may carry.
+    pub sub_context_chars: usize,
 }
 
 /// Why an environment failed (fatal for the run, unlike exceptions in model code).
@@ -270,6 +329,26 @@ pub trait Environment: Send {
     /// The fence tags besides `repl` whose code runs here (the first one is used when
     /// the transcript shows code back, e.g. `python`).
     fn fence_tags(&self) -> &'static [&'static str];
+
+    /// The built-in system prompt for this environment.
+    fn system_prompt(&self, features: PromptFeatures) -> String {
+        self.kind().system_prompt(features)
+    }
+
+    /// The tools the model may call (empty: the model writes code instead).
+    fn tools(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+
+    /// Runs one tool call of the model; an unknown tool or bad arguments are an error
+    /// result, not an `Err` (which ends the run).
+    async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError> {
+        Ok(ToolOutcome::error(format!(
+            "no tools are offered under --env {}: write code instead (`{}` was called)",
+            self.kind(),
+            call.name
+        )))
+    }
 
     /// Runs one code block; state persists across calls.
     async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError>;

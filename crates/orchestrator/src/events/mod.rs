@@ -74,6 +74,8 @@ pub enum AnswerSource {
     FinalVar,
     /// `SUBMIT({...})` called from code.
     Submit,
+    /// The `final_answer` tool (`--env tools`).
+    FinalAnswerTool,
     /// The last prompt forced it (iterations or a budget ran out).
     Forced,
 }
@@ -85,6 +87,7 @@ impl AnswerSource {
             Self::Final => "final",
             Self::FinalVar => "final_var",
             Self::Submit => "submit",
+            Self::FinalAnswerTool => "final_answer_tool",
             Self::Forced => "forced",
         }
     }

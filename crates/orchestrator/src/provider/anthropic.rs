@@ -60,39 +60,76 @@ impl AnthropicProvider {
     }
 
     /// The request body: system messages joined into `system`, consecutive turns of
-    /// the same role merged (the API wants them alternating).
+    /// the same side merged (the API wants them alternating). Tool calls become
+    /// `tool_use` blocks of the assistant's turn, tool results `tool_result` blocks of
+    /// the user's (before its text, as the API asks); turns of plain text stay strings.
     fn body(&self, request: &ChatRequest) -> Value {
         let mut system: Vec<&str> = Vec::new();
-        let mut turns: Vec<(Role, String)> = Vec::new();
+        let mut turns: Vec<Turn> = Vec::new();
         for message in &request.messages {
+            let assistant = match message.role {
+                Role::System => {
+                    system.push(&message.content);
+                    continue;
+                }
+                Role::Assistant => true,
+                Role::User | Role::Tool => false,
+            };
+            if turns.last().is_none_or(|turn| turn.assistant != assistant) {
+                turns.push(Turn {
+                    assistant,
+                    results: Vec::new(),
+                    texts: Vec::new(),
+                    calls: Vec::new(),
+                });
+            }
+            let Some(turn) = turns.last_mut() else {
+                continue;
+            };
             match message.role {
-                Role::System => system.push(&message.content),
-                role => match turns.last_mut() {
-                    Some((last, text)) if *last == role => {
-                        text.push_str("\n\n");
-                        text.push_str(&message.content);
+                Role::Tool => turn.results.push(json!({
+                    "type": "tool_result",
+                    "tool_use_id": message.tool_call_id.clone().unwrap_or_default(),
+                    "content": message.content,
+                    "is_error": message.is_error,
+                })),
+                Role::System | Role::User | Role::Assistant => {
+                    if !message.content.is_empty() || message.tool_calls.is_empty() {
+                        turn.texts.push(message.content.clone());
                     }
-                    _ => turns.push((role, message.content.clone())),
-                },
+                    for call in &message.tool_calls {
+                        let input: Value = serde_json::from_str(&call.arguments)
+                            .ok()
+                            .filter(Value::is_object)
+                            .unwrap_or_else(|| json!({}));
+                        turn.calls.push(json!({
+                            "type": "tool_use", "id": call.id, "name": call.name, "input": input,
+                        }));
+                    }
+                }
             }
         }
-        let messages: Vec<Value> = turns
-            .into_iter()
-            .map(|(role, content)| {
-                let role = if role == Role::Assistant {
-                    "assistant"
-                } else {
-                    "user"
-                };
-                json!({ "role": role, "content": content })
-            })
-            .collect();
+        let messages: Vec<Value> = turns.into_iter().map(Turn::into_message).collect();
         let mut body = json!({
             "model": self.target.model,
             "max_tokens": request.max_tokens.unwrap_or(self.max_tokens),
             "messages": messages,
             "stream": self.target.stream,
         });
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "name": tool.name,
+                        "description": tool.description,
+                        "input_schema": tool.parameters,
+                    })
+                })
+                .collect();
+            body["tools"] = json!(tools);
+        }
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
         }
@@ -100,6 +137,30 @@ impl AnthropicProvider {
             body["temperature"] = json!(temperature);
         }
         body
+    }
+}
+
+/// One turn of the conversation as the Messages API wants it.
+struct Turn {
+    assistant: bool,
+    results: Vec<Value>,
+    texts: Vec<String>,
+    calls: Vec<Value>,
+}
+
+impl Turn {
+    fn into_message(self) -> Value {
+        let role = if self.assistant { "assistant" } else { "user" };
+        let text = self.texts.join("\n\n");
+        if self.results.is_empty() && self.calls.is_empty() {
+            return json!({ "role": role, "content": text });
+        }
+        let mut blocks = self.results;
+        if !text.is_empty() {
+            blocks.push(json!({"type": "text", "text": text}));
+        }
+        blocks.extend(self.calls);
+        json!({ "role": role, "content": blocks })
     }
 }
 
@@ -146,17 +207,36 @@ impl WireFormat for Messages {
                 }
                 stream.raw.usage = read_usage(message.get("usage"), stream.raw.usage);
             }
+            "content_block_start" => {
+                let block = value.get("content_block").unwrap_or(&Value::Null);
+                if block.get("type").and_then(Value::as_str) == Some("tool_use") {
+                    let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                    stream.raw.call_piece(
+                        index,
+                        block.get("id").and_then(Value::as_str),
+                        block.get("name").and_then(Value::as_str),
+                        None,
+                    );
+                }
+            }
             "content_block_delta" => {
                 let delta = value.get("delta").unwrap_or(&Value::Null);
-                if delta.get("type").and_then(Value::as_str) != Some("text_delta") {
-                    return Ok(StreamFlow::More);
-                }
-                let text = delta
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                if !text.is_empty() {
-                    stream.push_text(text);
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        let text = delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        if !text.is_empty() {
+                            stream.push_text(text);
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                        let piece = delta.get("partial_json").and_then(Value::as_str);
+                        stream.raw.call_piece(index, None, None, piece);
+                    }
+                    _ => {}
                 }
             }
             "message_delta" => {
@@ -222,13 +302,29 @@ fn parse_message(value: &Value, endpoint: &str) -> Result<RawCompletion, Attempt
             ),
         ));
     };
-    Ok(RawCompletion {
+    let mut raw = RawCompletion {
         text: content_text(content),
+        ..RawCompletion::default()
+    };
+    let blocks = content.as_array().map(Vec::as_slice).unwrap_or_default();
+    for (index, block) in blocks.iter().enumerate() {
+        if block.get("type").and_then(Value::as_str) == Some("tool_use") {
+            let input = block.get("input").map(Value::to_string);
+            raw.call_piece(
+                index as u64,
+                block.get("id").and_then(Value::as_str),
+                block.get("name").and_then(Value::as_str),
+                input.as_deref(),
+            );
+        }
+    }
+    Ok(RawCompletion {
         usage: read_usage(value.get("usage"), None),
         model: value
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        ..raw
     })
 }
 
@@ -290,6 +386,7 @@ mod tests {
             ],
             max_tokens: None,
             temperature: Some(0.5),
+            tools: Vec::new(),
         };
         let body = provider("http://127.0.0.1:9").body(&request);
         assert_eq!(body["system"], "rules\n\nmore rules");

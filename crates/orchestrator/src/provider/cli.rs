@@ -177,10 +177,11 @@ impl Provider for CliProvider {
         on_delta: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
         let started = Instant::now();
+        // A command has no native tool calling: the tools environment describes its
+        // tools in the prompt and reads calls from the text (`--tool-protocol text`).
         let raw = RawCompletion {
             text: self.run(&flatten_messages(&request.messages)).await?,
-            usage: None,
-            model: None,
+            ..RawCompletion::default()
         };
         raw.show_whole(on_delta);
         // A command reports no usage: `finish` estimates it from the text.
@@ -211,6 +212,7 @@ pub fn flatten_messages(messages: &[ChatMessage]) -> String {
                 Role::System => "System",
                 Role::User => "User",
                 Role::Assistant => "Assistant",
+                Role::Tool => "Tool result",
             };
             format!("{label}:\n{}", message.content)
         })

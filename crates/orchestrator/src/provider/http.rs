@@ -209,10 +209,62 @@ pub(crate) fn count(value: Option<&serde_json::Value>) -> Option<u64> {
 pub(crate) struct RawCompletion {
     /// The answer.
     pub(crate) text: String,
+    /// Tool calls, assembled from whole messages or stream pieces.
+    pub(crate) tool_calls: Vec<PartialCall>,
     /// Usage as reported by the server, if it reported any.
     pub(crate) usage: Option<super::Usage>,
     /// The model the server says answered.
     pub(crate) model: Option<String>,
+}
+
+/// A tool call being assembled: streams send its id and name once (llama.cpp's server
+/// repeats them with every piece) and its arguments in pieces.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct PartialCall {
+    /// Which call of the message the pieces belong to (OpenAI's `index`, Anthropic's
+    /// content block index).
+    pub(crate) index: u64,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+}
+
+impl RawCompletion {
+    /// The call with this index, created on first sight.
+    pub(crate) fn call_at(&mut self, index: u64) -> &mut PartialCall {
+        let position = match self.tool_calls.iter().position(|c| c.index == index) {
+            Some(position) => position,
+            None => {
+                self.tool_calls.push(PartialCall {
+                    index,
+                    ..PartialCall::default()
+                });
+                self.tool_calls.len() - 1
+            }
+        };
+        &mut self.tool_calls[position]
+    }
+
+    /// Records a piece of a call: an id and a name when not known yet, arguments
+    /// appended.
+    pub(crate) fn call_piece(
+        &mut self,
+        index: u64,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&str>,
+    ) {
+        let call = self.call_at(index);
+        if let Some(id) = id.filter(|id| !id.is_empty() && call.id.is_empty()) {
+            call.id = id.to_owned();
+        }
+        if let Some(name) = name.filter(|name| !name.is_empty() && call.name.is_empty()) {
+            call.name = name.to_owned();
+        }
+        if let Some(piece) = arguments {
+            call.arguments.push_str(piece);
+        }
+    }
 }
 
 impl RawCompletion {
@@ -231,11 +283,37 @@ impl RawCompletion {
         started: std::time::Instant,
         attempts: u32,
     ) -> super::Completion {
+        let tool_calls: Vec<super::ToolCall> = self
+            .tool_calls
+            .into_iter()
+            .enumerate()
+            .map(|(n, call)| super::ToolCall {
+                id: if call.id.is_empty() {
+                    format!("call_{n}")
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments: if call.arguments.trim().is_empty() {
+                    "{}".to_owned()
+                } else {
+                    call.arguments
+                },
+            })
+            .collect();
         let (usage, usage_reported) = match self.usage {
             Some(usage) => (usage, true),
-            None => (super::estimate_usage(request, &self.text), false),
+            None => {
+                let mut answer = self.text.clone();
+                for call in &tool_calls {
+                    answer.push_str(&call.name);
+                    answer.push_str(&call.arguments);
+                }
+                (super::estimate_usage(request, &answer), false)
+            }
         };
         super::Completion {
+            tool_calls,
             usage,
             usage_reported,
             model: self

@@ -34,6 +34,8 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// The result of a tool call (native tool calling).
+    Tool,
 }
 
 /// One message of a chat.
@@ -41,32 +43,84 @@ pub enum Role {
 pub struct ChatMessage {
     /// Who said it.
     pub role: Role,
-    /// What was said.
+    /// What was said (for a tool result: the result).
     pub content: String,
+    /// The tools an assistant message called.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a [`Role::Tool`] message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// For a [`Role::Tool`] message: the call failed (an unknown tool, a bad argument…).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl ChatMessage {
+    fn of(role: Role, content: String) -> Self {
+        Self {
+            role,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+        }
+    }
+
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::System,
-            content: content.into(),
-        }
+        Self::of(Role::System, content.into())
     }
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            content: content.into(),
-        }
+        Self::of(Role::User, content.into())
     }
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
+        Self::of(Role::Assistant, content.into())
+    }
+    /// An assistant message that called tools (with any text it wrote besides).
+    pub fn assistant_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
         Self {
-            role: Role::Assistant,
-            content: content.into(),
+            tool_calls: calls,
+            ..Self::of(Role::Assistant, content.into())
         }
     }
+    /// The result of the tool call `call_id`.
+    pub fn tool_result(
+        call_id: impl Into<String>,
+        content: impl Into<String>,
+        is_error: bool,
+    ) -> Self {
+        Self {
+            tool_call_id: Some(call_id.into()),
+            is_error,
+            ..Self::of(Role::Tool, content.into())
+        }
+    }
+}
+
+/// A tool the model may call through the provider's native tool calling.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Its name (`ctx_grep`).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// Its arguments, as a JSON Schema object.
+    pub parameters: serde_json::Value,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id the provider gave it (tool results name it).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, not checked here (a model may
+    /// write invalid JSON; the tool reports that to it).
+    pub arguments: String,
 }
 
 /// A request for one completion.
@@ -78,6 +132,8 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Sampling temperature, if the caller wants one.
     pub temperature: Option<f32>,
+    /// Tools offered to the model (native tool calling); empty: none.
+    pub tools: Vec<ToolSpec>,
 }
 
 /// Tokens used by a call.
@@ -108,7 +164,13 @@ pub fn estimate_usage(request: &ChatRequest, answer: &str) -> Usage {
     let prompt_chars: usize = request
         .messages
         .iter()
-        .map(|m| m.content.chars().count())
+        .map(|m| {
+            m.content.chars().count()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.chars().count())
+                    .sum::<usize>()
+        })
         .sum();
     Usage {
         prompt_tokens: tokens(prompt_chars),
@@ -121,6 +183,8 @@ pub fn estimate_usage(request: &ChatRequest, answer: &str) -> Usage {
 pub struct Completion {
     /// The model's text.
     pub text: String,
+    /// The tools it called (native tool calling), in order.
+    pub tool_calls: Vec<ToolCall>,
     /// Tokens used; estimated (chars / 4) when the provider reports none.
     pub usage: Usage,
     /// True when `usage` came from the provider, false when estimated.

@@ -14,7 +14,7 @@ use super::http::{
     WireFormat,
 };
 use super::retry::AttemptError;
-use super::{ChatRequest, Completion, DeltaSink, Provider, ProviderError, Usage};
+use super::{ChatMessage, ChatRequest, Completion, DeltaSink, Provider, ProviderError, Usage};
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug)]
@@ -53,11 +53,28 @@ impl OpenAiProvider {
     }
 
     fn body(&self, request: &ChatRequest) -> Value {
+        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = json!({
             "model": self.target.model,
-            "messages": request.messages,
+            "messages": messages,
             "stream": self.target.stream,
         });
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({"type": "function", "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    }})
+                })
+                .collect();
+            body["tools"] = json!(tools);
+            // Some servers (llama.cpp's) treat a missing tool_choice as "none".
+            body["tool_choice"] = json!("auto");
+        }
         if self.target.stream {
             body["stream_options"] = json!({ "include_usage": true });
         }
@@ -69,6 +86,31 @@ impl OpenAiProvider {
         }
         body
     }
+}
+
+/// One message in the Chat Completions shape: tool calls as `function` objects with
+/// their arguments as a JSON string, tool results as `role: "tool"` with the call's id.
+/// Content is always a string (an assistant message that only calls tools has `""`:
+/// some servers reject `null`).
+fn wire_message(message: &ChatMessage) -> Value {
+    let mut value = json!({ "role": message.role, "content": message.content });
+    if !message.tool_calls.is_empty() {
+        let calls: Vec<Value> = message
+            .tool_calls
+            .iter()
+            .map(|call| {
+                json!({"id": call.id, "type": "function", "function": {
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }})
+            })
+            .collect();
+        value["tool_calls"] = json!(calls);
+    }
+    if let Some(id) = &message.tool_call_id {
+        value["tool_call_id"] = json!(id);
+    }
+    value
 }
 
 /// The Chat Completions JSON: `choices[].message` whole, `choices[].delta` chunks
@@ -109,12 +151,28 @@ impl WireFormat for ChatCompletions {
         }
         let choices = chunk.get("choices").and_then(Value::as_array);
         for choice in choices.into_iter().flatten() {
-            let Some(content) = choice.get("delta").and_then(|delta| delta.get("content")) else {
+            let Some(delta) = choice.get("delta") else {
                 continue;
             };
-            let text = content_text(content);
-            if !text.is_empty() {
-                stream.push_text(&text);
+            if let Some(content) = delta.get("content") {
+                let text = content_text(content);
+                if !text.is_empty() {
+                    stream.push_text(&text);
+                }
+            }
+            let calls = delta.get("tool_calls").and_then(Value::as_array);
+            for (position, call) in calls.into_iter().flatten().enumerate() {
+                let index = call
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(position as u64);
+                let function = call.get("function").unwrap_or(&Value::Null);
+                stream.raw.call_piece(
+                    index,
+                    call.get("id").and_then(Value::as_str),
+                    function.get("name").and_then(Value::as_str),
+                    function.get("arguments").and_then(Value::as_str),
+                );
             }
         }
         Ok(StreamFlow::More)
@@ -160,10 +218,8 @@ fn parse_completion(value: &Value, endpoint: &str) -> Result<RawCompletion, Atte
             ),
         ));
     };
-    let text = match choice
-        .get("message")
-        .and_then(|message| message.get("content"))
-    {
+    let message = choice.get("message");
+    let text = match message.and_then(|message| message.get("content")) {
         Some(content) => content_text(content),
         // Legacy completions-style servers put the text on the choice itself.
         None => choice
@@ -172,13 +228,34 @@ fn parse_completion(value: &Value, endpoint: &str) -> Result<RawCompletion, Atte
             .unwrap_or_default()
             .to_owned(),
     };
-    Ok(RawCompletion {
+    let mut raw = RawCompletion {
         text,
+        ..RawCompletion::default()
+    };
+    let calls = message
+        .and_then(|message| message.get("tool_calls"))
+        .and_then(Value::as_array);
+    for (index, call) in calls.into_iter().flatten().enumerate() {
+        let function = call.get("function").unwrap_or(&Value::Null);
+        let arguments = match function.get("arguments") {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        raw.call_piece(
+            index as u64,
+            call.get("id").and_then(Value::as_str),
+            function.get("name").and_then(Value::as_str),
+            Some(&arguments),
+        );
+    }
+    Ok(RawCompletion {
         usage: read_usage(value),
         model: value
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        ..raw
     })
 }
 
@@ -199,7 +276,7 @@ fn read_usage(value: &Value) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{ChatMessage, ProviderKind};
+    use crate::provider::ProviderKind;
 
     fn config(base_url: &str) -> ProviderConfig {
         let mut config = ProviderConfig::new(ProviderKind::OpenAi, "gpt-test");
@@ -218,6 +295,7 @@ mod tests {
             messages: vec![ChatMessage::system("be brief"), ChatMessage::user("hi")],
             max_tokens: Some(12),
             temperature: None,
+            tools: Vec::new(),
         };
         let body = provider.body(&request);
         assert_eq!(body["messages"][0]["role"], "system");

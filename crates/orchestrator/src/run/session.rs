@@ -396,6 +396,9 @@ impl Session {
             query: text.to_owned(),
             history: self.history.clone(),
             exec_timeout: self.config.exec_timeout,
+            depth: self.config.loop_settings.depth,
+            max_depth: self.config.loop_settings.max_depth,
+            sub_context_chars: self.config.sub_context_chars,
         };
         let host: Arc<dyn Host> = self.host.clone();
         let env = match self.config.env.start(env_config, host).await {

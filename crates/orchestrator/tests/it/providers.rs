@@ -53,8 +53,7 @@ fn request() -> ChatRequest {
             ChatMessage::system("You are terse."),
             ChatMessage::user("Say hello."),
         ],
-        max_tokens: None,
-        temperature: None,
+        ..ChatRequest::default()
     }
 }
 

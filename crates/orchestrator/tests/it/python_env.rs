@@ -51,6 +51,9 @@ fn config(dir: &Path, context: Option<ContextSource>, timeout: Duration) -> EnvC
             answer: "before".into(),
         }],
         exec_timeout: timeout,
+        depth: 0,
+        max_depth: 2,
+        sub_context_chars: 100_000,
     }
 }
 

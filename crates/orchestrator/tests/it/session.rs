@@ -67,6 +67,7 @@ fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
             output_schema: None,
             system_prompt: None,
             agents: false,
+            tool_protocol: Default::default(),
         },
         max_parallel: 2,
         sub_context_chars: 100_000,

@@ -1,0 +1,313 @@
+//! The micro-tools: their names, what the model is told about them, and their
+//! arguments, parsed strictly.
+//!
+//! A call names a tool and gives arguments as JSON. An unknown tool, arguments that are
+//! not a JSON object, a missing or unknown argument or one of the wrong type is an error
+//! the model reads, naming the tool and the argument — never a default.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::provider::ToolSpec;
+
+/// Characters `ctx_slice` returns at most, whatever is asked.
+pub const SLICE_MAX_CHARS: u64 = 2_000;
+/// Matching lines `ctx_grep` returns at most.
+pub const GREP_MAX_LINES: usize = 20;
+/// Characters `ctx_summarize` returns at the maximum depth (no sub-call is made).
+pub const SUMMARY_FALLBACK_CHARS: u64 = 2_000;
+
+/// One micro-tool (serialised by the name the model calls it by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MicroTool {
+    /// `ctx_length(variable)`: its size in characters and lines.
+    #[serde(rename = "ctx_length")]
+    Length,
+    /// `ctx_slice(variable, start, end)`: characters `start..end`, at most 2000.
+    #[serde(rename = "ctx_slice")]
+    Slice,
+    /// `ctx_grep(variable, pattern)`: matching lines, case-insensitive, at most 20.
+    #[serde(rename = "ctx_grep")]
+    Grep,
+    /// `ctx_summarize(variable, instruction)`: a sub-model's summary.
+    #[serde(rename = "ctx_summarize")]
+    Summarize,
+    /// `final_answer(answer)`: ends the run.
+    #[serde(rename = "final_answer")]
+    FinalAnswer,
+}
+
+impl MicroTool {
+    /// Every tool, in the order they are offered.
+    pub const ALL: [MicroTool; 5] = [
+        Self::Length,
+        Self::Grep,
+        Self::Slice,
+        Self::Summarize,
+        Self::FinalAnswer,
+    ];
+
+    /// The name the model calls it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Length => "ctx_length",
+            Self::Slice => "ctx_slice",
+            Self::Grep => "ctx_grep",
+            Self::Summarize => "ctx_summarize",
+            Self::FinalAnswer => "final_answer",
+        }
+    }
+
+    /// Its description and JSON Schema, as sent to the provider.
+    pub fn spec(self) -> ToolSpec {
+        let variable = json!({
+            "type": "string",
+            "description": "`context` (the task's context) or the key of a stored variable",
+        });
+        let (description, properties, required): (&str, Value, Vec<&str>) = match self {
+            Self::Length => (
+                "The size of a variable: characters and lines. Cheap: call it first.",
+                json!({ "variable": variable }),
+                vec!["variable"],
+            ),
+            Self::Grep => (
+                "Lines of a variable matching a regular expression (case-insensitive), with their line numbers and character offsets; at most 20. Cheapest way to find what matters.",
+                json!({
+                    "variable": variable,
+                    "pattern": {"type": "string", "description": "a regular expression, e.g. `error|fail` or a literal word"},
+                }),
+                vec!["variable", "pattern"],
+            ),
+            Self::Slice => (
+                "Characters start..end of a variable (at most 2000 are returned). Use the offsets ctx_grep gives to read around a match.",
+                json!({
+                    "variable": variable,
+                    "start": {"type": "integer", "minimum": 0, "description": "first character (from 0)"},
+                    "end": {"type": "integer", "minimum": 0, "description": "character after the last one"},
+                }),
+                vec!["variable", "start", "end"],
+            ),
+            Self::Summarize => (
+                "A focused summary of a variable by a sub-model, following your instruction (e.g. 'list every error message'). The most expensive tool: use it when grep and slice are not enough.",
+                json!({
+                    "variable": variable,
+                    "instruction": {"type": "string", "description": "what the summary must focus on"},
+                }),
+                vec!["variable", "instruction"],
+            ),
+            Self::FinalAnswer => (
+                "Ends the task with your answer.",
+                json!({ "answer": {"type": "string", "description": "the final answer"} }),
+                vec!["answer"],
+            ),
+        };
+        ToolSpec {
+            name: self.name().to_owned(),
+            description: description.to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": false,
+            }),
+        }
+    }
+
+    /// How the model calls it in the text protocol's documentation.
+    pub fn signature(self) -> &'static str {
+        match self {
+            Self::Length => "ctx_length(variable)",
+            Self::Slice => "ctx_slice(variable, start, end)",
+            Self::Grep => "ctx_grep(variable, pattern)",
+            Self::Summarize => "ctx_summarize(variable, instruction)",
+            Self::FinalAnswer => "final_answer(answer)",
+        }
+    }
+}
+
+impl fmt::Display for MicroTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not one of the tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tool `{name}`; the tools are ctx_length, ctx_grep, ctx_slice, ctx_summarize and final_answer")]
+pub struct UnknownTool {
+    /// The name given.
+    pub name: String,
+}
+
+impl FromStr for MicroTool {
+    type Err = UnknownTool;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|tool| tool.name() == name.trim())
+            .ok_or_else(|| UnknownTool {
+                name: name.to_owned(),
+            })
+    }
+}
+
+/// `ctx_length`, and the first argument of every `ctx_*` tool.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariableArgs {
+    /// `context` or a store key.
+    pub variable: String,
+}
+
+/// `ctx_slice`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SliceArgs {
+    /// `context` or a store key.
+    pub variable: String,
+    /// First character.
+    pub start: u64,
+    /// Character after the last one.
+    pub end: u64,
+}
+
+/// `ctx_grep`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrepArgs {
+    /// `context` or a store key.
+    pub variable: String,
+    /// A regular expression, matched case-insensitively.
+    pub pattern: String,
+}
+
+/// `ctx_summarize`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizeArgs {
+    /// `context` or a store key.
+    pub variable: String,
+    /// What the summary must focus on.
+    pub instruction: String,
+}
+
+/// `final_answer`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FinalAnswerArgs {
+    /// The answer.
+    pub answer: Value,
+}
+
+/// Parses a call's arguments (JSON text) for `tool`; the error names the tool and
+/// the argument at fault.
+pub fn parse_args<T: DeserializeOwned>(tool: MicroTool, arguments: &str) -> Result<T, String> {
+    let value: Value = if arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(arguments).map_err(|e| {
+            format!("invalid call of {tool}: its arguments are not valid JSON ({e}); give a JSON object such as {}", example(tool))
+        })?
+    };
+    if !value.is_object() {
+        return Err(format!(
+            "invalid call of {tool}: its arguments must be a JSON object such as {}",
+            example(tool)
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| format!("invalid call of {tool}: {e}"))
+}
+
+fn example(tool: MicroTool) -> &'static str {
+    match tool {
+        MicroTool::Length => r#"{"variable": "context"}"#,
+        MicroTool::Slice => r#"{"variable": "context", "start": 0, "end": 2000}"#,
+        MicroTool::Grep => r#"{"variable": "context", "pattern": "error"}"#,
+        MicroTool::Summarize => r#"{"variable": "context", "instruction": "list the errors"}"#,
+        MicroTool::FinalAnswer => r#"{"answer": "..."}"#,
+    }
+}
+
+/// Parses `--tools` (`ctx_grep,ctx_slice,final_answer`); `final_answer` is always
+/// offered (a run must be able to end).
+pub fn parse_tool_list(list: &str) -> Result<Vec<MicroTool>, UnknownTool> {
+    let mut tools = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let tool: MicroTool = name.parse()?;
+        if !tools.contains(&tool) {
+            tools.push(tool);
+        }
+    }
+    if !tools.contains(&MicroTool::FinalAnswer) {
+        tools.push(MicroTool::FinalAnswer);
+    }
+    Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_specs_are_strict_schemas() {
+        for tool in MicroTool::ALL {
+            assert_eq!(tool.name().parse::<MicroTool>(), Ok(tool));
+            let spec = tool.spec();
+            assert_eq!(spec.name, tool.name());
+            assert_eq!(spec.parameters["additionalProperties"], false);
+            assert!(spec.parameters["required"].is_array());
+        }
+        let error = "ctx_read".parse::<MicroTool>().unwrap_err();
+        assert!(error.to_string().contains("unknown tool `ctx_read`"));
+    }
+
+    #[test]
+    fn bad_arguments_name_the_tool_and_the_argument() {
+        let missing =
+            parse_args::<GrepArgs>(MicroTool::Grep, r#"{"variable": "context"}"#).unwrap_err();
+        assert!(
+            missing.contains("ctx_grep") && missing.contains("`pattern`"),
+            "{missing}"
+        );
+        let unknown =
+            parse_args::<VariableArgs>(MicroTool::Length, r#"{"variable": "c", "verbose": true}"#)
+                .unwrap_err();
+        assert!(unknown.contains("`verbose`"), "{unknown}");
+        let wrong = parse_args::<SliceArgs>(
+            MicroTool::Slice,
+            r#"{"variable": "c", "start": "zero", "end": 5}"#,
+        )
+        .unwrap_err();
+        assert!(wrong.contains("invalid type"), "{wrong}");
+        let not_json =
+            parse_args::<VariableArgs>(MicroTool::Length, "{variable: context").unwrap_err();
+        assert!(not_json.contains("not valid JSON"), "{not_json}");
+        let not_object = parse_args::<VariableArgs>(MicroTool::Length, "[1]").unwrap_err();
+        assert!(not_object.contains("must be a JSON object"), "{not_object}");
+        assert_eq!(
+            parse_args::<SliceArgs>(
+                MicroTool::Slice,
+                r#"{"variable": "c", "start": 1, "end": 9}"#
+            ),
+            Ok(SliceArgs {
+                variable: "c".into(),
+                start: 1,
+                end: 9
+            })
+        );
+    }
+
+    #[test]
+    fn the_list_always_ends_with_final_answer() {
+        assert_eq!(
+            parse_tool_list("ctx_grep, ctx_slice,ctx_grep").unwrap(),
+            [MicroTool::Grep, MicroTool::Slice, MicroTool::FinalAnswer]
+        );
+        assert!(parse_tool_list("ctx_grep,rm").is_err());
+    }
+}

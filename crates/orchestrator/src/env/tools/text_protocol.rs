@@ -1,0 +1,429 @@
+//! Tool calls written as text, for models and endpoints without native tool calling
+//! (`--provider cli`, `--tool-protocol text`).
+//!
+//! The documented form is one JSON object per call in a fenced `tool` block:
+//!
+//! ````text
+//! ```tool
+//! {"tool": "ctx_grep", "arguments": {"variable": "context", "pattern": "error"}}
+//! ```
+//! ````
+//!
+//! Small models rarely write it exactly, so the parser is lenient: any fence (`tool`,
+//! `json`, none…) or `<tool_call>` tag, several objects in one block, `name`/`function`
+//! for `tool`, `args`/`parameters`/`input` for `arguments` (or the arguments inline
+//! beside `tool`), single quotes and trailing commas, and call syntax such as
+//! `ctx_grep(variable="context", pattern="error")` or `ctx_slice("context", 0, 500)`.
+//! Only the names of the micro-tools are recognised, so prose that mentions a tool
+//! without calling it is not a call.
+
+use serde_json::{Map, Value};
+
+use super::catalog::MicroTool;
+use crate::provider::ToolCall;
+
+/// What the system prompt says about writing calls as text.
+pub const PROTOCOL: &str = r#"To call a tool, write one JSON object per call in a ```tool block, then stop and wait for the results:
+```tool
+{"tool": "ctx_grep", "arguments": {"variable": "context", "pattern": "error|fail"}}
+```
+You may put several calls in one message; they run in order and their results come back in the next message."#;
+
+/// The tool calls written in `text`, in order.
+pub fn parse_calls(text: &str) -> Vec<ToolCall> {
+    let mut calls = Vec::new();
+    for object in json_objects(text) {
+        if let Some((name, arguments)) = call_of_object(&object) {
+            calls.push((name, arguments));
+        }
+    }
+    if calls.is_empty() {
+        calls = call_expressions(text);
+    }
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(n, (name, arguments))| ToolCall {
+            id: format!("text_call_{}", n + 1),
+            name,
+            arguments: Value::Object(arguments).to_string(),
+        })
+        .collect()
+}
+
+/// A JSON object as a call: its tool's name and its arguments.
+fn call_of_object(object: &Map<String, Value>) -> Option<(String, Map<String, Value>)> {
+    let name_key = ["tool", "name", "function", "tool_name"]
+        .into_iter()
+        .find(|k| object.get(*k).is_some_and(Value::is_string))?;
+    let name = object.get(name_key)?.as_str()?.trim().to_owned();
+    name.parse::<MicroTool>().ok()?;
+    let args_key = ["arguments", "args", "parameters", "input", "params"]
+        .into_iter()
+        .find(|k| object.contains_key(*k));
+    let arguments = match args_key.and_then(|k| object.get(k)) {
+        Some(Value::Object(args)) => args.clone(),
+        // Arguments given as a JSON string (as OpenAI's wire format has them).
+        Some(Value::String(text)) => match serde_json::from_str(text) {
+            Ok(Value::Object(args)) => args,
+            _ => Map::new(),
+        },
+        Some(_) | None => object
+            .iter()
+            .filter(|(k, _)| k.as_str() != name_key)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    };
+    Some((name, arguments))
+}
+
+/// Every top-level `{…}` in `text` that parses as a JSON object (leniently).
+fn json_objects(text: &str) -> Vec<Map<String, Value>> {
+    let bytes = text.as_bytes();
+    let mut objects = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'{' {
+            i += 1;
+            continue;
+        }
+        match balanced_end(text, i, b'{', b'}') {
+            Some(end) => {
+                if let Some(Value::Object(object)) = lenient_json(&text[i..end]) {
+                    objects.push(object);
+                    i = end;
+                    continue;
+                }
+                i += 1;
+            }
+            None => i += 1,
+        }
+    }
+    objects
+}
+
+/// The index after the bracket that closes the one at `start`, skipping strings.
+fn balanced_end(text: &str, start: usize, open: u8, close: u8) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = start;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' {
+                    i += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => {
+                if c == b'"' || c == b'\'' {
+                    quote = Some(c);
+                } else if c == open {
+                    depth += 1;
+                } else if c == close {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// JSON, or JSON with single quotes and trailing commas.
+fn lenient_json(text: &str) -> Option<Value> {
+    if let Ok(value) = serde_json::from_str(text) {
+        return Some(value);
+    }
+    let fixed = requote(text);
+    let fixed = drop_trailing_commas(&fixed);
+    serde_json::from_str(&fixed).ok()
+}
+
+/// Single-quoted strings turned into double-quoted ones.
+fn requote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '\'') => {
+                quote = Some('\'');
+                out.push('"');
+            }
+            (None, '"') => {
+                quote = Some('"');
+                out.push('"');
+            }
+            (Some('\''), '\'') => {
+                quote = None;
+                out.push('"');
+            }
+            (Some('\''), '"') => out.push_str("\\\""),
+            (Some(q), '"') if q == '"' => {
+                quote = None;
+                out.push('"');
+            }
+            (Some(_), '\\') => {
+                out.push('\\');
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            }
+            (_, c) => out.push(c),
+        }
+    }
+    out
+}
+
+fn drop_trailing_commas(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let chars: Vec<char> = text.chars().collect();
+    let mut in_string = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(next) = chars.get(i + 1) {
+                    out.push(*next);
+                    i += 1;
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if c == ',' {
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if !matches!(next, Some('}' | ']')) {
+                out.push(c);
+            }
+        } else {
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Calls written as `tool_name(args)`: `key=value` (or `key: value`) pairs, or values
+/// in the order of the tool's parameters.
+fn call_expressions(text: &str) -> Vec<(String, Map<String, Value>)> {
+    let mut calls = Vec::new();
+    for tool in MicroTool::ALL {
+        let name = tool.name();
+        let mut from = 0;
+        while let Some(found) = text[from..].find(name) {
+            let at = from + found;
+            from = at + name.len();
+            let before_ok = text[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            let rest = text[from..].trim_start();
+            if !before_ok || !rest.starts_with('(') {
+                continue;
+            }
+            let open = text.len() - rest.len();
+            let Some(close) = balanced_end(text, open, b'(', b')') else {
+                continue;
+            };
+            if let Some(arguments) = expression_args(tool, &text[open + 1..close - 1]) {
+                calls.push((at, name.to_owned(), arguments));
+            }
+            from = close;
+        }
+    }
+    calls.sort_by_key(|(at, _, _)| *at);
+    calls
+        .into_iter()
+        .map(|(_, name, args)| (name, args))
+        .collect()
+}
+
+/// The parameters of each tool, in order, for positional arguments.
+fn parameters(tool: MicroTool) -> &'static [&'static str] {
+    match tool {
+        MicroTool::Length => &["variable"],
+        MicroTool::Slice => &["variable", "start", "end"],
+        MicroTool::Grep => &["variable", "pattern"],
+        MicroTool::Summarize => &["variable", "instruction"],
+        MicroTool::FinalAnswer => &["answer"],
+    }
+}
+
+fn expression_args(tool: MicroTool, inner: &str) -> Option<Map<String, Value>> {
+    let mut arguments = Map::new();
+    let names = parameters(tool);
+    for (position, part) in split_top_level(inner).into_iter().enumerate() {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let (key, value) = match keyword(part) {
+            Some((key, value)) => (key.to_owned(), value),
+            None => ((*names.get(position)?).to_owned(), part),
+        };
+        arguments.insert(key, literal(value.trim()));
+    }
+    Some(arguments)
+}
+
+/// `key=value` or `key: value` when `key` is an identifier.
+fn keyword(part: &str) -> Option<(&str, &str)> {
+    let split = part.find(['=', ':'])?;
+    let key = part[..split].trim().trim_matches(|c| c == '"' || c == '\'');
+    (!key.is_empty() && key.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .then(|| (key, &part[split + 1..]))
+}
+
+/// A value as written: JSON if it parses (leniently), else the bare text.
+fn literal(text: &str) -> Value {
+    lenient_json(text).unwrap_or_else(|| Value::String(text.to_owned()))
+}
+
+/// Splits on commas outside quotes and brackets.
+fn split_top_level(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut start = 0;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn parsed(text: &str) -> Vec<(String, Value)> {
+        parse_calls(text)
+            .into_iter()
+            .map(|c| (c.name, serde_json::from_str(&c.arguments).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn the_documented_form_parses() {
+        let text = "Let me look.\n```tool\n{\"tool\": \"ctx_grep\", \"arguments\": {\"variable\": \"context\", \"pattern\": \"error\"}}\n```";
+        assert_eq!(
+            parsed(text),
+            [(
+                "ctx_grep".to_owned(),
+                json!({"variable": "context", "pattern": "error"})
+            )]
+        );
+        let calls = parse_calls(text);
+        assert_eq!(calls[0].id, "text_call_1");
+    }
+
+    #[test]
+    fn lenient_variants_parse() {
+        let text = r#"
+```json
+{'name': 'ctx_length', 'args': {'variable': 'context',},}
+{"tool": "ctx_slice", "variable": "context", "start": 0, "end": 100}
+```
+<tool_call>{"function": "final_answer", "parameters": "{\"answer\": \"42\"}"}</tool_call>
+"#;
+        assert_eq!(
+            parsed(text),
+            [
+                ("ctx_length".to_owned(), json!({"variable": "context"})),
+                (
+                    "ctx_slice".to_owned(),
+                    json!({"variable": "context", "start": 0, "end": 100})
+                ),
+                ("final_answer".to_owned(), json!({"answer": "42"})),
+            ]
+        );
+    }
+
+    #[test]
+    fn call_syntax_parses_with_keywords_or_positions() {
+        assert_eq!(
+            parsed("I will call ctx_grep(variable=\"context\", pattern='fail|error') now."),
+            [(
+                "ctx_grep".to_owned(),
+                json!({"variable": "context", "pattern": "fail|error"})
+            )]
+        );
+        assert_eq!(
+            parsed("ctx_slice('context', 10, 500)\nthen final_answer(answer: \"the code is 7\")"),
+            [
+                (
+                    "ctx_slice".to_owned(),
+                    json!({"variable": "context", "start": 10, "end": 500})
+                ),
+                (
+                    "final_answer".to_owned(),
+                    json!({"answer": "the code is 7"})
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn prose_and_other_json_are_not_calls() {
+        assert!(parse_calls("I could use ctx_grep to search, or FINAL(5).").is_empty());
+        assert!(parse_calls("{\"tool\": \"rm\", \"arguments\": {}}").is_empty());
+        assert!(parse_calls("{\"answer\": 5}").is_empty());
+        assert!(parse_calls("my_ctx_grep(1)").is_empty());
+    }
+
+    proptest! {
+        /// Whatever a model writes, the parser stops, never panics, and every call it
+        /// returns names a micro-tool with an object of arguments.
+        #[test]
+        fn any_text_is_handled(text in "[a-z_{}()\\[\\]'\":,= 0-9\n`]{0,200}") {
+            for call in parse_calls(&text) {
+                prop_assert!(call.name.parse::<MicroTool>().is_ok());
+                prop_assert!(serde_json::from_str::<Value>(&call.arguments).unwrap().is_object());
+            }
+        }
+
+        /// A documented call survives arbitrary text around it.
+        #[test]
+        fn documented_calls_are_found_anywhere(before in "[a-zA-Z .,\n]{0,40}", after in "[a-zA-Z .,\n]{0,40}", pattern in "[a-z|]{1,12}") {
+            let text = format!("{before}\n```tool\n{{\"tool\": \"ctx_grep\", \"arguments\": {{\"variable\": \"context\", \"pattern\": \"{pattern}\"}}}}\n```\n{after}");
+            let calls = parse_calls(&text);
+            prop_assert_eq!(calls.len(), 1);
+            let args: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+            prop_assert_eq!(&args["pattern"], &json!(pattern));
+        }
+    }
+}

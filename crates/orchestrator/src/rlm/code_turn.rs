@@ -1,0 +1,144 @@
+//! A turn of the code medium: the model's fenced blocks run in order in the REPL, and
+//! their output — shaped by the redaction guard and truncation — is what it reads next.
+
+use serde_json::Value;
+
+use super::{outcome_of, LoopError, LoopSettings, Turn};
+use crate::env::{Environment, FinalAnswer};
+use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
+use crate::output::shape_output;
+use crate::parse::parse_response;
+use crate::prompt;
+use crate::provider::ChatMessage;
+
+/// Where the turn stands.
+pub(super) struct Step<'a> {
+    pub iteration: u32,
+    pub settings: &'a LoopSettings,
+    /// The context's size, for the redaction guard.
+    pub context_chars: u64,
+}
+
+/// Runs the code of the model's reply `text`; the reply goes into `messages`.
+pub(super) async fn run(
+    step: Step<'_>,
+    text: &str,
+    env: &mut dyn Environment,
+    sink: &EventSink,
+    messages: &mut Vec<ChatMessage>,
+) -> Result<Turn, LoopError> {
+    let Step {
+        iteration,
+        settings,
+        context_chars,
+    } = step;
+    let tags = env.fence_tags();
+    let language = tags.first().copied().unwrap_or("repl");
+    let parsed = parse_response(text, tags);
+    if !parsed.transcript_text.is_empty() {
+        sink.emit(EventData::Text(TextRecord {
+            iteration,
+            text: parsed.transcript_text.clone(),
+        }));
+    }
+    messages.push(ChatMessage::assistant(
+        if parsed.transcript_text.is_empty() {
+            text.trim().to_owned()
+        } else {
+            parsed.transcript_text.clone()
+        },
+    ));
+
+    let mut turn = Turn {
+        ran_code: !parsed.blocks.is_empty(),
+        ..Turn::default()
+    };
+    for (block, code) in parsed.blocks.iter().enumerate() {
+        sink.emit(EventData::Code(CodeRecord {
+            iteration,
+            block,
+            code: code.code.clone(),
+        }));
+        let outcome = env.execute(&code.code).await?;
+        let shaped = shape_output(
+            &outcome.combined_output(),
+            settings.max_output_chars,
+            context_chars,
+            settings.redact_ratio,
+        );
+        sink.emit(EventData::Exec(ExecRecord {
+            iteration,
+            block,
+            output: shaped.clone(),
+            error: outcome.error.is_some(),
+            timed_out: outcome.timed_out,
+            duration_ms: outcome.duration.as_millis() as u64,
+        }));
+        turn.reports
+            .push(prompt::exec_report(&code.code, language, &shaped));
+        if let Some(notice) = prompt::exec_notices(&outcome) {
+            turn.notices.push(notice);
+        }
+        match outcome.final_answer {
+            Some(FinalAnswer::Var { value, .. }) => {
+                turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
+                return Ok(turn);
+            }
+            Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
+                Ok(()) => {
+                    let answer = match &value {
+                        Value::String(s) => s.clone(),
+                        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                    };
+                    turn.final_answer = Some(outcome_of(answer, AnswerSource::Submit, Some(value)));
+                    return Ok(turn);
+                }
+                Err(errors) => turn.notices.push(format!(
+                    "SUBMIT was rejected: the payload does not match the output schema:\n{errors}\nFix it and call SUBMIT again."
+                )),
+            },
+            None => {}
+        }
+    }
+    if parsed.blocks.is_empty() {
+        if let Some(answer) = &parsed.final_literal {
+            turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
+            return Ok(turn);
+        }
+    } else if parsed.final_literal.is_some() {
+        turn.notices.push(prompt::PREMATURE_FINAL.to_owned());
+    }
+    if let Some(name) = &parsed.final_var {
+        // Evaluated after the code of the same response ran.
+        match env.final_var(name).await? {
+            Some(value) => {
+                turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
+                return Ok(turn);
+            }
+            None => turn.notices.push(format!(
+                "FINAL_VAR({name}) names no variable in the REPL. Define it in a ```repl block first, or answer with FINAL(...)."
+            )),
+        }
+    }
+    if parsed.blocks.is_empty() && parsed.final_var.is_none() {
+        turn.notices
+            .push(prompt::correction(parsed.misfence.as_ref(), language));
+    }
+    Ok(turn)
+}
+
+/// Checks a SUBMIT payload against `--output-schema`; the error lists what is wrong.
+fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), String> {
+    let Some(schema) = &settings.output_schema else {
+        return Ok(());
+    };
+    let errors: Vec<String> = schema
+        .iter_errors(value)
+        .map(|e| format!("- at {}: {e}", e.instance_path()))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}

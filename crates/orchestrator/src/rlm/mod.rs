@@ -1,0 +1,407 @@
+//! The RLM loop (docs/loop.md): ask the model, run what it asked for, feed the real
+//! output back, until it gives a final answer or the iterations or budget run out.
+//!
+//! What the model asks for is code in fenced blocks ([`code_turn`]) or, under
+//! `--env tools`, calls of the environment's tools ([`tool_turn`]); everything else —
+//! budgets, the trace, the forced last answer — is the same for both.
+
+mod code_turn;
+mod tool_turn;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::accounting::Accounting;
+use crate::context::ContextInfo;
+use crate::env::tools::ToolProtocol;
+use crate::env::{EnvError, Environment};
+use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord};
+use crate::host::{record_call, Model};
+use crate::parse::parse_response;
+use crate::prompt::{self, Access, Budget, PromptFeatures, SessionState};
+use crate::provider::{ChatMessage, ChatRequest, Completion, ProviderError, ToolSpec};
+
+/// Default `--max-iterations`.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
+
+/// Default `--state-vars`: variables shown in the inventory.
+pub const DEFAULT_STATE_VARS: usize = 20;
+
+/// Settings of the loop.
+#[derive(Clone)]
+pub struct LoopSettings {
+    /// `--max-iterations`.
+    pub max_iterations: u32,
+    /// `--max-output-chars`.
+    pub max_output_chars: usize,
+    /// `--redact-ratio`.
+    pub redact_ratio: f64,
+    /// `--state-vars`.
+    pub state_vars: usize,
+    /// This run's depth.
+    pub depth: u32,
+    /// `--max-depth`.
+    pub max_depth: u32,
+    /// `--sub-context-chars` (mentioned in the system prompt).
+    pub sub_context_chars: usize,
+    /// `--output-schema`: SUBMIT payloads must validate.
+    pub output_schema: Option<Arc<jsonschema::Validator>>,
+    /// `--system-prompt`: replaces the built-in system prompt.
+    pub system_prompt: Option<Arc<str>>,
+    /// An external agent command is configured (the prompt advertises `spawn_agent`).
+    pub agents: bool,
+    /// How tool calls travel when the environment offers tools (`--tool-protocol`).
+    pub tool_protocol: ToolProtocol,
+}
+
+impl std::fmt::Debug for LoopSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopSettings")
+            .field("max_iterations", &self.max_iterations)
+            .field("depth", &self.depth)
+            .field("max_depth", &self.max_depth)
+            .field("tool_protocol", &self.tool_protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopOutcome {
+    /// The answer.
+    pub answer: String,
+    /// Where the answer came from.
+    pub source: AnswerSource,
+    /// True when the answer was forced (iterations or budget exhausted).
+    pub forced: bool,
+    /// Iterations that ran.
+    pub iterations: u32,
+    /// The SUBMIT payload, if the answer came from SUBMIT.
+    pub submitted: Option<Value>,
+}
+
+/// A failure that ends the run (unlike errors in model code, which the model sees).
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    /// The root model could not be asked.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The REPL broke for good.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+}
+
+/// Everything the loop works with.
+pub struct LoopParts<'a> {
+    /// The root model.
+    pub model: &'a Model,
+    /// The REPL.
+    pub env: &'a mut dyn Environment,
+    /// The trace.
+    pub sink: &'a EventSink,
+    /// Usage and budgets (shared with the host).
+    pub accounting: &'a Accounting,
+}
+
+/// What the model works through: code in a REPL, or the environment's tools.
+#[derive(Debug, Clone)]
+enum Medium {
+    /// Fenced code blocks, run in order.
+    Code,
+    /// Tool calls, sent natively (`specs` go with every request) or written as text.
+    Tools {
+        specs: Vec<ToolSpec>,
+        protocol: ToolProtocol,
+    },
+}
+
+impl Medium {
+    /// The tools sent with each request (none when calls are written as text).
+    fn native_specs(&self) -> &[ToolSpec] {
+        match self {
+            Self::Tools {
+                specs,
+                protocol: ToolProtocol::Native,
+            } => specs,
+            Self::Tools { .. } | Self::Code => &[],
+        }
+    }
+}
+
+/// What one turn did, for the message that follows it.
+#[derive(Debug, Default)]
+struct Turn {
+    /// Reports of what ran (code and its output; tool results written as text).
+    reports: Vec<String>,
+    /// Corrections and notes.
+    notices: Vec<String>,
+    /// Set when the turn ended the run.
+    final_answer: Option<LoopOutcome>,
+    /// Code ran, so the model's variables may have changed.
+    ran_code: bool,
+}
+
+/// Runs the loop for `query` over a context described by `context` (the latest slot
+/// of a session); `session` tells the model what earlier queries left in the REPL.
+pub async fn run_loop(
+    query: &str,
+    context: Option<&ContextInfo>,
+    session: SessionState,
+    parts: LoopParts<'_>,
+    settings: &LoopSettings,
+) -> Result<LoopOutcome, LoopError> {
+    let LoopParts {
+        model,
+        env,
+        sink,
+        accounting,
+    } = parts;
+    let specs = env.tools();
+    let medium = if specs.is_empty() {
+        Medium::Code
+    } else {
+        Medium::Tools {
+            specs,
+            protocol: settings.tool_protocol,
+        }
+    };
+    let mut budget = Budget {
+        iteration: 1,
+        max_iterations: settings.max_iterations,
+        depth: settings.depth,
+        max_depth: settings.max_depth,
+        tokens_used: 0,
+        max_tokens: accounting.limits().max_tokens,
+    };
+    let features = PromptFeatures {
+        agents: settings.agents,
+        sub_context_chars: settings.sub_context_chars,
+        text_tool_protocol: matches!(
+            medium,
+            Medium::Tools {
+                protocol: ToolProtocol::Text,
+                ..
+            }
+        ),
+    };
+    let access = match medium {
+        Medium::Code => Access::Code,
+        Medium::Tools { .. } => Access::Tools,
+    };
+    let mut messages = vec![
+        ChatMessage::system(match &settings.system_prompt {
+            Some(text) => text.to_string(),
+            None => env.system_prompt(features),
+        }),
+        ChatMessage::user(prompt::first_message(
+            query, context, &budget, session, access,
+        )),
+    ];
+    let context_chars = context.map_or(0, |c| c.total_chars);
+    let mut iterations = 0;
+    let mut stop_reason = None;
+    for iteration in 1..=settings.max_iterations {
+        if let Some(reason) = accounting.exhausted() {
+            stop_reason = Some(reason);
+            break;
+        }
+        iterations = iteration;
+        let step_start = Instant::now();
+        sink.emit(EventData::StepStarted { iteration });
+        let completion = ask(
+            model,
+            &messages,
+            medium.native_specs(),
+            sink,
+            accounting,
+            CallPurpose::Root,
+            iteration,
+        )
+        .await?;
+        let turn = match &medium {
+            Medium::Code => {
+                let step = code_turn::Step {
+                    iteration,
+                    settings,
+                    context_chars,
+                };
+                code_turn::run(step, &completion.text, env, sink, &mut messages).await?
+            }
+            Medium::Tools { protocol, .. } => {
+                let step = tool_turn::Step {
+                    iteration,
+                    settings,
+                    protocol: *protocol,
+                };
+                tool_turn::run(step, &completion, env, sink, &mut messages).await?
+            }
+        };
+        if let Some(done) = turn.final_answer {
+            sink.emit(EventData::Final(FinalRecord {
+                answer: done.answer.clone(),
+                forced: false,
+                source: done.source,
+            }));
+            sink.emit(EventData::StepCompleted {
+                iteration,
+                duration_ms: step_start.elapsed().as_millis() as u64,
+            });
+            return Ok(LoopOutcome {
+                iterations,
+                forced: false,
+                ..done
+            });
+        }
+        let variables = match medium {
+            Medium::Code => env.variables().await.unwrap_or_default(),
+            Medium::Tools { .. } => Vec::new(),
+        };
+        if turn.ran_code {
+            sink.emit(EventData::VariablesUpdated {
+                iteration,
+                variables: variables.clone(),
+            });
+        }
+        budget.iteration = iteration + 1;
+        budget.tokens_used = accounting.totals().usage.total();
+        messages.push(ChatMessage::user(prompt::turn_message(
+            &turn.reports,
+            &turn.notices,
+            &budget,
+            &variables,
+            settings.state_vars,
+        )));
+        sink.emit(EventData::StepCompleted {
+            iteration,
+            duration_ms: step_start.elapsed().as_millis() as u64,
+        });
+    }
+    if let Some(reason) = &stop_reason {
+        sink.emit(EventData::Warning {
+            message: format!("stopping: {reason}"),
+        });
+    }
+    let ending = Ending {
+        model,
+        sink,
+        accounting,
+        iterations,
+        stop_reason,
+    };
+    force_final(ending, &medium, &mut messages, env).await
+}
+
+/// A final answer the turn accepted (its iteration count is set by the loop).
+fn outcome_of(answer: String, source: AnswerSource, submitted: Option<Value>) -> LoopOutcome {
+    LoopOutcome {
+        answer,
+        source,
+        forced: false,
+        iterations: 0,
+        submitted,
+    }
+}
+
+/// One root-model call, accounted and traced; the text streams to the listeners as
+/// transient `text_delta` events while it arrives.
+async fn ask(
+    model: &Model,
+    messages: &[ChatMessage],
+    tools: &[ToolSpec],
+    sink: &EventSink,
+    accounting: &Accounting,
+    purpose: CallPurpose,
+    iteration: u32,
+) -> Result<Completion, ProviderError> {
+    let request = ChatRequest {
+        messages: messages.to_vec(),
+        tools: tools.to_vec(),
+        ..ChatRequest::default()
+    };
+    let on_delta = |delta: &str| {
+        sink.emit_transient(EventData::TextDelta {
+            iteration,
+            delta: delta.to_owned(),
+        })
+    };
+    let completion = model.provider.complete(&request, Some(&on_delta)).await?;
+    record_call(model, &request, &completion, purpose, accounting, sink);
+    Ok(completion)
+}
+
+/// What the forced last answer needs besides the conversation.
+struct Ending<'a> {
+    model: &'a Model,
+    sink: &'a EventSink,
+    accounting: &'a Accounting,
+    iterations: u32,
+    stop_reason: Option<String>,
+}
+
+/// Asks once more for an answer, with no more code or tools to run: the answer is
+/// `FINAL(...)`, `FINAL_VAR(name)`, a `final_answer` call, or else the reply's text.
+async fn force_final(
+    ending: Ending<'_>,
+    medium: &Medium,
+    messages: &mut Vec<ChatMessage>,
+    env: &mut dyn Environment,
+) -> Result<LoopOutcome, LoopError> {
+    let Ending {
+        model,
+        sink,
+        accounting,
+        iterations,
+        stop_reason,
+    } = ending;
+    let mut instruction = match medium {
+        Medium::Code => prompt::FORCE_FINAL,
+        Medium::Tools { .. } => prompt::FORCE_FINAL_TOOLS,
+    }
+    .to_owned();
+    if let Some(reason) = &stop_reason {
+        instruction = format!("Stop: {reason}. {instruction}");
+    }
+    messages.push(ChatMessage::user(instruction));
+    // Tools stay declared (a conversation holding tool calls needs them), but only a
+    // final_answer call is taken.
+    let completion = ask(
+        model,
+        messages,
+        medium.native_specs(),
+        sink,
+        accounting,
+        CallPurpose::ForcedFinal,
+        iterations + 1,
+    )
+    .await?;
+    let parsed = parse_response(&completion.text, env.fence_tags());
+    let answer = match (&parsed.final_literal, &parsed.final_var) {
+        (Some(answer), _) => answer.clone(),
+        (None, Some(name)) => match env.final_var(name).await? {
+            Some(value) => value,
+            None => parsed.transcript_text.clone(),
+        },
+        (None, None) => match medium {
+            Medium::Tools { .. } => tool_turn::final_answer_called(&completion)
+                .unwrap_or_else(|| parsed.transcript_text.trim().to_owned()),
+            Medium::Code => parsed.transcript_text.trim().to_owned(),
+        },
+    };
+    sink.emit(EventData::Final(FinalRecord {
+        answer: answer.clone(),
+        forced: true,
+        source: AnswerSource::Forced,
+    }));
+    Ok(LoopOutcome {
+        answer,
+        source: AnswerSource::Forced,
+        forced: true,
+        iterations,
+        submitted: None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,767 @@
+//! The loop against a scripted model and a fake REPL.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use crate::accounting::Limits;
+use crate::env::{ExecOutcome, FinalAnswer, HistoryEntry, ReplVariable};
+use crate::events::ExecRecord;
+use crate::events::{Event, RunIdentity};
+use crate::ids::{AgentId, RunId};
+use crate::provider::{Completion, DeltaSink, Provider, ToolCall, Usage};
+
+/// Replies in order (text and tool calls); records every request.
+struct Scripted {
+    replies: Mutex<VecDeque<(String, Vec<ToolCall>)>>,
+    requests: Mutex<Vec<Vec<ChatMessage>>>,
+    tools_sent: Mutex<Vec<Vec<String>>>,
+}
+
+impl Scripted {
+    fn new(replies: Vec<(String, Vec<ToolCall>)>) -> Arc<Self> {
+        Arc::new(Self {
+            replies: Mutex::new(replies.into()),
+            requests: Mutex::new(Vec::new()),
+            tools_sent: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for Scripted {
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        _: Option<DeltaSink<'_>>,
+    ) -> Result<Completion, ProviderError> {
+        self.requests.lock().unwrap().push(request.messages.clone());
+        self.tools_sent
+            .lock()
+            .unwrap()
+            .push(request.tools.iter().map(|t| t.name.clone()).collect());
+        let (text, tool_calls) = self
+            .replies
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| ("FINAL(script exhausted)".into(), Vec::new()));
+        Ok(Completion {
+            text,
+            tool_calls,
+            usage: Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+            },
+            usage_reported: true,
+            model: "scripted".into(),
+            latency: Duration::ZERO,
+            attempts: 1,
+        })
+    }
+    fn model(&self) -> &str {
+        "scripted"
+    }
+    fn describe(&self) -> String {
+        "scripted".into()
+    }
+}
+
+/// `name = value` assigns, `print(name)` prints, `submit <json>` submits,
+/// `final_var name` calls FINAL_VAR from code, `boom` raises.
+#[derive(Default)]
+struct FakeEnv {
+    vars: HashMap<String, String>,
+    executed: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl Environment for FakeEnv {
+    fn kind(&self) -> crate::env::EnvKind {
+        crate::env::EnvKind::Python
+    }
+    fn fence_tags(&self) -> &'static [&'static str] {
+        &["python"]
+    }
+    async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError> {
+        self.executed.push(code.to_owned());
+        let mut outcome = ExecOutcome::default();
+        for line in code.lines() {
+            if let Some((name, value)) = line.split_once(" = ") {
+                self.vars.insert(name.trim().into(), value.trim().into());
+            } else if let Some(name) = line
+                .strip_prefix("print(")
+                .and_then(|l| l.strip_suffix(')'))
+            {
+                outcome.stdout.push_str(&format!(
+                    "{}\n",
+                    self.vars.get(name).cloned().unwrap_or_else(|| name.into())
+                ));
+            } else if let Some(json) = line.strip_prefix("submit ") {
+                outcome.final_answer = Some(FinalAnswer::Submit {
+                    value: serde_json::from_str(json).unwrap(),
+                });
+            } else if let Some(name) = line.strip_prefix("final_var ") {
+                let value = self.vars.get(name).cloned().unwrap_or_default();
+                outcome.final_answer = Some(FinalAnswer::Var {
+                    name: name.into(),
+                    value,
+                });
+            } else if line == "boom" {
+                outcome.error = Some("Traceback: boom".into());
+            }
+        }
+        Ok(outcome)
+    }
+    async fn final_var(&mut self, name: &str) -> Result<Option<String>, EnvError> {
+        Ok(self.vars.get(name).cloned())
+    }
+    async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError> {
+        Ok(self
+            .vars
+            .iter()
+            .map(|(k, v)| ReplVariable {
+                name: k.clone(),
+                type_name: "str".into(),
+                size: v.len() as u64,
+                preview: v.clone(),
+            })
+            .collect())
+    }
+    async fn push_history(&mut self, _: HistoryEntry) -> Result<(), EnvError> {
+        Ok(())
+    }
+    async fn shutdown(&mut self) {}
+}
+
+struct Harness {
+    provider: Arc<Scripted>,
+    env: FakeEnv,
+    outcome: LoopOutcome,
+    events: Vec<Event>,
+}
+
+fn settings() -> LoopSettings {
+    LoopSettings {
+        max_iterations: 4,
+        max_output_chars: 1000,
+        redact_ratio: 0.25,
+        state_vars: 10,
+        depth: 0,
+        max_depth: 2,
+        sub_context_chars: 10_000,
+        output_schema: None,
+        system_prompt: None,
+        agents: false,
+        tool_protocol: ToolProtocol::Native,
+    }
+}
+
+async fn run_with(replies: &[&str], settings: LoopSettings, limits: Limits) -> Harness {
+    let provider = Scripted::new(
+        replies
+            .iter()
+            .map(|s| (s.to_string(), Vec::new()))
+            .collect(),
+    );
+    let model = Model {
+        provider: provider.clone(),
+        price: None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let identity = RunIdentity {
+        run_id: RunId::from("r"),
+        depth: 0,
+        agent_id: AgentId::parse("a").unwrap(),
+        parent_id: None,
+    };
+    let sink = EventSink::create(dir.path(), identity, vec![]).unwrap();
+    let accounting = Accounting::new(limits);
+    let mut env = FakeEnv::default();
+    let parts = LoopParts {
+        model: &model,
+        env: &mut env,
+        sink: &sink,
+        accounting: &accounting,
+    };
+    let context = crate::context::describe_value(&Value::String("x".repeat(5_000)), "t".into());
+    let outcome = run_loop(
+        "the task",
+        Some(&context),
+        SessionState::default(),
+        parts,
+        &settings,
+    )
+    .await
+    .unwrap();
+    let text = std::fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
+    let events = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    Harness {
+        provider,
+        env,
+        outcome,
+        events,
+    }
+}
+
+/// `events.jsonl` of a scripted run, with times zeroed: the trace format as other
+/// programs read it. Each line also round-trips through [`Event`] unchanged.
+#[tokio::test]
+async fn the_events_file_keeps_its_shape() {
+    let h = run_with(
+        &[
+            "Let me look.\n```repl\nanswer = computed\nprint(answer)\n```",
+            "```repl\nboom\n```",
+            "FINAL_VAR(answer)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    let mut lines = Vec::new();
+    for event in &h.events {
+        let mut value = serde_json::to_value(event).unwrap();
+        let back: Event = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(&back, event);
+        value["ts_ms"] = 0.into();
+        for timing in ["duration_ms", "latency_ms"] {
+            if value.get(timing).is_some() {
+                value[timing] = 0.into();
+            }
+        }
+        lines.push(value.to_string());
+    }
+    insta::assert_snapshot!(lines.join("\n"));
+}
+
+fn last_user_message(h: &Harness, request: usize) -> String {
+    let requests = h.provider.requests.lock().unwrap();
+    requests[request].last().unwrap().content.clone()
+}
+
+#[tokio::test]
+async fn final_after_code_output_is_accepted() {
+    let h = run_with(
+        &["```repl\nx = 42\nprint(x)\n```", "FINAL(42)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "42");
+    assert_eq!(h.outcome.iterations, 2);
+    assert!(!h.outcome.forced);
+    let fed_back = last_user_message(&h, 1);
+    assert!(
+        fed_back.contains("Code executed:\n```python\nx = 42\nprint(x)\n```\n\nREPL output:\n42\n"),
+        "{fed_back}"
+    );
+    assert!(
+        fed_back.contains("x (str, size 2): 42"),
+        "inventory missing: {fed_back}"
+    );
+}
+
+#[tokio::test]
+async fn final_written_with_code_is_refused_and_the_code_runs() {
+    let h = run_with(
+        &["```repl\nx = 7\nprint(x)\n```\nFINAL(1000)", "FINAL(7)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "7");
+    assert_eq!(h.env.executed.len(), 1);
+    assert!(last_user_message(&h, 1).contains("was not accepted"));
+}
+
+#[tokio::test]
+async fn final_var_with_code_is_evaluated_after_the_code() {
+    let h = run_with(
+        &["```repl\nanswer = computed\n```\nFINAL_VAR(answer)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "computed");
+    assert_eq!(h.outcome.source, AnswerSource::FinalVar);
+    assert_eq!(h.outcome.iterations, 1);
+}
+
+#[tokio::test]
+async fn imitated_output_never_reaches_the_transcript() {
+    let h = run_with(
+        &[
+            "```repl\nprint(hello)\n```\nREPL output:\nfake 123\nFINAL(fake)",
+            "FINAL(done)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "done");
+    let requests = h.provider.requests.lock().unwrap();
+    let assistant = &requests[1][2];
+    assert_eq!(assistant.role, crate::provider::Role::Assistant);
+    assert!(
+        !assistant.content.contains("fake 123"),
+        "{}",
+        assistant.content
+    );
+    assert!(requests[1][3].content.contains("REPL output:\nhello"));
+}
+
+#[tokio::test]
+async fn final_in_a_fence_is_not_an_answer() {
+    let h = run_with(
+        &["```text\nFINAL(no)\n```", "FINAL(yes)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "yes");
+    assert!(last_user_message(&h, 1).contains("```text blocks do not run here"));
+}
+
+#[tokio::test]
+async fn tool_call_blobs_and_bare_fences_get_corrections() {
+    let h = run_with(
+        &[
+            "<tool_call>{\"name\": \"ctx_grep\"}</tool_call>",
+            "```\nprint(1)\n```",
+            "FINAL(ok)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "ok");
+    assert!(last_user_message(&h, 1).contains("no native tool calls"));
+    assert!(last_user_message(&h, 2).contains("fence without a tag"));
+}
+
+#[tokio::test]
+async fn submit_is_validated_against_the_schema() {
+    let schema = serde_json::json!({"type": "object", "required": ["count"], "properties": {"count": {"type": "integer"}}});
+    let mut s = settings();
+    s.output_schema = Some(Arc::new(jsonschema::validator_for(&schema).unwrap()));
+    let h = run_with(
+        &[
+            "```repl\nsubmit {\"count\": \"many\"}\n```",
+            "```repl\nsubmit {\"count\": 3}\n```",
+        ],
+        s,
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.source, AnswerSource::Submit);
+    assert_eq!(h.outcome.submitted, Some(serde_json::json!({"count": 3})));
+    let feedback = last_user_message(&h, 1);
+    assert!(
+        feedback.contains("SUBMIT was rejected") && feedback.contains("/count"),
+        "{feedback}"
+    );
+}
+
+#[tokio::test]
+async fn iterations_run_out_into_a_forced_answer() {
+    let h = run_with(
+        &[
+            "thinking",
+            "still thinking",
+            "more",
+            "and more",
+            "FINAL(best guess)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.answer, "best guess");
+    assert_eq!(h.outcome.iterations, 4);
+    assert!(last_user_message(&h, 4).contains("You have used every iteration"));
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(&e.data, EventData::Final(FinalRecord { forced: true, .. }))));
+}
+
+#[tokio::test]
+async fn a_spent_budget_forces_the_answer_early() {
+    let limits = Limits {
+        max_llm_calls: Some(2),
+        ..Limits::default()
+    };
+    let h = run_with(
+        &[
+            "```repl\nprint(1)\n```",
+            "```repl\nprint(2)\n```",
+            "FINAL(cut short)",
+        ],
+        settings(),
+        limits,
+    )
+    .await;
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.iterations, 2);
+    assert!(last_user_message(&h, 2).contains("--max-llm-calls 2"));
+}
+
+#[tokio::test]
+async fn errors_in_code_go_back_to_the_model() {
+    let h = run_with(
+        &["```repl\nboom\n```", "FINAL(recovered)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "recovered");
+    assert!(last_user_message(&h, 1).contains("Traceback: boom"));
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(&e.data, EventData::Exec(ExecRecord { error: true, .. }))));
+}
+
+#[tokio::test]
+async fn dumping_the_context_is_redacted() {
+    let big = "y".repeat(2_500);
+    let h = run_with(
+        &[&format!("```repl\nd = {big}\nprint(d)\n```"), "FINAL(x)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(last_user_message(&h, 1).contains("[redacted: output too large]"));
+}
+
+// The tools medium, with the real `tools` environment over a real store.
+
+mod tools_medium {
+    use super::*;
+    use crate::env::tools::{ToolsEnv, ToolsOptions};
+    use crate::env::{ContextShape, ContextSource, EnvConfig};
+    use crate::host::{Host, HostCall, HostError};
+    use crate::provider::Role;
+    use rlm_context_store::{SetOptions, Store};
+    use serde_json::json;
+
+    /// Every host call fails: these tests call no sub-model.
+    struct NoHost;
+
+    #[async_trait::async_trait]
+    impl Host for NoHost {
+        async fn call(&self, call: HostCall) -> Result<Value, HostError> {
+            Err(HostError::RespondToModel(format!("no {}", call.method())))
+        }
+    }
+
+    struct ToolHarness {
+        provider: Arc<Scripted>,
+        outcome: LoopOutcome,
+        events: Vec<Event>,
+    }
+
+    impl ToolHarness {
+        fn request(&self, n: usize) -> Vec<ChatMessage> {
+            self.provider.requests.lock().unwrap()[n].clone()
+        }
+
+        fn exec_outputs(&self) -> Vec<(String, bool)> {
+            self.events
+                .iter()
+                .filter_map(|e| match &e.data {
+                    EventData::Exec(exec) => Some((exec.output.clone(), exec.error)),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
+    fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.to_string(),
+        }
+    }
+
+    fn haystack() -> String {
+        let mut text = String::new();
+        for i in 0..2_000 {
+            text.push_str(&format!("line {i}: all quiet\n"));
+        }
+        text.push_str("line 2000: the vault code is 7291\n");
+        text
+    }
+
+    async fn run_tools(
+        replies: Vec<(String, Vec<ToolCall>)>,
+        settings: LoopSettings,
+    ) -> ToolHarness {
+        let provider = Scripted::new(replies);
+        let model = Model {
+            provider: provider.clone(),
+            price: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .set("ctx", json!(haystack()), SetOptions::default())
+            .unwrap();
+        let config = EnvConfig {
+            data_dir: dir.path().to_owned(),
+            context: Some(ContextSource {
+                shape: ContextShape::Single,
+                files: vec![store.path_of("ctx").unwrap()],
+                chunk_chars: 100_000,
+                chars: None,
+                max_char: None,
+            }),
+            query: "q".into(),
+            history: Vec::new(),
+            exec_timeout: Duration::from_secs(5),
+            depth: 0,
+            max_depth: 2,
+            sub_context_chars: 10_000,
+        };
+        let mut env = ToolsEnv::start(config, Arc::new(NoHost), ToolsOptions::default()).unwrap();
+        let identity = RunIdentity {
+            run_id: RunId::from("r"),
+            depth: 0,
+            agent_id: AgentId::parse("a").unwrap(),
+            parent_id: None,
+        };
+        let sink = EventSink::create(dir.path(), identity, vec![]).unwrap();
+        let accounting = Accounting::new(Limits::default());
+        let context = crate::context::describe_value(&Value::String(haystack()), "t".into());
+        let outcome = run_loop(
+            "what is the vault code?",
+            Some(&context),
+            SessionState::default(),
+            LoopParts {
+                model: &model,
+                env: &mut env,
+                sink: &sink,
+                accounting: &accounting,
+            },
+            &settings,
+        )
+        .await
+        .unwrap();
+        let text = std::fs::read_to_string(sink.dir().join("events.jsonl")).unwrap();
+        let events = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        ToolHarness {
+            provider,
+            outcome,
+            events,
+        }
+    }
+
+    #[tokio::test]
+    async fn native_calls_run_in_order_and_answer_by_id() {
+        let h = run_tools(
+            vec![
+                (
+                    "Searching.".into(),
+                    vec![
+                        call("a1", "ctx_length", json!({"variable": "context"})),
+                        call(
+                            "a2",
+                            "ctx_grep",
+                            json!({"variable": "context", "pattern": "vault"}),
+                        ),
+                    ],
+                ),
+                (
+                    String::new(),
+                    vec![call("b1", "final_answer", json!({"answer": "7291"}))],
+                ),
+            ],
+            settings(),
+        )
+        .await;
+        assert_eq!(h.outcome.answer, "7291");
+        assert_eq!(h.outcome.source, AnswerSource::FinalAnswerTool);
+        assert_eq!(h.outcome.iterations, 2);
+        let sent = h.provider.tools_sent.lock().unwrap().clone();
+        assert_eq!(
+            sent[0],
+            [
+                "ctx_length",
+                "ctx_grep",
+                "ctx_slice",
+                "ctx_summarize",
+                "final_answer"
+            ]
+        );
+        let second = h.request(1);
+        let tail: Vec<&ChatMessage> = second.iter().skip(2).collect();
+        assert_eq!(tail[0].role, Role::Assistant);
+        assert_eq!(tail[0].tool_calls.len(), 2);
+        assert_eq!(tail[1].role, Role::Tool);
+        assert_eq!(tail[1].tool_call_id.as_deref(), Some("a1"));
+        assert!(
+            tail[1].content.starts_with("context: 40924 characters"),
+            "{}",
+            tail[1].content
+        );
+        assert_eq!(tail[2].tool_call_id.as_deref(), Some("a2"));
+        assert!(
+            tail[2]
+                .content
+                .contains("2001:40890 line 2000: the vault code is 7291"),
+            "{}",
+            tail[2].content
+        );
+        assert_eq!(tail[3].role, Role::User);
+        assert!(
+            tail[3].content.starts_with("State: iteration 2 of 4"),
+            "{}",
+            tail[3].content
+        );
+    }
+
+    #[tokio::test]
+    async fn text_calls_are_answered_in_text_and_no_tools_are_sent() {
+        let h = run_tools(
+            vec![
+                (
+                    "```tool\n{\"tool\": \"ctx_grep\", \"arguments\": {\"variable\": \"context\", \"pattern\": \"vault code\"}}\n```".into(),
+                    Vec::new(),
+                ),
+                ("The code is in line 2000.\nFINAL(7291)".into(), Vec::new()),
+            ],
+            LoopSettings {
+                tool_protocol: ToolProtocol::Text,
+                ..settings()
+            },
+        )
+        .await;
+        assert_eq!(h.outcome.answer, "7291");
+        assert_eq!(h.outcome.source, AnswerSource::Final);
+        assert!(h.provider.tools_sent.lock().unwrap()[0].is_empty());
+        let system = &h.request(0)[0].content;
+        assert!(system.contains("```tool"), "{system}");
+        let fed_back = h.request(1).last().unwrap().content.clone();
+        assert!(
+            fed_back.starts_with(
+                "Result of ctx_grep({\"pattern\":\"vault code\",\"variable\":\"context\"}):\n1 line of context match"
+            ),
+            "{fed_back}"
+        );
+    }
+
+    #[tokio::test]
+    async fn calls_written_as_text_on_a_native_endpoint_still_run() {
+        let h = run_tools(
+            vec![
+                ("ctx_slice(\"context\", 40880, 40924)".into(), Vec::new()),
+                ("FINAL(7291)".into(), Vec::new()),
+            ],
+            settings(),
+        )
+        .await;
+        assert_eq!(h.outcome.answer, "7291");
+        let outputs = h.exec_outputs();
+        assert_eq!(outputs.len(), 1);
+        assert!(
+            outputs[0].0.contains("the vault code is 7291"),
+            "{outputs:?}"
+        );
+        assert!(h.request(1).iter().all(|m| m.role != Role::Tool));
+    }
+
+    #[tokio::test]
+    async fn early_answers_are_refused_and_silence_is_corrected() {
+        let h = run_tools(
+            vec![
+                ("I will just answer.".into(), Vec::new()),
+                (
+                    "FINAL(1234)".into(),
+                    vec![call(
+                        "c1",
+                        "ctx_grep",
+                        json!({"variable": "context", "pattern": "vault"}),
+                    )],
+                ),
+                (
+                    String::new(),
+                    vec![
+                        call(
+                            "d1",
+                            "ctx_slice",
+                            json!({"variable": "context", "start": 0, "end": 10}),
+                        ),
+                        call("d2", "final_answer", json!({"answer": "guess"})),
+                    ],
+                ),
+                ("FINAL(7291)".into(), Vec::new()),
+            ],
+            settings(),
+        )
+        .await;
+        assert_eq!(h.outcome.answer, "7291");
+        assert_eq!(h.outcome.iterations, 4);
+        let corrected = h.request(1).last().unwrap().content.clone();
+        assert!(
+            corrected.starts_with("Your message called no tool"),
+            "{corrected}"
+        );
+        let refused = h.request(2).last().unwrap().content.clone();
+        assert!(
+            refused.starts_with("Your final answer came in the same message"),
+            "{refused}"
+        );
+        let fourth = h.request(3);
+        let refused_call = fourth
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some("d2"))
+            .unwrap();
+        assert!(refused_call.is_error && refused_call.content.contains("not accepted"));
+    }
+
+    #[tokio::test]
+    async fn out_of_iterations_a_final_answer_call_is_taken() {
+        let grep = || {
+            vec![call(
+                "g",
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "quiet"}),
+            )]
+        };
+        let h = run_tools(
+            vec![
+                (String::new(), grep()),
+                (String::new(), grep()),
+                (String::new(), grep()),
+                (String::new(), grep()),
+                (
+                    String::new(),
+                    vec![call("f", "final_answer", json!({"answer": "not found"}))],
+                ),
+            ],
+            settings(),
+        )
+        .await;
+        assert!(h.outcome.forced);
+        assert_eq!(h.outcome.answer, "not found");
+        let outputs = h.exec_outputs();
+        assert_eq!(outputs.len(), 4);
+        assert!(
+            outputs[2]
+                .0
+                .starts_with("This call repeats an earlier call"),
+            "{outputs:?}"
+        );
+        let last = h.request(4).last().unwrap().content.clone();
+        assert!(last.contains("Do not call any more tools"), "{last}");
+    }
+}

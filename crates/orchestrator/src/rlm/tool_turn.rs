@@ -1,0 +1,151 @@
+//! A turn of the tools medium (`--env tools`): the model's tool calls run in order and
+//! each result goes back in the provider's own shape — a `tool` message answering the
+//! call's id when the call came natively, one text report per call when it was
+//! written as text. The run ends by `FINAL(...)` in a message without calls, or by a
+//! `final_answer` call made alone.
+
+use std::time::Instant;
+
+use super::{outcome_of, LoopError, LoopSettings, Turn};
+use crate::env::tools::{parse_text_calls, MicroTool, ToolProtocol};
+use crate::env::{Environment, ToolOutcome};
+use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
+use crate::output::shape_output;
+use crate::parse::parse_response;
+use crate::prompt;
+use crate::provider::{ChatMessage, Completion, ToolCall};
+
+/// Where the turn stands.
+pub(super) struct Step<'a> {
+    pub iteration: u32,
+    pub settings: &'a LoopSettings,
+    pub protocol: ToolProtocol,
+}
+
+/// Runs the calls of the model's reply; the reply and the results go into `messages`
+/// (results written as text come back in the turn's reports instead).
+pub(super) async fn run(
+    step: Step<'_>,
+    completion: &Completion,
+    env: &mut dyn Environment,
+    sink: &EventSink,
+    messages: &mut Vec<ChatMessage>,
+) -> Result<Turn, LoopError> {
+    let Step {
+        iteration,
+        settings,
+        protocol,
+    } = step;
+    let text = completion.text.trim();
+    let parsed = parse_response(text, &[]);
+    if !text.is_empty() {
+        sink.emit(EventData::Text(TextRecord {
+            iteration,
+            text: text.to_owned(),
+        }));
+    }
+    // Native calls answer by id; a model that writes its calls as text although the
+    // endpoint takes them natively (small models often do) is answered in text.
+    let native = protocol == ToolProtocol::Native && !completion.tool_calls.is_empty();
+    let calls = if native {
+        completion.tool_calls.clone()
+    } else {
+        parse_text_calls(text)
+    };
+    messages.push(if native {
+        ChatMessage::assistant_calls(text, calls.clone())
+    } else {
+        ChatMessage::assistant(text)
+    });
+
+    let mut turn = Turn::default();
+    if calls.is_empty() {
+        match &parsed.final_literal {
+            Some(answer) => {
+                turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
+            }
+            None => turn
+                .notices
+                .push(prompt::tools_correction(!parsed.blocks.is_empty())),
+        }
+        return Ok(turn);
+    }
+    if parsed.final_literal.is_some() {
+        turn.notices.push(prompt::PREMATURE_FINAL_TOOLS.to_owned());
+    }
+    let alone = calls.len() == 1;
+    for (index, call) in calls.iter().enumerate() {
+        let rendered = render_call(call);
+        sink.emit(EventData::Code(CodeRecord {
+            iteration,
+            block: index,
+            code: rendered.clone(),
+        }));
+        let started = Instant::now();
+        let outcome = if is_final_answer(call) && !alone {
+            ToolOutcome::error(prompt::PREMATURE_FINAL_TOOLS)
+        } else {
+            env.call_tool(call).await?
+        };
+        // Tool results are bounded by the tools themselves and are what the model
+        // asked to read, so they are never redacted; only `--max-output-chars` holds.
+        let content = shape_output(&outcome.content, settings.max_output_chars, 0, 0.0);
+        sink.emit(EventData::Exec(ExecRecord {
+            iteration,
+            block: index,
+            output: content.clone(),
+            error: outcome.is_error,
+            timed_out: false,
+            duration_ms: started.elapsed().as_millis() as u64,
+        }));
+        if native {
+            messages.push(ChatMessage::tool_result(
+                call.id.clone(),
+                content,
+                outcome.is_error,
+            ));
+        } else {
+            let label = if outcome.is_error {
+                "Error from"
+            } else {
+                "Result of"
+            };
+            turn.reports.push(format!("{label} {rendered}:\n{content}"));
+        }
+        if let Some(answer) = outcome.final_answer {
+            turn.final_answer = Some(outcome_of(answer, AnswerSource::FinalAnswerTool, None));
+            return Ok(turn);
+        }
+    }
+    Ok(turn)
+}
+
+/// The answer of a `final_answer` call in `completion`, native or written as text (for
+/// the forced last answer).
+pub(super) fn final_answer_called(completion: &Completion) -> Option<String> {
+    let written = parse_text_calls(&completion.text);
+    let call = completion
+        .tool_calls
+        .iter()
+        .chain(written.iter())
+        .find(|call| is_final_answer(call))?;
+    let arguments: serde_json::Value = serde_json::from_str(&call.arguments).ok()?;
+    match arguments.get("answer")? {
+        serde_json::Value::String(text) => Some(text.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn is_final_answer(call: &ToolCall) -> bool {
+    call.name.trim() == MicroTool::FinalAnswer.name()
+}
+
+/// A call as the trace and text reports show it: `ctx_grep {"variable":…}`.
+fn render_call(call: &ToolCall) -> String {
+    let arguments = call.arguments.trim();
+    if arguments.is_empty() {
+        format!("{}()", call.name)
+    } else {
+        format!("{}({arguments})", call.name)
+    }
+}
