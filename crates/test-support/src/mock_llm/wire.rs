@@ -233,4 +233,82 @@ mod tests {
         assert!(error_body(Some(Api::Anthropic), 429, "slow").contains("rate_limit_error"));
         assert!(error_body(None, 500, "boom").contains("\"message\":\"boom\""));
     }
+
+    fn data(json: &str) -> String {
+        format!("data: {json}\n\n")
+    }
+
+    fn named(name: &str, json: &str) -> String {
+        format!("event: {name}\ndata: {json}\n\n")
+    }
+
+    /// Text replies are pinned byte for byte: tool calls must not change them.
+    #[test]
+    fn text_replies_keep_their_exact_shape() {
+        let usage = Some((3, 2));
+        assert_eq!(
+            stream_events(Api::OpenAi, 7, "m", "hé there", usage, true),
+            [
+                data(
+                    r#"{"choices":[{"delta":{"content":"","role":"assistant"},"finish_reason":null,"index":0}],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion.chunk"}"#
+                ),
+                data(
+                    r#"{"choices":[{"delta":{"content":"hé "},"finish_reason":null,"index":0}],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion.chunk"}"#
+                ),
+                data(
+                    r#"{"choices":[{"delta":{"content":"there"},"finish_reason":null,"index":0}],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion.chunk"}"#
+                ),
+                data(
+                    r#"{"choices":[{"delta":{},"finish_reason":"stop","index":0}],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion.chunk"}"#
+                ),
+                data(
+                    r#"{"choices":[],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion.chunk","usage":{"completion_tokens":2,"prompt_tokens":3,"total_tokens":5}}"#
+                ),
+                "data: [DONE]\n\n".to_owned(),
+            ]
+        );
+        assert_eq!(
+            stream_events(Api::Anthropic, 7, "m", "hé there", usage, true),
+            [
+                named(
+                    "message_start",
+                    r#"{"message":{"content":[],"id":"msg_mock_7","model":"m","role":"assistant","stop_reason":null,"stop_sequence":null,"type":"message","usage":{"input_tokens":3,"output_tokens":1}},"type":"message_start"}"#
+                ),
+                named(
+                    "content_block_start",
+                    r#"{"content_block":{"text":"","type":"text"},"index":0,"type":"content_block_start"}"#
+                ),
+                named("ping", r#"{"type":"ping"}"#),
+                named(
+                    "content_block_delta",
+                    r#"{"delta":{"text":"hé ","type":"text_delta"},"index":0,"type":"content_block_delta"}"#
+                ),
+                named(
+                    "content_block_delta",
+                    r#"{"delta":{"text":"there","type":"text_delta"},"index":0,"type":"content_block_delta"}"#
+                ),
+                named(
+                    "content_block_stop",
+                    r#"{"index":0,"type":"content_block_stop"}"#
+                ),
+                named(
+                    "message_delta",
+                    r#"{"delta":{"stop_reason":"end_turn","stop_sequence":null},"type":"message_delta","usage":{"output_tokens":2}}"#
+                ),
+                named("message_stop", r#"{"type":"message_stop"}"#),
+            ]
+        );
+        assert_eq!(
+            completion_body(Api::OpenAi, 7, "m", "hé", usage).to_string(),
+            r#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"hé","role":"assistant"}}],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion","usage":{"completion_tokens":2,"prompt_tokens":3,"total_tokens":5}}"#
+        );
+        assert_eq!(
+            completion_body(Api::Anthropic, 7, "m", "hé", usage).to_string(),
+            r#"{"content":[{"text":"hé","type":"text"}],"id":"msg_mock_7","model":"m","role":"assistant","stop_reason":"end_turn","stop_sequence":null,"type":"message","usage":{"input_tokens":3,"output_tokens":2}}"#
+        );
+        assert_eq!(
+            completion_body(Api::OpenAi, 7, "m", "", None).to_string(),
+            r#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"","role":"assistant"}}],"created":0,"id":"chatcmpl-mock-7","model":"m","object":"chat.completion"}"#
+        );
+    }
 }
