@@ -28,12 +28,14 @@ use tokio::task::JoinHandle;
 
 mod script;
 mod server;
+mod tools;
 mod wire;
 
 pub use script::{
     MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, WhenEmpty,
     DEFAULT_MOCK_MODEL,
 };
+pub use tools::RecordedToolResult;
 
 use server::Shared;
 
@@ -143,7 +145,8 @@ impl RecordedRequest {
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
-    /// Characters of prompt text (system and every message).
+    /// Characters of prompt text (system and every message, Anthropic tool results
+    /// included as OpenAI's `tool` messages are).
     pub fn prompt_chars(&self) -> usize {
         let system = self
             .body
@@ -154,9 +157,15 @@ impl RecordedRequest {
             .messages()
             .iter()
             .map(|message| {
-                content_text(message.get("content").unwrap_or(&Value::Null))
-                    .chars()
-                    .count()
+                let content = message.get("content").unwrap_or(&Value::Null);
+                let tool_results: usize = tools::anthropic_tool_results(content)
+                    .map(|part| {
+                        content_text(part.get("content").unwrap_or(&Value::Null))
+                            .chars()
+                            .count()
+                    })
+                    .sum();
+                content_text(content).chars().count() + tool_results
             })
             .sum();
         system.chars().count() + messages
