@@ -4,6 +4,9 @@
 //! a model. Replies are consumed in order; rules answer matching requests without
 //! consuming the queue (sub-model calls arrive in an order a test cannot know); when
 //! both are silent, a default reply repeats or the server answers 500.
+//!
+//! A reply may also be the model calling tools ([`MockReply::tool_calls`]), so the
+//! orchestrator's tools mode runs offline too.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::RecordedRequest;
+use super::{MockToolCall, RecordedRequest};
 
 /// What a reply does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +33,15 @@ pub enum ReplyKind {
     },
     /// Close the connection without answering.
     Close,
+    /// Answer with tool calls (and any text before them): OpenAI `tool_calls` with
+    /// `finish_reason: "tool_calls"`, Anthropic `tool_use` blocks with `stop_reason:
+    /// "tool_use"`, whole or streamed as the request asked.
+    ToolCalls {
+        /// Text the model says before calling (empty for none).
+        text: String,
+        /// The calls, in order.
+        calls: Vec<MockToolCall>,
+    },
 }
 
 /// Token counts the mock reports.
@@ -65,6 +77,11 @@ pub struct MockReply {
     pub chunk_bytes: Option<usize>,
     /// Streaming only: pause between those writes.
     pub chunk_delay: Duration,
+    /// Streaming OpenAI tool calls only: repeat `id`, `type` and `function.name` in
+    /// every argument chunk, as llama.cpp's server did when it first streamed tool
+    /// calls (ggml-org/llama.cpp#12379, changed by #13800). A client must join only the
+    /// `arguments` pieces, by `index`.
+    pub repeat_tool_names: bool,
 }
 
 impl MockReply {
@@ -76,6 +93,7 @@ impl MockReply {
             usage: MockUsage::Estimate,
             chunk_bytes: None,
             chunk_delay: Duration::ZERO,
+            repeat_tool_names: false,
         }
     }
 
@@ -95,6 +113,17 @@ impl MockReply {
     /// Closing the connection without an answer.
     pub fn close() -> Self {
         Self::of(ReplyKind::Close)
+    }
+
+    /// Tool calls, after `text` (empty for none).
+    pub fn tool_calls(
+        text: impl Into<String>,
+        calls: impl IntoIterator<Item = MockToolCall>,
+    ) -> Self {
+        Self::of(ReplyKind::ToolCalls {
+            text: text.into(),
+            calls: calls.into_iter().collect(),
+        })
     }
 
     /// The same reply after `delay`.
@@ -128,6 +157,13 @@ impl MockReply {
     pub fn chunked(mut self, bytes: usize, pause: Duration) -> Self {
         self.chunk_bytes = Some(bytes.max(1));
         self.chunk_delay = pause;
+        self
+    }
+
+    /// The same (tool-call) reply, streamed to OpenAI clients the way llama.cpp's
+    /// server once did: see [`MockReply::repeat_tool_names`].
+    pub fn repeating_tool_names(mut self) -> Self {
+        self.repeat_tool_names = true;
         self
     }
 }
