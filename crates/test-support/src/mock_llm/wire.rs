@@ -1,8 +1,10 @@
-//! The bodies the mock sends: OpenAI Chat Completions and Anthropic Messages, whole or
-//! as SSE streams, and each API's error object.
+//! The bodies the mock sends: OpenAI Chat Completions and Anthropic Messages, text or
+//! tool calls, whole or as SSE streams, and each API's error object.
 //!
 //! Shapes follow the public APIs closely enough that a real client library would accept
-//! them; the providers under test must not be able to tell the difference.
+//! them; the providers under test must not be able to tell the difference. Streamed
+//! tool-call arguments arrive in pieces cut wherever they fall, as real servers cut
+//! them, so a client that does not join them by call index fails here first.
 
 use serde_json::{json, Value};
 
