@@ -2,8 +2,9 @@
 //!
 //! It is not a model. Benchmarks and the offline demo start it, read the first line of
 //! its stdout (`listening on http://127.0.0.1:PORT`) and point rlm at that URL; every
-//! answer comes from the script file. It serves until killed, or until its stdin is
-//! closed when stdin is a pipe (so a parent that dies takes it along).
+//! answer comes from the script file — text, errors, dropped connections, or tool calls
+//! in each API's own format. It serves until killed, or until its stdin is closed when
+//! stdin is a pipe (so a parent that dies takes it along).
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -27,7 +28,14 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
   --port N          port on 127.0.0.1 (default 0: a free port)
   --script FILE     JSON: [reply, ...] or {\"replies\": [...], \"rules\": [{\"contains\"|\"regex\": S,
                     \"reply\": R}], \"default\": R, \"latency_ms\": N, \"model\": S}; a reply R is
-                    a string or {\"text\"|\"status\"+\"body\"|\"close\": true, \"delay_ms\", \"usage\", ...}
+                    a string or {\"text\"|\"tool_calls\"|\"status\"+\"body\"|\"close\": true,
+                    \"delay_ms\", \"usage\", ...}
+                    tool calls, after an optional \"text\":
+                      {\"tool_calls\": [{\"name\": \"ctx_grep\",
+                        \"arguments\": {\"variable\": \"context\", \"pattern\": \"ERROR\"}}]}
+                    each call may carry an \"id\"; \"raw_arguments\": TEXT instead of
+                    \"arguments\" sends TEXT verbatim (e.g. not JSON); \"repeat_tool_names\":
+                    true streams OpenAI calls as llama.cpp once did (name in every chunk)
   --latency-ms N    wait N ms before every reply
   --default TEXT    answer TEXT once the script is used up (else HTTP 500 \"script exhausted\")
   --model NAME      model name reported in answers (default mock-llm)
@@ -224,6 +232,12 @@ mod tests {
         let line = MockScript::replies(["a"]).describe();
         write_line(&mut out, &line).unwrap();
         assert_eq!(out.0, [format!("{line}\n").into_bytes()]);
+    }
+
+    #[test]
+    fn the_help_shows_the_tool_call_format() {
+        assert!(USAGE.contains("{\"tool_calls\": [{\"name\": \"ctx_grep\","));
+        assert!(USAGE.contains("raw_arguments"));
     }
 
     #[test]

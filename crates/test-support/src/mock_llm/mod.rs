@@ -6,11 +6,18 @@
 //! from a [`MockScript`]. It records every request so tests assert on what was sent,
 //! never keeping the value of an authentication header.
 //!
+//! An answer is text, an error, a dropped connection, or tool calls
+//! ([`MockReply::tool_calls`] with [`MockToolCall`]s) shaped as each API sends them,
+//! argument text split across stream chunks included; [`RecordedRequest::tool_names`]
+//! and [`RecordedRequest::tool_results`] read back what the client offered and returned.
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript};
+//! use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript, MockToolCall};
 //! let mock = MockLlm::start(MockScript::replies(["first answer"])).await?;
 //! mock.push_reply(MockReply::error(429, "slow down"));
+//! let grep = serde_json::json!({"variable": "context", "pattern": "ERROR"});
+//! mock.push_reply(MockReply::tool_calls("", [MockToolCall::new("ctx_grep", grep)]));
 //! // point a provider at mock.base_url() …
 //! assert!(mock.requests().is_empty());
 //! mock.shutdown().await;
@@ -28,12 +35,14 @@ use tokio::task::JoinHandle;
 
 mod script;
 mod server;
+mod tools;
 mod wire;
 
 pub use script::{
     MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, WhenEmpty,
     DEFAULT_MOCK_MODEL,
 };
+pub use tools::{MockToolCall, RecordedToolResult};
 
 use server::Shared;
 
@@ -143,7 +152,8 @@ impl RecordedRequest {
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
-    /// Characters of prompt text (system and every message).
+    /// Characters of prompt text (system and every message, Anthropic tool results
+    /// included as OpenAI's `tool` messages are).
     pub fn prompt_chars(&self) -> usize {
         let system = self
             .body
@@ -154,9 +164,15 @@ impl RecordedRequest {
             .messages()
             .iter()
             .map(|message| {
-                content_text(message.get("content").unwrap_or(&Value::Null))
-                    .chars()
-                    .count()
+                let content = message.get("content").unwrap_or(&Value::Null);
+                let tool_results: usize = tools::anthropic_tool_results(content)
+                    .map(|part| {
+                        content_text(part.get("content").unwrap_or(&Value::Null))
+                            .chars()
+                            .count()
+                    })
+                    .sum();
+                content_text(content).chars().count() + tool_results
             })
             .sum();
         system.chars().count() + messages

@@ -4,6 +4,9 @@
 //! a model. Replies are consumed in order; rules answer matching requests without
 //! consuming the queue (sub-model calls arrive in an order a test cannot know); when
 //! both are silent, a default reply repeats or the server answers 500.
+//!
+//! A reply may also be the model calling tools ([`MockReply::tool_calls`]), so the
+//! orchestrator's tools mode runs offline too.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::RecordedRequest;
+use super::{MockToolCall, RecordedRequest};
 
 /// What a reply does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +33,15 @@ pub enum ReplyKind {
     },
     /// Close the connection without answering.
     Close,
+    /// Answer with tool calls (and any text before them): OpenAI `tool_calls` with
+    /// `finish_reason: "tool_calls"`, Anthropic `tool_use` blocks with `stop_reason:
+    /// "tool_use"`, whole or streamed as the request asked.
+    ToolCalls {
+        /// Text the model says before calling (empty for none).
+        text: String,
+        /// The calls, in order.
+        calls: Vec<MockToolCall>,
+    },
 }
 
 /// Token counts the mock reports.
@@ -65,6 +77,11 @@ pub struct MockReply {
     pub chunk_bytes: Option<usize>,
     /// Streaming only: pause between those writes.
     pub chunk_delay: Duration,
+    /// Streaming OpenAI tool calls only: repeat `id`, `type` and `function.name` in
+    /// every argument chunk, as llama.cpp's server did when it first streamed tool
+    /// calls (ggml-org/llama.cpp#12379, changed by #13800). A client must join only the
+    /// `arguments` pieces, by `index`.
+    pub repeat_tool_names: bool,
 }
 
 impl MockReply {
@@ -76,6 +93,7 @@ impl MockReply {
             usage: MockUsage::Estimate,
             chunk_bytes: None,
             chunk_delay: Duration::ZERO,
+            repeat_tool_names: false,
         }
     }
 
@@ -95,6 +113,17 @@ impl MockReply {
     /// Closing the connection without an answer.
     pub fn close() -> Self {
         Self::of(ReplyKind::Close)
+    }
+
+    /// Tool calls, after `text` (empty for none).
+    pub fn tool_calls(
+        text: impl Into<String>,
+        calls: impl IntoIterator<Item = MockToolCall>,
+    ) -> Self {
+        Self::of(ReplyKind::ToolCalls {
+            text: text.into(),
+            calls: calls.into_iter().collect(),
+        })
     }
 
     /// The same reply after `delay`.
@@ -128,6 +157,13 @@ impl MockReply {
     pub fn chunked(mut self, bytes: usize, pause: Duration) -> Self {
         self.chunk_bytes = Some(bytes.max(1));
         self.chunk_delay = pause;
+        self
+    }
+
+    /// The same (tool-call) reply, streamed to OpenAI clients the way llama.cpp's
+    /// server once did: see [`MockReply::repeat_tool_names`].
+    pub fn repeating_tool_names(mut self) -> Self {
+        self.repeat_tool_names = true;
         self
     }
 }
@@ -339,9 +375,16 @@ impl MockScript {
     /// Parses a script: either a JSON array of replies, or an object
     /// `{"replies": [...], "rules": [{"contains"|"regex": "...", "reply": ...}],
     /// "default": reply, "latency_ms": N, "model": "name"}`. A reply is a string
-    /// (text) or an object with one of `text`, `status` (+ `body`, `retry_after`) or
-    /// `"close": true`, and optionally `delay_ms`, `usage` (`{"prompt_tokens",
-    /// "completion_tokens"}` or `"omit"`), `chunk_bytes`, `chunk_delay_ms`.
+    /// (text) or an object with one of `text`, `tool_calls` (with an optional `text`
+    /// said first), `status` (+ `body`, `retry_after`) or `"close": true`, and
+    /// optionally `delay_ms`, `usage` (`{"prompt_tokens", "completion_tokens"}` or
+    /// `"omit"`), `chunk_bytes`, `chunk_delay_ms`, `repeat_tool_names` (`true`: see
+    /// [`MockReply::repeat_tool_names`]).
+    ///
+    /// `tool_calls` is a non-empty array of `{"name": "ctx_grep", "arguments":
+    /// {"variable": "context", "pattern": "ERROR"}}`, each with an optional `"id"`;
+    /// `"raw_arguments": "TEXT"` instead of `arguments` sends TEXT verbatim (e.g. text
+    /// that is not JSON); with neither, the arguments are `{}`.
     pub fn from_json(text: &str) -> Result<Self, ScriptError> {
         let invalid = |message: String| ScriptError::Invalid {
             path: None,
@@ -484,6 +527,37 @@ struct FullReplySpec {
     chunk_bytes: Option<usize>,
     #[serde(default)]
     chunk_delay_ms: u64,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallSpec>>,
+    #[serde(default)]
+    repeat_tool_names: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCallSpec {
+    #[serde(default)]
+    id: Option<String>,
+    name: String,
+    #[serde(default)]
+    arguments: Option<serde_json::Value>,
+    #[serde(default)]
+    raw_arguments: Option<String>,
+}
+
+impl ToolCallSpec {
+    fn into_call(self) -> Result<MockToolCall, String> {
+        let mut call = match (self.arguments, self.raw_arguments) {
+            (Some(arguments), None) => MockToolCall::new(self.name, arguments),
+            (None, Some(raw)) => MockToolCall::raw(self.name, raw),
+            (None, None) => MockToolCall::new(self.name, serde_json::json!({})),
+            (Some(_), Some(_)) => {
+                return Err("give `arguments` or `raw_arguments`, not both".into())
+            }
+        };
+        call.id = self.id;
+        Ok(call)
+    }
 }
 
 /// `n` followed by the singular or plural noun: "1 rule", "0 rules".
@@ -497,15 +571,34 @@ impl ReplySpec {
             ReplySpec::Text(text) => return Ok(MockReply::text(text)),
             ReplySpec::Full(spec) => spec,
         };
-        let mut reply = match (spec.text, spec.status, spec.close) {
-            (Some(text), None, false) => MockReply::text(text),
-            (None, Some(status), false) => MockReply::error(
+        let mut reply = match (spec.tool_calls, spec.text, spec.status, spec.close) {
+            (Some(calls), text, None, false) => {
+                if calls.is_empty() {
+                    return Err("`tool_calls` needs at least one call".into());
+                }
+                let calls = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, call)| {
+                        call.into_call()
+                            .map_err(|m| format!("tool_calls[{index}]: {m}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                MockReply::tool_calls(text.unwrap_or_default(), calls)
+            }
+            (None, Some(text), None, false) => MockReply::text(text),
+            (None, None, Some(status), false) => MockReply::error(
                 status,
                 spec.body.unwrap_or_else(|| format!("mock error {status}")),
             ),
-            (None, None, true) => MockReply::close(),
-            _ => return Err("give exactly one of `text`, `status` or `\"close\": true`".into()),
+            (None, None, None, true) => MockReply::close(),
+            _ => {
+                return Err("give exactly one of `text`, `tool_calls` (optionally with \
+                            `text`), `status` or `\"close\": true`"
+                    .into())
+            }
         };
+        reply.repeat_tool_names = spec.repeat_tool_names;
         reply.delay = Duration::from_millis(spec.delay_ms);
         reply.retry_after = match spec.retry_after {
             None | Some(serde_json::Value::Null) => None,
@@ -613,6 +706,57 @@ mod tests {
         for text in [exhausting.describe(), text] {
             assert!(!text.contains('\n'), "{text}");
             assert!(text.starts_with("mock-llm "), "{text}");
+        }
+    }
+
+    #[test]
+    fn tool_calls_parse_with_optional_text_ids_and_raw_arguments() {
+        let script = MockScript::from_json(
+            r#"[
+                {"tool_calls": [{"name": "ctx_grep", "arguments": {"variable": "context", "pattern": "ERROR"}}]},
+                {"text": "Let me look.", "repeat_tool_names": true, "tool_calls": [
+                    {"id": "call_x", "name": "ctx_grep", "arguments": {"pattern": "a"}},
+                    {"name": "ctx_len"},
+                    {"name": "ctx_grep", "raw_arguments": "{\"pattern\": "}
+                ]}
+            ]"#,
+        )
+        .unwrap();
+        let grep = serde_json::json!({"variable": "context", "pattern": "ERROR"});
+        assert_eq!(
+            script.replies[0],
+            MockReply::tool_calls("", [MockToolCall::new("ctx_grep", grep)])
+        );
+        assert_eq!(
+            script.replies[1],
+            MockReply::tool_calls(
+                "Let me look.",
+                [
+                    MockToolCall::new("ctx_grep", serde_json::json!({"pattern": "a"}))
+                        .with_id("call_x"),
+                    MockToolCall::new("ctx_len", serde_json::json!({})),
+                    MockToolCall::raw("ctx_grep", "{\"pattern\": "),
+                ]
+            )
+            .repeating_tool_names()
+        );
+    }
+
+    #[test]
+    fn bad_tool_calls_say_where() {
+        for (script, expected) in [
+            (r#"[{"tool_calls": []}]"#, "replies[0]: `tool_calls` needs"),
+            (
+                r#"[{"tool_calls": [{"name": "a", "arguments": {}, "raw_arguments": "x"}]}]"#,
+                "replies[0]: tool_calls[0]: give `arguments` or `raw_arguments`",
+            ),
+            (
+                r#"[{"tool_calls": [{"name": "a"}], "status": 500}]"#,
+                "replies[0]: give exactly one of",
+            ),
+        ] {
+            let error = MockScript::from_json(script).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error}");
         }
     }
 

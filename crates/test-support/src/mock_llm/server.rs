@@ -299,39 +299,60 @@ async fn answer(
             Ok(true)
         }
         ReplyKind::Text(text) => {
-            let usage = match reply.usage {
-                MockUsage::Estimate => Some(wire::estimate_usage(&request, text)),
-                MockUsage::Exact {
-                    prompt_tokens,
-                    completion_tokens,
-                } => Some((prompt_tokens, completion_tokens)),
-                MockUsage::Omit => None,
-            };
-            if request.stream() {
-                let include_usage = api == Api::Anthropic
-                    || request
-                        .body
-                        .pointer("/stream_options/include_usage")
-                        .and_then(Value::as_bool)
-                        == Some(true);
-                let events =
-                    wire::stream_events(api, request.index, &model, text, usage, include_usage);
-                write_stream(stream, &events, &reply, keep_alive).await?;
-            } else {
-                let body =
-                    wire::completion_body(api, request.index, &model, text, usage).to_string();
-                write_response(
-                    stream,
-                    200,
-                    "application/json",
-                    body.as_bytes(),
-                    &[],
-                    keep_alive,
-                )
-                .await?;
-            }
+            let answer = wire::Answer::text(text);
+            send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await?;
             Ok(true)
         }
+        ReplyKind::ToolCalls { text, calls } => {
+            let answer = wire::Answer::tool_calls(api, request.index, text, calls);
+            send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Sends what the model says (text or tool calls): whole, or streamed when the request
+/// asked for a stream.
+async fn send_answer(
+    stream: &mut TcpStream,
+    request: &RecordedRequest,
+    api: Api,
+    model: &str,
+    reply: &MockReply,
+    answer: &wire::Answer<'_>,
+    keep_alive: bool,
+) -> io::Result<()> {
+    let usage = match reply.usage {
+        MockUsage::Estimate => Some(wire::estimate_usage(request, answer)),
+        MockUsage::Exact {
+            prompt_tokens,
+            completion_tokens,
+        } => Some((prompt_tokens, completion_tokens)),
+        MockUsage::Omit => None,
+    };
+    if request.stream() {
+        let options = wire::StreamOptions {
+            include_usage: api == Api::Anthropic
+                || request
+                    .body
+                    .pointer("/stream_options/include_usage")
+                    .and_then(Value::as_bool)
+                    == Some(true),
+            repeat_tool_names: reply.repeat_tool_names,
+        };
+        let events = wire::stream_events(api, request.index, model, answer, usage, options);
+        write_stream(stream, &events, reply, keep_alive).await
+    } else {
+        let body = wire::completion_body(api, request.index, model, answer, usage).to_string();
+        write_response(
+            stream,
+            200,
+            "application/json",
+            body.as_bytes(),
+            &[],
+            keep_alive,
+        )
+        .await
     }
 }
 
