@@ -327,7 +327,7 @@ pub const PREMATURE_FINAL_TOOLS: &str = "Your final answer came in the same mess
 pub const FORCE_FINAL: &str = "You have used every iteration. Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
 
 /// Sent when iterations are exhausted under `--env tools`.
-pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: FINAL(your answer) on its own line.";
+pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer, or write FINAL(your answer) on its own line.";
 
 /// A note for an execution that timed out or restarted the REPL, if any.
 pub fn exec_notices(outcome: &ExecOutcome) -> Option<String> {

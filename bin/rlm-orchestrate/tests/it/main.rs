@@ -18,6 +18,7 @@ mod run;
 mod runs;
 mod subagents;
 mod support;
+mod tools;
 mod vars_big;
 mod vars_errors;
 mod vars_roundtrip;

@@ -129,6 +129,9 @@ impl AnthropicProvider {
                 })
                 .collect();
             body["tools"] = json!(tools);
+            if let Some(name) = &request.required_tool {
+                body["tool_choice"] = json!({"type": "tool", "name": name});
+            }
         }
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
@@ -354,7 +357,7 @@ fn read_usage(usage: Option<&Value>, known: Option<Usage>) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{ChatMessage, ProviderKind};
+    use crate::provider::{ChatMessage, ProviderKind, ToolCall, ToolSpec};
 
     fn provider(base_url: &str) -> AnthropicProvider {
         let mut config = ProviderConfig::new(ProviderKind::Anthropic, "claude-test");
@@ -384,9 +387,8 @@ mod tests {
                 ChatMessage::assistant("c"),
                 ChatMessage::system("more rules"),
             ],
-            max_tokens: None,
             temperature: Some(0.5),
-            tools: Vec::new(),
+            ..ChatRequest::default()
         };
         let body = provider("http://127.0.0.1:9").body(&request);
         assert_eq!(body["system"], "rules\n\nmore rules");
@@ -395,6 +397,60 @@ mod tests {
         assert_eq!(body["messages"][0]["content"], "a\n\nb");
         assert_eq!(body["messages"][1]["role"], "assistant");
         assert_eq!(body["temperature"], 0.5);
+    }
+
+    #[test]
+    fn tool_use_and_tool_result_blocks_take_the_messages_shape() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "ctx_slice".into(),
+            arguments: r#"{"variable":"context","start":0,"end":5}"#.into(),
+        };
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::system("rules"),
+                ChatMessage::user("read it"),
+                ChatMessage::assistant_calls("Reading.", vec![call("toolu_1"), call("toolu_2")]),
+                ChatMessage::tool_result("toolu_1", "hello", false),
+                ChatMessage::tool_result("toolu_2", "bad range", true),
+                ChatMessage::user("State: iteration 2"),
+            ],
+            tools: vec![ToolSpec {
+                name: "ctx_slice".into(),
+                description: "slice".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            required_tool: Some("ctx_slice".into()),
+            ..ChatRequest::default()
+        };
+        let body = provider("http://127.0.0.1:9").body(&request);
+        assert_eq!(
+            body["tools"][0],
+            json!({"name": "ctx_slice", "description": "slice", "input_schema": {"type": "object"}})
+        );
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "tool", "name": "ctx_slice"})
+        );
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3, "{body}");
+        assert_eq!(
+            messages[1]["content"],
+            json!([
+                {"type": "text", "text": "Reading."},
+                {"type": "tool_use", "id": "toolu_1", "name": "ctx_slice", "input": {"variable": "context", "start": 0, "end": 5}},
+                {"type": "tool_use", "id": "toolu_2", "name": "ctx_slice", "input": {"variable": "context", "start": 0, "end": 5}},
+            ])
+        );
+        // Results first, then the text, in the one user turn that follows.
+        assert_eq!(
+            messages[2]["content"],
+            json!([
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hello", "is_error": false},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "bad range", "is_error": true},
+                {"type": "text", "text": "State: iteration 2"},
+            ])
+        );
     }
 
     #[test]

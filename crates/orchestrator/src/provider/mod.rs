@@ -134,6 +134,8 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Tools offered to the model (native tool calling); empty: none.
     pub tools: Vec<ToolSpec>,
+    /// The tool the model must call (`None`: it chooses, or answers in text).
+    pub required_tool: Option<String>,
 }
 
 /// Tokens used by a call.

@@ -73,7 +73,10 @@ impl OpenAiProvider {
                 .collect();
             body["tools"] = json!(tools);
             // Some servers (llama.cpp's) treat a missing tool_choice as "none".
-            body["tool_choice"] = json!("auto");
+            body["tool_choice"] = match &request.required_tool {
+                Some(name) => json!({"type": "function", "function": {"name": name}}),
+                None => json!("auto"),
+            };
         }
         if self.target.stream {
             body["stream_options"] = json!({ "include_usage": true });
@@ -276,7 +279,7 @@ fn read_usage(value: &Value) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ProviderKind;
+    use crate::provider::{ProviderKind, ToolCall, ToolSpec};
 
     fn config(base_url: &str) -> ProviderConfig {
         let mut config = ProviderConfig::new(ProviderKind::OpenAi, "gpt-test");
@@ -294,8 +297,7 @@ mod tests {
         let request = ChatRequest {
             messages: vec![ChatMessage::system("be brief"), ChatMessage::user("hi")],
             max_tokens: Some(12),
-            temperature: None,
-            tools: Vec::new(),
+            ..ChatRequest::default()
         };
         let body = provider.body(&request);
         assert_eq!(body["messages"][0]["role"], "system");
@@ -304,6 +306,64 @@ mod tests {
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["max_tokens"], 12);
         assert!(body.get("temperature").is_none());
+    }
+
+    fn tool_conversation() -> ChatRequest {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "ctx_grep".into(),
+            arguments: r#"{"variable":"context","pattern":"x"}"#.into(),
+        };
+        ChatRequest {
+            messages: vec![
+                ChatMessage::user("find x"),
+                ChatMessage::assistant_calls("", vec![call]),
+                ChatMessage::tool_result("call_1", "no line matches", false),
+                ChatMessage::user("State: iteration 2"),
+            ],
+            tools: vec![ToolSpec {
+                name: "ctx_grep".into(),
+                description: "grep".into(),
+                parameters: json!({"type": "object"}),
+            }],
+            ..ChatRequest::default()
+        }
+    }
+
+    #[test]
+    fn tools_calls_and_results_take_the_chat_completions_shape() {
+        let provider = OpenAiProvider::new(&config("http://127.0.0.1:9/v1/"), None).unwrap();
+        let mut request = tool_conversation();
+        let body = provider.body(&request);
+        assert_eq!(body["tools"][0]["type"], "function");
+        assert_eq!(body["tools"][0]["function"]["name"], "ctx_grep");
+        assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
+        assert_eq!(body["tool_choice"], "auto");
+        let assistant = &body["messages"][1];
+        assert_eq!(assistant["role"], "assistant");
+        // llama.cpp's server refuses `null` content beside tool calls.
+        assert_eq!(assistant["content"], "");
+        assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
+        assert_eq!(assistant["tool_calls"][0]["type"], "function");
+        assert_eq!(
+            assistant["tool_calls"][0]["function"]["arguments"],
+            r#"{"variable":"context","pattern":"x"}"#
+        );
+        assert_eq!(body["messages"][2]["role"], "tool");
+        assert_eq!(body["messages"][2]["tool_call_id"], "call_1");
+        assert_eq!(body["messages"][2]["content"], "no line matches");
+        assert_eq!(body["messages"][3]["role"], "user");
+        request.required_tool = Some("ctx_grep".into());
+        let forced = provider.body(&request);
+        assert_eq!(
+            forced["tool_choice"],
+            json!({"type": "function", "function": {"name": "ctx_grep"}})
+        );
+        let plain = provider.body(&ChatRequest {
+            tools: Vec::new(),
+            ..tool_conversation()
+        });
+        assert!(plain.get("tools").is_none() && plain.get("tool_choice").is_none());
     }
 
     #[test]

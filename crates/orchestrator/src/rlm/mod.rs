@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::accounting::Accounting;
 use crate::context::ContextInfo;
-use crate::env::tools::ToolProtocol;
+use crate::env::tools::{MicroTool, ToolProtocol};
 use crate::env::{EnvError, Environment};
 use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord};
 use crate::host::{record_call, Model};
@@ -200,6 +200,11 @@ pub async fn run_loop(
         )),
     ];
     let context_chars = context.map_or(0, |c| c.total_chars);
+    let caller = Caller {
+        model,
+        sink,
+        accounting,
+    };
     let mut iterations = 0;
     let mut stop_reason = None;
     for iteration in 1..=settings.max_iterations {
@@ -210,16 +215,13 @@ pub async fn run_loop(
         iterations = iteration;
         let step_start = Instant::now();
         sink.emit(EventData::StepStarted { iteration });
-        let completion = ask(
-            model,
-            &messages,
-            medium.native_specs(),
-            sink,
-            accounting,
-            CallPurpose::Root,
-            iteration,
-        )
-        .await?;
+        let offer = Offer {
+            specs: medium.native_specs(),
+            required: None,
+        };
+        let completion = caller
+            .ask(&messages, offer, CallPurpose::Root, iteration)
+            .await?;
         let turn = match &medium {
             Medium::Code => {
                 let step = code_turn::Step {
@@ -284,9 +286,7 @@ pub async fn run_loop(
         });
     }
     let ending = Ending {
-        model,
-        sink,
-        accounting,
+        caller,
         iterations,
         stop_reason,
     };
@@ -304,38 +304,64 @@ fn outcome_of(answer: String, source: AnswerSource, submitted: Option<Value>) ->
     }
 }
 
-/// One root-model call, accounted and traced; the text streams to the listeners as
-/// transient `text_delta` events while it arrives.
-async fn ask(
-    model: &Model,
-    messages: &[ChatMessage],
-    tools: &[ToolSpec],
-    sink: &EventSink,
-    accounting: &Accounting,
-    purpose: CallPurpose,
-    iteration: u32,
-) -> Result<Completion, ProviderError> {
-    let request = ChatRequest {
-        messages: messages.to_vec(),
-        tools: tools.to_vec(),
-        ..ChatRequest::default()
-    };
-    let on_delta = |delta: &str| {
-        sink.emit_transient(EventData::TextDelta {
-            iteration,
-            delta: delta.to_owned(),
-        })
-    };
-    let completion = model.provider.complete(&request, Some(&on_delta)).await?;
-    record_call(model, &request, &completion, purpose, accounting, sink);
-    Ok(completion)
+/// What root-model calls need besides the conversation.
+#[derive(Clone, Copy)]
+struct Caller<'a> {
+    model: &'a Model,
+    sink: &'a EventSink,
+    accounting: &'a Accounting,
+}
+
+/// The tools a request offers, and the one it requires if any.
+#[derive(Clone, Copy, Default)]
+struct Offer<'a> {
+    specs: &'a [ToolSpec],
+    required: Option<&'a str>,
+}
+
+impl Caller<'_> {
+    /// One root-model call, accounted and traced; the text streams to the listeners
+    /// as transient `text_delta` events while it arrives.
+    async fn ask(
+        self,
+        messages: &[ChatMessage],
+        offer: Offer<'_>,
+        purpose: CallPurpose,
+        iteration: u32,
+    ) -> Result<Completion, ProviderError> {
+        let request = ChatRequest {
+            messages: messages.to_vec(),
+            tools: offer.specs.to_vec(),
+            required_tool: offer.required.map(str::to_owned),
+            ..ChatRequest::default()
+        };
+        let sink = self.sink;
+        let on_delta = |delta: &str| {
+            sink.emit_transient(EventData::TextDelta {
+                iteration,
+                delta: delta.to_owned(),
+            })
+        };
+        let completion = self
+            .model
+            .provider
+            .complete(&request, Some(&on_delta))
+            .await?;
+        record_call(
+            self.model,
+            &request,
+            &completion,
+            purpose,
+            self.accounting,
+            sink,
+        );
+        Ok(completion)
+    }
 }
 
 /// What the forced last answer needs besides the conversation.
 struct Ending<'a> {
-    model: &'a Model,
-    sink: &'a EventSink,
-    accounting: &'a Accounting,
+    caller: Caller<'a>,
     iterations: u32,
     stop_reason: Option<String>,
 }
@@ -349,9 +375,7 @@ async fn force_final(
     env: &mut dyn Environment,
 ) -> Result<LoopOutcome, LoopError> {
     let Ending {
-        model,
-        sink,
-        accounting,
+        caller,
         iterations,
         stop_reason,
     } = ending;
@@ -364,18 +388,20 @@ async fn force_final(
         instruction = format!("Stop: {reason}. {instruction}");
     }
     messages.push(ChatMessage::user(instruction));
-    // Tools stay declared (a conversation holding tool calls needs them), but only a
-    // final_answer call is taken.
-    let completion = ask(
-        model,
-        messages,
-        medium.native_specs(),
-        sink,
-        accounting,
-        CallPurpose::ForcedFinal,
-        iterations + 1,
-    )
-    .await?;
+    // Tools stay declared (a conversation holding tool calls needs them), and the
+    // model must call final_answer: its answer is then one argument, not free text.
+    let specs = medium.native_specs();
+    let final_answer = MicroTool::FinalAnswer.name();
+    let offer = Offer {
+        specs,
+        required: specs
+            .iter()
+            .any(|spec| spec.name == final_answer)
+            .then_some(final_answer),
+    };
+    let completion = caller
+        .ask(messages, offer, CallPurpose::ForcedFinal, iterations + 1)
+        .await?;
     let parsed = parse_response(&completion.text, env.fence_tags());
     let answer = match (&parsed.final_literal, &parsed.final_var) {
         (Some(answer), _) => answer.clone(),
@@ -389,7 +415,7 @@ async fn force_final(
             Medium::Code => parsed.transcript_text.trim().to_owned(),
         },
     };
-    sink.emit(EventData::Final(FinalRecord {
+    caller.sink.emit(EventData::Final(FinalRecord {
         answer: answer.clone(),
         forced: true,
         source: AnswerSource::Forced,

@@ -17,6 +17,7 @@ struct Scripted {
     replies: Mutex<VecDeque<(String, Vec<ToolCall>)>>,
     requests: Mutex<Vec<Vec<ChatMessage>>>,
     tools_sent: Mutex<Vec<Vec<String>>>,
+    required: Mutex<Vec<Option<String>>>,
 }
 
 impl Scripted {
@@ -25,6 +26,7 @@ impl Scripted {
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
             tools_sent: Mutex::new(Vec::new()),
+            required: Mutex::new(Vec::new()),
         })
     }
 }
@@ -41,6 +43,10 @@ impl Provider for Scripted {
             .lock()
             .unwrap()
             .push(request.tools.iter().map(|t| t.name.clone()).collect());
+        self.required
+            .lock()
+            .unwrap()
+            .push(request.required_tool.clone());
         let (text, tool_calls) = self
             .replies
             .lock()
@@ -763,5 +769,8 @@ mod tools_medium {
         );
         let last = h.request(4).last().unwrap().content.clone();
         assert!(last.contains("Do not call any more tools"), "{last}");
+        let required = h.provider.required.lock().unwrap().clone();
+        assert_eq!(required[..4], [None, None, None, None]);
+        assert_eq!(required[4].as_deref(), Some("final_answer"));
     }
 }

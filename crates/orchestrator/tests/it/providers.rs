@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use rlm_orchestrator::provider::{
     build_provider, AnthropicProvider, ApiKey, ChatMessage, ChatRequest, CliProvider,
-    OpenAiProvider, Provider, ProviderConfig, ProviderError, ProviderKind, Usage,
+    OpenAiProvider, Provider, ProviderConfig, ProviderError, ProviderKind, ToolSpec, Usage,
 };
-use rlm_test_support::mock_llm::{Api, MockLlm, MockReply, MockRule, MockScript};
+use rlm_test_support::mock_llm::{Api, MockLlm, MockReply, MockRule, MockScript, MockToolCall};
 
 const SECRET: &str = "sk-test-SECRET-never-recorded-0042";
 
@@ -529,4 +529,150 @@ async fn cli_missing_program_and_timeout_are_command_errors() {
         matches!(&error, ProviderError::Command { status, .. } if status.contains("timeout")),
         "{error:?}"
     );
+}
+
+/// A conversation that offers two tools; `results` answers the calls of an earlier
+/// reply (empty on the first request).
+fn tool_request(results: Vec<ChatMessage>) -> ChatRequest {
+    let spec = |name: &str| ToolSpec {
+        name: name.into(),
+        description: format!("the {name} tool"),
+        parameters: serde_json::json!({"type": "object", "properties": {"variable": {"type": "string"}}}),
+    };
+    let mut messages = vec![
+        ChatMessage::system("Use tools."),
+        ChatMessage::user("Find it."),
+    ];
+    messages.extend(results);
+    ChatRequest {
+        messages,
+        tools: vec![spec("ctx_grep"), spec("ctx_slice")],
+        ..ChatRequest::default()
+    }
+}
+
+fn scripted_calls() -> MockReply {
+    MockReply::tool_calls(
+        "Looking é.",
+        [
+            MockToolCall::new(
+                "ctx_grep",
+                serde_json::json!({"variable": "context", "pattern": "vault|é"}),
+            )
+            .with_id("id-a"),
+            MockToolCall::new(
+                "ctx_slice",
+                serde_json::json!({"variable": "context", "start": 0, "end": 2000}),
+            ),
+        ],
+    )
+}
+
+/// Tool calls come back whole, in order, with their arguments exactly as sent —
+/// streamed (argument pieces joined by index) or not — and the results go back in
+/// each API's own shape.
+#[tokio::test]
+async fn tool_calls_round_trip_in_both_wire_formats_streamed_or_not() {
+    for kind in [ProviderKind::OpenAi, ProviderKind::Anthropic] {
+        for stream in [false, true] {
+            let mock = MockLlm::start(MockScript::replies([
+                scripted_calls(),
+                MockReply::text("FINAL(done)"),
+            ]))
+            .await
+            .unwrap();
+            let provider: Box<dyn Provider> = match kind {
+                ProviderKind::OpenAi => Box::new(openai(&mock.base_url(), stream)),
+                _ => Box::new(anthropic(&mock.base_url(), stream)),
+            };
+            let label = format!("{kind:?} stream={stream}");
+            let completion = provider
+                .complete(&tool_request(Vec::new()), None)
+                .await
+                .unwrap();
+            assert_eq!(completion.text, "Looking é.", "{label}");
+            let calls = &completion.tool_calls;
+            assert_eq!(calls.len(), 2, "{label}: {calls:?}");
+            assert_eq!(calls[0].id, "id-a", "{label}");
+            assert_eq!(calls[0].name, "ctx_grep", "{label}");
+            let first: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
+            assert_eq!(
+                first,
+                serde_json::json!({"variable": "context", "pattern": "vault|é"}),
+                "{label}"
+            );
+            assert_eq!(calls[1].name, "ctx_slice", "{label}");
+            assert!(!calls[1].id.is_empty(), "{label}");
+            let sent = &mock.requests()[0];
+            assert_eq!(sent.tool_names(), ["ctx_grep", "ctx_slice"], "{label}");
+
+            let results = vec![
+                ChatMessage::assistant_calls(completion.text.clone(), calls.clone()),
+                ChatMessage::tool_result(calls[0].id.clone(), "1 line matches", false),
+                ChatMessage::tool_result(calls[1].id.clone(), "bad range", true),
+                ChatMessage::user("State: iteration 2"),
+            ];
+            let done = provider
+                .complete(&tool_request(results), None)
+                .await
+                .unwrap();
+            assert_eq!(done.text, "FINAL(done)", "{label}");
+            assert!(done.tool_calls.is_empty(), "{label}");
+            let second = &mock.requests()[1];
+            let answered = second.tool_result_details();
+            assert_eq!(answered.len(), 2, "{label}: {:?}", second.body);
+            assert_eq!(answered[0].tool_call_id, "id-a", "{label}");
+            assert_eq!(answered[0].content, "1 line matches", "{label}");
+            assert_eq!(answered[1].tool_call_id, calls[1].id, "{label}");
+            if kind == ProviderKind::Anthropic {
+                assert!(answered[1].is_error && !answered[0].is_error, "{label}");
+            }
+        }
+    }
+}
+
+/// llama.cpp's server once repeated a call's id and name in every streamed chunk:
+/// the name is not doubled and the arguments still join.
+#[tokio::test]
+async fn streamed_calls_that_repeat_their_names_still_join() {
+    let mock = MockLlm::start(MockScript::replies([
+        scripted_calls().repeating_tool_names()
+    ]))
+    .await
+    .unwrap();
+    let completion = openai(&mock.base_url(), true)
+        .complete(&tool_request(Vec::new()), None)
+        .await
+        .unwrap();
+    assert_eq!(completion.tool_calls[0].name, "ctx_grep");
+    assert_eq!(completion.tool_calls[1].name, "ctx_slice");
+    let second: serde_json::Value =
+        serde_json::from_str(&completion.tool_calls[1].arguments).unwrap();
+    assert_eq!(second["end"], 2000);
+}
+
+/// Arguments that are not JSON reach the caller as they came (the tools environment
+/// answers them with an error naming the tool), in both formats.
+#[tokio::test]
+async fn arguments_that_are_not_json_come_through_as_text() {
+    for kind in [ProviderKind::OpenAi, ProviderKind::Anthropic] {
+        let mock = MockLlm::start(MockScript::replies([MockReply::tool_calls(
+            "",
+            [MockToolCall::raw("ctx_grep", "{variable: context")],
+        )]))
+        .await
+        .unwrap();
+        let provider: Box<dyn Provider> = match kind {
+            ProviderKind::OpenAi => Box::new(openai(&mock.base_url(), true)),
+            _ => Box::new(anthropic(&mock.base_url(), true)),
+        };
+        let completion = provider
+            .complete(&tool_request(Vec::new()), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            completion.tool_calls[0].arguments, "{variable: context",
+            "{kind:?}"
+        );
+    }
 }

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::text_protocol::lenient_json;
 use crate::provider::ToolSpec;
 
 /// Characters `ctx_slice` returns at most, whatever is asked.
@@ -210,9 +211,13 @@ pub fn parse_args<T: DeserializeOwned>(tool: MicroTool, arguments: &str) -> Resu
     let value: Value = if arguments.trim().is_empty() {
         json!({})
     } else {
-        serde_json::from_str(arguments).map_err(|e| {
-            format!("invalid call of {tool}: its arguments are not valid JSON ({e}); give a JSON object such as {}", example(tool))
-        })?
+        match serde_json::from_str(arguments) {
+            Ok(value) => value,
+            // Small models write single quotes, raw line breaks, trailing commas.
+            Err(e) => lenient_json(arguments).ok_or_else(|| {
+                format!("invalid call of {tool}: its arguments are not valid JSON ({e}); give a JSON object such as {}", example(tool))
+            })?,
+        }
     };
     if !value.is_object() {
         return Err(format!(

@@ -17,6 +17,8 @@
 //! Only the names of the micro-tools are recognised, so prose that mentions a tool
 //! without calling it is not a call.
 
+use std::fmt::Write as _;
+
 use serde_json::{Map, Value};
 
 use super::catalog::MicroTool;
@@ -136,8 +138,9 @@ fn balanced_end(text: &str, start: usize, open: u8, close: u8) -> Option<usize> 
     None
 }
 
-/// JSON, or JSON with single quotes and trailing commas.
-fn lenient_json(text: &str) -> Option<Value> {
+/// JSON, or JSON with single quotes, raw control characters in strings and
+/// trailing commas.
+pub(super) fn lenient_json(text: &str) -> Option<Value> {
     if let Ok(value) = serde_json::from_str(text) {
         return Some(value);
     }
@@ -166,7 +169,7 @@ fn requote(text: &str) -> String {
                 out.push('"');
             }
             (Some('\''), '"') => out.push_str("\\\""),
-            (Some(q), '"') if q == '"' => {
+            (Some('"'), '"') => {
                 quote = None;
                 out.push('"');
             }
@@ -175,6 +178,10 @@ fn requote(text: &str) -> String {
                 if let Some(next) = chars.next() {
                     out.push(next);
                 }
+            }
+            // A raw line break or tab inside a string (JSON wants them escaped).
+            (Some(_), c) if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
             }
             (_, c) => out.push(c),
         }
@@ -370,6 +377,11 @@ mod tests {
                 ),
                 ("final_answer".to_owned(), json!({"answer": "42"})),
             ]
+        );
+        let raw_break = "```tool\n{\"tool\": \"final_answer\", \"arguments\": {\"answer\": \"one\n\ttwo\"}}\n```";
+        assert_eq!(
+            parsed(raw_break),
+            [("final_answer".to_owned(), json!({"answer": "one\n\ttwo"}))]
         );
     }
 

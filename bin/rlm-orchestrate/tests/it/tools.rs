@@ -1,0 +1,360 @@
+//! `--env tools` end to end: the binary against the scripted mock model calling the
+//! micro-tools natively (OpenAI and Anthropic, streamed), a 64 MB needle found with
+//! grep then slice, no Python started, bad calls, repeats and the allow-list answered
+//! as results, `--max-iterations` forcing a `final_answer` call, `ctx_summarize` on the
+//! sub-model, and a command-line model writing its calls as text.
+
+use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript, MockToolCall};
+use serde_json::{json, Value};
+
+use crate::subagents::run_json;
+use crate::support::{write_big_context, Sandbox};
+
+fn mock(replies: Vec<MockReply>) -> MockLlmThread {
+    MockLlm::spawn_blocking_thread(MockScript::replies(replies)).unwrap()
+}
+
+fn calls(calls: impl IntoIterator<Item = (&'static str, Value)>) -> MockReply {
+    MockReply::tool_calls(
+        "",
+        calls
+            .into_iter()
+            .map(|(name, arguments)| MockToolCall::new(name, arguments)),
+    )
+}
+
+fn call(name: &'static str, arguments: Value) -> MockReply {
+    calls([(name, arguments)])
+}
+
+/// The results the run sent back, in order, over every request.
+fn results(mock: &MockLlmThread) -> Vec<String> {
+    let requests = mock.control().requests();
+    let last = requests.last().unwrap();
+    last.tool_results()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect()
+}
+
+/// A python3 that cannot be started: a run that needs one fails.
+const NO_PYTHON: [&str; 2] = ["--python", "/nonexistent/python3"];
+
+#[test]
+fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
+    let sb = Sandbox::new();
+    let needle = "SECRET-CODE=7f3a9c";
+    let context = sb.root().join("big.log");
+    write_big_context(&context, 64 << 20, 40 << 20, needle);
+    // Where write_big_context puts the needle: after the first whole line at 40 MiB.
+    let line_len =
+        "2026-11-22T09:00:00Z svc=api level=info msg=\"request served\" latency_ms=12\n".len();
+    let offset = (40usize << 20).div_ceil(line_len) * line_len;
+    let mock = mock(vec![
+        call("ctx_length", json!({"variable": "context"})),
+        call(
+            "ctx_grep",
+            json!({"variable": "context", "pattern": "secret-code"}),
+        ),
+        call(
+            "ctx_slice",
+            json!({"variable": "context", "start": offset, "end": offset + needle.len()}),
+        ),
+        call("final_answer", json!({"answer": needle})),
+    ]);
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &mock.control().openai_base_url(),
+        "What is the secret code?",
+        &args,
+    );
+    assert_eq!(result["answer"], needle);
+    assert_eq!(result["forced"], false);
+    assert_eq!(result["iterations"], 4);
+    let requests = mock.control().requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        [
+            "ctx_length",
+            "ctx_grep",
+            "ctx_slice",
+            "ctx_summarize",
+            "final_answer"
+        ]
+    );
+    let system = requests[0].system_prompt().unwrap();
+    assert!(system.contains("Cheapest first: ctx_grep"), "{system}");
+    assert!(!system.contains("```repl"), "{system}");
+    assert!(requests[0].prompt_chars() < 8_000);
+    let found = results(&mock);
+    assert!(found[0].starts_with("context: 67108"), "{found:?}");
+    let line = offset / line_len + 1;
+    assert_eq!(
+        found[1],
+        format!(
+            "1 line of context match \"secret-code\" (line:offset text):\n{line}:{offset} {needle}"
+        )
+    );
+    assert_eq!(
+        found[2],
+        format!("context[{offset}:{}]:\n{needle}", offset + needle.len())
+    );
+}
+
+#[test]
+fn anthropic_tool_use_streamed_ends_with_final_in_text() {
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "boot ok\nvault code is 7291\nshutdown\n");
+    let mock = mock(vec![
+        MockReply::tool_calls(
+            "Searching.",
+            [MockToolCall::new(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "vault"}),
+            )],
+        ),
+        MockReply::text("FINAL(7291)"),
+    ]);
+    let mut args = vec![
+        "--env",
+        "tools",
+        "--provider",
+        "anthropic",
+        "--context",
+        context.to_str().unwrap(),
+    ];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &mock.control().base_url(),
+        "What is the vault code?",
+        &args,
+    );
+    assert_eq!(result["answer"], "7291");
+    let requests = mock.control().requests();
+    assert!(requests[0].stream());
+    let answered = requests[1].tool_result_details();
+    assert_eq!(answered.len(), 1);
+    assert!(
+        answered[0].content.contains("2:8 vault code is 7291"),
+        "{answered:?}"
+    );
+    assert!(!answered[0].is_error);
+}
+
+#[test]
+fn bad_calls_repeats_and_tools_not_offered_are_results_the_model_reads() {
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "alpha\nbeta\n");
+    let grep = || {
+        (
+            "ctx_grep",
+            json!({"variable": "context", "pattern": "beta"}),
+        )
+    };
+    let mock = mock(vec![
+        calls([
+            ("ctx_delete", json!({"variable": "context"})),
+            ("ctx_grep", json!({"variable": "context"})),
+            (
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "(oops"}),
+            ),
+            ("ctx_grep", json!({"variable": "nope", "pattern": "x"})),
+            (
+                "ctx_slice",
+                json!({"variable": "context", "start": 0, "end": 5}),
+            ),
+        ]),
+        calls([grep(), grep(), grep()]),
+        MockReply::text("FINAL(beta)"),
+    ]);
+    let mut args = vec![
+        "--env",
+        "tools",
+        "--tools",
+        "ctx_grep,ctx_length",
+        "--context",
+        context.to_str().unwrap(),
+    ];
+    args.extend(NO_PYTHON);
+    let result = run_json(&sb, &mock.control().openai_base_url(), "q", &args);
+    assert_eq!(result["answer"], "beta");
+    let requests = mock.control().requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        ["ctx_grep", "ctx_length", "final_answer"]
+    );
+    let answered = results(&mock);
+    assert_eq!(answered.len(), 8, "{answered:#?}");
+    assert!(
+        answered[0].starts_with("unknown tool `ctx_delete`"),
+        "{}",
+        answered[0]
+    );
+    assert!(
+        answered[1].contains("ctx_grep") && answered[1].contains("`pattern`"),
+        "{}",
+        answered[1]
+    );
+    assert!(
+        answered[2].contains("not a valid regular expression"),
+        "{}",
+        answered[2]
+    );
+    assert!(
+        answered[3].contains("no variable named \"nope\""),
+        "{}",
+        answered[3]
+    );
+    assert!(
+        answered[4].contains("`ctx_slice` is not offered"),
+        "{}",
+        answered[4]
+    );
+    assert_eq!(answered[5], answered[6]);
+    assert!(
+        answered[7].starts_with("This call repeats an earlier call"),
+        "{}",
+        answered[7]
+    );
+    assert!(answered[7].contains(&answered[5]));
+}
+
+#[test]
+fn an_unknown_tool_in_the_list_is_refused_before_anything_runs() {
+    let sb = Sandbox::new();
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args([
+            "run",
+            "q",
+            "--env",
+            "tools",
+            "--tools",
+            "ctx_grep,rm_rf",
+            "--model",
+            "m",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("unknown tool `rm_rf`"));
+    assert!(!sb.data_dir().exists());
+}
+
+#[test]
+fn out_of_iterations_the_model_must_call_final_answer() {
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "alpha\n");
+    let mock = mock(vec![
+        call("ctx_length", json!({"variable": "context"})),
+        call("ctx_grep", json!({"variable": "context", "pattern": "a"})),
+        call("final_answer", json!({"answer": "one line"})),
+    ]);
+    let mut args = vec![
+        "--env",
+        "tools",
+        "--max-iterations",
+        "2",
+        "--context",
+        context.to_str().unwrap(),
+    ];
+    args.extend(NO_PYTHON);
+    let result = run_json(&sb, &mock.control().openai_base_url(), "q", &args);
+    assert_eq!(result["answer"], "one line");
+    assert_eq!(result["forced"], true);
+    let requests = mock.control().requests();
+    assert_eq!(requests[0].body["tool_choice"], "auto");
+    assert_eq!(
+        requests[2].body["tool_choice"],
+        json!({"type": "function", "function": {"name": "final_answer"}})
+    );
+}
+
+#[test]
+fn ctx_summarize_asks_the_sub_model_and_a_stored_variable_is_read_by_key() {
+    let sb = Sandbox::new();
+    sb.set(&["notes", "the deploy failed twice, then passed"]);
+    let mock = mock(vec![
+        call(
+            "ctx_summarize",
+            json!({"variable": "notes", "instruction": "How did the deploy go?"}),
+        ),
+        MockReply::text("two failures, then a pass"),
+        MockReply::text("FINAL(it passed on the third try)"),
+    ]);
+    let mut args = vec!["--env", "tools"];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &mock.control().openai_base_url(),
+        "How did the deploy go?",
+        &args,
+    );
+    assert_eq!(result["answer"], "it passed on the third try");
+    let requests = mock.control().requests();
+    assert_eq!(requests[1].model(), Some("sub-model"));
+    let sub_prompt = requests[1].last_user_message().unwrap();
+    assert!(
+        sub_prompt.contains("How did the deploy go?"),
+        "{sub_prompt}"
+    );
+    assert!(
+        sub_prompt.contains("the deploy failed twice, then passed"),
+        "{sub_prompt}"
+    );
+    assert!(requests[1].tool_names().is_empty());
+    assert_eq!(
+        results(&mock),
+        ["summary of notes:\ntwo failures, then a pass"]
+    );
+}
+
+/// A command-line model has no tool calling: it writes its calls as text and reads
+/// the results as text. This one greps, then answers from what the result showed.
+#[test]
+fn a_cli_model_writes_its_calls_as_text() {
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "boot ok\nSECRET-CODE=abc123\nshutdown\n");
+    let model = sb.file(
+        "model.sh",
+        r#"prompt=$(cat)
+case "$prompt" in
+  *"Result of ctx_grep"*)
+    code=$(printf '%s\n' "$prompt" | grep -o 'SECRET-CODE=[a-z0-9]*' | head -n 1)
+    echo "FINAL($code)" ;;
+  *)
+    printf 'Let me search.\n```tool\n{"tool": "ctx_grep", "arguments": {"variable": "context", "pattern": "secret"}}\n```\n' ;;
+esac
+"#,
+    );
+    let llm_cmd = format!("sh {}", model.display());
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args([
+            "run",
+            "What is the secret code?",
+            "--env",
+            "tools",
+            "--provider",
+            "cli",
+        ])
+        .args([
+            "--llm-cmd",
+            &llm_cmd,
+            "--context",
+            context.to_str().unwrap(),
+            "--json",
+        ])
+        .args(NO_PYTHON)
+        .assert()
+        .success();
+    let result: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(result["answer"], "SECRET-CODE=abc123");
+    assert_eq!(result["iterations"], 2);
+}
