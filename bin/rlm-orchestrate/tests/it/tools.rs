@@ -94,7 +94,7 @@ fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
     assert_eq!(
         found[1],
         format!(
-            "1 line of context match \"secret-code\" (line:offset text):\n{line}:{offset} {needle}"
+            "1 line of context matches \"secret-code\" (line:offset text):\n{line}:{offset} {needle}"
         )
     );
     assert_eq!(

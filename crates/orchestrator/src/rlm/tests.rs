@@ -659,7 +659,7 @@ mod tools_medium {
         let fed_back = h.request(1).last().unwrap().content.clone();
         assert!(
             fed_back.starts_with(
-                "Result of ctx_grep({\"pattern\":\"vault code\",\"variable\":\"context\"}):\n1 line of context match"
+                "Result of ctx_grep({\"pattern\":\"vault code\",\"variable\":\"context\"}):\n1 line of context matches"
             ),
             "{fed_back}"
         );

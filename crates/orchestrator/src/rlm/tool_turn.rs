@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use super::{outcome_of, LoopError, LoopSettings, Turn};
-use crate::env::tools::{parse_text_calls, MicroTool, ToolProtocol};
+use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
 use crate::env::{Environment, ToolOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
@@ -121,7 +121,7 @@ pub(super) async fn run(
 }
 
 /// The answer of a `final_answer` call in `completion`, native or written as text (for
-/// the forced last answer).
+/// the forced last answer); its arguments are read as leniently as any call's.
 pub(super) fn final_answer_called(completion: &Completion) -> Option<String> {
     let written = parse_text_calls(&completion.text);
     let call = completion
@@ -129,11 +129,7 @@ pub(super) fn final_answer_called(completion: &Completion) -> Option<String> {
         .iter()
         .chain(written.iter())
         .find(|call| is_final_answer(call))?;
-    let arguments: serde_json::Value = serde_json::from_str(&call.arguments).ok()?;
-    match arguments.get("answer")? {
-        serde_json::Value::String(text) => Some(text.clone()),
-        other => Some(other.to_string()),
-    }
+    final_answer_of(&call.arguments)
 }
 
 fn is_final_answer(call: &ToolCall) -> bool {

@@ -79,7 +79,7 @@ impl MicroTool {
                 "Lines of a variable matching a regular expression (case-insensitive), with their line numbers and character offsets; at most 20. Cheapest way to find what matters.",
                 json!({
                     "variable": variable,
-                    "pattern": {"type": "string", "description": "a regular expression, e.g. `error|fail` or a literal word"},
+                    "pattern": {"type": "string", "description": "words from the task, or a regular expression, to search for"},
                 }),
                 vec!["variable", "pattern"],
             ),
@@ -203,6 +203,16 @@ pub struct SummarizeArgs {
 pub struct FinalAnswerArgs {
     /// The answer.
     pub answer: Value,
+}
+
+impl FinalAnswerArgs {
+    /// The answer as text: a string as is, anything else as JSON.
+    pub fn into_text(self) -> String {
+        match self.answer {
+            Value::String(text) => text,
+            other => other.to_string(),
+        }
+    }
 }
 
 /// Parses a call's arguments (JSON text) for `tool`; the error names the tool and

@@ -241,17 +241,11 @@ impl ToolsEnv {
             MicroTool::Summarize => return self.summarize(arguments).await,
             MicroTool::FinalAnswer => {
                 return Ok(match parse_args::<FinalAnswerArgs>(tool, arguments) {
-                    Ok(args) => {
-                        let answer = match args.answer {
-                            Value::String(text) => text,
-                            other => other.to_string(),
-                        };
-                        ToolOutcome {
-                            content: "Answer recorded.".to_owned(),
-                            is_error: false,
-                            final_answer: Some(answer),
-                        }
-                    }
+                    Ok(args) => ToolOutcome {
+                        content: "Answer recorded.".to_owned(),
+                        is_error: false,
+                        final_answer: Some(args.into_text()),
+                    },
                     Err(message) => ToolOutcome::error(message),
                 })
             }
@@ -267,8 +261,12 @@ impl ToolsEnv {
         let source = self.source(&args.variable)?;
         let m = self.blocking(move |store| measure(store, &source)).await?;
         Ok(format!(
-            "{}: {} characters, {} lines ({} bytes)",
-            args.variable, m.chars, m.lines, m.bytes
+            "{}: {} characters, {} line{} ({} bytes)",
+            args.variable,
+            m.chars,
+            m.lines,
+            if m.lines == 1 { "" } else { "s" },
+            m.bytes
         ))
     }
 
@@ -295,9 +293,10 @@ impl ToolsEnv {
             ));
         }
         let mut text = format!(
-            "{total} line{} of {} match {:?}{} (line:offset text):",
-            if total == 1 { "" } else { "s" },
+            "{total} {} of {} {} {:?}{} (line:offset text):",
+            if total == 1 { "line" } else { "lines" },
             args.variable,
+            if total == 1 { "matches" } else { "match" },
             args.pattern,
             if total > hits.len() as u64 {
                 format!("; the first {} are shown", hits.len())
@@ -397,6 +396,14 @@ impl ToolsEnv {
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }
     }
+}
+
+/// The answer in the arguments of a `final_answer` call (`None` when they do not
+/// hold one), read as leniently as any call's.
+pub fn final_answer_of(arguments: &str) -> Option<String> {
+    parse_args::<FinalAnswerArgs>(MicroTool::FinalAnswer, arguments)
+        .ok()
+        .map(FinalAnswerArgs::into_text)
 }
 
 /// The key under which a call is remembered: its tool and its arguments with keys in
@@ -594,7 +601,7 @@ mod tests {
             .unwrap();
         assert!(
             grep.content
-                .starts_with("1 line of context match \"needle\""),
+                .starts_with("1 line of context matches \"needle\""),
             "{}",
             grep.content
         );
