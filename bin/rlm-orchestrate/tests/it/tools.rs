@@ -94,7 +94,7 @@ fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
     assert_eq!(
         found[1],
         format!(
-            "1 line of context matches \"secret-code\" (line:offset text):\n{line}:{offset} {needle}"
+            "1 line of context matches \"secret-code\":\nline {line}, offset {offset}: {needle}"
         )
     );
     assert_eq!(
@@ -138,7 +138,9 @@ fn anthropic_tool_use_streamed_ends_with_final_in_text() {
     let answered = requests[1].tool_result_details();
     assert_eq!(answered.len(), 1);
     assert!(
-        answered[0].content.contains("2:8 vault code is 7291"),
+        answered[0]
+            .content
+            .contains("line 2, offset 8: vault code is 7291"),
         "{answered:?}"
     );
     assert!(!answered[0].is_error);

@@ -82,6 +82,7 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     text.push_str(
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );
+    text.push_str("- As soon as a result answers the task, answer: do not read more.\n");
     text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(your answer) on its own line.\n");
     if features.text_tool_protocol {
         text.push('\n');
@@ -293,7 +294,7 @@ impl ToolsEnv {
             ));
         }
         let mut text = format!(
-            "{total} {} of {} {} {:?}{} (line:offset text):",
+            "{total} {} of {} {} {:?}{}:",
             if total == 1 { "line" } else { "lines" },
             args.variable,
             if total == 1 { "matches" } else { "match" },
@@ -446,13 +447,14 @@ impl Environment for ToolsEnv {
             Err(unknown) => return Ok(ToolOutcome::error(unknown.to_string())),
         };
         let key = call_key(call);
-        if let Some((count, earlier)) = self.seen.get_mut(&key) {
-            *count += 1;
-            if *count >= REPEAT_LIMIT {
+        let count = self.seen.get(&key).map_or(0, |(count, _)| *count) + 1;
+        if let Some((seen, earlier)) = self.seen.get_mut(&key) {
+            *seen = count;
+            if count >= REPEAT_LIMIT {
                 return Ok(ToolOutcome {
                     content: format!(
-                        "This call repeats an earlier call with the same arguments ({} times now), so it was not run again. Its result was:\n{}\nTry another tool or other arguments, or answer.",
-                        count, earlier.content
+                        "This call repeats an earlier call with the same arguments ({count} times now), so it was not run again. Its result was:\n{}\nTry another tool or other arguments, or answer.",
+                        earlier.content
                     ),
                     is_error: earlier.is_error,
                     final_answer: None,
@@ -468,8 +470,7 @@ impl Environment for ToolsEnv {
                 })?;
         self.seen
             .entry(key)
-            .or_insert_with(|| (0, outcome.clone()))
-            .0 += 1;
+            .or_insert_with(|| (count, outcome.clone()));
         Ok(outcome)
     }
 
@@ -606,7 +607,8 @@ mod tests {
             grep.content
         );
         assert!(
-            grep.content.contains("2:5001 the NEEDLE is here"),
+            grep.content
+                .contains("line 2, offset 5001: the NEEDLE is here"),
             "{}",
             grep.content
         );
@@ -702,9 +704,9 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            third
-                .content
-                .starts_with("This call repeats an earlier call"),
+            third.content.starts_with(
+                "This call repeats an earlier call with the same arguments (3 times now)"
+            ),
             "{}",
             third.content
         );
