@@ -82,7 +82,6 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     text.push_str(
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );
-    text.push_str("- As soon as a result answers the task, answer: do not read more.\n");
     text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(your answer) on its own line.\n");
     if features.text_tool_protocol {
         text.push('\n');
