@@ -93,10 +93,10 @@ impl MicroTool {
                 vec!["variable", "start", "end"],
             ),
             Self::Summarize => (
-                "A focused summary of a variable by a sub-model, following your instruction (e.g. 'list every error message'). The most expensive tool: use it when grep and slice are not enough.",
+                "A sub-model reads the beginning of a variable and answers your instruction about it. The most expensive tool: use it when grep and slice are not enough.",
                 json!({
                     "variable": variable,
-                    "instruction": {"type": "string", "description": "what the summary must focus on"},
+                    "instruction": {"type": "string", "description": "what the sub-model must find or answer, in words from the task"},
                 }),
                 vec!["variable", "instruction"],
             ),

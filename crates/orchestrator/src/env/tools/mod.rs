@@ -313,10 +313,12 @@ impl ToolsEnv {
 
     async fn slice(&self, arguments: &str) -> Result<String, String> {
         let args: SliceArgs = parse_args(MicroTool::Slice, arguments)?;
-        if args.end < args.start {
+        if args.end <= args.start {
             return Err(format!(
-                "ctx_slice: end ({}) is before start ({})",
-                args.end, args.start
+                "ctx_slice: the range {}..{} is empty: end must be after start (for example end = {})",
+                args.start,
+                args.end,
+                args.start.saturating_add(500)
             ));
         }
         let end = args.end.min(args.start.saturating_add(SLICE_MAX_CHARS));
@@ -334,7 +336,9 @@ impl ToolsEnv {
             ));
         }
         if shown == 0 {
-            header.push_str(" is empty: the variable is shorter (ctx_length tells its size)");
+            header.push_str(
+                " is empty: the variable is shorter than that (ctx_length tells its size)",
+            );
             return Ok(header);
         }
         Ok(format!("{header}:\n{text}"))
@@ -684,6 +688,29 @@ mod tests {
             .await
             .unwrap();
         assert!(backwards.is_error);
+        let empty = env
+            .call_tool(&call(
+                "ctx_slice",
+                json!({"variable": "context", "start": 2, "end": 2}),
+            ))
+            .await
+            .unwrap();
+        assert!(empty.is_error, "{}", empty.content);
+        assert!(
+            empty.content.contains(
+                "the range 2..2 is empty: end must be after start (for example end = 502)"
+            ),
+            "{}",
+            empty.content
+        );
+        let beyond = env
+            .call_tool(&call(
+                "ctx_slice",
+                json!({"variable": "context", "start": 100, "end": 200}),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(beyond.content, "context[100:100] is empty: the variable is shorter than that (ctx_length tells its size)");
     }
 
     #[tokio::test]

@@ -25,9 +25,9 @@ use super::catalog::MicroTool;
 use crate::provider::ToolCall;
 
 /// What the system prompt says about writing calls as text.
-pub const PROTOCOL: &str = r#"To call a tool, write one JSON object per call in a ```tool block, then stop and wait for the results:
+pub const PROTOCOL: &str = r#"To call a tool, write one JSON object per call in a ```tool block, then stop and wait for the results. The form (replace the parts in <> with your own):
 ```tool
-{"tool": "ctx_grep", "arguments": {"variable": "context", "pattern": "error|fail"}}
+{"tool": "ctx_grep", "arguments": {"variable": "context", "pattern": "<words from the task>"}}
 ```
 You may put several calls in one message; they run in order and their results come back in the next message."#;
 
@@ -55,21 +55,19 @@ pub fn parse_calls(text: &str) -> Vec<ToolCall> {
 
 /// A JSON object as a call: its tool's name and its arguments.
 fn call_of_object(object: &Map<String, Value>) -> Option<(String, Map<String, Value>)> {
-    let name_key = ["tool", "name", "function", "tool_name"]
+    let Some(name_key) = ["tool", "name", "function", "tool_name"]
         .into_iter()
-        .find(|k| object.get(*k).is_some_and(Value::is_string))?;
+        .find(|k| object.get(*k).is_some_and(Value::is_string))
+    else {
+        return call_keyed_by_name(object);
+    };
     let name = object.get(name_key)?.as_str()?.trim().to_owned();
-    name.parse::<MicroTool>().ok()?;
+    let tool = name.parse::<MicroTool>().ok()?;
     let args_key = ["arguments", "args", "parameters", "input", "params"]
         .into_iter()
         .find(|k| object.contains_key(*k));
     let arguments = match args_key.and_then(|k| object.get(k)) {
-        Some(Value::Object(args)) => args.clone(),
-        // Arguments given as a JSON string (as OpenAI's wire format has them).
-        Some(Value::String(text)) => match serde_json::from_str(text) {
-            Ok(Value::Object(args)) => args,
-            _ => Map::new(),
-        },
+        Some(value @ (Value::Object(_) | Value::String(_))) => arguments_of(tool, value),
         Some(_) | None => object
             .iter()
             .filter(|(k, _)| k.as_str() != name_key)
@@ -77,6 +75,36 @@ fn call_of_object(object: &Map<String, Value>) -> Option<(String, Map<String, Va
             .collect(),
     };
     Some((name, arguments))
+}
+
+/// `{"ctx_grep": {…arguments}}` or `{"final_answer": "…"}`: one key, the tool's name.
+fn call_keyed_by_name(object: &Map<String, Value>) -> Option<(String, Map<String, Value>)> {
+    let mut entries = object.iter();
+    let (name, value) = entries.next()?;
+    if entries.next().is_some() {
+        return None;
+    }
+    let tool = name.trim().parse::<MicroTool>().ok()?;
+    Some((tool.name().to_owned(), arguments_of(tool, value)))
+}
+
+/// A call's arguments from what was written for them: an object as is, a string of
+/// JSON parsed (as OpenAI's wire format has them), and any other string as the one
+/// argument of a tool that takes a single text (`final_answer`'s answer,
+/// `ctx_length`'s variable).
+fn arguments_of(tool: MicroTool, value: &Value) -> Map<String, Value> {
+    match value {
+        Value::Object(args) => args.clone(),
+        Value::String(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(args)) => args,
+            _ => match tool {
+                MicroTool::FinalAnswer => Map::from_iter([("answer".to_owned(), value.clone())]),
+                MicroTool::Length => Map::from_iter([("variable".to_owned(), value.clone())]),
+                MicroTool::Grep | MicroTool::Slice | MicroTool::Summarize => Map::new(),
+            },
+        },
+        _ => Map::new(),
+    }
 }
 
 /// Every top-level `{…}` in `text` that parses as a JSON object (leniently).
@@ -377,6 +405,20 @@ mod tests {
                 ),
                 ("final_answer".to_owned(), json!({"answer": "42"})),
             ]
+        );
+        assert_eq!(
+            parsed("```tool\n{\"final_answer\": \"7291\"}\n```\n{\"ctx_grep\": {\"variable\": \"context\", \"pattern\": \"v\"}}"),
+            [
+                ("final_answer".to_owned(), json!({"answer": "7291"})),
+                ("ctx_grep".to_owned(), json!({"variable": "context", "pattern": "v"})),
+            ]
+        );
+        assert_eq!(
+            parsed("{\"tool\": \"final_answer\", \"arguments\": \"The code is 7291\"}"),
+            [(
+                "final_answer".to_owned(),
+                json!({"answer": "The code is 7291"})
+            )]
         );
         let raw_break = "```tool\n{\"tool\": \"final_answer\", \"arguments\": {\"answer\": \"one\n\ttwo\"}}\n```";
         assert_eq!(
