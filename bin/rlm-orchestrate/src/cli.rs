@@ -364,6 +364,16 @@ pub struct RunOptions {
     #[arg(long, env = "RLM_NO_STREAM", help_heading = "Model")]
     pub no_stream: bool,
 
+    /// Sampling temperature of every model call (0 to 2); default: the server's.
+    #[arg(
+        long,
+        value_name = "T",
+        env = "RLM_TEMPERATURE",
+        value_parser = parse_temperature,
+        help_heading = "Model"
+    )]
+    pub temperature: Option<f32>,
+
     /// Price of prompt tokens in USD per million, for cost accounting and --max-cost-usd.
     #[arg(
         long,
@@ -887,4 +897,12 @@ fn parse_tools(list: &str) -> Result<ToolList, String> {
     parse_tool_list(list)
         .map(ToolList)
         .map_err(|e| e.to_string())
+}
+
+/// Parses `--temperature`: a number from 0 to 2.
+fn parse_temperature(text: &str) -> Result<f32, String> {
+    match text.trim().parse::<f32>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(format!("{text:?} is not a temperature from 0 to 2")),
+    }
 }

@@ -96,6 +96,7 @@ pub fn root_provider_config(args: &RunOptions) -> ProviderConfig {
         retry_base_delay: Duration::from_millis(args.retry_base_delay_ms),
         request_timeout: Duration::from_secs(args.request_timeout),
         stream: !args.no_stream,
+        temperature: args.temperature,
         prices,
         ..ProviderConfig::new(kind(args.provider), args.model.clone())
     }

@@ -166,7 +166,15 @@ pub fn first_message(
                 let _ = write!(text, ", {items} items");
             }
             text.push('\n');
-            let _ = writeln!(text, "- source: {}", clip(&info.origin, 200));
+            let _ = match access {
+                Access::Code => writeln!(text, "- source: {}", clip(&info.origin, 200)),
+                // Small models take a path for the variable's name.
+                Access::Tools => writeln!(
+                    text,
+                    "- source: {} (not a variable name: give the tools \"context\")",
+                    clip(&info.origin, 200)
+                ),
+            };
             let _ = writeln!(
                 text,
                 "- preview (first {} characters): {}",

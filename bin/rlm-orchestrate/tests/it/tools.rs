@@ -94,7 +94,7 @@ fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
     assert_eq!(
         found[1],
         format!(
-            "1 line of context matches \"secret-code\":\nline {line}, offset {offset}: {needle}"
+            "1 line of context matches \"secret-code\":\noffset {offset} (line {line}): {needle}"
         )
     );
     assert_eq!(
@@ -140,7 +140,7 @@ fn anthropic_tool_use_streamed_ends_with_final_in_text() {
     assert!(
         answered[0]
             .content
-            .contains("line 2, offset 8: vault code is 7291"),
+            .contains("offset 8 (line 2): vault code is 7291"),
         "{answered:?}"
     );
     assert!(!answered[0].is_error);
@@ -248,6 +248,20 @@ fn an_unknown_tool_in_the_list_is_refused_before_anything_runs() {
 }
 
 #[test]
+fn a_temperature_out_of_range_is_refused() {
+    let sb = Sandbox::new();
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "q", "--temperature", "NaN", "--model", "m"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "\"NaN\" is not a temperature from 0 to 2",
+        ));
+}
+
+#[test]
 fn out_of_iterations_the_model_must_call_final_answer() {
     let sb = Sandbox::new();
     let context = sb.file("app.log", "alpha\n");
@@ -259,6 +273,8 @@ fn out_of_iterations_the_model_must_call_final_answer() {
     let mut args = vec![
         "--env",
         "tools",
+        "--temperature",
+        "0",
         "--max-iterations",
         "2",
         "--context",
@@ -270,6 +286,7 @@ fn out_of_iterations_the_model_must_call_final_answer() {
     assert_eq!(result["forced"], true);
     let requests = mock.control().requests();
     assert_eq!(requests[0].body["tool_choice"], "auto");
+    assert_eq!(requests[0].body["temperature"], 0.0);
     assert_eq!(
         requests[2].body["tool_choice"],
         json!({"type": "function", "function": {"name": "final_answer"}})

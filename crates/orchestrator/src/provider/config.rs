@@ -126,6 +126,10 @@ pub struct ProviderConfig {
     /// Output token limit when the request sets none (Anthropic requires one; it
     /// defaults to 4096 there; OpenAI-compatible requests omit it when `None`).
     pub max_tokens: Option<u32>,
+    /// Sampling temperature sent when the request sets none (`None`: the server's
+    /// default).
+    #[serde(default)]
+    pub temperature: Option<f32>,
     /// Prices for cost accounting, when known.
     pub prices: Option<Prices>,
 }
@@ -143,6 +147,7 @@ impl Default for ProviderConfig {
             retry_base_delay: Duration::from_millis(DEFAULT_RETRY_BASE_DELAY_MS),
             stream: true,
             max_tokens: None,
+            temperature: None,
             prices: None,
         }
     }

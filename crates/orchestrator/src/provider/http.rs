@@ -422,6 +422,8 @@ pub(crate) struct HttpTarget {
     key: Option<ApiKey>,
     /// Whether answers are asked for as streams.
     pub(crate) stream: bool,
+    /// `--temperature`, for requests that set none.
+    pub(crate) temperature: Option<f32>,
     policy: RetryPolicy,
     timeout: Duration,
 }
@@ -454,6 +456,7 @@ impl HttpTarget {
             model: config.model.clone(),
             key: api_key,
             stream: config.stream,
+            temperature: config.temperature,
             policy: config.retry_policy(),
             timeout: config.request_timeout,
         })

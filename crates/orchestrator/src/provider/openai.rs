@@ -84,7 +84,7 @@ impl OpenAiProvider {
         if let Some(max_tokens) = request.max_tokens.or(self.max_tokens) {
             body["max_tokens"] = json!(max_tokens);
         }
-        if let Some(temperature) = request.temperature {
+        if let Some(temperature) = request.temperature.or(self.target.temperature) {
             body["temperature"] = json!(temperature);
         }
         body
@@ -306,6 +306,10 @@ mod tests {
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["max_tokens"], 12);
         assert!(body.get("temperature").is_none());
+        let mut warm = config("http://127.0.0.1:9/v1/");
+        warm.temperature = Some(0.0);
+        let body = OpenAiProvider::new(&warm, None).unwrap().body(&request);
+        assert_eq!(body["temperature"], 0.0);
     }
 
     fn tool_conversation() -> ChatRequest {

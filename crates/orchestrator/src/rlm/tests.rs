@@ -623,7 +623,7 @@ mod tools_medium {
         assert!(
             tail[2]
                 .content
-                .contains("line 2001, offset 40890: line 2000: the vault code is 7291"),
+                .contains("offset 40890 (line 2001): line 2000: the vault code is 7291"),
             "{}",
             tail[2].content
         );

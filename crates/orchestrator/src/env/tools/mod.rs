@@ -216,7 +216,7 @@ impl ToolsEnv {
             Ok(Source::Key(variable.to_owned()))
         } else {
             Err(format!(
-                "no variable named {variable:?}: use `context` or the key of a stored variable"
+                "no variable named {variable:?}. The task's context is the variable \"context\": call again with \"variable\": \"context\" (or the key of a stored variable)"
             ))
         }
     }
@@ -611,7 +611,7 @@ mod tests {
         );
         assert!(
             grep.content
-                .contains("line 2, offset 5001: the NEEDLE is here"),
+                .contains("offset 5001 (line 2): the NEEDLE is here"),
             "{}",
             grep.content
         );

@@ -297,9 +297,9 @@ pub fn head(store: &Store, source: &Source, chars: u64) -> Result<(String, bool)
 /// A grep hit as the model reads it.
 pub fn render_hit(hit: &GrepHit) -> String {
     format!(
-        "line {}, offset {}: {}",
-        hit.line,
+        "offset {} (line {}): {}",
         hit.offset,
+        hit.line,
         clip(&hit.text, GREP_LINE_CHARS + 2)
     )
 }
