@@ -317,15 +317,26 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
 /// Told when `FINAL(...)` came in the same message as code.
 pub const PREMATURE_FINAL: &str = "Your FINAL(...) was written in the same message as code, before that code ran, so it was not accepted. Read the output above, then answer with FINAL(...) or FINAL_VAR(name) in a message without code.";
 
-/// Why a response under `--env tools` gets a correction: it called no tool and gave
-/// no final answer (`wrote_code`: it wrote code, which does not run there).
-pub fn tools_correction(wrote_code: bool) -> String {
-    let lead = if wrote_code {
-        "No code runs here: you work by calling tools."
-    } else {
-        "Your message called no tool and gave no final answer."
+/// What a reply under `--env tools` that ran nothing and answered nothing held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsMiss {
+    /// Code, which does not run there.
+    Code,
+    /// A tool's name, but no call that could be read.
+    UnreadableCall,
+    /// Neither.
+    Nothing,
+}
+
+/// The correction for a reply under `--env tools` that called no tool and gave no
+/// final answer.
+pub fn tools_correction(miss: ToolsMiss) -> String {
+    let lead = match miss {
+        ToolsMiss::Code => "No code runs here: you work by calling tools.",
+        ToolsMiss::UnreadableCall => "Your message names a tool, but no call could be read from it: give the tool's name and its arguments as one JSON object, with plain values.",
+        ToolsMiss::Nothing => "Your message called no tool and gave no final answer.",
     };
-    format!("{lead} Call a tool (for example ctx_grep on `context` with a word from the task), or answer with FINAL(your answer) on its own line.")
+    format!("{lead} Call a tool (for example ctx_grep on `context` with a word from the task), or answer: FINAL(…) on its own line, the answer inside the parentheses.")
 }
 
 /// Told when `FINAL(...)` or `final_answer` came with other tool calls.
@@ -335,7 +346,7 @@ pub const PREMATURE_FINAL_TOOLS: &str = "Your final answer came in the same mess
 pub const FORCE_FINAL: &str = "You have used every iteration. Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
 
 /// Sent when iterations are exhausted under `--env tools`.
-pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer, or write FINAL(your answer) on its own line.";
+pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer with it, or write FINAL(…) on its own line with the answer inside the parentheses.";
 
 /// A note for an execution that timed out or restarted the REPL, if any.
 pub fn exec_notices(outcome: &ExecOutcome) -> Option<String> {

@@ -691,6 +691,10 @@ mod tools_medium {
             vec![
                 ("I will just answer.".into(), Vec::new()),
                 (
+                    "{\"name\": \"ctx_slice\", \"arguments\": {\"start\": 5, \"end\": x}}".into(),
+                    Vec::new(),
+                ),
+                (
                     "FINAL(1234)".into(),
                     vec![call(
                         "c1",
@@ -711,23 +715,31 @@ mod tools_medium {
                 ),
                 ("FINAL(7291)".into(), Vec::new()),
             ],
-            settings(),
+            LoopSettings {
+                max_iterations: 6,
+                ..settings()
+            },
         )
         .await;
         assert_eq!(h.outcome.answer, "7291");
-        assert_eq!(h.outcome.iterations, 4);
+        assert_eq!(h.outcome.iterations, 5);
         let corrected = h.request(1).last().unwrap().content.clone();
         assert!(
             corrected.starts_with("Your message called no tool"),
             "{corrected}"
         );
-        let refused = h.request(2).last().unwrap().content.clone();
+        let unreadable = h.request(2).last().unwrap().content.clone();
+        assert!(
+            unreadable.starts_with("Your message names a tool, but no call could be read"),
+            "{unreadable}"
+        );
+        let refused = h.request(3).last().unwrap().content.clone();
         assert!(
             refused.starts_with("Your final answer came in the same message"),
             "{refused}"
         );
-        let fourth = h.request(3);
-        let refused_call = fourth
+        let fifth = h.request(4);
+        let refused_call = fifth
             .iter()
             .find(|m| m.tool_call_id.as_deref() == Some("d2"))
             .unwrap();

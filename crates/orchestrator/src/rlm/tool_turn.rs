@@ -12,7 +12,7 @@ use crate::env::{Environment, ToolOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
-use crate::prompt;
+use crate::prompt::{self, ToolsMiss};
 use crate::provider::{ChatMessage, Completion, ToolCall};
 
 /// Where the turn stands.
@@ -64,9 +64,16 @@ pub(super) async fn run(
             Some(answer) => {
                 turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
             }
-            None => turn
-                .notices
-                .push(prompt::tools_correction(!parsed.blocks.is_empty())),
+            None => {
+                let miss = if !parsed.blocks.is_empty() {
+                    ToolsMiss::Code
+                } else if MicroTool::ALL.iter().any(|tool| text.contains(tool.name())) {
+                    ToolsMiss::UnreadableCall
+                } else {
+                    ToolsMiss::Nothing
+                };
+                turn.notices.push(prompt::tools_correction(miss));
+            }
         }
         return Ok(turn);
     }

@@ -82,7 +82,7 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     text.push_str(
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );
-    text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(your answer) on its own line.\n");
+    text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(…) on its own line with the answer inside the parentheses.\n");
     if features.text_tool_protocol {
         text.push('\n');
         text.push_str(text_protocol::PROTOCOL);

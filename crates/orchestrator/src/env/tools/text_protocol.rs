@@ -174,7 +174,89 @@ pub(super) fn lenient_json(text: &str) -> Option<Value> {
     }
     let fixed = requote(text);
     let fixed = drop_trailing_commas(&fixed);
+    let fixed = fold_sums(&fixed);
     serde_json::from_str(&fixed).ok()
+}
+
+/// Sums and differences of whole numbers outside strings replaced by their value:
+/// small models write `"end": 7864353 + 2000`.
+fn fold_sums(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(next) = chars.get(i + 1) {
+                    out.push(*next);
+                    i += 1;
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let starts_number = c.is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
+        if !starts_number {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let (mut total, mut end) = number_at(&chars, i);
+        let mut folded = false;
+        loop {
+            let mut j = end;
+            while chars.get(j).is_some_and(|c| *c == ' ') {
+                j += 1;
+            }
+            let Some(op @ ('+' | '-')) = chars.get(j).copied() else {
+                break;
+            };
+            j += 1;
+            while chars.get(j).is_some_and(|c| *c == ' ') {
+                j += 1;
+            }
+            if !chars.get(j).is_some_and(char::is_ascii_digit) {
+                break;
+            }
+            let (operand, after) = number_at(&chars, j);
+            total = if op == '+' {
+                total.saturating_add(operand)
+            } else {
+                total.saturating_sub(operand)
+            };
+            end = after;
+            folded = true;
+        }
+        if folded {
+            out.push_str(&total.to_string());
+        } else {
+            out.extend(&chars[i..end]);
+        }
+        i = end;
+    }
+    out
+}
+
+/// The whole number starting at `start` (digits only), and the index after it.
+fn number_at(chars: &[char], start: usize) -> (i64, usize) {
+    let mut end = start;
+    let mut value: i64 = 0;
+    while let Some(digit) = chars.get(end).and_then(|c| c.to_digit(10)) {
+        value = value.saturating_mul(10).saturating_add(i64::from(digit));
+        end += 1;
+    }
+    (value, end)
 }
 
 /// Single-quoted strings turned into double-quoted ones.
@@ -419,6 +501,14 @@ mod tests {
                 "final_answer".to_owned(),
                 json!({"answer": "The code is 7291"})
             )]
+        );
+        assert_eq!(
+            parsed("```tool\n{\"tool\": \"ctx_slice\", \"arguments\": {\"variable\": \"context\", \"start\": 7864353, \"end\": 7864353 + 2000 - 1}}\n```"),
+            [("ctx_slice".to_owned(), json!({"variable": "context", "start": 7864353, "end": 7866352}))]
+        );
+        assert_eq!(
+            parsed("{\"tool\": \"ctx_grep\", \"arguments\": {\"variable\": \"context\", \"pattern\": \"1 + 2\"}}"),
+            [("ctx_grep".to_owned(), json!({"variable": "context", "pattern": "1 + 2"}))]
         );
         let raw_break = "```tool\n{\"tool\": \"final_answer\", \"arguments\": {\"answer\": \"one\n\ttwo\"}}\n```";
         assert_eq!(
