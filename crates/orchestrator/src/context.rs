@@ -311,16 +311,22 @@ fn load_files(
         ContextShape::List
     };
     Ok(LoadedContext {
-        source: source(shape, paths, &info),
+        source: source(shape, paths, &info, written),
         info,
         keys: written.clone(),
     })
 }
 
-fn source(shape: ContextShape, files: Vec<PathBuf>, info: &ContextInfo) -> ContextSource {
+fn source(
+    shape: ContextShape,
+    files: Vec<PathBuf>,
+    info: &ContextInfo,
+    keys: &[String],
+) -> ContextSource {
     ContextSource {
         shape,
         files,
+        keys: keys.to_vec(),
         chunk_chars: CHUNK_CHARS,
         chars: info.text.map(|t| t.chars),
         max_char: info.text.map(|t| t.max_char),
@@ -478,7 +484,7 @@ fn load_dir(
     info.total_bytes = reference.size_bytes;
     let path = store.persist_for_sub_agent(key)?;
     Ok(LoadedContext {
-        source: source(ContextShape::Single, vec![path], &info),
+        source: source(ContextShape::Single, vec![path], &info, written),
         info,
         keys: written.clone(),
     })
@@ -516,7 +522,7 @@ fn describe_variable(store: &Store, key: &str) -> Result<LoadedContext, ContextE
             info
         };
     Ok(LoadedContext {
-        source: source(ContextShape::Single, vec![path], &info),
+        source: source(ContextShape::Single, vec![path], &info, &[key.to_owned()]),
         info,
         keys: vec![key.to_owned()],
     })

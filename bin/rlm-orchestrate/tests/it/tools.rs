@@ -4,7 +4,9 @@
 //! as results, `--max-iterations` forcing a `final_answer` call, `ctx_summarize` on the
 //! sub-model, and a command-line model writing its calls as text.
 
-use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript, MockToolCall};
+use rlm_test_support::mock_llm::{
+    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockToolCall,
+};
 use serde_json::{json, Value};
 
 use crate::subagents::run_json;
@@ -376,4 +378,83 @@ esac
     let result: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(result["answer"], "SECRET-CODE=abc123");
     assert_eq!(result["iterations"], 2);
+}
+
+/// `ctx_summarize` over a context too large for one sub-call starts a nested run one
+/// level deeper, in the same environment, given the context by reference: the child
+/// greps the whole variable with the tools and its answer is the summary.
+#[test]
+fn ctx_summarize_over_a_large_context_is_a_nested_run_with_the_tools() {
+    let sb = Sandbox::new();
+    let mut log = "quiet line\n".repeat(5_000);
+    log.push_str("the vault code is 7291\n");
+    let context = sb.file("app.log", log);
+    let script = MockScript::new()
+        .rule(MockRule::function("the child, after its grep", |request| {
+            (request.model() == Some("sub-model") && !request.tool_results().is_empty())
+                .then(|| MockReply::text("FINAL(the code is 7291)"))
+        }))
+        .rule(MockRule::function("the child's first turn", |request| {
+            (request.model() == Some("sub-model")).then(|| {
+                MockReply::tool_calls(
+                    "",
+                    [MockToolCall::new(
+                        "ctx_grep",
+                        json!({"variable": "context", "pattern": "vault"}),
+                    )],
+                )
+            })
+        }))
+        .then(call(
+            "ctx_summarize",
+            json!({"variable": "context", "instruction": "Find the vault code"}),
+        ))
+        .then(MockReply::text("FINAL(7291)"));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let mut args = vec![
+        "--env",
+        "tools",
+        "--sub-context-chars",
+        "2000",
+        "--context",
+        context.to_str().unwrap(),
+    ];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &mock.control().openai_base_url(),
+        "What is the vault code?",
+        &args,
+    );
+    assert_eq!(result["answer"], "7291");
+    assert_eq!(result["sub_agents"], 1);
+    assert_eq!(result["depth_reached"], 1);
+    let requests = mock.control().requests();
+    let child: Vec<_> = requests
+        .iter()
+        .filter(|r| r.model() == Some("sub-model"))
+        .collect();
+    assert_eq!(child.len(), 2, "the child's two turns");
+    // The child runs under --env tools too, over the parent's context by reference.
+    assert_eq!(
+        child[0].tool_names(),
+        [
+            "ctx_length",
+            "ctx_grep",
+            "ctx_slice",
+            "ctx_summarize",
+            "final_answer"
+        ]
+    );
+    assert!(child[0]
+        .last_user_message()
+        .unwrap()
+        .contains("Task: Find the vault code"));
+    assert!(child[1].tool_results()[0]
+        .1
+        .contains("the vault code is 7291"));
+    assert_eq!(
+        results(&mock),
+        ["summary of context (by a nested run over all of it):\nthe code is 7291"]
+    );
 }

@@ -227,6 +227,9 @@ pub struct ContextSource {
     pub shape: ContextShape,
     /// Variable files (`<data-dir>/variables/*.json`), read directly by the environment.
     pub files: Vec<PathBuf>,
+    /// The keys of those variables, in the same order (empty when not known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
     /// Characters per item of `context_chunks` (a lazy view; no copy is made).
     pub chunk_chars: u64,
     /// For a single text context: its length in characters (lets the kernel allocate

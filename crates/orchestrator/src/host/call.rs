@@ -102,6 +102,10 @@ pub struct SubRlmArgs {
     /// Its context (stored as a variable and passed by reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// Or an existing variable as its context, passed by reference without a copy
+    /// (the micro-tools' `ctx_summarize` over a variable too large for one call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_key: Option<String>,
 }
 
 /// One external agent to run.
@@ -241,6 +245,7 @@ mod tests {
             HostCall::SubRlm(SubRlmArgs {
                 query: "q".into(),
                 context: None,
+                context_key: Some("run-1-context".into()),
             }),
             HostCall::SpawnAgent(AgentJob {
                 task: "t".into(),

@@ -203,7 +203,14 @@ impl RunHost {
     /// `sub_rlm` at max depth (or when children are disabled): a plain call with the
     /// context cut to [`ONE_SHOT_CONTEXT_CHARS`].
     async fn one_shot_sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
-        let context = args.context.as_ref().map(|c| {
+        let by_key = match (&args.context, &args.context_key) {
+            (None, Some(key)) => {
+                let k = key.clone();
+                Some(self.blocking(move |store| store.get(&k)).await?)
+            }
+            _ => None,
+        };
+        let context = args.context.as_ref().or(by_key.as_deref()).map(|c| {
             let text = match c {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
@@ -241,9 +248,17 @@ impl RunHost {
             )));
         }
         let child = lineage.child(AgentId::generate());
-        // The child gets its context by reference: a variable of its own.
+        // The child gets its context by reference: a variable of its own, or one that
+        // already exists.
         let context = match args.context.clone().filter(|c| !c.is_null()) {
-            None => None,
+            None => match &args.context_key {
+                None => None,
+                Some(key) => {
+                    let k = key.clone();
+                    let existing = self.blocking(move |store| store.reference(&k)).await?;
+                    Some((key.clone(), existing.sha256.unwrap_or_default()))
+                }
+            },
             Some(value) => {
                 let key = format!("sub-context-{}", child.agent_id);
                 let (k, scope) = (key.clone(), self.scope());

@@ -524,6 +524,7 @@ mod tools_medium {
             context: Some(ContextSource {
                 shape: ContextShape::Single,
                 files: vec![store.path_of("ctx").unwrap()],
+                keys: vec!["ctx".into()],
                 chunk_chars: 100_000,
                 chars: None,
                 max_char: None,

@@ -71,6 +71,7 @@ async fn fixture_with(
     let context = (!values.is_empty()).then_some(ContextSource {
         shape,
         files,
+        keys: Vec::new(),
         chunk_chars: 10,
         chars: None,
         max_char: None,
@@ -381,6 +382,7 @@ async fn history_grows_and_query_slots_are_added() {
     let source = ContextSource {
         shape: ContextShape::Single,
         files: vec![f.store.path_of("slot").unwrap()],
+        keys: Vec::new(),
         chunk_chars: 4,
         chars: None,
         max_char: None,

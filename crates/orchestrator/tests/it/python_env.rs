@@ -77,6 +77,7 @@ async fn fixture_with(
     let context = (!values.is_empty()).then_some(ContextSource {
         shape,
         files,
+        keys: Vec::new(),
         chunk_chars: 10,
         chars: None,
         max_char: None,
@@ -345,6 +346,7 @@ fn text_source(store: &Store, key: &str, text: &str) -> ContextSource {
     ContextSource {
         shape: ContextShape::Single,
         files: vec![store.path_of(key).unwrap()],
+        keys: Vec::new(),
         chunk_chars: 4,
         chars: None,
         max_char: None,
@@ -419,6 +421,7 @@ async fn a_context_the_kernel_cannot_load_is_refused_and_the_session_goes_on() {
     let missing = ContextSource {
         shape: ContextShape::Single,
         files: vec![f.store.data_dir().join("variables/nowhere.json")],
+        keys: Vec::new(),
         chunk_chars: 10,
         chars: None,
         max_char: None,
@@ -547,6 +550,7 @@ async fn load_with_hints(text: &str, chars: Option<u64>, max_char: Option<u32>) 
     let context = ContextSource {
         shape: ContextShape::Single,
         files: vec![store.path_of("ctx").unwrap()],
+        keys: Vec::new(),
         chunk_chars: 100,
         chars,
         max_char,
@@ -614,6 +618,7 @@ async fn streamed_foreign_and_escaped_files_load_too() {
     let context = ContextSource {
         shape: ContextShape::List,
         files: vec![streamed, escaped, foreign],
+        keys: Vec::new(),
         chunk_chars: 100,
         chars: None,
         max_char: None,
@@ -1033,6 +1038,7 @@ async fn start_failures_are_reported() {
     let context = ContextSource {
         shape: ContextShape::Single,
         files: vec![dir.path().join("missing.json")],
+        keys: Vec::new(),
         chunk_chars: 100,
         chars: None,
         max_char: None,
@@ -1068,6 +1074,7 @@ async fn measure_loading_a_512_mib_text_context() {
         let context = ContextSource {
             shape: ContextShape::Single,
             files: vec![store.path_of("big").unwrap()],
+            keys: Vec::new(),
             chunk_chars: 100_000,
             chars: hints.then_some(chars),
             max_char: hints.then_some(0x7f),

@@ -257,6 +257,7 @@ mod tests {
         let source = ContextSource {
             shape: crate::env::ContextShape::Single,
             files: vec!["/d/variables/c.json".into()],
+            keys: Vec::new(),
             chunk_chars: 10,
             chars: None,
             max_char: None,
@@ -281,6 +282,7 @@ mod tests {
         let source = ContextSource {
             shape: crate::env::ContextShape::Single,
             files: vec!["/d/variables/c.json".into()],
+            keys: Vec::new(),
             chunk_chars: 100_000,
             chars: Some(12),
             max_char: Some(127),

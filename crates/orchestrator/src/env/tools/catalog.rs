@@ -93,7 +93,7 @@ impl MicroTool {
                 vec!["variable", "start", "end"],
             ),
             Self::Summarize => (
-                "A sub-model reads the beginning of a variable and answers your instruction about it. The most expensive tool: use it when grep and slice are not enough.",
+                "A sub-model answers your instruction about a variable (a variable too large for one call is read by a nested run with these tools). The most expensive tool: use it when grep and slice are not enough.",
                 json!({
                     "variable": variable,
                     "instruction": {"type": "string", "description": "what the sub-model must find or answer, in words from the task"},

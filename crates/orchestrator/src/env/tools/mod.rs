@@ -5,7 +5,10 @@
 //! `ctx_length`, `ctx_grep`, `ctx_slice` and `ctx_summarize` work on `context` (the
 //! latest context slot; `context_<i>` names earlier ones) and on any variable of the
 //! store by key, reading the variable file as a stream and keeping only what they
-//! return ([`read`]). `final_answer` ends the run. Guards: an unknown tool or a bad
+//! return ([`read`]). `ctx_summarize` is a sub-model call at depth+1: the variable itself
+//! when it fits in one call, else a nested run given the variable by reference (which
+//! works through it with these same tools); at the maximum depth, its first 2000
+//! characters. `final_answer` ends the run. Guards: an unknown tool or a bad
 //! argument is an error result naming it ([`catalog`]); the same call with the same
 //! arguments a third time is not run again — the result says it repeats an earlier one
 //! and gives that result; `--tools` limits what is offered. No process is started.
@@ -40,7 +43,7 @@ use crate::env::{
     ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
     HistoryEntry, ReplVariable, ToolOutcome,
 };
-use crate::host::{Host, HostCall, HostError, PromptArgs};
+use crate::host::{Host, HostCall, HostError, PromptArgs, SubRlmArgs};
 use crate::prompt::PromptFeatures;
 use crate::provider::{ToolCall, ToolSpec};
 
@@ -75,7 +78,7 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     if offers(MicroTool::Summarize) {
         let _ = writeln!(
             text,
-            "- ctx_summarize gives a sub-model at most about {} characters of the variable (its beginning).",
+            "- ctx_summarize hands a variable of up to about {} characters to a sub-model, and a larger one to a nested run that reads it with these tools.",
             features.sub_context_chars
         );
     }
@@ -218,6 +221,25 @@ impl ToolsEnv {
             Err(format!(
                 "no variable named {variable:?}. The task's context is the variable \"context\": call again with \"variable\": \"context\" (or the key of a stored variable)"
             ))
+        }
+    }
+
+    /// The one store variable that holds `variable`, when there is one (a context slot
+    /// of a single file whose key is known, or a store key): what a nested run can be
+    /// given by reference.
+    fn key_of(&self, variable: &str, source: &Source) -> Option<String> {
+        match source {
+            Source::Key(key) => Some(key.clone()),
+            Source::Files(files) => {
+                let slot = match variable.trim() {
+                    "context" => self.slots.last(),
+                    name => name
+                        .strip_prefix("context_")
+                        .and_then(|i| i.parse::<usize>().ok())
+                        .and_then(|i| self.slots.get(i)),
+                }?;
+                (files.len() == 1 && slot.keys.len() == 1).then(|| slot.keys[0].clone())
+            }
         }
     }
 
@@ -367,6 +389,7 @@ impl ToolsEnv {
         }
         let budget = (self.config.sub_context_chars as u64)
             .saturating_sub(args.instruction.chars().count() as u64 + 64);
+        let key = self.key_of(&args.variable, &source);
         let read = self
             .blocking(move |store| head(store, &source, budget))
             .await;
@@ -374,20 +397,37 @@ impl ToolsEnv {
             Ok(read) => read,
             Err(message) => return Ok(ToolOutcome::error(message)),
         };
-        let call = HostCall::LlmQuery(PromptArgs {
-            prompt: args.instruction.clone(),
-            context: Some(Value::String(text)),
-        });
+        // Too large for one call: a nested run one level deeper works through the whole
+        // variable with these same tools, given it by reference.
+        let (call, note) = match (cut, key) {
+            (true, Some(key)) => (
+                HostCall::SubRlm(SubRlmArgs {
+                    query: args.instruction.clone(),
+                    context: None,
+                    context_key: Some(key),
+                }),
+                " (by a nested run over all of it)".to_owned(),
+            ),
+            (true, None) => (
+                HostCall::LlmQuery(PromptArgs {
+                    prompt: args.instruction.clone(),
+                    context: Some(Value::String(text)),
+                }),
+                format!(" (of its first {budget} characters: it is longer)"),
+            ),
+            (false, _) => (
+                HostCall::LlmQuery(PromptArgs {
+                    prompt: args.instruction.clone(),
+                    context: Some(Value::String(text)),
+                }),
+                String::new(),
+            ),
+        };
         match self.host.call(call).await {
             Ok(answer) => {
                 let answer = match answer {
                     Value::String(text) => text,
                     other => other.to_string(),
-                };
-                let note = if cut {
-                    format!(" (of its first {budget} characters: it is longer)")
-                } else {
-                    String::new()
                 };
                 Ok(ToolOutcome::result(format!(
                     "summary of {}{note}:\n{answer}",
@@ -534,6 +574,11 @@ mod tests {
                         .and_then(|c| c.as_str().map(|s| s.chars().count()))
                         .unwrap_or(0)
                 ))),
+                HostCall::SubRlm(args) => Ok(json!(format!(
+                    "nested run over {} for {}",
+                    args.context_key.unwrap_or_default(),
+                    args.query
+                ))),
                 other => Err(HostError::RespondToModel(format!("no {}", other.method()))),
             }
         }
@@ -557,6 +602,7 @@ mod tests {
             context: Some(ContextSource {
                 shape: ContextShape::Single,
                 files: vec![store.path_of("ctx").unwrap()],
+                keys: vec!["ctx".into()],
                 chunk_chars: 100,
                 chars: None,
                 max_char: None,
@@ -647,6 +693,37 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(done.final_answer.as_deref(), Some("here"));
+    }
+
+    #[tokio::test]
+    async fn a_variable_too_large_for_one_call_is_summarized_by_a_nested_run() {
+        // sub_context_chars is 1000: `notes` fits, `context` (6000 characters) does not.
+        let (_dir, mut env) = env_with(&"x".repeat(6_000), 0, MicroTool::ALL.to_vec());
+        let small = env
+            .call_tool(&call(
+                "ctx_summarize",
+                json!({"variable": "notes", "instruction": "list the items"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            small
+                .content
+                .starts_with("summary of notes:\nlist the items over"),
+            "{}",
+            small.content
+        );
+        let large = env
+            .call_tool(&call(
+                "ctx_summarize",
+                json!({"variable": "context", "instruction": "find the code"}),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            large.content,
+            "summary of context (by a nested run over all of it):\nnested run over ctx for find the code"
+        );
     }
 
     #[tokio::test]
