@@ -184,6 +184,27 @@ pub enum ToolProtocolArg {
     Text,
 }
 
+/// `--sandbox`: how the Python kernel is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    /// Confine with what the kernel supports (Landlock, seccomp, rlimits); say once
+    /// what it cannot enforce.
+    Auto,
+    /// Refuse to run the kernel unless it can be fully confined.
+    Strict,
+    /// No confinement: the model's code runs as you, with your files and network.
+    Off,
+}
+
+/// `--agent-sandbox` / `--agent-network`: a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOffArg {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
 /// How `--context-dir` becomes `context`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DirAsArg {
@@ -412,6 +433,30 @@ pub struct RunOptions {
     )]
     pub python: PathBuf,
 
+    /// Confinement of the Python kernel and what it starts: auto confines where the
+    /// Linux kernel allows (Landlock, seccomp, rlimits) and says once what it cannot;
+    /// strict refuses to run unconfined; off runs model code as you.
+    #[arg(
+        long,
+        value_name = "MODE",
+        value_enum,
+        default_value = "auto",
+        env = "RLM_SANDBOX",
+        help_heading = "Loop"
+    )]
+    pub sandbox: SandboxArg,
+
+    /// Address-space limit of the confined Python kernel, in MiB; default 4096 or 3×
+    /// the context's size, whichever is larger.
+    #[arg(
+        long,
+        value_name = "MIB",
+        env = "RLM_KERNEL_MEMORY_MB",
+        value_parser = clap::value_parser!(u64).range(64..),
+        help_heading = "Loop"
+    )]
+    pub kernel_memory_mb: Option<u64>,
+
     /// Memory limit of the JavaScript engine (--env js), in MiB; default 4× the
     /// context's size, at least 1024.
     #[arg(
@@ -533,6 +578,30 @@ pub struct RunOptions {
         help_heading = "Sub-calls and budgets"
     )]
     pub agent_cmd: Option<String>,
+
+    /// Confine external agents: they read the system, their program file, their prompt
+    /// and the store, and write only the store and their temporary directory.
+    #[arg(
+        long,
+        value_name = "on|off",
+        value_enum,
+        default_value = "off",
+        env = "RLM_AGENT_SANDBOX",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_sandbox: OnOffArg,
+
+    /// Network of confined agents (--agent-sandbox on): on by default, since agent
+    /// CLIs call their APIs.
+    #[arg(
+        long,
+        value_name = "on|off",
+        value_enum,
+        default_value = "on",
+        env = "RLM_AGENT_NETWORK",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_network: OnOffArg,
 
     /// Environment variable passed to external agents (repeatable); none are by default.
     #[arg(long, value_name = "NAME", help_heading = "Sub-calls and budgets")]

@@ -23,6 +23,14 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The sandbox launcher confines itself and becomes the kernel (or agent) it starts:
+    // before anything else runs, with one thread and no parsing beyond its own.
+    if args
+        .get(1)
+        .is_some_and(|arg| arg == rlm_sandbox::LAUNCHER_SUBCOMMAND)
+    {
+        return std::process::ExitCode::from(rlm_sandbox::launcher_main(&args[2..]));
+    }
     let args = match config_file::apply(args, std::path::Path::new(config_file::CONFIG_FILE)) {
         Ok(args) => args,
         Err(e) => return exit::finish(Err(e)),

@@ -11,7 +11,9 @@ use rlm_orchestrator::env::EnvKind;
 use rlm_orchestrator::provider::{Prices, ProviderConfig, ProviderKind};
 use rlm_orchestrator::settings::RunSettings;
 
-use crate::cli::{DirAsArg, EnvArg, GlobalArgs, ProviderArg, RunOptions, ToolProtocolArg};
+use crate::cli::{
+    DirAsArg, EnvArg, GlobalArgs, OnOffArg, ProviderArg, RunOptions, SandboxArg, ToolProtocolArg,
+};
 
 /// The settings the flags of `run` / `repl` describe.
 pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
@@ -68,6 +70,14 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         },
         cache: !args.no_cache,
         memory_ceiling_bytes: args.memory_ceiling_mb.saturating_mul(1 << 20),
+        sandbox: match args.sandbox {
+            SandboxArg::Auto => rlm_sandbox::Mode::Auto,
+            SandboxArg::Strict => rlm_sandbox::Mode::Strict,
+            SandboxArg::Off => rlm_sandbox::Mode::Off,
+        },
+        kernel_memory_mb: args.kernel_memory_mb,
+        agent_sandbox: args.agent_sandbox == OnOffArg::On,
+        agent_network: args.agent_network == OnOffArg::On,
     }
 }
 

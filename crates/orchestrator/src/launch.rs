@@ -11,6 +11,7 @@ use rlm_process::CancellationToken;
 use crate::agents::{
     AgentCommand, AgentError, ChildAnswer, ChildFailure, ChildResult, Lineage, SubRlmLauncher,
 };
+use crate::env::python::KernelSandbox;
 use crate::env::tools::ToolProtocol;
 use crate::env::{factory_for, EnvOptions};
 use crate::host::Model;
@@ -134,6 +135,13 @@ pub fn prepare(
             path: settings.data_dir.clone(),
             source,
         })?;
+    let sandbox = KernelSandbox {
+        mode: settings.sandbox,
+        launcher: program.clone(),
+        memory_bytes: settings
+            .kernel_memory_mb
+            .map(|mb| mb.saturating_mul(1 << 20)),
+    };
     let sub_rlm = program.map(|program| SubRlmLauncher {
         program,
         settings: RunSettings {
@@ -159,6 +167,7 @@ pub fn prepare(
                 python: settings.python.clone(),
                 js_memory_bytes: settings.js_memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
                 tools: settings.tools.clone(),
+                sandbox,
             },
         ),
         context: settings.context.clone(),

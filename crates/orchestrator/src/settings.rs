@@ -98,6 +98,23 @@ pub struct RunSettings {
     pub cache: bool,
     /// `--memory-ceiling-mb`, in bytes: memory for cached variable values.
     pub memory_ceiling_bytes: u64,
+    /// `--sandbox`: how the Python kernel is confined.
+    #[serde(default)]
+    pub sandbox: rlm_sandbox::Mode,
+    /// `--kernel-memory-mb`: the confined kernel's address space (default: 4 GiB or
+    /// 3× the context, whichever is larger).
+    #[serde(default)]
+    pub kernel_memory_mb: Option<u64>,
+    /// `--agent-sandbox on`: external agents are confined too.
+    #[serde(default)]
+    pub agent_sandbox: bool,
+    /// `--agent-network off`: confined agents open no network socket.
+    #[serde(default = "network_on")]
+    pub agent_network: bool,
+}
+
+fn network_on() -> bool {
+    true
 }
 
 impl RunSettings {
@@ -132,6 +149,10 @@ impl RunSettings {
             limits: Limits::default(),
             cache: true,
             memory_ceiling_bytes: DEFAULT_MEMORY_CEILING_BYTES,
+            sandbox: rlm_sandbox::Mode::Auto,
+            kernel_memory_mb: None,
+            agent_sandbox: false,
+            agent_network: true,
         }
     }
 
@@ -158,6 +179,10 @@ impl RunSettings {
             (
                 self.max_output_chars == 0,
                 "--max-output-chars must be at least 1",
+            ),
+            (
+                self.kernel_memory_mb.is_some_and(|mb| mb < 64),
+                "--kernel-memory-mb must be at least 64 (the interpreter alone needs some)",
             ),
         ];
         match problems.iter().find(|(bad, _)| *bad) {

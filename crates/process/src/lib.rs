@@ -41,7 +41,7 @@ pub use nix::sys::signal::Signal;
 pub use registry::{kill_all_groups, live_groups, terminate_all_groups};
 pub use signal::{group_exists, send_signal, signal_group, GroupGuard, SignalError};
 pub use supervise::{
-    run_supervised, SuperviseOptions, Supervised, Termination, DEFAULT_DRAIN_TIMEOUT,
+    run_supervised, Cookie, SuperviseOptions, Supervised, Termination, DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_GRACE, DEFAULT_STDERR_TAIL_BYTES, DEFAULT_STDOUT_CAP_BYTES, SUPERVISION_COOKIE_ENV,
 };
 pub use tokio_util::sync::CancellationToken;

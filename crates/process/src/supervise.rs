@@ -548,7 +548,12 @@ static NEXT_COOKIE: AtomicU64 = AtomicU64::new(1);
 /// One supervised child's cookie, listed for [`kill_all_groups`](crate::kill_all_groups)
 /// while it lives. Dropped before the sweep ran (the supervising future was dropped),
 /// it `SIGKILL`s every carrier.
-struct Cookie {
+///
+/// Long-lived children that are not run to completion (the Python kernel) carry one
+/// too: give the child [`SUPERVISION_COOKIE_ENV`] = [`Cookie::chain`] and keep the
+/// cookie as long as the child; dropping it ends every process that inherited it,
+/// including daemons that left the child's process group with `setsid`.
+pub struct Cookie {
     /// This child's cookie: `<our pid>.<counter>`, unique on the machine while we live.
     own: String,
     /// Our own chain (if we are supervised) followed by `own`.
@@ -557,8 +562,15 @@ struct Cookie {
     swept: bool,
 }
 
+impl Default for Cookie {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Cookie {
-    fn new() -> Self {
+    /// A new cookie, unique on the machine while this process lives.
+    pub fn new() -> Self {
         let own = format!(
             "{}.{}",
             std::process::id(),
@@ -576,14 +588,30 @@ impl Cookie {
             swept: false,
         }
     }
+
+    /// The value of [`SUPERVISION_COOKIE_ENV`] to give the child: our own chain
+    /// followed by this cookie.
+    pub fn chain(&self) -> &std::ffi::OsStr {
+        &self.chain
+    }
 }
 
 impl Drop for Cookie {
     fn drop(&mut self) {
         if !self.swept {
             let cookies = [self.own.clone()];
+            let mut signalled = false;
             for pid in procfs::carriers(&cookies) {
-                procfs::signal_carrier(pid, &cookies, Signal::SIGKILL);
+                signalled |= procfs::signal_carrier(pid, &cookies, Signal::SIGKILL);
+            }
+            // SIGKILL is delivered asynchronously: wait (briefly, bounded) until they are
+            // gone, so that "the run ended" means "nothing of it is left".
+            let deadline = std::time::Instant::now() + KILL_WAIT;
+            while signalled
+                && !procfs::carriers(&cookies).is_empty()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(POLL_INTERVAL);
             }
         }
         registry::remove_cookie(&self.own);

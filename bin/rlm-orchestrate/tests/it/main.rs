@@ -16,6 +16,7 @@ mod live;
 mod repl;
 mod run;
 mod runs;
+mod sandbox;
 mod subagents;
 mod support;
 mod tools;

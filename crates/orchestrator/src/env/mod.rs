@@ -86,6 +86,8 @@ pub struct EnvOptions {
     pub js_memory_bytes: Option<u64>,
     /// `--tools` of the `tools` environment: the micro-tools offered.
     pub tools: Vec<tools::MicroTool>,
+    /// `--sandbox` of the `python` environment.
+    pub sandbox: python::KernelSandbox,
 }
 
 impl Default for EnvOptions {
@@ -94,6 +96,7 @@ impl Default for EnvOptions {
             python: PathBuf::from("python3"),
             js_memory_bytes: None,
             tools: tools::MicroTool::ALL.to_vec(),
+            sandbox: python::KernelSandbox::off(),
         }
     }
 }
@@ -101,9 +104,10 @@ impl Default for EnvOptions {
 /// The factory of environments of `kind`.
 pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFactory> {
     match kind {
-        EnvKind::Python => Arc::new(python::PythonFactory::new(python::PythonOptions::from(
-            options.python.clone(),
-        ))),
+        EnvKind::Python => Arc::new(python::PythonFactory::new(python::PythonOptions {
+            sandbox: options.sandbox.clone(),
+            ..python::PythonOptions::from(options.python.clone())
+        })),
         EnvKind::Js => Arc::new(js::JsFactory::new(js::JsOptions {
             memory_limit_bytes: options.js_memory_bytes,
             ..js::JsOptions::default()
@@ -351,6 +355,12 @@ pub trait Environment: Send {
             self.kind(),
             call.name
         )))
+    }
+
+    /// What the user should hear about the environment once, e.g. that the code
+    /// runs less confined than `--sandbox` asked (taken: a second call returns none).
+    fn take_notices(&mut self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Runs one code block; state persists across calls.

@@ -27,8 +27,11 @@
 //!   (~50 ms of interpreter start and the context load overlap the first model call);
 //!   the first execution waits for `ready`.
 
+mod confine;
 mod kernel;
 mod protocol;
+
+pub use self::confine::KernelSandbox;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -126,6 +129,9 @@ pub struct PythonOptions {
     /// Read size of the chunked text loader (tests use tiny chunks to exercise
     /// boundaries; default 1 MiB).
     pub load_chunk_bytes: Option<usize>,
+    /// `--sandbox`: how the kernel is confined (default: not at all; the command
+    /// line's default is `auto`).
+    pub sandbox: KernelSandbox,
 }
 
 impl From<PathBuf> for PythonOptions {
@@ -150,6 +156,7 @@ impl Default for PythonOptions {
             env: Vec::new(),
             working_dir: None,
             load_chunk_bytes: None,
+            sandbox: KernelSandbox::off(),
         }
     }
 }
@@ -200,6 +207,8 @@ pub struct PythonEnv {
     /// A kernel has been ready before (start errors after that are `Broken`).
     ever_ready: bool,
     restarts: u32,
+    /// What the user should hear about this environment (e.g. partial confinement).
+    notices: Vec<String>,
 }
 
 impl PythonEnv {
@@ -215,7 +224,11 @@ impl PythonEnv {
     ) -> Result<Self, EnvError> {
         let options = options.into();
         let history = config.history.clone();
+        let notices = confine::auto_gaps_notice(&options.sandbox)
+            .into_iter()
+            .collect();
         let mut env = Self {
+            notices,
             config,
             options,
             host,
@@ -419,6 +432,10 @@ fn outcome_from(body: serde_json::Value) -> ExecOutcome {
 impl Environment for PythonEnv {
     fn kind(&self) -> EnvKind {
         EnvKind::Python
+    }
+
+    fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
     }
 
     fn fence_tags(&self) -> &'static [&'static str] {

@@ -350,6 +350,9 @@ impl Session {
         let Some(env) = self.env.as_mut() else {
             return Ending::Env(self.not_started());
         };
+        for message in env.take_notices() {
+            sink.emit(EventData::Warning { message });
+        }
         let parts = LoopParts {
             model: &self.config.root,
             env: env.as_mut(),

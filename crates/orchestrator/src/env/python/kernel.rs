@@ -7,6 +7,7 @@
 //! aborts the tasks and in-flight host calls and SIGKILLs the process group.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,8 +22,9 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::timeout;
 
-use rlm_process::{inherited_environment, AllowList};
+use rlm_process::{inherited_environment, AllowList, Cookie, SUPERVISION_COOKIE_ENV};
 
+use super::confine;
 use super::protocol::{self, HostResult, Incoming, Init, Ready, Request};
 use super::PythonOptions;
 use crate::agents::EnvVars;
@@ -98,6 +100,10 @@ pub(super) struct Kernel {
     closed: Arc<AtomicBool>,
     info: Option<KernelInfo>,
     next_id: u64,
+    /// Ends, when dropped, every process that still carries the kernel's cookie.
+    _cookie: Cookie,
+    /// A confined kernel's private temporary directory, removed after it.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Kernel {
@@ -110,17 +116,38 @@ impl Kernel {
         options: &PythonOptions,
         host: Arc<dyn Host>,
     ) -> Result<Self, String> {
-        let mut command = Command::new(&options.python);
+        let python_args = [OsString::from("-c"), bootstrap(DRIVER.len()).into()];
+        let confined =
+            confine::confine(&options.sandbox, config, &options.python, &python_args, &[])?;
+        // The cookie marks everything the kernel starts, so that daemons which leave its
+        // process group (`setsid`) are found and ended with it.
+        let cookie = Cookie::new();
+        let mut command = match &confined {
+            Some(confined) => {
+                let mut command = Command::new(&confined.program);
+                command.args(&confined.args);
+                command
+            }
+            None => {
+                let mut command = Command::new(&options.python);
+                command.args(&python_args);
+                command
+            }
+        };
         command
-            .arg("-c")
-            .arg(bootstrap(DRIVER.len()))
             .env_clear()
             .envs(inherited_environment(&AllowList::PYTHON, &options.pass_env))
             .env(EnvVars::RLM_DATA_DIR, &config.data_dir)
+            .env(SUPERVISION_COOKIE_ENV, cookie.chain())
             .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(confined) = &confined {
+            command
+                .env("TMPDIR", confined.tmp.path())
+                .current_dir(confined.tmp.path());
+        }
         if let Some(dir) = &options.working_dir {
             command.current_dir(dir);
         }
@@ -192,6 +219,8 @@ impl Kernel {
             closed,
             info: None,
             next_id: 1,
+            _cookie: cookie,
+            _tmp: confined.map(|confined| confined.tmp),
         })
     }
 

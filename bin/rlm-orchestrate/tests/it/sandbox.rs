@@ -1,0 +1,224 @@
+//! `--sandbox`: the model's code probes what a hostile model would (files outside the
+//! store, the orchestrator's environment, the network, signals, memory, daemons) and
+//! meets a Python exception each time, while the context and `store.*` keep working.
+//! Each probe also runs with `--sandbox off`, which shows it would have succeeded.
+
+use std::path::Path;
+
+use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
+
+use crate::support::Sandbox;
+
+/// A mock answering `replies` in order.
+fn mock(replies: &[String]) -> MockLlmThread {
+    MockLlm::spawn_blocking_thread(MockScript::replies(
+        replies.iter().map(|r| MockReply::text(r.as_str())),
+    ))
+    .unwrap()
+}
+
+fn run_cmd(sb: &Sandbox, mock: &MockLlmThread, sandbox: &str) -> assert_cmd::Command {
+    let mut cmd = sb.bare();
+    cmd.env_remove("OPENAI_API_KEY")
+        .env_remove("RLM_SANDBOX")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .arg("run")
+        .arg("probe the sandbox")
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .args([
+            "--model",
+            "mock",
+            "--exec-timeout",
+            "30",
+            "--sandbox",
+            sandbox,
+        ]);
+    cmd
+}
+
+/// Python that tries `action` and prints `label: ok` or `label: denied (<exception>)`.
+fn probe(label: &str, action: &str) -> String {
+    format!(
+        "try:\n    {action}\n    print('{label}: ok')\nexcept Exception as e:\n    print('{label}: denied', type(e).__name__, e)\n"
+    )
+}
+
+/// What the model saw after its probing block.
+fn repl_output(mock: &MockLlmThread) -> String {
+    let requests = mock.control().requests();
+    requests[1].last_user_message().unwrap().to_owned()
+}
+
+fn probes(secret_file: &Path, port: u16) -> String {
+    let secret = secret_file.display();
+    [
+        probe("context", "assert len(context) == 11"),
+        probe("store", "store.set('probe-note', 'kept')"),
+        probe(
+            "tmpdir",
+            "open(os.path.join(os.environ['TMPDIR'], 'x'), 'w').write('x')",
+        ),
+        probe("read-user-file", &format!("open('{secret}').read()")),
+        probe(
+            "write-user-dir",
+            &format!("open('{secret}.new', 'w').write('x')"),
+        ),
+        probe("read-tmp", "os.listdir('/tmp')"),
+        probe("etc-passwd", "open('/etc/passwd').read()"),
+        probe(
+            "parent-environ",
+            "open(f'/proc/{os.getppid()}/environ', 'rb').read()",
+        ),
+        probe(
+            "network",
+            &format!("socket.create_connection(('127.0.0.1', {port}), timeout=2).close()"),
+        ),
+        probe("signal-parent", "os.kill(os.getppid(), 0)"),
+        probe(
+            "subprocess-read",
+            &format!("subprocess.run(['cat', '{secret}'], check=True, capture_output=True)"),
+        ),
+    ]
+    .concat()
+}
+
+#[test]
+fn model_code_reaches_only_what_the_sandbox_allows_and_the_run_goes_on() {
+    for (mode, confined) in [("auto", true), ("strict", true), ("off", false)] {
+        let sb = Sandbox::new();
+        let context = sb.file("ctx.txt", "hello world");
+        let secret = sb.file("secret.txt", "the user's own file");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let code = format!(
+            "```repl\nimport os, socket, subprocess\n{}```",
+            probes(&secret, port)
+        );
+        let mock = mock(&[code, "FINAL(done)".to_owned()]);
+        run_cmd(&sb, &mock, mode)
+            .arg("--context")
+            .arg(&context)
+            .assert()
+            .success()
+            .stdout("done\n");
+        let seen = repl_output(&mock);
+        for allowed in ["context: ok", "store: ok", "tmpdir: ok"] {
+            assert!(seen.contains(allowed), "{mode}: {allowed}\n{seen}");
+        }
+        for probe in [
+            "read-user-file",
+            "write-user-dir",
+            "read-tmp",
+            "etc-passwd",
+            "parent-environ",
+            "network",
+            "signal-parent",
+            "subprocess-read",
+        ] {
+            let expected = if confined {
+                format!("{probe}: denied")
+            } else {
+                format!("{probe}: ok")
+            };
+            assert!(seen.contains(&expected), "{mode}: {expected}\n{seen}");
+        }
+        sb.vars(&["get", "probe-note"])
+            .assert()
+            .success()
+            .stdout("kept");
+        if confined {
+            assert!(
+                seen.contains("PermissionError"),
+                "refusals are Python exceptions: {seen}"
+            );
+        }
+        drop(listener);
+    }
+}
+
+#[test]
+fn the_kernel_memory_limit_is_a_memory_error_not_a_dead_run() {
+    let sb = Sandbox::new();
+    let code = format!(
+        "```repl\n{}```",
+        probe("allocate", "big = bytearray(1 << 30)")
+    );
+    let mock = mock(&[code, "FINAL(done)".to_owned()]);
+    run_cmd(&sb, &mock, "auto")
+        .args(["--kernel-memory-mb", "256"])
+        .assert()
+        .success()
+        .stdout("done\n");
+    let seen = repl_output(&mock);
+    assert!(seen.contains("allocate: denied MemoryError"), "{seen}");
+}
+
+#[test]
+fn a_daemon_the_kernel_starts_does_not_outlive_the_run() {
+    for mode in ["auto", "off"] {
+        let sb = Sandbox::new();
+        let code = "```repl\nimport subprocess\np = subprocess.Popen(['setsid', 'sleep', '300'])\nprint('daemon', p.pid)\n```".to_owned();
+        let mock = mock(&[code, "FINAL(done)".to_owned()]);
+        run_cmd(&sb, &mock, mode).assert().success();
+        let seen = repl_output(&mock);
+        let pid: i32 = seen
+            .split("daemon ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("no pid in {seen}"));
+        // The kernel's cookie sweep ends it when the run ends (a zombie waiting for a
+        // parent that does not reap counts as gone).
+        let alive = || {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            state
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                .is_some_and(|state| state != "Z")
+        };
+        // Bounded: SIGKILL was sent before the run exited; give delivery a moment.
+        let mut running = alive();
+        for _ in 0..50 {
+            if !running {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            running = alive();
+        }
+        if running {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        assert!(!running, "{mode}: the setsid daemon {pid} outlived the run");
+    }
+}
+
+#[test]
+fn bad_sandbox_flags_are_usage_errors() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--sandbox", "maybe"][..],
+        &["--kernel-memory-mb", "10"],
+        &["--agent-sandbox", "yes"],
+    ] {
+        sb.bare()
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args([
+                "run",
+                "task",
+                "--model",
+                "m",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+            ])
+            .args(args)
+            .assert()
+            .code(2);
+    }
+}

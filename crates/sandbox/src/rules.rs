@@ -1,0 +1,207 @@
+//! Landlock and seccomp on Linux: finding out what the kernel supports, and confining
+//! the calling process.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use crate::{Applied, Mode, Policy, SandboxError, Support};
+
+/// The Landlock ABI whose rights are asked for: the newest one tested here. On older
+/// kernels the crate's best-effort mode keeps what they support.
+const ABI_USED: ABI = ABI::V6;
+
+/// System calls no confined child needs, refused with `EPERM`: reaching into other
+/// processes, new namespaces and mounts, kernel keyrings, BPF, perf, and `io_uring`
+/// (whose operations would bypass the socket filter).
+const DENIED_SYSCALLS: &[i64] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_kcmp,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_kexec_load,
+    libc::SYS_add_key,
+    libc::SYS_keyctl,
+    libc::SYS_request_key,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_unshare,
+    libc::SYS_setns,
+];
+
+/// What the running kernel supports, found by asking Landlock for each ABI's rights
+/// at the hard-requirement level (a refused ruleset restricts nothing).
+pub(crate) fn probe() -> Support {
+    let accepts = |ruleset: Result<Ruleset, landlock::RulesetError>| {
+        ruleset.and_then(Ruleset::create).is_ok()
+    };
+    let hard = || Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    let mut abi = 0;
+    if accepts(hard().handle_access(AccessFs::from_all(ABI::V1))) {
+        abi = 1;
+        if accepts(hard().handle_access(AccessFs::from_all(ABI::V2))) {
+            abi = 2;
+        }
+        if abi == 2 && accepts(hard().handle_access(AccessFs::from_all(ABI::V3))) {
+            abi = 3;
+        }
+        if abi == 3 && accepts(hard().handle_access(AccessNet::from_all(ABI::V4))) {
+            abi = 4;
+        }
+        if abi == 4 && accepts(hard().handle_access(AccessFs::from_all(ABI::V5))) {
+            abi = 5;
+        }
+        if abi == 5 && accepts(hard().scope(Scope::from_all(ABI::V6))) {
+            abi = 6;
+        }
+    }
+    Support {
+        landlock_abi: abi,
+        seccomp: seccomp_available(),
+    }
+}
+
+/// The kernel was built with seccomp (`/proc/self/status` has a `Seccomp:` line).
+fn seccomp_available() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|status| status.lines().any(|line| line.starts_with("Seccomp:")))
+        .unwrap_or(false)
+}
+
+/// Sets `no_new_privs`, then applies Landlock and the seccomp filter to the calling
+/// process (see [`crate::confine`]).
+pub(crate) fn confine(policy: &Policy) -> Result<Applied, SandboxError> {
+    nix::sys::prctl::set_no_new_privs()
+        .map_err(|errno| SandboxError::Landlock(format!("could not set no_new_privs: {errno}")))?;
+    let support = probe();
+    let gaps = support.gaps(policy);
+    // Strict needs Landlock's file rules and seccomp (which also blocks the network:
+    // Landlock's network rules cover TCP only).
+    let missing_essentials = !support.filesystem() || !support.seccomp;
+    if policy.mode == Mode::Strict && missing_essentials {
+        return Err(SandboxError::Unsupported(gaps.join("; ")));
+    }
+    let landlock = if support.filesystem() {
+        restrict_files(policy)?
+    } else {
+        false
+    };
+    let seccomp = if support.seccomp {
+        install_filter(policy)?;
+        true
+    } else {
+        false
+    };
+    Ok(Applied {
+        landlock,
+        seccomp,
+        gaps,
+    })
+}
+
+/// Landlock: read-only and read-write hierarchies, no TCP unless allowed, signals and
+/// abstract sockets scoped to the domain. Returns whether it is fully enforced.
+fn restrict_files(policy: &Policy) -> Result<bool, SandboxError> {
+    let landlock_error = |error: landlock::RulesetError| SandboxError::Landlock(error.to_string());
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(ABI_USED))
+        .map_err(landlock_error)?;
+    if !policy.network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI_USED))
+            .map_err(landlock_error)?;
+    }
+    ruleset = ruleset
+        .scope(Scope::from_all(ABI_USED))
+        .map_err(landlock_error)?;
+    let mut created = ruleset.create().map_err(landlock_error)?;
+    let read = AccessFs::from_read(ABI_USED);
+    let all = AccessFs::from_all(ABI_USED);
+    let own_proc = policy
+        .read_own_proc
+        .then(|| PathBuf::from(format!("/proc/{}", std::process::id())));
+    let rules = policy
+        .read
+        .iter()
+        .chain(own_proc.as_ref())
+        .map(|path| (path, read))
+        .chain(policy.write.iter().map(|path| (path, all)));
+    for (path, access) in rules {
+        let Some(fd) = open_for_rule(path)? else {
+            continue;
+        };
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(ABI_USED)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(landlock_error)?;
+    }
+    let status = created.restrict_self().map_err(landlock_error)?;
+    Ok(status.ruleset == RulesetStatus::FullyEnforced)
+}
+
+/// Opens `path` for a rule; `None` if it does not exist.
+fn open_for_rule(path: &Path) -> Result<Option<PathFd>, SandboxError> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(None);
+    }
+    PathFd::new(path)
+        .map(Some)
+        .map_err(|error| SandboxError::Path {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })
+}
+
+/// seccomp: [`DENIED_SYSCALLS`], and sockets other than Unix ones unless the network
+/// is allowed; everything else passes.
+fn install_filter(policy: &Policy) -> Result<(), SandboxError> {
+    let seccomp_error = |error: seccompiler::Error| SandboxError::Seccomp(error.to_string());
+    let backend_error = |error: seccompiler::BackendError| SandboxError::Seccomp(error.to_string());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
+        .iter()
+        .map(|&syscall| (syscall, Vec::new()))
+        .collect();
+    if !policy.network {
+        let not_unix = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(backend_error)?;
+        rules.insert(
+            libc::SYS_socket,
+            vec![SeccompRule::new(vec![not_unix]).map_err(backend_error)?],
+        );
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(backend_error)?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(backend_error)?;
+    let program: BpfProgram = filter.try_into().map_err(backend_error)?;
+    seccompiler::apply_filter(&program).map_err(seccomp_error)
+}
