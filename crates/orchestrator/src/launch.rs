@@ -9,7 +9,8 @@ use rlm_context_store::Store;
 use rlm_process::CancellationToken;
 
 use crate::agents::{
-    AgentCommand, AgentError, ChildAnswer, ChildFailure, ChildResult, Lineage, SubRlmLauncher,
+    AgentCommand, AgentError, AgentSandbox, ChildAnswer, ChildFailure, ChildResult, Lineage,
+    SubRlmLauncher,
 };
 use crate::env::python::KernelSandbox;
 use crate::env::tools::ToolProtocol;
@@ -142,6 +143,13 @@ pub fn prepare(
             .kernel_memory_mb
             .map(|mb| mb.saturating_mul(1 << 20)),
     };
+    let agent_sandbox = match (settings.agent_sandbox, &program) {
+        (true, Some(launcher)) => Some(AgentSandbox {
+            launcher: launcher.clone(),
+            network: settings.agent_network,
+        }),
+        _ => None,
+    };
     let sub_rlm = program.map(|program| SubRlmLauncher {
         program,
         settings: RunSettings {
@@ -200,6 +208,7 @@ pub fn prepare(
         agent_command,
         agent_env: settings.agent_env.clone(),
         agent_timeout: settings.agent_timeout,
+        agent_sandbox,
         cancel,
         history: Vec::new(),
     })

@@ -222,3 +222,52 @@ fn bad_sandbox_flags_are_usage_errors() {
             .code(2);
     }
 }
+
+/// A shell agent that probes its confinement and prints one line per probe.
+const PROBING_AGENT: &str = r#"#!/bin/sh
+probe() { label=$1; shift; if "$@" >/dev/null 2>&1; then echo "$label: ok"; else echo "$label: denied"; fi; }
+probe prompt-file cat "$1"
+probe store-write rlm-orchestrate vars set agent-note written-by-the-agent
+probe tmpdir sh -c 'echo x > "$TMPDIR/x"'
+probe sibling-file cat "$(dirname "$0")/secret.txt"
+probe write-beside sh -c "echo x > '$(dirname "$0")/dropped.txt'"
+probe network python3 -c "import socket; socket.create_connection(('127.0.0.1', $PROBE_PORT), timeout=2).close()"
+"#;
+
+#[test]
+fn a_confined_agent_reads_its_prompt_and_writes_the_store_but_nothing_else() {
+    for (agent_sandbox, confined) in [("on", true), ("off", false)] {
+        let sb = Sandbox::new();
+        let agent = sb.file("agent.sh", PROBING_AGENT);
+        sb.file("secret.txt", "not for agents");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let code = "```repl\nprint(spawn_agent('probe', []))\n```".to_owned();
+        let mock = mock(&[code, "FINAL(done)".to_owned()]);
+        run_cmd(&sb, &mock, "auto")
+            .env("PROBE_PORT", port.to_string())
+            .args(["--agent-env", "PROBE_PORT"])
+            .arg("--agent-cmd")
+            .arg(format!("sh {} {{prompt_file}}", agent.display()))
+            .args(["--agent-sandbox", agent_sandbox, "--agent-network", "off"])
+            .assert()
+            .success();
+        let seen = repl_output(&mock);
+        for allowed in ["prompt-file: ok", "store-write: ok", "tmpdir: ok"] {
+            assert!(seen.contains(allowed), "{agent_sandbox}: {allowed}\n{seen}");
+        }
+        for probe in ["sibling-file", "write-beside", "network"] {
+            let expected = if confined {
+                format!("{probe}: denied")
+            } else {
+                format!("{probe}: ok")
+            };
+            assert!(seen.contains(&expected), "{agent_sandbox}: {expected}\n{seen}");
+        }
+        sb.vars(&["get", "agent-note"])
+            .assert()
+            .success()
+            .stdout("written-by-the-agent");
+        drop(listener);
+    }
+}

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rlm_context_store::{Durability, Expected, SetOptions, Store, StoreError};
+use rlm_context_store::{
+    Durability, Expected, SetOptions, Store, StoreError, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
+};
 use rlm_process::{
     inherited_environment, run_supervised, AllowList, CancellationToken, SpawnOptions,
     SuperviseOptions, Termination, DEFAULT_GRACE,
@@ -17,6 +19,7 @@ use rlm_process::{
 use serde_json::Value;
 
 use super::command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
+use super::confine::AgentSandbox;
 use super::lineage::{EnvVars, Lineage};
 use super::outcome::{error_object, not_started, stdout_text};
 use super::prompt::{agent_prompt, AgentRef};
@@ -51,6 +54,8 @@ pub struct ExternalAgentSpec {
     pub stdout_cap: usize,
     /// Names of environment variables the user allowed through (`--agent-env`).
     pub pass_env: Vec<String>,
+    /// `--agent-sandbox on`: confine the agent (`None`: it runs as the user).
+    pub sandbox: Option<AgentSandbox>,
     /// Stops the agent (SIGTERM, grace, SIGKILL to its group) when cancelled.
     pub cancel: Option<CancellationToken>,
 }
@@ -173,7 +178,7 @@ pub async fn run_external_agent(
             String::new(),
             Fallback::error(not_started(message)),
         ),
-        Ok(Prepared { spawn, stdin }) => {
+        Ok(Prepared { spawn, stdin, _tmp }) => {
             let program = spawn.program_name();
             let options = SuperviseOptions {
                 timeout: Some(spec.timeout),
@@ -250,6 +255,8 @@ pub async fn run_external_agent(
 struct Prepared {
     spawn: SpawnOptions,
     stdin: Option<Vec<u8>>,
+    /// A confined agent's private temporary directory, removed once it has ended.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 /// Builds the prompt, writes the prompt file if the template uses it, and fills in the
@@ -295,15 +302,31 @@ async fn prepare(
         ));
     }
     let env = agent_environment(spec, &data_dir, &result_file);
-    let spawn = SpawnOptions {
+    let mut spawn = SpawnOptions {
         program: command.program().into(),
         args,
         env,
         cwd: None,
         parent_death_signal: true,
     };
+    let tmp = match &spec.sandbox {
+        Some(sandbox) => {
+            let store_dirs = [VARIABLES_DIR, LOCKS_DIR, SPILL_DIR].map(|dir| data_dir.join(dir));
+            Some(super::confine::confine_agent(
+                sandbox,
+                &mut spawn,
+                &store_dirs,
+                &prompt_file,
+            )?)
+        }
+        None => None,
+    };
     let stdin = command.reads_stdin().then(|| prompt.into_bytes());
-    Ok(Prepared { spawn, stdin })
+    Ok(Prepared {
+        spawn,
+        stdin,
+        _tmp: tmp,
+    })
 }
 
 /// Writes `bytes` to `path`, creating its directories `0700` and the file `0600`.

@@ -16,6 +16,7 @@
 //! ([`run_external_agent`]).
 
 mod command;
+mod confine;
 mod external;
 mod lineage;
 mod nested;
@@ -23,6 +24,7 @@ mod outcome;
 mod prompt;
 
 pub use command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
+pub use confine::AgentSandbox;
 pub use external::{
     agent_environment, run_external_agent, AgentOutcome, ExternalAgentSpec, AGENTS_DIR,
     PROMPT_FILE_NAME,

@@ -18,7 +18,7 @@ use super::call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmAr
 use super::{record_call, Host, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
-    run_child, run_external_agent, AgentCommand, AgentRef, ChildRequest, ChildResult,
+    run_child, run_external_agent, AgentCommand, AgentRef, AgentSandbox, ChildRequest, ChildResult,
     ExternalAgentSpec, Lineage, SubRlmLauncher,
 };
 use crate::cache::{CallCache, CallKey};
@@ -62,6 +62,8 @@ pub struct HostSettings {
     pub agent_env: Vec<String>,
     /// `--agent-timeout`.
     pub agent_timeout: Duration,
+    /// `--agent-sandbox on`: how external agents are confined.
+    pub agent_sandbox: Option<AgentSandbox>,
     /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
     pub cancel: CancellationToken,
 }
@@ -377,6 +379,7 @@ impl RunHost {
             timeout: self.settings.agent_timeout,
             stdout_cap: AGENT_STDOUT_CAP_BYTES,
             pass_env: self.settings.agent_env.clone(),
+            sandbox: self.settings.agent_sandbox.clone(),
             cancel: Some(self.settings.cancel.clone()),
         };
         let outcome = run_external_agent(command, spec, Arc::clone(&self.store)).await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rlm_process::CancellationToken;
 
 use crate::accounting::Limits;
-use crate::agents::{AgentCommand, Lineage, SubRlmLauncher};
+use crate::agents::{AgentCommand, AgentSandbox, Lineage, SubRlmLauncher};
 use crate::context::ContextSpec;
 use crate::env::{EnvironmentFactory, HistoryEntry};
 use crate::host::Model;
@@ -53,6 +53,8 @@ pub struct RunConfig {
     pub agent_env: Vec<String>,
     /// `--agent-timeout`.
     pub agent_timeout: Duration,
+    /// `--agent-sandbox on`: how external agents are confined (`None`: they are not).
+    pub agent_sandbox: Option<AgentSandbox>,
     /// Cancelled on Ctrl-C / SIGTERM: the run stops and every sub-agent is ended (in a
     /// session: the running query and every later one).
     pub cancel: CancellationToken,

@@ -439,6 +439,7 @@ impl Session {
             agent_command: config.agent_command.clone(),
             agent_env: config.agent_env.clone(),
             agent_timeout: config.agent_timeout,
+            agent_sandbox: config.agent_sandbox.clone(),
             cancel,
         }
     }

@@ -136,6 +136,7 @@ impl Fixture {
             refs,
             timeout: GENEROUS_TIMEOUT,
             stdout_cap: 1024 * 1024,
+            sandbox: None,
             pass_env: Vec::new(),
             cancel: None,
         }

@@ -1,0 +1,171 @@
+//! `--agent-sandbox on`: external agents started through the `sandbox-exec` launcher.
+//!
+//! A confined agent reads the system, its program file (the file, not its directory),
+//! any file its `--agent-cmd` names (a script given to `sh`), its prompt file and the
+//! store; it writes only the store (so `rlm-orchestrate vars set` works) and a private
+//! temporary directory that is its `TMPDIR` and working directory. The network stays
+//! open, since agent CLIs call their APIs, unless `--agent-network off`.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use rlm_process::SpawnOptions;
+use rlm_sandbox::{Mode, Policy};
+use serde::{Deserialize, Serialize};
+
+/// How external agents are confined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSandbox {
+    /// The `rlm-orchestrate` executable whose `sandbox-exec` confines them.
+    pub launcher: PathBuf,
+    /// `--agent-network`: they may open network sockets.
+    pub network: bool,
+}
+
+/// Files a program with network access reads to resolve names and check
+/// certificates.
+const NETWORK_FILES: &[&str] = &[
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+];
+
+/// Rewrites `spawn` to start through the launcher under the agent's policy; returns
+/// the private temporary directory, to keep until the agent has ended.
+pub(super) fn confine_agent(
+    sandbox: &AgentSandbox,
+    spawn: &mut SpawnOptions,
+    store_dirs: &[PathBuf],
+    prompt_file: &Path,
+) -> Result<tempfile::TempDir, String> {
+    let tmp = tempfile::Builder::new()
+        .prefix("rlm-agent-")
+        .tempdir()
+        .map_err(|e| format!("could not create the agent's private temporary directory: {e}"))?;
+    let mut read = Policy::system_read_paths();
+    read.extend(program_file(&spawn.program, &spawn.env));
+    read.extend(
+        spawn
+            .args
+            .iter()
+            .map(PathBuf::from)
+            .filter(|arg| arg.is_file()),
+    );
+    read.push(prompt_file.to_owned());
+    read.extend(std::env::current_exe().ok());
+    if sandbox.network {
+        read.extend(NETWORK_FILES.iter().map(PathBuf::from));
+    }
+    let mut write = store_dirs.to_vec();
+    write.push(tmp.path().to_owned());
+    write.push(PathBuf::from("/dev/null"));
+    let policy = Policy {
+        mode: Mode::Strict,
+        read,
+        write,
+        network: sandbox.network,
+        read_own_proc: true,
+        limits: rlm_sandbox::Limits::default(),
+    };
+    let (program, args) =
+        rlm_sandbox::wrap_command(&sandbox.launcher, &policy, &spawn.program, &spawn.args);
+    spawn.program = program;
+    spawn.args = args;
+    spawn.env.retain(|(name, _)| name != "TMPDIR");
+    spawn
+        .env
+        .push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
+    spawn.cwd = Some(tmp.path().to_owned());
+    Ok(tmp)
+}
+
+/// The program's file: a path as given, or looked up in the agent's `PATH`; and the
+/// file it resolves to, if that is another.
+fn program_file(program: &OsString, env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+    let program = Path::new(program);
+    let found = if program.components().count() > 1 {
+        Some(program.to_owned())
+    } else {
+        env.iter()
+            .find(|(name, _)| name == "PATH")
+            .and_then(|(_, path)| {
+                std::env::split_paths(path)
+                    .map(|dir| dir.join(program))
+                    .find(|candidate| candidate.is_file())
+            })
+    };
+    let mut files: Vec<PathBuf> = found.into_iter().collect();
+    if let Some(resolved) = files.first().and_then(|f| std::fs::canonicalize(f).ok()) {
+        if !files.contains(&resolved) {
+            files.push(resolved);
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_is_found_in_the_agents_path_and_resolved() {
+        let env = vec![(
+            OsString::from("PATH"),
+            OsString::from("/nowhere:/bin:/usr/bin"),
+        )];
+        let files = program_file(&OsString::from("sh"), &env);
+        assert!(files[0].ends_with("sh"), "{files:?}");
+        assert!(program_file(&OsString::from("no-such-program-here"), &env).is_empty());
+    }
+
+    #[test]
+    fn a_confined_agent_starts_through_the_launcher_in_its_temp_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("agent.sh");
+        std::fs::write(&script, "echo hi").unwrap();
+        let mut spawn = SpawnOptions {
+            program: "sh".into(),
+            args: vec![script.clone().into_os_string(), "{x}".into()],
+            env: vec![("TMPDIR".into(), "/tmp".into())],
+            cwd: None,
+            parent_death_signal: true,
+        };
+        let sandbox = AgentSandbox {
+            launcher: "/bin/rlm-orchestrate".into(),
+            network: false,
+        };
+        let tmp = confine_agent(
+            &sandbox,
+            &mut spawn,
+            &[dir.path().join("variables")],
+            &dir.path().join("prompt.txt"),
+        )
+        .unwrap();
+        assert_eq!(spawn.program, OsString::from("/bin/rlm-orchestrate"));
+        assert_eq!(spawn.args[0], OsString::from("sandbox-exec"));
+        let policy = Policy::from_arg(&spawn.args[1].to_string_lossy()).unwrap();
+        assert!(
+            policy.read.contains(&script),
+            "the script is readable: {policy:?}"
+        );
+        assert!(
+            !policy.read.contains(&dir.path().to_owned()),
+            "not its directory"
+        );
+        assert!(!policy.network);
+        assert_eq!(
+            &spawn.args[3..],
+            &[OsString::from("sh"), script.into_os_string(), "{x}".into()]
+        );
+        assert_eq!(spawn.cwd.as_deref(), Some(tmp.path()));
+        assert_eq!(
+            spawn.env,
+            vec![("TMPDIR".into(), tmp.path().as_os_str().to_owned())]
+        );
+    }
+}
