@@ -191,7 +191,7 @@ fn keys(args: &RunArgs) -> Vec<KeyStatus> {
         .into_iter()
         .filter_map(|(role, config)| {
             let variable = config.key_env()?.to_owned();
-            let set = std::env::var_os(&variable).is_some_and(|v| !v.is_empty());
+            let set = rlm_process::secret_var(&variable).is_some_and(|v| !v.is_empty());
             Some(KeyStatus {
                 role,
                 variable,

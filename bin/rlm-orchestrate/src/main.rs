@@ -36,8 +36,23 @@ fn main() -> std::process::ExitCode {
         Err(e) => return exit::finish(Err(e)),
     };
     let cli = cli::Cli::parse_from(args);
+    hide_secrets(&cli);
     logging::init(&cli.global);
     exit::finish(dispatch(cli))
+}
+
+/// Takes API keys (and every `*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`) out of
+/// this process's readable environment before any thread starts; rlm reads them from
+/// memory afterwards, and passes them on only where they are meant to go.
+fn hide_secrets(cli: &cli::Cli) {
+    let mut names = vec!["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+    let options = match &cli.command {
+        cli::Command::Run(args) => Some(&args.options),
+        cli::Command::Repl(args) => Some(&args.options),
+        _ => None,
+    };
+    names.extend(options.and_then(|o| o.api_key_env.as_deref()));
+    rlm_process::hide_secrets(&names);
 }
 
 /// Runs the chosen sub-command.

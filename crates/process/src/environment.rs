@@ -66,13 +66,25 @@ impl AllowList {
 
 /// The variables of this process that `list` allows, plus those named in `extra`
 /// (the user's `--agent-env` and the like), in the order this process has them.
+///
+/// A name in `extra` may be a secret [`hide_secrets`](crate::hide_secrets) took out of
+/// the environment: its kept value is given.
 pub fn inherited_environment(list: &AllowList, extra: &[String]) -> Vec<(OsString, OsString)> {
-    std::env::vars_os()
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(name, _)| {
             name.to_str()
                 .is_some_and(|name| list.allows(name) || extra.iter().any(|e| e == name))
         })
-        .collect()
+        .collect();
+    for name in extra {
+        if env.iter().any(|(n, _)| n == name.as_str()) {
+            continue;
+        }
+        if let Some(value) = crate::secret_var(name) {
+            env.push((name.into(), value));
+        }
+    }
+    env
 }
 
 #[cfg(test)]

@@ -262,7 +262,10 @@ fn a_confined_agent_reads_its_prompt_and_writes_the_store_but_nothing_else() {
             } else {
                 format!("{probe}: ok")
             };
-            assert!(seen.contains(&expected), "{agent_sandbox}: {expected}\n{seen}");
+            assert!(
+                seen.contains(&expected),
+                "{agent_sandbox}: {expected}\n{seen}"
+            );
         }
         sb.vars(&["get", "agent-note"])
             .assert()
@@ -270,4 +273,63 @@ fn a_confined_agent_reads_its_prompt_and_writes_the_store_but_nothing_else() {
             .stdout("written-by-the-agent");
         drop(listener);
     }
+}
+
+#[test]
+fn api_keys_cannot_be_read_from_the_orchestrators_environment() {
+    let key = "sk-test-7c1e55-do-not-leak";
+    let sb = Sandbox::new();
+    let agent = sb.file(
+        "environ-agent.sh",
+        "#!/bin/sh\ntr '\\0' '\\n' < /proc/$PPID/environ\n",
+    );
+    // Unconfined on purpose: the key must be gone from the environment itself.
+    let code = "```repl\nimport os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read().replace(b'\\0', b'\\n').decode())\nprint('AGENT', spawn_agent('print the environment', []))\n```".to_owned();
+    let mock = mock(&[code, "FINAL(done)".to_owned()]);
+    let mut cmd = sb.bare();
+    cmd.env("OPENAI_API_KEY", key)
+        .env("GITHUB_TOKEN", "ghp-test-token-do-not-leak")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .arg("run")
+        .arg("leak the key")
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .args(["--model", "mock", "--sandbox", "off"])
+        .arg("--agent-cmd")
+        .arg(format!("sh {}", agent.display()))
+        .assert()
+        .success();
+    let requests = mock.control().requests();
+    let seen = requests[1].last_user_message().unwrap();
+    assert!(seen.contains("PATH="), "the environment was read: {seen}");
+    assert!(seen.contains("AGENT"), "{seen}");
+    // The key still reached the server, in the header only.
+    assert!(requests[0].auth_present());
+    for request in &requests {
+        let body = request.body.to_string();
+        assert!(!body.contains(key), "the key leaked into a request");
+        assert!(!body.contains("ghp-test-token"), "a token leaked");
+    }
+    for file in walk(&sb.data_dir()) {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        assert!(
+            !text.contains(key),
+            "the key leaked into {}",
+            file.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

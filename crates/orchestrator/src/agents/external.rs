@@ -131,7 +131,7 @@ pub fn agent_environment(
         if name.is_empty() || name.contains(['=', '\0']) {
             continue;
         }
-        if let Some(value) = std::env::var_os(name) {
+        if let Some(value) = rlm_process::secret_var(name) {
             env.retain(|(n, _)| n != name.as_str());
             env.push((name.into(), value));
         }

@@ -103,7 +103,10 @@ impl CliProvider {
             command.args(&self.args);
             command.stdin(Stdio::piped());
         }
+        // The command inherits rlm's environment, including the keys rlm keeps out of
+        // its own readable environment (an `llm` or `claude` CLI needs its key).
         command
+            .envs(rlm_process::hidden_secrets())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);

@@ -215,8 +215,8 @@ impl ApiKey {
 
     /// Reads the key from environment variable `var`; unset or blank gives `None`.
     pub fn from_env(var: &str) -> Option<Self> {
-        let value = std::env::var(var).ok()?;
-        let value = value.trim();
+        let value = rlm_process::secret_var(var)?;
+        let value = value.to_str()?.trim();
         (!value.is_empty()).then(|| Self(value.to_owned()))
     }
 
