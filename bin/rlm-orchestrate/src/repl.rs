@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context as _;
 use rlm_context_store::ListFilter;
 use rlm_orchestrator::agents::Lineage;
-use rlm_orchestrator::context::{ContextSpec, DirAs};
+use rlm_orchestrator::context::{ContextSpec, DirAs, STDIN_PATH};
 use rlm_orchestrator::events::{Event, EventListener};
 use rlm_orchestrator::format::one_line;
 use rlm_orchestrator::run::{QueryCanceller, RunError, Session};
@@ -70,6 +70,11 @@ Ctrl-C cancels the running query; the REPL and its variables stay.";
 /// Runs `repl`.
 pub fn run(global: &GlobalArgs, args: ReplArgs) -> anyhow::Result<()> {
     let options = &args.options;
+    if options.context.iter().any(|p| p.as_os_str() == STDIN_PATH) {
+        return Err(crate::exit::bad_input(
+            "--context - cannot be used with repl: stdin carries the queries; pass a file",
+        ));
+    }
     let stop = CancellationToken::new();
     let lineage = Lineage::from_env().map_err(crate::exit::bad_input)?;
     let config = prepare(global, options, lineage, stop.clone())?;
@@ -372,6 +377,9 @@ impl Repl<'_> {
     /// `:context PATH` adds a file to the next query's context; `:context` alone says
     /// what is loaded and what is waiting.
     fn context(&mut self, path: &str, out: &mut dyn Write) -> io::Result<()> {
+        if path == STDIN_PATH {
+            return writeln!(out, "stdin carries the queries; give :context a file");
+        }
         if !path.is_empty() {
             self.next_context.push(PathBuf::from(path));
             return writeln!(out, "the next query gets a new context: {}", self.waiting());

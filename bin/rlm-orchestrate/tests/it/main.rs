@@ -9,6 +9,7 @@
 )]
 
 mod config;
+mod context_limits;
 mod example_data;
 mod help;
 mod js;
@@ -16,6 +17,7 @@ mod live;
 mod repl;
 mod run;
 mod runs;
+mod sub_rlm_args;
 mod subagents;
 mod support;
 mod tools;
