@@ -146,6 +146,20 @@ fn dash_needs_the_task_as_an_argument() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("pass the task as an argument"));
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args([
+            "repl",
+            "--context",
+            "-",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ])
+        .write_stdin("a query")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("stdin carries the queries"));
 }
 
 /// Makes a FIFO with `mkfifo`.
@@ -244,40 +258,46 @@ fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     }
 }
 
+/// `run` and `repl` alike: SIGTERM while the context streams in from a pipe that
+/// stays open and silent ends the process at once, with nothing of the load kept.
 #[test]
 fn sigterm_stops_a_load_from_a_quiet_pipe_and_removes_its_partial_file() {
-    let sb = Sandbox::new();
-    store_keep(&sb);
-    let mock = mock();
-    let mut child = StdCommand::new(BIN)
-        .current_dir(sb.root())
-        .env_remove("RLM_DATA_DIR")
-        .env_remove("OPENAI_API_KEY")
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args(["run", "what is in it?", "--base-url", &mock.url()])
-        .args(["--context", "/dev/stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&vec![b'p'; 64 * 1024]).unwrap();
-    stdin.flush().unwrap();
-    // The load has begun once its temporary file exists; the pipe then stays open
-    // and silent, so only the signal can end the load.
-    wait_for("the context load to start", || {
-        variable_files(&sb.data_dir()).len() > 1
-    });
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = wait_exit(&mut child);
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("was stopped"), "{stderr}");
-    assert_eq!(mock.requests(), 0);
-    assert_only_keep_left(&sb);
+    let commands: [&[&str]; 2] = [&["run", "what is in it?"], &["repl"]];
+    for command in commands {
+        let sb = Sandbox::new();
+        store_keep(&sb);
+        let mock = mock();
+        let mut child = StdCommand::new(BIN)
+            .current_dir(sb.root())
+            .env_remove("RLM_DATA_DIR")
+            .env_remove("OPENAI_API_KEY")
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(command)
+            .args(["--base-url", &mock.url()])
+            .args(["--context", "/dev/stdin"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&vec![b'p'; 64 * 1024]).unwrap();
+        stdin.flush().unwrap();
+        // The load has begun once its temporary file exists; the pipe then stays open
+        // and silent, so only the signal can end the load.
+        wait_for("the context load to start", || {
+            variable_files(&sb.data_dir()).len() > 1
+        });
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = wait_exit(&mut child);
+        drop(stdin);
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(status.code(), Some(130), "{command:?}: {stderr}");
+        assert!(stderr.contains("was stopped"), "{command:?}: {stderr}");
+        assert_eq!(mock.requests(), 0);
+        assert_only_keep_left(&sb);
+    }
 }
