@@ -10,16 +10,15 @@
 //! Ctrl-C / SIGTERM cancel a token that every read checks. A regular file never keeps
 //! a read waiting, but anything else can (a quiet pipe kept open, a FIFO nobody
 //! writes), so such inputs are read by a pump thread handing chunks over a bounded
-//! channel: the reading side waits on the channel, looks at the token between waits,
-//! and gives up at once when it is cancelled, leaving the pump blocked in its read (it
-//! ends with the process, or with its next chunk, which nobody takes).
+//! channel, and a watcher thread posts to the same channel when the token fires: the
+//! reading side gives up at once, leaving the pump blocked in its read (it ends with
+//! the process, or with its next chunk, which nobody takes).
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread;
-use std::time::Duration;
 
 use rlm_process::CancellationToken;
 
@@ -32,9 +31,6 @@ const PUMP_CHUNK_BYTES: usize = 256 * 1024;
 /// Chunks a pump may read ahead of its consumer (so at most about 1 MiB past the
 /// limit is read from a pipe, and none of it is written anywhere).
 const PUMP_DEPTH_CHUNKS: usize = 4;
-
-/// How often a reader waiting on a pump looks at the cancellation token.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// Buffer of a regular file's reader.
 const FILE_BUFFER_BYTES: usize = 1 << 20;
@@ -176,25 +172,67 @@ enum PumpError {
     Io(io::Error),
 }
 
+/// What a pump (or its cancellation watcher) hands the reading side.
+enum Message {
+    /// The next bytes.
+    Data(Vec<u8>),
+    /// The input failed.
+    Failed(io::Error),
+    /// The input ended.
+    End,
+    /// The load was cancelled.
+    Cancelled,
+}
+
 /// The reading side of a pump thread (see the module docs).
 struct Pump {
-    chunks: Receiver<io::Result<Vec<u8>>>,
+    messages: Receiver<Message>,
     cancel: CancellationToken,
+    /// Cancelled when this pump is dropped, so its watcher ends with it.
+    watch: CancellationToken,
     current: Vec<u8>,
     offset: usize,
     ended: bool,
 }
 
 impl Pump {
-    /// Starts a thread that opens `path` (stdin for `-`) and sends its bytes.
+    /// Starts a thread that opens `path` (stdin for `-`) and sends its bytes, and one
+    /// that wakes the reading side when `cancel` fires.
     fn start(path: PathBuf, cancel: CancellationToken) -> io::Result<Self> {
-        let (sender, chunks) = mpsc::sync_channel(PUMP_DEPTH_CHUNKS);
+        let (sender, messages) = mpsc::sync_channel(PUMP_DEPTH_CHUNKS);
+        let pump = Self::with_channel(messages, &sender, cancel)?;
         thread::Builder::new()
             .name("rlm-context-pump".into())
-            .spawn(move || pump(&path, &sender))?;
+            .spawn(move || pump_input(&path, &sender))?;
+        Ok(pump)
+    }
+
+    /// The reading side of `messages`, with its cancellation watcher started on a
+    /// clone of `sender`.
+    fn with_channel(
+        messages: Receiver<Message>,
+        sender: &SyncSender<Message>,
+        cancel: CancellationToken,
+    ) -> io::Result<Self> {
+        let watch = cancel.child_token();
+        let watcher = (sender.clone(), watch.clone(), cancel.clone());
+        thread::Builder::new()
+            .name("rlm-context-cancel".into())
+            .spawn(move || {
+                let (sender, watch, cancel) = watcher;
+                // Wakes when the load is cancelled (the watch token is its child) or
+                // the pump is dropped.
+                futures::executor::block_on(watch.cancelled());
+                if cancel.is_cancelled() {
+                    // A full channel means the reader is not waiting: it looks at the
+                    // token before its next read.
+                    let _ = sender.try_send(Message::Cancelled);
+                }
+            })?;
         Ok(Self {
-            chunks,
+            messages,
             cancel,
+            watch,
             current: Vec::new(),
             offset: 0,
             ended: false,
@@ -209,14 +247,14 @@ impl Pump {
             if self.cancel.is_cancelled() {
                 return Err(PumpError::Cancelled);
             }
-            match self.chunks.recv_timeout(CANCEL_POLL) {
-                Ok(Ok(chunk)) => {
+            match self.messages.recv() {
+                Ok(Message::Data(chunk)) => {
                     self.current = chunk;
                     self.offset = 0;
                 }
-                Ok(Err(e)) => return Err(PumpError::Io(e)),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => self.ended = true,
+                Ok(Message::Failed(e)) => return Err(PumpError::Io(e)),
+                Ok(Message::Cancelled) => return Err(PumpError::Cancelled),
+                Ok(Message::End) | Err(_) => self.ended = true,
             }
         }
         let n = buf.len().min(self.current.len() - self.offset);
@@ -226,36 +264,40 @@ impl Pump {
     }
 }
 
+impl Drop for Pump {
+    fn drop(&mut self) {
+        self.watch.cancel();
+    }
+}
+
 /// The pump thread: sends `path`'s bytes in chunks until it ends, fails, or nobody
-/// takes them any more. Dropping `sender` at the end is the end of input.
-fn pump(path: &Path, sender: &SyncSender<io::Result<Vec<u8>>>) {
+/// takes them any more.
+fn pump_input(path: &Path, sender: &SyncSender<Message>) {
     let mut reader: Box<dyn Read> = if path.as_os_str() == STDIN_PATH {
         Box::new(io::stdin())
     } else {
         match File::open(path) {
             Ok(file) => Box::new(file),
             Err(e) => {
-                let _ = sender.send(Err(e));
+                let _ = sender.send(Message::Failed(e));
                 return;
             }
         }
     };
     loop {
         let mut chunk = vec![0u8; PUMP_CHUNK_BYTES];
-        let sent = match reader.read(&mut chunk) {
-            Ok(0) => return,
+        let message = match reader.read(&mut chunk) {
+            Ok(0) => Message::End,
             Ok(n) => {
                 chunk.truncate(n);
-                sender.send(Ok(chunk))
+                Message::Data(chunk)
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let _ = sender.send(Err(e));
-                return;
-            }
+            Err(e) => Message::Failed(e),
         };
-        if sent.is_err() {
-            return; // the load ended without it
+        let last = !matches!(message, Message::Data(_));
+        if sender.send(message).is_err() || last {
+            return; // done, or the load ended without it
         }
     }
 }
@@ -346,25 +388,17 @@ mod tests {
         // A socket pair stands in for a pipe whose writer stays open and silent.
         let (mut writer, reader) = UnixStream::pair().unwrap();
         let cancel = CancellationToken::new();
-        let mut pump = Pump {
-            chunks: {
-                let (sender, chunks) = mpsc::sync_channel(PUMP_DEPTH_CHUNKS);
-                thread::spawn(move || {
-                    let mut reader = reader;
-                    let mut buf = [0u8; 16];
-                    while let Ok(n) = reader.read(&mut buf) {
-                        if n == 0 || sender.send(Ok(buf[..n].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                });
-                chunks
-            },
-            cancel: cancel.clone(),
-            current: Vec::new(),
-            offset: 0,
-            ended: false,
-        };
+        let (sender, messages) = mpsc::sync_channel(PUMP_DEPTH_CHUNKS);
+        let mut pump = Pump::with_channel(messages, &sender, cancel.clone()).unwrap();
+        thread::spawn(move || {
+            let mut reader = reader;
+            let mut buf = [0u8; 16];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 || sender.send(Message::Data(buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+        });
         writer.write_all(b"abc").unwrap();
         let mut buf = [0u8; 8];
         assert!(matches!(pump.read(&mut buf), Ok(3)));
@@ -373,5 +407,24 @@ mod tests {
         assert!(matches!(pump.read(&mut buf), Err(PumpError::Cancelled)));
         canceller.join().unwrap();
         drop(writer);
+    }
+
+    #[test]
+    fn a_pump_reads_a_pipe_to_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let writer = {
+            let path = path.clone();
+            thread::spawn(move || fs::write(path, vec![b'q'; 700_000]).unwrap())
+        };
+        let mut budget = Budget::new(1 << 20, CancellationToken::new());
+        let mut input = Input::open(&path, &mut budget).unwrap();
+        assert_eq!(read_all(&mut input).unwrap(), vec![b'q'; 700_000]);
+        writer.join().unwrap();
     }
 }
