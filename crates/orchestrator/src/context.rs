@@ -434,7 +434,8 @@ fn combine_list(infos: Vec<ContextInfo>) -> ContextInfo {
 
 fn read_json_file(path: &Path, budget: &mut Budget) -> Result<Value, ContextError> {
     let mut input = open_input(path, budget)?;
-    let parsed = serde_json::from_reader(&mut input);
+    // serde_json reads a byte at a time: buffer in front of the counting reader.
+    let parsed = serde_json::from_reader(io::BufReader::with_capacity(1 << 16, &mut input));
     parsed.map_err(|e| {
         if let Some(stop) = stopped(path, input.budget()) {
             stop
