@@ -301,3 +301,60 @@ fn sigterm_stops_a_load_from_a_quiet_pipe_and_removes_its_partial_file() {
         assert_only_keep_left(&sb);
     }
 }
+
+/// In the REPL, Ctrl-C while a query's `:context` streams in from a silent FIFO
+/// cancels that query's load (nothing kept) and the REPL goes on.
+#[test]
+fn ctrl_c_stops_a_repl_context_load_and_the_repl_goes_on() {
+    let sb = Sandbox::new();
+    store_keep(&sb);
+    let mock = mock();
+    let path = fifo(sb.root(), "slow.txt");
+    // The writer sends a little, then stays open and silent until told to go.
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let writer = {
+        let path = path.clone();
+        thread::spawn(move || {
+            let mut fifo = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            fifo.write_all(&vec![b's'; 64 * 1024]).unwrap();
+            let _ = wait.recv();
+        })
+    };
+    let mut child = StdCommand::new(BIN)
+        .current_dir(sb.root())
+        .env_remove("RLM_DATA_DIR")
+        .env_remove("OPENAI_API_KEY")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["repl", "--base-url", &mock.url()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, ":context {}\nwhat is in it?", path.display()).unwrap();
+    stdin.flush().unwrap();
+    wait_for("the :context load to start", || {
+        variable_files(&sb.data_dir()).len() > 1
+    });
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    // The REPL is still there: it answers the next query (over no new context).
+    writeln!(stdin, "and now?").unwrap();
+    drop(stdin);
+    let status = wait_exit(&mut child);
+    go.send(()).unwrap();
+    writer.join().unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("was stopped"), "{stderr}");
+    assert!(
+        stdout.contains("stored"),
+        "the next query was not answered: {stdout}"
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}"); // one query failed
+    assert_eq!(mock.requests(), 1);
+    assert_only_keep_left(&sb);
+}
