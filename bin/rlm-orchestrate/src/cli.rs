@@ -256,7 +256,7 @@ pub struct ReplArgs {
 #[command(args_override_self = true)]
 pub struct RunOptions {
     /// A context file (repeatable; several make a list). `.json` is parsed, anything
-    /// else is UTF-8 text.
+    /// else is UTF-8 text. `-` reads stdin (give the task as an argument then).
     #[arg(long, value_name = "PATH", help_heading = "Context")]
     pub context: Vec<PathBuf>,
 

@@ -23,10 +23,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context as _;
 use rlm_context_store::ListFilter;
 use rlm_orchestrator::agents::Lineage;
-use rlm_orchestrator::context::{ContextSpec, DirAs};
+use rlm_orchestrator::context::{ContextSpec, DirAs, STDIN_PATH};
 use rlm_orchestrator::events::{Event, EventListener};
 use rlm_orchestrator::format::one_line;
-use rlm_orchestrator::run::{QueryCanceller, RunError, Session};
+use rlm_orchestrator::run::{QueryCanceller, RunConfig, RunError, Session};
 use rlm_process::CancellationToken;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
@@ -70,6 +70,11 @@ Ctrl-C cancels the running query; the REPL and its variables stay.";
 /// Runs `repl`.
 pub fn run(global: &GlobalArgs, args: ReplArgs) -> anyhow::Result<()> {
     let options = &args.options;
+    if options.context.iter().any(|p| p.as_os_str() == STDIN_PATH) {
+        return Err(crate::exit::bad_input(
+            "--context - cannot be used with repl: stdin carries the queries; pass a file",
+        ));
+    }
     let stop = CancellationToken::new();
     let lineage = Lineage::from_env().map_err(crate::exit::bad_input)?;
     let config = prepare(global, options, lineage, stop.clone())?;
@@ -79,18 +84,25 @@ pub fn run(global: &GlobalArgs, args: ReplArgs) -> anyhow::Result<()> {
         .build()
         .context("failed to start the async runtime")?;
     let views = Views::default();
-    // A bad context fails here, before the first prompt (exit 2).
-    let session = runtime
-        .block_on(Session::start(config, vec![views.listener()]))
-        .map_err(run_error)?;
-    let interactive = io::stdin().is_terminal();
-    let generation = Arc::new(AtomicU64::new(0));
-    // Installed before the first prompt: the line editor saves the SIGINT handler it
-    // finds and puts it back after each line, so one installed later would be lost.
-    let signals = {
+    // Installed before the context loads (a signal then stops the load, which leaves
+    // nothing behind) and before the first prompt: the line editor saves the SIGINT
+    // handler it finds and puts it back after each line, so one installed later would
+    // be lost.
+    let mut signals = {
         let _runtime = runtime.enter();
         Signals::install()
     };
+    // A bad context fails here, before the first prompt (exit 2).
+    let session = runtime
+        .block_on(start_session(
+            config,
+            vec![views.listener()],
+            signals.as_mut().ok(),
+            &stop,
+        ))
+        .map_err(run_error)?;
+    let interactive = io::stdin().is_terminal();
+    let generation = Arc::new(AtomicU64::new(0));
     match signals {
         Ok(signals) => {
             runtime.spawn(cancel_on_signals(
@@ -372,6 +384,9 @@ impl Repl<'_> {
     /// `:context PATH` adds a file to the next query's context; `:context` alone says
     /// what is loaded and what is waiting.
     fn context(&mut self, path: &str, out: &mut dyn Write) -> io::Result<()> {
+        if path == STDIN_PATH {
+            return writeln!(out, "stdin carries the queries; give :context a file");
+        }
         if !path.is_empty() {
             self.next_context.push(PathBuf::from(path));
             return writeln!(out, "the next query gets a new context: {}", self.waiting());
@@ -443,6 +458,28 @@ impl Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
         })
+    }
+}
+
+/// Starts the session (loading its context); Ctrl-C or SIGTERM meanwhile cancels
+/// `stop`, which stops the load and so the start.
+async fn start_session(
+    config: RunConfig,
+    listeners: Vec<EventListener>,
+    signals: Option<&mut Signals>,
+    stop: &CancellationToken,
+) -> Result<Session, RunError> {
+    let Some(signals) = signals else {
+        return Session::start(config, listeners).await;
+    };
+    let start = Session::start(config, listeners);
+    tokio::pin!(start);
+    loop {
+        tokio::select! {
+            started = &mut start => return started,
+            _ = signals.interrupt.recv() => stop.cancel(),
+            _ = signals.terminate.recv() => stop.cancel(),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use rlm_orchestrator::agents::{ChildSpec, Lineage};
+use rlm_orchestrator::context::{ContextError, STDIN_PATH};
 use rlm_orchestrator::launch::{self, LaunchError};
 use rlm_orchestrator::provider::{ProviderError, ProviderKind};
 use rlm_orchestrator::run::{run as run_query, RunConfig, RunError, RunReport};
@@ -25,6 +26,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
     let (config, task) = match &args.child_spec {
         Some(path) => child_config(path, lineage.clone(), cancel.clone())?,
         None => {
+            check_stdin_once(&args)?;
             let task = read_task(args.task.as_deref())?;
             (
                 prepare(global, &args, lineage.clone(), cancel.clone())?,
@@ -40,7 +42,21 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("failed to start the async runtime")?;
-    runtime.spawn(stop_on_signals(cancel));
+    // Installed before the run starts, so a signal during the context load is ours
+    // (it stops the load and its partial file is removed), never the default death.
+    let signals = {
+        let _runtime = runtime.enter();
+        Signals::install()
+    };
+    match signals {
+        Ok(signals) => {
+            runtime.spawn(stop_on_signals(signals, cancel));
+        }
+        Err(error) => tracing::warn!(
+            %error,
+            "cannot install signal handlers; Ctrl-C will kill rlm-orchestrate without cleanup"
+        ),
+    }
     let outcome = runtime.block_on(run_query(config, &task, listeners));
     progress.finish(); // the live view leaves the terminal before the answer is printed
     if let Some(lineage) = &lineage {
@@ -112,20 +128,31 @@ fn launch_error(error: LaunchError) -> anyhow::Error {
     annotate(anyhow::Error::new(error), status, hint)
 }
 
-/// First Ctrl-C or SIGTERM: cancel the run (every sub-agent group gets SIGTERM, a
-/// grace period, then SIGKILL; the run is recorded as cancelled). A second one kills
-/// every child group at once and exits.
-async fn stop_on_signals(cancel: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut interrupt), Ok(mut terminate)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::warn!(
-            "cannot install signal handlers; Ctrl-C will kill rlm-orchestrate without cleanup"
-        );
-        return;
-    };
+/// The signals `run` handles, installed up front.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (within a runtime context).
+    fn install() -> io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+}
+
+/// First Ctrl-C or SIGTERM: cancel the run (a context load stops at once and leaves
+/// nothing; every sub-agent group gets SIGTERM, a grace period, then SIGKILL; the run
+/// is recorded as cancelled). A second one kills every child group at once and exits.
+async fn stop_on_signals(signals: Signals, cancel: CancellationToken) {
+    let Signals {
+        mut interrupt,
+        mut terminate,
+    } = signals;
     tokio::select! {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
@@ -141,6 +168,28 @@ async fn stop_on_signals(cancel: CancellationToken) {
     let killed = rlm_process::kill_all_groups(rlm_process::Signal::SIGKILL);
     let _ = writeln!(io::stderr(), "killed {killed} process group(s)");
     std::process::exit(130);
+}
+
+/// `--context -` reads the context from stdin, which then cannot also carry the task,
+/// and can be read only once.
+fn check_stdin_once(args: &RunArgs) -> anyhow::Result<()> {
+    let from_stdin = args
+        .options
+        .context
+        .iter()
+        .filter(|p| p.as_os_str() == STDIN_PATH)
+        .count();
+    if from_stdin > 1 {
+        return Err(bad_input(
+            "--context - is given more than once; stdin can be read only once",
+        ));
+    }
+    if from_stdin == 1 && args.task.as_deref().is_none_or(|t| t == "-") {
+        return Err(bad_input(
+            "--context - reads the context from stdin, so the task cannot come from stdin too: pass the task as an argument",
+        ));
+    }
+    Ok(())
 }
 
 fn read_task(task: Option<&str>) -> anyhow::Result<String> {
@@ -170,6 +219,9 @@ fn read_task(task: Option<&str>) -> anyhow::Result<String> {
 
 pub(crate) fn run_error(error: RunError) -> anyhow::Error {
     match error {
+        RunError::BadInput(e @ ContextError::Cancelled { .. }) => {
+            annotate(anyhow::Error::new(e), Some(ExitStatus::Cancelled), None)
+        }
         RunError::BadInput(e) => annotate(anyhow::Error::new(e), Some(ExitStatus::BadInput), None),
         RunError::Cancelled { .. } => {
             annotate(anyhow::Error::new(error), Some(ExitStatus::Cancelled), None)

@@ -3,21 +3,31 @@
 //! Every input is checked (exists, is a file or directory as expected, fits
 //! `--max-context-bytes`) before anything is written; text is streamed into the store
 //! with UTF-8 validated on the way, so a decode error names the file and byte offset.
-//! Context variables get run-scoped keys, so a bad input never touches variables that
-//! were already stored; whatever a failed load wrote is removed again.
+//! Sizes known in advance are checked first, and every byte read is counted as well
+//! ([`input`]): pipes, devices and stdin (`--context -`) have no size to check, and
+//! reading stops at the limit or at Ctrl-C / SIGTERM. Context variables get run-scoped
+//! keys, so a bad input never touches variables that were already stored; whatever a
+//! failed or stopped load wrote is removed again (a half-streamed variable never
+//! leaves its temporary file).
 //!
 //! The description ([`ContextInfo`]) is what the model sees: type, sizes, item count
 //! and a preview of at most 200 characters — its size does not depend on the context's.
 
 use std::fs;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use rlm_context_store::{SetOptions, Store, StoreError, VariableType};
+use rlm_process::CancellationToken;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::env::{ContextShape, ContextSource};
+
+mod input;
+
+pub use input::STDIN_PATH;
+use input::{special_kind, Budget, Input, Stop};
 
 /// Longest preview shown to the model, in characters.
 pub const PREVIEW_CHARS: usize = 200;
@@ -45,7 +55,7 @@ pub enum DirAs {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextSpec {
-    /// `--context` files; several make a list.
+    /// `--context` files; several make a list. `-` ([`STDIN_PATH`]) is stdin.
     pub files: Vec<PathBuf>,
     /// `--context-dir`.
     pub dir: Option<PathBuf>,
@@ -103,7 +113,8 @@ pub struct LoadedContext {
     pub keys: Vec<String>,
 }
 
-/// Why a context could not be loaded. All of these are bad input (exit 2).
+/// Why a context could not be loaded. All of these are bad input (exit 2) except
+/// [`ContextError::Cancelled`].
 #[derive(Debug, thiserror::Error)]
 pub enum ContextError {
     /// A path does not exist.
@@ -124,6 +135,29 @@ pub enum ContextError {
         size: u64,
         /// The limit.
         max: u64,
+    },
+    /// An input turned out larger than allowed while it was read (a pipe, device or
+    /// stdin has no size to check first; a file may grow).
+    #[error("context is over --max-context-bytes ({max} bytes): reading {} crossed the limit, so nothing of it was stored; raise --max-context-bytes or pass less", .path.display())]
+    OverLimit {
+        /// The input being read when the limit was crossed.
+        path: PathBuf,
+        /// The limit.
+        max: u64,
+    },
+    /// Ctrl-C or SIGTERM stopped the load.
+    #[error("loading the context from {} was stopped (Ctrl-C or SIGTERM); nothing of it was stored", .path.display())]
+    Cancelled {
+        /// The input being read.
+        path: PathBuf,
+    },
+    /// A `--context-dir` entry is not a regular file.
+    #[error("{} in --context-dir is a {kind}, not a regular file; --context-dir reads regular files only: move it out of the directory, or pass it with --context", .path.display())]
+    NotRegular {
+        /// The entry.
+        path: PathBuf,
+        /// What it is (`FIFO (named pipe)`, `character device`, …).
+        kind: &'static str,
     },
     /// A text file is not UTF-8.
     #[error("context file {} is not valid UTF-8 at byte offset {offset}; convert it to UTF-8 (e.g. iconv) first", .path.display())]
@@ -169,19 +203,22 @@ pub struct ContextKeys {
     pub scope: String,
 }
 
-/// Loads the context described by `spec` into `store` under `keys`.
+/// Loads the context described by `spec` into `store` under `keys`. Cancelling
+/// `cancel` stops the load within a read, leaving nothing of it in the store.
 pub fn load_context(
     store: &Store,
     spec: &ContextSpec,
     keys: &ContextKeys,
+    cancel: &CancellationToken,
 ) -> Result<LoadedContext, ContextError> {
     if let Some(key) = &spec.var {
         return describe_variable(store, key);
     }
+    let mut budget = Budget::new(spec.max_bytes, cancel.clone());
     if let Some(dir) = &spec.dir {
         let files = collect_dir(dir, spec.max_bytes)?;
         return with_cleanup(store, |written| {
-            load_dir(store, dir, &files, spec.dir_as, keys, written)
+            load_dir(store, dir, &files, spec.dir_as, keys, &mut budget, written)
         });
     }
     let mut total = 0u64;
@@ -196,7 +233,7 @@ pub fn load_context(
         }
     }
     with_cleanup(store, |written| {
-        load_files(store, &spec.files, keys, written)
+        load_files(store, &spec.files, keys, &mut budget, written)
     })
 }
 
@@ -215,7 +252,12 @@ fn with_cleanup(
     result
 }
 
+/// The size `path` says it has (0 for stdin, pipes and devices: those are counted
+/// while they are read).
 fn check_file(path: &Path) -> Result<u64, ContextError> {
+    if path.as_os_str() == STDIN_PATH {
+        return Ok(0);
+    }
     let meta = fs::metadata(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => ContextError::NotFound(path.to_owned()),
         _ => ContextError::Unreadable {
@@ -226,7 +268,42 @@ fn check_file(path: &Path) -> Result<u64, ContextError> {
     if meta.is_dir() {
         return Err(ContextError::IsDirectory(path.to_owned()));
     }
-    Ok(meta.len())
+    Ok(if meta.is_file() { meta.len() } else { 0 })
+}
+
+/// Opens an input under `budget`, naming it in errors.
+fn open_input<'b>(path: &Path, budget: &'b mut Budget) -> Result<Input<'b>, ContextError> {
+    if budget.is_cancelled() {
+        return Err(ContextError::Cancelled {
+            path: path.to_owned(),
+        });
+    }
+    Input::open(path, budget).map_err(|e| ContextError::Unreadable {
+        path: path.to_owned(),
+        source: e,
+    })
+}
+
+/// The error for a read of `path` that the budget stopped, if it did.
+fn stopped(path: &Path, budget: &Budget) -> Option<ContextError> {
+    budget.stopped().map(|stop| match stop {
+        Stop::Cancelled => ContextError::Cancelled {
+            path: path.to_owned(),
+        },
+        Stop::OverLimit => ContextError::OverLimit {
+            path: path.to_owned(),
+            max: budget.max(),
+        },
+    })
+}
+
+/// How an input is named to the model and in messages.
+fn input_name(path: &Path) -> String {
+    if path.as_os_str() == STDIN_PATH {
+        "stdin".to_owned()
+    } else {
+        path.display().to_string()
+    }
 }
 
 fn is_json_file(path: &Path) -> bool {
@@ -238,6 +315,7 @@ fn load_files(
     store: &Store,
     files: &[PathBuf],
     keys: &ContextKeys,
+    budget: &mut Budget,
     written: &mut Vec<String>,
 ) -> Result<LoadedContext, ContextError> {
     let single = files.len() == 1;
@@ -250,25 +328,24 @@ fn load_files(
             format!("{}-{i}", keys.prefix)
         };
         let info = if is_json_file(path) {
-            let value = read_json_file(path)?;
-            let info = describe_value(&value, path.display().to_string());
+            let value = read_json_file(path, budget)?;
+            let info = describe_value(&value, input_name(path));
             store.set(&key, value, SetOptions::default().scope(keys.scope.clone()))?;
             info
         } else {
-            let file = fs::File::open(path).map_err(|e| ContextError::Unreadable {
-                path: path.clone(),
-                source: e,
-            })?;
-            let mut reader = StatsReader::new(BufReader::with_capacity(1 << 20, file));
-            let name = path.display().to_string();
-            let reference = store
-                .set_text_from_reader(
-                    &key,
-                    &mut reader,
-                    &name,
-                    SetOptions::default().scope(keys.scope.clone()),
-                )
-                .map_err(|e| match e {
+            let mut reader = StatsReader::new(open_input(path, budget)?);
+            let name = input_name(path);
+            let stored = store.set_text_from_reader(
+                &key,
+                &mut reader,
+                &name,
+                SetOptions::default().scope(keys.scope.clone()),
+            );
+            let reference = stored.map_err(|e| {
+                if let Some(stop) = stopped(path, reader.inner.budget()) {
+                    return stop;
+                }
+                match e {
                     StoreError::InvalidUtf8 { offset, .. } => ContextError::InvalidUtf8 {
                         path: path.clone(),
                         offset,
@@ -282,7 +359,8 @@ fn load_files(
                         source,
                     },
                     other => ContextError::Store(other),
-                })?;
+                }
+            })?;
             let stats = reader.stats();
             ContextInfo {
                 kind: "str".into(),
@@ -354,13 +432,14 @@ fn combine_list(infos: Vec<ContextInfo>) -> ContextInfo {
     }
 }
 
-fn read_json_file(path: &Path) -> Result<Value, ContextError> {
-    let file = fs::File::open(path).map_err(|e| ContextError::Unreadable {
-        path: path.to_owned(),
-        source: e,
-    })?;
-    serde_json::from_reader(BufReader::with_capacity(1 << 20, file)).map_err(|e| {
-        if e.is_io() {
+fn read_json_file(path: &Path, budget: &mut Budget) -> Result<Value, ContextError> {
+    let mut input = open_input(path, budget)?;
+    // serde_json reads a byte at a time: buffer in front of the counting reader.
+    let parsed = serde_json::from_reader(io::BufReader::with_capacity(1 << 16, &mut input));
+    parsed.map_err(|e| {
+        if let Some(stop) = stopped(path, input.budget()) {
+            stop
+        } else if e.is_io() {
             ContextError::Unreadable {
                 path: path.to_owned(),
                 source: io::Error::other(e.to_string()),
@@ -409,7 +488,14 @@ fn collect_dir(dir: &Path, max_bytes: u64) -> Result<Vec<(String, PathBuf)>, Con
             })?;
             if meta.is_dir() {
                 pending.push(path);
-            } else if meta.is_file() {
+            } else if !meta.is_file() {
+                // A FIFO could block the load and a device never ends; neither is a
+                // document of the directory.
+                return Err(ContextError::NotRegular {
+                    kind: special_kind(&meta),
+                    path,
+                });
+            } else {
                 total += meta.len();
                 if total > max_bytes {
                     return Err(ContextError::TooLarge {
@@ -431,11 +517,18 @@ fn collect_dir(dir: &Path, max_bytes: u64) -> Result<Vec<(String, PathBuf)>, Con
     Ok(files)
 }
 
-fn read_text_file(path: &Path) -> Result<String, ContextError> {
-    let bytes = fs::read(path).map_err(|e| ContextError::Unreadable {
-        path: path.to_owned(),
-        source: e,
-    })?;
+/// Reads a whole text file of a directory, counted against `budget`.
+fn read_text_file(path: &Path, budget: &mut Budget) -> Result<String, ContextError> {
+    let mut input = open_input(path, budget)?;
+    let mut bytes = Vec::new();
+    if let Err(e) = input.read_to_end(&mut bytes) {
+        return Err(
+            stopped(path, input.budget()).unwrap_or(ContextError::Unreadable {
+                path: path.to_owned(),
+                source: e,
+            }),
+        );
+    }
     String::from_utf8(bytes).map_err(|e| ContextError::InvalidUtf8 {
         path: path.to_owned(),
         offset: e.utf8_error().valid_up_to() as u64,
@@ -448,6 +541,7 @@ fn load_dir(
     files: &[(String, PathBuf)],
     dir_as: DirAs,
     keys: &ContextKeys,
+    budget: &mut Budget,
     written: &mut Vec<String>,
 ) -> Result<LoadedContext, ContextError> {
     let key = keys.prefix.as_str();
@@ -455,14 +549,17 @@ fn load_dir(
         DirAs::List => {
             let mut items = Vec::with_capacity(files.len());
             for (_, path) in files {
-                items.push(Value::String(read_text_file(path)?));
+                items.push(Value::String(read_text_file(path, budget)?));
             }
             Value::Array(items)
         }
         DirAs::Dict => {
             let mut map = Map::new();
             for (relative, path) in files {
-                map.insert(relative.clone(), Value::String(read_text_file(path)?));
+                map.insert(
+                    relative.clone(),
+                    Value::String(read_text_file(path, budget)?),
+                );
             }
             Value::Object(map)
         }
@@ -470,7 +567,7 @@ fn load_dir(
             let mut text = String::new();
             for (relative, path) in files {
                 text.push_str(&format!("=== {relative} ===\n"));
-                text.push_str(&read_text_file(path)?);
+                text.push_str(&read_text_file(path, budget)?);
                 if !text.ends_with('\n') {
                     text.push('\n');
                 }
@@ -706,7 +803,13 @@ mod tests {
         let (dir, store) = store();
         let path = dir.path().join("log.txt");
         fs::write(&path, format!("héllo\n{}", "x".repeat(1000))).unwrap();
-        let loaded = load_context(&store, &spec(vec![path]), &test_keys("run-1-context")).unwrap();
+        let loaded = load_context(
+            &store,
+            &spec(vec![path]),
+            &test_keys("run-1-context"),
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(loaded.info.kind, "str");
         assert_eq!(loaded.info.total_chars, 1006);
         assert_eq!(loaded.info.preview.chars().count(), PREVIEW_CHARS);
@@ -732,7 +835,13 @@ mod tests {
         let b = dir.path().join("b.json");
         fs::write(&a, "alpha").unwrap();
         fs::write(&b, r#"{"k": [1, 2]}"#).unwrap();
-        let loaded = load_context(&store, &spec(vec![a, b]), &test_keys("ctx")).unwrap();
+        let loaded = load_context(
+            &store,
+            &spec(vec![a, b]),
+            &test_keys("ctx"),
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(loaded.info.kind, "list");
         assert_eq!(loaded.info.items, Some(2));
         assert_eq!(loaded.source.files.len(), 2);
@@ -755,8 +864,13 @@ mod tests {
         let mut bytes = b"abc".to_vec();
         bytes.push(0xff);
         fs::write(&bad, bytes).unwrap();
-        let err =
-            load_context(&store, &spec(vec![good.clone(), bad]), &test_keys("ctx")).unwrap_err();
+        let err = load_context(
+            &store,
+            &spec(vec![good.clone(), bad]),
+            &test_keys("ctx"),
+            &CancellationToken::new(),
+        )
+        .unwrap_err();
         assert!(
             matches!(err, ContextError::InvalidUtf8 { offset: 3, .. }),
             "{err}"
@@ -769,6 +883,7 @@ mod tests {
             &store,
             &spec(vec![dir.path().join("nope.txt")]),
             &test_keys("ctx"),
+            &CancellationToken::new(),
         )
         .unwrap_err();
         assert!(matches!(err, ContextError::NotFound(_)));
@@ -776,20 +891,95 @@ mod tests {
             &store,
             &spec(vec![dir.path().to_owned()]),
             &test_keys("ctx"),
+            &CancellationToken::new(),
         )
         .unwrap_err();
         assert!(matches!(err, ContextError::IsDirectory(_)));
         let json = dir.path().join("bad.json");
         fs::write(&json, "{\"a\": ").unwrap();
-        let err = load_context(&store, &spec(vec![json]), &test_keys("ctx")).unwrap_err();
+        let err = load_context(
+            &store,
+            &spec(vec![json]),
+            &test_keys("ctx"),
+            &CancellationToken::new(),
+        )
+        .unwrap_err();
         assert!(matches!(err, ContextError::InvalidJson { .. }), "{err}");
         let mut small = spec(vec![good]);
         small.max_bytes = 2;
         assert!(matches!(
-            load_context(&store, &small, &test_keys("ctx")).unwrap_err(),
+            load_context(&store, &small, &test_keys("ctx"), &CancellationToken::new()).unwrap_err(),
             ContextError::TooLarge { .. }
         ));
         assert_eq!(store.list(&Default::default()).len(), 1);
+    }
+
+    #[test]
+    fn a_cancelled_load_stores_nothing_and_says_so() {
+        let (dir, store) = store();
+        let path = dir.path().join("log.txt");
+        fs::write(&path, "some text").unwrap();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let err = load_context(&store, &spec(vec![path]), &test_keys("ctx"), &cancel).unwrap_err();
+        assert!(matches!(err, ContextError::Cancelled { .. }), "{err}");
+        assert!(store.list(&Default::default()).is_empty());
+    }
+
+    #[test]
+    fn devices_are_counted_against_the_limit_whatever_their_shape() {
+        let (dir, store) = store();
+        let mut over = spec(vec![PathBuf::from("/dev/zero")]);
+        over.max_bytes = 1 << 20;
+        let err =
+            load_context(&store, &over, &test_keys("ctx"), &CancellationToken::new()).unwrap_err();
+        assert!(
+            matches!(err, ContextError::OverLimit { max, .. } if max == 1 << 20),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--max-context-bytes"));
+        // A `.json` pipe goes through the same count (its parse would never end).
+        let json = dir.path().join("endless.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&json)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let writer = {
+            let json = json.clone();
+            std::thread::spawn(move || {
+                let mut fifo = fs::OpenOptions::new().write(true).open(json).unwrap();
+                let _ = fifo.write_all(b"[");
+                while fifo.write_all(&b"1,".repeat(4096)).is_ok() {}
+            })
+        };
+        let mut over = spec(vec![json]);
+        over.max_bytes = 1 << 20;
+        let err =
+            load_context(&store, &over, &test_keys("ctx"), &CancellationToken::new()).unwrap_err();
+        assert!(matches!(err, ContextError::OverLimit { .. }), "{err}");
+        writer.join().unwrap();
+        // Two inputs share one budget: each fits, together they do not.
+        let a = dir.path().join("a.txt");
+        let b = dir.path().join("b.txt");
+        fs::write(&a, "x".repeat(600)).unwrap();
+        fs::write(&b, "y".repeat(600)).unwrap();
+        let mut both = spec(vec![a, b]);
+        both.max_bytes = 1000;
+        let err =
+            load_context(&store, &both, &test_keys("ctx"), &CancellationToken::new()).unwrap_err();
+        assert!(matches!(err, ContextError::TooLarge { .. }), "{err}");
+        assert!(
+            store.list(&Default::default()).is_empty(),
+            "a failed load left variables"
+        );
+        let leftovers: Vec<_> = fs::read_dir(dir.path().join("data/variables"))
+            .unwrap()
+            .collect();
+        assert!(
+            leftovers.is_empty(),
+            "a failed load left files: {leftovers:?}"
+        );
     }
 
     #[test]
@@ -806,17 +996,24 @@ mod tests {
             max_bytes: 1 << 20,
             ..ContextSpec::default()
         };
-        load_context(&store, &spec, &test_keys("list")).unwrap();
+        load_context(&store, &spec, &test_keys("list"), &CancellationToken::new()).unwrap();
         assert_eq!(*store.get("list").unwrap(), serde_json::json!(["B", "A"]));
         spec.dir_as = DirAs::Dict;
-        let loaded = load_context(&store, &spec, &test_keys("dict")).unwrap();
+        let loaded =
+            load_context(&store, &spec, &test_keys("dict"), &CancellationToken::new()).unwrap();
         assert_eq!(
             *store.get("dict").unwrap(),
             serde_json::json!({"b.txt": "B", "src/a.rs": "A"})
         );
         assert_eq!(loaded.info.items, Some(2));
         spec.dir_as = DirAs::Concat;
-        load_context(&store, &spec, &test_keys("concat")).unwrap();
+        load_context(
+            &store,
+            &spec,
+            &test_keys("concat"),
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(
             *store.get("concat").unwrap(),
             serde_json::json!("=== b.txt ===\nB\n=== src/a.rs ===\nA\n")
@@ -838,7 +1035,13 @@ mod tests {
             max_bytes: 1,
             ..ContextSpec::default()
         };
-        let loaded = load_context(&store, &spec, &test_keys("unused")).unwrap();
+        let loaded = load_context(
+            &store,
+            &spec,
+            &test_keys("unused"),
+            &CancellationToken::new(),
+        )
+        .unwrap();
         assert_eq!(loaded.info.total_chars, 5000);
         assert_eq!(loaded.keys, vec!["big"]);
         let missing = ContextSpec {
@@ -846,7 +1049,7 @@ mod tests {
             ..ContextSpec::default()
         };
         assert!(matches!(
-            load_context(&store, &missing, &test_keys("x")).unwrap_err(),
+            load_context(&store, &missing, &test_keys("x"), &CancellationToken::new()).unwrap_err(),
             ContextError::MissingVariable(_)
         ));
     }

@@ -9,6 +9,7 @@
 )]
 
 mod config;
+mod context_limits;
 mod example_data;
 mod help;
 mod js;
@@ -17,6 +18,7 @@ mod repl;
 mod run;
 mod runs;
 mod sandbox;
+mod sub_rlm_args;
 mod subagents;
 mod support;
 mod tools;

@@ -164,7 +164,7 @@ impl Session {
                 prefix: format!("run-{id}-context"),
                 scope: format!("session:{id}"),
             };
-            let loaded = load(&store, config.context.clone(), keys).await?;
+            let loaded = load(&store, config.context.clone(), keys, config.cancel.clone()).await?;
             (Some(loaded.source), vec![loaded.info])
         };
         Ok(Self {
@@ -195,6 +195,7 @@ impl Session {
         extra_context: Option<ContextSpec>,
     ) -> Result<RunReport, RunError> {
         let started = Instant::now();
+        let cancel = self.config.cancel.child_token();
         let new_context = match extra_context.filter(|spec| !spec.is_empty()) {
             None => None,
             Some(spec) => {
@@ -202,7 +203,11 @@ impl Session {
                     prefix: format!("run-{}-slot-{}", self.next_run_id, self.contexts.len()),
                     scope: format!("session:{}", self.id),
                 };
-                Some(load(&self.store, spec, keys).await?)
+                // Cancelling the query stops its context load too.
+                self.canceller.set(Some(cancel.clone()));
+                let loaded = load(&self.store, spec, keys, cancel.clone()).await;
+                self.canceller.set(None);
+                Some(loaded?)
             }
         };
         let run_id = std::mem::replace(&mut self.next_run_id, RunId::generate());
@@ -230,7 +235,6 @@ impl Session {
             context: info.as_ref().and_then(|i| serde_json::to_value(i).ok()),
             pid: std::process::id(),
         }));
-        let cancel = self.config.cancel.child_token();
         let accounting = Arc::new(Accounting::new(self.config.limits));
         self.host.set(Some(Arc::new(RunHost::new(
             Arc::clone(&self.store),
@@ -526,14 +530,15 @@ impl Session {
     }
 }
 
-/// Loads a context into the store off the async threads.
+/// Loads a context into the store off the async threads; `cancel` stops it.
 async fn load(
     store: &Arc<Store>,
     spec: ContextSpec,
     keys: ContextKeys,
+    cancel: CancellationToken,
 ) -> Result<LoadedContext, RunError> {
     let store = Arc::clone(store);
-    Ok(blocking(move || load_context(&store, &spec, &keys)).await??)
+    Ok(blocking(move || load_context(&store, &spec, &keys, &cancel)).await??)
 }
 
 /// Emits `run_finished` and writes `summary.json`.
