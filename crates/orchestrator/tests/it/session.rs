@@ -251,3 +251,56 @@ async fn a_bad_extra_context_fails_before_anything_is_asked() {
     assert_eq!(session.query("q", None).await.unwrap().answer, "ok");
     session.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_auto_without_a_launcher_says_once_that_the_kernel_is_unconfined() {
+    use rlm_orchestrator::env::python::KernelSandbox;
+    let dir = TempDir::new().unwrap();
+    let data_dir = dir.path().join("data");
+    let mock = MockLlm::start(MockScript::replies([
+        MockReply::text("```repl\nprint(1)\n```"),
+        MockReply::text("FINAL(one)"),
+        MockReply::text("FINAL(two)"),
+    ]))
+    .await
+    .unwrap();
+    let warnings: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let listener: EventListener = {
+        let warnings = Arc::clone(&warnings);
+        Arc::new(move |event: &Event| {
+            if let EventData::Warning { message } = &event.data {
+                warnings.lock().unwrap().push(message.clone());
+            }
+        })
+    };
+    let mut config = config(&data_dir, context_of(&[]), model(&mock.openai_base_url()));
+    let python = std::env::var_os("RLM_TEST_PYTHON").unwrap_or_else(|| "python3".into());
+    config.env = Arc::new(PythonFactory::new(PythonOptions {
+        sandbox: KernelSandbox {
+            launcher: None,
+            ..KernelSandbox::default()
+        },
+        ..PythonOptions::from(std::path::PathBuf::from(python))
+    }));
+    let mut session = Session::start(config, vec![listener]).await.unwrap();
+    assert_eq!(session.query("q1", None).await.unwrap().answer, "one");
+    assert_eq!(session.query("q2", None).await.unwrap().answer, "two");
+    let warnings = warnings.lock().unwrap().clone();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("--sandbox auto") && warnings[0].contains("unconfined"),
+        "{warnings:?}"
+    );
+    let events = std::fs::read_to_string(
+        data_dir
+            .join("runs")
+            .join(session.runs()[0].run_id.as_str())
+            .join("events.jsonl"),
+    )
+    .unwrap();
+    assert!(
+        events.contains("unconfined"),
+        "the trace keeps it: {events}"
+    );
+    session.close().await;
+}
