@@ -31,6 +31,13 @@ fn main() -> std::process::ExitCode {
     {
         return std::process::ExitCode::from(rlm_sandbox::launcher_main(&args[2..]));
     }
+    // The watchdog of a run waits for it to end and then ends what it left behind.
+    if args
+        .get(1)
+        .is_some_and(|arg| arg == rlm_process::WATCHDOG_SUBCOMMAND)
+    {
+        return std::process::ExitCode::from(rlm_process::watchdog_main(&args[2..]));
+    }
     let args = match config_file::apply(args, std::path::Path::new(config_file::CONFIG_FILE)) {
         Ok(args) => args,
         Err(e) => return exit::finish(Err(e)),
@@ -38,6 +45,7 @@ fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse_from(args);
     hide_secrets(&cli);
     logging::init(&cli.global);
+    start_watchdog(&cli);
     exit::finish(dispatch(cli))
 }
 
@@ -53,6 +61,22 @@ fn hide_secrets(cli: &cli::Cli) {
     };
     names.extend(options.and_then(|o| o.api_key_env.as_deref()));
     rlm_process::hide_secrets(&names);
+}
+
+/// For `run` and `repl`: marks every process the run will start with a tree cookie and
+/// starts the watchdog that ends them if this process is killed (`kill -9` included).
+/// Before any thread starts: it changes the environment.
+fn start_watchdog(cli: &cli::Cli) {
+    if !matches!(cli.command, cli::Command::Run(_) | cli::Command::Repl(_)) {
+        return;
+    }
+    let started = std::env::current_exe().and_then(|exe| rlm_process::start_watchdog(&exe));
+    if let Err(error) = started {
+        tracing::warn!(
+            %error,
+            "could not start the watchdog: if rlm-orchestrate is killed, processes it started may be left running"
+        );
+    }
 }
 
 /// Runs the chosen sub-command.

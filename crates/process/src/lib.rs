@@ -34,6 +34,8 @@ mod registry;
 mod secrets;
 mod signal;
 mod supervise;
+#[cfg(target_os = "linux")]
+mod watchdog;
 
 pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
 pub use environment::{inherited_environment, AllowList};
@@ -47,3 +49,5 @@ pub use supervise::{
     DEFAULT_GRACE, DEFAULT_STDERR_TAIL_BYTES, DEFAULT_STDOUT_CAP_BYTES, SUPERVISION_COOKIE_ENV,
 };
 pub use tokio_util::sync::CancellationToken;
+#[cfg(target_os = "linux")]
+pub use watchdog::{start_watchdog, watchdog_main, WATCHDOG_SUBCOMMAND};

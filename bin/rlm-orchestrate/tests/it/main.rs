@@ -13,6 +13,7 @@ mod context_limits;
 mod example_data;
 mod help;
 mod js;
+mod kill9;
 mod live;
 mod repl;
 mod run;
