@@ -20,6 +20,7 @@ mod run;
 mod runs;
 mod sandbox;
 mod sub_rlm_args;
+mod sub_rlm_parallel;
 mod subagents;
 mod support;
 mod tools;

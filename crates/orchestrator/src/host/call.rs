@@ -41,6 +41,13 @@ pub enum HostCall {
     },
     /// `sub_rlm(query, context=None)`: a nested RLM run; replies with its answer.
     SubRlm(SubRlmArgs),
+    /// `sub_rlm_parallel([(query, context), …])`: several nested runs at once
+    /// (`--max-parallel` at a time); replies with a list holding, in order, each
+    /// answer or `{"error": message}`.
+    SubRlmParallel {
+        /// The nested runs.
+        jobs: Vec<SubRlmArgs>,
+    },
     /// `spawn_agent(task, refs=None)`: the external agent; replies with its answer or
     /// its error object.
     SpawnAgent(AgentJob),
@@ -140,6 +147,7 @@ impl HostCall {
             Self::LlmQueryParallel { .. } => "llm_query_parallel",
             Self::Summarize { .. } => "summarize",
             Self::SubRlm(_) => "sub_rlm",
+            Self::SubRlmParallel { .. } => "sub_rlm_parallel",
             Self::SpawnAgent(_) => "spawn_agent",
             Self::SpawnAgents { .. } => "spawn_agents",
             Self::StoreSet { .. } => "store_set",

@@ -398,6 +398,24 @@ impl RunHost {
         Ok(outcome.value)
     }
 
+    /// Several nested runs, `--max-parallel` at a time; each answer or `{"error"}`.
+    async fn sub_rlm_parallel(&self, jobs: Vec<SubRlmArgs>) -> Result<HostReply, HostError> {
+        let answers: Vec<Result<String, HostError>> = stream::iter(jobs)
+            .map(|args| async move { self.sub_rlm(&args).await })
+            .buffered(self.settings.max_parallel.max(1))
+            .collect()
+            .await;
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(text) => Ok(Value::String(text)),
+                Err(HostError::RespondToModel(error)) => Ok(json!({ "error": error })),
+                Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array)
+    }
+
     /// Several agents, `--max-parallel` at a time; each answer or error object.
     async fn spawn_agents(&self, jobs: Vec<AgentJob>) -> Result<HostReply, HostError> {
         let answers: Vec<Result<Value, HostError>> = stream::iter(jobs)
@@ -462,6 +480,7 @@ impl Host for RunHost {
                     .map(Value::String)
             }
             HostCall::SubRlm(args) => self.sub_rlm(&args).await.map(Value::String),
+            HostCall::SubRlmParallel { jobs } => self.sub_rlm_parallel(jobs).await,
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
             HostCall::StoreSet { key, value } => self.store_set(key, value).await,

@@ -54,6 +54,32 @@ globalThis.sub_rlm = async function sub_rlm(query, context = null) {
   return __rlm_text(await __rlm_call("sub_rlm", args));
 };
 
+/** Several nested RLMs at once (jobs: queries or [query, context] pairs, at most
+ * --max-parallel running); answers in order. A failed run's answer is
+ * "[sub_rlm error: ...]". */
+globalThis.sub_rlm_parallel = async function sub_rlm_parallel(jobs) {
+  const payload = Array.from(jobs, (job) => {
+    let query = job;
+    let context = null;
+    if (Array.isArray(job) && job.length === 2) [query, context] = job;
+    else if (job !== null && typeof job === "object" && "query" in job) {
+      query = job.query;
+      context = job.context ?? null;
+    }
+    const entry = { query: String(query) };
+    if (context !== undefined && context !== null) {
+      entry.context = typeof context === "string" ? context : __rlm_plain(context);
+    }
+    return entry;
+  });
+  const answers = await __rlm_call("sub_rlm_parallel", { jobs: payload });
+  return (answers || []).map((answer) =>
+    answer !== null && typeof answer === "object" && "error" in answer
+      ? `[sub_rlm error: ${answer.error}]`
+      : __rlm_text(answer),
+  );
+};
+
 /** Runs the external CLI agent on `task` with the store variables named in `refs`;
  * resolves to its answer (or its error object). */
 globalThis.spawn_agent = async function spawn_agent(task, refs = null) {

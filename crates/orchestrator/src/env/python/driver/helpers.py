@@ -51,6 +51,31 @@ def sub_rlm(query, context=None):
     return _as_text(_host("sub_rlm", args))
 
 
+def sub_rlm_parallel(jobs):
+    """Several nested RLMs at once (jobs: query str or (query, context)); answers in
+    order. A failed run's answer is the string "[sub_rlm error: ...]"."""
+    payload = []
+    for job in jobs:
+        if isinstance(job, (tuple, list)) and len(job) == 2:
+            query, context = job
+        elif isinstance(job, dict) and "query" in job:
+            query, context = job["query"], job.get("context")
+        else:
+            query, context = job, None
+        entry = {"query": str(query)}
+        if context is not None:
+            entry["context"] = context if isinstance(context, str) else _jsonable(context)
+        payload.append(entry)
+    answers = _host("sub_rlm_parallel", {"jobs": payload})
+    out = []
+    for answer in answers or []:
+        if isinstance(answer, dict) and "error" in answer:
+            out.append(f"[sub_rlm error: {answer['error']}]")
+        else:
+            out.append(_as_text(answer))
+    return out
+
+
 def _refs(refs):
     if refs is None:
         return None
