@@ -628,6 +628,27 @@ pub struct RunOptions {
     )]
     pub max_parallel: usize,
 
+    /// Model requests in flight at once across the whole run tree (every depth, every
+    /// nested run); default: no limit beyond --max-parallel per call.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_REQUESTS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_requests: Option<u64>,
+
+    /// External agent processes running at once across the whole run tree.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_AGENTS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_agents: Option<u64>,
+
     /// Longest prompt a sub-call may send, in characters; longer fails fast.
     #[arg(
         long,

@@ -78,6 +78,8 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         kernel_memory_mb: args.kernel_memory_mb,
         agent_sandbox: args.agent_sandbox == OnOffArg::On,
         agent_network: args.agent_network == OnOffArg::On,
+        max_requests: args.max_requests.map(|n| n as usize),
+        max_agents: args.max_agents.map(|n| n as usize),
     }
 }
 

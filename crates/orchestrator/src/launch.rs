@@ -20,6 +20,7 @@ use crate::provider::{build_provider, ProviderConfig, ProviderError, ProviderKin
 use crate::rlm::LoopSettings;
 use crate::run::{RunConfig, RunError, RunReport};
 use crate::settings::{InvalidSetting, RunSettings};
+use crate::slots::{Slots, SlottedProvider};
 
 /// Which of a run's two models a [`LaunchError::Model`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,8 +115,19 @@ pub fn prepare(
     cancel: CancellationToken,
 ) -> Result<RunConfig, LaunchError> {
     settings.validate()?;
-    let root = model(&settings.model, ModelRole::Root)?;
-    let sub = model(&settings.sub_model, ModelRole::Sub)?;
+    let data_dir =
+        std::path::absolute(&settings.data_dir).map_err(|source| LaunchError::DataDir {
+            path: settings.data_dir.clone(),
+            source,
+        })?;
+    let agent_slots = settings
+        .max_agents
+        .map(|count| Slots::new(&data_dir, "agents", count));
+    let request_slots = settings
+        .max_requests
+        .map(|count| Slots::new(&data_dir, "requests", count));
+    let root = model(&settings.model, ModelRole::Root, request_slots.as_ref())?;
+    let sub = model(&settings.sub_model, ModelRole::Sub, request_slots.as_ref())?;
     let output_schema = settings
         .output_schema
         .as_deref()
@@ -131,11 +143,6 @@ pub fn prepare(
         .as_deref()
         .map(AgentCommand::parse)
         .transpose()?;
-    let data_dir =
-        std::path::absolute(&settings.data_dir).map_err(|source| LaunchError::DataDir {
-            path: settings.data_dir.clone(),
-            source,
-        })?;
     let sandbox = KernelSandbox {
         mode: settings.sandbox,
         launcher: program.clone(),
@@ -209,17 +216,25 @@ pub fn prepare(
         agent_env: settings.agent_env.clone(),
         agent_timeout: settings.agent_timeout,
         agent_sandbox,
+        agent_slots,
         cancel,
         history: Vec::new(),
     })
 }
 
-fn model(config: &ProviderConfig, role: ModelRole) -> Result<Model, LaunchError> {
-    let provider = build_provider(config).map_err(|source| LaunchError::Model {
+fn model(
+    config: &ProviderConfig,
+    role: ModelRole,
+    slots: Option<&Slots>,
+) -> Result<Model, LaunchError> {
+    let mut provider = build_provider(config).map_err(|source| LaunchError::Model {
         role,
         kind: config.kind,
         source,
     })?;
+    if let Some(slots) = slots {
+        provider = Arc::new(SlottedProvider::new(provider, slots.clone()));
+    }
     Ok(Model {
         provider,
         price: config.prices,

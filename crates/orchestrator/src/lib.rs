@@ -29,6 +29,7 @@ pub mod provider;
 pub mod rlm;
 pub mod run;
 pub mod settings;
+pub mod slots;
 pub mod trace;
 
 pub use rlm_context_store as store;

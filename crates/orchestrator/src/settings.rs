@@ -111,6 +111,12 @@ pub struct RunSettings {
     /// `--agent-network off`: confined agents open no network socket.
     #[serde(default = "network_on")]
     pub agent_network: bool,
+    /// `--max-requests`: model requests in flight at once across the whole tree.
+    #[serde(default)]
+    pub max_requests: Option<usize>,
+    /// `--max-agents`: external agent processes at once across the whole tree.
+    #[serde(default)]
+    pub max_agents: Option<usize>,
 }
 
 fn network_on() -> bool {
@@ -153,6 +159,8 @@ impl RunSettings {
             kernel_memory_mb: None,
             agent_sandbox: false,
             agent_network: true,
+            max_requests: None,
+            max_agents: None,
         }
     }
 
@@ -179,6 +187,14 @@ impl RunSettings {
             (
                 self.max_output_chars == 0,
                 "--max-output-chars must be at least 1",
+            ),
+            (
+                self.max_requests == Some(0),
+                "--max-requests must be at least 1",
+            ),
+            (
+                self.max_agents == Some(0),
+                "--max-agents must be at least 1",
             ),
             (
                 self.kernel_memory_mb.is_some_and(|mb| mb < 64),

@@ -24,6 +24,7 @@ mod sub_rlm_parallel;
 mod subagents;
 mod support;
 mod tools;
+mod tree_limits;
 mod vars_big;
 mod vars_errors;
 mod vars_roundtrip;

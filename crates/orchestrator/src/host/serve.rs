@@ -64,6 +64,8 @@ pub struct HostSettings {
     pub agent_timeout: Duration,
     /// `--agent-sandbox on`: how external agents are confined.
     pub agent_sandbox: Option<AgentSandbox>,
+    /// `--max-agents`: external agents running at once across the tree.
+    pub agent_slots: Option<crate::slots::Slots>,
     /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
     pub cancel: CancellationToken,
 }
@@ -381,6 +383,15 @@ impl RunHost {
             pass_env: self.settings.agent_env.clone(),
             sandbox: self.settings.agent_sandbox.clone(),
             cancel: Some(self.settings.cancel.clone()),
+        };
+        // Held for the agent's life; a nested run waiting here holds no other slot.
+        let _slot = match &self.settings.agent_slots {
+            Some(slots) => Some(slots.acquire().await.map_err(|error| {
+                HostError::RespondToModel(format!(
+                    "no agent started: --max-agents could not take a slot: {error}"
+                ))
+            })?),
+            None => None,
         };
         let outcome = run_external_agent(command, spec, Arc::clone(&self.store)).await;
         self.sink

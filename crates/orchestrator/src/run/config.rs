@@ -55,6 +55,8 @@ pub struct RunConfig {
     pub agent_timeout: Duration,
     /// `--agent-sandbox on`: how external agents are confined (`None`: they are not).
     pub agent_sandbox: Option<AgentSandbox>,
+    /// `--max-agents`: external agents running at once across the tree.
+    pub agent_slots: Option<crate::slots::Slots>,
     /// Cancelled on Ctrl-C / SIGTERM: the run stops and every sub-agent is ended (in a
     /// session: the running query and every later one).
     pub cancel: CancellationToken,

@@ -444,6 +444,7 @@ impl Session {
             agent_env: config.agent_env.clone(),
             agent_timeout: config.agent_timeout,
             agent_sandbox: config.agent_sandbox.clone(),
+            agent_slots: config.agent_slots.clone(),
             cancel,
         }
     }

@@ -80,6 +80,7 @@ fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
         agent_env: Vec::new(),
         agent_timeout: Duration::from_secs(60),
         agent_sandbox: None,
+        agent_slots: None,
         cancel: CancellationToken::new(),
         history: Vec::new(),
     }

@@ -1,0 +1,88 @@
+//! `--max-requests` and `--max-agents` hold across the whole run tree: nested runs are
+//! other processes, and they share the limit through the data directory.
+//!
+//! The model and the agents are shell scripts that count how many of them run at once
+//! (a file each while running) and record what they saw.
+
+use std::path::Path;
+
+use crate::support::Sandbox;
+
+/// The most that ran at once, from the `seen` file the scripts append to.
+fn most_at_once(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("seen"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Shell that marks itself running in `dir`, records how many are, waits, unmarks.
+fn counted(dir: &Path) -> String {
+    let dir = dir.display();
+    format!(
+        "touch '{dir}/running.'$$; ls '{dir}' | grep -c '^running\\.' >> '{dir}/seen'; sleep 1; rm -f '{dir}/running.'$$"
+    )
+}
+
+#[test]
+fn max_requests_holds_across_nested_runs() {
+    for (limit, expected) in [(Some("1"), 1), (None, 2)] {
+        let sb = Sandbox::new();
+        let dir = sb.root().join("count");
+        std::fs::create_dir(&dir).unwrap();
+        // The root writes code that starts two nested runs at once; each nested run's
+        // first (counted) model call answers at once.
+        let model = sb.file(
+            "model.sh",
+            format!(
+                "#!/bin/sh\nprompt=$(cat)\ncase \"$prompt\" in\n  *\"['ok', 'ok']\"*) echo 'FINAL_VAR(answers)' ;;\n  *count-me*) {} ; echo 'FINAL(ok)' ;;\n  *) printf '```repl\\nanswers = sub_rlm_parallel([(\"count-me a\", \"x\"), (\"count-me b\", \"y\")])\\nprint(answers)\\n```\\n' ;;\nesac\n",
+                counted(&dir)
+            ),
+        );
+        let mut cmd = sb.bare();
+        cmd.arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "fan out", "--provider", "cli", "--model", "script"])
+            .arg("--llm-cmd")
+            .arg(format!("sh {}", model.display()))
+            .args(["--max-parallel", "4"]);
+        if let Some(limit) = limit {
+            cmd.args(["--max-requests", limit]);
+        }
+        cmd.assert().success().stdout("[\"ok\",\"ok\"]\n");
+        assert_eq!(most_at_once(&dir), expected, "--max-requests {limit:?}");
+    }
+}
+
+#[test]
+fn max_agents_holds_for_agents_started_together() {
+    for (limit, expected) in [(Some("1"), 1), (None, 3)] {
+        let sb = Sandbox::new();
+        let dir = sb.root().join("count");
+        std::fs::create_dir(&dir).unwrap();
+        let agent = sb.file(
+            "agent.sh",
+            format!("#!/bin/sh\n{}\necho done\n", counted(&dir)),
+        );
+        let model = sb.file(
+            "model.sh",
+            "#!/bin/sh\nprompt=$(cat)\ncase \"$prompt\" in\n  *\"['done', 'done', 'done']\"*) echo 'FINAL(all done)' ;;\n  *) printf '```repl\\nprint(spawn_agents([\"a\", \"b\", \"c\"]))\\n```\\n' ;;\nesac\n",
+        );
+        let mut cmd = sb.bare();
+        cmd.arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "agents", "--provider", "cli", "--model", "script"])
+            .arg("--llm-cmd")
+            .arg(format!("sh {}", model.display()))
+            .arg("--agent-cmd")
+            .arg(format!("sh {}", agent.display()))
+            .args(["--max-parallel", "4"]);
+        if let Some(limit) = limit {
+            cmd.args(["--max-agents", limit]);
+        }
+        cmd.assert().success().stdout("all done\n");
+        assert_eq!(most_at_once(&dir), expected, "--max-agents {limit:?}");
+    }
+}
