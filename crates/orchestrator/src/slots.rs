@@ -86,41 +86,6 @@ impl Slots {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn no_more_than_count_are_held_and_a_dropped_guard_frees_its_slot() {
-        let dir = tempfile::tempdir().unwrap();
-        let slots = Slots::new(dir.path(), "requests", 2);
-        let first = slots.try_acquire().unwrap().unwrap();
-        let second = slots.try_acquire().unwrap().unwrap();
-        assert!(slots.try_acquire().unwrap().is_none());
-        // Another handle on the same directory (another process) sees the same slots.
-        let other = Slots::new(dir.path(), "requests", 2);
-        assert!(other.try_acquire().unwrap().is_none());
-        drop(first);
-        assert!(other.try_acquire().unwrap().is_some());
-        drop(second);
-    }
-
-    #[tokio::test]
-    async fn acquire_waits_for_a_slot() {
-        let dir = tempfile::tempdir().unwrap();
-        let slots = Slots::new(dir.path(), "agents", 1);
-        let held = slots.try_acquire().unwrap().unwrap();
-        let waiter = {
-            let slots = slots.clone();
-            tokio::spawn(async move { slots.acquire().await.map(|_| ()) })
-        };
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished());
-        drop(held);
-        waiter.await.unwrap().unwrap();
-    }
-}
-
 /// A provider whose requests each hold a `requests` slot (`--max-requests`).
 pub struct SlottedProvider {
     inner: std::sync::Arc<dyn crate::provider::Provider>,
@@ -156,5 +121,40 @@ impl crate::provider::Provider for SlottedProvider {
 
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_more_than_count_are_held_and_a_dropped_guard_frees_its_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let slots = Slots::new(dir.path(), "requests", 2);
+        let first = slots.try_acquire().unwrap().unwrap();
+        let second = slots.try_acquire().unwrap().unwrap();
+        assert!(slots.try_acquire().unwrap().is_none());
+        // Another handle on the same directory (another process) sees the same slots.
+        let other = Slots::new(dir.path(), "requests", 2);
+        assert!(other.try_acquire().unwrap().is_none());
+        drop(first);
+        assert!(other.try_acquire().unwrap().is_some());
+        drop(second);
+    }
+
+    #[tokio::test]
+    async fn acquire_waits_for_a_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let slots = Slots::new(dir.path(), "agents", 1);
+        let held = slots.try_acquire().unwrap().unwrap();
+        let waiter = {
+            let slots = slots.clone();
+            tokio::spawn(async move { slots.acquire().await.map(|_| ()) })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(held);
+        waiter.await.unwrap().unwrap();
     }
 }
