@@ -80,6 +80,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         agent_network: args.agent_network == OnOffArg::On,
         max_requests: args.max_requests.map(|n| n as usize),
         max_agents: args.max_agents.map(|n| n as usize),
+        budget_ledger: None,
     }
 }
 

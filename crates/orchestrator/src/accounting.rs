@@ -5,6 +5,8 @@
 //! host before each sub-call, so a spent budget ends the run cleanly with a forced
 //! answer instead of failing mid-way.
 
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -59,12 +61,145 @@ pub struct ChildTotals {
     pub depth_reached: u32,
 }
 
+/// Directory of the tree budgets, under the data directory.
+pub const BUDGETS_DIR: &str = "budgets";
+
+/// The budget a whole tree of runs shares: the root's call, token and cost limits and
+/// what every run of the tree has used, in one small JSON file that each process
+/// updates under an exclusive `flock`. A model call is *reserved* (counted) before it
+/// is made, so concurrent children cannot all take the last call; its tokens and cost
+/// are *settled* when it returns. Forced final answers are not reserved: a run whose
+/// budget is spent still answers, with one call.
+#[derive(Debug, Clone)]
+pub struct TreeBudget {
+    path: PathBuf,
+}
+
+/// The ledger's content.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct Ledger {
+    limits: Limits,
+    llm_calls: u64,
+    tokens: u64,
+    cost_usd: f64,
+}
+
+impl TreeBudget {
+    /// A new ledger for the tree rooted at run `run_id`, with the root's `limits`.
+    pub fn create(data_dir: &Path, run_id: &str, limits: Limits) -> std::io::Result<Self> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = data_dir.join(BUDGETS_DIR);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        let path = dir.join(format!("{run_id}.json"));
+        let ledger = Ledger {
+            limits,
+            ..Ledger::default()
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(&serde_json::to_vec(&ledger).map_err(std::io::Error::other)?)?;
+        Ok(Self { path })
+    }
+
+    /// The ledger a parent run created.
+    pub fn open(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+        }
+    }
+
+    /// The ledger's file, for the tree's child runs.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reserves one model call: `Err` says which tree budget is spent.
+    fn reserve_call(&self) -> std::io::Result<Result<(), String>> {
+        self.update(|ledger| match ledger.spent() {
+            Some(reason) => Err(reason),
+            None => {
+                ledger.llm_calls += 1;
+                Ok(())
+            }
+        })
+    }
+
+    /// Adds a finished call's tokens and cost.
+    fn settle(&self, tokens: u64, cost_usd: Option<f64>) -> std::io::Result<()> {
+        self.update(|ledger| {
+            ledger.tokens += tokens;
+            ledger.cost_usd += cost_usd.unwrap_or(0.0);
+        })
+    }
+
+    /// Which tree budget is spent, if any.
+    fn spent(&self) -> std::io::Result<Option<String>> {
+        self.update(|ledger| ledger.spent())
+    }
+
+    /// Reads, changes and writes the ledger under an exclusive lock.
+    fn update<T>(&self, change: impl FnOnce(&mut Ledger) -> T) -> std::io::Result<T> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)?;
+        file.lock()?;
+        let mut text = String::new();
+        file.read_to_string(&mut text)?;
+        let mut ledger: Ledger = serde_json::from_str(&text).map_err(std::io::Error::other)?;
+        let out = change(&mut ledger);
+        let bytes = serde_json::to_vec(&ledger).map_err(std::io::Error::other)?;
+        file.rewind()?;
+        file.set_len(0)?;
+        file.write_all(&bytes)?;
+        Ok(out)
+    }
+}
+
+impl Ledger {
+    fn spent(&self) -> Option<String> {
+        let limits = &self.limits;
+        if let Some(max) = limits.max_llm_calls.filter(|max| self.llm_calls >= *max) {
+            return Some(format!(
+                "the run tree's model-call budget (--max-llm-calls {max}) is spent"
+            ));
+        }
+        if let Some(max) = limits.max_tokens.filter(|max| self.tokens >= *max) {
+            return Some(format!(
+                "the run tree's token budget (--max-tokens {max}) is spent"
+            ));
+        }
+        if let Some(max) = limits.max_cost_usd.filter(|max| self.cost_usd >= *max) {
+            return Some(format!(
+                "the run tree's cost budget (--max-cost-usd {max}) is spent"
+            ));
+        }
+        None
+    }
+}
+
+impl Limits {
+    /// Some call, token or cost budget is set (what a [`TreeBudget`] shares).
+    pub fn has_budget(&self) -> bool {
+        self.max_llm_calls.is_some() || self.max_tokens.is_some() || self.max_cost_usd.is_some()
+    }
+}
+
 /// Thread-safe usage accounting with limits.
 #[derive(Debug)]
 pub struct Accounting {
     limits: Limits,
     started: Instant,
     totals: Mutex<Totals>,
+    tree: Option<TreeBudget>,
 }
 
 impl Accounting {
@@ -74,6 +209,38 @@ impl Accounting {
             limits,
             started: Instant::now(),
             totals: Mutex::new(Totals::default()),
+            tree: None,
+        }
+    }
+
+    /// Accounting that also reserves and settles every call in the tree's budget.
+    pub fn with_tree(limits: Limits, tree: Option<TreeBudget>) -> Self {
+        Self {
+            tree,
+            ..Self::new(limits)
+        }
+    }
+
+    /// The tree's budget, if one is shared.
+    pub fn tree(&self) -> Option<&TreeBudget> {
+        self.tree.as_ref()
+    }
+
+    /// Before a model call (not a forced final answer): which budget, this run's or
+    /// the tree's, is spent (`Some`: do not call); otherwise the call is reserved in
+    /// the tree's budget.
+    pub fn start_call(&self) -> Option<String> {
+        if let Some(reason) = self.exhausted() {
+            return Some(reason);
+        }
+        let tree = self.tree.as_ref()?;
+        match tree.reserve_call() {
+            Ok(Ok(())) => None,
+            Ok(Err(reason)) => Some(reason),
+            Err(error) => {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be read; counting this run only");
+                None
+            }
         }
     }
 
@@ -84,6 +251,11 @@ impl Accounting {
 
     /// Records one model call.
     pub fn record_call(&self, usage: Usage, cost_usd: Option<f64>) {
+        if let Some(tree) = &self.tree {
+            if let Err(error) = tree.settle(usage.total(), cost_usd) {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be updated");
+            }
+        }
         let mut totals = self.lock();
         totals.usage.add(usage);
         totals.llm_calls += 1;
@@ -159,7 +331,10 @@ impl Accounting {
                 max.as_secs()
             ));
         }
-        None
+        match self.tree.as_ref().map(TreeBudget::spent) {
+            Some(Ok(reason)) => reason,
+            _ => None,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Totals> {
@@ -216,5 +391,43 @@ mod tests {
             .exhausted()
             .unwrap_or_default()
             .contains("token budget"));
+    }
+
+    #[test]
+    fn a_tree_budget_is_shared_by_every_accounting_that_opens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            max_llm_calls: Some(2),
+            max_tokens: Some(1000),
+            ..Limits::default()
+        };
+        let tree = TreeBudget::create(dir.path(), "r1", limits).unwrap();
+        let root = Accounting::with_tree(limits, Some(tree.clone()));
+        // A child was handed the whole remaining budget, but shares the tree's.
+        let child = Accounting::with_tree(root.remaining(), Some(TreeBudget::open(tree.path())));
+        assert_eq!(root.start_call(), None);
+        assert_eq!(child.start_call(), None);
+        let refused = child.start_call().unwrap_or_default();
+        assert!(
+            refused.contains("run tree's model-call budget"),
+            "{refused}"
+        );
+        assert!(root.start_call().is_some());
+        child.record_call(
+            Usage {
+                prompt_tokens: 600,
+                completion_tokens: 500,
+            },
+            None,
+        );
+        let spent = root.exhausted().unwrap_or_default();
+        assert!(
+            spent.contains("run tree's"),
+            "the root sees its child's use: {spent}"
+        );
+        assert!(
+            TreeBudget::create(dir.path(), "r1", limits).is_err(),
+            "never overwritten"
+        );
     }
 }

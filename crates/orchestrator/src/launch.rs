@@ -217,6 +217,7 @@ pub fn prepare(
         agent_timeout: settings.agent_timeout,
         agent_sandbox,
         agent_slots,
+        budget_ledger: settings.budget_ledger.clone(),
         cancel,
         history: Vec::new(),
     })

@@ -117,6 +117,10 @@ pub struct RunSettings {
     /// `--max-agents`: external agent processes at once across the whole tree.
     #[serde(default)]
     pub max_agents: Option<usize>,
+    /// A nested run's share of its tree's budget: the ledger file its root created
+    /// (set by the parent, never by a user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_ledger: Option<PathBuf>,
 }
 
 fn network_on() -> bool {
@@ -161,6 +165,7 @@ impl RunSettings {
             agent_network: true,
             max_requests: None,
             max_agents: None,
+            budget_ledger: None,
         }
     }
 

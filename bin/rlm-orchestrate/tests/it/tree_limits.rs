@@ -86,3 +86,42 @@ fn max_agents_holds_for_agents_started_together() {
         assert_eq!(most_at_once(&dir), expected, "--max-agents {limit:?}");
     }
 }
+
+#[test]
+fn concurrent_children_share_the_call_budget_instead_of_each_getting_it() {
+    use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript};
+    let sb = Sandbox::new();
+    // The root fans out to four nested runs at once; each child would take three
+    // calls (two code steps, then an answer). Everything else is a final answer.
+    let mock = MockLlm::spawn_blocking_thread(
+        MockScript::replies((0..20).map(|_| MockReply::text("FINAL(forced)")))
+            .rule(MockRule::contains(
+                "Task: fan out to four",
+                MockReply::text(
+                    "```repl\nanswers = sub_rlm_parallel([f'child-{i}' for i in range(4)])\nprint(answers)\n```",
+                ),
+            ))
+            .rule(MockRule::contains(
+                "Task: child-",
+                MockReply::text("```repl\nx = 1\n```"),
+            )),
+    )
+    .unwrap();
+    sb.bare()
+        .env_remove("OPENAI_API_KEY")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "fan out to four", "--model", "mock", "--base-url"])
+        .arg(mock.control().openai_base_url())
+        .args(["--max-llm-calls", "2", "--max-parallel", "4"])
+        .assert()
+        .success();
+    // The tree's budget is 2 calls; each of its 5 runs may add one forced answer.
+    // Without the shared ledger each child got "what is left" (1 call) for itself:
+    // 1 + 4 × (1 + 1 forced) + 1 forced = 10 requests.
+    let requests = mock.control().request_count();
+    assert!(
+        requests <= 2 + 5,
+        "{requests} model requests for a budget of 2 in 5 runs"
+    );
+}

@@ -236,6 +236,8 @@ pub struct ChildRequest {
     pub context_var: Option<String>,
     /// Its budgets: what is left of the parent's.
     pub limits: Limits,
+    /// The tree's shared budget, which it reserves and settles its calls in.
+    pub budget_ledger: Option<std::path::PathBuf>,
     /// Ends the child (and its descendants) when cancelled.
     pub cancel: Option<CancellationToken>,
 }
@@ -281,7 +283,10 @@ pub async fn run_child(
         .join(CHILD_SPEC_FILE);
     let spec = ChildSpec {
         format_version: CHILD_SPEC_FORMAT_VERSION,
-        settings: launcher.settings.for_child(request.limits),
+        settings: RunSettings {
+            budget_ledger: request.budget_ledger.clone(),
+            ..launcher.settings.for_child(request.limits)
+        },
         query: request.query.clone(),
         context_var: request.context_var.clone(),
     };

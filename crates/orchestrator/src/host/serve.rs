@@ -153,7 +153,7 @@ impl RunHost {
             self.cache_hit(CachedCall::LlmQuery, &key);
             return Ok(answer);
         }
-        if let Some(reason) = self.accounting.exhausted() {
+        if let Some(reason) = self.accounting.start_call() {
             return Err(HostError::RespondToModel(format!(
                 "no more model calls: {reason}; answer from what you have"
             )));
@@ -295,6 +295,7 @@ impl RunHost {
             query: args.query.clone(),
             context_var: context.map(|(key, _)| key),
             limits: self.accounting.remaining(),
+            budget_ledger: self.accounting.tree().map(|tree| tree.path().to_owned()),
             cancel: Some(self.settings.cancel.clone()),
         };
         let outcome = run_child(launcher, Arc::clone(&self.store), request).await;

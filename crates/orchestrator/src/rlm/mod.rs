@@ -208,7 +208,7 @@ pub async fn run_loop(
     let mut iterations = 0;
     let mut stop_reason = None;
     for iteration in 1..=settings.max_iterations {
-        if let Some(reason) = accounting.exhausted() {
+        if let Some(reason) = accounting.start_call() {
             stop_reason = Some(reason);
             break;
         }

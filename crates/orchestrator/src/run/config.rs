@@ -57,6 +57,9 @@ pub struct RunConfig {
     pub agent_sandbox: Option<AgentSandbox>,
     /// `--max-agents`: external agents running at once across the tree.
     pub agent_slots: Option<crate::slots::Slots>,
+    /// A nested run's tree budget (see [`crate::accounting::TreeBudget`]); a root run
+    /// with a call, token or cost limit creates its own.
+    pub budget_ledger: Option<PathBuf>,
     /// Cancelled on Ctrl-C / SIGTERM: the run stops and every sub-agent is ended (in a
     /// session: the running query and every later one).
     pub cancel: CancellationToken,

@@ -21,7 +21,7 @@ use rlm_process::CancellationToken;
 use serde::Serialize;
 
 use super::{RunConfig, RunError, RunReport};
-use crate::accounting::{Accounting, Totals};
+use crate::accounting::{Accounting, Totals, TreeBudget};
 use crate::agents::Lineage;
 use crate::context::{load_context, ContextInfo, ContextKeys, ContextSpec, LoadedContext};
 use crate::env::{ContextSource, EnvConfig, EnvError, Environment, HistoryEntry, ReplVariable};
@@ -235,7 +235,10 @@ impl Session {
             context: info.as_ref().and_then(|i| serde_json::to_value(i).ok()),
             pid: std::process::id(),
         }));
-        let accounting = Arc::new(Accounting::new(self.config.limits));
+        let accounting = Arc::new(Accounting::with_tree(
+            self.config.limits,
+            self.tree_budget(&run_id),
+        ));
         self.host.set(Some(Arc::new(RunHost::new(
             Arc::clone(&self.store),
             self.config.sub.clone(),
@@ -418,6 +421,24 @@ impl Session {
         match new_source {
             Some(source) => env.next_query(text, Some(source)).await,
             None => Ok(()),
+        }
+    }
+
+    /// The budget this run shares with its tree: its parent's, or a new one when it is
+    /// a root run with a call, token or cost limit (each query of a session is a root).
+    fn tree_budget(&self, run_id: &RunId) -> Option<TreeBudget> {
+        if let Some(path) = &self.config.budget_ledger {
+            return Some(TreeBudget::open(path));
+        }
+        if !self.config.limits.has_budget() {
+            return None;
+        }
+        match TreeBudget::create(self.store.data_dir(), run_id.as_str(), self.config.limits) {
+            Ok(tree) => Some(tree),
+            Err(error) => {
+                tracing::warn!(%error, "could not create the tree budget; nested runs get what is left at their start");
+                None
+            }
         }
     }
 
