@@ -11,6 +11,7 @@
 mod config;
 mod context_limits;
 mod example_data;
+mod faults;
 mod help;
 mod js;
 mod kill9;

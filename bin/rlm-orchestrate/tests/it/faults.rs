@@ -1,0 +1,146 @@
+//! Faults a user's machine produces: the disk filling up while a value or a context is
+//! stored. Each ends in a clear error and leaves what was stored before intact, with no
+//! partial file behind.
+//!
+//! The data directory is put on a 1 MiB tmpfs (mounting needs root, which CI has);
+//! elsewhere the same fault is injected with `RLIMIT_FSIZE` (a write past it fails with
+//! `EFBIG`, as a full disk fails with `ENOSPC`).
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::{Sandbox, BIN};
+
+/// A small tmpfs, unmounted when dropped.
+struct SmallDisk {
+    dir: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(dir: &Path) -> Option<Self> {
+        std::fs::create_dir_all(dir).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs"])
+            .arg(dir)
+            .output()
+            .is_ok_and(|out| out.status.success());
+        mounted.then(|| Self {
+            dir: dir.to_owned(),
+        })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
+/// `rlm-orchestrate --data-dir DATA ARGS`, with writes limited to 1 MiB when there is
+/// no small disk.
+fn command(data: &Path, small_disk: bool, args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(data)
+        .args(args)
+        .env_remove("RLM_DATA_DIR");
+    if !small_disk {
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::signal::signal(
+                    nix::sys::signal::Signal::SIGXFSZ,
+                    nix::sys::signal::SigHandler::SigIgn,
+                )
+                .map_err(std::io::Error::from)?;
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_FSIZE,
+                    1 << 20,
+                    1 << 20,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
+    cmd.output().unwrap()
+}
+
+fn leftovers(data: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data.join("variables"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_full_disk_while_storing_is_a_clear_error_and_loses_nothing() {
+    let sb = Sandbox::new();
+    let data = sb.root().join("disk").join("data");
+    let disk = SmallDisk::mount(&sb.root().join("disk"));
+    let small_disk = disk.is_some();
+    let out = command(&data, small_disk, &["vars", "set", "kept", "the old value"]);
+    assert!(out.status.success(), "{out:?}");
+    let before = leftovers(&data);
+    let big = sb.file("big.txt", "x".repeat(2 << 20));
+
+    let out = command(
+        &data,
+        small_disk,
+        &["vars", "set", "kept", "--file", big.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a value larger than the disk was stored"
+    );
+    assert!(
+        stderr.contains("kept")
+            && (stderr.contains("No space left") || stderr.contains("too large")),
+        "the error names the variable and the cause: {stderr}"
+    );
+    let out = command(&data, small_disk, &["vars", "get", "kept"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "the old value");
+    assert_eq!(leftovers(&data), before, "a partial file was left behind");
+
+    // A context too large for the disk: the run stops before asking any model.
+    let out = command(
+        &data,
+        small_disk,
+        &[
+            "run",
+            "q",
+            "--context",
+            big.to_str().unwrap(),
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("No space left") || stderr.contains("too large"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("127.0.0.1:9"),
+        "no model was asked: {stderr}"
+    );
+    let out = command(&data, small_disk, &["vars", "get", "kept"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "the old value");
+    assert_eq!(
+        leftovers(&data),
+        before,
+        "a partial context file was left behind"
+    );
+    drop(disk);
+}
