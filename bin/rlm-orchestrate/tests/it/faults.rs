@@ -144,3 +144,84 @@ fn a_full_disk_while_storing_is_a_clear_error_and_loses_nothing() {
     );
     drop(disk);
 }
+
+/// Pids of live `rlm-orchestrate` processes running a nested run (`--child-spec`)
+/// whose spec is under `data`.
+fn nested_runs(data: &Path) -> Vec<i32> {
+    let data = data.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let spec_under_data = args
+            .iter()
+            .any(|a| String::from_utf8_lossy(a).starts_with(data.as_str()));
+        if args.iter().any(|a| *a == b"--child-spec") && spec_under_data {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_nested_run_killed_like_the_oom_killer_would_is_an_error_the_parent_sees() {
+    use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript};
+    let sb = Sandbox::new();
+    let data = sb.root().join("faults-oom").join("data");
+    let mock = MockLlm::spawn_blocking_thread(
+        MockScript::replies([MockReply::text("FINAL(the parent survived)")])
+            .rule(MockRule::contains(
+                "Task: the parent",
+                MockReply::text("```repl\nr = sub_rlm('doomed child')\nprint('RESULT', r)\n```"),
+            ))
+            .rule(MockRule::contains(
+                "Task: doomed child",
+                MockReply::text("```repl\nimport time\ntime.sleep(120)\n```"),
+            )),
+    )
+    .unwrap();
+    let run = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["-q", "run", "the parent", "--model", "mock", "--base-url"])
+        .arg(mock.control().openai_base_url())
+        .env_remove("OPENAI_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Bounded wait for the nested run, then SIGKILL it as the OOM killer would.
+    let mut killed = false;
+    for _ in 0..600 {
+        if let Some(&pid) = nested_runs(&data).first() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            killed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = run.wait_with_output().unwrap();
+    assert!(killed, "the nested run never started");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the parent survived\n"
+    );
+    let requests = mock.control().requests();
+    let seen = requests
+        .iter()
+        .filter_map(|r| r.last_user_message())
+        .find(|m| m.contains("RESULT") || m.contains("sub_rlm"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        seen.contains("signal 9") || seen.contains("SIGKILL"),
+        "the model is told the child was killed: {seen}"
+    );
+}
