@@ -3,6 +3,7 @@
 //! the Python environment with a real kernel, and persistent sessions end to end.
 
 mod agents;
+mod fuzz;
 mod js_env;
 mod providers;
 mod python_env;
