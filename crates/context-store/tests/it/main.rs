@@ -16,6 +16,7 @@
 )]
 
 mod disk;
+mod fuzz;
 mod keys;
 mod memory;
 mod processes;
