@@ -16,6 +16,7 @@
 )]
 
 mod disk;
+mod integrity;
 mod keys;
 mod memory;
 mod processes;
