@@ -142,6 +142,8 @@ pub fn status_of(err: &anyhow::Error) -> ExitStatus {
                 }
                 StoreError::Io { .. }
                 | StoreError::Corrupt { .. }
+                | StoreError::Integrity { .. }
+                | StoreError::Symlink { .. }
                 | StoreError::Json { .. }
                 | StoreError::LockTimeout { .. }
                 | StoreError::WaitTimeout { .. }

@@ -8,6 +8,7 @@
 //! rest is shown.
 
 mod html;
+mod prune;
 mod text;
 
 use std::collections::HashSet;
@@ -77,6 +78,20 @@ readable with JavaScript off): a header with the task, status, answer, tokens an
 the tree of runs and sub-agents, and every step, collapsible.
 Exits 4 when no run matches, 2 when the prefix matches several.")]
     Show(ShowArgs),
+
+    /// Remove what ended runs left behind: the copies of their contexts in the store
+    /// (scope `session:<run-id>`) and, with --traces, their trace directories.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate runs prune                      # sessions over for a week
+  rlm-orchestrate runs prune --older-than 1d --dry-run
+  rlm-orchestrate runs prune --older-than 0 --traces
+
+A session is over when its orchestrator is gone and nothing was written for
+--older-than (default 7d): neither its trace nor its context variables. Sub-agent
+results, cache entries (scope cache) and variables you set yourself are kept; remove
+those with `vars rm` or `vars clear`.")]
+    Prune(prune::PruneArgs),
 }
 
 /// `runs list` options.
@@ -120,6 +135,7 @@ pub fn run(global: &GlobalArgs, args: RunsArgs) -> Result<()> {
     let result = match args.command {
         RunsCommand::List(a) => list(global, &a, &mut out),
         RunsCommand::Show(a) => show(global, &a, &mut out),
+        RunsCommand::Prune(a) => prune::prune(global, &a, &mut out),
     }
     .and_then(|()| out.flush().context("failed to write to stdout"));
     if out.is_closed() {

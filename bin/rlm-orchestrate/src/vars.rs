@@ -36,6 +36,12 @@ const SHORT_SHA_CHARS: usize = 12;
 /// Stdout buffer size; `vars get` streams large values through it.
 const STDOUT_BUFFER_BYTES: usize = 256 * 1024;
 
+/// Values up to this size are read and checked against their sha256 in full before
+/// `vars get` prints a byte of them; larger ones stream, and a mismatch found at the
+/// end fails the command after the bytes went out (a file too short for its value
+/// fails before anything is printed, whatever its size).
+const VERIFY_BEFORE_PRINT_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Runs a `vars` sub-command.
 pub fn run(global: &GlobalArgs, args: VarsArgs) -> Result<()> {
     let mut out = PipeAware::new(BufWriter::with_capacity(
@@ -162,8 +168,15 @@ fn get(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
     validate_key(&key)?;
     let store = open_for_key(global, &key)?;
     let reference = missing_hint(store.reference(&key), &store)?;
-    missing_hint(store.write_value_to(&key, out, true), &store)
-        .with_context(|| format!("failed to print variable {key:?}"))?;
+    if reference.size_bytes <= VERIFY_BEFORE_PRINT_BYTES {
+        let mut checked = Vec::with_capacity(reference.size_bytes as usize + 1);
+        missing_hint(store.write_value_to(&key, &mut checked, true), &store)
+            .with_context(|| format!("failed to print variable {key:?}"))?;
+        out.write_all(&checked)?;
+    } else {
+        missing_hint(store.write_value_to(&key, out, true), &store)
+            .with_context(|| format!("failed to print variable {key:?}"))?;
+    }
     if !matches!(
         reference.var_type,
         VariableType::Text | VariableType::Stream

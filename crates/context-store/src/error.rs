@@ -83,8 +83,10 @@ pub enum StoreError {
     /// Another process held the variable's lock for longer than the lock timeout.
     #[error(
         "timed out after {waited_ms} ms waiting for the lock on variable {key:?} ({}); \
-         another rlm process is writing it — retry, or remove the lock file if no rlm process is running",
-        path.display()
+         another process holds it (an rlm writer, or a `vars set --file -` still reading its input) — \
+         retry once it is done, or find it with `fuser {}`; the lock is released when that process exits, \
+         so never delete the lock file (that would let two writers in at once)",
+        path.display(), path.display()
     )]
     LockTimeout {
         /// The variable's key.
@@ -93,6 +95,34 @@ pub enum StoreError {
         path: PathBuf,
         /// How long we waited.
         waited_ms: u128,
+    },
+
+    /// A variable file's value does not match the size or sha256 its header records
+    /// (a hand edit, a truncated copy, a disk error).
+    #[error(
+        "variable file {} does not match its recorded {what}: {reason}; \
+         its value cannot be trusted — write it again with `rlm-orchestrate vars set` or remove it with `vars rm`",
+        path.display()
+    )]
+    Integrity {
+        /// The file.
+        path: PathBuf,
+        /// What was checked: "size" or "sha256".
+        what: &'static str,
+        /// What was expected and found.
+        reason: String,
+    },
+
+    /// A file in `variables/` or `locks/` is a symbolic link, which rlm never follows
+    /// (a link could make a variable read or a lock taken outside the data directory).
+    #[error(
+        "refusing to follow the symbolic link {}: rlm never follows links in variables/ or locks/; \
+         replace it with a regular file (e.g. `rlm-orchestrate vars set KEY --file TARGET`) or remove it",
+        path.display()
+    )]
+    Symlink {
+        /// The link.
+        path: PathBuf,
     },
 
     /// `wait_for` gave up before the variable appeared.

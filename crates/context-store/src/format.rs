@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, StoreError};
+use crate::integrity::{self, HashingReader};
+use crate::nofollow;
 use crate::reference::VariableRef;
 
 /// Version written in every file's `formatVersion`.
@@ -93,7 +95,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-fn hex(digest: &[u8]) -> String {
+/// Lowercase hex of a digest.
+pub(crate) fn hex(digest: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(digest.len() * 2);
     for b in digest {
@@ -139,16 +142,33 @@ pub fn write_file(
 /// `header.reference`'s size and hash are filled in and returned.
 pub fn write_text_streaming(
     path: &Path,
-    mut header: FileHeader,
+    header: FileHeader,
     reader: &mut dyn Read,
     source_name: &str,
     durability: Durability,
 ) -> Result<VariableRef> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let (staged, reference) = stage_text_streaming(dir, header, reader, source_name, durability)?;
+    staged.publish(path)?;
+    Ok(reference)
+}
+
+/// [`write_text_streaming`] up to, not including, the rename: the text lands in a
+/// (locked) temp file in `dir`, fsynced if asked, and the caller publishes it with
+/// [`Staged::publish`] — so a writer waiting for slow input (a pipe, a terminal) holds
+/// no lock on the variable while it waits.
+pub fn stage_text_streaming(
+    dir: &Path,
+    mut header: FileHeader,
+    reader: &mut dyn Read,
+    source_name: &str,
+    durability: Durability,
+) -> Result<(Staged, VariableRef)> {
     header.reference.size_bytes = 0;
     header.reference.sha256 = Some("0".repeat(64));
     let provisional = header_line(&header, STREAM_HEADER_PAD);
     let mut outcome: Option<Result<VariableRef>> = None;
-    let written = write_atomically(path, durability, |file| {
+    let written = stage(dir, durability, |file| {
         file.write_all(&provisional)?;
         file.write_all(VALUE_PREFIX)?;
         let mut out = io::BufWriter::with_capacity(STREAM_CHUNK_BYTES, &mut *file);
@@ -174,9 +194,9 @@ pub fn write_text_streaming(
     match (written, outcome) {
         (_, Some(Err(e))) => Err(e),
         (Err(e), _) => Err(e),
-        (Ok(()), Some(Ok(r))) => Ok(r),
-        (Ok(()), None) => Err(StoreError::Corrupt {
-            path: path.to_owned(),
+        (Ok(staged), Some(Ok(r))) => Ok((staged, r)),
+        (Ok(staged), None) => Err(StoreError::Corrupt {
+            path: staged.temp.path().to_owned(),
             reason: "stream ended early".into(),
         }),
     }
@@ -241,29 +261,73 @@ fn escape_stream(
     Ok((size, hex(&hasher.finalize())))
 }
 
+/// Prefix of the temp files writers fill before renaming them into place.
+pub const TEMP_PREFIX: &str = ".tmp-";
+
+/// Suffix of those temp files.
+pub const TEMP_SUFFIX: &str = ".partial";
+
+/// A complete variable file in a temp file beside its destination, not yet visible to
+/// readers. Its writer holds an exclusive `flock` on it until it is published or
+/// dropped (dropping removes it), which is how a store opening later tells a live
+/// writer's temp file from a killed one's.
+#[derive(Debug)]
+pub struct Staged {
+    temp: tempfile::NamedTempFile,
+    dir: PathBuf,
+    durability: Durability,
+}
+
+impl Staged {
+    /// Renames the temp file onto `path` (in the same directory) and, when durable,
+    /// fsyncs the directory so the rename survives a crash.
+    pub fn publish(self, path: &Path) -> Result<()> {
+        self.temp
+            .persist(path)
+            .map_err(|e| StoreError::io("rename temporary file onto", path, e.error))?;
+        if self.durability == Durability::Fsync {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// Creates a locked temp file in `dir`, fills it and (when durable) fsyncs it.
+fn stage(
+    dir: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<Staged> {
+    let mut temp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .suffix(TEMP_SUFFIX)
+        .tempfile_in(dir)
+        .map_err(|e| StoreError::io("create a temporary file in", dir, e))?;
+    if let Err(e) = temp.as_file().try_lock() {
+        // Only costs the early clean-up of this file should we be killed.
+        tracing::debug!("cannot lock temp file {}: {e}", temp.path().display());
+    }
+    let temp_path = temp.path().to_owned();
+    fill(temp.as_file_mut()).map_err(|e| StoreError::io("write variable file", &temp_path, e))?;
+    if durability == Durability::Fsync {
+        temp.as_file()
+            .sync_all()
+            .map_err(|e| StoreError::io("fsync variable file", &temp_path, e))?;
+    }
+    Ok(Staged {
+        temp,
+        dir: dir.to_owned(),
+        durability,
+    })
+}
+
 fn write_atomically(
     path: &Path,
     durability: Durability,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .suffix(".partial")
-        .tempfile_in(dir)
-        .map_err(|e| StoreError::io("create a temporary file in", dir, e))?;
-    fill(temp.as_file_mut()).map_err(|e| StoreError::io("write variable file", path, e))?;
-    if durability == Durability::Fsync {
-        temp.as_file()
-            .sync_all()
-            .map_err(|e| StoreError::io("fsync variable file", path, e))?;
-    }
-    temp.persist(path)
-        .map_err(|e| StoreError::io("rename temporary file onto", path, e.error))?;
-    if durability == Durability::Fsync {
-        sync_dir(dir)?;
-    }
-    Ok(())
+    stage(dir, durability, fill)?.publish(path)
 }
 
 /// fsyncs a directory so a rename in it survives a crash.
@@ -277,7 +341,21 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// layout: one bounded line). Files in another layout are parsed in a streaming pass
 /// that skips the value.
 pub fn read_header(path: &Path) -> Result<ParsedHeader> {
-    let file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    read_header_with_metadata(path).map(|(parsed, _)| parsed)
+}
+
+/// [`read_header`], with the metadata of the very file read (taken from the open
+/// descriptor, so a rename over `path` meanwhile cannot pair one file's header with
+/// another's size).
+pub fn read_header_with_metadata(path: &Path) -> Result<(ParsedHeader, std::fs::Metadata)> {
+    let file = nofollow::open_read(path, "open variable file")?;
+    let meta = file
+        .metadata()
+        .map_err(|e| StoreError::io("inspect variable file", path, e))?;
+    read_header_of(file, path).map(|parsed| (parsed, meta))
+}
+
+fn read_header_of(file: File, path: &Path) -> Result<ParsedHeader> {
     let mut reader = BufReader::with_capacity(HEADER_READ_BYTES, file);
     let mut line = Vec::with_capacity(512);
     (&mut reader)
@@ -347,23 +425,55 @@ fn parse_foreign_header(path: &Path, reader: impl Read) -> Result<ParsedHeader> 
     })
 }
 
-/// Reads a variable's value. Returns the value and its compact serialisation's sha256
-/// when that had to be computed (files without `sha256`).
-pub fn read_value(path: &Path, value_offset: Option<u64>) -> Result<Value> {
+/// Reads a variable's value, checked against what `recorded` (its header's
+/// reference) says: its size and sha256 for files in our layout (hashed while read),
+/// the sha256 of its compact form for files of other programs that record one.
+/// A value that is the recorded one but formatted differently (re-indented by hand)
+/// passes; any other difference is [`StoreError::Integrity`].
+pub fn read_value(path: &Path, value_offset: Option<u64>, recorded: &VariableRef) -> Result<Value> {
     let corrupt = |e: serde_json::Error| StoreError::Corrupt {
         path: path.to_owned(),
         reason: e.to_string(),
     };
-    let mut file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    let mut file = nofollow::open_read(path, "open variable file")?;
     match value_offset {
         Some(offset) => {
+            let len = file
+                .metadata()
+                .map_err(|e| StoreError::io("inspect variable file", path, e))?
+                .len();
+            integrity::check_length(path, offset, recorded, len)?;
             file.seek(SeekFrom::Start(offset))
                 .map_err(|e| StoreError::io("read variable file", path, e))?;
-            let mut bytes = Vec::new();
-            file.read_to_end(&mut bytes)
+            let mut reader = HashingReader::new(file, recorded.size_bytes);
+            let mut bytes = Vec::with_capacity((len - offset) as usize);
+            reader
+                .read_to_end(&mut bytes)
                 .map_err(|e| StoreError::io("read variable file", path, e))?;
-            let mut de = serde_json::Deserializer::from_slice(&bytes);
-            Value::deserialize(&mut de).map_err(corrupt)
+            let (hashed, sha) = reader.finish();
+            let raw_check = integrity::check_hash(path, recorded, hashed, &sha);
+            // The value, then the object's closing brace (and maybe white space).
+            let Some(body) = bytes.trim_ascii_end().strip_suffix(b"}") else {
+                raw_check?;
+                return Err(StoreError::Corrupt {
+                    path: path.to_owned(),
+                    reason: "the file does not end with the closing brace of its object".into(),
+                });
+            };
+            let value = match (serde_json::from_slice::<Value>(body), raw_check) {
+                (Ok(value), Ok(())) => value,
+                (Ok(value), Err(raw_error)) => {
+                    // The same value written differently is still the value.
+                    let compact = sha256_hex(&encode_value(&value));
+                    if recorded.sha256.as_deref() != Some(compact.as_str()) {
+                        return Err(raw_error);
+                    }
+                    value
+                }
+                (Err(_), Err(raw_error)) => return Err(raw_error),
+                (Err(e), Ok(())) => return Err(corrupt(e)),
+            };
+            Ok(value)
         }
         None => {
             #[derive(Deserialize)]
@@ -373,24 +483,113 @@ pub fn read_value(path: &Path, value_offset: Option<u64>) -> Result<Value> {
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)
                 .map_err(|e| StoreError::io("read variable file", path, e))?;
-            serde_json::from_slice::<WithValue>(&bytes)
+            let value = serde_json::from_slice::<WithValue>(&bytes)
                 .map(|w| w.value)
-                .map_err(corrupt)
+                .map_err(corrupt)?;
+            if let Some(want) = recorded.sha256.as_deref() {
+                let found = sha256_hex(&encode_value(&value));
+                if !want.eq_ignore_ascii_case(&found) {
+                    return Err(integrity::mismatch(path, want, &found));
+                }
+            }
+            Ok(value)
         }
     }
 }
 
+/// The sha256 of the value in `path` as it is now, checked against `recorded`: for a
+/// file in our layout, one streaming pass over the value's bytes (no parse) when they
+/// match; otherwise the value is read and its compact form hashed (see
+/// [`read_value`]). Fails with [`StoreError::Integrity`] when the value is not the one
+/// the header describes.
+pub fn verified_sha256(
+    path: &Path,
+    value_offset: Option<u64>,
+    recorded: &VariableRef,
+) -> Result<String> {
+    if let (Some(offset), Some(want)) = (value_offset, recorded.sha256.as_deref()) {
+        let mut file = nofollow::open_read(path, "open variable file")?;
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io("inspect variable file", path, e))?
+            .len();
+        integrity::check_length(path, offset, recorded, len)?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| StoreError::io("read variable file", path, e))?;
+        let mut reader = HashingReader::new(file.take(recorded.size_bytes), recorded.size_bytes);
+        reader
+            .drain()
+            .map_err(|e| StoreError::io("read variable file", path, e))?;
+        let (hashed, sha) = reader.finish();
+        if integrity::check_hash(path, recorded, hashed, &sha).is_ok() {
+            return Ok(want.to_owned());
+        }
+    }
+    let value = read_value(path, value_offset, recorded)?;
+    Ok(sha256_hex(&encode_value(&value)))
+}
+
 /// Streams a text value (a JSON string at `value_offset`) to `out` as raw UTF-8,
 /// unescaping on the fly; memory stays bounded.
-pub fn copy_text_value(path: &Path, value_offset: u64, out: &mut dyn Write) -> Result<()> {
+///
+/// The value is checked against `recorded` as it streams: a file too short for it
+/// fails before anything is written; bytes that do not hash to the recorded sha256
+/// fail at the end, after they were written (callers that must not emit an
+/// unverified value buffer small ones).
+pub fn copy_text_value(
+    path: &Path,
+    value_offset: u64,
+    recorded: &VariableRef,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (file, limit) = open_value(path, value_offset, recorded)?;
+    let mut reader = BufReader::with_capacity(
+        STREAM_CHUNK_BYTES,
+        HashingReader::new(file.take(limit), limit),
+    );
+    let streamed = stream_text(&mut reader, out, path);
+    let mut hashing = reader.into_inner();
+    let drained = hashing.drain();
+    let (hashed, sha) = hashing.finish();
+    match streamed {
+        // A failed write says nothing about the file.
+        Err(e @ StoreError::Io { .. }) => return Err(e),
+        Err(e) => {
+            integrity::check_hash(path, recorded, hashed, &sha)?;
+            return Err(e);
+        }
+        Ok(()) => {}
+    }
+    drained.map_err(|e| StoreError::io("read variable file", path, e))?;
+    integrity::check_hash(path, recorded, hashed, &sha)
+}
+
+/// Opens `path` at the value, checking the file can hold the recorded value; returns
+/// the file and how many bytes of value to read (the rest of the file when nothing
+/// is recorded).
+fn open_value(path: &Path, value_offset: u64, recorded: &VariableRef) -> Result<(File, u64)> {
+    let mut file = nofollow::open_read(path, "open variable file")?;
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io("inspect variable file", path, e))?
+        .len();
+    let limit = if recorded.sha256.is_some() {
+        integrity::check_length(path, value_offset, recorded, len)?;
+        recorded.size_bytes
+    } else {
+        len.saturating_sub(value_offset)
+    };
+    file.seek(SeekFrom::Start(value_offset))
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    Ok((file, limit))
+}
+
+/// Unescapes the JSON string `reader` starts with into `out`.
+fn stream_text(reader: &mut impl BufRead, out: &mut dyn Write, path: &Path) -> Result<()> {
     let corrupt = |reason: &str| StoreError::Corrupt {
         path: path.to_owned(),
         reason: reason.to_owned(),
     };
-    let mut file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
-    file.seek(SeekFrom::Start(value_offset))
-        .map_err(|e| StoreError::io("read variable file", path, e))?;
-    let mut reader = BufReader::with_capacity(STREAM_CHUNK_BYTES, file);
     let mut unescaper = Unescaper::default();
     let mut first = true;
     loop {
@@ -532,16 +731,39 @@ impl Unescaper {
 
 /// Streams a JSON value at `value_offset` to `out`, pretty-printed or compact, without
 /// building it in memory (only individual strings are buffered).
+///
+/// Checked against `recorded` as it streams, like [`copy_text_value`].
 pub fn copy_json_value(
     path: &Path,
     value_offset: u64,
+    recorded: &VariableRef,
     out: &mut dyn Write,
     pretty: bool,
 ) -> Result<()> {
-    let mut file = File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
-    file.seek(SeekFrom::Start(value_offset))
-        .map_err(|e| StoreError::io("read variable file", path, e))?;
-    let reader = BufReader::with_capacity(STREAM_CHUNK_BYTES, file);
+    let (file, limit) = open_value(path, value_offset, recorded)?;
+    let mut hashing = HashingReader::new(file.take(limit), limit);
+    let streamed = transcode_json(
+        BufReader::with_capacity(STREAM_CHUNK_BYTES, &mut hashing),
+        out,
+        pretty,
+        path,
+    );
+    let drained = hashing.drain();
+    let (hashed, sha) = hashing.finish();
+    match streamed {
+        Err(e @ StoreError::Io { .. }) => return Err(e),
+        Err(e) => {
+            integrity::check_hash(path, recorded, hashed, &sha)?;
+            return Err(e);
+        }
+        Ok(()) => {}
+    }
+    drained.map_err(|e| StoreError::io("read variable file", path, e))?;
+    integrity::check_hash(path, recorded, hashed, &sha)
+}
+
+/// Transcodes one JSON value from `reader` to `out`.
+fn transcode_json(reader: impl Read, out: &mut dyn Write, pretty: bool, path: &Path) -> Result<()> {
     let mut de = serde_json::Deserializer::from_reader(reader);
     // serde-transcode folds the writer's error into a message, so keep it aside.
     let mut out = ErrorKeepingWriter {
@@ -626,7 +848,7 @@ mod tests {
         let h = read_header(&path).unwrap();
         assert_eq!(h.header.reference.key, "k");
         assert_eq!(
-            read_value(&path, h.value_offset).unwrap(),
+            read_value(&path, h.value_offset, &h.header.reference).unwrap(),
             json!("hello\nworld")
         );
     }
@@ -651,10 +873,10 @@ mod tests {
         let h = read_header(&path).unwrap();
         assert_eq!(h.header.reference, r);
         let mut out = Vec::new();
-        copy_text_value(&path, h.value_offset.unwrap(), &mut out).unwrap();
+        copy_text_value(&path, h.value_offset.unwrap(), &r, &mut out).unwrap();
         assert_eq!(out, text.as_bytes());
         assert_eq!(
-            read_value(&path, h.value_offset).unwrap(),
+            read_value(&path, h.value_offset, &r).unwrap(),
             Value::String(text)
         );
     }
@@ -704,7 +926,10 @@ mod tests {
         let h = read_header(&path).unwrap();
         assert_eq!(h.value_offset, None);
         assert_eq!(h.header.reference.sha256, None);
-        assert_eq!(read_value(&path, None).unwrap(), json!({"a": [1, 2]}));
+        assert_eq!(
+            read_value(&path, None, &h.header.reference).unwrap(),
+            json!({"a": [1, 2]})
+        );
     }
 
     #[test]
@@ -721,8 +946,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.json");
         let value = encode_value(&json!({"a": [1, 2, 3]}));
-        let offset = write_file(&path, &header("j", &value), &value, Durability::Bulk).unwrap();
-        let err = copy_json_value(&path, offset, &mut Closed, true).unwrap_err();
+        let header = header("j", &value);
+        let offset = write_file(&path, &header, &value, Durability::Bulk).unwrap();
+        let err = copy_json_value(&path, offset, &header.reference, &mut Closed, true).unwrap_err();
         assert!(
             matches!(&err, StoreError::Io { source, .. } if source.kind() == io::ErrorKind::BrokenPipe),
             "{err:?}"
@@ -737,7 +963,14 @@ mod tests {
         write_file(&path, &header("j", &value), &value, Durability::Bulk).unwrap();
         let h = read_header(&path).unwrap();
         let mut out = Vec::new();
-        copy_json_value(&path, h.value_offset.unwrap(), &mut out, true).unwrap();
+        copy_json_value(
+            &path,
+            h.value_offset.unwrap(),
+            &h.header.reference,
+            &mut out,
+            true,
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             serde_json::to_string_pretty(&json!({"a": [1, {"b": "c"}]})).unwrap()

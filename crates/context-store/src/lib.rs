@@ -22,8 +22,10 @@
 mod cache;
 mod error;
 pub mod format;
+mod integrity;
 mod key;
 mod lock;
+mod nofollow;
 mod reference;
 mod store;
 mod summary;

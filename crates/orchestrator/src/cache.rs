@@ -5,10 +5,15 @@
 //! Entries are ordinary variables `cache-<hash>` in scope `cache`, so they survive the
 //! run, are shared by every process of the tree, and can be inspected or cleared with
 //! `rlm-orchestrate vars list --scope cache` / `vars rm`.
+//!
+//! A referenced variable enters a key through [`variable_digest`]: the hash of what it
+//! holds now, checked against its file — never a sha256 remembered by an index or
+//! written in a header, which another process's rewrite or a hand edit leaves stale
+//! (and which then answered the new content with the old content's answer).
 
 use std::sync::Arc;
 
-use rlm_context_store::{SetOptions, Store};
+use rlm_context_store::{SetOptions, Store, StoreError};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -44,6 +49,13 @@ impl CallKey {
     pub fn variable(&self) -> String {
         format!("cache-{}", self.hex)
     }
+}
+
+/// The part of a call's key that stands for the variable `key`: the sha256 of its
+/// current content ([`Store::content_sha256`]). A value that does not match its
+/// recorded hash fails here, so nothing is memoised on top of it.
+pub fn variable_digest(store: &Store, key: &str) -> Result<String, StoreError> {
+    store.content_sha256(key)
 }
 
 /// The call cache over a store; disabled with `--no-cache`.
@@ -123,6 +135,39 @@ mod tests {
                 .len(),
             "cache-".len() + 32
         );
+    }
+
+    /// Issue 11 B7: a variable rewritten by another process gets a new digest, so the
+    /// answer cached for its old content is not returned for the new one (the key
+    /// used to come from the index's stale sha256).
+    #[tokio::test]
+    async fn a_variable_rewritten_elsewhere_misses_the_old_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        store
+            .set("doc", json!("the old text"), SetOptions::default())
+            .unwrap();
+        let key_for = |store: &Store| {
+            let digest = variable_digest(store, "doc").unwrap();
+            CallKey::new(CachedCall::SpawnAgent, &["agent", "summarise doc", &digest])
+        };
+        let cache = CallCache::new(Arc::clone(&store), true);
+        let before = key_for(&store);
+        cache
+            .put(
+                &before,
+                CachedCall::SpawnAgent,
+                &json!("about the old text"),
+            )
+            .await;
+        // Another process (its own store on the same directory) rewrites the variable.
+        Store::open(dir.path())
+            .unwrap()
+            .set("doc", json!("a new text"), SetOptions::default())
+            .unwrap();
+        let after = key_for(&store);
+        assert_ne!(after.variable(), before.variable());
+        assert_eq!(cache.get(&after).await, None);
     }
 
     #[tokio::test]

@@ -117,6 +117,9 @@ enum Location {
         path: PathBuf,
         value_offset: Option<u64>,
         identity: Option<FileIdentity>,
+        /// The value was checked against the header's sha256 (or written by this
+        /// store) while the file had this identity.
+        verified: bool,
     },
     /// In this store's spill directory (a non-persisted value pushed out of memory).
     Spilled {
@@ -178,6 +181,8 @@ impl Store {
         let locks_dir = data_dir.join(LOCKS_DIR);
         create_private_dir(&variables_dir)?;
         create_private_dir(&locks_dir)?;
+        refuse_symlinked_dir(&variables_dir)?;
+        refuse_symlinked_dir(&locks_dir)?;
         let spill_dir = data_dir
             .join(SPILL_DIR)
             .join(uuid::Uuid::new_v4().to_string());
@@ -269,13 +274,15 @@ impl Store {
         }
     }
 
-    /// The entry for `key`, probing the disk when the index does not know it.
+    /// The entry for `key`, checked against its file ([`Self::revalidate`]), probing
+    /// the disk when the index does not know it.
     fn entry(&self, inner: &mut Inner, key: &str) -> Result<Entry> {
+        self.revalidate(inner, key)?;
         if let Some(entry) = inner.entries.get(key) {
             return Ok(entry.clone());
         }
         let path = self.canonical_path(key);
-        let meta = match fs::metadata(&path) {
+        let meta = match fs::symlink_metadata(&path) {
             Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StoreError::NotFound {
@@ -284,10 +291,103 @@ impl Store {
             }
             Err(e) => return Err(StoreError::io("inspect variable file", path, e)),
         };
-        let parsed = self.read_header_counted(inner, &path)?;
+        if meta.file_type().is_symlink() {
+            return Err(StoreError::Symlink { path });
+        }
+        let (parsed, meta) = self.read_checked_header(inner, &path, key)?;
+        let entry = Entry {
+            reference: parsed.header.reference,
+            location: Location::Disk {
+                path,
+                value_offset: parsed.value_offset,
+                identity: Some(FileIdentity::of(&meta)),
+                verified: false,
+            },
+        };
+        inner.entries.insert(key.to_owned(), entry.clone());
+        Ok(entry)
+    }
+
+    /// Makes sure the index entry of a variable on disk still describes its file: when
+    /// the file's identity (size, mtime, inode) changed — another process rewrote,
+    /// removed or edited it — or is too recent to prove anything, its header is read
+    /// again and a cached value of an older file is dropped. Without this, a variable
+    /// rewritten elsewhere kept its old sha256 (and so its old memoised answers) and
+    /// was read from a stale value offset. Costs one `lstat` when nothing changed.
+    fn revalidate(&self, inner: &mut Inner, key: &str) -> Result<()> {
+        let Some(Entry {
+            reference: old_reference,
+            location:
+                Location::Disk {
+                    path,
+                    identity: seen,
+                    verified,
+                    ..
+                },
+        }) = inner.entries.get(key)
+        else {
+            return Ok(());
+        };
+        let (path, seen, verified) = (path.clone(), *seen, *verified);
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                forget(inner, key);
+                return Ok(());
+            }
+            Err(e) => return Err(StoreError::io("inspect variable file", path, e)),
+        };
+        if seen.is_some_and(|seen| seen.unchanged(&FileIdentity::of(&meta))) {
+            return Ok(());
+        }
+        let old_reference = old_reference.clone();
+        let (parsed, meta) = match self.read_checked_header(inner, &path, key) {
+            Ok(read) => read,
+            Err(e) => {
+                forget(inner, key);
+                return Err(e);
+            }
+        };
+        let now = FileIdentity::of(&meta);
+        let same = seen.is_some_and(|seen| seen.same_file(&now))
+            && same_header(&old_reference, &parsed.header.reference);
+        if !same {
+            inner.cache.remove(key);
+        }
+        inner.entries.insert(
+            key.to_owned(),
+            Entry {
+                // Keep what reading the value taught us (a foreign file's sha256).
+                reference: if same {
+                    old_reference
+                } else {
+                    parsed.header.reference
+                },
+                location: Location::Disk {
+                    path,
+                    value_offset: parsed.value_offset,
+                    identity: Some(now),
+                    verified: same && verified,
+                },
+            },
+        );
+        Ok(())
+    }
+
+    /// Reads the header of `key`'s file at `path`, with the metadata of the file read,
+    /// and checks it can be used: not a symlink, holding `key`, long enough for its
+    /// value.
+    fn read_checked_header(
+        &self,
+        inner: &mut Inner,
+        path: &Path,
+        key: &str,
+    ) -> Result<(format::ParsedHeader, fs::Metadata)> {
+        inner.stats.headers_read += 1;
+        let (parsed, meta) = format::read_header_with_metadata(path)?;
         if parsed.header.reference.key != key {
             return Err(StoreError::Corrupt {
-                path,
+                path: path.to_owned(),
                 reason: format!(
                     "it holds key {:?}, not {:?}",
                     display_key(&parsed.header.reference.key),
@@ -295,21 +395,39 @@ impl Store {
                 ),
             });
         }
-        let entry = Entry {
-            reference: parsed.header.reference,
-            location: Location::Disk {
-                path,
-                value_offset: parsed.value_offset,
-                identity: Some(FileIdentity::of(&meta)),
-            },
-        };
-        inner.entries.insert(key.to_owned(), entry.clone());
-        Ok(entry)
+        scan::admit(path, &parsed, &meta)?;
+        Ok((parsed, meta))
     }
+}
 
-    fn read_header_counted(&self, inner: &mut Inner, path: &Path) -> Result<format::ParsedHeader> {
-        inner.stats.headers_read += 1;
-        format::read_header(path)
+/// True when a header read again says what `old` (the index's reference) says. A
+/// header without a sha256 (another program's file) matches the reference the index
+/// completed with the size and hash it computed when it read the value.
+fn same_header(old: &VariableRef, new: &VariableRef) -> bool {
+    if new.sha256.is_some() {
+        return old == new;
+    }
+    old.id == new.id
+        && old.key == new.key
+        && old.scope == new.scope
+        && old.var_type == new.var_type
+        && old.created_at == new.created_at
+}
+
+/// Drops `key` from the index and the cache.
+fn forget(inner: &mut Inner, key: &str) {
+    inner.entries.remove(key);
+    inner.cache.remove(key);
+}
+
+/// Fails when `dir` (a directory of the store) is a symbolic link.
+fn refuse_symlinked_dir(dir: &Path) -> Result<()> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(StoreError::Symlink {
+            path: dir.to_owned(),
+        }),
+        Ok(_) => Ok(()),
+        Err(e) => Err(StoreError::io("inspect", dir, e)),
     }
 }
 

@@ -3,6 +3,10 @@
 //!
 //! Values written only to memory are hashed lazily; the readers that promise a
 //! sha256 (`reference`, `list`, compare-and-set) compute it here on first use.
+//!
+//! Values read from disk are checked against the size and sha256 their header
+//! records while they are read or streamed (see the `integrity` module), and every
+//! read first checks that the index still describes the file (`revalidate`).
 
 use std::fs;
 use std::io::{Read, Write};
@@ -11,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Inner, Location, Store};
+use super::{Entry, FileIdentity, Inner, Location, Store};
 use crate::error::{Result, StoreError};
 use crate::format;
 use crate::key::{display_key, validate_key};
@@ -23,23 +27,61 @@ impl Store {
     pub fn get(&self, key: &str) -> Result<Arc<Value>> {
         validate_key(key)?;
         let mut inner = self.lock_inner();
+        self.revalidate(&mut inner, key)?;
         if let Some(value) = inner.cache.get(key) {
             return Ok(value);
         }
-        let entry = self.entry(&mut inner, key)?;
-        let (path, offset) = match &entry.location {
-            Location::Disk {
-                path, value_offset, ..
-            } => (path.clone(), *value_offset),
-            Location::Spilled { path, value_offset } => (path.clone(), *value_offset),
-            Location::Memory => {
-                return Err(StoreError::Corrupt {
-                    path: self.canonical_path(key),
-                    reason: "in-memory value missing from the cache".into(),
-                })
+        self.load(&mut inner, key)
+    }
+
+    /// The value of `key` together with the reference that describes that very value.
+    /// Calling [`get`](Self::get) then [`reference`](Self::reference) may pair a value
+    /// with the reference of a newer one written by another process in between; a
+    /// read-modify-[`compare_and_set`](Self::compare_and_set) loop must use this.
+    pub fn get_with_reference(&self, key: &str) -> Result<(Arc<Value>, VariableRef)> {
+        validate_key(key)?;
+        let mut inner = self.lock_inner();
+        self.revalidate(&mut inner, key)?;
+        let value = match inner.cache.get(key) {
+            Some(value) => value,
+            None => self.load(&mut inner, key)?,
+        };
+        let reference = match inner.entries.get(key) {
+            Some(entry) if entry.reference.sha256.is_some() => entry.reference.clone(),
+            _ => hash_cached(&mut inner, key).ok_or_else(|| StoreError::NotFound {
+                key: display_key(key),
+            })?,
+        };
+        Ok((value, reference))
+    }
+
+    /// Reads `key`'s value from disk (checked against its header) and caches it.
+    fn load(&self, inner: &mut Inner, key: &str) -> Result<Arc<Value>> {
+        let mut attempt = 0;
+        let (entry, value) = loop {
+            attempt += 1;
+            let entry = self.entry(inner, key)?;
+            let (path, offset) = match &entry.location {
+                Location::Disk {
+                    path, value_offset, ..
+                } => (path.clone(), *value_offset),
+                Location::Spilled { path, value_offset } => (path.clone(), *value_offset),
+                Location::Memory => {
+                    return Err(StoreError::Corrupt {
+                        path: self.canonical_path(key),
+                        reason: "in-memory value missing from the cache".into(),
+                    })
+                }
+            };
+            match format::read_value(&path, offset, &entry.reference) {
+                Ok(value) => break (entry, value),
+                // Another process replaced the file between its header and its value:
+                // read the new one.
+                Err(StoreError::Integrity { .. } | StoreError::Corrupt { .. })
+                    if attempt < MAX_READ_ATTEMPTS && replaced(&entry) => {}
+                Err(e) => return Err(e),
             }
         };
-        let value = format::read_value(&path, offset)?;
         inner.stats.values_loaded += 1;
         let value = Arc::new(value);
         let mut size = entry.reference.size_bytes;
@@ -51,12 +93,15 @@ impl Store {
                 e.reference.size_bytes = size;
             }
         }
-        self.cache_value(&mut inner, key, Arc::clone(&value), size)?;
+        self.cache_value(inner, key, Arc::clone(&value), size)?;
         Ok(value)
     }
 
     /// Writes the value of `key` to `out`: text raw, anything else as JSON (pretty if
-    /// asked). Values on disk are streamed, so this works for values of any size.
+    /// asked). Values on disk are streamed, so this works for values of any size, and
+    /// checked against their recorded size and sha256 on the way: a file too short
+    /// for its value fails before anything is written, other mismatches fail once the
+    /// bytes went out (buffer the output when that matters).
     pub fn write_value_to(&self, key: &str, out: &mut dyn Write, pretty: bool) -> Result<()> {
         validate_key(key)?;
         let mut inner = self.lock_inner();
@@ -72,9 +117,9 @@ impl Store {
                 drop(inner);
                 let first = peek_byte(&path, offset)?;
                 return if first == Some(b'"') {
-                    format::copy_text_value(&path, offset, out)
+                    format::copy_text_value(&path, offset, &entry.reference, out)
                 } else {
-                    format::copy_json_value(&path, offset, out, pretty)
+                    format::copy_json_value(&path, offset, &entry.reference, out, pretty)
                 };
             }
         }
@@ -101,6 +146,68 @@ impl Store {
             }
         }
         Ok(entry.reference)
+    }
+
+    /// The sha256 of what `key` holds right now, checked against the file's contents
+    /// rather than taken from its header: what memoised calls are keyed on, so an
+    /// answer cached for one value is never returned for another. The check (one
+    /// streaming pass over the value) is remembered until the file changes; a value
+    /// that does not match its header fails with [`StoreError::Integrity`].
+    pub fn content_sha256(&self, key: &str) -> Result<String> {
+        validate_key(key)?;
+        let mut inner = self.lock_inner();
+        let entry = self.entry(&mut inner, key)?;
+        let (path, offset, identity) = match &entry.location {
+            Location::Disk { verified: true, .. } | Location::Spilled { .. } => {
+                if let Some(sha) = entry.reference.sha256.clone() {
+                    return Ok(sha);
+                }
+                drop(inner);
+                return self.hash_of_value(key);
+            }
+            Location::Memory => {
+                if let Some(sha) = entry.reference.sha256.clone() {
+                    return Ok(sha);
+                }
+                if let Some(sha) = hash_cached(&mut inner, key).and_then(|r| r.sha256) {
+                    return Ok(sha);
+                }
+                drop(inner);
+                return self.hash_of_value(key);
+            }
+            Location::Disk {
+                path,
+                value_offset,
+                identity,
+                ..
+            } => (path.clone(), *value_offset, *identity),
+        };
+        drop(inner);
+        let sha = format::verified_sha256(&path, offset, &entry.reference)?;
+        let mut inner = self.lock_inner();
+        if let Some(Entry {
+            reference,
+            location:
+                Location::Disk {
+                    identity: now,
+                    verified,
+                    ..
+                },
+        }) = inner.entries.get_mut(key)
+        {
+            let same_file = matches!((identity, *now), (Some(a), Some(b)) if a.same_file(&b));
+            if same_file && *reference == entry.reference {
+                *verified = true;
+                reference.sha256.get_or_insert_with(|| sha.clone());
+            }
+        }
+        Ok(sha)
+    }
+
+    /// The sha256 of the compact serialisation of `key`'s value, read through `get`.
+    fn hash_of_value(&self, key: &str) -> Result<String> {
+        let value = self.get(key)?;
+        Ok(format::sha256_hex(&format::encode_value(&value)))
     }
 
     /// The current value of the variable `reference` points to.
@@ -163,6 +270,24 @@ impl Store {
     }
 }
 
+/// Reads of a value whose file other processes keep replacing give up after this many
+/// tries (each sees a newer file, so this only ends a pathological race).
+const MAX_READ_ATTEMPTS: u32 = 4;
+
+/// True when `entry`'s file is no longer the one it describes.
+fn replaced(entry: &Entry) -> bool {
+    match &entry.location {
+        Location::Disk {
+            path,
+            identity: Some(seen),
+            ..
+        } => fs::symlink_metadata(path)
+            .map(|meta| !seen.same_file(&FileIdentity::of(&meta)))
+            .unwrap_or(true),
+        _ => false,
+    }
+}
+
 /// Computes and records the sha256 of a cached value that was stored unhashed.
 pub(super) fn hash_cached(inner: &mut Inner, key: &str) -> Option<VariableRef> {
     let value = inner.cache.peek(key)?;
@@ -176,8 +301,7 @@ pub(super) fn hash_cached(inner: &mut Inner, key: &str) -> Option<VariableRef> {
 /// (a JSON string) from any other.
 fn peek_byte(path: &Path, offset: u64) -> Result<Option<u8>> {
     use std::io::{Seek, SeekFrom};
-    let mut file =
-        fs::File::open(path).map_err(|e| StoreError::io("open variable file", path, e))?;
+    let mut file = crate::nofollow::open_read(path, "open variable file")?;
     file.seek(SeekFrom::Start(offset))
         .map_err(|e| StoreError::io("read variable file", path, e))?;
     let mut byte = [0u8; 1];

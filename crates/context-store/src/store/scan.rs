@@ -1,25 +1,35 @@
 //! Noticing what other processes did to the data directory: [`Store::refresh`] re-reads
 //! `variables/`, [`Store::probe`] looks at one key, and the temp files of writers that
-//! were killed mid-write are cleared when a store opens.
+//! were killed mid-write are cleared when a store opens (a live writer holds a lock on
+//! its temp file; a killed one's lock died with it).
+//!
+//! What cannot be used is reported, never followed or trusted: symbolic links, files
+//! too short for the value their header records ([`admit`]), and second files claiming
+//! a key another file already holds.
 //!
 //! Both stay cheap with thousands of variables by remembering each file's identity
 //! (size, mtime, inode) and reading a header again only when the identity changed or
 //! is too recent to prove anything.
 
 use std::collections::HashMap;
-use std::fs;
+use std::fs::{self, TryLockError};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Entry, Inner, Location, Store};
 use crate::error::{Result, StoreError};
+use crate::format::{self, ParsedHeader, TEMP_PREFIX, TEMP_SUFFIX};
+use crate::integrity;
 use crate::key::{display_key, validate_key};
+use crate::nofollow;
 use crate::reference::VariableRef;
 
-/// Temp files of writers older than this are leftovers of a killed process (a write
-/// of even a gigabyte takes seconds) and are removed when a store opens.
-const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+/// An unlocked temp file is a killed writer's once it is this old. Writers lock their
+/// temp file right after creating it, so the grace only covers that instant and
+/// writers of rlm versions that did not lock temp files (they keep writing, so their
+/// file's mtime stays recent).
+const UNLOCKED_TEMP_GRACE: Duration = Duration::from_secs(60);
 
 /// How recently before we looked a file may have been modified for its identity to be
 /// "racy" (see [`FileIdentity::racy`]): more than the coarsest common timestamp
@@ -76,12 +86,31 @@ impl FileIdentity {
 
     /// True when a file now looking like `current` certainly has not changed since
     /// `self` was recorded.
-    fn unchanged(&self, current: &FileIdentity) -> bool {
-        !self.racy
-            && self.len == current.len
-            && self.mtime_ns == current.mtime_ns
-            && self.ino == current.ino
+    pub(super) fn unchanged(&self, current: &FileIdentity) -> bool {
+        !self.racy && self.same_file(current)
     }
+
+    /// True when size, mtime and inode are those of `current` (which, for a racy
+    /// identity, does not prove the contents are).
+    pub(super) fn same_file(&self, current: &FileIdentity) -> bool {
+        self.len == current.len && self.mtime_ns == current.mtime_ns && self.ino == current.ino
+    }
+}
+
+/// Checks that a file in our layout (`meta` is its metadata) is long enough for the
+/// value its header records; one whose length differs in any other way (an editor's
+/// trailing newline, a value edited by hand) has its value checked against the
+/// sha256 right away. Cheap for the files rlm writes: their length is exact.
+pub(super) fn admit(path: &Path, parsed: &ParsedHeader, meta: &fs::Metadata) -> Result<()> {
+    let reference = &parsed.header.reference;
+    let (Some(offset), Some(_)) = (parsed.value_offset, reference.sha256.as_ref()) else {
+        return Ok(());
+    };
+    integrity::check_length(path, offset, reference, meta.len())?;
+    if meta.len() != offset + reference.size_bytes + 1 {
+        format::verified_sha256(path, Some(offset), reference)?;
+    }
+    Ok(())
 }
 
 impl Store {
@@ -120,18 +149,29 @@ impl Store {
             let Ok(meta) = dirent.metadata() else {
                 continue;
             };
+            if meta.file_type().is_symlink() {
+                problems.push(ScanProblem {
+                    message: StoreError::Symlink { path: path.clone() }.to_string(),
+                    path,
+                });
+                continue;
+            }
             if !meta.is_file() {
                 continue;
             }
-            let identity = FileIdentity::of(&meta);
             if let Some((key, seen_identity)) = known.get(&path) {
-                if seen_identity.unchanged(&identity) {
+                if seen_identity.unchanged(&FileIdentity::of(&meta)) {
                     seen.insert(key.clone(), path);
                     continue;
                 }
             }
-            let parsed = match self.read_header_counted(&mut inner, &path) {
-                Ok(parsed) => parsed,
+            inner.stats.headers_read += 1;
+            // The identity recorded is that of the file whose header was read.
+            let read = format::read_header_with_metadata(&path).and_then(|(parsed, meta)| {
+                admit(&path, &parsed, &meta).map(|()| (parsed, FileIdentity::of(&meta)))
+            });
+            let (parsed, identity) = match read {
+                Ok(read) => read,
                 Err(e) => {
                     problems.push(ScanProblem {
                         path,
@@ -154,15 +194,21 @@ impl Store {
             if let Some(other) = seen.get(&key) {
                 replaces_duplicate = true;
                 let canonical = self.canonical_path(&key);
-                if *other == canonical || path != canonical {
-                    problems.push(ScanProblem {
-                        path,
-                        message: format!(
-                            "duplicate of variable {:?} in {}; ignored",
-                            display_key(&key),
-                            other.display()
-                        ),
-                    });
+                // The canonical file wins; of two others, the first met.
+                let (ignored, kept) = if *other == canonical || path != canonical {
+                    (path.clone(), other.clone())
+                } else {
+                    (other.clone(), path.clone())
+                };
+                problems.push(ScanProblem {
+                    message: format!(
+                        "duplicate of variable {:?} in {}; ignored",
+                        display_key(&key),
+                        kept.display()
+                    ),
+                    path: ignored,
+                });
+                if kept != path {
                     continue;
                 }
             }
@@ -192,6 +238,7 @@ impl Store {
                 path,
                 value_offset: parsed.value_offset,
                 identity: Some(identity),
+                verified: false,
             };
             inner.entries.insert(
                 key,
@@ -225,7 +272,7 @@ impl Store {
     pub(crate) fn probe(&self, key: &str) -> Result<Option<VariableRef>> {
         let mut inner = self.lock_inner();
         let path = self.canonical_path(key);
-        if let Ok(meta) = fs::metadata(&path) {
+        if let Ok(meta) = fs::symlink_metadata(&path) {
             let identity = FileIdentity::of(&meta);
             let fresh = matches!(inner.entries.get(key).map(|e| &e.location),
                 Some(Location::Disk { identity: Some(seen), .. }) if seen.unchanged(&identity));
@@ -258,8 +305,10 @@ fn known_files(inner: &Inner) -> HashMap<PathBuf, (String, FileIdentity)> {
         .collect()
 }
 
-/// Removes `.tmp-*.partial` files older than [`STALE_TEMP_AGE`] from `dir`: what a
-/// writer killed mid-write (`kill -9`, power loss) left behind. Best effort.
+/// Removes the `.tmp-*.partial` files of writers that are gone from `dir`: a writer
+/// holds an exclusive lock on its temp file from creation to rename, so a temp file
+/// nobody holds (and older than [`UNLOCKED_TEMP_GRACE`]) is what a writer killed
+/// mid-write (`kill -9`, power loss) left behind. Best effort.
 pub(super) fn remove_stale_temp_files(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -267,24 +316,44 @@ pub(super) fn remove_stale_temp_files(dir: &Path) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !(name.starts_with(".tmp-") && name.ends_with(".partial")) {
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)) {
             continue;
         }
-        let stale = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|modified| modified.elapsed().ok())
-            .is_some_and(|age| age >= STALE_TEMP_AGE);
-        if stale {
-            match fs::remove_file(entry.path()) {
+        let path = entry.path();
+        if writer_is_gone(&path) {
+            match fs::remove_file(&path) {
                 Ok(()) => {
-                    tracing::info!(path = %entry.path().display(), "removed a stale temp file")
+                    tracing::info!(path = %path.display(), "removed a killed writer's temp file")
                 }
                 Err(e) => {
-                    tracing::debug!(path = %entry.path().display(), "cannot remove a stale temp file: {e}")
+                    tracing::debug!(path = %path.display(), "cannot remove a stale temp file: {e}")
                 }
             }
+        }
+    }
+}
+
+/// True when no process holds the temp file at `path` and it is past the grace age.
+fn writer_is_gone(path: &Path) -> bool {
+    let Ok(file) = nofollow::open_read(path, "open temp file") else {
+        return false;
+    };
+    let old_enough = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|age| age >= UNLOCKED_TEMP_GRACE);
+    if !old_enough {
+        return false;
+    }
+    match file.try_lock() {
+        // Held only by us now; the descriptor (and the lock) go when `file` drops.
+        Ok(()) => true,
+        Err(TryLockError::WouldBlock) => false,
+        Err(TryLockError::Error(e)) => {
+            tracing::debug!(path = %path.display(), "cannot lock a temp file: {e}");
+            false
         }
     }
 }

@@ -3,7 +3,10 @@
 //!
 //! Every write to disk holds the key's lock file, so writers in other processes
 //! serialise with it, and ends by indexing the new file with its identity, so the next
-//! refresh does not read the header again.
+//! refresh does not read the header again. Text streamed from a reader is written to
+//! a temp file first and the lock is taken only to publish it, so a writer waiting
+//! for its input (a pipe, a terminal) never blocks the other writers of the key.
+//! Deleting a variable also removes its lock file, while holding it (see `lock`).
 
 use std::fs;
 use std::io::Read;
@@ -122,19 +125,22 @@ impl Store {
             },
             persist: true,
         };
-        let mut inner = self.lock_inner();
-        let _lock = self.lock_key(key)?;
-        let path = self.target_path(&inner, key);
-        let reference = format::write_text_streaming(
-            &path,
+        // Neither the store's mutex nor the key's lock is held while the input is read.
+        let (staged, reference) = format::stage_text_streaming(
+            &self.variables_dir,
             header,
             reader,
             source_name,
             self.options.durability,
         )?;
+        let mut inner = self.lock_inner();
+        let _lock = self.lock_key(key)?;
+        let path = self.target_path(&inner, key);
+        staged.publish(&path)?;
         self.forget_value(&mut inner, key);
-        let parsed = self.read_header_counted(&mut inner, &path)?;
-        let identity = fs::metadata(&path).ok().map(|m| FileIdentity::of(&m));
+        let (parsed, meta) = format::read_header_with_metadata(&path)?;
+        inner.stats.headers_read += 1;
+        let identity = Some(FileIdentity::of(&meta));
         inner.entries.insert(
             key.to_owned(),
             Entry {
@@ -143,35 +149,55 @@ impl Store {
                     path,
                     value_offset: parsed.value_offset,
                     identity,
+                    verified: true,
                 },
             },
         );
         Ok(reference)
     }
 
-    /// Removes `key` from memory and disk.
+    /// Removes `key` from memory and disk, and its lock file. A file at the key's
+    /// path that cannot be used (corrupt, not matching its sha256, a symlink) is
+    /// removed all the same: that is how a user gets rid of it.
     pub fn delete(&self, key: &str) -> Result<()> {
         validate_key(key)?;
         let mut inner = self.lock_inner();
-        let _lock = self.lock_key(key)?;
-        let entry = self.entry(&mut inner, key)?;
-        match &entry.location {
-            Location::Disk { path, .. } | Location::Spilled { path, .. } => remove_if_exists(path)?,
-            Location::Memory => {}
-        }
+        let lock = self.lock_key(key)?;
+        let removed = match self.entry(&mut inner, key) {
+            Ok(entry) => {
+                match &entry.location {
+                    Location::Disk { path, .. } | Location::Spilled { path, .. } => {
+                        remove_if_exists(path)?
+                    }
+                    Location::Memory => {}
+                }
+                Ok(())
+            }
+            Err(e @ StoreError::NotFound { .. }) => Err(e),
+            Err(e) => {
+                let path = self.canonical_path(key);
+                if fs::symlink_metadata(&path).is_err() {
+                    return Err(e);
+                }
+                tracing::info!("removing unusable variable file {}: {e}", path.display());
+                remove_if_exists(&path)
+            }
+        };
         inner.entries.remove(key);
         inner.cache.remove(key);
-        Ok(())
+        lock.remove()?;
+        removed
     }
 
     /// Removes every variable this store knows of (after a refresh), from memory and
-    /// disk. Unreadable files are left alone. Returns how many were removed.
+    /// disk, and the lock files no process holds. Unreadable files are left alone.
+    /// Returns how many variables were removed.
     pub fn clear(&self) -> Result<usize> {
         self.refresh()?;
         let mut inner = self.lock_inner();
         let keys: Vec<String> = inner.entries.keys().cloned().collect();
         for key in &keys {
-            let _lock = self.lock_key(key)?;
+            let lock = self.lock_key(key)?;
             if let Some(entry) = inner.entries.remove(key) {
                 if let Location::Disk { path, .. } | Location::Spilled { path, .. } =
                     &entry.location
@@ -179,9 +205,11 @@ impl Store {
                     remove_if_exists(path)?;
                 }
             }
+            lock.remove()?;
         }
         inner.cache.clear();
         inner.summaries.clear();
+        crate::lock::remove_idle_lock_files(&self.locks_dir)?;
         Ok(keys.len())
     }
 
@@ -209,18 +237,29 @@ impl Store {
     }
 
     /// The sha256 the variable has right now, reading the disk (another process may
-    /// have written it). Caller holds the key lock.
+    /// have written it) and checking the value against it, so a value edited by hand
+    /// under an old header never matches that header's sha256 (it fails with
+    /// [`StoreError::Integrity`] instead). The check is skipped when this store wrote
+    /// or checked this very file. Caller holds the key lock.
     fn current_sha256(&self, inner: &mut Inner, key: &str) -> Result<Option<String>> {
         let path = self.target_path(inner, key);
-        match fs::metadata(&path) {
-            Ok(_) => {
-                let parsed = self.read_header_counted(inner, &path)?;
-                if let Some(sha) = parsed.header.reference.sha256 {
-                    return Ok(Some(sha));
+        match fs::symlink_metadata(&path) {
+            Ok(meta) => {
+                if meta.file_type().is_symlink() {
+                    return Err(StoreError::Symlink { path });
                 }
-                let value = format::read_value(&path, parsed.value_offset)?;
-                inner.stats.values_loaded += 1;
-                Ok(Some(format::sha256_hex(&format::encode_value(&value))))
+                let (parsed, meta) = self.read_checked_header(inner, &path, key)?;
+                let now = FileIdentity::of(&meta);
+                let known = matches!(inner.entries.get(key), Some(Entry {
+                    reference,
+                    location: Location::Disk { identity: Some(seen), verified: true, .. },
+                }) if seen.same_file(&now) && *reference == parsed.header.reference);
+                if let (true, Some(sha)) = (known, &parsed.header.reference.sha256) {
+                    return Ok(Some(sha.clone()));
+                }
+                let sha =
+                    format::verified_sha256(&path, parsed.value_offset, &parsed.header.reference)?;
+                Ok(Some(sha))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let in_memory = match inner.entries.get(key) {
@@ -269,7 +308,9 @@ impl Store {
         {
             remove_if_exists(spilled)?;
         }
-        let identity = fs::metadata(&path).ok().map(|m| FileIdentity::of(&m));
+        let identity = fs::symlink_metadata(&path)
+            .ok()
+            .map(|m| FileIdentity::of(&m));
         let value_offset = Some(value_offset);
         inner.entries.insert(
             key,
@@ -279,6 +320,7 @@ impl Store {
                     path,
                     value_offset,
                     identity,
+                    verified: true,
                 },
             },
         );

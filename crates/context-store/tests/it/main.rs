@@ -17,6 +17,7 @@
 
 mod disk;
 mod fuzz;
+mod integrity;
 mod keys;
 mod memory;
 mod processes;

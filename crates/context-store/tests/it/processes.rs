@@ -44,8 +44,11 @@ fn worker_cas_incrementer() {
     while wrote.len() < increments {
         // Another process may have written since our last look.
         store.refresh().unwrap();
-        let current = store.get(CAS_KEY).unwrap().as_u64().unwrap();
-        let sha = store.reference(CAS_KEY).unwrap().sha256.unwrap();
+        // The value and the sha256 of that very value (a `get` then a `reference` may
+        // see two different files once the index follows other writers).
+        let (current, reference) = store.get_with_reference(CAS_KEY).unwrap();
+        let current = current.as_u64().unwrap();
+        let sha = reference.sha256.unwrap();
         match store.compare_and_set(
             CAS_KEY,
             &Expected::Sha256(sha),

@@ -259,8 +259,10 @@ impl RunHost {
                 None => None,
                 Some(key) => {
                     let k = key.clone();
-                    let existing = self.blocking(move |store| store.reference(&k)).await?;
-                    Some((key.clone(), existing.sha256.unwrap_or_default()))
+                    let digest = self
+                        .blocking(move |store| crate::cache::variable_digest(store, &k))
+                        .await?;
+                    Some((key.clone(), digest))
                 }
             },
             Some(value) => {
@@ -344,7 +346,7 @@ impl RunHost {
                 keys.iter()
                     .map(|key| {
                         let agent_ref = AgentRef::from_store(store, key)?;
-                        let sha = store.reference(key)?.sha256.unwrap_or_default();
+                        let sha = crate::cache::variable_digest(store, key)?;
                         Ok((agent_ref, sha))
                     })
                     .collect::<Result<Vec<_>, StoreError>>()

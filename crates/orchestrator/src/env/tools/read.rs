@@ -83,15 +83,17 @@ fn stream(
         Source::Files(paths) => {
             for path in paths {
                 let header = format::read_header(path).map_err(|e| e.to_string())?;
+                let recorded = &header.header.reference;
                 let copied = match header.value_offset {
                     Some(offset) => if first_byte(path, offset) == Some(b'"') {
-                        format::copy_text_value(path, offset, &mut writer)
+                        format::copy_text_value(path, offset, recorded, &mut writer)
                     } else {
-                        format::copy_json_value(path, offset, &mut writer, true)
+                        format::copy_json_value(path, offset, recorded, &mut writer, true)
                     }
                     .map_err(|e| e.to_string()),
                     None => {
-                        let value = format::read_value(path, None).map_err(|e| e.to_string())?;
+                        let value =
+                            format::read_value(path, None, recorded).map_err(|e| e.to_string())?;
                         let text = match value {
                             serde_json::Value::String(s) => s,
                             other => serde_json::to_string_pretty(&other).unwrap_or_default(),
