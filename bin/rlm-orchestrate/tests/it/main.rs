@@ -12,6 +12,7 @@ mod config;
 mod example_data;
 mod help;
 mod js;
+mod limits;
 mod live;
 mod repl;
 mod run;
