@@ -377,6 +377,7 @@ pub struct RunOptions {
         value_name = "S",
         default_value_t = 300,
         env = "RLM_REQUEST_TIMEOUT",
+        value_parser = clap::value_parser!(u64).range(1..),
         help_heading = "Model"
     )]
     pub request_timeout: u64,
@@ -400,6 +401,8 @@ pub struct RunOptions {
         long,
         value_name = "USD",
         env = "RLM_PRICE_INPUT",
+        value_parser = parse_usd,
+        allow_negative_numbers = true,
         help_heading = "Model"
     )]
     pub price_input: Option<f64>,
@@ -409,6 +412,8 @@ pub struct RunOptions {
         long,
         value_name = "USD",
         env = "RLM_PRICE_OUTPUT",
+        value_parser = parse_usd,
+        allow_negative_numbers = true,
         help_heading = "Model"
     )]
     pub price_output: Option<f64>,
@@ -555,6 +560,7 @@ pub struct RunOptions {
         value_name = "S",
         default_value_t = 120,
         env = "RLM_EXEC_TIMEOUT",
+        value_parser = clap::value_parser!(u64).range(1..),
         help_heading = "Loop"
     )]
     pub exec_timeout: u64,
@@ -614,6 +620,7 @@ pub struct RunOptions {
         value_name = "S",
         default_value_t = 600,
         env = "RLM_AGENT_TIMEOUT",
+        value_parser = clap::value_parser!(u64).range(1..),
         help_heading = "Sub-calls and budgets"
     )]
     pub agent_timeout: u64,
@@ -682,6 +689,8 @@ pub struct RunOptions {
         long,
         value_name = "USD",
         env = "RLM_MAX_COST_USD",
+        value_parser = parse_usd,
+        allow_negative_numbers = true,
         help_heading = "Sub-calls and budgets"
     )]
     pub max_cost_usd: Option<f64>,
@@ -976,6 +985,15 @@ mod tests {
         assert!(parse_expected("abc").is_err());
         assert!(parse_expected(&"g".repeat(64)).is_err());
     }
+
+    #[test]
+    fn amounts_of_usd_are_finite_and_not_negative() {
+        assert_eq!(parse_usd("0.5"), Ok(0.5));
+        assert_eq!(parse_usd("0"), Ok(0.0));
+        for bad in ["NaN", "nan", "inf", "-inf", "-0.01", "1e999", "x"] {
+            assert!(parse_usd(bad).is_err(), "{bad} was accepted");
+        }
+    }
 }
 
 /// `--tools`: the micro-tools offered, in order.
@@ -994,5 +1012,16 @@ fn parse_temperature(text: &str) -> Result<f32, String> {
     match text.trim().parse::<f32>() {
         Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
         _ => Err(format!("{text:?} is not a temperature from 0 to 2")),
+    }
+}
+
+/// Parses an amount of USD (`--max-cost-usd`, `--price-*`): a finite number ≥ 0, so
+/// that `NaN`, `inf` or a negative price cannot switch the cost limit off.
+fn parse_usd(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd >= 0.0 => Ok(usd),
+        _ => Err(format!(
+            "{text:?} is not an amount of USD (a finite number ≥ 0)"
+        )),
     }
 }

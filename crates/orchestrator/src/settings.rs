@@ -169,8 +169,14 @@ impl RunSettings {
         }
     }
 
-    /// Checks the numbers a user can get wrong; the message names the flag.
+    /// Checks the numbers a user can get wrong; the message names the flag. A number
+    /// that would silently switch a limit off (`NaN` never compares greater, a negative
+    /// price makes spending earn budget, a zero timeout fails every call at once) is
+    /// refused here, whichever front door it came through.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
+        if let Some(message) = self.model_problem().or_else(|| self.limit_problem()) {
+            return Err(InvalidSetting(message));
+        }
         let problems = [
             (
                 self.max_iterations == 0,
@@ -212,6 +218,46 @@ impl RunSettings {
         }
     }
 
+    /// A model setting out of range, for the root model or the sub-model.
+    fn model_problem(&self) -> Option<String> {
+        for (model, prefix) in [(&self.model, "--"), (&self.sub_model, "--sub-model's ")] {
+            if model.request_timeout.is_zero() {
+                return Some(format!(
+                    "{prefix}request-timeout must be at least 1 second (it bounds each model request)"
+                ));
+            }
+            if let Some(prices) = &model.prices {
+                for (price, flag) in [
+                    (prices.input_usd_per_million, "--price-input"),
+                    (prices.output_usd_per_million, "--price-output"),
+                ] {
+                    if !is_amount(price) {
+                        return Some(format!(
+                            "{flag} must be a finite number of USD ≥ 0, not {price}"
+                        ));
+                    }
+                }
+            }
+            if let Some(t) = model.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
+                return Some(format!("--temperature must be from 0 to 2, not {t}"));
+            }
+        }
+        None
+    }
+
+    /// A budget or timeout that would not bound anything.
+    fn limit_problem(&self) -> Option<String> {
+        if let Some(max) = self.limits.max_cost_usd.filter(|max| !is_amount(*max)) {
+            return Some(format!(
+                "--max-cost-usd must be a finite number of USD ≥ 0, not {max}"
+            ));
+        }
+        if self.agent_timeout.is_zero() {
+            return Some("--agent-timeout must be at least 1 second".to_owned());
+        }
+        None
+    }
+
     /// The settings of a nested run started by a run with these settings: its model
     /// is this run's sub-model (and so is its own sub-model), its context comes by
     /// reference (set by the caller), and its budgets are `remaining`, what this run
@@ -228,6 +274,11 @@ impl RunSettings {
             ..self.clone()
         }
     }
+}
+
+/// True for a usable amount of money: finite and not negative.
+fn is_amount(usd: f64) -> bool {
+    usd.is_finite() && usd >= 0.0
 }
 
 /// A setting out of range; the message names the flag and what it must be.
@@ -289,5 +340,71 @@ mod tests {
         bad.redact_ratio = f64::NAN;
         assert!(bad.validate().unwrap_err().0.contains("--redact-ratio"));
         assert_eq!(settings().validate(), Ok(()));
+    }
+
+    /// Seen failing before the checks existed: each of these was accepted and switched
+    /// its limit off.
+    #[test]
+    fn numbers_that_would_disable_a_limit_are_refused() {
+        use crate::provider::Prices;
+        type Spoil = Box<dyn Fn(&mut RunSettings)>;
+        let cases: Vec<(Spoil, &str)> = vec![
+            (
+                Box::new(|s| s.limits.max_cost_usd = Some(f64::NAN)),
+                "--max-cost-usd",
+            ),
+            (
+                Box::new(|s| s.limits.max_cost_usd = Some(-1.0)),
+                "--max-cost-usd",
+            ),
+            (
+                Box::new(|s| s.limits.max_cost_usd = Some(f64::INFINITY)),
+                "--max-cost-usd",
+            ),
+            (
+                Box::new(|s| s.model.request_timeout = Duration::ZERO),
+                "--request-timeout",
+            ),
+            (
+                Box::new(|s| s.sub_model.request_timeout = Duration::ZERO),
+                "request-timeout",
+            ),
+            (
+                Box::new(|s| s.agent_timeout = Duration::ZERO),
+                "--agent-timeout",
+            ),
+            (
+                Box::new(|s| s.model.temperature = Some(f32::NAN)),
+                "--temperature",
+            ),
+            (
+                Box::new(|s| {
+                    s.model.prices = Some(Prices {
+                        input_usd_per_million: -3.0,
+                        output_usd_per_million: 1.0,
+                    })
+                }),
+                "--price-input",
+            ),
+            (
+                Box::new(|s| {
+                    s.sub_model.prices = Some(Prices {
+                        input_usd_per_million: 1.0,
+                        output_usd_per_million: f64::NAN,
+                    })
+                }),
+                "--price-output",
+            ),
+        ];
+        for (spoil, flag) in cases {
+            let mut bad = settings();
+            spoil(&mut bad);
+            let message = bad.validate().unwrap_err().0;
+            assert!(message.contains(flag), "{message} should name {flag}");
+        }
+        // A child given what its parent has left may get a budget of zero: that bounds.
+        let mut spent = settings();
+        spent.limits.max_cost_usd = Some(0.0);
+        assert_eq!(spent.validate(), Ok(()));
     }
 }

@@ -15,6 +15,7 @@ mod faults;
 mod help;
 mod js;
 mod kill9;
+mod limits;
 mod live;
 mod repl;
 mod run;

@@ -174,6 +174,7 @@ struct Messages;
 impl WireFormat for Messages {
     const STREAM_ITEM: &'static str = "event";
     const DONE_MARKER: Option<&'static str> = None;
+    const END_OF_STREAM: &'static str = "message_stop";
 
     fn authorize(
         request: RequestBuilder,
@@ -254,7 +255,7 @@ impl WireFormat for Messages {
                 );
                 let message = format!("the stream reported an error: {error}");
                 return Err(if transient {
-                    stream.broken(message)
+                    stream.broken(&message)
                 } else {
                     stream.protocol(message)
                 });

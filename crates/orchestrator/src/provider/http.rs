@@ -7,6 +7,7 @@
 //! provider describes its JSON with a [`WireFormat`].
 
 use std::error::Error as StdError;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use eventsource_stream::{EventStreamError, Eventsource};
@@ -127,7 +128,7 @@ pub(crate) async fn read_json_body(
     let (bytes, truncated) = read_capped(response, RESPONSE_MAX_BYTES)
         .await
         .map_err(|error| {
-            AttemptError::Connect(format!("reading the response failed: {}", chain(&error)))
+            AttemptError::Interrupted(format!("reading the response failed: {}", chain(&error)))
         })?;
     if truncated {
         return Err(protocol(
@@ -161,24 +162,20 @@ pub(crate) fn protocol(endpoint: &str, message: impl Into<String>) -> AttemptErr
     })
 }
 
-/// A stream that broke: retryable while nothing was shown, fatal once text went to the
-/// sink (a retry would show it twice).
-pub(crate) fn stream_broken(
-    endpoint: &str,
-    attempt: u32,
-    emitted_chars: usize,
-    message: String,
-) -> AttemptError {
+/// Shown to the live view when an answer it was shown in part is asked for again, so
+/// the text that follows reads as a new start rather than a continuation.
+pub const RETRY_NOTICE: &str = "\n[the answer was cut short; asking again]\n";
+
+/// A stream that broke or ended early: the server answered, so this is retried (as an
+/// [`AttemptError::Interrupted`]) whether or not text was already shown; the live view
+/// is told before the next attempt shows its text ([`RETRY_NOTICE`]).
+pub(crate) fn stream_broken(emitted_chars: usize, message: &str) -> AttemptError {
     if emitted_chars == 0 {
-        AttemptError::Connect(format!("the stream broke before any text: {message}"))
+        AttemptError::Interrupted(format!("the stream broke before any text: {message}"))
     } else {
-        AttemptError::Fatal(ProviderError::Unreachable {
-            endpoint: endpoint.to_owned(),
-            attempts: attempt,
-            message: format!(
-                "the stream broke after {emitted_chars} characters of the answer: {message}"
-            ),
-        })
+        AttemptError::Interrupted(format!(
+            "the stream broke after {emitted_chars} characters of the answer: {message}"
+        ))
     }
 }
 
@@ -358,6 +355,9 @@ pub(crate) trait WireFormat {
     const STREAM_ITEM: &'static str;
     /// Data that ends a stream by itself (OpenAI's `[DONE]`), if the API sends one.
     const DONE_MARKER: Option<&'static str>;
+    /// What ends a complete stream, in words for messages (`data: [DONE]`,
+    /// `message_stop`): a stream that ends without it was cut short.
+    const END_OF_STREAM: &'static str;
 
     /// Reads a whole (non-streamed) response.
     fn parse_body(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError>;
@@ -383,9 +383,10 @@ pub(crate) struct StreamState<'a> {
     /// The answer so far.
     pub(crate) raw: RawCompletion,
     endpoint: &'a str,
-    attempt: u32,
     emitted_chars: usize,
     on_delta: Option<DeltaSink<'a>>,
+    /// Bytes the sink was shown since the last retry notice (shared by the attempts).
+    shown: &'a AtomicUsize,
 }
 
 impl StreamState<'_> {
@@ -393,14 +394,15 @@ impl StreamState<'_> {
     pub(crate) fn push_text(&mut self, text: &str) {
         if let Some(sink) = self.on_delta {
             sink(text);
+            self.shown.fetch_add(text.len(), Ordering::Relaxed);
         }
         self.emitted_chars += text.chars().count();
         self.raw.text.push_str(text);
     }
 
     /// The stream broke: see [`stream_broken`].
-    pub(crate) fn broken(&self, message: String) -> AttemptError {
-        stream_broken(self.endpoint, self.attempt, self.emitted_chars, message)
+    pub(crate) fn broken(&self, message: &str) -> AttemptError {
+        stream_broken(self.emitted_chars, message)
     }
 
     /// The stream said something that cannot be read: see [`protocol`].
@@ -470,30 +472,34 @@ impl HttpTarget {
         on_delta: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
         let started = Instant::now();
-        let (raw, attempts) =
-            run_with_retries(&self.policy, &self.endpoint, self.timeout, move |attempt| {
-                self.attempt::<W>(body, attempt, on_delta)
-            })
-            .await?;
+        let shown = AtomicUsize::new(0);
+        let shown = &shown;
+        let (raw, attempts) = run_with_retries(
+            &self.policy,
+            &self.endpoint,
+            self.timeout,
+            move |_attempt| self.attempt::<W>(body, on_delta, shown),
+        )
+        .await?;
         Ok(raw.finish(request, &self.model, started, attempts))
     }
 
+    /// One attempt. An earlier attempt that showed part of its answer and broke is
+    /// followed by [`RETRY_NOTICE`], so the live view does not run two answers together.
     async fn attempt<W: WireFormat>(
         &self,
         body: &Value,
-        attempt: u32,
         on_delta: Option<DeltaSink<'_>>,
+        shown: &AtomicUsize,
     ) -> Result<RawCompletion, AttemptError> {
+        if let Some(sink) = on_delta {
+            if shown.swap(0, Ordering::Relaxed) > 0 {
+                sink(RETRY_NOTICE);
+            }
+        }
         let request = self.client.post(&self.endpoint).json(body);
         let request = W::authorize(request, self.key.as_ref())?;
-        send_attempt::<W>(
-            request,
-            self.key.as_ref(),
-            &self.endpoint,
-            attempt,
-            on_delta,
-        )
-        .await
+        send_attempt::<W>(request, self.key.as_ref(), &self.endpoint, on_delta, shown).await
     }
 }
 
@@ -503,15 +509,15 @@ async fn send_attempt<W: WireFormat>(
     request: RequestBuilder,
     key: Option<&ApiKey>,
     endpoint: &str,
-    attempt: u32,
     on_delta: Option<DeltaSink<'_>>,
+    shown: &AtomicUsize,
 ) -> Result<RawCompletion, AttemptError> {
     let response = request.send().await.map_err(|error| send_failure(&error))?;
     if !response.status().is_success() {
         return Err(status_failure(response, key).await);
     }
     if is_event_stream(&response) {
-        return read_stream::<W>(response, endpoint, attempt, on_delta).await;
+        return read_stream::<W>(response, endpoint, on_delta, shown).await;
     }
     let value = read_json_body(response, endpoint).await?;
     let raw = W::parse_body(&value, endpoint)?;
@@ -519,26 +525,28 @@ async fn send_attempt<W: WireFormat>(
     Ok(raw)
 }
 
-/// Reads an SSE answer until its end marker, its finishing message or its end.
+/// Reads an SSE answer until its end marker or its finishing message. A stream that
+/// ends before either was cut short: its answer is incomplete, whatever it says, so the
+/// attempt fails (and is retried) instead of passing half an answer off as whole.
 async fn read_stream<W: WireFormat>(
     response: Response,
     endpoint: &str,
-    attempt: u32,
     on_delta: Option<DeltaSink<'_>>,
+    shown: &AtomicUsize,
 ) -> Result<RawCompletion, AttemptError> {
     let mut events = response.bytes_stream().eventsource();
     let mut stream = StreamState {
         raw: RawCompletion::default(),
         endpoint,
-        attempt,
         emitted_chars: 0,
         on_delta,
+        shown,
     };
     let mut messages = 0_u64;
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
-            Err(EventStreamError::Transport(error)) => return Err(stream.broken(chain(&error))),
+            Err(EventStreamError::Transport(error)) => return Err(stream.broken(&chain(&error))),
             Err(error) => return Err(protocol(endpoint, format!("invalid event stream: {error}"))),
         };
         let data = event.data.trim();
@@ -565,14 +573,14 @@ async fn read_stream<W: WireFormat>(
             return Ok(stream.raw);
         }
     }
-    // Some servers close the stream without an end marker; what arrived is the answer.
-    if messages == 0 {
-        return Err(stream_broken(
-            endpoint,
-            attempt,
-            0,
-            "the stream ended without data".into(),
-        ));
-    }
-    Ok(stream.raw)
+    let message = if messages == 0 {
+        "the stream ended without data".to_owned()
+    } else {
+        format!(
+            "the stream ended after {messages} {}(s) without {}",
+            W::STREAM_ITEM,
+            W::END_OF_STREAM
+        )
+    };
+    Err(stream.broken(&message))
 }

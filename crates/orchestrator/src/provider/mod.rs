@@ -232,6 +232,18 @@ pub enum ProviderError {
         /// The last error, in words.
         message: String,
     },
+    /// The endpoint answered, but every attempt's answer was cut short (a stream that
+    /// broke or ended without its end event): the server is reachable, so the message
+    /// does not point at `--base-url`.
+    #[error("model endpoint {endpoint} answered, but the answer was cut short on each of {attempts} attempt(s): {message}; the server (or a proxy in between) ended the stream early; try again, raise --retries, or pass --no-stream")]
+    Interrupted {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's failure, in words.
+        message: String,
+    },
     /// The endpoint answered with an error status.
     #[error(
         "model endpoint {endpoint} answered HTTP {status} after {attempts} attempt(s): {body}"

@@ -123,6 +123,7 @@ struct ChatCompletions;
 impl WireFormat for ChatCompletions {
     const STREAM_ITEM: &'static str = "chunk";
     const DONE_MARKER: Option<&'static str> = Some("[DONE]");
+    const END_OF_STREAM: &'static str = "data: [DONE]";
 
     fn authorize(
         request: RequestBuilder,

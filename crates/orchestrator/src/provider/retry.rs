@@ -116,8 +116,12 @@ pub(crate) enum AttemptError {
         /// The server's requested wait, if any.
         retry_after: Option<Duration>,
     },
-    /// No answer: connection refused or reset, DNS failure, stream broken before text.
+    /// No answer: connection refused or reset, DNS failure.
     Connect(String),
+    /// The server answered, but the answer was cut short: the stream broke, ended
+    /// without its end event, or the body could not be read to its end. Retried like
+    /// a connection failure, but reported as what it is (the endpoint is reachable).
+    Interrupted(String),
     /// A failure no retry can fix; returned as is.
     Fatal(ProviderError),
 }
@@ -182,6 +186,17 @@ where
                     });
                 }
                 tracing::warn!(endpoint, %message, attempt = number, "model endpoint unreachable; retrying");
+                None
+            }
+            AttemptError::Interrupted(message) => {
+                if last {
+                    return Err(ProviderError::Interrupted {
+                        endpoint: endpoint.to_owned(),
+                        attempts: number,
+                        message,
+                    });
+                }
+                tracing::warn!(endpoint, %message, attempt = number, "model answer cut short; retrying");
                 None
             }
             AttemptError::Fatal(error) => return Err(error),
@@ -288,6 +303,25 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_cut_answer_is_retried_and_does_not_blame_the_url() {
+        let policy = RetryPolicy::new(1, Duration::from_millis(1));
+        let mut calls = 0;
+        let result: Result<((), u32), _> =
+            run_with_retries(&policy, "http://x", Duration::from_secs(5), |_| {
+                calls += 1;
+                async { Err(AttemptError::Interrupted("the stream ended".into())) }
+            })
+            .await;
+        assert_eq!(calls, 2);
+        let error = result.unwrap_err();
+        assert!(
+            matches!(error, ProviderError::Interrupted { attempts: 2, .. }),
+            "{error:?}"
+        );
+        assert!(!error.to_string().contains("--base-url"), "{error}");
     }
 
     #[tokio::test]

@@ -13,7 +13,9 @@ use rlm_orchestrator::provider::{
     build_provider, AnthropicProvider, ApiKey, ChatMessage, ChatRequest, CliProvider,
     OpenAiProvider, Provider, ProviderConfig, ProviderError, ProviderKind, ToolSpec, Usage,
 };
-use rlm_test_support::mock_llm::{Api, MockLlm, MockReply, MockRule, MockScript, MockToolCall};
+use rlm_test_support::mock_llm::{
+    Api, MockLlm, MockReply, MockRule, MockScript, MockToolCall, StreamCut,
+};
 
 const SECRET: &str = "sk-test-SECRET-never-recorded-0042";
 
@@ -259,6 +261,83 @@ async fn multibyte_text_split_across_stream_chunks_survives() {
         complete_collecting(&anthropic(&mock.base_url(), true), &request()).await;
     assert_eq!(completion.unwrap().text, answer);
     assert_eq!(deltas.concat(), answer);
+}
+
+/// A provider of `api` streaming from `base_url`.
+fn streaming(api: Api, base_url: &str) -> Box<dyn Provider> {
+    match api {
+        Api::OpenAi => Box::new(openai(base_url, true)),
+        Api::Anthropic => Box::new(anthropic(base_url, true)),
+    }
+}
+
+/// Seen failing before the fix: the half answer came back as if whole, in one attempt.
+#[tokio::test]
+async fn a_stream_that_ends_without_its_end_event_is_retried() {
+    for api in [Api::OpenAi, Api::Anthropic] {
+        let mock = MockLlm::start(MockScript::replies([
+            MockReply::text("the first half of").cut(StreamCut::WithoutEnd),
+            MockReply::text("the whole answer"),
+        ]))
+        .await
+        .unwrap();
+        let (completion, deltas) =
+            complete_collecting(streaming(api, &mock.base_url()).as_ref(), &request()).await;
+        let completion = completion.unwrap();
+        assert_eq!(completion.text, "the whole answer", "{api:?}");
+        assert_eq!(completion.attempts, 2, "{api:?}");
+        let shown = deltas.concat();
+        assert!(
+            shown.starts_with("the first half of") && shown.ends_with("the whole answer"),
+            "{api:?}: {shown:?}"
+        );
+        assert!(shown.contains("asking again"), "{api:?}: {shown:?}");
+    }
+}
+
+/// Seen failing before the fix: a stream broken after some text was a fatal error.
+#[tokio::test]
+async fn a_stream_broken_after_some_text_is_retried() {
+    // OpenAI: the role chunk and one text delta; Anthropic: message_start,
+    // content_block_start, ping and one text delta.
+    for (api, events) in [(Api::OpenAi, 2), (Api::Anthropic, 4)] {
+        let mock = MockLlm::start(MockScript::replies([
+            MockReply::text("words that never end").cut(StreamCut::DropAfter(events)),
+            MockReply::text("second try"),
+        ]))
+        .await
+        .unwrap();
+        let (completion, deltas) =
+            complete_collecting(streaming(api, &mock.base_url()).as_ref(), &request()).await;
+        let completion = completion.unwrap();
+        assert_eq!(completion.text, "second try", "{api:?}");
+        assert_eq!(completion.attempts, 2, "{api:?}");
+        assert!(deltas.concat().ends_with("second try"), "{deltas:?}");
+    }
+}
+
+/// Seen failing before the fix: the error said "check --base-url" although the server
+/// had answered every attempt.
+#[tokio::test]
+async fn answers_cut_on_every_attempt_do_not_blame_the_base_url() {
+    for cut in [StreamCut::WithoutEnd, StreamCut::DropAfter(2)] {
+        let reply = || MockReply::text("never finished").cut(cut);
+        let mock = MockLlm::start(MockScript::replies([reply(), reply()]))
+            .await
+            .unwrap();
+        let mut settings = config(ProviderKind::OpenAi, &mock.base_url(), true);
+        settings.retries = 1;
+        let provider = OpenAiProvider::new(&settings, None).unwrap();
+        let error = provider.complete(&request(), None).await.unwrap_err();
+        assert!(
+            matches!(error, ProviderError::Interrupted { attempts: 2, .. }),
+            "{cut:?}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(!message.contains("--base-url"), "{message}");
+        assert!(message.contains("cut short"), "{message}");
+        assert_eq!(mock.request_count(), 2);
+    }
 }
 
 #[tokio::test]

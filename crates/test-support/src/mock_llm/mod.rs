@@ -39,8 +39,8 @@ mod tools;
 mod wire;
 
 pub use script::{
-    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, WhenEmpty,
-    DEFAULT_MOCK_MODEL,
+    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, StreamCut,
+    WhenEmpty, DEFAULT_MOCK_MODEL,
 };
 pub use tools::{MockToolCall, RecordedToolResult};
 

@@ -44,6 +44,18 @@ pub enum ReplyKind {
     },
 }
 
+/// How a streamed reply is cut short, to play a server or proxy that loses the end of
+/// an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamCut {
+    /// Send every event but the one that ends the stream (OpenAI's `data: [DONE]`,
+    /// Anthropic's `message_stop`), then end the body cleanly.
+    WithoutEnd,
+    /// Send the first `n` events, then close the connection in the middle of the body
+    /// (no terminating chunk).
+    DropAfter(usize),
+}
+
 /// Token counts the mock reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum MockUsage {
@@ -82,6 +94,8 @@ pub struct MockReply {
     /// calls (ggml-org/llama.cpp#12379, changed by #13800). A client must join only the
     /// `arguments` pieces, by `index`.
     pub repeat_tool_names: bool,
+    /// Streaming only: cut the stream short (`None`: send it whole).
+    pub stream_cut: Option<StreamCut>,
 }
 
 impl MockReply {
@@ -94,6 +108,7 @@ impl MockReply {
             chunk_bytes: None,
             chunk_delay: Duration::ZERO,
             repeat_tool_names: false,
+            stream_cut: None,
         }
     }
 
@@ -157,6 +172,12 @@ impl MockReply {
     pub fn chunked(mut self, bytes: usize, pause: Duration) -> Self {
         self.chunk_bytes = Some(bytes.max(1));
         self.chunk_delay = pause;
+        self
+    }
+
+    /// The same reply, its stream cut short as `cut` says (a whole body is not cut).
+    pub fn cut(mut self, cut: StreamCut) -> Self {
+        self.stream_cut = Some(cut);
         self
     }
 

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
-use super::script::{MockReply, MockRule, MockScript, MockUsage, ReplyKind, WhenEmpty};
+use super::script::{MockReply, MockRule, MockScript, MockUsage, ReplyKind, StreamCut, WhenEmpty};
 use super::{wire, Api, RecordedRequest, AUTH_HEADERS};
 
 /// Pending connections the kernel queues before `accept`.
@@ -300,19 +300,17 @@ async fn answer(
         }
         ReplyKind::Text(text) => {
             let answer = wire::Answer::text(text);
-            send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await?;
-            Ok(true)
+            send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
         ReplyKind::ToolCalls { text, calls } => {
             let answer = wire::Answer::tool_calls(api, request.index, text, calls);
-            send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await?;
-            Ok(true)
+            send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
     }
 }
 
 /// Sends what the model says (text or tool calls): whole, or streamed when the request
-/// asked for a stream.
+/// asked for a stream. False when the connection must close (a stream dropped midway).
 async fn send_answer(
     stream: &mut TcpStream,
     request: &RecordedRequest,
@@ -321,7 +319,7 @@ async fn send_answer(
     reply: &MockReply,
     answer: &wire::Answer<'_>,
     keep_alive: bool,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     let usage = match reply.usage {
         MockUsage::Estimate => Some(wire::estimate_usage(request, answer)),
         MockUsage::Exact {
@@ -340,8 +338,24 @@ async fn send_answer(
                     == Some(true),
             repeat_tool_names: reply.repeat_tool_names,
         };
-        let events = wire::stream_events(api, request.index, model, answer, usage, options);
-        write_stream(stream, &events, reply, keep_alive).await
+        let mut events = wire::stream_events(api, request.index, model, answer, usage, options);
+        match reply.stream_cut {
+            None => {}
+            Some(StreamCut::WithoutEnd) => {
+                events.pop();
+            }
+            Some(StreamCut::DropAfter(n)) => {
+                events.truncate(n);
+                write_stream_head(stream, keep_alive).await?;
+                for event in &events {
+                    write_chunk(stream, event.as_bytes()).await?;
+                }
+                stream.flush().await?;
+                return Ok(false); // closed without the terminating chunk
+            }
+        }
+        write_stream(stream, &events, reply, keep_alive).await?;
+        Ok(true)
     } else {
         let body = wire::completion_body(api, request.index, model, answer, usage).to_string();
         write_response(
@@ -352,7 +366,8 @@ async fn send_answer(
             &[],
             keep_alive,
         )
-        .await
+        .await?;
+        Ok(true)
     }
 }
 
@@ -512,11 +527,7 @@ async fn write_stream(
     reply: &MockReply,
     keep_alive: bool,
 ) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: {}\r\nx-mock-llm: scripted\r\n\r\n",
-        if keep_alive { "keep-alive" } else { "close" },
-    );
-    stream.write_all(head.as_bytes()).await?;
+    write_stream_head(stream, keep_alive).await?;
     let all;
     let pieces: Vec<&[u8]> = match reply.chunk_bytes {
         None => events.iter().map(|event| event.as_bytes()).collect(),
@@ -544,6 +555,23 @@ async fn write_stream(
         stream.write_all(b"0\r\n\r\n").await?;
     }
     Ok(())
+}
+
+/// The status line and headers of an SSE response.
+async fn write_stream_head(stream: &mut TcpStream, keep_alive: bool) -> io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: {}\r\nx-mock-llm: scripted\r\n\r\n",
+        if keep_alive { "keep-alive" } else { "close" },
+    );
+    stream.write_all(head.as_bytes()).await
+}
+
+/// One HTTP chunk holding `piece`.
+async fn write_chunk(stream: &mut TcpStream, piece: &[u8]) -> io::Result<()> {
+    let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+    chunk.extend_from_slice(piece);
+    chunk.extend_from_slice(b"\r\n");
+    stream.write_all(&chunk).await
 }
 
 fn reason(status: u16) -> &'static str {
