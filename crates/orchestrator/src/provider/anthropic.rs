@@ -169,7 +169,7 @@ impl Turn {
 
 /// The Messages JSON: `content` parts whole; typed events streamed until
 /// `message_stop`, usage split between `message_start` and `message_delta`.
-struct Messages;
+pub(super) struct Messages;
 
 impl WireFormat for Messages {
     const STREAM_ITEM: &'static str = "event";

@@ -528,7 +528,7 @@ async fn send_attempt<W: WireFormat>(
 /// Reads an SSE answer until its end marker or its finishing message. A stream that
 /// ends before either was cut short: its answer is incomplete, whatever it says, so the
 /// attempt fails (and is retried) instead of passing half an answer off as whole.
-async fn read_stream<W: WireFormat>(
+pub(crate) async fn read_stream<W: WireFormat>(
     response: Response,
     endpoint: &str,
     on_delta: Option<DeltaSink<'_>>,

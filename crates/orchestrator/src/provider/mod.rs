@@ -14,6 +14,8 @@ pub mod config;
 mod http;
 pub mod openai;
 pub mod retry;
+#[cfg(test)]
+mod stream_fuzz;
 
 pub use anthropic::AnthropicProvider;
 pub use cli::CliProvider;

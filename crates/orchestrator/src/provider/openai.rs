@@ -118,7 +118,7 @@ fn wire_message(message: &ChatMessage) -> Value {
 
 /// The Chat Completions JSON: `choices[].message` whole, `choices[].delta` chunks
 /// streamed until `[DONE]`.
-struct ChatCompletions;
+pub(super) struct ChatCompletions;
 
 impl WireFormat for ChatCompletions {
     const STREAM_ITEM: &'static str = "chunk";
