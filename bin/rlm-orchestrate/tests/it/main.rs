@@ -22,6 +22,7 @@ mod run;
 mod runs;
 mod runs_prune;
 mod sandbox;
+mod server_faults;
 mod sub_rlm_args;
 mod sub_rlm_parallel;
 mod subagents;

@@ -78,9 +78,15 @@ pub(crate) fn chain(error: &(dyn StdError + 'static)) -> String {
     text
 }
 
-/// A failed `send()`: no usable answer, so another attempt may work.
+/// A failed `send()`: no usable answer, so another attempt may work. A connection
+/// that could not be made blames the address; one closed or reset after the request
+/// went out does not.
 pub(crate) fn send_failure(error: &reqwest::Error) -> AttemptError {
-    AttemptError::Connect(chain(error))
+    if error.is_connect() {
+        AttemptError::Connect(chain(error))
+    } else {
+        AttemptError::Dropped(chain(error))
+    }
 }
 
 /// Turns a non-success response into a retry decision, keeping the start of its body

@@ -234,6 +234,17 @@ pub enum ProviderError {
         /// The last error, in words.
         message: String,
     },
+    /// The endpoint accepted the connection, but closed or reset it before answering,
+    /// on every attempt: it is reachable, so the message does not point at `--base-url`.
+    #[error("model endpoint {endpoint} accepted the connection but closed it before answering, on each of {attempts} attempt(s): {message}; the server (or a proxy in between) may have crashed or be overloaded: check its log, try again, or raise --retries")]
+    Dropped {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's failure, in words.
+        message: String,
+    },
     /// The endpoint answered, but every attempt's answer was cut short (a stream that
     /// broke or ended without its end event): the server is reachable, so the message
     /// does not point at `--base-url`.

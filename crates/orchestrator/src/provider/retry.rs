@@ -116,8 +116,11 @@ pub(crate) enum AttemptError {
         /// The server's requested wait, if any.
         retry_after: Option<Duration>,
     },
-    /// No answer: connection refused or reset, DNS failure.
+    /// No connection: refused, DNS failure, nothing listening.
     Connect(String),
+    /// A connection, but closed or reset before any answer came. Retried like a
+    /// connection failure, but reported as what it is (the endpoint is reachable).
+    Dropped(String),
     /// The server answered, but the answer was cut short: the stream broke, ended
     /// without its end event, or the body could not be read to its end. Retried like
     /// a connection failure, but reported as what it is (the endpoint is reachable).
@@ -186,6 +189,17 @@ where
                     });
                 }
                 tracing::warn!(endpoint, %message, attempt = number, "model endpoint unreachable; retrying");
+                None
+            }
+            AttemptError::Dropped(message) => {
+                if last {
+                    return Err(ProviderError::Dropped {
+                        endpoint: endpoint.to_owned(),
+                        attempts: number,
+                        message,
+                    });
+                }
+                tracing::warn!(endpoint, %message, attempt = number, "model endpoint closed the connection; retrying");
                 None
             }
             AttemptError::Interrupted(message) => {
@@ -303,6 +317,25 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_dropped_connection_is_retried_and_does_not_blame_the_url() {
+        let policy = RetryPolicy::new(1, Duration::from_millis(1));
+        let mut calls = 0;
+        let result: Result<((), u32), _> =
+            run_with_retries(&policy, "http://x", Duration::from_secs(5), |_| {
+                calls += 1;
+                async { Err(AttemptError::Dropped("connection reset".into())) }
+            })
+            .await;
+        assert_eq!(calls, 2);
+        let error = result.unwrap_err();
+        assert!(
+            matches!(error, ProviderError::Dropped { attempts: 2, .. }),
+            "{error:?}"
+        );
+        assert!(!error.to_string().contains("--base-url"), "{error}");
     }
 
     #[tokio::test]

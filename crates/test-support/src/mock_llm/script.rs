@@ -33,6 +33,17 @@ pub enum ReplyKind {
     },
     /// Close the connection without answering.
     Close,
+    /// Reset the connection (a TCP RST, as a crashed proxy or a dropped NAT entry
+    /// would) without answering.
+    Reset,
+    /// Answer 200 with this body as is: to play a server that sends what is not JSON,
+    /// or a stream whose events are not.
+    Raw {
+        /// The `content-type` header (`application/json`, `text/event-stream`).
+        content_type: String,
+        /// The body, sent whole.
+        body: String,
+    },
     /// Answer with tool calls (and any text before them): OpenAI `tool_calls` with
     /// `finish_reason: "tool_calls"`, Anthropic `tool_use` blocks with `stop_reason:
     /// "tool_use"`, whole or streamed as the request asked.
@@ -54,6 +65,9 @@ pub enum StreamCut {
     /// Send the first `n` events, then close the connection in the middle of the body
     /// (no terminating chunk).
     DropAfter(usize),
+    /// Send the first `n` events, then nothing more, keeping the connection open until
+    /// the client gives up (or a minute passes): a stream that never ends.
+    Stall(usize),
 }
 
 /// Token counts the mock reports.
@@ -128,6 +142,19 @@ impl MockReply {
     /// Closing the connection without an answer.
     pub fn close() -> Self {
         Self::of(ReplyKind::Close)
+    }
+
+    /// Resetting the connection (TCP RST) without an answer.
+    pub fn reset() -> Self {
+        Self::of(ReplyKind::Reset)
+    }
+
+    /// A 200 answer with `body` as is, sent as `content_type`.
+    pub fn raw(content_type: impl Into<String>, body: impl Into<String>) -> Self {
+        Self::of(ReplyKind::Raw {
+            content_type: content_type.into(),
+            body: body.into(),
+        })
     }
 
     /// Tool calls, after `text` (empty for none).

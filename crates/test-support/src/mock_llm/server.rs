@@ -279,6 +279,23 @@ async fn answer(
     }
     match &reply.kind {
         ReplyKind::Close => Ok(false),
+        ReplyKind::Reset => {
+            // A zero linger makes the close an RST instead of a FIN.
+            stream.set_zero_linger()?;
+            Ok(false)
+        }
+        ReplyKind::Raw { content_type, body } => {
+            write_response(
+                stream,
+                200,
+                content_type,
+                body.as_bytes(),
+                &[],
+                keep_alive,
+            )
+            .await?;
+            Ok(true)
+        }
         ReplyKind::Error { status, body } => {
             let extra: Vec<(&str, &str)> = reply
                 .retry_after
@@ -352,6 +369,16 @@ async fn send_answer(
                 }
                 stream.flush().await?;
                 return Ok(false); // closed without the terminating chunk
+            }
+            Some(StreamCut::Stall(n)) => {
+                events.truncate(n);
+                write_stream_head(stream, keep_alive).await?;
+                for event in &events {
+                    write_chunk(stream, event.as_bytes()).await?;
+                }
+                stream.flush().await?;
+                wait_for_hangup(stream, STALL_LIMIT).await;
+                return Ok(false);
             }
         }
         write_stream(stream, &events, reply, keep_alive).await?;
@@ -555,6 +582,23 @@ async fn write_stream(
         stream.write_all(b"0\r\n\r\n").await?;
     }
     Ok(())
+}
+
+/// How long a stalled stream is held open at most (the client normally gives up first).
+const STALL_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits until the client closes the connection, or `limit` passes.
+async fn wait_for_hangup(stream: &mut TcpStream, limit: Duration) {
+    let mut sink = [0_u8; 1024];
+    let hangup = async {
+        loop {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    let _ = tokio::time::timeout(limit, hangup).await;
 }
 
 /// The status line and headers of an SSE response.
