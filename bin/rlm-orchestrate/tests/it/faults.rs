@@ -225,3 +225,46 @@ fn a_nested_run_killed_like_the_oom_killer_would_is_an_error_the_parent_sees() {
         "the model is told the child was killed: {seen}"
     );
 }
+
+/// A variable rewritten (three times, then replaced by a small value) while a
+/// `vars get` of it is half read: the reader gets the value it started with, whole, and
+/// the next reader the newest one.
+#[test]
+fn a_variable_rewritten_under_a_running_reader_is_read_whole() {
+    use std::io::Read;
+
+    const SIZE: usize = 4 << 20;
+    let sb = Sandbox::new();
+    let first = sb.file("a.txt", "a".repeat(SIZE));
+    sb.set(&["big", "--file", first.to_str().unwrap()]);
+
+    let mut reader = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["vars", "get", "big"])
+        .env_remove("RLM_DATA_DIR")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = reader.stdout.take().unwrap();
+    let mut head = vec![0_u8; 64 << 10];
+    stdout.read_exact(&mut head).unwrap();
+
+    for (n, letter) in ["b", "c", "d"].iter().enumerate() {
+        let next = sb.file(&format!("{n}.txt"), letter.repeat(SIZE));
+        sb.set(&["big", "--file", next.to_str().unwrap()]);
+    }
+    sb.set(&["big", "small at last"]);
+
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let status = reader.wait().unwrap();
+    assert!(status.success(), "the reader failed: {status:?}");
+    head.extend_from_slice(&rest);
+    assert_eq!(head.len(), SIZE, "the reader's value was cut or grown");
+    assert!(
+        head.iter().all(|&b| b == b'a'),
+        "the reader mixed in another value"
+    );
+    assert_eq!(sb.get("big"), b"small at last");
+}

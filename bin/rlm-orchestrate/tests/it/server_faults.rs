@@ -55,7 +55,10 @@ fn a_body_that_is_not_json_is_a_clear_error() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{err}");
     assert!(err.contains("not JSON") || err.contains("JSON"), "{err}");
-    assert!(err.contains("oops"), "the message quotes what was sent: {err}");
+    assert!(
+        err.contains("oops"),
+        "the message quotes what was sent: {err}"
+    );
     assert_kept(&sb, &sha);
 }
 
@@ -86,7 +89,10 @@ fn a_stream_that_never_ends_times_out_with_a_clear_error() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(1), "{err}");
     assert!(err.contains("1 s"), "the message names the timeout: {err}");
-    assert!(err.contains("--request-timeout"), "and the flag to raise it: {err}");
+    assert!(
+        err.contains("--request-timeout"),
+        "and the flag to raise it: {err}"
+    );
     assert_kept(&sb, &sha);
 }
 

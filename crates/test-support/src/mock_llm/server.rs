@@ -285,15 +285,7 @@ async fn answer(
             Ok(false)
         }
         ReplyKind::Raw { content_type, body } => {
-            write_response(
-                stream,
-                200,
-                content_type,
-                body.as_bytes(),
-                &[],
-                keep_alive,
-            )
-            .await?;
+            write_response(stream, 200, content_type, body.as_bytes(), &[], keep_alive).await?;
             Ok(true)
         }
         ReplyKind::Error { status, body } => {
