@@ -57,7 +57,18 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
             "cannot install signal handlers; Ctrl-C will kill rlm-orchestrate without cleanup"
         ),
     }
-    let outcome = runtime.block_on(run_query(config, &task, listeners));
+    // The run goes on a worker thread, beside the I/O it waits for, instead of the
+    // main thread: each model answer and kernel reply then wakes the thread that
+    // polls it rather than crossing to another (BENCHMARKS.md, per-step figures).
+    let run = runtime.spawn(async move { run_query(config, &task, listeners).await });
+    let outcome = match runtime
+        .block_on(run)
+        .map_err(tokio::task::JoinError::try_into_panic)
+    {
+        Ok(outcome) => outcome,
+        Err(Ok(panic)) => std::panic::resume_unwind(panic),
+        Err(Err(_cancelled)) => anyhow::bail!("the run was cancelled by the runtime shutting down"),
+    };
     progress.finish(); // the live view leaves the terminal before the answer is printed
     if let Some(lineage) = &lineage {
         launch::publish_result(&data_dir, lineage, &outcome);
