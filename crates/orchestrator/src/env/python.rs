@@ -197,6 +197,9 @@ pub struct PythonEnv {
     host: Arc<dyn Host>,
     kernel: Option<Kernel>,
     history: Vec<HistoryEntry>,
+    /// How many entries of `history` the current kernel holds (from its `init`, or
+    /// pushed since): one answered before it was ready is pushed once it is.
+    kernel_history: usize,
     /// Context slots added after `config.context` (persistent sessions).
     more_contexts: Vec<ContextSource>,
     /// The id of an execution whose caller went away before its result (a cancelled
@@ -233,6 +236,7 @@ impl PythonEnv {
             options,
             host,
             kernel: None,
+            kernel_history: history.len(),
             history,
             more_contexts: Vec::new(),
             running: None,
@@ -305,6 +309,7 @@ impl PythonEnv {
         self.running = None;
         self.restarts += 1;
         self.lost_state = true;
+        self.kernel_history = self.history.len();
         self.kernel = Some(self.spawn_kernel()?);
         Ok(())
     }
@@ -330,6 +335,7 @@ impl PythonEnv {
             return Err(self.start_error(message));
         }
         self.ever_ready = true;
+        self.deliver_history().await;
         Ok(std::mem::take(&mut self.lost_state))
     }
 
@@ -380,6 +386,20 @@ impl PythonEnv {
                 );
                 self.replace_kernel()
             }
+        }
+    }
+
+    /// Pushes the entries of `history` the kernel does not hold yet.
+    async fn deliver_history(&mut self) {
+        while let Some(entry) = self.history.get(self.kernel_history).cloned() {
+            let (query, answer) = (entry.query.as_str(), entry.answer.as_str());
+            let delivered = self
+                .query(|id| Request::PushHistory { id, query, answer })
+                .await;
+            if delivered.is_none() {
+                return; // the kernel was replaced, and its successor has it all
+            }
+            self.kernel_history += 1;
         }
     }
 
@@ -535,12 +555,13 @@ impl Environment for PythonEnv {
     }
 
     async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
-        self.history.push(entry.clone());
-        let (query, answer) = (entry.query.as_str(), entry.answer.as_str());
-        // A kernel started later gets the whole history in its `init`.
-        let _ = self
-            .query(|id| Request::PushHistory { id, query, answer })
-            .await;
+        self.history.push(entry);
+        // A kernel still starting gets it once ready (`ensure_ready`), so a query
+        // answered without code does not wait for Python to start; a kernel started
+        // later gets the whole history in its `init`.
+        if self.kernel.as_ref().is_some_and(Kernel::is_ready) {
+            self.deliver_history().await;
+        }
         Ok(())
     }
 
@@ -622,8 +643,13 @@ impl Environment for PythonEnv {
     }
 
     async fn shutdown(&mut self) {
-        if let Some(kernel) = self.kernel.take() {
-            kernel.shutdown(SHUTDOWN_GRACE).await;
+        match self.kernel.take() {
+            Some(kernel) if kernel.is_ready() => kernel.shutdown(SHUTDOWN_GRACE).await,
+            // A kernel never used holds nothing: it is ended at once (its process group
+            // killed) instead of waited for, so a run answered without code does not
+            // wait for Python to finish starting (BENCHMARKS.md, nested runs).
+            Some(kernel) => drop(kernel),
+            None => {}
         }
     }
 }

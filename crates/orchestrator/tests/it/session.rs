@@ -306,3 +306,38 @@ async fn sandbox_auto_without_a_launcher_says_once_that_the_kernel_is_unconfined
     );
     session.close().await;
 }
+
+/// A query answered before the kernel is ready does not wait for it (its history entry
+/// is delivered once the kernel is), and the next query's code still sees it.
+#[tokio::test]
+async fn an_answer_before_the_kernel_is_ready_still_reaches_history() {
+    let dir = TempDir::new().unwrap();
+    let alpha = dir.path().join("alpha.txt");
+    std::fs::write(&alpha, "alpha context").unwrap();
+    let data_dir = dir.path().join("data");
+    let mock = MockLlm::start(MockScript::replies([
+        MockReply::text("FINAL(answered at once)"),
+        MockReply::text("```repl\nprint(history)\n```"),
+        MockReply::text("FINAL(done)"),
+    ]))
+    .await
+    .unwrap();
+    let root = model(&mock.openai_base_url());
+    let mut session = Session::start(config(&data_dir, context_of(&[&alpha]), root), vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        session.query("first q", None).await.unwrap().answer,
+        "answered at once"
+    );
+    assert_eq!(
+        session.query("second q", None).await.unwrap().answer,
+        "done"
+    );
+    let output = mock.requests()[2].last_user_message().unwrap();
+    assert!(
+        output.contains("[{'query': 'first q', 'answer': 'answered at once'}]"),
+        "{output}"
+    );
+    session.close().await;
+}

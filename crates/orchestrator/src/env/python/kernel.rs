@@ -239,6 +239,11 @@ impl Kernel {
         self.closed.load(Ordering::SeqCst) || !matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Whether the kernel was seen ready (by [`Kernel::wait_ready`]).
+    pub fn is_ready(&self) -> bool {
+        self.info.is_some()
+    }
+
     /// Waits for `ready`. `Err` carries the driver's error or the death report.
     pub async fn wait_ready(&mut self, limit: Duration) -> Result<&KernelInfo, String> {
         if self.info.is_some() {
