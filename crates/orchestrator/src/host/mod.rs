@@ -7,6 +7,7 @@
 //! the calls of one run.
 
 mod call;
+mod fan_out;
 mod serve;
 
 use std::sync::Arc;

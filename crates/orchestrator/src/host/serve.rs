@@ -9,13 +9,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream::{self, StreamExt};
 use rlm_context_store::{ListFilter, SetOptions, Store, StoreError};
 use rlm_process::CancellationToken;
 use serde_json::{json, Value};
 
 use super::call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
-use super::{record_call, Host, Model};
+use super::{fan_out, record_call, Host, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
     run_child, run_external_agent, AgentCommand, AgentRef, AgentSandbox, ChildRequest, ChildResult,
@@ -188,11 +187,10 @@ impl RunHost {
 
     /// Several plain calls, `--max-parallel` at a time; each answer or `{"error"}`.
     async fn llm_query_parallel(&self, prompts: Vec<PromptArgs>) -> Result<HostReply, HostError> {
-        let answers: Vec<Result<String, HostError>> = stream::iter(prompts)
-            .map(|args| async move { self.llm_query(&args, CallPurpose::LlmQuery).await })
-            .buffered(self.settings.max_parallel.max(1))
-            .collect()
-            .await;
+        let answers = fan_out::in_order(prompts, self.settings.max_parallel, |args| async move {
+            self.llm_query(&args, CallPurpose::LlmQuery).await
+        })
+        .await;
         answers
             .into_iter()
             .map(|answer| match answer {
@@ -340,9 +338,12 @@ impl RunHost {
             return Err(HostError::RespondToModel("no external agent is configured: start the run with --agent-cmd, e.g. --agent-cmd 'claude -p {prompt}'".to_owned()));
         };
         let keys = job.refs.clone();
-        // Each reference, persisted for the agent, with its sha256 for the cache key.
-        let described = self
-            .blocking(move |store| {
+        // Each reference, persisted for the agent, with its sha256 for the cache key
+        // (no trip to a blocking thread for an agent given none).
+        let described = if keys.is_empty() {
+            Vec::new()
+        } else {
+            self.blocking(move |store| {
                 keys.iter()
                     .map(|key| {
                         let agent_ref = AgentRef::from_store(store, key)?;
@@ -351,7 +352,8 @@ impl RunHost {
                     })
                     .collect::<Result<Vec<_>, StoreError>>()
             })
-            .await?;
+            .await?
+        };
         let mut parts: Vec<&str> = vec![command.template(), &job.task];
         parts.extend(described.iter().map(|(_, sha)| sha.as_str()));
         let cache_key = CallKey::new(CachedCall::SpawnAgent, &parts);
@@ -414,11 +416,10 @@ impl RunHost {
 
     /// Several nested runs, `--max-parallel` at a time; each answer or `{"error"}`.
     async fn sub_rlm_parallel(&self, jobs: Vec<SubRlmArgs>) -> Result<HostReply, HostError> {
-        let answers: Vec<Result<String, HostError>> = stream::iter(jobs)
-            .map(|args| async move { self.sub_rlm(&args).await })
-            .buffered(self.settings.max_parallel.max(1))
-            .collect()
-            .await;
+        let answers = fan_out::in_order(jobs, self.settings.max_parallel, |args| async move {
+            self.sub_rlm(&args).await
+        })
+        .await;
         answers
             .into_iter()
             .map(|answer| match answer {
@@ -432,11 +433,10 @@ impl RunHost {
 
     /// Several agents, `--max-parallel` at a time; each answer or error object.
     async fn spawn_agents(&self, jobs: Vec<AgentJob>) -> Result<HostReply, HostError> {
-        let answers: Vec<Result<Value, HostError>> = stream::iter(jobs)
-            .map(|job| async move { self.spawn_agent(&job).await })
-            .buffered(self.settings.max_parallel.max(1))
-            .collect()
-            .await;
+        let answers = fan_out::in_order(jobs, self.settings.max_parallel, |job| async move {
+            self.spawn_agent(&job).await
+        })
+        .await;
         answers
             .into_iter()
             .map(|answer| match answer {
