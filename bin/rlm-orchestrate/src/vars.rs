@@ -197,6 +197,7 @@ fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
         scope: args.scope,
         var_type,
         persist: true,
+        durability: None,
     };
     let expected = args.if_sha256;
     let stored = match (args.value, args.file) {

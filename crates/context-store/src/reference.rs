@@ -119,6 +119,10 @@ pub struct SetOptions {
     /// Write the variable to disk (the default). `false` keeps it in memory until it is
     /// spilled or persisted explicitly.
     pub persist: bool,
+    /// How the write reaches the disk; the store's own setting when `None`.
+    /// [`Durability::Bulk`](crate::Durability::Bulk) suits values derived from
+    /// something the caller still holds (a context copied from a file).
+    pub durability: Option<crate::Durability>,
 }
 
 impl Default for SetOptions {
@@ -127,6 +131,7 @@ impl Default for SetOptions {
             scope: None,
             var_type: None,
             persist: true,
+            durability: None,
         }
     }
 }
@@ -143,6 +148,12 @@ impl SetOptions {
     /// Sets the scope.
     pub fn scope(mut self, scope: impl Into<String>) -> Self {
         self.scope = Some(scope.into());
+        self
+    }
+
+    /// Sets how the write reaches the disk, instead of the store's setting.
+    pub fn durability(mut self, durability: crate::Durability) -> Self {
+        self.durability = Some(durability);
         self
     }
 

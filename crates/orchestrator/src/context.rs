@@ -306,6 +306,19 @@ fn input_name(path: &Path) -> String {
     }
 }
 
+/// How a context slot is stored: in the run's scope, and, when it is a copy of a file
+/// or directory the user still has, without the fsyncs (a 512 MiB copy spent seconds
+/// waiting for the disk; a power failure loses the run anyway, not the input). Stdin
+/// is kept durable: it cannot be read again.
+fn copy_options(keys: &ContextKeys, source: &Path) -> SetOptions {
+    let options = SetOptions::default().scope(keys.scope.clone());
+    if source.as_os_str() == STDIN_PATH {
+        options
+    } else {
+        options.durability(rlm_context_store::Durability::Bulk)
+    }
+}
+
 fn is_json_file(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
@@ -330,17 +343,13 @@ fn load_files(
         let info = if is_json_file(path) {
             let value = read_json_file(path, budget)?;
             let info = describe_value(&value, input_name(path));
-            store.set(&key, value, SetOptions::default().scope(keys.scope.clone()))?;
+            store.set(&key, value, copy_options(keys, path))?;
             info
         } else {
             let mut reader = StatsReader::new(open_input(path, budget)?);
             let name = input_name(path);
-            let stored = store.set_text_from_reader(
-                &key,
-                &mut reader,
-                &name,
-                SetOptions::default().scope(keys.scope.clone()),
-            );
+            let stored =
+                store.set_text_from_reader(&key, &mut reader, &name, copy_options(keys, path));
             let reference = stored.map_err(|e| {
                 if let Some(stop) = stopped(path, reader.inner.budget()) {
                     return stop;
@@ -576,7 +585,7 @@ fn load_dir(
         }
     };
     let mut info = describe_value(&value, format!("{} ({} files)", dir.display(), files.len()));
-    let reference = store.set(key, value, SetOptions::default().scope(keys.scope.clone()))?;
+    let reference = store.set(key, value, copy_options(keys, dir))?;
     written.push(key.to_owned());
     info.total_bytes = reference.size_bytes;
     let path = store.persist_for_sub_agent(key)?;

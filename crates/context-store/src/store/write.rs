@@ -34,7 +34,8 @@ impl Store {
         let mut inner = self.lock_inner();
         if opts.persist {
             let _lock = self.lock_key(key)?;
-            self.write_to_disk(&mut inner, reference.clone(), &bytes)?;
+            let durability = opts.durability.unwrap_or(self.options.durability);
+            self.write_to_disk_with(&mut inner, reference.clone(), &bytes, durability)?;
         } else {
             self.forget_disk_copy(&mut inner, key);
             inner.entries.insert(
@@ -60,7 +61,8 @@ impl Store {
         value: Value,
         opts: SetOptions,
     ) -> Result<VariableRef> {
-        self.compare_and_set_with(key, expected, value, opts, self.options.durability)
+        let durability = opts.durability.unwrap_or(self.options.durability);
+        self.compare_and_set_with(key, expected, value, opts, durability)
     }
 
     /// [`compare_and_set`](Self::compare_and_set) written with `durability` instead of
@@ -112,6 +114,7 @@ impl Store {
         opts: SetOptions,
     ) -> Result<VariableRef> {
         validate_key(key)?;
+        let durability = opts.durability.unwrap_or(self.options.durability);
         let header = FileHeader {
             format_version: Some(FORMAT_VERSION),
             reference: VariableRef {
@@ -131,7 +134,7 @@ impl Store {
             header,
             reader,
             source_name,
-            self.options.durability,
+            durability,
         )?;
         let mut inner = self.lock_inner();
         let _lock = self.lock_key(key)?;
