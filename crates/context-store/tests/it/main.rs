@@ -16,6 +16,7 @@
 )]
 
 mod disk;
+mod format_props;
 mod fuzz;
 mod integrity;
 mod keys;
