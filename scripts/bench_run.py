@@ -29,6 +29,38 @@ MOCK = os.path.join(ROOT, "target", "release", "mock-llm")
 def build():
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "rlm-orchestrate", "-p", "rlm-test-support",
                     "--bin", "rlm-orchestrate", "--bin", "mock-llm"], cwd=ROOT, check=True)
+    state_conditions()
+
+
+def cpu_busy(seconds=1.0):
+    """The fraction of all CPUs' time spent busy over `seconds` (from /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields), idle
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    total = max(total1 - total0, 1)
+    return 1 - (idle1 - idle0) / total
+
+
+def state_conditions():
+    """Prints, on stderr, the conditions the figures depend on, and warns when the
+    machine is busy. The figures in BENCHMARKS.md were taken on an idle machine: the
+    per-step and nested-run figures are chains of wake-ups between processes (model
+    server, orchestrator, kernel), and other load changes them in both directions (a
+    busy CPU wakes faster than an idle one that has to leave a sleep state, but runs
+    our work later)."""
+    busy = cpu_busy()
+    python = subprocess.run(["python3", "-c", "import sys; print(sys.version.split()[0])"],
+                            capture_output=True, text=True).stdout.strip()
+    print(f"conditions: {os.cpu_count()} CPUs, {busy:.0%} busy in the second before measuring, "
+          f"release build, python {python}, data directories on {ROOT}'s file system", file=sys.stderr)
+    if busy > 0.15:
+        print("warning: the machine is busy; the figures will not be comparable with BENCHMARKS.md "
+              "(stop other work and run again)", file=sys.stderr)
 
 
 class Mock:
