@@ -173,9 +173,12 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-/// Writes the `error:` / `caused by:` / `hint:` report of `err`.
+/// Writes the `error:` / `caused by:` / `hint:` report of `err`. Messages may quote the
+/// model or a server, so their terminal escapes are shown escaped.
 pub fn write_report(err: &anyhow::Error, out: &mut dyn Write) -> io::Result<()> {
-    let mut lines = err.chain().map(ToString::to_string);
+    let mut lines = err
+        .chain()
+        .map(|cause| crate::output::terminal_text(&cause.to_string()));
     let mut previous = lines.next().unwrap_or_default();
     writeln!(out, "error: {previous}")?;
     for line in lines {

@@ -29,6 +29,28 @@ pub fn escape_controls(text: &str) -> String {
     out
 }
 
+/// Text for a terminal: control characters (`ESC`, so ANSI and OSC sequences, `\r`,
+/// backspace…) escaped as `\u{1b}` and the like, newlines and tabs kept. Model answers
+/// and error messages go through it on their way to a terminal, so no answer can clear
+/// the screen, retitle the window or hide a line (`runs show` escapes the same way).
+pub fn terminal_text(text: &str) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Writes rows as left-aligned columns separated by two spaces, with a header row.
 pub fn write_table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -110,6 +132,15 @@ mod tests {
     fn control_characters_are_escaped_in_keys() {
         assert_eq!(shown_key("a/b é"), "a/b é");
         assert_eq!(shown_key("a\nb\t"), "a\\nb\\t");
+    }
+
+    #[test]
+    fn terminal_text_escapes_controls_but_keeps_lines() {
+        assert_eq!(
+            terminal_text("a\u{1b}[2J\u{1b}]0;owned\u{7}b\r\n\tc"),
+            "a\\u{1b}[2J\\u{1b}]0;owned\\u{7}b\\r\n\tc"
+        );
+        assert_eq!(terminal_text("plain\ntext"), "plain\ntext");
     }
 
     #[test]

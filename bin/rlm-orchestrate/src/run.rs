@@ -245,12 +245,18 @@ pub(crate) fn run_error(error: RunError) -> anyhow::Error {
     }
 }
 
-/// Prints the answer, or with `json` the whole [`RunReport`] as one line.
+/// Prints the answer, or with `json` the whole [`RunReport`] as one line (exact JSON,
+/// in which control characters are `\u` escapes anyway). On a terminal the answer's
+/// own escape sequences are shown escaped, never obeyed; into a pipe or a file it is
+/// written exactly as the model gave it.
 pub(crate) fn print_report(report: &RunReport, json: bool) -> anyhow::Result<()> {
+    let terminal = io::stdout().is_terminal();
     let mut out = io::stdout().lock();
     let written = if json {
         let line = serde_json::to_string(report).context("failed to encode the report")?;
         writeln!(out, "{line}")
+    } else if terminal {
+        writeln!(out, "{}", crate::output::terminal_text(&report.answer))
     } else {
         writeln!(out, "{}", report.answer)
     };

@@ -9,6 +9,8 @@ use std::io::{self, Write};
 use rlm_orchestrator::events::{Event, EventData};
 use rlm_orchestrator::format::one_line;
 
+use crate::output::escape_controls;
+
 /// Writes the progress line of `event` (if it has one) to stderr.
 pub fn print(event: &Event) {
     if let Some(line) = line(event) {
@@ -17,8 +19,14 @@ pub fn print(event: &Event) {
 }
 
 /// The progress line of `event`, indented by the run's depth; `None` for events that
-/// do not get one.
+/// do not get one. Terminal escapes in it (from the model, its code or its output) are
+/// shown escaped. A run's `error` event gets no line: the failure is reported once,
+/// when the command ends (`error: …` with its causes and hint).
 pub fn line(event: &Event) -> Option<String> {
+    raw_line(event).map(|line| escape_controls(&line))
+}
+
+fn raw_line(event: &Event) -> Option<String> {
     let indent = "  ".repeat(event.depth as usize);
     let line = match &event.data {
         EventData::RunStarted(started) => {
@@ -61,7 +69,6 @@ pub fn line(event: &Event) -> Option<String> {
         }
         EventData::CacheHit(hit) => format!("  {}: answered from the cache", hit.call),
         EventData::Warning { message } => format!("warning: {message}"),
-        EventData::Error { message } => format!("error: {message}"),
         EventData::Final(record) => {
             if record.forced {
                 "answer (forced)".to_owned()
@@ -70,6 +77,7 @@ pub fn line(event: &Event) -> Option<String> {
             }
         }
         EventData::Text(_)
+        | EventData::Error { .. }
         | EventData::TextDelta { .. }
         | EventData::VariablesUpdated { .. }
         | EventData::StepCompleted { .. }
@@ -111,6 +119,28 @@ mod tests {
             delta: "Let".into(),
         };
         assert_eq!(line(&event(0, delta)), None);
+    }
+
+    /// Seen failing before the fix: the escape reached stderr raw, and the run's error
+    /// was printed here and again when the command ended.
+    #[test]
+    fn escapes_are_shown_and_errors_left_to_the_end() {
+        let exec = EventData::Exec(rlm_orchestrator::events::ExecRecord {
+            iteration: 1,
+            block: 0,
+            output: "\u{1b}]0;pwned\u{7}\u{1b}[2J".into(),
+            error: false,
+            timed_out: false,
+            duration_ms: 3,
+        });
+        assert_eq!(
+            line(&event(0, exec)).as_deref(),
+            Some("  output (3 ms): \\u{1b}]0;pwned\\u{7}\\u{1b}[2J")
+        );
+        let error = EventData::Error {
+            message: "cannot reach the model".into(),
+        };
+        assert_eq!(line(&event(0, error)), None);
     }
 
     #[test]

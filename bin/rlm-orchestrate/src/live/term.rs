@@ -76,10 +76,12 @@ impl TermView {
         let bar = self.bar.clone();
         Arc::new(move |event: &Event| {
             lock(&tree).apply(event);
-            match &event.data {
-                EventData::Warning { message } => bar.println(format!("warning: {message}")),
-                EventData::Error { message } => bar.println(format!("error: {message}")),
-                _ => {}
+            // A run's error is not printed here: the command reports it once, at its end.
+            if let EventData::Warning { message } = &event.data {
+                bar.println(format!(
+                    "warning: {}",
+                    crate::output::terminal_text(message)
+                ));
             }
         })
     }

@@ -11,9 +11,9 @@
 
 use std::collections::HashMap;
 
+use crate::output::escape_controls;
 use console::Style;
 use rlm_orchestrator::events::{Event, EventData, RunStatus};
-use rlm_orchestrator::format::one_line;
 use rlm_orchestrator::ids::{AgentId, RunId};
 use rlm_orchestrator::provider::Usage;
 use rlm_orchestrator::trace::{RunFold, Step, StepItem, SubAgent};
@@ -374,8 +374,8 @@ fn footer(root: &RunNode, now_ms: u64) -> String {
 }
 
 impl RunNode {
-    fn run_id(&self) -> &str {
-        self.fold.run_id.as_ref().map_or("", RunId::as_str)
+    fn run_id(&self) -> String {
+        escape_controls(self.fold.run_id.as_ref().map_or("", RunId::as_str))
     }
 
     fn task(&self) -> &str {
@@ -385,11 +385,13 @@ impl RunNode {
             .map_or("", |(_, s)| s.task.as_str())
     }
 
-    fn model(&self) -> &str {
-        self.fold
-            .started
-            .as_ref()
-            .map_or("", |(_, s)| s.model.as_str())
+    fn model(&self) -> String {
+        escape_controls(
+            self.fold
+                .started
+                .as_ref()
+                .map_or("", |(_, s)| s.model.as_str()),
+        )
     }
 
     fn started_ms(&self) -> u64 {
@@ -437,19 +439,26 @@ fn agent_ok(agent: &SubAgent) -> bool {
 
 /// The first non-blank line of `text`, trimmed.
 fn first_line(text: &str) -> String {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_owned()
+    escape_controls(
+        text.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim(),
+    )
+}
+
+/// [`rlm_orchestrator::format::one_line`] with terminal escapes (from the model, its
+/// code or an agent) shown, never obeyed.
+fn one_line(text: &str, max: usize) -> String {
+    escape_controls(&rlm_orchestrator::format::one_line(text, max))
 }
 
 /// `exited with code 0` → `ok`, `exited with code 3` → `exit 3`, the rest as is.
 fn short_status(status: &str) -> String {
     match status.strip_prefix("exited with code ") {
         Some("0") => "ok".to_owned(),
-        Some(code) => format!("exit {code}"),
-        None => status.to_owned(),
+        Some(code) => format!("exit {}", escape_controls(code)),
+        None => escape_controls(status),
     }
 }
 
@@ -459,7 +468,7 @@ fn last_line(text: &str) -> Option<String> {
         .rev()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .map(str::to_owned)
+        .map(escape_controls)
 }
 
 /// Cuts `text` to its last `max` bytes or so, at a character boundary.
@@ -688,6 +697,26 @@ mod tests {
             "{running}"
         );
         assert!(!running.contains('▸'), "{running}");
+    }
+
+    /// Seen failing before the fix: the streamed ESC sequence was drawn raw.
+    #[test]
+    fn streamed_escapes_are_shown_not_obeyed() {
+        let mut tree = Tree::default();
+        tree.apply(&started("root", 0, 0, "t"));
+        tree.apply(&ev("root", 0, 10, EventData::StepStarted { iteration: 1 }));
+        tree.apply(&ev(
+            "root",
+            0,
+            20,
+            EventData::TextDelta {
+                iteration: 1,
+                delta: "Let me \u{1b}[2J\u{1b}]0;pwned\u{7}look".into(),
+            },
+        ));
+        let picture = tree.render(500, 120, 20, false).join("\n");
+        assert!(!picture.contains('\u{1b}'), "{picture:?}");
+        assert!(picture.contains(r"Let me \u{1b}[2J"), "{picture:?}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod sub_rlm_args;
 mod sub_rlm_parallel;
 mod subagents;
 mod support;
+mod terminal;
 mod tools;
 mod tree_limits;
 mod vars_big;
