@@ -14,6 +14,7 @@ mod example_data;
 mod faults;
 mod help;
 mod js;
+mod kernel_protocol;
 mod kill9;
 mod limits;
 mod live;

@@ -10,7 +10,18 @@
 //! - The last expression of a cell is echoed like a REPL (`repr`, unless `None`);
 //!   everything else follows plain `exec` semantics.
 //! - Captured stdout/stderr are capped at [`PythonOptions::output_cap_bytes`] each,
-//!   with a marker; C-level and subprocess output is captured too, in order.
+//!   with a marker; C-level and subprocess output is captured too, in order. The
+//!   capture files themselves never hold more than
+//!   [`PythonOptions::capture_limit_bytes`]: past it the orchestrator empties them
+//!   (whatever writes to them, a background process included) and says so in the
+//!   output.
+//! - The kernel is not trusted with the protocol: a message longer than
+//!   [`PythonOptions::max_message_bytes`], one that is not JSON or lacks the kernel's
+//!   token (model code writing to the protocol fd, a forged `final`), and a kernel
+//!   whose own fds the code closed (`os.close(7)`) are protocol errors: the kernel is
+//!   replaced at once and the execution's error says why, never a timeout. Host calls
+//!   from a forked process (`multiprocessing`, `os.fork`) fail at once with a
+//!   `HostError` that says to use threads.
 //! - Past [`EnvConfig::exec_timeout`] the kernel gets SIGINT (a `KeyboardInterrupt` in
 //!   the code; variables survive, `timed_out` is set). If it does not answer within
 //!   [`PythonOptions::interrupt_grace`], its process group is killed and a new kernel
@@ -27,9 +38,13 @@
 //!   (~50 ms of interpreter start and the context load overlap the first model call);
 //!   the first execution waits for `ready`.
 
+mod capture;
 mod confine;
 mod kernel;
 mod protocol;
+#[cfg(test)]
+mod protocol_fuzz;
+mod reader;
 
 pub use self::confine::KernelSandbox;
 
@@ -99,6 +114,11 @@ pub const OUTPUT_CAP_BYTES: usize = 1 << 20;
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 /// Default for [`PythonOptions::ready_timeout`].
 pub const READY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default for [`PythonOptions::max_message_bytes`]: room for a large `FINAL_VAR`
+/// or `store.set` value, far below what would strain the orchestrator's memory.
+pub const MAX_MESSAGE_BYTES: usize = 128 << 20;
+/// Default for [`PythonOptions::capture_limit_bytes`].
+pub const CAPTURE_LIMIT_BYTES: usize = 16 << 20;
 /// Default for [`PythonOptions::stderr_tail_bytes`].
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// How often an abandoned execution is interrupted again until it stops.
@@ -117,6 +137,12 @@ pub struct PythonOptions {
     pub interrupt_grace: Duration,
     /// Bytes kept of each of stdout and stderr per execution.
     pub output_cap_bytes: usize,
+    /// The most bytes a capture file may hold before the orchestrator empties it
+    /// (never less than `output_cap_bytes`).
+    pub capture_limit_bytes: usize,
+    /// The longest message the kernel may send (a longer one is a protocol error; the
+    /// driver refuses to send one, so model code gets a `HostError` instead).
+    pub max_message_bytes: usize,
     /// Bytes kept of the kernel's stderr outside executions, for error messages.
     pub stderr_tail_bytes: usize,
     /// Extra environment variables to inherit by name (the kernel's environment is
@@ -151,6 +177,8 @@ impl Default for PythonOptions {
             ready_timeout: READY_TIMEOUT,
             interrupt_grace: INTERRUPT_GRACE,
             output_cap_bytes: OUTPUT_CAP_BYTES,
+            capture_limit_bytes: CAPTURE_LIMIT_BYTES,
+            max_message_bytes: MAX_MESSAGE_BYTES,
             stderr_tail_bytes: STDERR_TAIL_BYTES,
             pass_env: Vec::new(),
             env: Vec::new(),
@@ -158,6 +186,13 @@ impl Default for PythonOptions {
             load_chunk_bytes: None,
             sandbox: KernelSandbox::off(),
         }
+    }
+}
+
+impl PythonOptions {
+    /// The most bytes a capture file may hold: `capture_limit_bytes`, at least the cap.
+    pub fn capture_limit(&self) -> u64 {
+        self.capture_limit_bytes.max(self.output_cap_bytes) as u64
     }
 }
 
@@ -379,7 +414,7 @@ impl PythonEnv {
         }
         match waited {
             Waited::Reply(_) => Ok(()),
-            Waited::Closed | Waited::TimedOut => {
+            Waited::Closed | Waited::TimedOut | Waited::Broken(_) => {
                 tracing::warn!(
                     pid = kernel.pid(),
                     "the Python kernel did not stop the cancelled code; restarting it"
@@ -425,27 +460,57 @@ impl PythonEnv {
                 let _ = self.replace_kernel();
                 None
             }
+            Waited::Broken(problem) => {
+                tracing::warn!(%problem, "the Python kernel broke the protocol; restarting it");
+                let _ = self.replace_kernel();
+                None
+            }
         }
     }
 }
 
-fn outcome_from(body: serde_json::Value) -> ExecOutcome {
+/// The outcome of an `exec` reply, and why the kernel cannot go on if it cannot.
+fn outcome_from(body: serde_json::Value) -> (ExecOutcome, Option<String>) {
     match serde_json::from_value::<ExecReply>(body) {
-        Ok(reply) => ExecOutcome {
-            stdout: reply.stdout,
-            stderr: reply.stderr,
-            error: reply.error,
-            final_answer: reply.final_answer,
-            timed_out: reply.interrupted,
-            ..ExecOutcome::default()
-        },
-        Err(error) => ExecOutcome {
-            error: Some(format!(
-                "the Python kernel sent an unreadable result: {error}"
-            )),
-            ..ExecOutcome::default()
-        },
+        Ok(reply) => (
+            ExecOutcome {
+                stdout: reply.stdout,
+                stderr: reply.stderr,
+                error: reply.error,
+                final_answer: reply.final_answer,
+                timed_out: reply.interrupted,
+                ..ExecOutcome::default()
+            },
+            reply.broken,
+        ),
+        Err(error) => (
+            ExecOutcome {
+                error: Some(format!(
+                    "the Python kernel sent an unreadable result: {error}"
+                )),
+                ..ExecOutcome::default()
+            },
+            None,
+        ),
     }
+}
+
+/// What the model reads when its kernel had to be replaced because of `why`.
+fn restart_notice(why: &str) -> String {
+    format!(
+        "The Python REPL could not go on: {why}.\n\
+         It has been restarted; every variable you defined is lost \
+         (`context` and the helpers are loaded again). Do not write to, close or \
+         replace the REPL's own file descriptors (3 to 8)."
+    )
+}
+
+/// Appends `notice` to an optional error text.
+fn add_error(error: &mut Option<String>, notice: String) {
+    *error = Some(match error.take() {
+        Some(text) if !text.is_empty() => format!("{}\n{notice}", text.trim_end()),
+        _ => notice,
+    });
 }
 
 #[async_trait::async_trait]
@@ -478,8 +543,30 @@ impl Environment for PythonEnv {
                 (kernel.wait_result(id, timeout).await, Some(id))
             }
         };
+        let discarded = kernel.take_discarded();
+        let capture_limit = kernel.capture_limit();
         let mut outcome = match waited {
-            (Waited::Reply(body), _) => outcome_from(body),
+            (Waited::Reply(body), _) => {
+                let (mut outcome, broken) = outcome_from(body);
+                if let Some(why) = broken {
+                    tracing::warn!(%why, "the Python kernel is broken; restarting it");
+                    self.replace_kernel()?;
+                    outcome.final_answer = None;
+                    add_error(&mut outcome.error, restart_notice(&why));
+                }
+                outcome
+            }
+            (Waited::Broken(problem), _) => {
+                tracing::warn!(%problem, "the Python kernel broke the protocol; restarting it");
+                self.replace_kernel()?;
+                // The notice stays owed: the next execution reports `restarted`.
+                ExecOutcome {
+                    error: Some(restart_notice(&format!(
+                        "{problem}. Did the code write to the REPL's protocol file descriptor?"
+                    ))),
+                    ..ExecOutcome::default()
+                }
+            }
             (Waited::Closed, _) => {
                 let report = kernel.death_report().await;
                 self.replace_kernel()?;
@@ -502,11 +589,16 @@ impl Environment for PythonEnv {
                 };
                 match after {
                     Waited::Reply(body) => {
-                        let mut outcome = outcome_from(body);
+                        let (mut outcome, broken) = outcome_from(body);
                         outcome.timed_out = true;
+                        if let Some(why) = broken {
+                            self.replace_kernel()?;
+                            outcome.final_answer = None;
+                            add_error(&mut outcome.error, restart_notice(&why));
+                        }
                         outcome
                     }
-                    Waited::Closed | Waited::TimedOut => {
+                    Waited::Closed | Waited::TimedOut | Waited::Broken(_) => {
                         tracing::warn!(
                             pid = kernel.pid(),
                             "the Python kernel did not recover from the interrupt; restarting it"
@@ -523,6 +615,15 @@ impl Environment for PythonEnv {
             }
         };
         self.running = None;
+        for ((text, stream), bytes) in [&mut outcome.stdout, &mut outcome.stderr]
+            .into_iter()
+            .zip(capture::STREAMS)
+            .zip(discarded)
+        {
+            if bytes > 0 {
+                text.push_str(&capture::discard_notice(stream, bytes, capture_limit));
+            }
+        }
         if let Some(message) = self.kernel.as_ref().and_then(Kernel::take_fatal) {
             return Err(EnvError::HostFatal {
                 env: EnvKind::Python,
@@ -633,6 +734,10 @@ impl Environment for PythonEnv {
             }
             Waited::TimedOut => {
                 tracing::warn!("the Python kernel did not answer next_query; restarting it");
+                self.replace_kernel()
+            }
+            Waited::Broken(problem) => {
+                tracing::warn!(%problem, "the Python kernel broke the protocol; restarting it");
                 self.replace_kernel()
             }
         }

@@ -7,5 +7,6 @@ mod fuzz;
 mod js_env;
 mod providers;
 mod python_env;
+mod python_hostile;
 mod session;
 mod test_host;

@@ -27,17 +27,17 @@ use crate::test_host::{TestHost, BARRIER_PARTIES, SYNC_PREFIX};
 
 /// Default options, with the interpreter from `RLM_TEST_PYTHON` when set (to run this
 /// suite against several Python versions).
-fn python_options() -> PythonOptions {
+pub(crate) fn python_options() -> PythonOptions {
     match std::env::var_os("RLM_TEST_PYTHON") {
         Some(python) => PythonOptions::from(PathBuf::from(python)),
         None => PythonOptions::default(),
     }
 }
 
-struct Fixture {
-    env: PythonEnv,
-    host: Arc<TestHost>,
-    store: Arc<Store>,
+pub(crate) struct Fixture {
+    pub env: PythonEnv,
+    pub host: Arc<TestHost>,
+    pub store: Arc<Store>,
     _dir: TempDir,
 }
 
@@ -58,7 +58,7 @@ fn config(dir: &Path, context: Option<ContextSource>, timeout: Duration) -> EnvC
 }
 
 /// Writes `values` into a fresh store and starts a kernel whose `context` is them.
-async fn fixture_with(
+pub(crate) async fn fixture_with(
     values: &[Value],
     shape: ContextShape,
     timeout: Duration,
@@ -108,7 +108,7 @@ async fn start(
     }
 }
 
-async fn plain() -> Fixture {
+pub(crate) async fn plain() -> Fixture {
     fixture_with(
         &[],
         ContextShape::Single,
@@ -129,7 +129,7 @@ async fn with_context(value: Value) -> Fixture {
 }
 
 /// Runs code that must not fail and returns its stdout.
-async fn run(env: &mut PythonEnv, code: &str) -> String {
+pub(crate) async fn run(env: &mut PythonEnv, code: &str) -> String {
     let outcome = env.execute(code).await.unwrap();
     assert_eq!(outcome.error, None, "code failed: {code}");
     assert!(!outcome.timed_out && !outcome.restarted, "{outcome:?}");
@@ -144,7 +144,7 @@ async fn json_of(env: &mut PythonEnv, code: &str) -> Value {
 }
 
 /// Waits (bounded) until `pid` is gone; fails the test if it is not.
-async fn wait_gone(pid: u32) {
+pub(crate) async fn wait_gone(pid: u32) {
     assert!(
         wait_gone_async(pid, Duration::from_secs(10)).await,
         "process {pid} is still running"

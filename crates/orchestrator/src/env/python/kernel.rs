@@ -3,10 +3,10 @@
 //! Three tasks per kernel: a writer that owns its stdin (requests and host results
 //! are queued to it, so nobody blocks on a full pipe), a reader that owns its stdout
 //! (results go to the environment, `host_call`s are served by a task each), and a
-//! stderr reader that keeps a bounded tail for error messages. Dropping a [`Kernel`]
-//! aborts the tasks and in-flight host calls and SIGKILLs the process group.
+//! stderr reader that keeps a bounded tail for error messages. Once ready, a watcher
+//! bounds its capture files (see `capture.rs`). Dropping a [`Kernel`] aborts the tasks
+//! and in-flight host calls and SIGKILLs the process group.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rlm_process::{drain_into_tail, spawn_in_group, GroupChild, Signal, SpawnOptions, TailBuffer};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
@@ -24,12 +24,14 @@ use tokio::time::timeout;
 
 use rlm_process::{inherited_environment, AllowList, Cookie, SUPERVISION_COOKIE_ENV};
 
+use super::capture::CaptureWatch;
 use super::confine;
-use super::protocol::{self, HostResult, Incoming, Init, Ready, Request};
+use super::protocol::{self, HostResult, Init, Request};
+use super::reader::{read_loop, Event, FatalSlot, InFlight, ReadLoop};
 use super::PythonOptions;
 use crate::agents::EnvVars;
 use crate::env::{ContextSource, EnvConfig};
-use crate::host::{Host, HostCall, HostError};
+use crate::host::{Host, HostError};
 
 /// The driver, embedded in the binary and sent to the kernel's stdin at start: its
 /// parts, split by purpose, in the order they run.
@@ -72,20 +74,10 @@ pub(super) enum Waited {
     TimedOut,
     /// The kernel's stdout closed: it died.
     Closed,
+    /// The kernel broke the protocol (an oversized, unreadable or forged message); it
+    /// must be replaced. The text says what it sent.
+    Broken(String),
 }
-
-/// A message from the reader task.
-#[derive(Debug)]
-enum Event {
-    Ready(Ready),
-    Result { id: u64, body: Value },
-    Closed,
-}
-
-type InFlight = Arc<Mutex<HashMap<u64, AbortHandle>>>;
-
-/// The first fatal host-call error of the current execution, if any.
-type FatalSlot = Arc<Mutex<Option<String>>>;
 
 /// A running kernel.
 pub(super) struct Kernel {
@@ -104,6 +96,10 @@ pub(super) struct Kernel {
     _cookie: Cookie,
     /// A confined kernel's private temporary directory, removed after it.
     _tmp: Option<tempfile::TempDir>,
+    /// The watcher of the capture files, once the kernel reported them.
+    capture: Option<CaptureWatch>,
+    /// The most bytes a capture file may hold.
+    capture_limit: u64,
 }
 
 impl Kernel {
@@ -160,6 +156,7 @@ impl Kernel {
             return Err("the kernel's pipes were not set up".into());
         };
 
+        let token = protocol::new_token();
         let init = protocol::line(&Init {
             kind: "init",
             query: &config.query,
@@ -169,6 +166,8 @@ impl Kernel {
             data_dir: &config.data_dir,
             output_cap: options.output_cap_bytes,
             load_chunk_bytes: options.load_chunk_bytes,
+            token: &token,
+            max_message: options.max_message_bytes,
         })
         .map_err(|e| format!("could not encode the init message: {e}"))?;
 
@@ -205,6 +204,8 @@ impl Kernel {
             in_flight: Arc::clone(&in_flight),
             fatal: Arc::clone(&fatal),
             closed: Arc::clone(&closed),
+            token,
+            max_message: options.max_message_bytes,
         }));
 
         Ok(Self {
@@ -221,6 +222,8 @@ impl Kernel {
             next_id: 1,
             _cookie: cookie,
             _tmp: confined.map(|confined| confined.tmp),
+            capture: None,
+            capture_limit: options.capture_limit(),
         })
     }
 
@@ -260,6 +263,9 @@ impl Kernel {
                     ))
                 }
                 Ok(None | Some(Event::Closed)) => return Err(self.death_report().await),
+                Ok(Some(Event::ProtocolError(problem))) => {
+                    return Err(format!("it broke the REPL protocol: {problem}"))
+                }
                 Ok(Some(Event::Result { .. })) => continue,
                 Ok(Some(Event::Ready(ready))) => {
                     if !ready.ok {
@@ -277,6 +283,15 @@ impl Kernel {
                         load_seconds: load.seconds,
                         max_rss_kb: ready.max_rss_kb,
                     };
+                    if let Some(files) = &ready.capture {
+                        match CaptureWatch::start(files, self.capture_limit) {
+                            Ok(watch) => self.capture = Some(watch),
+                            Err(error) => tracing::warn!(
+                                %error,
+                                "the Python kernel's captured output is not bounded"
+                            ),
+                        }
+                    }
                     return Ok(self.info.insert(info));
                 }
             }
@@ -298,6 +313,7 @@ impl Kernel {
             match tokio::time::timeout_at(deadline, self.events.recv()).await {
                 Err(_) => return Waited::TimedOut,
                 Ok(None | Some(Event::Closed)) => return Waited::Closed,
+                Ok(Some(Event::ProtocolError(problem))) => return Waited::Broken(problem),
                 Ok(Some(Event::Result { id: got, body })) if got == id => {
                     return Waited::Reply(body)
                 }
@@ -312,6 +328,19 @@ impl Kernel {
         if let Err(error) = self.child.signal(Signal::SIGINT) {
             tracing::warn!(pid = self.child.id(), %error, "could not interrupt the Python kernel");
         }
+    }
+
+    /// Bytes of captured stdout and stderr thrown away since the last call (the
+    /// capture files grew past their limit).
+    pub fn take_discarded(&self) -> [u64; 2] {
+        self.capture
+            .as_ref()
+            .map_or([0, 0], CaptureWatch::take_discarded)
+    }
+
+    /// The most bytes a capture file may hold.
+    pub fn capture_limit(&self) -> u64 {
+        self.capture_limit
     }
 
     /// The fatal error a host call met since the last look, if any: the run must end.
@@ -419,92 +448,6 @@ fn describe_status(status: ExitStatus) -> String {
         },
         _ => format!("it ended ({status})"),
     }
-}
-
-struct ReadLoop {
-    stdout: BufReader<tokio::process::ChildStdout>,
-    events: mpsc::UnboundedSender<Event>,
-    writer: mpsc::UnboundedSender<Vec<u8>>,
-    host: Arc<dyn Host>,
-    in_flight: InFlight,
-    fatal: FatalSlot,
-    closed: Arc<AtomicBool>,
-}
-
-async fn read_loop(mut state: ReadLoop) {
-    let mut line = Vec::with_capacity(4096);
-    loop {
-        line.clear();
-        match state.stdout.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        match Incoming::parse(&line) {
-            Ok(Incoming::Ready(ready)) => {
-                let _ = state.events.send(Event::Ready(ready));
-            }
-            Ok(Incoming::Result { id, body }) => {
-                let _ = state.events.send(Event::Result { id, body });
-            }
-            Ok(Incoming::HostCall {
-                call_id,
-                method,
-                args,
-            }) => serve_host_call(&state, call_id, HostCall::parse(&method, args)),
-            Err(problem) => {
-                tracing::warn!(%problem, "ignoring a malformed message from the Python kernel");
-            }
-        }
-    }
-    state.closed.store(true, Ordering::SeqCst);
-    let _ = state.events.send(Event::Closed);
-}
-
-/// Serves one host call on its own task, so calls run concurrently and a slow one
-/// never blocks the protocol. A call that could not be parsed is answered at once with
-/// the error naming what is wrong.
-fn serve_host_call(state: &ReadLoop, call_id: u64, call: Result<HostCall, HostError>) {
-    let host = Arc::clone(&state.host);
-    let writer = state.writer.clone();
-    let in_flight = Arc::clone(&state.in_flight);
-    let fatal = Arc::clone(&state.fatal);
-    // Holding the lock while spawning makes the task's own removal wait for the insert.
-    let mut calls = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-    let task = tokio::spawn({
-        let in_flight = Arc::clone(&in_flight);
-        async move {
-            let outcome = match call {
-                Ok(call) => host.call(call).await,
-                Err(error) => Err(error),
-            };
-            if let Err(HostError::Fatal(message)) = &outcome {
-                fatal
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get_or_insert_with(|| message.clone());
-            }
-            let still_wanted = in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&call_id)
-                .is_some();
-            if still_wanted {
-                let reply = HostResult::new(call_id, &outcome);
-                let bytes = protocol::line(&reply).or_else(|error| {
-                    protocol::line(&HostResult::new(
-                        call_id,
-                        &Err(HostError::Fatal(format!(
-                            "the host's answer could not be encoded: {error}"
-                        ))),
-                    ))
-                });
-                if let Ok(bytes) = bytes {
-                    let _ = writer.send(bytes);
-                }
-            }
-        }
-    });
-    calls.insert(call_id, task.abort_handle());
 }
 
 #[cfg(test)]

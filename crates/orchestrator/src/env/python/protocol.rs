@@ -6,6 +6,12 @@
 //! `ready` (once, after the context is loaded), `result` (one per request, same `id`)
 //! and `host_call`. Replies are parsed from [`Value`]s so a malformed or unexpected
 //! message is reported instead of taking the session down.
+//!
+//! Model code runs in the kernel's process and can write to the protocol fd, so no
+//! message is trusted blindly: every kernel message must carry the per-kernel `token`
+//! sent in `init` (a line without it did not come from the driver), and the reader
+//! bounds a line at `max_message` bytes (see `reader.rs`). Either failure is a
+//! protocol error: the kernel is restarted and the model told why.
 
 use std::path::Path;
 
@@ -30,6 +36,15 @@ pub(super) struct Init<'a> {
     pub output_cap: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_chunk_bytes: Option<usize>,
+    /// The token every message of the driver carries.
+    pub token: &'a str,
+    /// The longest message (bytes, newline included) the driver may send.
+    pub max_message: usize,
+}
+
+/// A fresh, unguessable token for one kernel's messages.
+pub(super) fn new_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A request that expects a `result` with the same id.
@@ -115,6 +130,18 @@ pub(super) struct Ready {
     pub load: Option<Load>,
     #[serde(default)]
     pub max_rss_kb: Option<u64>,
+    /// The stdout and stderr capture files, for the orchestrator to bound (absent if
+    /// the driver could not create them and captures to `/dev/null`).
+    #[serde(default)]
+    pub capture: Option<Vec<CaptureFile>>,
+}
+
+/// A capture file the driver created: its path (removed once opened) and identity.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub(super) struct CaptureFile {
+    pub path: std::path::PathBuf,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// How the context was loaded.
@@ -137,6 +164,10 @@ pub(super) struct ExecReply {
     pub final_answer: Option<FinalAnswer>,
     #[serde(default)]
     pub interrupted: bool,
+    /// Why the kernel cannot go on (the code closed one of the driver's fds): it is
+    /// replaced and the model told.
+    #[serde(default)]
+    pub broken: Option<String>,
 }
 
 /// The `result` of a `final_var`.
@@ -179,9 +210,20 @@ pub(super) enum Incoming {
 }
 
 impl Incoming {
-    /// Parses one line; `Err` names what was wrong.
-    pub fn parse(line: &[u8]) -> Result<Self, String> {
-        let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
+    /// Parses one line that must carry `token`; `Err` names what was wrong.
+    pub fn parse(line: &[u8], token: &str) -> Result<Self, String> {
+        let value: Value = serde_json::from_slice(line).map_err(|e| {
+            format!(
+                "a line that is not JSON ({e}), starting {:?}",
+                preview(line)
+            )
+        })?;
+        if value.get("token").and_then(Value::as_str) != Some(token) {
+            return Err(format!(
+                "a message that did not come from the REPL's driver (it lacks the kernel's token), starting {:?}",
+                preview(line)
+            ));
+        }
         let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "ready" => serde_json::from_value(value)
@@ -214,6 +256,13 @@ impl Incoming {
             other => Err(format!("unknown message type {other:?}")),
         }
     }
+}
+
+/// The first bytes of a line, for error messages.
+pub(super) fn preview(line: &[u8]) -> String {
+    const PREVIEW_BYTES: usize = 80;
+    let end = line.len().min(PREVIEW_BYTES);
+    String::from_utf8_lossy(&line[..end]).into_owned()
 }
 
 #[cfg(test)]
@@ -300,6 +349,8 @@ mod tests {
             data_dir: Path::new("/d"),
             output_cap: 1 << 20,
             load_chunk_bytes: None,
+            token: "0123abcd",
+            max_message: 1 << 27,
         };
         let messages = [
             line(&init).unwrap(),
@@ -344,35 +395,38 @@ mod tests {
     /// Every message the driver sends, read back.
     #[test]
     fn incoming_messages_parse() {
-        let ready = br#"{"type":"ready","ok":true,"pid":7,"python":"3.11.7","load":{"method":"fast","seconds":0.5},"max_rss_kb":9000}"#;
+        let ready = br#"{"token":"t","type":"ready","ok":true,"pid":7,"python":"3.11.7","load":{"method":"fast","seconds":0.5},"max_rss_kb":9000}"#;
         assert!(matches!(
-            Incoming::parse(ready),
+            Incoming::parse(ready, "t"),
             Ok(Incoming::Ready(Ready {
                 ok: true,
                 pid: Some(7),
                 ..
             }))
         ));
-        let result = br#"{"type":"result","id":3,"vars":[{"name":"x","type_name":"int","size":1,"preview":"1"}]}"#;
-        let Ok(Incoming::Result { id: 3, body }) = Incoming::parse(result) else {
+        let result = br#"{"token":"t","type":"result","id":3,"vars":[{"name":"x","type_name":"int","size":1,"preview":"1"}]}"#;
+        let Ok(Incoming::Result { id: 3, body }) = Incoming::parse(result, "t") else {
             panic!("not a result");
         };
         let vars: ListVarsReply = serde_json::from_value(body).unwrap();
         assert_eq!(vars.vars[0].name, "x");
         let call =
-            br#"{"type":"host_call","call_id":9,"method":"llm_query","args":{"prompt":"p"}}"#;
+            br#"{"token":"t","type":"host_call","call_id":9,"method":"llm_query","args":{"prompt":"p"}}"#;
         let Ok(Incoming::HostCall {
             call_id: 9,
             method,
             args,
-        }) = Incoming::parse(call)
+        }) = Incoming::parse(call, "t")
         else {
             panic!("not a host call");
         };
         assert!(crate::host::HostCall::parse(&method, args).is_ok());
-        assert!(Incoming::parse(br#"{"type":"result"}"#).is_err(), "no id");
         assert!(
-            Incoming::parse(br#"{"type":"host_call","method":"x"}"#).is_err(),
+            Incoming::parse(br#"{"token":"t","type":"result"}"#, "t").is_err(),
+            "no id"
+        );
+        assert!(
+            Incoming::parse(br#"{"token":"t","type":"host_call","method":"x"}"#, "t").is_err(),
             "no call id"
         );
     }
@@ -389,7 +443,22 @@ mod tests {
                 value: "42".into()
             })
         );
-        assert!(Incoming::parse(b"{\"type\":\"nope\"}").is_err());
-        assert!(Incoming::parse(b"garbage").is_err());
+        assert!(Incoming::parse(b"{\"token\":\"t\",\"type\":\"nope\"}", "t").is_err());
+        assert!(Incoming::parse(b"garbage", "t").is_err());
+    }
+
+    /// A line written to the protocol fd by model code lacks the token (or has
+    /// another): it is refused, whatever it claims to be.
+    #[test]
+    fn messages_without_the_kernel_token_are_refused() {
+        let forged = br#"{"type":"result","id":1,"final":{"kind":"value","value":"x"}}"#;
+        let error = Incoming::parse(forged, "t").err().unwrap();
+        assert!(
+            error.contains("did not come from the REPL's driver"),
+            "{error}"
+        );
+        let wrong = br#"{"token":"u","type":"result","id":1}"#;
+        assert!(Incoming::parse(wrong, "t").is_err());
+        assert!(Incoming::parse(br#"{"token":"t","type":"result","id":1}"#, "t").is_ok());
     }
 }

@@ -4,24 +4,37 @@
 # ------------------------------------------------------------------------ execution
 
 
-def _temp_fd():
-    directory = os.environ.get("TMPDIR") or "/tmp"
-    flags = os.O_RDWR | os.O_APPEND
-    try:
-        return os.open(directory, flags | os.O_TMPFILE, 0o600)
-    except (AttributeError, OSError):
-        pass
+def _capture_file(name):
+    """A new capture file in TMPDIR: (fd, its description for `ready`). The file is
+    named so the orchestrator can open it too and bound its size (model code and its
+    subprocesses write to fd 1/2 directly, past any cap the driver could keep); the
+    name is removed once the orchestrator has it (`_unlink_captures`)."""
+    directory = os.path.abspath(os.environ.get("TMPDIR") or "/tmp")
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     for attempt in range(100):
-        path = os.path.join(directory, f".rlm-capture-{os.getpid()}-{attempt}")
+        path = os.path.join(directory, f".rlm-capture-{os.getpid()}-{name}-{attempt}")
         try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, flags, 0o600)
         except FileExistsError:
             continue
         except OSError:
             break
-        os.unlink(path)
-        return fd
-    return os.open(os.devnull, os.O_WRONLY)
+        st = os.fstat(fd)
+        _CAPTURE_PATHS.append(path)
+        return fd, {"path": path, "dev": st.st_dev, "ino": st.st_ino}
+    return os.open(os.devnull, os.O_WRONLY), None
+
+
+_CAPTURE_PATHS = []
+
+
+def _unlink_captures():
+    """Removes the capture files' names (their fds stay open)."""
+    while _CAPTURE_PATHS:
+        try:
+            os.unlink(_CAPTURE_PATHS.pop())
+        except OSError:
+            pass
 
 
 class _Capture(io.TextIOBase):
@@ -143,6 +156,51 @@ def _run_cell(code):
             _echo(value)
 
 
+_OWN_FDS = {}
+
+
+def _remember_fds():
+    """Notes which file each of the driver's own fds is, for `_broken_fds`."""
+    names = {
+        _PROTO_IN: "the protocol input",
+        _PROTO_OUT: "the protocol output",
+        _STDERR: "the REPL's stderr",
+        _out_fd: "the stdout capture file",
+        _err_fd: "the stderr capture file",
+    }
+    for fd, name in names.items():
+        st = os.fstat(fd)
+        _OWN_FDS[fd] = (name, st.st_dev, st.st_ino)
+
+
+def _broken_fds():
+    """The driver's fds that were closed or replaced (by model code: `os.close(7)`,
+    `os.dup2(f, 4)`), as (fd, what it was)."""
+    broken = []
+    for fd, (name, dev, ino) in _OWN_FDS.items():
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                continue
+        except OSError:
+            pass
+        broken.append((fd, name))
+    return broken
+
+
+def _restore_idle_fds():
+    for fd in (1, 2):
+        try:
+            os.dup2(_STDERR, fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)
+                os.close(null)
+            except OSError:
+                pass
+
+
 def _execute(message):
     global _IN_EXEC, _final
     _final = None
@@ -166,8 +224,25 @@ def _execute(message):
     finally:
         _IN_EXEC = False
         sys.stdout, sys.stderr = _IDLE_STDOUT, _IDLE_STDERR
-        os.dup2(_STDERR, 1)
-        os.dup2(_STDERR, 2)
+        _restore_idle_fds()
+    if _forked():
+        # A child forked by the cell (os.fork) that ran off its end: in a script it
+        # would exit here; it must not serve the protocol.
+        os._exit(0)
+    broken = _broken_fds()
+    for fd, name in broken:
+        if name.startswith("the protocol"):
+            _die(f"the code closed or replaced file descriptor {fd} ({name})")
+    if broken:
+        described = ", ".join(f"{fd} ({name})" for fd, name in broken)
+        return {
+            "stdout": "",
+            "stderr": "",
+            "error": error,
+            "final": None,
+            "interrupted": interrupted,
+            "broken": f"the code closed or replaced the REPL's own file descriptor(s) {described}",
+        }
     return {
         "stdout": _collect(_out_fd, out),
         "stderr": _collect(_err_fd, err),
@@ -226,10 +301,12 @@ def _next_query(message):
 
 
 def _install(init):
-    global OUTPUT_CAP, _load_chunk, _out_fd, _err_fd
+    global OUTPUT_CAP, _load_chunk, _out_fd, _err_fd, _captures
     OUTPUT_CAP = int(init.get("output_cap") or OUTPUT_CAP)
     _load_chunk = int(init.get("load_chunk_bytes") or LOAD_CHUNK)
-    _out_fd, _err_fd = _temp_fd(), _temp_fd()
+    (_out_fd, out), (_err_fd, err) = _capture_file("out"), _capture_file("err")
+    _captures = [out, err] if out and err else None
+    _remember_fds()
     started = time.perf_counter()
     names = {
         "context": None,
@@ -294,7 +371,24 @@ def _serve(message):
     return {"error": f"unknown request {kind!r}"}
 
 
+_captures = None
+
+
+def _reply_to(message, reply):
+    """Sends the `result` of `message`; one too long to send becomes an error."""
+    reply["type"] = "result"
+    reply["id"] = message.get("id")
+    try:
+        _send(reply)
+    except _TooLarge as error:
+        _send({"type": "result", "id": message.get("id"), "error": (
+            f"the reply was {error.size} bytes as JSON, more than the {_MAX_MESSAGE} "
+            "bytes one REPL message may carry; answer with something smaller "
+            "(store.set a large value and answer with its key)")})
+
+
 def main():
+    global _TOKEN, _MAX_MESSAGE
     signal.signal(signal.SIGINT, _on_sigint)
     try:
         import faulthandler
@@ -304,6 +398,8 @@ def main():
         pass
     threading.Thread(target=_reader, name="rlm-protocol", daemon=True).start()
     init = _requests.get()
+    _TOKEN = init.get("token")
+    _MAX_MESSAGE = int(init.get("max_message") or _MAX_MESSAGE)
     try:
         if init.get("type") != "init":
             raise RuntimeError(f"expected init, got {init.get('type')!r}")
@@ -315,17 +411,17 @@ def main():
         os._exit(1)
     _send(
         {"type": "ready", "ok": True, "pid": os.getpid(),
-         "python": sys.version.split()[0], "load": loaded, "max_rss_kb": _max_rss_kb()}
+         "python": sys.version.split()[0], "load": loaded, "max_rss_kb": _max_rss_kb(),
+         "capture": _captures}
     )
     while True:
         message = _requests.get()
+        _unlink_captures()  # the orchestrator has opened them before asking anything
         try:
             reply = _serve(message)
         except BaseException as error:
             reply = {"error": f"driver error: {type(error).__name__}: {error}"}
-        reply["type"] = "result"
-        reply["id"] = message.get("id")
-        _send(reply)
+        _reply_to(message, reply)
 
 
 main()

@@ -31,6 +31,14 @@ is the protocol. Why it is built the way it is:
   next slot. A restarted kernel gets every slot again in `init` (`more_contexts`).
 - Timeouts are SIGINT: the handler raises KeyboardInterrupt only while user code
   runs; protocol writes block SIGINT so a message is never torn.
+- Model code is not trusted with the protocol. Every message the driver sends carries
+  the per-kernel `token` from `init` (a line written to the protocol fd by model code
+  or a library does not, and the orchestrator treats it as a protocol error); no
+  message is longer than `max_message` bytes (a larger host call fails in Python, a
+  larger reply is replaced by an error); a forked child (`multiprocessing`,
+  `os.fork`) closes its copies of the protocol fds and its host calls fail at once;
+  after each cell the driver checks that its own fds are still what they were, and a
+  kernel whose fds were closed or replaced reports `broken` and is restarted.
 """
 
 import io
@@ -69,6 +77,9 @@ _MAIN = sys.modules["__main__"].__dict__
 for _name in [k for k in _MAIN if not k.startswith("__")]:
     del _MAIN[_name]
 
+_PID = os.getpid()
+_TOKEN = None
+_MAX_MESSAGE = 1 << 27
 _send_lock = threading.Lock()
 _requests = queue.Queue()
 _waiters = {}
@@ -102,8 +113,25 @@ def _dumps(value):
         return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"))
 
 
+class _TooLarge(Exception):
+    """A message longer than `max_message` bytes: it is not sent."""
+
+    def __init__(self, size):
+        super().__init__(size)
+        self.size = size
+
+
+def _forked():
+    return os.getpid() != _PID
+
+
 def _send(message):
+    if _forked():
+        os._exit(0)  # a forked child never speaks the protocol
+    message["token"] = _TOKEN
     data = (_dumps(message) + "\n").encode("utf-8", "replace")
+    if len(data) > _MAX_MESSAGE:
+        raise _TooLarge(len(data))
     with _send_lock:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT,))
         try:
@@ -111,42 +139,92 @@ def _send(message):
             while view:
                 view = view[os.write(_PROTO_OUT, view):]
         except OSError:
-            os._exit(0)  # the orchestrator is gone
+            _die("the protocol output (fd %d) cannot be written" % _PROTO_OUT)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
+def _die(reason):
+    """Ends the kernel at once, saying why on its stderr (the orchestrator shows the
+    tail of it and starts a new kernel)."""
+    data = ("rlm driver: %s; the REPL cannot go on\n" % reason).encode("utf-8", "replace")
+    for fd in (_STDERR, 2):
+        try:
+            os.write(fd, data)
+            break
+        except OSError:
+            pass
+    os._exit(70)
+
+
 def _reader():
-    with os.fdopen(_PROTO_IN, "rb", buffering=1 << 16) as stream:
-        for line in stream:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                os.write(_STDERR, b"rlm driver: ignoring a malformed protocol line\n")
-                continue
-            kind = message.get("type")
-            if kind == "host_result":
-                slot = _waiters.get(message.get("call_id"))
-                if slot is not None:
-                    slot[1] = message
-                    slot[0].set()
-            elif kind == "shutdown":
-                os._exit(0)
-            else:
-                _requests.put(message)
+    try:
+        with os.fdopen(_PROTO_IN, "rb", buffering=1 << 16, closefd=False) as stream:
+            for line in stream:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    os.write(_STDERR, b"rlm driver: ignoring a malformed protocol line\n")
+                    continue
+                kind = message.get("type")
+                if kind == "host_result":
+                    slot = _waiters.get(message.get("call_id"))
+                    if slot is not None:
+                        slot[1] = message
+                        slot[0].set()
+                elif kind == "shutdown":
+                    _unlink_captures()
+                    os._exit(0)
+                else:
+                    _requests.put(message)
+    except BaseException as error:
+        _die("the protocol input (fd %d) failed: %s" % (_PROTO_IN, error))
+    _unlink_captures()
     os._exit(0)  # stdin closed: the orchestrator is gone
+
+
+def _after_fork_in_child():
+    """A forked child (multiprocessing, os.fork) must not speak the protocol: its
+    writes would interleave with the kernel's and its host calls would never be
+    answered. It closes its copies of the protocol fds (so the orchestrator still sees
+    the kernel's end) and its host calls fail at once (see `_host`)."""
+    for fd in (_PROTO_IN, _PROTO_OUT):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class HostError(RuntimeError):
     """A host function (llm_query, sub_rlm, store, ...) failed; the message says why."""
 
 
+# Found as `__main__.HostError` (a global of the REPL), so it survives pickling: a
+# multiprocessing worker's HostError reaches the parent as itself.
+HostError.__module__ = "__main__"
+
+
 def _host(method, args):
+    if _forked():
+        raise HostError(
+            f"{method} cannot be called from a forked process (multiprocessing, os.fork): "
+            "only the REPL's own process talks to the orchestrator. Use threads instead "
+            "(concurrent.futures.ThreadPoolExecutor), or llm_query_parallel for many prompts."
+        )
     call_id = next(_call_ids)
     slot = [threading.Event(), None]
     _waiters[call_id] = slot
     try:
-        _send({"type": "host_call", "call_id": call_id, "method": method, "args": args})
+        try:
+            _send({"type": "host_call", "call_id": call_id, "method": method, "args": args})
+        except _TooLarge as error:
+            raise HostError(
+                f"{method}: its arguments are {error.size} bytes as JSON, more than the "
+                f"{_MAX_MESSAGE} bytes one REPL message may carry; pass smaller pieces"
+            ) from None
         slot[0].wait()
     finally:
         _waiters.pop(call_id, None)

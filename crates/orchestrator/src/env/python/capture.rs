@@ -1,0 +1,201 @@
+//! Bounds the kernel's capture files from the orchestrator's side.
+//!
+//! During a cell the kernel's fds 1 and 2 point at two files in its `TMPDIR`, so
+//! C-level and subprocess output is captured in order. The driver keeps only the first
+//! `output_cap` bytes of each, but it cannot stop what writes to the files: model code
+//! writing to fd 1 directly, or a background process (`yes &`) that keeps its copy of
+//! the fd after the cell (one wrote 1.86 GB in 5 s). So the orchestrator opens the same
+//! files (the driver reports their paths and identities in `ready`) and a watcher task
+//! empties a file whenever it grows past the limit, counting what it threw away; the
+//! environment reports that count with the cell's output.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::protocol::CaptureFile;
+
+/// How often the watcher looks at the files' sizes. At the fastest rate seen (about
+/// 400 MB/s) a file overshoots the limit by at most some 20 MB before it is emptied.
+const CAPTURE_POLL: Duration = Duration::from_millis(50);
+
+/// The streams, in the order the driver reports their files.
+pub(super) const STREAMS: [&str; 2] = ["stdout", "stderr"];
+
+/// The watcher of one kernel's capture files; dropping it stops the watching.
+pub(super) struct CaptureWatch {
+    task: JoinHandle<()>,
+    discarded: Arc<[AtomicU64; 2]>,
+}
+
+impl CaptureWatch {
+    /// Opens the files the driver reported (checking that each is the very file the
+    /// driver created, not something put at its path), removes their names, and
+    /// starts watching them. `limit` is the most bytes a file may hold.
+    pub fn start(reported: &[CaptureFile], limit: u64) -> Result<Self, String> {
+        let [out, err] = reported else {
+            return Err(format!(
+                "the kernel reported {} capture files, not 2",
+                reported.len()
+            ));
+        };
+        let files = [open_checked(out)?, open_checked(err)?];
+        for file in [out, err] {
+            // The driver removes them too; whoever is second finds nothing.
+            let _ = std::fs::remove_file(&file.path);
+        }
+        let discarded: Arc<[AtomicU64; 2]> = Arc::default();
+        let task = tokio::spawn(watch(files, limit, Arc::clone(&discarded)));
+        Ok(Self { task, discarded })
+    }
+
+    /// Bytes thrown away from each stream (stdout, stderr) since the last call.
+    pub fn take_discarded(&self) -> [u64; 2] {
+        [
+            self.discarded[0].swap(0, Ordering::SeqCst),
+            self.discarded[1].swap(0, Ordering::SeqCst),
+        ]
+    }
+}
+
+impl Drop for CaptureWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Opens a reported capture file for writing (to truncate it) and checks its identity.
+fn open_checked(reported: &CaptureFile) -> Result<File, String> {
+    let path = &reported.path;
+    let shown = path.display();
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| format!("could not inspect the capture file {shown}: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("the capture file {shown} is not a regular file"));
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("could not open the capture file {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("could not inspect the capture file {shown}: {e}"))?;
+    if (meta.dev(), meta.ino()) != (reported.dev, reported.ino) || meta.nlink() != 1 {
+        return Err(format!(
+            "{shown} is not the capture file the kernel created (it was replaced)"
+        ));
+    }
+    Ok(file)
+}
+
+/// Empties a file past `limit` bytes (its size or its allocated blocks) and counts
+/// the bytes it held. Emptying, not cutting to the limit: the driver empties the file
+/// after each cell too, and cutting to a length could grow a file the driver had just
+/// emptied.
+async fn watch(files: [File; 2], limit: u64, discarded: Arc<[AtomicU64; 2]>) {
+    let mut tick = tokio::time::interval(CAPTURE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for (file, count) in files.iter().zip(discarded.iter()) {
+            let Ok(meta) = file.metadata() else { continue };
+            let held = meta.len().max(meta.blocks().saturating_mul(512));
+            if held > limit {
+                match file.set_len(0) {
+                    Ok(()) => {
+                        count.fetch_add(meta.len(), Ordering::SeqCst);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "could not empty a Python capture file");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The notice added to a stream's output when `bytes` of it were thrown away.
+pub(super) fn discard_notice(stream: &str, bytes: u64, limit: u64) -> String {
+    format!(
+        "\n[output discarded: about {bytes} bytes written to {stream} were thrown away because the capture file grew past {limit} bytes (a flood of output, or a background process still writing to it); what is shown is what remained]\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    fn reported(path: &std::path::Path) -> CaptureFile {
+        let meta = std::fs::metadata(path).unwrap();
+        CaptureFile {
+            path: path.to_owned(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+
+    fn appender(path: &std::path::Path) -> File {
+        OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_file_past_the_limit_is_emptied_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let (mut out, _err) = (appender(&a), appender(&b));
+        let watch = CaptureWatch::start(&[reported(&a), reported(&b)], 1000).unwrap();
+        assert!(!a.exists() && !b.exists(), "the names are removed");
+        out.write_all(&[b'x'; 5000]).unwrap();
+        let mut seen = 0;
+        for _ in 0..400 {
+            tokio::time::sleep(CAPTURE_POLL).await;
+            seen += watch.take_discarded()[0];
+            if seen > 0 {
+                break;
+            }
+        }
+        assert_eq!(seen, 5000);
+        assert_eq!(out.metadata().unwrap().len(), 0);
+        // Appending goes on from the start.
+        out.write_all(b"hi").unwrap();
+        assert_eq!(out.metadata().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_replaced_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let (_x, _y) = (appender(&a), appender(&b));
+        let mut claimed = reported(&a);
+        claimed.ino += 1;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let error = runtime
+            .block_on(async { CaptureWatch::start(&[claimed, reported(&b)], 10).err() })
+            .unwrap();
+        assert!(error.contains("not the capture file"), "{error}");
+        std::fs::remove_file(&a).unwrap();
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        let link = CaptureFile {
+            path: a.clone(),
+            ..reported(&b)
+        };
+        let error = runtime
+            .block_on(async { CaptureWatch::start(&[link, reported(&b)], 10).err() })
+            .unwrap();
+        assert!(error.contains("not a regular file"), "{error}");
+    }
+}
