@@ -104,6 +104,25 @@ def file_code(text):
     return bytes(15 if b == 10 else b for b in text.encode("utf-8"))
 
 
+# ------------------------------------------------------------ kernel protocol (orchestrator/src/env/python/protocol_fuzz.rs)
+# stream_from: the first byte is the chunk size; then low two bits 0-2 pick MESSAGES[byte >> 2],
+# low bits 3 pick FRAGMENTS[byte >> 2] (or the byte itself past them).
+
+K_READY, K_RESULT, K_FINAL, K_FORGED, K_LLM, K_AGENTS, K_SUBRLM, K_SET, K_UNKNOWN, K_BADARGS, K_NOTREADY, K_NOTJSON, K_EMPTY = range(13)
+KF_OPEN, KF_CLOSE, KF_TOKEN, KF_OTHER_TOKEN, KF_RESULT, KF_HOST_CALL, KF_BIG_ID, KF_NEG_ID = range(8)
+KF_X = 17
+
+KERNEL_STREAMS = {
+    "ready_then_result": [K_READY, K_RESULT],
+    "host_calls": [K_READY, K_LLM, K_AGENTS, K_SUBRLM, K_SET, K_RESULT],
+    "bad_host_calls": [K_READY, K_UNKNOWN, K_BADARGS],
+    "forged_final": [K_READY, K_FORGED, K_FINAL],
+    "not_ready": [K_NOTREADY],
+    "garbage_line": [K_READY, K_NOTJSON, K_RESULT],
+    "empty_lines": [K_EMPTY, K_EMPTY, K_READY],
+}
+
+
 def main():
     replies_dir = "crates/orchestrator/tests/it/__fuzz__"
     for name, text in REPLIES.items():
@@ -119,6 +138,16 @@ def main():
         write(f"{sse_dir}/{target}", "crlf_lines", bytes([7, frag(F_DATA), frag(F_DONE), frag(F_CRLF), frag(F_CRLF)]))
         write(f"{sse_dir}/{target}", "cut_stop", stream_code([A_START], 5, [frag(F_DATA), frag(F_STOP_CUT)]))
         write(f"{sse_dir}/{target}", "stop_word_in_text", stream_code([A_START], 9, [frag(F_DATA), frag(F_CONTENT_CUT), frag(F_STOP_WORD), frag(F_QUOTE), frag(F_CLOSE), frag(F_NLNL)]))
+
+    kernel_dir = "crates/orchestrator/src/env/python/__fuzz__/env__python__protocol_fuzz__kernel_protocol"
+    for name, messages in KERNEL_STREAMS.items():
+        write(kernel_dir, name, bytes([63] + [ev(m) for m in messages]))
+        write(kernel_dir, name + "_bytewise", bytes([0] + [ev(m) for m in messages]))
+    # A line longer than the reader's bound, and one cut off by the end of the stream.
+    write(kernel_dir, "too_long", bytes([5, ev(K_READY)] + [frag(KF_X)] * 400))
+    write(kernel_dir, "cut_at_the_end", bytes([7, ev(K_READY), frag(KF_OPEN), frag(KF_TOKEN), frag(KF_RESULT)]))
+    write(kernel_dir, "fields_by_hand", bytes([3, frag(KF_OPEN), frag(KF_HOST_CALL), 0x2c, frag(KF_TOKEN), 0x2c,
+                                               frag(KF_NEG_ID), frag(KF_CLOSE), frag(16)]))
 
     store_dir = "crates/context-store/tests/it/__fuzz__/fuzz__variable_file_reader"
     text_value = 'hello "x"'
