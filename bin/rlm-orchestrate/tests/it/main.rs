@@ -18,6 +18,7 @@ mod kernel_protocol;
 mod kill9;
 mod limits;
 mod live;
+mod redaction;
 mod repl;
 mod run;
 mod runs;

@@ -284,7 +284,10 @@ impl Provider for AnthropicProvider {
     }
 
     fn describe(&self) -> String {
-        format!("anthropic {} ({})", self.target.base_url, self.target.model)
+        format!(
+            "anthropic {} ({})",
+            self.target.shown_base_url, self.target.model
+        )
     }
 }
 

@@ -417,14 +417,16 @@ impl StreamState<'_> {
     }
 }
 
-/// What an HTTP provider is configured with, whatever its wire format.
-#[derive(Debug)]
+/// What an HTTP provider is configured with, whatever its wire format. Its `Debug`
+/// shows only the redacted addresses.
 pub(crate) struct HttpTarget {
     client: reqwest::Client,
-    /// The base URL, normalised.
-    pub(crate) base_url: String,
+    /// The base URL as shown in messages: credentials redacted.
+    pub(crate) shown_base_url: String,
     /// The URL requests are posted to.
     pub(crate) endpoint: String,
+    /// The endpoint as shown in messages: credentials redacted.
+    shown_endpoint: String,
     /// The configured model name.
     pub(crate) model: String,
     key: Option<ApiKey>,
@@ -434,6 +436,16 @@ pub(crate) struct HttpTarget {
     pub(crate) temperature: Option<f32>,
     policy: RetryPolicy,
     timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTarget")
+            .field("endpoint", &self.shown_endpoint)
+            .field("model", &self.model)
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpTarget {
@@ -457,10 +469,12 @@ impl HttpTarget {
                 var: config.key_env().unwrap_or(default_key_env).to_owned(),
             });
         }
+        let endpoint = super::address::endpoint_url(&base_url, endpoint);
         Ok(Self {
             client: build_client(config, &base_url)?,
-            endpoint: endpoint(&base_url),
-            base_url,
+            shown_endpoint: super::address::redact_url(&endpoint),
+            endpoint,
+            shown_base_url: super::address::redact_url(&base_url),
             model: config.model.clone(),
             key: api_key,
             stream: config.stream,
@@ -482,7 +496,7 @@ impl HttpTarget {
         let shown = &shown;
         let (raw, attempts) = run_with_retries(
             &self.policy,
-            &self.endpoint,
+            &self.shown_endpoint,
             self.timeout,
             move |_attempt| self.attempt::<W>(body, on_delta, shown),
         )
@@ -505,7 +519,14 @@ impl HttpTarget {
         }
         let request = self.client.post(&self.endpoint).json(body);
         let request = W::authorize(request, self.key.as_ref())?;
-        send_attempt::<W>(request, self.key.as_ref(), &self.endpoint, on_delta, shown).await
+        send_attempt::<W>(
+            request,
+            self.key.as_ref(),
+            &self.shown_endpoint,
+            on_delta,
+            shown,
+        )
+        .await
     }
 }
 

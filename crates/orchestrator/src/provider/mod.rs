@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod address;
 pub mod anthropic;
 pub mod cli;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod retry;
 #[cfg(test)]
 mod stream_fuzz;
 
+pub use address::redact_url;
 pub use anthropic::AnthropicProvider;
 pub use cli::CliProvider;
 pub use config::{

@@ -201,7 +201,10 @@ impl Provider for OpenAiProvider {
     }
 
     fn describe(&self) -> String {
-        format!("openai {} ({})", self.target.base_url, self.target.model)
+        format!(
+            "openai {} ({})",
+            self.target.shown_base_url, self.target.model
+        )
     }
 }
 
