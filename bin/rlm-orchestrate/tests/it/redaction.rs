@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
+use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript};
 
 use crate::support::Sandbox;
 
