@@ -176,9 +176,10 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// Writes the `error:` / `caused by:` / `hint:` report of `err`. Messages may quote the
 /// model or a server, so their terminal escapes are shown escaped.
 pub fn write_report(err: &anyhow::Error, out: &mut dyn Write) -> io::Result<()> {
-    let mut lines = err
-        .chain()
-        .map(|cause| crate::output::terminal_text(&cause.to_string()));
+    let mut lines = err.chain().map(|cause| {
+        let text = cause.to_string();
+        crate::output::terminal_text(&rlm_process::redact_secrets(&text))
+    });
     let mut previous = lines.next().unwrap_or_default();
     writeln!(out, "error: {previous}")?;
     for line in lines {

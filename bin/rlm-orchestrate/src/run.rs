@@ -249,7 +249,11 @@ pub(crate) fn run_error(error: RunError) -> anyhow::Error {
 /// in which control characters are `\u` escapes anyway). On a terminal the answer's
 /// own escape sequences are shown escaped, never obeyed; into a pipe or a file it is
 /// written exactly as the model gave it.
+/// Known secrets (API keys rlm read) are scrubbed from the answer either way.
 pub(crate) fn print_report(report: &RunReport, json: bool) -> anyhow::Result<()> {
+    let mut report = report.clone();
+    report.answer = rlm_process::redact_secrets(&report.answer).into_owned();
+    let report = &report;
     let terminal = io::stdout().is_terminal();
     let mut out = io::stdout().lock();
     let written = if json {

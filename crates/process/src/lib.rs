@@ -42,7 +42,10 @@ pub use environment::{inherited_environment, AllowList};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
 pub use nix::sys::signal::Signal;
 pub use registry::{kill_all_groups, live_groups, terminate_all_groups};
-pub use secrets::{hidden_secrets, hide_secrets, is_secret_name, secret_var};
+pub use secrets::{
+    hidden_secrets, hide_secrets, is_secret_name, redact_secrets, secret_var,
+    MIN_SCRUBBED_SECRET_BYTES,
+};
 pub use signal::{group_exists, send_signal, signal_group, GroupGuard, SignalError};
 pub use supervise::{
     run_supervised, Cookie, SuperviseOptions, Supervised, Termination, DEFAULT_DRAIN_TIMEOUT,

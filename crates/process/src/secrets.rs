@@ -85,6 +85,33 @@ pub fn hidden_secrets() -> Vec<(OsString, OsString)> {
         .unwrap_or_default()
 }
 
+/// Secrets shorter than this many bytes are not scrubbed from text: too short to be a
+/// credential, and likely to match ordinary words.
+pub const MIN_SCRUBBED_SECRET_BYTES: usize = 8;
+
+/// `text` with every secret taken by [`hide_secrets`] (of at least
+/// [`MIN_SCRUBBED_SECRET_BYTES`]) replaced by `[redacted NAME]`: the second line of
+/// defence, for what a child printed (model code that read a key from a file, an agent
+/// that echoes its environment) on its way to a model, a trace or the terminal.
+/// Borrowed when there was nothing to replace.
+pub fn redact_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    let Some(hidden) = HIDDEN.get() else {
+        return std::borrow::Cow::Borrowed(text);
+    };
+    let hidden = hidden.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for (name, value) in hidden.iter() {
+        let Some(value) = value.to_str() else {
+            continue;
+        };
+        if value.len() >= MIN_SCRUBBED_SECRET_BYTES && out.contains(value) {
+            let replacement = format!("[redacted {}]", name.to_string_lossy());
+            out = std::borrow::Cow::Owned(out.replace(value, &replacement));
+        }
+    }
+    out
+}
+
 /// Overwrites the value of `name` with zero bytes where the C environment keeps it
 /// (for a variable the process started with: its initial environment block, which is
 /// what `/proc/<pid>/environ` shows).
@@ -110,6 +137,25 @@ fn overwrite_in_place(name: &OsString) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_secrets_are_scrubbed_from_text() {
+        HIDDEN.get_or_init(Mutex::default).lock().unwrap().extend([
+            (
+                OsString::from("TEST_SCRUB_API_KEY"),
+                OsString::from("sk-test-0123456789"),
+            ),
+            (OsString::from("TEST_SHORT_TOKEN"), OsString::from("abc")),
+        ]);
+        assert_eq!(
+            redact_secrets("key=sk-test-0123456789; again sk-test-0123456789"),
+            "key=[redacted TEST_SCRUB_API_KEY]; again [redacted TEST_SCRUB_API_KEY]"
+        );
+        assert!(matches!(
+            redact_secrets("nothing here, abc stays"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn secret_names_are_the_given_ones_and_the_usual_suffixes() {

@@ -18,6 +18,20 @@ fn all_files_text(dir: &Path) -> String {
     text
 }
 
+/// The stored results of agents (`sub-result-*` variables; the context the user gave,
+/// key included, is stored as given).
+fn agent_results(data: &Path) -> String {
+    let files: Vec<_> = walk(&data.join("variables"))
+        .into_iter()
+        .filter(|path| path.to_string_lossy().contains("sub-result"))
+        .collect();
+    assert!(!files.is_empty(), "the agent's result was stored");
+    files
+        .iter()
+        .map(|path| String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned())
+        .collect()
+}
+
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -90,5 +104,69 @@ fn credentials_in_the_base_url_are_used_but_never_shown() {
     for secret in ["hunter2pw", "QUERYSECRET", "someone"] {
         assert!(!stderr.contains(secret), "{secret} on stderr: {stderr}");
         assert!(!traced.contains(secret), "{secret} in the data directory");
+    }
+}
+
+/// Seen failing before the fix: the key printed by model code went into the next
+/// request, `events.jsonl`, the agent's stored result and the answer.
+#[test]
+fn a_key_printed_by_model_code_or_an_agent_is_scrubbed_everywhere() {
+    const KEY: &str = "sk-test-LEAKME-0123456789";
+    let sb = Sandbox::new();
+    let leak = sb.file("leak.txt", format!("the key is {KEY}\n"));
+    // The key reaches model code as its context (a file the sandbox lets it read).
+    let code = "```repl\nprint(context)\nr = spawn_agent('tell me')\nprint('agent:', r)\n```";
+    let mock = MockLlm::spawn_blocking_thread(MockScript::replies([
+        MockReply::text(code),
+        MockReply::text(format!("FINAL(it is {KEY})")),
+    ]))
+    .unwrap();
+    let agent = format!("cat {}", leak.display());
+    let output = sb
+        .bare()
+        .env("OPENAI_API_KEY", KEY)
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args([
+            "run",
+            "a task",
+            "--model",
+            "mock",
+            "--retries",
+            "0",
+            "--base-url",
+        ])
+        .arg(mock.control().openai_base_url())
+        .arg("--context")
+        .arg(&leak)
+        .args(["--agent-cmd", &agent])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 2);
+    let next = requests[1].body.to_string();
+    assert!(
+        next.contains("the key is [redacted OPENAI_API_KEY]"),
+        "model code's output reaches the model scrubbed: {next}"
+    );
+    assert!(
+        next.contains("agent: the key is [redacted OPENAI_API_KEY]"),
+        "{next}"
+    );
+    assert!(
+        stdout.contains("it is [redacted OPENAI_API_KEY]"),
+        "{stdout}"
+    );
+    for (what, text) in [
+        ("the next request", next),
+        ("stdout", stdout.into_owned()),
+        ("stderr", stderr.into_owned()),
+        ("the trace", all_files_text(&sb.data_dir().join("runs"))),
+        ("the agent's stored result", agent_results(&sb.data_dir())),
+    ] {
+        assert!(!text.contains(KEY), "the key leaked into {what}");
     }
 }

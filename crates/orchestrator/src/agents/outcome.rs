@@ -29,6 +29,8 @@ pub(crate) fn stdout_text(run: &Supervised) -> String {
         }
         Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     };
+    // An agent may echo a key it was given: known secrets never reach the store.
+    let text = rlm_process::redact_secrets(&text);
     let mut text = text.trim_start_matches(['\n', '\r']).trim_end().to_owned();
     if run.stdout_truncated {
         text.push_str(&format!(

@@ -11,12 +11,14 @@
 //! type instead of a mirror of it. Words that are really choices — a run's status, where
 //! an answer came from, why a model was called, how a sub-agent runs — are enums.
 
+mod answer_file;
 mod sink;
 mod summary;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use answer_file::{stored_answer, ANSWER_FILE, ANSWER_INLINE_BYTES};
 pub use sink::{now_ms, EventListener, EventSink, RunIdentity, TraceError, RUNS_DIR};
 pub use summary::{RunSummaryFile, SUMMARY_FILE, SUMMARY_FORMAT_VERSION};
 

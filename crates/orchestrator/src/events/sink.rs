@@ -115,14 +115,31 @@ impl EventSink {
     }
 
     /// Records an event. Trace write failures are logged, never fatal to the run.
+    /// Known secrets (`rlm_process::redact_secrets`) are scrubbed from what is written
+    /// and from what the listeners see.
     pub fn emit(&self, data: EventData) {
-        let event = self.stamp(data);
-        if let Ok(line) = serde_json::to_string(&event) {
+        let mut event = self.stamp(data);
+        let Ok(mut line) = serde_json::to_string(&event) else {
+            return;
+        };
+        if let std::borrow::Cow::Owned(scrubbed) = rlm_process::redact_secrets(&line) {
+            if let Ok(scrubbed_event) = serde_json::from_str::<Event>(&scrubbed) {
+                event = scrubbed_event;
+            }
+            line = scrubbed;
+        }
+        if let Some(traced) = self.traced(&event) {
+            if let Ok(traced_line) = serde_json::to_string(&traced) {
+                line = traced_line;
+            }
+        }
+        {
             let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
             if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
                 tracing::warn!("failed to write event to {}: {e}", self.dir.display());
             }
         }
+        // The listeners (the terminal, `--events`) get the whole event, scrubbed.
         for listener in self.listeners.iter() {
             listener(&event);
         }
@@ -140,6 +157,46 @@ impl EventSink {
         }
     }
 
+    /// The event as `events.jsonl` keeps it, when that differs: an answer too long to
+    /// keep inline is stored once beside the trace (see `answer_file`); any other text
+    /// (a model's reply, code, output, a message) longer than that is clipped.
+    fn traced(&self, event: &Event) -> Option<Event> {
+        let limit = super::ANSWER_INLINE_BYTES;
+        let long = |text: &str| text.len() > limit;
+        let needed = match &event.data {
+            EventData::Final(record) => long(&record.answer),
+            EventData::RunFinished(finished) => finished.answer.as_deref().is_some_and(long),
+            EventData::Text(record) => long(&record.text),
+            EventData::Code(record) => long(&record.code),
+            EventData::Exec(record) => long(&record.output),
+            EventData::Warning { message } | EventData::Error { message } => long(message),
+            _ => false,
+        };
+        if !needed {
+            return None;
+        }
+        let mut traced = event.clone();
+        match &mut traced.data {
+            EventData::Final(record) => {
+                record.answer = super::answer_file::traced_answer(&self.dir, &record.answer);
+            }
+            EventData::RunFinished(finished) => {
+                finished.answer = finished
+                    .answer
+                    .as_deref()
+                    .map(|answer| super::answer_file::traced_answer(&self.dir, answer));
+            }
+            EventData::Text(record) => record.text = clip_traced(&record.text, limit),
+            EventData::Code(record) => record.code = clip_traced(&record.code, limit),
+            EventData::Exec(record) => record.output = clip_traced(&record.output, limit),
+            EventData::Warning { message } | EventData::Error { message } => {
+                *message = clip_traced(message, limit);
+            }
+            _ => {}
+        }
+        Some(traced)
+    }
+
     fn stamp(&self, data: EventData) -> Event {
         Event {
             run_id: self.identity.run_id.clone(),
@@ -152,9 +209,32 @@ impl EventSink {
     }
 
     /// Writes `summary.json` (atomically: a temp file, then a rename).
+    /// A long answer is kept by reference and known secrets are scrubbed, as in
+    /// [`EventSink::emit`].
     pub fn write_summary(&self, summary: &RunSummaryFile) -> Result<(), TraceError> {
+        let mut summary = summary.clone();
+        summary.answer = summary.answer.map(|answer| {
+            let answer = super::answer_file::traced_answer(&self.dir, &answer);
+            rlm_process::redact_secrets(&answer).into_owned()
+        });
+        summary.error = summary
+            .error
+            .map(|error| rlm_process::redact_secrets(&error).into_owned());
         summary.write(&self.dir)
     }
+}
+
+/// The first `limit` bytes of `text` (at a character boundary) and a note of the cut.
+fn clip_traced(text: &str, limit: usize) -> String {
+    let mut cut = limit.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n… [clipped in the trace: {cut} of {} bytes kept]",
+        &text[..cut],
+        text.len()
+    )
 }
 
 /// Milliseconds since the Unix epoch.

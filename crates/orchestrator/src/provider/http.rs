@@ -517,7 +517,18 @@ impl HttpTarget {
                 sink(RETRY_NOTICE);
             }
         }
-        let request = self.client.post(&self.endpoint).json(body);
+        // Known secrets never reach a model, whatever carried them into the request
+        // (model code that printed a key it read, an agent's output, a tool's result).
+        let text = serde_json::to_string(body).map_err(|error| {
+            AttemptError::Fatal(ProviderError::Config(format!(
+                "cannot encode the request body: {error}"
+            )))
+        })?;
+        let request = self
+            .client
+            .post(&self.endpoint)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(rlm_process::redact_secrets(&text).into_owned());
         let request = W::authorize(request, self.key.as_ref())?;
         send_attempt::<W>(
             request,

@@ -62,7 +62,7 @@ fn from_summary(dir: &Path, file: RunSummaryFile, first: Option<&Event>) -> RunS
         task: started.map(|s| s.task.clone()),
         model: started.map(|s| s.model.clone()),
         status: RunState::Ended(file.status),
-        answer: file.answer,
+        answer: crate::events::stored_answer(dir).or(file.answer),
         error: file.error,
         iterations: file.iterations,
         llm_calls: file.llm_calls,
@@ -98,7 +98,7 @@ fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
             .or(fold.first_ms)
             .or_else(|| read::time_from_run_id(run_id)),
         status,
-        answer: fold.answer.clone(),
+        answer: crate::events::stored_answer(dir).or_else(|| fold.answer.clone()),
         error: fold.error.clone(),
         iterations: fold
             .finished
