@@ -61,14 +61,27 @@ pub struct ChildTotals {
     pub depth_reached: u32,
 }
 
+/// What a model call is expected to cost before it is made: its prompt's estimated
+/// tokens and their cost. Reserved in the tree's budget with the call, so concurrent
+/// children see each other's calls in flight; replaced by what the call really cost
+/// when it returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Reservation {
+    /// Estimated prompt tokens.
+    pub tokens: u64,
+    /// Their estimated cost, when prices are configured.
+    pub cost_usd: f64,
+}
+
 /// Directory of the tree budgets, under the data directory.
 pub const BUDGETS_DIR: &str = "budgets";
 
 /// The budget a whole tree of runs shares: the root's call, token and cost limits and
 /// what every run of the tree has used, in one small JSON file that each process
-/// updates under an exclusive `flock`. A model call is *reserved* (counted) before it
-/// is made, so concurrent children cannot all take the last call; its tokens and cost
-/// are *settled* when it returns. Forced final answers are not reserved: a run whose
+/// updates under an exclusive `flock`. A model call is *reserved* before it is made
+/// (counted, with its prompt's estimated tokens and cost), so concurrent children
+/// cannot all take the last call or the last tokens; its real tokens and cost are
+/// *settled* when it returns. Forced final answers are not reserved: a run whose
 /// budget is spent still answers, with one call.
 #[derive(Debug, Clone)]
 pub struct TreeBudget {
@@ -82,6 +95,12 @@ struct Ledger {
     llm_calls: u64,
     tokens: u64,
     cost_usd: f64,
+    /// Estimated tokens of the calls in flight.
+    #[serde(default)]
+    reserved_tokens: u64,
+    /// Estimated cost of the calls in flight.
+    #[serde(default)]
+    reserved_cost_usd: f64,
 }
 
 impl TreeBudget {
@@ -119,20 +138,31 @@ impl TreeBudget {
         &self.path
     }
 
-    /// Reserves one model call: `Err` says which tree budget is spent.
-    fn reserve_call(&self) -> std::io::Result<Result<(), String>> {
+    /// Reserves one model call expected to cost `expected`: `Err` says which tree
+    /// budget is spent.
+    fn reserve_call(&self, expected: Reservation) -> std::io::Result<Result<(), String>> {
         self.update(|ledger| match ledger.spent() {
             Some(reason) => Err(reason),
             None => {
                 ledger.llm_calls += 1;
+                ledger.reserved_tokens += expected.tokens;
+                ledger.reserved_cost_usd += expected.cost_usd;
                 Ok(())
             }
         })
     }
 
-    /// Adds a finished call's tokens and cost.
-    fn settle(&self, tokens: u64, cost_usd: Option<f64>) -> std::io::Result<()> {
+    /// Replaces a call's reservation by its real tokens and cost (none for a call
+    /// that failed).
+    fn settle(
+        &self,
+        reserved: Reservation,
+        tokens: u64,
+        cost_usd: Option<f64>,
+    ) -> std::io::Result<()> {
         self.update(|ledger| {
+            ledger.reserved_tokens = ledger.reserved_tokens.saturating_sub(reserved.tokens);
+            ledger.reserved_cost_usd = (ledger.reserved_cost_usd - reserved.cost_usd).max(0.0);
             ledger.tokens += tokens;
             ledger.cost_usd += cost_usd.unwrap_or(0.0);
         })
@@ -172,12 +202,14 @@ impl Ledger {
                 "the run tree's model-call budget (--max-llm-calls {max}) is spent"
             ));
         }
-        if let Some(max) = limits.max_tokens.filter(|max| self.tokens >= *max) {
+        let tokens = self.tokens + self.reserved_tokens;
+        if let Some(max) = limits.max_tokens.filter(|max| tokens >= *max) {
             return Some(format!(
                 "the run tree's token budget (--max-tokens {max}) is spent"
             ));
         }
-        if let Some(max) = limits.max_cost_usd.filter(|max| self.cost_usd >= *max) {
+        let cost = self.cost_usd + self.reserved_cost_usd;
+        if let Some(max) = limits.max_cost_usd.filter(|max| cost >= *max) {
             return Some(format!(
                 "the run tree's cost budget (--max-cost-usd {max}) is spent"
             ));
@@ -226,15 +258,16 @@ impl Accounting {
         self.tree.as_ref()
     }
 
-    /// Before a model call (not a forced final answer): which budget, this run's or
-    /// the tree's, is spent (`Some`: do not call); otherwise the call is reserved in
-    /// the tree's budget.
-    pub fn start_call(&self) -> Option<String> {
+    /// Before a model call (not a forced final answer) expected to cost `expected`:
+    /// which budget, this run's or the tree's, is spent (`Some`: do not call);
+    /// otherwise the call is reserved in the tree's budget, to be settled by
+    /// [`Accounting::record_call`] or given back by [`Accounting::release`].
+    pub fn start_call(&self, expected: Reservation) -> Option<String> {
         if let Some(reason) = self.exhausted() {
             return Some(reason);
         }
         let tree = self.tree.as_ref()?;
-        match tree.reserve_call() {
+        match tree.reserve_call(expected) {
             Ok(Ok(())) => None,
             Ok(Err(reason)) => Some(reason),
             Err(error) => {
@@ -249,10 +282,19 @@ impl Accounting {
         &self.limits
     }
 
-    /// Records one model call.
-    pub fn record_call(&self, usage: Usage, cost_usd: Option<f64>) {
+    /// Gives back the reservation of a call that failed (its tokens are unknown).
+    pub fn release(&self, reserved: Reservation) {
         if let Some(tree) = &self.tree {
-            if let Err(error) = tree.settle(usage.total(), cost_usd) {
+            if let Err(error) = tree.settle(reserved, 0, None) {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be updated");
+            }
+        }
+    }
+
+    /// Records one model call, settling what `reserved` held for it.
+    pub fn record_call(&self, usage: Usage, cost_usd: Option<f64>, reserved: Reservation) {
+        if let Some(tree) = &self.tree {
+            if let Err(error) = tree.settle(reserved, usage.total(), cost_usd) {
                 tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be updated");
             }
         }
@@ -360,6 +402,7 @@ mod tests {
                 completion_tokens: 5,
             },
             Some(0.5),
+            Reservation::default(),
         );
         assert_eq!(acc.exhausted(), None);
         acc.record_call(
@@ -368,6 +411,7 @@ mod tests {
                 completion_tokens: 5,
             },
             None,
+            Reservation::default(),
         );
         assert!(acc
             .exhausted()
@@ -386,6 +430,7 @@ mod tests {
                 completion_tokens: 0,
             },
             None,
+            Reservation::default(),
         );
         assert!(tokens
             .exhausted()
@@ -405,20 +450,21 @@ mod tests {
         let root = Accounting::with_tree(limits, Some(tree.clone()));
         // A child was handed the whole remaining budget, but shares the tree's.
         let child = Accounting::with_tree(root.remaining(), Some(TreeBudget::open(tree.path())));
-        assert_eq!(root.start_call(), None);
-        assert_eq!(child.start_call(), None);
-        let refused = child.start_call().unwrap_or_default();
+        assert_eq!(root.start_call(Reservation::default()), None);
+        assert_eq!(child.start_call(Reservation::default()), None);
+        let refused = child.start_call(Reservation::default()).unwrap_or_default();
         assert!(
             refused.contains("run tree's model-call budget"),
             "{refused}"
         );
-        assert!(root.start_call().is_some());
+        assert!(root.start_call(Reservation::default()).is_some());
         child.record_call(
             Usage {
                 prompt_tokens: 600,
                 completion_tokens: 500,
             },
             None,
+            Reservation::default(),
         );
         let spent = root.exhausted().unwrap_or_default();
         assert!(

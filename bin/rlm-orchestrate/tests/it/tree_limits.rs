@@ -125,3 +125,83 @@ fn concurrent_children_share_the_call_budget_instead_of_each_getting_it() {
         "{requests} model requests for a budget of 2 in 5 runs"
     );
 }
+
+/// A root that fans out to four nested runs at once, each of which would go on writing
+/// code (every call reporting 90 + 10 tokens, `delay` apart) until its budget stops
+/// it; returns the number of model requests the tree made and how long it took.
+fn fan_out_under(budget: &[&str], delay: std::time::Duration) -> (u64, std::time::Duration) {
+    use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript};
+    let reply = |text: &str| MockReply::text(text).with_usage(90, 10).with_delay(delay);
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(
+        MockScript::always(reply("FINAL(forced)"))
+            .rule(MockRule::contains(
+                "Task: fan out to four",
+                reply("```repl\nanswers = sub_rlm_parallel([f'child-{i}' for i in range(4)])\nprint(answers)\n```"),
+            ))
+            .rule(MockRule::contains("Task: child-", reply("```repl\nx = 1\n```"))),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    sb.bare()
+        .env_remove("OPENAI_API_KEY")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "fan out to four", "--model", "mock", "--base-url"])
+        .arg(mock.control().openai_base_url())
+        .args(["--max-parallel", "4", "--max-iterations", "12"])
+        .args(budget)
+        .assert()
+        .success();
+    (mock.control().request_count(), started.elapsed())
+}
+
+/// Seen failing before the tree ledger reserved a call's estimated tokens: the four
+/// children's first calls, in flight together, each saw 250 tokens left.
+#[test]
+fn concurrent_children_share_the_token_budget() {
+    // Calls 200 ms long, so the children's calls are in flight together.
+    let (requests, _) = fan_out_under(
+        &["--max-tokens", "350"],
+        std::time::Duration::from_millis(200),
+    );
+    // 350 tokens are 3.5 calls of 100; each of the 5 runs may add its forced answer.
+    assert!(
+        requests <= 4 + 5,
+        "{requests} model requests for 350 tokens in 5 runs"
+    );
+}
+
+#[test]
+fn concurrent_children_share_the_cost_budget() {
+    // $1000 per million tokens: a call of 100 tokens costs $0.10.
+    let (requests, _) = fan_out_under(
+        &[
+            "--max-cost-usd",
+            "0.35",
+            "--price-input",
+            "1000",
+            "--price-output",
+            "1000",
+        ],
+        std::time::Duration::from_millis(200),
+    );
+    assert!(
+        requests <= 4 + 5,
+        "{requests} model requests for $0.35 at $0.10 a call in 5 runs"
+    );
+}
+
+/// Children get what is left of the root's time, not a fresh `--max-time` each: with
+/// calls 300 ms apart and 12 iterations a child alone would take 3.6 s.
+#[test]
+fn concurrent_children_share_the_time_budget() {
+    let delay = std::time::Duration::from_millis(300);
+    let (requests, took) = fan_out_under(&["--max-time", "2"], delay);
+    // 2 s, then at most one more call per run (the forced answers, 300 ms each, the
+    // children's at once), with generous room for process starts on a busy machine.
+    assert!(
+        took < std::time::Duration::from_secs(2) + 4 * delay + std::time::Duration::from_secs(2),
+        "the tree took {took:?} under --max-time 2 ({requests} requests)"
+    );
+}

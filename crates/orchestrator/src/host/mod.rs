@@ -20,9 +20,9 @@ pub use serve::{
     ONE_SHOT_CONTEXT_CHARS,
 };
 
-use crate::accounting::Accounting;
+use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
-use crate::provider::{ChatRequest, Completion, Prices, Provider};
+use crate::provider::{ChatMessage, ChatRequest, Completion, Prices, Provider};
 
 /// Serves the host calls of model code, asynchronously and concurrently.
 #[async_trait::async_trait]
@@ -49,17 +49,37 @@ impl std::fmt::Debug for Model {
     }
 }
 
-/// Accounts one finished model call (tokens, cost) and traces it as `llm_call`.
+/// What a call of `model` with `request` is expected to cost before it is made (its
+/// prompt's estimated tokens and their price), for [`Accounting::start_call`].
+pub(crate) fn expected_cost(model: &Model, request: &ChatRequest) -> Reservation {
+    let usage = crate::provider::estimate_usage(request, "");
+    Reservation {
+        tokens: usage.prompt_tokens,
+        cost_usd: model.price.map_or(0.0, |p| p.cost_usd(&usage)),
+    }
+}
+
+/// [`expected_cost`] of a request made of `messages`.
+pub(crate) fn expected_cost_of(model: &Model, messages: &[ChatMessage]) -> Reservation {
+    let request = ChatRequest {
+        messages: messages.to_vec(),
+        ..ChatRequest::default()
+    };
+    expected_cost(model, &request)
+}
+
+/// Accounts one finished model call (tokens, cost, settling what was `reserved` for
+/// it) and traces it as `llm_call`.
 pub(crate) fn record_call(
     model: &Model,
     request: &ChatRequest,
     completion: &Completion,
     purpose: CallPurpose,
-    accounting: &Accounting,
+    (accounting, reserved): (&Accounting, Reservation),
     sink: &EventSink,
 ) {
     let cost = model.price.map(|p| p.cost_usd(&completion.usage));
-    accounting.record_call(completion.usage, cost);
+    accounting.record_call(completion.usage, cost, reserved);
     sink.emit(EventData::LlmCall(LlmCall {
         model: completion.model.clone(),
         purpose,

@@ -14,7 +14,7 @@ use rlm_process::CancellationToken;
 use serde_json::{json, Value};
 
 use super::call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
-use super::{fan_out, record_call, Host, Model};
+use super::{expected_cost, fan_out, record_call, Host, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
     run_child, run_external_agent, AgentCommand, AgentRef, AgentSandbox, ChildRequest, ChildResult,
@@ -152,27 +152,29 @@ impl RunHost {
             self.cache_hit(CachedCall::LlmQuery, &key);
             return Ok(answer);
         }
-        if let Some(reason) = self.accounting.start_call() {
-            return Err(HostError::RespondToModel(format!(
-                "no more model calls: {reason}; answer from what you have"
-            )));
-        }
         let request = ChatRequest {
             messages: vec![ChatMessage::user(content)],
             ..ChatRequest::default()
         };
-        let completion = self
-            .sub_model
-            .provider
-            .complete(&request, None)
-            .await
-            .map_err(|e| HostError::RespondToModel(e.to_string()))?;
+        let reserved = expected_cost(&self.sub_model, &request);
+        if let Some(reason) = self.accounting.start_call(reserved) {
+            return Err(HostError::RespondToModel(format!(
+                "no more model calls: {reason}; answer from what you have"
+            )));
+        }
+        let completion = match self.sub_model.provider.complete(&request, None).await {
+            Ok(completion) => completion,
+            Err(error) => {
+                self.accounting.release(reserved);
+                return Err(HostError::RespondToModel(error.to_string()));
+            }
+        };
         record_call(
             &self.sub_model,
             &request,
             &completion,
             purpose,
-            &self.accounting,
+            (&self.accounting, reserved),
             &self.sink,
         );
         self.cache

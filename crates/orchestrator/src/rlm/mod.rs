@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::accounting::Accounting;
+use crate::accounting::{Accounting, Reservation};
 use crate::context::ContextInfo;
 use crate::env::tools::{MicroTool, ToolProtocol};
 use crate::env::{EnvError, Environment};
@@ -208,7 +208,8 @@ pub async fn run_loop(
     let mut iterations = 0;
     let mut stop_reason = None;
     for iteration in 1..=settings.max_iterations {
-        if let Some(reason) = accounting.start_call() {
+        let reserved = crate::host::expected_cost_of(model, &messages);
+        if let Some(reason) = accounting.start_call(reserved) {
             stop_reason = Some(reason);
             break;
         }
@@ -220,7 +221,7 @@ pub async fn run_loop(
             required: None,
         };
         let completion = caller
-            .ask(&messages, offer, CallPurpose::Root, iteration)
+            .ask(&messages, offer, (CallPurpose::Root, reserved), iteration)
             .await?;
         let turn = match &medium {
             Medium::Code => {
@@ -320,13 +321,14 @@ struct Offer<'a> {
 }
 
 impl Caller<'_> {
-    /// One root-model call, accounted and traced; the text streams to the listeners
-    /// as transient `text_delta` events while it arrives.
+    /// One root-model call, accounted (settling what was `reserved` for it) and
+    /// traced; the text streams to the listeners as transient `text_delta` events
+    /// while it arrives.
     async fn ask(
         self,
         messages: &[ChatMessage],
         offer: Offer<'_>,
-        purpose: CallPurpose,
+        (purpose, reserved): (CallPurpose, Reservation),
         iteration: u32,
     ) -> Result<Completion, ProviderError> {
         let request = ChatRequest {
@@ -342,17 +344,24 @@ impl Caller<'_> {
                 delta: delta.to_owned(),
             })
         };
-        let completion = self
+        let completion = match self
             .model
             .provider
             .complete(&request, Some(&on_delta))
-            .await?;
+            .await
+        {
+            Ok(completion) => completion,
+            Err(error) => {
+                self.accounting.release(reserved);
+                return Err(error);
+            }
+        };
         record_call(
             self.model,
             &request,
             &completion,
             purpose,
-            self.accounting,
+            (self.accounting, reserved),
             sink,
         );
         Ok(completion)
@@ -400,7 +409,12 @@ async fn force_final(
             .then_some(final_answer),
     };
     let completion = caller
-        .ask(messages, offer, CallPurpose::ForcedFinal, iterations + 1)
+        .ask(
+            messages,
+            offer,
+            (CallPurpose::ForcedFinal, Reservation::default()),
+            iterations + 1,
+        )
         .await?;
     let parsed = parse_response(&completion.text, env.fence_tags());
     let answer = match (&parsed.final_literal, &parsed.final_var) {
