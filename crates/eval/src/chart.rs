@@ -1,0 +1,118 @@
+//! The accuracy-vs-context-length chart (the paper's figure 1, for the user's model):
+//! one line per suite and arm, lengths on a logarithmic axis, drawn with `plotters` as
+//! SVG (no system libraries or fonts needed to write it).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::error::EvalError;
+use crate::report::SummaryRow;
+use crate::suite::Suite;
+
+/// Writes the chart of `rows` to `path` (SVG).
+pub fn write_chart(path: &Path, rows: &[SummaryRow], title: &str) -> Result<(), EvalError> {
+    let failed = |e: &dyn std::fmt::Display| EvalError::Chart {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let mut series: BTreeMap<(Suite, String), Vec<(f64, f64)>> = BTreeMap::new();
+    for row in rows {
+        series
+            .entry((row.suite, row.arm.clone()))
+            .or_default()
+            .push((row.length as f64, row.score * 100.0));
+    }
+    let lengths: Vec<f64> = rows.iter().map(|r| r.length as f64).collect();
+    let min = lengths
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min)
+        .max(1.0);
+    let max = lengths.iter().copied().fold(0.0, f64::max).max(min * 2.0);
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| failed(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(20)
+        .x_label_area_size(45)
+        .y_label_area_size(55)
+        .build_cartesian_2d((min / 1.5..max * 1.5).log_scale(), 0.0..105.0)
+        .map_err(|e| failed(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("context length (characters)")
+        .y_desc("score (%)")
+        .x_label_formatter(&|x| short_length(*x))
+        .draw()
+        .map_err(|e| failed(&e))?;
+    for (n, ((suite, arm), mut points)) in series.into_iter().enumerate() {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = Palette99::pick(n).to_rgba();
+        let style = if arm == "rlm" {
+            ShapeStyle::from(&color).stroke_width(3)
+        } else {
+            ShapeStyle::from(&color).stroke_width(1)
+        };
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), style))
+            .map_err(|e| failed(&e))?
+            .label(format!("{suite} · {arm}"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))
+            .map_err(|e| failed(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| failed(&e))?;
+    root.present().map_err(|e| failed(&e))?;
+    Ok(())
+}
+
+/// A length on the axis: `8k`, `1.5m`.
+fn short_length(x: f64) -> String {
+    if x >= f64::from(1 << 20) {
+        format!("{:.1}m", x / f64::from(1 << 20)).replace(".0m", "m")
+    } else if x >= 1024.0 {
+        format!("{:.0}k", x / 1024.0)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chart_is_an_svg_with_a_line_per_suite_and_arm() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("accuracy.svg");
+        let row = |arm: &str, length: u64, score: f64| SummaryRow {
+            suite: Suite::Sniah,
+            length,
+            arm: arm.into(),
+            items: 3,
+            score,
+            mean_tokens: 10.0,
+            cost_usd: None,
+            mean_seconds: 1.0,
+        };
+        let rows = [
+            row("rlm", 8192, 1.0),
+            row("rlm", 1 << 20, 1.0),
+            row("baseline", 8192, 1.0),
+            row("baseline", 1 << 20, 0.33),
+        ];
+        write_chart(&path, &rows, "test").unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
+        assert!(svg.contains("sniah · rlm") && svg.contains("sniah · baseline"));
+        assert!(svg.contains("context length"), "axis labels");
+    }
+}

@@ -1,0 +1,249 @@
+//! The oracle: a scripted model that answers every suite right when it can see the
+//! data, so the evaluation pipeline can be proved offline (`mock-llm --oracle`).
+//!
+//! As the RLM arm's root model it writes the Python code that computes the answer
+//! from `context`, then answers `FINAL_VAR(answer)` once it has seen the output. As the
+//! baseline arm's model it computes the answer from the context in its prompt — which
+//! is cut to the baseline window, so past the window it answers from part of the data,
+//! as a real model would, and its score falls off.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+
+/// How the baseline arm's prompt starts.
+pub const BASELINE_OPENING: &str = "Context:\n<<<\n";
+/// What closes the context in the baseline prompt.
+const BASELINE_CLOSING: &str = "\n>>>\n\nQuestion: ";
+
+/// The baseline arm's prompt: the (cut) context, then the question.
+pub fn baseline_prompt(context: &str, question: &str) -> String {
+    format!(
+        "{BASELINE_OPENING}{context}{BASELINE_CLOSING}{question}\nAnswer with the answer only, no explanation."
+    )
+}
+
+/// The oracle's reply to a conversation, given every message's text in order: `None`
+/// when it is neither a baseline prompt nor an RLM run of one of the suites.
+pub fn reply(messages: &[&str]) -> Option<String> {
+    let last = messages.last()?;
+    if let Some(rest) = last.strip_prefix(BASELINE_OPENING) {
+        let (context, after) = rest.split_once(BASELINE_CLOSING)?;
+        let question = after.lines().next()?;
+        return Some(solve(question, context).unwrap_or_else(|| "I do not know.".to_owned()));
+    }
+    let question = messages
+        .iter()
+        .find_map(|m| m.split("Task: ").nth(1))
+        .and_then(|rest| rest.split("\n\n").next())?
+        .trim();
+    if messages.iter().any(|m| m.contains("REPL output:")) {
+        return Some("FINAL_VAR(answer)".to_owned());
+    }
+    code_for(question).map(|code| format!("Let me compute it.\n```repl\n{code}\n```"))
+}
+
+/// What a question asks, read from its wording.
+#[derive(Debug, PartialEq)]
+enum Question {
+    Needle(String),
+    Needles(Vec<String>),
+    Count(String),
+    MostFrequent,
+    Sum(String),
+    Pairs,
+}
+
+fn read_question(question: &str) -> Option<Question> {
+    let grab = |pattern: &str| {
+        Regex::new(pattern)
+            .ok()
+            .and_then(|re| re.captures(question))
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_owned())
+    };
+    if let Some(keys) = grab(r"special magic numbers for (.+?) mentioned") {
+        let keys = keys
+            .replace(" and ", ", ")
+            .split(", ")
+            .map(str::to_owned)
+            .collect();
+        return Some(Question::Needles(keys));
+    }
+    if let Some(key) = grab(r"special magic number for (\S+) mentioned") {
+        return Some(Question::Needle(key));
+    }
+    if let Some(label) = grab(r"How many records in the context have label=(\w+)") {
+        return Some(Question::Count(label));
+    }
+    if question.contains("Which label appears in the most records") {
+        return Some(Question::MostFrequent);
+    }
+    if let Some(label) = grab(r"sum of the amount fields of the records with label=(\w+)") {
+        return Some(Question::Sum(label));
+    }
+    question
+        .contains("How many pairs of different persons")
+        .then_some(Question::Pairs)
+}
+
+/// The answer computed from `context` (what the oracle sees of it).
+fn solve(question: &str, context: &str) -> Option<String> {
+    let needle = |key: &str| {
+        Regex::new(&format!(
+            r"The special magic number for {} is (\d+)\.",
+            regex::escape(key)
+        ))
+        .ok()?
+        .captures(context)
+        .map(|c| c[1].to_owned())
+    };
+    let label_of = |line: &str| {
+        line.split(" label=")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .map(str::to_owned)
+    };
+    let amount_of =
+        |line: &str| -> Option<u64> { line.rsplit("amount=").next()?.trim().parse().ok() };
+    Some(match read_question(question)? {
+        Question::Needle(key) => needle(&key)?,
+        Question::Needles(keys) => keys
+            .iter()
+            .filter_map(|key| needle(key))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Question::Count(label) => context
+            .lines()
+            .filter(|l| label_of(l).as_deref() == Some(label.as_str()))
+            .count()
+            .to_string(),
+        Question::MostFrequent => {
+            let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+            for label in context.lines().filter_map(label_of) {
+                *counts.entry(label).or_default() += 1;
+            }
+            counts.into_iter().max_by_key(|(_, n)| *n)?.0
+        }
+        Question::Sum(label) => context
+            .lines()
+            .filter(|l| label_of(l).as_deref() == Some(label.as_str()))
+            .filter_map(amount_of)
+            .sum::<u64>()
+            .to_string(),
+        Question::Pairs => {
+            let mut young: BTreeMap<&str, u64> = BTreeMap::new();
+            for line in context.lines() {
+                let city = line.split("city=").nth(1).and_then(|r| r.split(' ').next());
+                let year: Option<u64> = line
+                    .rsplit("year=")
+                    .next()
+                    .and_then(|y| y.trim().parse().ok());
+                if let (Some(city), Some(year)) = (city, year) {
+                    if year > 2000 {
+                        *young.entry(city).or_default() += 1;
+                    }
+                }
+            }
+            young
+                .values()
+                .map(|n| n * n.saturating_sub(1) / 2)
+                .sum::<u64>()
+                .to_string()
+        }
+    })
+}
+
+/// The Python code an RLM's root model would write for `question`, leaving the answer
+/// in `answer`.
+fn code_for(question: &str) -> Option<String> {
+    Some(match read_question(question)? {
+        Question::Needle(key) => format!(
+            "import re\nm = re.search(r'The special magic number for {} is (\\d+)\\.', context)\nanswer = m.group(1) if m else 'not found'\nprint(answer)",
+            regex::escape(&key)
+        ),
+        Question::Needles(keys) => format!(
+            "import re\nfound = []\nfor key in {keys:?}:\n    m = re.search(r'The special magic number for ' + re.escape(key) + r' is (\\d+)\\.', context)\n    if m:\n        found.append(m.group(1))\nanswer = ', '.join(found)\nprint(answer)"
+        ),
+        Question::Count(label) => format!(
+            "answer = str(sum(1 for line in context.splitlines() if ' label={label} ' in line))\nprint(answer)"
+        ),
+        Question::MostFrequent => "from collections import Counter\nimport re\ncounts = Counter(re.findall(r' label=(\\w+) ', context))\nanswer = counts.most_common(1)[0][0]\nprint(counts.most_common(3))".to_owned(),
+        Question::Sum(label) => format!(
+            "import re\nanswer = str(sum(int(a) for a in re.findall(r' label={label} amount=(\\d+)', context)))\nprint(answer)"
+        ),
+        Question::Pairs => "import re\nfrom collections import Counter\nyoung = Counter(city for city, year in re.findall(r'city=(\\w+) year=(\\d+)', context) if int(year) > 2000)\nanswer = str(sum(n * (n - 1) // 2 for n in young.values()))\nprint(young, answer)".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::score::score;
+    use crate::suite::{generate, Suite};
+
+    #[test]
+    fn the_oracle_solves_every_suite_from_the_whole_context() {
+        for suite in Suite::ALL {
+            for index in 0..3 {
+                let mut text = Vec::new();
+                let item = generate(suite, 30_000, index, 3, 11, &mut text).unwrap();
+                let context = String::from_utf8(text).unwrap();
+                let prompt = baseline_prompt(&context, &item.question);
+                let answer = reply(&[&prompt]).unwrap();
+                assert_eq!(
+                    score(&item.expected, &answer),
+                    1.0,
+                    "{suite} {index}: {answer}"
+                );
+                assert!(code_for(&item.question).is_some(), "{}", item.question);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Every item of every seed is generated the same twice and its answer is
+        /// checkable: computed again from the text, it scores 1.
+        #[test]
+        fn every_seed_gives_a_checkable_item(
+            seed in proptest::prelude::any::<u64>(),
+            suite in 0_usize..4,
+            index in 0_u32..3,
+            length in 1024_u64..40_000,
+        ) {
+            let suite = Suite::ALL[suite];
+            let mut text = Vec::new();
+            let item = generate(suite, length, index, 3, seed, &mut text).unwrap();
+            let mut again = Vec::new();
+            proptest::prop_assert_eq!(&generate(suite, length, index, 3, seed, &mut again).unwrap(), &item);
+            proptest::prop_assert_eq!(&again, &text);
+            let context = String::from_utf8(text).unwrap();
+            let answer = reply(&[&baseline_prompt(&context, &item.question)]).unwrap();
+            proptest::prop_assert_eq!(score(&item.expected, &answer), 1.0, "{} {}: {}", suite, item.question, answer);
+        }
+    }
+
+    #[test]
+    fn cut_short_the_needle_is_missed() {
+        let mut text = Vec::new();
+        let item = generate(Suite::Sniah, 30_000, 2, 3, 11, &mut text).unwrap();
+        let context = String::from_utf8(text).unwrap();
+        let prompt = baseline_prompt(&context[..10_000], &item.question);
+        assert_eq!(score(&item.expected, &reply(&[&prompt]).unwrap()), 0.0);
+    }
+
+    #[test]
+    fn as_the_root_model_it_writes_code_then_answers_by_variable() {
+        let task = "Task: What is the special magic number for amber-otter-07 mentioned in the context?\n\nContext: …";
+        let first = reply(&["system", task]).unwrap();
+        assert!(
+            first.contains("```repl") && first.contains("amber\\-otter\\-07"),
+            "{first}"
+        );
+        let second = reply(&["system", task, &first, "REPL output:\n1234567\n"]).unwrap();
+        assert_eq!(second, "FINAL_VAR(answer)");
+        assert_eq!(reply(&["hello"]), None);
+    }
+}

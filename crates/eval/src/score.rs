@@ -1,0 +1,142 @@
+//! Scorers: each item's answer is exact text, a number or a set, and an answer the
+//! model gave is scored in [0, 1] against it.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// An item's expected answer, and how an answer is scored against it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Expected {
+    /// Exact text (case and surrounding punctuation aside); an answer of a few words
+    /// that contains it as a whole word counts too ("The number is 4172.").
+    Exact(String),
+    /// A number; the first number in the answer must match it within a relative
+    /// 1e-6.
+    Number(f64),
+    /// A set of values, all to be found: F1 of the values in the answer (split at
+    /// commas, semicolons, whitespace and "and") against the set.
+    Set(Vec<String>),
+}
+
+impl Expected {
+    /// The answer as a model would write it, for tables and the oracle.
+    pub fn as_answer(&self) -> String {
+        match self {
+            Self::Exact(text) => text.clone(),
+            Self::Number(n) => format_number(*n),
+            Self::Set(items) => items.join(", "),
+        }
+    }
+}
+
+/// A number as an answer: integral values without a fraction.
+pub fn format_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// The score of `got` against `expected`, in [0, 1].
+pub fn score(expected: &Expected, got: &str) -> f64 {
+    match expected {
+        Expected::Exact(want) => {
+            let got = normalise(got);
+            let want = normalise(want);
+            let words = got.split_whitespace().count();
+            let whole_word = |text: &str| {
+                text.split(|c: char| !c.is_alphanumeric() && c != '-' && c != '_')
+                    .any(|word| word == want)
+            };
+            f64::from(u8::from(got == want || (words <= 12 && whole_word(&got))))
+        }
+        Expected::Number(want) => match first_number(got) {
+            Some(n) if (n - want).abs() <= want.abs().max(1.0) * 1e-6 => 1.0,
+            _ => 0.0,
+        },
+        Expected::Set(want) => {
+            let want: BTreeSet<String> = want.iter().map(|w| normalise(w)).collect();
+            let got: BTreeSet<String> = normalise(got)
+                .split(|c: char| c == ',' || c == ';' || c.is_whitespace())
+                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned())
+                .filter(|w| !w.is_empty() && w != "and")
+                .collect();
+            let hits = want.intersection(&got).count() as f64;
+            if hits == 0.0 {
+                return 0.0;
+            }
+            let precision = hits / got.len() as f64;
+            let recall = hits / want.len() as f64;
+            2.0 * precision * recall / (precision + recall)
+        }
+    }
+}
+
+/// Lower case, trimmed of whitespace, quotes and a final period.
+fn normalise(text: &str) -> String {
+    text.trim()
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '`')
+        .trim_end_matches('.')
+        .trim()
+        .to_lowercase()
+}
+
+/// The first number in `text` (thousands separators allowed).
+fn first_number(text: &str) -> Option<f64> {
+    let re = regex::Regex::new(r"-?\d[\d,]*(\.\d+)?").ok()?;
+    let found = re.find(text)?;
+    found.as_str().replace(',', "").parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_answers_tolerate_case_quotes_and_a_short_sentence() {
+        let want = Expected::Exact("4172093".into());
+        assert_eq!(score(&want, "4172093"), 1.0);
+        assert_eq!(score(&want, " '4172093'. "), 1.0);
+        assert_eq!(score(&want, "The special magic number is 4172093."), 1.0);
+        assert_eq!(score(&want, "41720930"), 0.0);
+        assert_eq!(score(&want, "I could not find it"), 0.0);
+        let label = Expected::Exact("billing".into());
+        assert_eq!(score(&label, "Billing"), 1.0);
+        assert_eq!(score(&label, "billing-v2"), 0.0);
+    }
+
+    #[test]
+    fn numbers_are_read_from_the_answer() {
+        let want = Expected::Number(1234.0);
+        assert_eq!(score(&want, "1234"), 1.0);
+        assert_eq!(score(&want, "There are 1,234 records."), 1.0);
+        assert_eq!(score(&want, "1235"), 0.0);
+        assert_eq!(score(&want, "none"), 0.0);
+        assert_eq!(score(&Expected::Number(0.5), "0.5000000001"), 1.0);
+    }
+
+    #[test]
+    fn sets_score_f1() {
+        let want = Expected::Set(vec!["11".into(), "22".into(), "33".into(), "44".into()]);
+        assert_eq!(score(&want, "11, 22, 33, 44"), 1.0);
+        assert_eq!(score(&want, "44; 33 and 22, 11."), 1.0);
+        let half = score(&want, "11, 22");
+        assert!((half - 2.0 * 1.0 * 0.5 / 1.5).abs() < 1e-9, "{half}");
+        assert_eq!(score(&want, "99"), 0.0);
+    }
+
+    #[test]
+    fn every_expected_answer_scores_itself_one() {
+        for want in [
+            Expected::Exact("ruby-falcon".into()),
+            Expected::Number(-12.5),
+            Expected::Number(40_000.0),
+            Expected::Set(vec!["1".into(), "2".into()]),
+        ] {
+            assert_eq!(score(&want, &want.as_answer()), 1.0, "{want:?}");
+        }
+    }
+}
