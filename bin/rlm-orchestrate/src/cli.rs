@@ -149,6 +149,26 @@ Examples:
   rlm-orchestrate runs show 20261122-0943
   rlm-orchestrate runs show 20261122-0943 --html run.html")]
     Runs(crate::runs::RunsArgs),
+
+    /// Score an RLM against the plain model on generated long-context suites.
+    #[command(after_help = "\
+Suites (generated locally from --seed, every answer checked automatically):
+  sniah         one needle at depths 10-90 %          exact
+  multi-needle  four needles, all to be found          set F1
+  aggregate     count / most frequent / sum of records numeric or exact
+  pairs         same-city pairs of records (quadratic)  numeric
+Each item runs twice: the RLM (a normal run, with its trace) and the baseline (one
+direct call to the same model with the context cut to --baseline-window characters).
+Results: a table on the terminal and in OUT/table.md, every item in OUT/results.json,
+the accuracy-vs-length chart in OUT/accuracy.svg.
+
+Examples:
+  mock-llm --oracle &   # prints its URL; an offline model that writes the right code
+  rlm-orchestrate eval --suite sniah --lengths 8k,1m --base-url http://127.0.0.1:PORT/v1 --model oracle
+  rlm-orchestrate eval --suite sniah,aggregate --lengths 8k,64k --items 5 --model gpt-4o-mini --out eval-4o
+  rlm-orchestrate eval --resume --out eval-4o ...   # skips the items already scored
+Exit codes: 0 done, 1 failure, 2 bad usage, 130 interrupted (what was done is kept).")]
+    Eval(Box<crate::eval::EvalArgs>),
 }
 
 /// Which API serves a model.

@@ -9,6 +9,7 @@ mod cli;
 mod completions;
 mod config_cmd;
 mod config_file;
+mod eval;
 mod exit;
 mod live;
 mod logging;
@@ -57,6 +58,7 @@ fn hide_secrets(cli: &cli::Cli) {
     let options = match &cli.command {
         cli::Command::Run(args) => Some(&args.options),
         cli::Command::Repl(args) => Some(&args.options),
+        cli::Command::Eval(args) => Some(&args.options),
         _ => None,
     };
     names.extend(options.and_then(|o| o.api_key_env.as_deref()));
@@ -67,7 +69,10 @@ fn hide_secrets(cli: &cli::Cli) {
 /// starts the watchdog that ends them if this process is killed (`kill -9` included).
 /// Before any thread starts: it changes the environment.
 fn start_watchdog(cli: &cli::Cli) {
-    if !matches!(cli.command, cli::Command::Run(_) | cli::Command::Repl(_)) {
+    if !matches!(
+        cli.command,
+        cli::Command::Run(_) | cli::Command::Repl(_) | cli::Command::Eval(_)
+    ) {
         return;
     }
     let started = std::env::current_exe().and_then(|exe| rlm_process::start_watchdog(&exe));
@@ -90,5 +95,6 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
         },
         cli::Command::Completions(args) => completions::run(&args),
         cli::Command::Runs(args) => runs::run(&cli.global, args),
+        cli::Command::Eval(args) => eval::run(&cli.global, *args),
     }
 }

@@ -118,7 +118,7 @@ fn child_config(
 
 /// A setup failure: exit 2 when the user's input is at fault, with a hint for a
 /// missing API key.
-fn launch_error(error: LaunchError) -> anyhow::Error {
+pub(crate) fn launch_error(error: LaunchError) -> anyhow::Error {
     let hint = match &error {
         LaunchError::Model {
             kind,
@@ -140,14 +140,14 @@ fn launch_error(error: LaunchError) -> anyhow::Error {
 }
 
 /// The signals `run` handles, installed up front.
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
 
 impl Signals {
     /// Installs the handlers (within a runtime context).
-    fn install() -> io::Result<Self> {
+    pub(crate) fn install() -> io::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Self {
             interrupt: signal(SignalKind::interrupt())?,
@@ -159,7 +159,7 @@ impl Signals {
 /// First Ctrl-C or SIGTERM: cancel the run (a context load stops at once and leaves
 /// nothing; every sub-agent group gets SIGTERM, a grace period, then SIGKILL; the run
 /// is recorded as cancelled). A second one kills every child group at once and exits.
-async fn stop_on_signals(signals: Signals, cancel: CancellationToken) {
+pub(crate) async fn stop_on_signals(signals: Signals, cancel: CancellationToken) {
     let Signals {
         mut interrupt,
         mut terminate,

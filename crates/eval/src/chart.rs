@@ -9,10 +9,17 @@ use plotters::prelude::*;
 
 use crate::error::EvalError;
 use crate::report::SummaryRow;
-use crate::suite::Suite;
+use crate::suite::{format_length, Suite};
 
-/// Writes the chart of `rows` to `path` (SVG).
-pub fn write_chart(path: &Path, rows: &[SummaryRow], title: &str) -> Result<(), EvalError> {
+/// Writes the chart of `rows` to `path` (SVG); `window`, the baseline's window in
+/// characters, is marked with a vertical line. A suite keeps its colour in both arms:
+/// a thick line for the RLM, a thin one for the baseline.
+pub fn write_chart(
+    path: &Path,
+    rows: &[SummaryRow],
+    title: &str,
+    window: Option<u64>,
+) -> Result<(), EvalError> {
     let failed = |e: &dyn std::fmt::Display| EvalError::Chart {
         path: path.to_owned(),
         message: e.to_string(),
@@ -42,14 +49,29 @@ pub fn write_chart(path: &Path, rows: &[SummaryRow], title: &str) -> Result<(), 
         .map_err(|e| failed(&e))?;
     chart
         .configure_mesh()
+        .light_line_style(WHITE)
+        .x_labels(8)
+        .y_labels(6)
         .x_desc("context length (characters)")
         .y_desc("score (%)")
         .x_label_formatter(&|x| short_length(*x))
         .draw()
         .map_err(|e| failed(&e))?;
-    for (n, ((suite, arm), mut points)) in series.into_iter().enumerate() {
+    if let Some(window) = window.filter(|w| (*w as f64) > min / 1.5 && (*w as f64) < max * 1.5) {
+        let x = window as f64;
+        chart
+            .draw_series(LineSeries::new(
+                [(x, 0.0), (x, 105.0)],
+                ShapeStyle::from(&BLACK.mix(0.35)).stroke_width(1),
+            ))
+            .map_err(|e| failed(&e))?
+            .label(format!("baseline window ({})", format_length(window)))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.mix(0.35)));
+    }
+    for ((suite, arm), mut points) in series {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let color = Palette99::pick(n).to_rgba();
+        let index = Suite::ALL.iter().position(|s| *s == suite).unwrap_or(0);
+        let color = Palette99::pick(index).to_rgba();
         let style = if arm == "rlm" {
             ShapeStyle::from(&color).stroke_width(3)
         } else {
@@ -66,6 +88,7 @@ pub fn write_chart(path: &Path, rows: &[SummaryRow], title: &str) -> Result<(), 
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
@@ -74,12 +97,13 @@ pub fn write_chart(path: &Path, rows: &[SummaryRow], title: &str) -> Result<(), 
     Ok(())
 }
 
-/// A length on the axis: `8k`, `1.5m`.
+/// A length on the axis, in decimal units (the ticks of a log axis are powers of 10):
+/// `10K`, `1M`, `1.5M`.
 fn short_length(x: f64) -> String {
-    if x >= f64::from(1 << 20) {
-        format!("{:.1}m", x / f64::from(1 << 20)).replace(".0m", "m")
-    } else if x >= 1024.0 {
-        format!("{:.0}k", x / 1024.0)
+    if x >= 1e6 {
+        format!("{:.1}M", x / 1e6).replace(".0M", "M")
+    } else if x >= 1e3 {
+        format!("{:.0}K", x / 1e3)
     } else {
         format!("{x:.0}")
     }
@@ -109,10 +133,14 @@ mod tests {
             row("baseline", 8192, 1.0),
             row("baseline", 1 << 20, 0.33),
         ];
-        write_chart(&path, &rows, "test").unwrap();
+        write_chart(&path, &rows, "test", Some(96 << 10)).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
         assert!(svg.contains("sniah · rlm") && svg.contains("sniah · baseline"));
         assert!(svg.contains("context length"), "axis labels");
+        assert!(
+            svg.contains("baseline window (96k)"),
+            "the window is marked"
+        );
     }
 }

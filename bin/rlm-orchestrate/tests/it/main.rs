@@ -10,6 +10,7 @@
 
 mod config;
 mod context_limits;
+mod eval;
 mod example_data;
 mod faults;
 mod help;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript, WhenEmpty};
+use rlm_test_support::mock_llm::{oracle_rule, MockLlm, MockReply, MockScript, WhenEmpty};
 
 const USAGE: &str = "\
 mock-llm — a scripted stand-in for a model server (NOT a model)
@@ -23,7 +23,7 @@ script; GET /_mock/requests lists the requests received (auth header values are
 never kept).
 
 Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT]
-                [--model NAME] [--record-limit N] [--no-stdin-watch]
+                [--model NAME] [--record-limit N] [--no-stdin-watch] [--oracle]
 
   --port N          port on 127.0.0.1 (default 0: a free port)
   --script FILE     JSON: [reply, ...] or {\"replies\": [...], \"rules\": [{\"contains\"|\"regex\": S,
@@ -41,6 +41,10 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
   --model NAME      model name reported in answers (default mock-llm)
   --record-limit N  keep the last N requests for /_mock/requests (default 10000)
   --no-stdin-watch  do not exit when stdin closes
+  --oracle          answer the items of `rlm-orchestrate eval` right when the data is in
+                    view: Python code for an RLM run (then FINAL_VAR(answer)), the answer
+                    computed from the prompt's (cut) context for the baseline; other
+                    requests get the script's replies
 
 The first line on stdout is `listening on http://127.0.0.1:PORT`.";
 
@@ -56,6 +60,7 @@ struct Args {
     model: Option<String>,
     record_limit: Option<usize>,
     watch_stdin: bool,
+    oracle: bool,
     help: bool,
 }
 
@@ -100,6 +105,7 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Args, String> {
                 args.record_limit = Some(usize::try_from(limit).unwrap_or(usize::MAX));
             }
             "--no-stdin-watch" => args.watch_stdin = false,
+            "--oracle" => args.oracle = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -155,6 +161,12 @@ async fn serve(args: Args) -> Result<(), String> {
         script.model = model;
     }
     script.record_limit = args.record_limit.unwrap_or(DEFAULT_RECORD_LIMIT);
+    if args.oracle {
+        script = script.rule(oracle_rule());
+        if matches!(script.when_empty, WhenEmpty::Error) {
+            script.when_empty = WhenEmpty::Repeat(MockReply::text("I do not know."));
+        }
+    }
     let description = script.describe();
 
     let addr = SocketAddr::from(([127, 0, 0, 1], args.port));

@@ -120,6 +120,14 @@ impl RecordedRequest {
         self.body.get("model").and_then(Value::as_str)
     }
 
+    /// The text of every message of `messages`, in order.
+    pub fn message_texts(&self) -> Vec<String> {
+        self.messages()
+            .iter()
+            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+            .collect()
+    }
+
     /// The messages of the body (`messages`), empty when absent.
     pub fn messages(&self) -> &[Value] {
         self.body
@@ -177,6 +185,16 @@ impl RecordedRequest {
             .sum();
         system.chars().count() + messages
     }
+}
+
+/// The rule that makes the mock the evaluation oracle (`mock-llm --oracle`): it
+/// answers the items of `rlm-orchestrate eval` as `rlm_eval::oracle` says.
+pub fn oracle_rule() -> MockRule {
+    MockRule::function("the eval oracle", |request| {
+        let texts = request.message_texts();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        rlm_eval::oracle::reply(&texts).map(MockReply::text)
+    })
 }
 
 /// Text of a `content` (a string, or parts with `text`).

@@ -1,0 +1,509 @@
+//! `rlm-orchestrate eval`: the suites of `rlm-eval`, each item answered by two arms —
+//! the RLM (a normal run with its own trace) and the baseline (one direct call to the
+//! same model with the context cut to `--baseline-window` characters) — scored, and
+//! summed up in a table, `results.json` and an accuracy-vs-length chart.
+//!
+//! Contexts are generated once into `OUT/contexts/` (the item's question and answer
+//! beside each). Every scored item is written to `OUT/results.json` as soon as it is
+//! done, so Ctrl-C keeps what was done and `--resume` goes on from there.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::stream::{self, StreamExt};
+use indicatif::{ProgressBar, ProgressStyle};
+use rlm_eval::report::{markdown_table, read_results, summarise, write_atomically, write_results};
+use rlm_eval::suite::{format_length, generate};
+use rlm_eval::{score, ItemResult, Suite};
+use rlm_orchestrator::host::Model;
+use rlm_orchestrator::launch;
+use rlm_orchestrator::provider::{ChatMessage, ChatRequest};
+use rlm_orchestrator::run::RunError;
+use rlm_orchestrator::settings::RunSettings;
+use rlm_process::CancellationToken;
+
+use crate::cli::{GlobalArgs, RunOptions};
+use crate::exit::{annotate, bad_input, ExitStatus};
+
+/// The arm that runs the RLM.
+const RLM_ARM: &str = "rlm";
+/// The arm that calls the model directly.
+const BASELINE_ARM: &str = "baseline";
+
+/// `eval` options: what to run, and every flag of `run` for the model and the loop.
+#[derive(Debug, clap::Args)]
+#[command(args_override_self = true)]
+pub struct EvalArgs {
+    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sniah,multi-needle,aggregate,pairs",
+        help_heading = "Evaluation"
+    )]
+    pub suite: Vec<String>,
+
+    /// Context lengths in characters (comma-separated; k = 1024, m = 1024²).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "8k,64k,1m",
+        help_heading = "Evaluation"
+    )]
+    pub lengths: Vec<String>,
+
+    /// Items per suite and length (sniah spreads their needles over 10-90 % depth).
+    #[arg(
+        long,
+        default_value_t = 3,
+        value_name = "N",
+        help_heading = "Evaluation"
+    )]
+    pub items: u32,
+
+    /// Seed of the generated items (the same seed gives the same items everywhere).
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Evaluation"
+    )]
+    pub seed: u64,
+
+    /// The baseline's window: it sees the first this many characters of the context.
+    #[arg(
+        long,
+        default_value = "96k",
+        value_name = "CHARS",
+        help_heading = "Evaluation"
+    )]
+    pub baseline_window: String,
+
+    /// Items run at once (each RLM arm is a run of its own).
+    #[arg(
+        long,
+        default_value_t = 2,
+        value_name = "N",
+        help_heading = "Evaluation"
+    )]
+    pub parallel: usize,
+
+    /// Arms to run (comma-separated): rlm, baseline.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "rlm,baseline",
+        help_heading = "Evaluation"
+    )]
+    pub arms: Vec<String>,
+
+    /// Go on with OUT/results.json: items already scored are skipped.
+    #[arg(long, help_heading = "Evaluation")]
+    pub resume: bool,
+
+    /// Where the contexts, results.json, table.md and accuracy.svg go.
+    #[arg(
+        long,
+        default_value = "eval-out",
+        value_name = "DIR",
+        help_heading = "Evaluation"
+    )]
+    pub out: PathBuf,
+
+    /// The flags shared with `run` (model, environment, budgets…).
+    #[command(flatten)]
+    pub options: RunOptions,
+}
+
+/// What the command line asked for, checked.
+struct Plan {
+    suites: Vec<Suite>,
+    lengths: Vec<u64>,
+    arms: Vec<&'static str>,
+    window: usize,
+}
+
+/// One item of the plan, its context generated.
+#[derive(Clone)]
+struct Prepared {
+    item: rlm_eval::Item,
+    context: PathBuf,
+}
+
+/// Runs `eval`.
+pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
+    let plan = plan(&args)?;
+    let settings = crate::settings::run_settings(global, &args.options);
+    std::fs::create_dir_all(args.out.join("contexts"))
+        .with_context(|| format!("cannot create the --out directory {}", args.out.display()))?;
+    let results_path = args.out.join("results.json");
+    let earlier = if args.resume {
+        read_results(&results_path).map_err(bad_input)?
+    } else if results_path.exists() {
+        return Err(bad_input(format!(
+            "{} already holds results: pass --resume to go on with them, or choose another --out",
+            results_path.display()
+        )));
+    } else {
+        Vec::new()
+    };
+
+    let cancel = CancellationToken::new();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("failed to start the async runtime")?;
+    let signals = {
+        let _runtime = runtime.enter();
+        crate::run::Signals::install()
+    };
+    match signals {
+        Ok(signals) => {
+            runtime.spawn(crate::run::stop_on_signals(signals, cancel.clone()));
+        }
+        Err(error) => tracing::warn!(%error, "cannot install signal handlers"),
+    }
+    let program = std::env::current_exe()
+        .context("cannot find the rlm-orchestrate executable to start runs")?;
+    // The baseline's model: the run's root model, built once.
+    let baseline_model = {
+        let _runtime = runtime.enter();
+        launch::prepare(&settings, None, Some(program.clone()), cancel.clone())
+            .map_err(crate::run::launch_error)?
+            .root
+    };
+
+    let items = prepare_items(&plan, &args, &cancel)?;
+    let done: std::collections::HashSet<_> = earlier.iter().map(ItemResult::key).collect();
+    let jobs: Vec<(Prepared, &'static str)> = items
+        .iter()
+        .flat_map(|p| plan.arms.iter().map(move |arm| (p.clone(), *arm)))
+        .filter(|(p, arm)| {
+            let i = &p.item;
+            !done.contains(&(i.suite, i.length, i.index, i.seed, (*arm).to_owned()))
+        })
+        .collect();
+    let total = jobs.len();
+    let progress = progress_bar(total as u64, global.quiet);
+    let results = Mutex::new(earlier);
+    let runner = Runner {
+        settings: &settings,
+        program: &program,
+        baseline_model: &baseline_model,
+        window: plan.window,
+        cancel: &cancel,
+    };
+    runtime.block_on(async {
+        stream::iter(jobs)
+            .map(|(prepared, arm)| runner.answer(prepared, arm))
+            .buffer_unordered(args.parallel.max(1))
+            .for_each(|result| {
+                if let Some(result) = result {
+                    progress.inc(1);
+                    progress.set_message(format!(
+                        "{} {} {}: {:.0} %",
+                        result.suite,
+                        format_length(result.length),
+                        result.arm,
+                        result.score * 100.0
+                    ));
+                    let mut all = results.lock().unwrap_or_else(|p| p.into_inner());
+                    all.push(result);
+                    if let Err(error) = write_results(&results_path, &all) {
+                        progress.suspend(|| tracing::error!(%error, "results not saved"));
+                    }
+                }
+                async {}
+            })
+            .await;
+    });
+    progress.finish_and_clear();
+    drop(runtime);
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    let finished = finish(&args.out, &results, plan.window as u64)?;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{finished}");
+    if cancel.is_cancelled() {
+        let missing = total.saturating_sub(results.len() - done.len().min(results.len()));
+        return Err(annotate(
+            anyhow::anyhow!(
+                "interrupted: {missing} of {total} answers were not scored; what was scored is in {} (--resume goes on)",
+                results_path.display()
+            ),
+            Some(ExitStatus::Cancelled),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the evaluation flags.
+fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
+    let options = &args.options;
+    if !options.context.is_empty() || options.context_dir.is_some() || options.context_var.is_some()
+    {
+        return Err(bad_input(
+            "eval generates its contexts: drop --context, --context-dir and --context-var",
+        ));
+    }
+    let suites = args
+        .suite
+        .iter()
+        .map(|s| s.parse::<Suite>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad_input)?;
+    let lengths = args
+        .lengths
+        .iter()
+        .map(|l| rlm_eval::parse_length(l))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad_input)?;
+    let window = rlm_eval::parse_length(&args.baseline_window).map_err(|_| {
+        bad_input(format!(
+            "--baseline-window {}: use a number of characters, e.g. 96k",
+            args.baseline_window
+        ))
+    })?;
+    let arms = args
+        .arms
+        .iter()
+        .map(|arm| match arm.trim() {
+            RLM_ARM => Ok(RLM_ARM),
+            BASELINE_ARM => Ok(BASELINE_ARM),
+            other => Err(bad_input(format!(
+                "unknown arm `{other}`; use rlm, baseline or both"
+            ))),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if args.items == 0 || suites.is_empty() || lengths.is_empty() || arms.is_empty() {
+        return Err(bad_input(
+            "nothing to run: give at least one suite, length, arm and item",
+        ));
+    }
+    Ok(Plan {
+        suites,
+        lengths,
+        arms,
+        window: usize::try_from(window).unwrap_or(usize::MAX),
+    })
+}
+
+/// Generates every item's context (once: a context already in `OUT/contexts/` with
+/// its item is reused).
+fn prepare_items(
+    plan: &Plan,
+    args: &EvalArgs,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Vec<Prepared>> {
+    let mut prepared = Vec::new();
+    for &suite in &plan.suites {
+        for &length in &plan.lengths {
+            for index in 0..args.items {
+                if cancel.is_cancelled() {
+                    return Ok(prepared);
+                }
+                let name = format!(
+                    "{suite}-{}-seed{}-{index}",
+                    format_length(length),
+                    args.seed
+                );
+                let context = args.out.join("contexts").join(format!("{name}.txt"));
+                let meta = args.out.join("contexts").join(format!("{name}.json"));
+                let known = std::fs::read(&meta)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice::<rlm_eval::Item>(&bytes).ok())
+                    .filter(|_| context.exists());
+                let item = match known {
+                    Some(item) => item,
+                    None => {
+                        let item = write_context(suite, length, index, args, &context)?;
+                        let json = serde_json::to_vec_pretty(&item)?;
+                        write_atomically(&meta, &json)?;
+                        item
+                    }
+                };
+                prepared.push(Prepared { item, context });
+            }
+        }
+    }
+    Ok(prepared)
+}
+
+/// Writes one context through a temp file (a generation interrupted leaves nothing).
+fn write_context(
+    suite: Suite,
+    length: u64,
+    index: u32,
+    args: &EvalArgs,
+    path: &Path,
+) -> anyhow::Result<rlm_eval::Item> {
+    let tmp = path.with_extension("tmp");
+    let file = std::fs::File::create(&tmp)
+        .with_context(|| format!("cannot write the context {}", tmp.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let item = generate(suite, length, index, args.items, args.seed, &mut out)
+        .and_then(|item| out.flush().map(|()| item))
+        .with_context(|| format!("cannot write the context {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(item)
+}
+
+/// A progress bar on stderr (hidden when it is not a terminal or with --quiet).
+fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} answers · last: {msg} · eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// What every answer needs.
+struct Runner<'a> {
+    settings: &'a RunSettings,
+    program: &'a Path,
+    baseline_model: &'a Model,
+    window: usize,
+    cancel: &'a CancellationToken,
+}
+
+impl Runner<'_> {
+    /// The item answered by `arm`, scored; `None` when cancelled before it finished
+    /// (it is not recorded, so `--resume` runs it again).
+    async fn answer(&self, prepared: Prepared, arm: &'static str) -> Option<ItemResult> {
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        let item = &prepared.item;
+        let started = Instant::now();
+        let outcome = if arm == RLM_ARM {
+            self.rlm(&prepared).await?
+        } else {
+            self.baseline(&prepared).await?
+        };
+        let (got, tokens, cost_usd, run_id, error) = match outcome {
+            Ok(answer) => (
+                answer.text,
+                answer.tokens,
+                answer.cost_usd,
+                answer.run_id,
+                None,
+            ),
+            Err(message) => (String::new(), 0, None, None, Some(message)),
+        };
+        Some(ItemResult {
+            suite: item.suite,
+            length: item.length,
+            index: item.index,
+            seed: item.seed,
+            arm: arm.to_owned(),
+            question: item.question.clone(),
+            score: score(&item.expected, &got),
+            expected: item.expected.clone(),
+            got,
+            tokens,
+            cost_usd,
+            seconds: started.elapsed().as_secs_f64(),
+            run_id,
+            error,
+        })
+    }
+
+    /// A normal run over the item's context.
+    async fn rlm(&self, prepared: &Prepared) -> Option<Result<Answer, String>> {
+        let mut settings = self.settings.clone();
+        settings.context.files = vec![prepared.context.clone()];
+        let config = match launch::prepare(
+            &settings,
+            None,
+            Some(self.program.to_owned()),
+            self.cancel.clone(),
+        ) {
+            Ok(config) => config,
+            Err(error) => return Some(Err(error.to_string())),
+        };
+        match rlm_orchestrator::run::run(config, &prepared.item.question, Vec::new()).await {
+            Ok(report) => Some(Ok(Answer {
+                text: report.answer,
+                tokens: report.usage.total(),
+                cost_usd: report.cost_usd,
+                run_id: Some(report.run_id.to_string()),
+            })),
+            Err(RunError::Cancelled { .. }) => None,
+            Err(error) => Some(Err(error.to_string())),
+        }
+    }
+
+    /// One direct call with the first `window` characters of the context.
+    async fn baseline(&self, prepared: &Prepared) -> Option<Result<Answer, String>> {
+        let mut context = String::new();
+        let read = std::fs::File::open(&prepared.context)
+            .and_then(|file| file.take(self.window as u64).read_to_string(&mut context));
+        if let Err(error) = read {
+            return Some(Err(format!(
+                "cannot read {}: {error}",
+                prepared.context.display()
+            )));
+        }
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
+                &context,
+                &prepared.item.question,
+            ))],
+            ..ChatRequest::default()
+        };
+        let model = self.baseline_model;
+        let completion = tokio::select! {
+            completion = model.provider.complete(&request, None) => completion,
+            () = self.cancel.cancelled() => return None,
+        };
+        Some(
+            completion
+                .map(|completion| Answer {
+                    tokens: completion.usage.total(),
+                    cost_usd: model.price.map(|p| p.cost_usd(&completion.usage)),
+                    text: completion.text,
+                    run_id: None,
+                })
+                .map_err(|error| error.to_string()),
+        )
+    }
+}
+
+/// What an arm answered.
+struct Answer {
+    text: String,
+    tokens: u64,
+    cost_usd: Option<f64>,
+    run_id: Option<String>,
+}
+
+/// Writes `table.md` and `accuracy.svg` for `results`; returns the table.
+fn finish(out: &Path, results: &[ItemResult], window: u64) -> anyhow::Result<String> {
+    let rows = summarise(results);
+    let table = markdown_table(&rows);
+    write_atomically(&out.join("table.md"), table.as_bytes())?;
+    if !rows.is_empty() {
+        rlm_eval::chart::write_chart(
+            &out.join("accuracy.svg"),
+            &rows,
+            "rlm-orchestrate eval: score by context length",
+            Some(window),
+        )?;
+    }
+    Ok(format!(
+        "{table}\nresults: {}  table: {}  chart: {}",
+        out.join("results.json").display(),
+        out.join("table.md").display(),
+        out.join("accuracy.svg").display()
+    ))
+}
