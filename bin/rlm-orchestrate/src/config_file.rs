@@ -26,7 +26,7 @@ use crate::exit::bad_input;
 pub const CONFIG_FILE: &str = "rlm.toml";
 
 /// Sub-commands whose flags `rlm.toml` may set.
-const CONFIGURABLE: [&str; 2] = ["run", "repl"];
+const CONFIGURABLE: [&str; 3] = ["run", "repl", "eval"];
 
 /// Returns `args` with the settings of `file` (if it exists) inserted after the
 /// sub-command name.
