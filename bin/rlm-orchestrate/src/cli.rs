@@ -163,8 +163,8 @@ Results: a table on the terminal and in OUT/table.md, every item in OUT/results.
 the accuracy-vs-length chart in OUT/accuracy.svg.
 
 Examples:
-  mock-llm --oracle &   # prints its URL; an offline model that writes the right code
   rlm-orchestrate eval --suite sniah --lengths 8k,1m --base-url http://127.0.0.1:PORT/v1 --model oracle
+      (with `mock-llm --oracle &` serving there: an offline model that writes the right code)
   rlm-orchestrate eval --suite sniah,aggregate --lengths 8k,64k --items 5 --model gpt-4o-mini --out eval-4o
   rlm-orchestrate eval --resume --out eval-4o ...   # skips the items already scored
 Exit codes: 0 done, 1 failure, 2 bad usage, 130 interrupted (what was done is kept).")]
