@@ -244,12 +244,8 @@ fn escape_stream(
         // SAFETY-free: `valid` bytes were just checked.
         let text = std::str::from_utf8(&buf[..valid]).unwrap_or_default();
         escaped.clear();
-        serde_json::to_writer(&mut escaped, text).map_err(|e| StoreError::Json {
-            action: "escape",
-            key: source_name.to_owned(),
-            source: e,
-        })?;
-        emit(&escaped[1..escaped.len() - 1], out).map_err(io_err)?;
+        crate::escape::escape_into(text, &mut escaped);
+        emit(&escaped, out).map_err(io_err)?;
         buf.copy_within(valid..filled, 0);
         carry = filled - valid;
         consumed += valid as u64;

@@ -21,6 +21,7 @@
 
 mod cache;
 mod error;
+mod escape;
 pub mod format;
 mod integrity;
 mod key;
