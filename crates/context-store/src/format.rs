@@ -204,25 +204,68 @@ pub fn stage_text_streaming(
 
 /// Copies `reader` into `out` as the body of a JSON string (with quotes), validating
 /// UTF-8 across chunk boundaries. Returns (bytes written, sha256 of them).
+///
+/// Reading and escaping run on this thread, hashing and writing on a second one, a
+/// chunk behind: a large context is copied in about the time of the slower half
+/// instead of the sum.
 fn escape_stream(
     reader: &mut dyn Read,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     source_name: &str,
 ) -> Result<(u64, String)> {
-    let mut hasher = Sha256::new();
-    let mut size: u64 = 0;
-    let mut emit = |bytes: &[u8], out: &mut dyn Write| -> io::Result<()> {
-        hasher.update(bytes);
-        size += bytes.len() as u64;
-        out.write_all(bytes)
-    };
     let io_err =
         |e: io::Error| StoreError::io("write variable file for", source_name.to_owned(), e);
-    emit(b"\"", out).map_err(io_err)?;
+    std::thread::scope(|scope| {
+        let (chunks, inbox) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+        let (spent, recycled) = std::sync::mpsc::channel::<Vec<u8>>();
+        let writer = scope.spawn(move || -> io::Result<(u64, String)> {
+            let mut hasher = Sha256::new();
+            let mut size: u64 = 0;
+            for chunk in inbox {
+                hasher.update(&chunk);
+                size += chunk.len() as u64;
+                out.write_all(&chunk)?;
+                let _ = spent.send(chunk);
+            }
+            Ok((size, hex(&hasher.finalize())))
+        });
+        let escaped = escape_chunks(
+            reader,
+            source_name,
+            |chunk| chunks.send(chunk).is_ok(),
+            &recycled,
+        );
+        drop(chunks);
+        let written = match writer.join() {
+            Ok(written) => written.map_err(io_err),
+            Err(_) => Err(io_err(io::Error::other("the writer thread panicked"))),
+        };
+        // A read or UTF-8 error is the cause when there is one (the writer then only
+        // saw its input end early); otherwise the writer's own error (a full disk).
+        match (escaped, written) {
+            (Err(error), _) | (Ok(_), Err(error)) => Err(error),
+            (Ok(true), Ok(done)) => Ok(done),
+            (Ok(false), Ok(_)) => Err(io_err(io::Error::other("the writer stopped early"))),
+        }
+    })
+}
+
+/// Reads `reader` in chunks, validates them as UTF-8 (across chunk boundaries) and
+/// hands each one's JSON-escaped form, the quotes included, to `send` (which says
+/// whether it was taken). Buffers come back through `recycled`. `Ok(false)`: the
+/// receiver stopped taking them (its own error says why).
+fn escape_chunks(
+    reader: &mut dyn Read,
+    source_name: &str,
+    mut send: impl FnMut(Vec<u8>) -> bool,
+    recycled: &std::sync::mpsc::Receiver<Vec<u8>>,
+) -> Result<bool> {
+    if !send(b"\"".to_vec()) {
+        return Ok(false);
+    }
     let mut buf = vec![0u8; STREAM_CHUNK_BYTES];
     let mut carry = 0usize; // bytes of an incomplete UTF-8 sequence kept from the last chunk
     let mut consumed: u64 = 0; // input bytes before buf[0]
-    let mut escaped = Vec::with_capacity(STREAM_CHUNK_BYTES + 1024);
     loop {
         let n = match reader.read(&mut buf[carry..]) {
             Ok(n) => n,
@@ -243,9 +286,16 @@ fn escape_stream(
         };
         // SAFETY-free: `valid` bytes were just checked.
         let text = std::str::from_utf8(&buf[..valid]).unwrap_or_default();
-        escaped.clear();
-        crate::escape::escape_into(text, &mut escaped);
-        emit(&escaped, out).map_err(io_err)?;
+        if !text.is_empty() {
+            let mut escaped = recycled
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(STREAM_CHUNK_BYTES + 1024));
+            escaped.clear();
+            crate::escape::escape_into(text, &mut escaped);
+            if !send(escaped) {
+                return Ok(false);
+            }
+        }
         buf.copy_within(valid..filled, 0);
         carry = filled - valid;
         consumed += valid as u64;
@@ -253,8 +303,7 @@ fn escape_stream(
             break;
         }
     }
-    emit(b"\"", out).map_err(io_err)?;
-    Ok((size, hex(&hasher.finalize())))
+    Ok(send(b"\"".to_vec()))
 }
 
 /// Prefix of the temp files writers fill before renaming them into place.
