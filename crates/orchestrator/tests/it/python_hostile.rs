@@ -74,6 +74,8 @@ async fn a_flood_of_output_is_discarded_and_reported() {
 
 /// A background process keeps its copy of the capture fd after its cell: the file
 /// stays bounded between cells too, and the next output says what was thrown away.
+/// (The writer is a shell and its `head` children, in a session of their own: killing
+/// only the shell left a `head` writing into the next cell, which CI once caught.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_writer_cannot_fill_the_disk() {
     let options = PythonOptions {
@@ -84,12 +86,12 @@ async fn a_background_writer_cannot_fill_the_disk() {
     let mut f = fixture(options).await;
     run(
         &mut f.env,
-        "import subprocess\nwriter = subprocess.Popen(['sh', '-c', 'while :; do head -c 65536 /dev/zero; sleep 0.01; done'])",
+        "import subprocess\nwriter = subprocess.Popen(['sh', '-c', 'while :; do head -c 65536 /dev/zero; sleep 0.01; done'], start_new_session=True)",
     )
     .await;
     // The capture file (fd 7 at rest) shrinks: someone emptied it.
     let code = format!(
-        "{DRIVER}import time\nlast = 0\nwhile True:\n    size = os.fstat(_g['_out_fd']).st_size\n    if size < last:\n        break\n    last = size\n    time.sleep(0.01)\nwriter.kill(); writer.wait()\nprint('emptied')"
+        "{DRIVER}import time\nlast = 0\nwhile True:\n    size = os.fstat(_g['_out_fd']).st_size\n    if size < last:\n        break\n    last = size\n    time.sleep(0.01)\nos.killpg(writer.pid, 9); writer.wait()\nprint('emptied')"
     );
     let out = outcome(&mut f, &code).await;
     assert_eq!(out.error, None, "{out:?}");
