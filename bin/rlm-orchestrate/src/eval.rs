@@ -9,7 +9,6 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -177,8 +176,11 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
             .root
     };
 
+    // An answer that failed (the model unreachable, a run error) is not scored: it is
+    // asked again on --resume.
+    let mut results: Vec<ItemResult> = earlier.into_iter().filter(|r| r.error.is_none()).collect();
     let items = prepare_items(&plan, &args, &cancel)?;
-    let done: std::collections::HashSet<_> = earlier.iter().map(ItemResult::key).collect();
+    let done: std::collections::HashSet<_> = results.iter().map(ItemResult::key).collect();
     let jobs: Vec<(Prepared, &'static str)> = items
         .iter()
         .flat_map(|p| plan.arms.iter().map(move |arm| (p.clone(), *arm)))
@@ -189,7 +191,8 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         .collect();
     let total = jobs.len();
     let progress = progress_bar(total as u64, global.quiet);
-    let results = Mutex::new(earlier);
+    let mut answered = 0_usize;
+    let mut failures: Vec<String> = Vec::new();
     let runner = Runner {
         settings: &settings,
         program: &program,
@@ -203,17 +206,27 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
             .buffer_unordered(args.parallel.max(1))
             .for_each(|result| {
                 if let Some(result) = result {
+                    answered += 1;
                     progress.inc(1);
-                    progress.set_message(format!(
-                        "{} {} {}: {:.0} %",
+                    let what = format!(
+                        "{} {} #{} {}",
                         result.suite,
                         format_length(result.length),
-                        result.arm,
-                        result.score * 100.0
-                    ));
-                    let mut all = results.lock().unwrap_or_else(|p| p.into_inner());
-                    all.push(result);
-                    if let Err(error) = write_results(&results_path, &all) {
+                        result.index,
+                        result.arm
+                    );
+                    match &result.error {
+                        Some(error) => {
+                            let line = format!("error: {what}: {error}");
+                            progress.suspend(|| crate::live::write_stderr(&line));
+                            failures.push(line);
+                        }
+                        None => {
+                            progress.set_message(format!("{what}: {:.0} %", result.score * 100.0))
+                        }
+                    }
+                    results.push(result);
+                    if let Err(error) = write_results(&results_path, &results) {
                         progress.suspend(|| tracing::error!(%error, "results not saved"));
                     }
                 }
@@ -223,18 +236,28 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     });
     progress.finish_and_clear();
     drop(runtime);
-    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
     let finished = finish(&args.out, &results, plan.window as u64)?;
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{finished}");
     if cancel.is_cancelled() {
-        let missing = total.saturating_sub(results.len() - done.len().min(results.len()));
+        let missing = total - answered;
         return Err(annotate(
             anyhow::anyhow!(
                 "interrupted: {missing} of {total} answers were not scored; what was scored is in {} (--resume goes on)",
                 results_path.display()
             ),
             Some(ExitStatus::Cancelled),
+            None,
+        ));
+    }
+    if let Some(first) = failures.first() {
+        return Err(annotate(
+            anyhow::anyhow!(
+                "{} of {answered} answers failed and were not scored (the first: {}); fix the cause and pass --resume to ask them again",
+                failures.len(),
+                first.trim_start_matches("error: ")
+            ),
+            Some(ExitStatus::Failure),
             None,
         ));
     }

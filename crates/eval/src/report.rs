@@ -79,10 +79,11 @@ pub struct SummaryRow {
     pub mean_seconds: f64,
 }
 
-/// The table of `results`, in suite, length, arm order.
+/// The table of `results`, in suite, length, arm order. Answers that failed (an
+/// `error`: the model unreachable, a run that broke) were not scored and are left out.
 pub fn summarise(results: &[ItemResult]) -> Vec<SummaryRow> {
     let mut groups: BTreeMap<(Suite, u64, String), Vec<&ItemResult>> = BTreeMap::new();
-    for result in results {
+    for result in results.iter().filter(|r| r.error.is_none()) {
         groups
             .entry((result.suite, result.length, result.arm.clone()))
             .or_default()
@@ -184,10 +185,15 @@ mod tests {
 
     #[test]
     fn rows_average_per_suite_length_and_arm() {
+        let failed = ItemResult {
+            error: Some("unreachable".into()),
+            ..result("rlm", 8192, 0.0)
+        };
         let rows = summarise(&[
             result("rlm", 8192, 1.0),
             result("rlm", 8192, 0.0),
             result("baseline", 8192, 1.0),
+            failed,
         ]);
         assert_eq!(rows.len(), 2);
         let rlm = rows.iter().find(|r| r.arm == "rlm").unwrap();

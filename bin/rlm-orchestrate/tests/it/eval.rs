@@ -57,26 +57,22 @@ fn mean_score(results: &[Value], suite: &str, length: u64, arm: &str) -> f64 {
     scores.iter().sum::<f64>() / scores.len() as f64
 }
 
+/// Two lengths, one within the baseline's 8k window and one far past it.
+const SMALL_RUN: [&str; 6] = [
+    "--lengths",
+    "2k,64k",
+    "--items",
+    "2",
+    "--baseline-window",
+    "8k",
+];
+
 #[test]
 fn the_oracle_scores_the_rlm_full_and_the_baseline_falls_off_past_its_window() {
     let sb = Sandbox::new();
     let mock = oracle(Duration::ZERO);
     let out = sb.root().join("eval");
-    let output = eval_command(
-        &sb,
-        &mock,
-        &out,
-        &[
-            "--lengths",
-            "2k,64k",
-            "--items",
-            "2",
-            "--baseline-window",
-            "8k",
-        ],
-    )
-    .output()
-    .unwrap();
+    let output = eval_command(&sb, &mock, &out, &SMALL_RUN).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -128,22 +124,9 @@ fn the_oracle_scores_the_rlm_full_and_the_baseline_falls_off_past_its_window() {
 
     // Resumed, nothing is asked again; started again without --resume, it refuses.
     let asked = mock.control().request_count();
-    let resumed = eval_command(
-        &sb,
-        &mock,
-        &out,
-        &[
-            "--lengths",
-            "2k,64k",
-            "--items",
-            "2",
-            "--baseline-window",
-            "8k",
-            "--resume",
-        ],
-    )
-    .output()
-    .unwrap();
+    let resumed = eval_command(&sb, &mock, &out, &[&SMALL_RUN[..], &["--resume"]].concat())
+        .output()
+        .unwrap();
     assert!(resumed.status.success());
     assert_eq!(mock.control().request_count(), asked);
     let again = eval_command(&sb, &mock, &out, &["--lengths", "2k"])
@@ -219,4 +202,70 @@ fn an_interrupted_evaluation_keeps_what_was_done_and_resumes() {
         String::from_utf8_lossy(&resumed.stderr)
     );
     assert_eq!(results(&out).len(), 12);
+}
+
+/// Seen failing before the fix: with the model unreachable, eval printed a table of
+/// 0 % and exited 0, and --resume then skipped the failed answers as scored.
+#[test]
+fn failed_answers_are_reported_not_scored_and_resume_asks_them_again() {
+    let sb = Sandbox::new();
+    let out = sb.root().join("eval");
+    let flags = [
+        "--suite",
+        "sniah",
+        "--lengths",
+        "2k",
+        "--items",
+        "2",
+        "--retries",
+        "0",
+    ];
+    let mut down = std::process::Command::new(BIN);
+    down.current_dir(sb.root())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("RLM_DATA_DIR")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args([
+            "eval",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "oracle",
+            "--out",
+        ])
+        .arg(&out)
+        .args(flags);
+    let output = down.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: sniah 2k #0 rlm: cannot reach the model endpoint"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("4 of 4 answers failed and were not scored"),
+        "{stderr}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("0 %"),
+        "no score for failures"
+    );
+
+    let mock = oracle(Duration::ZERO);
+    let resumed = eval_command(&sb, &mock, &out, &[&flags[..], &["--resume"]].concat())
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert!(
+        mock.control().request_count() > 0,
+        "the failed answers were asked again"
+    );
+    let all = results(&out);
+    assert_eq!(all.len(), 4);
+    assert_eq!(mean_score(&all, "sniah", 2048, "rlm"), 1.0);
 }
