@@ -45,12 +45,19 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-fn run(sb: &Sandbox, base_url: &str, extra_env: &[(&str, &str)]) -> Output {
-    let context = sb.file("context.txt", "the context\n");
+/// `run "a task"` against `base_url` over `context`, with `env` set (every API key
+/// removed first) and `extra` flags.
+fn run(
+    sb: &Sandbox,
+    base_url: &str,
+    context: &Path,
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Output {
     let mut command = sb.bare();
     command
         .env_remove("OPENAI_API_KEY")
-        .envs(extra_env.iter().copied())
+        .envs(env.iter().copied())
         .arg("--data-dir")
         .arg(sb.data_dir())
         .args([
@@ -64,7 +71,8 @@ fn run(sb: &Sandbox, base_url: &str, extra_env: &[(&str, &str)]) -> Output {
         ])
         .arg(base_url)
         .arg("--context")
-        .arg(&context);
+        .arg(context)
+        .args(extra);
     command.output().unwrap()
 }
 
@@ -80,9 +88,12 @@ fn credentials_in_the_base_url_are_used_but_never_shown() {
         .control()
         .openai_base_url()
         .replace("http://", "http://someone:hunter2pw@");
+    let context = sb.file("context.txt", "the context\n");
     let output = run(
         &sb,
         &format!("{base}?api-version=7&api_key=QUERYSECRET"),
+        &context,
+        &[],
         &[],
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -122,26 +133,13 @@ fn a_key_printed_by_model_code_or_an_agent_is_scrubbed_everywhere() {
     ]))
     .unwrap();
     let agent = format!("cat {}", leak.display());
-    let output = sb
-        .bare()
-        .env("OPENAI_API_KEY", KEY)
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args([
-            "run",
-            "a task",
-            "--model",
-            "mock",
-            "--retries",
-            "0",
-            "--base-url",
-        ])
-        .arg(mock.control().openai_base_url())
-        .arg("--context")
-        .arg(&leak)
-        .args(["--agent-cmd", &agent])
-        .output()
-        .unwrap();
+    let output = run(
+        &sb,
+        &mock.control().openai_base_url(),
+        &leak,
+        &[("OPENAI_API_KEY", KEY)],
+        &["--agent-cmd", &agent],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");

@@ -49,23 +49,17 @@ impl std::fmt::Debug for Model {
     }
 }
 
-/// What a call of `model` with `request` is expected to cost before it is made (its
+/// What a call of `model` with `messages` is expected to cost before it is made (its
 /// prompt's estimated tokens and their price), for [`Accounting::start_call`].
-pub(crate) fn expected_cost(model: &Model, request: &ChatRequest) -> Reservation {
-    let usage = crate::provider::estimate_usage(request, "");
+pub(crate) fn expected_cost(model: &Model, messages: &[ChatMessage]) -> Reservation {
+    let usage = crate::provider::Usage {
+        prompt_tokens: crate::provider::estimate_prompt_tokens(messages),
+        completion_tokens: 0,
+    };
     Reservation {
         tokens: usage.prompt_tokens,
         cost_usd: model.price.map_or(0.0, |p| p.cost_usd(&usage)),
     }
-}
-
-/// [`expected_cost`] of a request made of `messages`.
-pub(crate) fn expected_cost_of(model: &Model, messages: &[ChatMessage]) -> Reservation {
-    let request = ChatRequest {
-        messages: messages.to_vec(),
-        ..ChatRequest::default()
-    };
-    expected_cost(model, &request)
 }
 
 /// Accounts one finished model call (tokens, cost, settling what was `reserved` for

@@ -156,7 +156,7 @@ impl RunHost {
             messages: vec![ChatMessage::user(content)],
             ..ChatRequest::default()
         };
-        let reserved = expected_cost(&self.sub_model, &request);
+        let reserved = expected_cost(&self.sub_model, &request.messages);
         if let Some(reason) = self.accounting.start_call(reserved) {
             return Err(HostError::RespondToModel(format!(
                 "no more model calls: {reason}; answer from what you have"

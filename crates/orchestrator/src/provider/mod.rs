@@ -166,9 +166,15 @@ impl Usage {
 /// Estimated usage when a provider reports none: about four characters a token,
 /// rounded up, over every message of the request and over the answer.
 pub fn estimate_usage(request: &ChatRequest, answer: &str) -> Usage {
-    let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
-    let prompt_chars: usize = request
-        .messages
+    Usage {
+        prompt_tokens: estimate_prompt_tokens(&request.messages),
+        completion_tokens: chars_to_tokens(answer.chars().count()),
+    }
+}
+
+/// The prompt tokens of `messages`, estimated as [`estimate_usage`] does.
+pub fn estimate_prompt_tokens(messages: &[ChatMessage]) -> u64 {
+    let prompt_chars: usize = messages
         .iter()
         .map(|m| {
             m.content.chars().count()
@@ -178,10 +184,12 @@ pub fn estimate_usage(request: &ChatRequest, answer: &str) -> Usage {
                     .sum::<usize>()
         })
         .sum();
-    Usage {
-        prompt_tokens: tokens(prompt_chars),
-        completion_tokens: tokens(answer.chars().count()),
-    }
+    chars_to_tokens(prompt_chars)
+}
+
+/// About four characters a token, rounded up.
+fn chars_to_tokens(chars: usize) -> u64 {
+    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
 }
 
 /// A finished completion.

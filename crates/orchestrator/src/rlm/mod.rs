@@ -208,7 +208,7 @@ pub async fn run_loop(
     let mut iterations = 0;
     let mut stop_reason = None;
     for iteration in 1..=settings.max_iterations {
-        let reserved = crate::host::expected_cost_of(model, &messages);
+        let reserved = crate::host::expected_cost(model, &messages);
         if let Some(reason) = accounting.start_call(reserved) {
             stop_reason = Some(reason);
             break;
