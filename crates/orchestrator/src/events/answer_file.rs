@@ -8,8 +8,6 @@
 //! file when it is there.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The file holding a run's whole answer when it is too long to trace inline.
@@ -27,7 +25,7 @@ pub(crate) fn traced_answer(dir: &Path, answer: &str) -> String {
     }
     let path = dir.join(ANSWER_FILE);
     let kept = fs::metadata(&path).is_ok_and(|meta| meta.len() == answer.len() as u64);
-    let stored = kept || write_private(&path, answer.as_bytes()).is_ok();
+    let stored = kept || super::summary::write_private_atomically(&path, answer.as_bytes()).is_ok();
     let mut cut = ANSWER_INLINE_BYTES;
     while !answer.is_char_boundary(cut) {
         cut -= 1;
@@ -48,18 +46,6 @@ pub(crate) fn traced_answer(dir: &Path, answer: &str) -> String {
 /// The whole answer of the run in `dir`, when it was stored by reference.
 pub fn stored_answer(dir: &Path) -> Option<String> {
     fs::read_to_string(dir.join(ANSWER_FILE)).ok()
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("txt.tmp");
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -61,19 +61,9 @@ impl RunSummaryFile {
     /// a reader never sees half a summary.
     pub fn write(&self, dir: &Path) -> Result<(), TraceError> {
         let path = dir.join(SUMMARY_FILE);
-        let tmp = dir.join(".summary.json.tmp");
         let written = serde_json::to_vec_pretty(self)
             .map_err(io::Error::other)
-            .and_then(|text| {
-                let mut file = fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&tmp)?;
-                file.write_all(&text)
-            })
-            .and_then(|()| fs::rename(&tmp, &path));
+            .and_then(|text| write_private_atomically(&path, &text));
         written.map_err(|source| TraceError::new("write", path, source))
     }
 
@@ -81,6 +71,22 @@ impl RunSummaryFile {
     pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(text)
     }
+}
+
+/// Writes `bytes` to `path` through a private (0600) temp file beside it and a rename,
+/// so a reader never sees half of it: the run directory's summary and answer.
+pub(crate) fn write_private_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
