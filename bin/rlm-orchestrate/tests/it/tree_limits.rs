@@ -131,7 +131,7 @@ fn concurrent_children_share_the_call_budget_instead_of_each_getting_it() {
 /// it; returns the number of model requests the tree made and how long it took.
 fn fan_out_under(budget: &[&str], delay: std::time::Duration) -> (u64, std::time::Duration) {
     use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript};
-    let reply = |text: &str| MockReply::text(text).with_usage(90, 10).with_delay(delay);
+    let reply = move |text: &str| MockReply::text(text).with_usage(90, 10).with_delay(delay);
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(
         MockScript::always(reply("FINAL(forced)"))
@@ -139,7 +139,14 @@ fn fan_out_under(budget: &[&str], delay: std::time::Duration) -> (u64, std::time
                 "Task: fan out to four",
                 reply("```repl\nanswers = sub_rlm_parallel([f'child-{i}' for i in range(4)])\nprint(answers)\n```"),
             ))
-            .rule(MockRule::contains("Task: child-", reply("```repl\nx = 1\n```"))),
+            // A child writes code at every step until told to answer (its task is in
+            // the first message, not the last).
+            .rule(MockRule::function("a child goes on", move |request| {
+                let texts = request.message_texts();
+                let child = texts.iter().any(|t| t.contains("Task: child-"));
+                let told = texts.last().is_some_and(|t| t.contains("Answer now"));
+                (child && !told).then(|| reply("```repl\nx = 1\n```"))
+            })),
     )
     .unwrap();
     let started = std::time::Instant::now();
@@ -149,7 +156,7 @@ fn fan_out_under(budget: &[&str], delay: std::time::Duration) -> (u64, std::time
         .arg(sb.data_dir())
         .args(["run", "fan out to four", "--model", "mock", "--base-url"])
         .arg(mock.control().openai_base_url())
-        .args(["--max-parallel", "4", "--max-iterations", "12"])
+        .args(["--max-parallel", "4", "--max-iterations", "30"])
         .args(budget)
         .assert()
         .success();
@@ -193,7 +200,7 @@ fn concurrent_children_share_the_cost_budget() {
 }
 
 /// Children get what is left of the root's time, not a fresh `--max-time` each: with
-/// calls 300 ms apart and 12 iterations a child alone would take 3.6 s.
+/// calls 300 ms apart and 30 iterations a child alone would take 9 s, past the bound below.
 #[test]
 fn concurrent_children_share_the_time_budget() {
     let delay = std::time::Duration::from_millis(300);
