@@ -204,6 +204,17 @@ pub enum ToolProtocolArg {
     Text,
 }
 
+/// `--lazy-context`: when `context` is a lazy view of a referenced file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LazyContextArg {
+    /// Lazy above --lazy-above bytes; a `str` below.
+    Auto,
+    /// Lazy for every referenced file.
+    Always,
+    /// Always a `str` loaded whole (bounded by --max-context-bytes).
+    Never,
+}
+
 /// `--sandbox`: how the Python kernel is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SandboxArg {
@@ -304,9 +315,31 @@ pub struct RunOptions {
     )]
     pub context_var: Option<String>,
 
-    /// Refuse contexts larger than this many bytes.
+    /// Refuse contexts larger than this many bytes that would be copied into the store
+    /// or loaded whole (a file read lazily needs no such cap).
     #[arg(long, value_name = "N", default_value_t = 1 << 30, env = "RLM_MAX_CONTEXT_BYTES", help_heading = "Context")]
     pub max_context_bytes: u64,
+
+    /// Copy --context files into the store instead of referencing them where they are
+    /// (a referenced file must not change during the run; a copy cannot).
+    #[arg(long, env = "RLM_COPY_CONTEXT", help_heading = "Context")]
+    pub copy_context: bool,
+
+    /// When the REPL's `context` is a lazy view of the file instead of a `str` loaded
+    /// whole: above --lazy-above bytes (auto), for every referenced file, or never.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto",
+        env = "RLM_LAZY_CONTEXT",
+        help_heading = "Context"
+    )]
+    pub lazy_context: LazyContextArg,
+
+    /// The size above which --lazy-context auto reads a referenced file lazily.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, env = "RLM_LAZY_ABOVE", help_heading = "Context")]
+    pub lazy_above: u64,
 
     /// API of the root model.
     #[arg(

@@ -137,9 +137,9 @@ pub fn status_of(err: &anyhow::Error) -> ExitStatus {
             match store_error {
                 StoreError::NotFound { .. } => return ExitStatus::Missing,
                 StoreError::Conflict { .. } => return ExitStatus::Conflict,
-                StoreError::InvalidKey { .. } | StoreError::InvalidUtf8 { .. } => {
-                    return ExitStatus::BadInput
-                }
+                StoreError::InvalidKey { .. }
+                | StoreError::InvalidUtf8 { .. }
+                | StoreError::FileChanged { .. } => return ExitStatus::BadInput,
                 StoreError::Io { .. }
                 | StoreError::Corrupt { .. }
                 | StoreError::Integrity { .. }

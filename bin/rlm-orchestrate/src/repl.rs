@@ -277,6 +277,10 @@ impl Repl<'_> {
             dir_as: DirAs::List,
             var: None,
             max_bytes: self.options.max_context_bytes,
+            // The REPL's kernel was confined when it started: files it was not given
+            // then are copied into the store, which it can read.
+            copy: true,
+            lazy: crate::settings::lazy_policy(self.options),
         });
         self.queries += 1;
         self.generation.fetch_add(1, Ordering::SeqCst);

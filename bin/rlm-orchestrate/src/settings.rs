@@ -5,15 +5,28 @@
 use std::time::Duration;
 
 use rlm_orchestrator::accounting::Limits;
-use rlm_orchestrator::context::{ContextSpec, DirAs};
+use rlm_orchestrator::context::{ContextSpec, DirAs, LazyMode, LazyPolicy};
 use rlm_orchestrator::env::tools::{MicroTool, ToolProtocol};
 use rlm_orchestrator::env::EnvKind;
 use rlm_orchestrator::provider::{Prices, ProviderConfig, ProviderKind};
 use rlm_orchestrator::settings::RunSettings;
 
 use crate::cli::{
-    DirAsArg, EnvArg, GlobalArgs, OnOffArg, ProviderArg, RunOptions, SandboxArg, ToolProtocolArg,
+    DirAsArg, EnvArg, GlobalArgs, LazyContextArg, OnOffArg, ProviderArg, RunOptions, SandboxArg,
+    ToolProtocolArg,
 };
+
+/// `--lazy-context` and `--lazy-above`.
+pub fn lazy_policy(args: &RunOptions) -> LazyPolicy {
+    LazyPolicy {
+        mode: match args.lazy_context {
+            LazyContextArg::Auto => LazyMode::Auto,
+            LazyContextArg::Always => LazyMode::Always,
+            LazyContextArg::Never => LazyMode::Never,
+        },
+        above_bytes: args.lazy_above,
+    }
+}
 
 /// The settings the flags of `run` / `repl` describe.
 pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
@@ -31,6 +44,8 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
             },
             var: args.context_var.clone(),
             max_bytes: args.max_context_bytes,
+            copy: args.copy_context,
+            lazy: lazy_policy(args),
         },
         model,
         sub_model,

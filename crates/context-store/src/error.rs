@@ -68,6 +68,22 @@ pub enum StoreError {
         offset: u64,
     },
 
+    /// The file a `file` variable refers to is not the one referenced any more.
+    #[error(
+        "the file {} behind variable {key:?} changed since it was referenced: {change}; \
+         reference it again (start the run again), or pass --copy-context so that a run \
+         works on a copy that cannot change under it",
+        path.display()
+    )]
+    FileChanged {
+        /// The variable's key.
+        key: String,
+        /// The referenced file.
+        path: std::path::PathBuf,
+        /// What changed.
+        change: String,
+    },
+
     /// A value could not be serialised or parsed as JSON.
     #[error("failed to {action} JSON for variable {key:?}: {source}")]
     Json {

@@ -22,6 +22,7 @@
 mod cache;
 mod error;
 mod escape;
+mod file_ref;
 pub mod format;
 mod integrity;
 mod key;
@@ -33,13 +34,14 @@ mod summary;
 mod watch;
 
 pub use error::{Result, StoreError};
+pub use file_ref::{FileChange, FileCopyError, FileRef};
 pub use format::Durability;
 pub use key::{file_name, validate_key, MAX_KEY_BYTES};
 pub use reference::{
     Expected, ListFilter, SetOptions, UnknownVariableType, VariableRef, VariableType, GLOBAL_SCOPE,
 };
 pub use store::{
-    RefreshReport, ScanProblem, Store, StoreOptions, StoreStats, DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
+    file_ref_in_variable_file, RefreshReport, ScanProblem, Store, StoreOptions, StoreStats,
+    DEFAULT_LOCK_TIMEOUT, DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
 };
 pub use summary::{truncate_chars, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN};

@@ -23,16 +23,20 @@ pub enum VariableType {
     Result,
     /// Explicitly marked streaming data; never inferred.
     Stream,
+    /// A reference to a file on disk ([`crate::FileRef`]): the value names the file,
+    /// whose contents are read from where they are. Never inferred.
+    File,
 }
 
 impl VariableType {
     /// Every type, in display order.
-    pub const ALL: [VariableType; 5] = [
+    pub const ALL: [VariableType; 6] = [
         Self::Text,
         Self::Json,
         Self::Memory,
         Self::Result,
         Self::Stream,
+        Self::File,
     ];
 
     /// Infers the type of a value the way the original TypeScript context store does
@@ -58,6 +62,7 @@ impl VariableType {
             Self::Memory => "memory",
             Self::Result => "result",
             Self::Stream => "stream",
+            Self::File => "file",
         }
     }
 }
@@ -70,7 +75,7 @@ impl fmt::Display for VariableType {
 
 /// Error for an unknown type name.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown variable type {0:?}: expected one of text, json, memory, result, stream")]
+#[error("unknown variable type {0:?}: expected one of text, json, memory, result, stream, file")]
 pub struct UnknownVariableType(pub String);
 
 impl FromStr for VariableType {

@@ -25,9 +25,12 @@ use serde_json::{Map, Value};
 use crate::env::{ContextShape, ContextSource};
 
 mod input;
+mod lazy;
+mod sample;
 
 pub use input::STDIN_PATH;
 use input::{special_kind, Budget, Input, Stop};
+pub use lazy::{LazyMode, LazyPolicy, DEFAULT_LAZY_ABOVE_BYTES};
 
 /// Longest preview shown to the model, in characters.
 pub const PREVIEW_CHARS: usize = 200;
@@ -63,8 +66,15 @@ pub struct ContextSpec {
     pub dir_as: DirAs,
     /// `--context-var`: an existing variable.
     pub var: Option<String>,
-    /// `--max-context-bytes`.
+    /// `--max-context-bytes`: the most that is copied into the store or loaded whole.
     pub max_bytes: u64,
+    /// `--copy-context`: copy `--context` files into the store instead of referencing
+    /// them.
+    #[serde(default)]
+    pub copy: bool,
+    /// `--lazy-context` and `--lazy-above`: which referenced files the REPL reads lazily.
+    #[serde(default)]
+    pub lazy: LazyPolicy,
 }
 
 impl ContextSpec {
@@ -75,7 +85,7 @@ impl ContextSpec {
 }
 
 /// What the model is told about the context.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ContextInfo {
     /// `str`, `list`, `dict` or another JSON kind (`number`, …).
     pub kind: String,
@@ -91,6 +101,16 @@ pub struct ContextInfo {
     pub origin: String,
     /// Text statistics of a single text context (the kernel uses them to load fast).
     pub text: Option<TextStats>,
+    /// Lines of a text context, when counted or estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u64>,
+    /// True when `total_chars` and `lines` are estimated from samples of a referenced
+    /// file (it was not read whole).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+    /// True when the REPL reads it lazily (a view of the file, not a `str`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lazy: bool,
 }
 
 /// Statistics of a text gathered while streaming it.
@@ -127,7 +147,7 @@ pub enum ContextError {
     #[error("{} is not a directory; use --context for files", .0.display())]
     NotDirectory(PathBuf),
     /// The inputs are larger than allowed.
-    #[error("context is {size} bytes ({}), over --max-context-bytes {max}; raise the limit or pass less", .path.display())]
+    #[error("context is {size} bytes ({}), over --max-context-bytes {max}, the most that is copied or loaded whole; {hint}", .path.display())]
     TooLarge {
         /// The file or directory that crossed the limit.
         path: PathBuf,
@@ -135,10 +155,12 @@ pub enum ContextError {
         size: u64,
         /// The limit.
         max: u64,
+        /// What to do instead.
+        hint: &'static str,
     },
     /// An input turned out larger than allowed while it was read (a pipe, device or
     /// stdin has no size to check first; a file may grow).
-    #[error("context is over --max-context-bytes ({max} bytes): reading {} crossed the limit, so nothing of it was stored; raise --max-context-bytes or pass less", .path.display())]
+    #[error("context is over --max-context-bytes ({max} bytes): reading {} crossed the limit, so nothing of it was stored; raise --max-context-bytes or pass less (a regular file passed by path is referenced, not copied, and read lazily when large)", .path.display())]
     OverLimit {
         /// The input being read when the limit was crossed.
         path: PathBuf,
@@ -205,6 +227,11 @@ pub struct ContextKeys {
 
 /// Loads the context described by `spec` into `store` under `keys`. Cancelling
 /// `cancel` stops the load within a read, leaving nothing of it in the store.
+///
+/// A `--context` file is referenced ([`Store::set_file_reference`]) and described from
+/// samples, so this costs the same for any size; stdin, pipes, `.json` files,
+/// directories and `--copy-context` are copied. `--max-context-bytes` bounds what is
+/// copied or will be loaded whole, not what is read lazily.
 pub fn load_context(
     store: &Store,
     spec: &ContextSpec,
@@ -212,7 +239,7 @@ pub fn load_context(
     cancel: &CancellationToken,
 ) -> Result<LoadedContext, ContextError> {
     if let Some(key) = &spec.var {
-        return describe_variable(store, key);
+        return describe_variable(store, key, spec.lazy);
     }
     let mut budget = Budget::new(spec.max_bytes, cancel.clone());
     if let Some(dir) = &spec.dir {
@@ -221,19 +248,99 @@ pub fn load_context(
             load_dir(store, dir, &files, spec.dir_as, keys, &mut budget, written)
         });
     }
-    let mut total = 0u64;
+    let mut plans = Vec::with_capacity(spec.files.len());
+    let mut whole = 0u64;
     for path in &spec.files {
-        total += check_file(path)?;
-        if total > spec.max_bytes {
-            return Err(ContextError::TooLarge {
-                path: path.clone(),
-                size: total,
-                max: spec.max_bytes,
-            });
+        let plan = plan(path, spec)?;
+        if !plan.is_lazy() {
+            whole += plan.size();
+            if whole > spec.max_bytes {
+                return Err(ContextError::TooLarge {
+                    path: path.clone(),
+                    size: whole,
+                    max: spec.max_bytes,
+                    hint: plan.over_limit_hint(),
+                });
+            }
         }
+        plans.push(plan);
     }
     with_cleanup(store, |written| {
-        load_files(store, &spec.files, keys, &mut budget, written)
+        load_files(store, &spec.files, &plans, keys, &mut budget, written)
+    })
+}
+
+/// How one `--context` file becomes a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// A `file` variable referring to it, read whole or lazily by the REPL.
+    Reference { size: u64, lazy: bool },
+    /// Copied into the store (counted while read: pipes and stdin have no size).
+    Copy { size: u64, why: CopyReason },
+}
+
+/// Why a file is copied rather than referenced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CopyReason {
+    /// `--copy-context`.
+    Asked,
+    /// Stdin, a pipe or a device: there is no file to refer to.
+    NotAFile,
+    /// A `.json` file: parsed into a value.
+    Json,
+}
+
+impl Plan {
+    fn size(self) -> u64 {
+        match self {
+            Self::Reference { size, .. } | Self::Copy { size, .. } => size,
+        }
+    }
+
+    fn is_lazy(self) -> bool {
+        matches!(self, Self::Reference { lazy: true, .. })
+    }
+
+    /// What the error for a context over `--max-context-bytes` suggests.
+    fn over_limit_hint(self) -> &'static str {
+        match self {
+            Self::Reference { .. } => {
+                "read it lazily instead (--lazy-context always, or auto with a lower --lazy-above), or raise --max-context-bytes"
+            }
+            Self::Copy {
+                why: CopyReason::Asked,
+                ..
+            } => "drop --copy-context so the file is referenced and read lazily, or raise --max-context-bytes",
+            Self::Copy {
+                why: CopyReason::Json,
+                ..
+            } => "a .json context is parsed and loaded whole: raise --max-context-bytes, or give the data as text (another extension) to read it lazily",
+            Self::Copy {
+                why: CopyReason::NotAFile,
+                ..
+            } => "save it to a file and pass its path (files are referenced and read lazily), or raise --max-context-bytes",
+        }
+    }
+}
+
+/// Decides how `path` is loaded (checking it exists and is not a directory).
+fn plan(path: &Path, spec: &ContextSpec) -> Result<Plan, ContextError> {
+    let (size, regular) = check_file(path)?;
+    let why = if spec.copy {
+        Some(CopyReason::Asked)
+    } else if !regular {
+        Some(CopyReason::NotAFile)
+    } else if is_json_file(path) {
+        Some(CopyReason::Json)
+    } else {
+        None
+    };
+    Ok(match why {
+        Some(why) => Plan::Copy { size, why },
+        None => Plan::Reference {
+            size,
+            lazy: spec.lazy.is_lazy(size),
+        },
     })
 }
 
@@ -253,10 +360,10 @@ fn with_cleanup(
 }
 
 /// The size `path` says it has (0 for stdin, pipes and devices: those are counted
-/// while they are read).
-fn check_file(path: &Path) -> Result<u64, ContextError> {
+/// while they are read), and whether it is a regular file.
+fn check_file(path: &Path) -> Result<(u64, bool), ContextError> {
     if path.as_os_str() == STDIN_PATH {
-        return Ok(0);
+        return Ok((0, false));
     }
     let meta = fs::metadata(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => ContextError::NotFound(path.to_owned()),
@@ -268,7 +375,11 @@ fn check_file(path: &Path) -> Result<u64, ContextError> {
     if meta.is_dir() {
         return Err(ContextError::IsDirectory(path.to_owned()));
     }
-    Ok(if meta.is_file() { meta.len() } else { 0 })
+    Ok(if meta.is_file() {
+        (meta.len(), true)
+    } else {
+        (0, false)
+    })
 }
 
 /// Opens an input under `budget`, naming it in errors.
@@ -327,6 +438,7 @@ fn is_json_file(path: &Path) -> bool {
 fn load_files(
     store: &Store,
     files: &[PathBuf],
+    plans: &[Plan],
     keys: &ContextKeys,
     budget: &mut Budget,
     written: &mut Vec<String>,
@@ -334,52 +446,40 @@ fn load_files(
     let single = files.len() == 1;
     let mut paths = Vec::new();
     let mut infos = Vec::new();
-    for (i, path) in files.iter().enumerate() {
+    let mut referenced = Vec::new();
+    for (i, (path, plan)) in files.iter().zip(plans).enumerate() {
         let key = if single {
             keys.prefix.clone()
         } else {
             format!("{}-{i}", keys.prefix)
         };
-        let info = if is_json_file(path) {
-            let value = read_json_file(path, budget)?;
-            let info = describe_value(&value, input_name(path));
-            store.set(&key, value, copy_options(keys, path))?;
-            info
-        } else {
-            let mut reader = StatsReader::new(open_input(path, budget)?);
-            let name = input_name(path);
-            let stored =
-                store.set_text_from_reader(&key, &mut reader, &name, copy_options(keys, path));
-            let reference = stored.map_err(|e| {
-                if let Some(stop) = stopped(path, reader.inner.budget()) {
-                    return stop;
-                }
-                match e {
-                    StoreError::InvalidUtf8 { offset, .. } => ContextError::InvalidUtf8 {
-                        path: path.clone(),
-                        offset,
-                    },
-                    StoreError::Io {
-                        action: "read",
-                        source,
-                        ..
-                    } => ContextError::Unreadable {
-                        path: path.clone(),
-                        source,
-                    },
-                    other => ContextError::Store(other),
-                }
-            })?;
-            let stats = reader.stats();
-            ContextInfo {
-                kind: "str".into(),
-                total_chars: stats.chars,
-                total_bytes: reference.size_bytes,
-                items: None,
-                preview: reader.preview(),
-                origin: name,
-                text: Some(stats),
+        let info = match *plan {
+            Plan::Reference { size, lazy } => {
+                let sampled = sample::sample(path, size)?;
+                let options = SetOptions::default().scope(keys.scope.clone());
+                let (_, file) =
+                    store
+                        .set_file_reference(&key, path, options)
+                        .map_err(|e| match e {
+                            StoreError::Io { source, .. } => ContextError::Unreadable {
+                                path: path.clone(),
+                                source,
+                            },
+                            other => ContextError::Store(other),
+                        })?;
+                referenced.push(file.path);
+                referenced_info(sampled, size, lazy, input_name(path))
             }
+            Plan::Copy {
+                why: CopyReason::Json,
+                ..
+            } => {
+                let value = read_json_file(path, budget)?;
+                let info = describe_value(&value, input_name(path));
+                store.set(&key, value, copy_options(keys, path))?;
+                info
+            }
+            Plan::Copy { .. } => copy_text_file(store, path, &key, keys, budget)?,
         };
         written.push(key.clone());
         paths.push(store.persist_for_sub_agent(&key)?);
@@ -397,10 +497,72 @@ fn load_files(
     } else {
         ContextShape::List
     };
+    let mut source = source(shape, paths, &info, written);
+    source.referenced = referenced;
     Ok(LoadedContext {
-        source: source(shape, paths, &info, written),
+        source,
         info,
         keys: written.clone(),
+    })
+}
+
+/// What the model is told about a referenced file.
+fn referenced_info(sampled: sample::Sampled, size: u64, lazy: bool, origin: String) -> ContextInfo {
+    ContextInfo {
+        kind: "str".into(),
+        total_chars: sampled.chars,
+        total_bytes: size,
+        items: None,
+        preview: sampled.preview,
+        origin,
+        text: None,
+        lines: Some(sampled.lines),
+        estimated: !sampled.exact,
+        lazy,
+    }
+}
+
+/// Streams a text input into the store (stdin, a pipe, a device, `--copy-context`).
+fn copy_text_file(
+    store: &Store,
+    path: &Path,
+    key: &str,
+    keys: &ContextKeys,
+    budget: &mut Budget,
+) -> Result<ContextInfo, ContextError> {
+    let mut reader = StatsReader::new(open_input(path, budget)?);
+    let name = input_name(path);
+    let stored = store.set_text_from_reader(key, &mut reader, &name, copy_options(keys, path));
+    let reference = stored.map_err(|e| {
+        if let Some(stop) = stopped(path, reader.inner.budget()) {
+            return stop;
+        }
+        match e {
+            StoreError::InvalidUtf8 { offset, .. } => ContextError::InvalidUtf8 {
+                path: path.to_owned(),
+                offset,
+            },
+            StoreError::Io {
+                action: "read",
+                source,
+                ..
+            } => ContextError::Unreadable {
+                path: path.to_owned(),
+                source,
+            },
+            other => ContextError::Store(other),
+        }
+    })?;
+    let stats = reader.stats();
+    Ok(ContextInfo {
+        kind: "str".into(),
+        total_chars: stats.chars,
+        total_bytes: reference.size_bytes,
+        items: None,
+        preview: reader.preview(),
+        origin: name,
+        text: Some(stats),
+        ..ContextInfo::default()
     })
 }
 
@@ -417,6 +579,7 @@ fn source(
         chunk_chars: CHUNK_CHARS,
         chars: info.text.map(|t| t.chars),
         max_char: info.text.map(|t| t.max_char),
+        referenced: Vec::new(),
     }
 }
 
@@ -438,6 +601,9 @@ fn combine_list(infos: Vec<ContextInfo>) -> ContextInfo {
         preview,
         origin,
         text: None,
+        lines: None,
+        estimated: infos.iter().any(|i| i.estimated),
+        lazy: infos.iter().any(|i| i.lazy),
     }
 }
 
@@ -511,6 +677,7 @@ fn collect_dir(dir: &Path, max_bytes: u64) -> Result<Vec<(String, PathBuf)>, Con
                         path: dir.to_owned(),
                         size: total,
                         max: max_bytes,
+                        hint: "--context-dir copies every file: pass the large ones with --context (referenced, and read lazily when large), or raise --max-context-bytes",
                     });
                 }
                 let relative = path
@@ -598,13 +765,34 @@ fn load_dir(
 
 /// Describes an existing variable used as the context (`--context-var`). Text is
 /// measured by streaming it, never by loading it whole.
-fn describe_variable(store: &Store, key: &str) -> Result<LoadedContext, ContextError> {
+fn describe_variable(
+    store: &Store,
+    key: &str,
+    lazy: LazyPolicy,
+) -> Result<LoadedContext, ContextError> {
     let reference = store.reference(key).map_err(|e| match e {
         StoreError::NotFound { .. } => ContextError::MissingVariable(key.to_owned()),
         other => ContextError::Store(other),
     })?;
     let path = store.persist_for_sub_agent(key)?;
     let origin = format!("variable {key:?}");
+    if let Some(file) = store.file_reference(key)? {
+        file.check().map_err(|change| StoreError::FileChanged {
+            key: key.to_owned(),
+            path: file.path.clone(),
+            change: change.0,
+        })?;
+        let sampled = sample::sample(&file.path, file.size)?;
+        let origin = format!("{origin}, the file {}", file.path.display());
+        let info = referenced_info(sampled, file.size, lazy.is_lazy(file.size), origin);
+        let mut source = source(ContextShape::Single, vec![path], &info, &[key.to_owned()]);
+        source.referenced = vec![file.path];
+        return Ok(LoadedContext {
+            source,
+            info,
+            keys: vec![key.to_owned()],
+        });
+    }
     let info =
         if reference.var_type == VariableType::Text || reference.var_type == VariableType::Stream {
             let mut counter = StatsWriter::default();
@@ -618,6 +806,7 @@ fn describe_variable(store: &Store, key: &str) -> Result<LoadedContext, ContextE
                     preview: counter.preview(),
                     origin,
                     text: Some(counter.stats),
+                    ..ContextInfo::default()
                 },
                 Some(other) => describe_value(other, origin),
             }
@@ -676,6 +865,7 @@ pub fn describe_value(value: &Value, origin: String) -> ContextInfo {
         preview,
         origin,
         text,
+        ..ContextInfo::default()
     }
 }
 

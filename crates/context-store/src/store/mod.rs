@@ -32,11 +32,13 @@ use crate::lock::KeyLock;
 use crate::reference::VariableRef;
 use crate::summary::{Summarizer, TruncatingSummarizer};
 
+mod files;
 mod read;
 mod scan;
 mod spill;
 mod write;
 
+pub use files::file_ref_in_variable_file;
 pub use scan::{RefreshReport, ScanProblem};
 
 use scan::FileIdentity;

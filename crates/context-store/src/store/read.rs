@@ -98,7 +98,8 @@ impl Store {
     }
 
     /// Writes the value of `key` to `out`: text raw, anything else as JSON (pretty if
-    /// asked). Values on disk are streamed, so this works for values of any size, and
+    /// asked), and for a `file` variable the contents of the file it refers to (checked
+    /// against the reference: [`StoreError::FileChanged`] when it changed). Values on disk are streamed, so this works for values of any size, and
     /// checked against their recorded size and sha256 on the way: a file too short
     /// for its value fails before anything is written, other mismatches fail once the
     /// bytes went out (buffer the output when that matters).
@@ -106,6 +107,10 @@ impl Store {
         validate_key(key)?;
         let mut inner = self.lock_inner();
         let entry = self.entry(&mut inner, key)?;
+        if entry.reference.var_type == crate::VariableType::File {
+            drop(inner);
+            return self.copy_referenced_file(key, out);
+        }
         if !inner.cache.contains(key) {
             if let Location::Disk {
                 path,

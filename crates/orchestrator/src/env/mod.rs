@@ -244,6 +244,10 @@ pub struct ContextSource {
     /// (127, 255, 65535 or 1114111).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_char: Option<u32>,
+    /// The files that `file` variables among `files` refer to: the environment reads
+    /// them where they are (a confined kernel is allowed to).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub referenced: Vec<PathBuf>,
 }
 
 /// Shape of `context`.
@@ -284,6 +288,9 @@ pub struct EnvConfig {
     pub max_depth: u32,
     /// Characters of context a sub-model call may carry.
     pub sub_context_chars: usize,
+    /// Referenced files larger than this many bytes are read lazily (`Some(0)`: all of
+    /// them; `None`: none), from `--lazy-context` / `--lazy-above`.
+    pub lazy_above: Option<u64>,
 }
 
 /// Why an environment failed (fatal for the run, unlike exceptions in model code).

@@ -528,6 +528,7 @@ mod tools_medium {
                 chunk_chars: 100_000,
                 chars: None,
                 max_char: None,
+                referenced: Vec::new(),
             }),
             query: "q".into(),
             history: Vec::new(),
@@ -535,6 +536,7 @@ mod tools_medium {
             depth: 0,
             max_depth: 2,
             sub_context_chars: 10_000,
+            lazy_above: None,
         };
         let mut env = ToolsEnv::start(config, Arc::new(NoHost), ToolsOptions::default()).unwrap();
         let identity = RunIdentity {

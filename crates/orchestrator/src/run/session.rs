@@ -409,6 +409,7 @@ impl Session {
             depth: self.config.loop_settings.depth,
             max_depth: self.config.loop_settings.max_depth,
             sub_context_chars: self.config.sub_context_chars,
+            lazy_above: self.config.context.lazy.lazy_above(),
         };
         let host: Arc<dyn Host> = self.host.clone();
         let env = match self.config.env.start(env_config, host).await {

@@ -48,6 +48,7 @@ fn config(dir: &Path, context: Option<ContextSource>, timeout: Duration) -> EnvC
         depth: 0,
         max_depth: 2,
         sub_context_chars: 100_000,
+        lazy_above: None,
     }
 }
 
@@ -75,6 +76,7 @@ async fn fixture_with(
         chunk_chars: 10,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     });
     let host = TestHost::new(Arc::clone(&store));
     let env = JsEnv::start(
@@ -386,6 +388,7 @@ async fn history_grows_and_query_slots_are_added() {
         chunk_chars: 4,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     };
     f.env.next_query("next?", Some(source)).await.unwrap();
     assert_eq!(

@@ -8,5 +8,6 @@ mod js_env;
 mod providers;
 mod python_env;
 mod python_hostile;
+mod referenced_context;
 mod session;
 mod test_host;

@@ -54,6 +54,7 @@ fn config(dir: &Path, context: Option<ContextSource>, timeout: Duration) -> EnvC
         depth: 0,
         max_depth: 2,
         sub_context_chars: 100_000,
+        lazy_above: None,
     }
 }
 
@@ -81,6 +82,7 @@ pub(crate) async fn fixture_with(
         chunk_chars: 10,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     });
     start(dir, store, context, timeout, options).await
 }
@@ -350,6 +352,7 @@ fn text_source(store: &Store, key: &str, text: &str) -> ContextSource {
         chunk_chars: 4,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     }
 }
 
@@ -425,6 +428,7 @@ async fn a_context_the_kernel_cannot_load_is_refused_and_the_session_goes_on() {
         chunk_chars: 10,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     };
     let error = f.env.next_query("q", Some(missing)).await.unwrap_err();
     assert!(
@@ -554,6 +558,7 @@ async fn load_with_hints(text: &str, chars: Option<u64>, max_char: Option<u32>) 
         chunk_chars: 100,
         chars,
         max_char,
+        referenced: Vec::new(),
     };
     let options = PythonOptions {
         load_chunk_bytes: Some(29),
@@ -622,6 +627,7 @@ async fn streamed_foreign_and_escaped_files_load_too() {
         chunk_chars: 100,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     };
     let options = PythonOptions {
         load_chunk_bytes: Some(37),
@@ -1042,6 +1048,7 @@ async fn start_failures_are_reported() {
         chunk_chars: 100,
         chars: None,
         max_char: None,
+        referenced: Vec::new(),
     };
     let mut env = PythonEnv::start(
         config(dir.path(), Some(context), Duration::from_secs(5)),
@@ -1078,6 +1085,7 @@ async fn measure_loading_a_512_mib_text_context() {
             chunk_chars: 100_000,
             chars: hints.then_some(chars),
             max_char: hints.then_some(0x7f),
+            referenced: Vec::new(),
         };
         let started = std::time::Instant::now();
         let mut f = start(

@@ -42,6 +42,8 @@ fn context_of(files: &[&Path]) -> ContextSpec {
         dir_as: DirAs::List,
         var: None,
         max_bytes: 1 << 20,
+        copy: false,
+        lazy: Default::default(),
     }
 }
 

@@ -4,7 +4,9 @@
 //! The kernel reads the system and interpreter directories and the store's variable
 //! files (where `context` comes from), writes only a private temporary directory that
 //! is its `TMPDIR` and working directory, opens no network socket and runs under
-//! rlimits. Everything else it needs (`store.*`, sub-calls, agents) goes through host
+//! rlimits. Files that `file` variables refer to are read where they are, so they are
+//! readable too, and a lazily read one is mapped: its size is added to the address
+//! space the kernel may use. Everything else it needs (`store.*`, sub-calls, agents) goes through host
 //! calls on its pipes, which stay open.
 
 use std::ffi::OsString;
@@ -13,7 +15,7 @@ use std::path::{Path, PathBuf};
 use rlm_sandbox::{Limits, Mode, Policy, Support};
 use serde::{Deserialize, Serialize};
 
-use crate::env::EnvConfig;
+use crate::env::{ContextSource, EnvConfig};
 
 /// Default floor of `--kernel-memory-mb`: 4 GiB.
 const MEMORY_FLOOR_BYTES: u64 = 4 << 30;
@@ -68,7 +70,7 @@ pub(super) fn confine(
     config: &EnvConfig,
     python: &Path,
     python_args: &[OsString],
-    extra_read: &[PathBuf],
+    more_contexts: &[ContextSource],
 ) -> Result<Option<Confined>, String> {
     if sandbox.mode == Mode::Off {
         return Ok(None);
@@ -86,7 +88,7 @@ pub(super) fn confine(
         .prefix("rlm-kernel-")
         .tempdir()
         .map_err(|e| format!("could not create the kernel's private temporary directory: {e}"))?;
-    let policy = kernel_policy(sandbox, config, python, tmp.path(), extra_read);
+    let policy = kernel_policy(sandbox, config, python, tmp.path(), more_contexts);
     let (program, args) =
         rlm_sandbox::wrap_command(launcher, &policy, python.as_os_str(), python_args);
     Ok(Some(Confined { program, args, tmp }))
@@ -98,13 +100,18 @@ fn kernel_policy(
     config: &EnvConfig,
     python: &Path,
     tmp: &Path,
-    extra_read: &[PathBuf],
+    more_contexts: &[ContextSource],
 ) -> Policy {
-    let context_bytes = context_bytes(config);
+    let memory = KernelMemory::of(sandbox, config, more_contexts);
+    let context_bytes = memory.whole_bytes;
     let mut read = Policy::system_read_paths();
     read.extend(interpreter_dirs(python));
     read.push(config.data_dir.join(rlm_context_store::VARIABLES_DIR));
-    read.extend(extra_read.iter().cloned());
+    read.extend(
+        sources(config, more_contexts)
+            .flat_map(|source| source.referenced.iter())
+            .cloned(),
+    );
     Policy {
         mode: sandbox.mode,
         read,
@@ -112,9 +119,7 @@ fn kernel_policy(
         network: false,
         read_own_proc: true,
         limits: Limits {
-            address_space_bytes: Some(sandbox.memory_bytes.unwrap_or_else(|| {
-                MEMORY_FLOOR_BYTES.max(context_bytes.saturating_mul(MEMORY_CONTEXT_FACTOR))
-            })),
+            address_space_bytes: Some(memory.address_space_bytes()),
             file_size_bytes: Some(FILE_SIZE_FLOOR_BYTES.max(context_bytes.saturating_mul(2))),
             open_files: Some(OPEN_FILES),
             processes: (!rlm_sandbox::running_as_root()).then_some(PROCESSES),
@@ -122,15 +127,61 @@ fn kernel_policy(
     }
 }
 
-/// Bytes of the variable files `context` is read from.
-fn context_bytes(config: &EnvConfig) -> u64 {
-    config
-        .context
-        .iter()
-        .flat_map(|source| source.files.iter())
-        .filter_map(|file| std::fs::metadata(file).ok())
-        .map(|meta| meta.len())
-        .sum()
+/// Every context source a kernel loads.
+fn sources<'a>(
+    config: &'a EnvConfig,
+    more_contexts: &'a [ContextSource],
+) -> impl Iterator<Item = &'a ContextSource> {
+    config.context.iter().chain(more_contexts)
+}
+
+/// The memory a kernel is given for its contexts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct KernelMemory {
+    /// Bytes of context loaded whole: the variable files, and referenced files read
+    /// eagerly.
+    pub whole_bytes: u64,
+    /// Bytes of referenced files read lazily (memory-mapped, not loaded).
+    pub mapped_bytes: u64,
+    /// `--kernel-memory-mb`, or 4 GiB or 3× `whole_bytes`, whichever is larger: what
+    /// the model's code may allocate (`str(context)` of a lazy context must fit in it).
+    pub budget_bytes: u64,
+}
+
+impl KernelMemory {
+    /// The memory of a kernel loading `config`'s context and `more_contexts`.
+    pub fn of(
+        sandbox: &KernelSandbox,
+        config: &EnvConfig,
+        more_contexts: &[ContextSource],
+    ) -> Self {
+        let size = |file: &PathBuf| std::fs::metadata(file).map_or(0, |meta| meta.len());
+        let (mut whole_bytes, mut mapped_bytes) = (0u64, 0u64);
+        for source in sources(config, more_contexts) {
+            whole_bytes += source.files.iter().map(size).sum::<u64>();
+            for file in &source.referenced {
+                let bytes = size(file);
+                if config.lazy_above.is_some_and(|above| bytes > above) {
+                    mapped_bytes += bytes;
+                } else {
+                    whole_bytes += bytes;
+                }
+            }
+        }
+        let budget_bytes = sandbox.memory_bytes.unwrap_or_else(|| {
+            MEMORY_FLOOR_BYTES.max(whole_bytes.saturating_mul(MEMORY_CONTEXT_FACTOR))
+        });
+        Self {
+            whole_bytes,
+            mapped_bytes,
+            budget_bytes,
+        }
+    }
+
+    /// `RLIMIT_AS`: the budget plus the address space the lazy maps take.
+    pub fn address_space_bytes(&self) -> u64 {
+        self.budget_bytes.saturating_add(self.mapped_bytes)
+    }
 }
 
 /// The interpreter's installation: the directory above its `bin/` (a virtual
@@ -202,6 +253,7 @@ mod tests {
             depth: 0,
             max_depth: 1,
             sub_context_chars: 1000,
+            lazy_above: None,
         }
     }
 

@@ -40,6 +40,8 @@ const DRIVER: &str = concat!(
     "\n",
     include_str!("driver/loader.py"),
     "\n",
+    include_str!("driver/lazy.py"),
+    "\n",
     include_str!("driver/explore.py"),
     "\n",
     include_str!("driver/helpers.py"),
@@ -113,8 +115,14 @@ impl Kernel {
         host: Arc<dyn Host>,
     ) -> Result<Self, String> {
         let python_args = [OsString::from("-c"), bootstrap(DRIVER.len()).into()];
-        let confined =
-            confine::confine(&options.sandbox, config, &options.python, &python_args, &[])?;
+        let confined = confine::confine(
+            &options.sandbox,
+            config,
+            &options.python,
+            &python_args,
+            more_contexts,
+        )?;
+        let memory = confine::KernelMemory::of(&options.sandbox, config, more_contexts);
         // The cookie marks everything the kernel starts, so that daemons which leave its
         // process group (`setsid`) are found and ended with it.
         let cookie = Cookie::new();
@@ -168,6 +176,8 @@ impl Kernel {
             load_chunk_bytes: options.load_chunk_bytes,
             token: &token,
             max_message: options.max_message_bytes,
+            lazy_above: config.lazy_above,
+            memory_bytes: memory.budget_bytes,
         })
         .map_err(|e| format!("could not encode the init message: {e}"))?;
 

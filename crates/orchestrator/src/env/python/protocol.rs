@@ -40,6 +40,11 @@ pub(super) struct Init<'a> {
     pub token: &'a str,
     /// The longest message (bytes, newline included) the driver may send.
     pub max_message: usize,
+    /// Referenced files larger than this are read lazily (`None`: never).
+    pub lazy_above: Option<u64>,
+    /// What the model's code may allocate: a lazy context is materialised only when
+    /// it fits.
+    pub memory_bytes: u64,
 }
 
 /// A fresh, unguessable token for one kernel's messages.
@@ -310,6 +315,7 @@ mod tests {
             chunk_chars: 10,
             chars: None,
             max_char: None,
+            referenced: Vec::new(),
         };
         let bytes = line(&Request::NextQuery {
             id: 5,
@@ -335,6 +341,7 @@ mod tests {
             chunk_chars: 100_000,
             chars: Some(12),
             max_char: Some(127),
+            referenced: Vec::new(),
         };
         let history = [HistoryEntry {
             query: "q0".into(),
@@ -351,6 +358,8 @@ mod tests {
             load_chunk_bytes: None,
             token: "0123abcd",
             max_message: 1 << 27,
+            lazy_above: Some(1 << 30),
+            memory_bytes: 4 << 30,
         };
         let messages = [
             line(&init).unwrap(),

@@ -606,6 +606,7 @@ mod tests {
                 chunk_chars: 100,
                 chars: None,
                 max_char: None,
+                referenced: Vec::new(),
             }),
             query: "q".into(),
             history: Vec::new(),
@@ -613,6 +614,7 @@ mod tests {
             depth,
             max_depth: 2,
             sub_context_chars: 1000,
+            lazy_above: None,
         };
         let env = ToolsEnv::start(config, Arc::new(EchoHost), ToolsOptions { tools }).unwrap();
         (dir, env)

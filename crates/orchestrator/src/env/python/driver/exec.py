@@ -1,4 +1,4 @@
-# rlm's Python kernel, part 5/5 (exec): runs cells with captured output and serves the protocol; main().
+# rlm's Python kernel, part 6/6 (exec): runs cells with captured output and serves the protocol; main().
 # The parts are concatenated in order (see kernel.rs) and run as one script.
 
 # ------------------------------------------------------------------------ execution
@@ -301,8 +301,11 @@ def _next_query(message):
 
 
 def _install(init):
-    global OUTPUT_CAP, _load_chunk, _out_fd, _err_fd, _captures
+    global OUTPUT_CAP, _load_chunk, _out_fd, _err_fd, _captures, _LAZY_ABOVE, _MEMORY_BYTES
     OUTPUT_CAP = int(init.get("output_cap") or OUTPUT_CAP)
+    lazy_above = init.get("lazy_above")
+    _LAZY_ABOVE = int(lazy_above) if lazy_above is not None else None
+    _MEMORY_BYTES = int(init.get("memory_bytes") or _MEMORY_BYTES)
     _load_chunk = int(init.get("load_chunk_bytes") or LOAD_CHUNK)
     (_out_fd, out), (_err_fd, err) = _capture_file("out"), _capture_file("err")
     _captures = [out, err] if out and err else None
@@ -329,6 +332,8 @@ def _install(init):
         "FINAL_VAR": FINAL_VAR,
         "SUBMIT": SUBMIT,
         "HostError": HostError,
+        "LazyText": LazyText,
+        "ContextChanged": ContextChanged,
     }
     _MAIN.update(names)
     _BASE.update(names)

@@ -1,4 +1,4 @@
-# rlm's Python kernel, part 3/5 (explore): peek, search and find_relevant, which need no host.
+# rlm's Python kernel, part 4/6 (explore): peek, search and find_relevant, which need no host.
 # The parts are concatenated in order (see kernel.rs) and run as one script.
 
 # -------------------------------------------------------------------------- helpers
@@ -48,10 +48,12 @@ def search(var, pattern, regex=False, max_results=10):
     list: [{"index", "offset", "preview"}]; in a dict: [{"key", "offset", "preview"}]
     (the first match of each item). Previews are 200 characters around the match.
     """
-    find = _matcher(pattern, regex)
     results = []
     if max_results is None or max_results <= 0:
         max_results = float("inf")
+    if isinstance(var, LazyText):
+        return var._search(pattern, regex, max_results)
+    find = _matcher(pattern, regex)
     if isinstance(var, str):
         at, line, counted = 0, 1, 0
         while len(results) < max_results:
@@ -76,6 +78,14 @@ def search(var, pattern, regex=False, max_results=10):
     else:
         raise TypeError(f"search() cannot search a {type(var).__name__}")
     for location, item in items:
+        if isinstance(item, LazyText):
+            found = item._search(pattern, regex, 1)
+            if found:
+                results.append({label: location, "offset": found[0]["offset"],
+                                "preview": found[0]["preview"]})
+                if len(results) >= max_results:
+                    break
+            continue
         text = _text_of(item)
         hit = find(text)
         if hit is not None:
@@ -95,6 +105,8 @@ def _documents(var):
         return "key", ((k, _text_of(v)) for k, v in var.items())
     if isinstance(var, (list, tuple, _ContextChunks)):
         return "index", ((i, _text_of(v)) for i, v in enumerate(var))
+    if isinstance(var, LazyText):
+        return "offset", var._pieces(BM25_CHUNK_CHARS)
     if isinstance(var, str):
 
         def pieces():

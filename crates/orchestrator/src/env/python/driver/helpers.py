@@ -1,4 +1,4 @@
-# rlm's Python kernel, part 4/5 (helpers): the helpers served by the host (llm_query, sub_rlm, spawn_agent(s), store) and FINAL_VAR, SUBMIT, SHOW_VARS.
+# rlm's Python kernel, part 5/6 (helpers): the helpers served by the host (llm_query, sub_rlm, spawn_agent(s), store) and FINAL_VAR, SUBMIT, SHOW_VARS.
 # The parts are concatenated in order (see kernel.rs) and run as one script.
 
 def summarize(var, max_tokens=500):

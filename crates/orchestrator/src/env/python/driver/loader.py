@@ -1,4 +1,4 @@
-# rlm's Python kernel, part 2/5 (loader): reads variable files and builds `context` and `context_chunks`.
+# rlm's Python kernel, part 2/6 (loader): reads variable files and builds `context` and `context_chunks`.
 # The parts are concatenated in order (see kernel.rs) and run as one script.
 
 # ----------------------------------------------------------------- loading variables
@@ -267,7 +267,14 @@ def _load_variable_file(path, chars=None, max_char=None):
     with open(path, "rb") as stream:
         found = _header_layout(stream)
         if found is not None:
-            offset, _header = found
+            offset, header = found
+            reference = header.get("ref") or {}
+            if reference.get("type") == "file":
+                stream.seek(offset)
+                raw = stream.read(1 << 20).rstrip()
+                if raw.endswith(b"}"):
+                    return _open_referenced(json.loads(raw[:-1]), reference.get("key"))
+                stream.seek(offset)
             first = stream.read(1)
             if first == b'"':
                 size = os.fstat(stream.fileno()).st_size
@@ -298,6 +305,9 @@ def _load_variable_file(path, chars=None, max_char=None):
         document = json.load(stream)
     if not isinstance(document, dict) or "value" not in document:
         raise ValueError(f"{path}: not a variable file (no top-level \"value\")")
+    reference = document.get("ref")
+    if isinstance(reference, dict) and reference.get("type") == "file":
+        return _open_referenced(document["value"], reference.get("key"))
     _load_stats["method"] = "json"
     return document["value"]
 
@@ -320,12 +330,27 @@ class _ContextChunks:
         if not isinstance(context, list):
             context = [context] if context is not None else []
         self._items = context
-        self._starts = []
-        total = 0
-        for item in context:
-            self._starts.append(total)
-            total += max(-(-len(item) // self._size), 1) if isinstance(item, str) else 1
-        self._len = total
+        self._counted = None  # counted on first use: a lazy item's length is a pass
+
+    def _count(self):
+        if self._counted is None:
+            starts, total = [], 0
+            for item in self._items:
+                starts.append(total)
+                if isinstance(item, (str, LazyText)):
+                    total += max(-(-len(item) // self._size), 1)
+                else:
+                    total += 1
+            self._counted = (starts, total)
+        return self._counted
+
+    @property
+    def _starts(self):
+        return self._count()[0]
+
+    @property
+    def _len(self):
+        return self._count()[1]
 
     def __len__(self):
         return self._len
@@ -342,7 +367,7 @@ class _ContextChunks:
 
         item_no = bisect.bisect_right(self._starts, index) - 1
         item = self._items[item_no]
-        if not isinstance(item, str):
+        if not isinstance(item, (str, LazyText)):
             return item
         at = (index - self._starts[item_no]) * self._size
         return item[at : at + self._size]
@@ -352,4 +377,6 @@ class _ContextChunks:
             yield self[i]
 
     def __repr__(self):
+        if self._counted is None and any(isinstance(i, LazyText) for i in self._items):
+            return f"<context_chunks: pieces of at most {self._size} chars of a lazy context>"
         return f"<context_chunks: {self._len} chunks of at most {self._size} chars>"

@@ -1,8 +1,9 @@
 """rlm's Python kernel: the driver the orchestrator embeds and runs in `python3`.
 
-It is written in five parts, concatenated in this order into one script (see
+It is written in six parts, concatenated in this order into one script (see
 `DRIVER` in crates/orchestrator/src/env/python/kernel.rs): protocol.py (this one:
-channels and host calls), loader.py (variable files -> `context`), explore.py (peek,
+channels and host calls), loader.py (variable files -> `context`), lazy.py (referenced
+files, read whole or as a lazy LazyText view), explore.py (peek,
 search, find_relevant), helpers.py (host helpers, FINAL_VAR, SUBMIT, SHOW_VARS) and
 exec.py (running cells, serving requests, main).
 

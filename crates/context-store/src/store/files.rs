@@ -1,0 +1,196 @@
+//! `file` variables in the store: making a reference, reading it back, and streaming
+//! the referenced file's contents (checked against the reference) to a writer.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Result, StoreError};
+use crate::file_ref::{FileCopyError, FileRef};
+use crate::format::{self, Durability};
+use crate::key::display_key;
+use crate::reference::{Expected, SetOptions, VariableRef, VariableType};
+
+use super::Store;
+
+impl Store {
+    /// Stores a `file` variable under `key` that refers to the regular file at `path`
+    /// as it is now (a `stat`; nothing of the file is read). Readers check the file
+    /// has not changed before they read it.
+    pub fn set_file_reference(
+        &self,
+        key: &str,
+        path: &Path,
+        opts: SetOptions,
+    ) -> Result<(VariableRef, FileRef)> {
+        let file = FileRef::of(path)
+            .map_err(|e| StoreError::io("reference the file", path.to_owned(), e))?;
+        let value = serde_json::to_value(&file).map_err(|e| StoreError::Json {
+            action: "encode",
+            key: display_key(key),
+            source: e,
+        })?;
+        // A reference is a few hundred bytes that a run can make again from the file
+        // it names: it needs no fsync (they cost milliseconds on a slow disk).
+        let opts = SetOptions {
+            durability: opts.durability.or(Some(Durability::Bulk)),
+            ..opts
+        }
+        .var_type(VariableType::File);
+        let reference = self.set(key, value, opts)?;
+        Ok((reference, file))
+    }
+
+    /// The file `key` refers to, or `None` when `key` is not a `file` variable.
+    pub fn file_reference(&self, key: &str) -> Result<Option<FileRef>> {
+        if self.reference(key)?.var_type != VariableType::File {
+            return Ok(None);
+        }
+        let value = self.get(key)?;
+        decode(key, &value).map(Some)
+    }
+
+    /// Streams the contents of the file `key` refers to into `out`, checked against
+    /// the reference before and after; records the contents' sha256 in the variable
+    /// the first time it is computed (unless the variable changed meanwhile).
+    pub(super) fn copy_referenced_file(&self, key: &str, out: &mut dyn Write) -> Result<()> {
+        let (value, reference) = self.get_with_reference(key)?;
+        let file = decode(key, &value)?;
+        let sha = file.copy_to(out).map_err(|e| match e {
+            FileCopyError::Changed(change) => StoreError::FileChanged {
+                key: display_key(key),
+                path: file.path.clone(),
+                change: change.0,
+            },
+            FileCopyError::Read(source) => {
+                StoreError::io("read the referenced file", file.path.clone(), source)
+            }
+            FileCopyError::Write(source) => StoreError::io(
+                "write the contents of the file referenced by",
+                self.canonical_path(key),
+                source,
+            ),
+        })?;
+        if file.sha256.is_none() {
+            self.record_sha256(key, &reference, file, sha);
+        }
+        Ok(())
+    }
+
+    /// Fills in the content sha256 of a reference, only if the variable is still the
+    /// one that was read (a lost race just leaves it to the next reader).
+    fn record_sha256(&self, key: &str, read: &VariableRef, mut file: FileRef, sha: String) {
+        let Some(expected) = read.sha256.clone() else {
+            return;
+        };
+        file.sha256 = Some(sha);
+        let Ok(value) = serde_json::to_value(&file) else {
+            return;
+        };
+        let opts = SetOptions::default()
+            .scope(read.scope.clone())
+            .var_type(VariableType::File);
+        let written = self.compare_and_set_with(
+            key,
+            &Expected::Sha256(expected),
+            value,
+            opts,
+            Durability::Bulk,
+        );
+        if let Err(error) = written {
+            tracing::debug!(%error, key, "the sha256 of a referenced file was not recorded");
+        }
+    }
+}
+
+/// The [`FileRef`] a `file` variable's value holds.
+fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
+    <FileRef as serde::Deserialize>::deserialize(value).map_err(|e| StoreError::Json {
+        action: "read the file reference in",
+        key: display_key(key),
+        source: e,
+    })
+}
+
+/// The reference a variable file holds, when its header says it is a `file` variable
+/// (for readers that go to variable files directly, such as the micro-tools).
+pub fn file_ref_in_variable_file(path: &Path) -> Result<Option<FileRef>> {
+    let parsed = format::read_header(path)?;
+    let recorded = &parsed.header.reference;
+    if recorded.var_type != VariableType::File {
+        return Ok(None);
+    }
+    let value = format::read_value(path, parsed.value_offset, recorded)?;
+    decode(&recorded.key, &value).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    #[test]
+    fn a_file_variable_is_a_reference_read_through_to_the_file_and_hashed_on_first_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("big.log");
+        fs::write(&log, "line one\nline two\n").unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        let (reference, file) = store
+            .set_file_reference("ctx", &log, SetOptions::default())
+            .unwrap();
+        assert_eq!(reference.var_type, VariableType::File);
+        assert!(
+            reference.size_bytes < 400,
+            "the variable is a reference, not a copy"
+        );
+        assert_eq!(file.size, 18);
+        assert_eq!(store.file_reference("ctx").unwrap(), Some(file.clone()));
+
+        let mut out = Vec::new();
+        store.write_value_to("ctx", &mut out, false).unwrap();
+        assert_eq!(out, b"line one\nline two\n");
+        let recorded = store.file_reference("ctx").unwrap().unwrap();
+        assert_eq!(
+            recorded.sha256.as_deref(),
+            Some(format::sha256_hex(b"line one\nline two\n").as_str())
+        );
+        // Another process sees the same reference through the variable file.
+        let path = store.path_of("ctx").unwrap();
+        assert_eq!(file_ref_in_variable_file(&path).unwrap(), Some(recorded));
+
+        fs::write(&log, "line one\nline 2\n").unwrap();
+        let error = store
+            .write_value_to("ctx", &mut Vec::new(), false)
+            .unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, StoreError::FileChanged { .. })
+                && message.contains("changed since it was referenced")
+                && message.contains("size went from 18 to 16")
+                && message.contains("--copy-context"),
+            "{message}"
+        );
+        // The variable itself is untouched by the failed read.
+        assert!(store.file_reference("ctx").unwrap().is_some());
+    }
+
+    #[test]
+    fn only_regular_files_can_be_referenced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        let error = store
+            .set_file_reference("d", dir.path(), SetOptions::default())
+            .unwrap_err();
+        let cause = std::error::Error::source(&error).map(ToString::to_string);
+        assert!(
+            cause.unwrap_or_default().contains("not a regular file"),
+            "{error}"
+        );
+        assert!(!store.has("d"));
+        assert_eq!(store.file_reference("d").ok(), None);
+        store
+            .set("t", serde_json::json!("x"), SetOptions::default())
+            .unwrap();
+        assert_eq!(store.file_reference("t").unwrap(), None);
+    }
+}

@@ -1,0 +1,296 @@
+//! Contexts that are files referenced by the store, read by a real `python3` kernel:
+//! whole (a real `str`, decoded straight from the file) or lazily (a memory-mapped
+//! `LazyText`), and refused clearly once the file changed.
+//!
+//! The lazy semantics are checked against Python's own: the kernel reads the file
+//! into a real `str` too and compares every operation on both, on text that crosses
+//! the lazy index's 1 MiB blocks with multi-byte characters.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test on setup errors"
+)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rlm_context_store::{SetOptions, Store};
+use rlm_orchestrator::env::python::PythonEnv;
+use rlm_orchestrator::env::{ContextShape, ContextSource, EnvConfig, Environment};
+use rlm_orchestrator::host::Host;
+use tempfile::TempDir;
+
+use crate::python_env::{python_options, run};
+use crate::test_host::TestHost;
+
+struct Referenced {
+    env: PythonEnv,
+    file: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+/// A kernel whose `context` is a `file` variable referring to a file holding `text`;
+/// files larger than `lazy_above` bytes are lazy.
+async fn referenced(text: &str, lazy_above: Option<u64>) -> Referenced {
+    let dir = TempDir::new().unwrap();
+    let file = dir.path().join("input.log");
+    std::fs::write(&file, text).unwrap();
+    let store = Arc::new(Store::open(dir.path().join("data")).unwrap());
+    let (_, reference) = store
+        .set_file_reference("ctx", &file, SetOptions::default())
+        .unwrap();
+    let context = ContextSource {
+        shape: ContextShape::Single,
+        files: vec![store.path_of("ctx").unwrap()],
+        keys: vec!["ctx".into()],
+        chunk_chars: 1000,
+        chars: None,
+        max_char: None,
+        referenced: vec![reference.path],
+    };
+    let config = EnvConfig {
+        data_dir: store.data_dir().to_owned(),
+        context: Some(context),
+        query: "q".into(),
+        history: Vec::new(),
+        exec_timeout: Duration::from_secs(120),
+        depth: 0,
+        max_depth: 1,
+        sub_context_chars: 100_000,
+        lazy_above,
+    };
+    let host = TestHost::new(Arc::clone(&store));
+    let env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
+        .await
+        .unwrap();
+    Referenced {
+        env,
+        file,
+        _dir: dir,
+    }
+}
+
+/// About 2.6 MB over three lazy blocks: ASCII lines, then lines with 2-, 3- and 4-byte
+/// characters (so characters straddle block boundaries), and no final newline.
+fn mixed_text() -> String {
+    let mut text = String::new();
+    for i in 0..40_000 {
+        text.push_str(&format!("{i:06} ascii line with words\n"));
+    }
+    for i in 0..30_000 {
+        text.push_str(&format!("{i:06} é ünïcödé → ☃ 𝄞 mixed\n"));
+    }
+    text.push_str("last line NEEDLE-42 without newline");
+    text
+}
+
+fn escape(path: &Path) -> String {
+    serde_json::to_string(&path.display().to_string()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_referenced_file_is_a_real_str_read_from_the_file() {
+    let mut r = referenced("héllo\nwörld\n", Some(1 << 30)).await;
+    let out = run(
+        &mut r.env,
+        "print(type(context).__name__, len(context), repr(context[:5]), context.count('\\n'))",
+    )
+    .await;
+    assert_eq!(out, "str 12 'héllo' 2\n");
+    let info = r.env.wait_ready().await.unwrap();
+    assert_eq!(info.load_method, "file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_context_behaves_like_the_str_it_stands_for() {
+    let text = mixed_text();
+    let mut r = referenced(&text, Some(0)).await;
+    let check = format!(
+        r#"
+import random
+real = open({path}, encoding="utf-8", newline="").read()
+lazy = context
+assert type(lazy).__name__ == "LazyText", type(lazy)
+assert len(lazy) == len(real), (len(lazy), len(real))
+rng = random.Random(7)
+n = len(real)
+for _ in range(400):
+    a, b = rng.randrange(-n - 5, n + 5), rng.randrange(-n - 5, n + 5)
+    assert lazy[a:b] == real[a:b], (a, b)
+    if -n <= a < n:
+        assert lazy[a] == real[a], a
+    step = rng.choice([2, 3, -1, -7])
+    lo, hi = sorted((abs(a) % n, abs(b) % n))
+    hi = min(hi, lo + 5000)
+    assert lazy[lo:hi:step] == real[lo:hi:step], (lo, hi, step)
+for bad in (n, -n - 1):
+    try:
+        lazy[bad]
+    except IndexError:
+        pass
+    else:
+        raise AssertionError(f"no IndexError at {{bad}}")
+for sub in ["NEEDLE-42", "é ü", "𝄞 mixed\n0", "\n", "zz-not-there", "ascii", "☃"]:
+    assert (sub in lazy) == (sub in real), sub
+    assert lazy.count(sub) == real.count(sub), sub
+    assert lazy.find(sub) == real.find(sub), sub
+    assert lazy.rfind(sub) == real.rfind(sub), sub
+    assert lazy.find(sub, 1000, 2_000_000) == real.find(sub, 1000, 2_000_000), sub
+    assert lazy.count(sub, -50_000) == real.count(sub, -50_000), sub
+assert lazy.count("aa") == real.count("aa") and lazy.count("") == real.count("")
+assert lazy.startswith("000000 ascii") and lazy.endswith("without newline")
+assert list(lazy) == real.splitlines(keepends=True)
+lines = lazy.splitlines()
+assert len(lines) == len(real.splitlines())
+assert lines[0] == real.splitlines()[0] and lines[-1] == real.splitlines()[-1]
+assert lines[45_000] == real.splitlines()[45_000]
+assert lines[39_998:40_003] == real.splitlines()[39_998:40_003]
+assert list(lazy.split("\n")) == real.split("\n")
+assert lazy.split(" ", 3) == real.split(" ", 3)
+assert list(lazy.iter_split("→")) == real.split("→")
+assert [m.group(0) for _, m in lazy.finditer(r"\d{{6}} é")][:3] == ["000000 é", "000001 é", "000002 é"]
+assert [o for o, _ in lazy.finditer("NEEDLE-\\d+")] == [real.find("NEEDLE-42")]
+hits = search(lazy, "NEEDLE-42")
+want = search(real, "NEEDLE-42")
+assert hits == want, (hits, want)
+assert search(lazy, r"0299\d\d é", regex=True, max_results=3) == search(real, r"0299\d\d é", regex=True, max_results=3)
+assert peek(lazy, 10, 40) == real[10:40]
+assert len(context_chunks) == -(-n // 1000) and context_chunks[1234] == real[1_234_000:1_235_000]
+assert lazy.upper()[:20] == real.upper()[:20]
+assert str(lazy) == real and lazy == real
+print("same")
+"#,
+        path = escape(&r.file)
+    );
+    assert_eq!(run(&mut r.env, &check).await, "same\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn splitting_a_lazy_context_whole_says_to_iterate_and_oversized_loads_say_why() {
+    let mut r = referenced(&mixed_text(), Some(0)).await;
+    let outcome = r.env.execute("context.split(' ')").await.unwrap();
+    let error = outcome.error.unwrap_or_default();
+    assert!(
+        error.contains("LazyContextError") && error.contains("iterate instead"),
+        "{error}"
+    );
+    // Within the same kernel, pretend its memory is small: loading it whole is refused
+    // with the way out, and the kernel goes on.
+    let outcome = r
+        .env
+        .execute("LazyText._whole.__globals__['_MEMORY_BYTES'] = 1 << 20\nstr(context)")
+        .await
+        .unwrap();
+    let error = outcome.error.unwrap_or_default();
+    assert!(
+        error.contains("MemoryError") && error.contains("--kernel-memory-mb"),
+        "{error}"
+    );
+    assert_eq!(run(&mut r.env, "print(context[:6])").await, "000000\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_file_is_refused_with_what_changed_and_what_to_do() {
+    let mut r = referenced(&mixed_text(), Some(0)).await;
+    assert_eq!(run(&mut r.env, "print(context[:6])").await, "000000\n");
+    std::fs::write(&r.file, "something else entirely\n").unwrap();
+    let outcome = r
+        .env
+        .execute("for line in context:\n    pass")
+        .await
+        .unwrap();
+    let error = outcome.error.unwrap_or_default();
+    assert!(
+        error.contains("ContextChanged")
+            && error.contains("changed since the run referenced it")
+            && error.contains("size went from")
+            && error.contains("--copy-context"),
+        "{error}"
+    );
+
+    // Loaded whole, a file changed before the kernel reads it fails the start clearly.
+    let dir = TempDir::new().unwrap();
+    let file = dir.path().join("small.txt");
+    std::fs::write(&file, "before\n").unwrap();
+    let store = Arc::new(Store::open(dir.path().join("data")).unwrap());
+    let (_, reference) = store
+        .set_file_reference("ctx", &file, SetOptions::default())
+        .unwrap();
+    std::fs::write(&file, "after, longer\n").unwrap();
+    let context = ContextSource {
+        shape: ContextShape::Single,
+        files: vec![store.path_of("ctx").unwrap()],
+        keys: vec!["ctx".into()],
+        chunk_chars: 1000,
+        chars: None,
+        max_char: None,
+        referenced: vec![reference.path],
+    };
+    let config = EnvConfig {
+        data_dir: store.data_dir().to_owned(),
+        context: Some(context),
+        query: "q".into(),
+        history: Vec::new(),
+        exec_timeout: Duration::from_secs(60),
+        depth: 0,
+        max_depth: 1,
+        sub_context_chars: 100_000,
+        lazy_above: Some(1 << 30),
+    };
+    let host = TestHost::new(Arc::clone(&store));
+    let mut env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
+        .await
+        .unwrap();
+    let error = env.wait_ready().await.unwrap_err().to_string();
+    assert!(
+        error.contains("changed since the run referenced it")
+            && error.contains("size went from 7 to 14"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_is_not_utf8_is_named_with_its_offset() {
+    let mut text = "ok line\n".repeat(10);
+    text.push_str("then \u{0}");
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(&[0xff, b'\n']);
+    let dir = TempDir::new().unwrap();
+    let file = dir.path().join("bin.dat");
+    std::fs::write(&file, &bytes).unwrap();
+    let store = Arc::new(Store::open(dir.path().join("data")).unwrap());
+    let (_, reference) = store
+        .set_file_reference("ctx", &file, SetOptions::default())
+        .unwrap();
+    let context = ContextSource {
+        shape: ContextShape::Single,
+        files: vec![store.path_of("ctx").unwrap()],
+        keys: vec!["ctx".into()],
+        chunk_chars: 1000,
+        chars: None,
+        max_char: None,
+        referenced: vec![reference.path],
+    };
+    let config = EnvConfig {
+        data_dir: store.data_dir().to_owned(),
+        context: Some(context),
+        query: "q".into(),
+        history: Vec::new(),
+        exec_timeout: Duration::from_secs(60),
+        depth: 0,
+        max_depth: 1,
+        sub_context_chars: 100_000,
+        lazy_above: Some(0),
+    };
+    let host = TestHost::new(Arc::clone(&store));
+    let mut env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
+        .await
+        .unwrap();
+    let outcome = env.execute("len(context)").await.unwrap();
+    let error = outcome.error.unwrap_or_default();
+    assert!(
+        error.contains("not valid UTF-8 at byte offset 86"),
+        "{error}"
+    );
+}
