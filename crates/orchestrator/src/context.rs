@@ -455,6 +455,9 @@ fn load_files(
         };
         let info = match *plan {
             Plan::Reference { size, lazy } => {
+                if budget.is_cancelled() {
+                    return Err(ContextError::Cancelled { path: path.clone() });
+                }
                 let sampled = sample::sample(path, size)?;
                 let options = SetOptions::default().scope(keys.scope.clone());
                 let (_, file) =
@@ -998,13 +1001,67 @@ mod tests {
     }
 
     #[test]
-    fn text_file_is_streamed_and_described() {
+    fn a_text_file_is_referenced_and_described_from_samples() {
         let (dir, store) = store();
         let path = dir.path().join("log.txt");
         fs::write(&path, format!("héllo\n{}", "x".repeat(1000))).unwrap();
         let loaded = load_context(
             &store,
-            &spec(vec![path]),
+            &spec(vec![path.clone()]),
+            &test_keys("run-1-context"),
+            &CancellationToken::new(),
+        )
+        .unwrap();
+        assert_eq!(loaded.info.kind, "str");
+        assert_eq!(
+            (loaded.info.total_chars, loaded.info.lines),
+            (1006, Some(2))
+        );
+        assert!(!loaded.info.estimated && !loaded.info.lazy);
+        assert_eq!(loaded.info.total_bytes, 1007);
+        assert!(loaded.info.preview.starts_with("héllo\n"));
+        assert_eq!(loaded.info.text, None);
+        let reference = store.reference("run-1-context").unwrap();
+        assert_eq!(reference.var_type, VariableType::File);
+        assert!(reference.size_bytes < 500, "a reference, not a copy");
+        let canonical = fs::canonicalize(&path).unwrap();
+        assert_eq!(loaded.source.referenced, vec![canonical.clone()]);
+        assert_eq!(
+            store.file_reference("run-1-context").unwrap().unwrap().path,
+            canonical
+        );
+
+        // Above --lazy-above it is lazy; --lazy-context never loads it whole, within
+        // --max-context-bytes, whose error then names the lazy way out.
+        let mut lazy = spec(vec![path.clone()]);
+        lazy.lazy.above_bytes = 100;
+        let loaded =
+            load_context(&store, &lazy, &test_keys("lazy"), &CancellationToken::new()).unwrap();
+        assert!(loaded.info.lazy);
+        let mut never = spec(vec![path]);
+        never.lazy.mode = LazyMode::Never;
+        never.max_bytes = 100;
+        let err = load_context(
+            &store,
+            &never,
+            &test_keys("never"),
+            &CancellationToken::new(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("read it lazily instead"), "{err}");
+        assert!(!store.has("never"));
+    }
+
+    #[test]
+    fn a_copied_text_file_is_streamed_and_described() {
+        let (dir, store) = store();
+        let path = dir.path().join("log.txt");
+        fs::write(&path, format!("héllo\n{}", "x".repeat(1000))).unwrap();
+        let mut copy = spec(vec![path]);
+        copy.copy = true;
+        let loaded = load_context(
+            &store,
+            &copy,
             &test_keys("run-1-context"),
             &CancellationToken::new(),
         )

@@ -110,13 +110,15 @@ fn a_full_disk_while_storing_is_a_clear_error_and_loses_nothing() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "the old value");
     assert_eq!(leftovers(&data), before, "a partial file was left behind");
 
-    // A context too large for the disk: the run stops before asking any model.
+    // A context copied into the store (a referenced one costs the disk nothing) that
+    // is too large for the disk: the run stops before asking any model.
     let out = command(
         &data,
         small_disk,
         &[
             "run",
             "q",
+            "--copy-context",
             "--context",
             big.to_str().unwrap(),
             "--model",

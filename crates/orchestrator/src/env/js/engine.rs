@@ -358,6 +358,8 @@ struct Engine {
     calls: Rc<RefCell<Calls>>,
     slots: usize,
     info: EngineInfo,
+    /// Referenced files larger than this would be lazy, which QuickJS cannot do.
+    lazy_above: Option<u64>,
 }
 
 impl Engine {
@@ -370,7 +372,7 @@ impl Engine {
             .context
             .iter()
             .chain(init.more_contexts.iter())
-            .flat_map(|s| s.files.iter())
+            .flat_map(|s| s.files.iter().chain(s.referenced.iter()))
             .filter_map(|f| fs::metadata(f).ok())
             .map(|m| m.len())
             .sum();
@@ -440,6 +442,7 @@ impl Engine {
                 load_seconds: 0.0,
                 memory_limit_bytes: memory_limit,
             },
+            lazy_above: init.config.lazy_above,
         };
         for source in init.config.context.iter().chain(init.more_contexts.iter()) {
             engine.add_context(source).await?;
@@ -490,7 +493,7 @@ impl Engine {
     async fn add_context(&mut self, source: &ContextSource) -> Result<(), String> {
         let mut values = Vec::with_capacity(source.files.len());
         for file in &source.files {
-            values.push(read_value(file)?);
+            values.push(read_value(file, self.lazy_above)?);
         }
         let slot = self.slots;
         let chunk_chars = source.chunk_chars;
@@ -824,11 +827,47 @@ fn call0(ctx: &Ctx<'_>, name: &str) -> Result<(), String> {
         .map_err(|e| format!("{name} failed: {e}"))
 }
 
+/// The text of a referenced file as a JSON string.
+fn read_referenced(
+    file: &rlm_context_store::FileRef,
+    lazy_above: Option<u64>,
+) -> Result<Vec<u8>, String> {
+    if lazy_above.is_some_and(|above| file.size > above) {
+        return Err(format!(
+            "the context {} is {} bytes, above --lazy-above, so it would be read lazily, \
+             which the js environment cannot do (QuickJS strings live in its memory): use \
+             --env python, whose `context` is then a lazy view of the file, or load it \
+             whole with a larger --lazy-above (or --lazy-context never)",
+            file.path.display(),
+            file.size
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
+    file.copy_to(&mut bytes).map_err(|e| {
+        format!(
+            "the context file {} cannot be read: {e}; start the run again to reference it as it is now, or pass --copy-context",
+            file.path.display()
+        )
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "the context file {} is not valid UTF-8 at byte offset {}; convert it to UTF-8 first",
+            file.path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    serde_json::to_vec(&text).map_err(|e| format!("could not encode the context: {e}"))
+}
+
 /// The `"value"` of a variable file, as the JSON text QuickJS parses. A file in the
 /// store's own layout is read from the value's offset (known from its header line) to
 /// its closing brace, without parsing it here: QuickJS's `JSON.parse` does that once.
 /// Files in another layout are parsed to find the value.
-fn read_value(path: &Path) -> Result<Vec<u8>, String> {
+///
+/// A `file` variable's value is the text of the file it refers to (checked unchanged),
+/// as a JSON string; one that `--lazy-context` would read lazily is refused, naming
+/// `--env python`, which can.
+fn read_value(path: &Path, lazy_above: Option<u64>) -> Result<Vec<u8>, String> {
     let unreadable =
         |e: std::io::Error| format!("could not read the context {}: {e}", path.display());
     let header = rlm_context_store::format::read_header(path).map_err(|e| {
@@ -837,6 +876,12 @@ fn read_value(path: &Path) -> Result<Vec<u8>, String> {
             path.display()
         )
     })?;
+    if header.header.reference.var_type == rlm_context_store::VariableType::File {
+        let file = rlm_context_store::file_ref_in_variable_file(path)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{} is not a file variable", path.display()))?;
+        return read_referenced(&file, lazy_above);
+    }
     if let Some(offset) = header.value_offset {
         let mut file = fs::File::open(path).map_err(unreadable)?;
         file.seek(SeekFrom::Start(offset)).map_err(unreadable)?;

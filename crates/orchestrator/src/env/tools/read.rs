@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use regex::Regex;
-use rlm_context_store::{format, Store};
+use rlm_context_store::{file_ref_in_variable_file, format, Store, VariableType};
 
 use crate::format::clip;
 
@@ -84,7 +84,19 @@ fn stream(
             for path in paths {
                 let header = format::read_header(path).map_err(|e| e.to_string())?;
                 let recorded = &header.header.reference;
-                let copied = match header.value_offset {
+                let referenced = (recorded.var_type == VariableType::File)
+                    .then(|| file_ref_in_variable_file(path))
+                    .transpose()
+                    .map_err(|e| e.to_string())?
+                    .flatten();
+                let copied = match (referenced, header.value_offset) {
+                    (Some(file), _) => file.copy_to(&mut writer).map(drop).map_err(|e| {
+                        format!(
+                            "the context file {} cannot be read: {e}; start the run again to reference it as it is now, or pass --copy-context",
+                            file.path.display()
+                        )
+                    }),
+                    (None, offset) => match offset {
                     Some(offset) => if first_byte(path, offset) == Some(b'"') {
                         format::copy_text_value(path, offset, recorded, &mut writer)
                     } else {
@@ -100,6 +112,7 @@ fn stream(
                         };
                         writer.write_all(text.as_bytes()).map_err(|e| e.to_string())
                     }
+                    },
                 };
                 match copied {
                     Err(_) if writer.stopped => return Ok(()),
