@@ -3,7 +3,8 @@
 #
 # It reads the prompt rlm gives it, finds the context variables it names (one line
 # each: `Context variable "K" (N bytes, type: T): read /path/K.json — …`), loads each
-# file's "value" with python3's json module, and greps the lines for the pattern the
+# file's "value" with python3's json module (a `file` variable names a plain text
+# file, read as is), and greps the lines for the pattern the
 # task gives as `pattern: REGEX` (extended regular expression, as `grep -E`). It
 # answers on stdout: the number of matching lines, then the first 20 of them.
 #
@@ -31,8 +32,10 @@ if [ -z "$pattern" ]; then
   exit 2
 fi
 
-# The variable files: the path between "): read " and " — the JSON file".
-sed -n 's/^Context variable .*): read \(.*\) — the JSON file has a "value" field with the data\.$/\1/p' \
+# The variable files: the path between "): read " and " — the JSON file"; a `file`
+# variable (a context referenced where it is) names the text file itself instead.
+sed -n 's/^Context variable .*): read \(.*\) — the JSON file has a "value" field with the data\.$/json \1/p
+s/^Context variable .*): read \(.*\) — a plain UTF-8 text file (the data itself, not JSON)\.$/text \1/p' \
   "$prompt_file" > "$scratch/paths"
 if [ ! -s "$scratch/paths" ]; then
   echo "grep-agent: the prompt names no context variable" >&2
@@ -40,7 +43,13 @@ if [ ! -s "$scratch/paths" ]; then
 fi
 
 # Each value as lines: a string as is, a list one item a line, an object "key: value".
-while IFS= read -r path; do
+while IFS= read -r entry; do
+  kind=${entry%% *}
+  path=${entry#* }
+  if [ "$kind" = text ]; then
+    cat "$path"
+    continue
+  fi
   python3 -c '
 import json, sys
 value = json.load(open(sys.argv[1], encoding="utf-8"))["value"]

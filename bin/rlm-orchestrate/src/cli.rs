@@ -859,7 +859,8 @@ Examples:
   rlm-orchestrate vars show chunk-3 --json | jq -r .ref.sha256")]
     Show(ShowArgs),
 
-    /// Print a variable's value: text as is, anything else as pretty JSON.
+    /// Print a variable's value: text as is, anything else as pretty JSON, and for a
+    /// `file` variable the file it refers to (refused if it changed since).
     #[command(after_help = "\
 Examples:
   rlm-orchestrate vars get notes
@@ -874,6 +875,7 @@ Values are streamed, so values of any size print in bounded memory.")]
 Examples:
   rlm-orchestrate vars set notes 'remember the milk'
   rlm-orchestrate vars set big-log --file server.log
+  rlm-orchestrate vars set huge-log --ref /data/huge.log
   cat report.md | rlm-orchestrate vars set report --file -
   rlm-orchestrate vars set config --json '{\"depth\": 2}'
   rlm-orchestrate vars set tail --type stream --file tail.log
@@ -903,7 +905,8 @@ Examples:
 Files in variables/ that are not readable variables are left alone.")]
     Clear,
 
-    /// Print the absolute path of a variable's file, as given to sub-agents.
+    /// Print the absolute path of a variable's file, as given to sub-agents (for a
+    /// `file` variable: the file it refers to).
     #[command(after_help = "\
 Examples:
   rlm-orchestrate vars path chunk-3
@@ -954,12 +957,17 @@ pub struct SetArgs {
     pub key: String,
 
     /// The value, stored as text (parsed as JSON with --json).
-    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    #[arg(required_unless_present_any = ["file", "reference"], conflicts_with_all = ["file", "reference"])]
     pub value: Option<String>,
 
     /// Read the value from FILE instead; `-` reads stdin.
-    #[arg(short, long, value_name = "FILE")]
+    #[arg(short, long, value_name = "FILE", conflicts_with = "reference")]
     pub file: Option<PathBuf>,
+
+    /// Store a `file` variable that refers to PATH where it is (nothing is copied;
+    /// readers check the file has not changed), as `run --context PATH` does.
+    #[arg(long = "ref", value_name = "PATH", conflicts_with_all = ["json", "var_type", "if_sha256"])]
+    pub reference: Option<PathBuf>,
 
     /// Parse VALUE or FILE as JSON instead of storing it as text.
     #[arg(long)]

@@ -128,12 +128,23 @@ fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> 
     let store = open_for_key(global, &key)?;
     let reference = missing_hint(store.reference(&key), &store)?;
     let path = store.path_of(&key)?;
-    let preview =
-        preview(&store, &key).with_context(|| format!("failed to read variable {key:?}"))?;
+    let file = store.file_reference(&key)?;
+    let status = file.as_ref().map(|f| match f.check() {
+        Ok(()) => "unchanged since it was referenced".to_owned(),
+        Err(change) => format!("changed since it was referenced: {change}"),
+    });
+    let unchanged = file.as_ref().is_none_or(|f| f.check().is_ok());
+    let preview = if unchanged {
+        preview(&store, &key).with_context(|| format!("failed to read variable {key:?}"))?
+    } else {
+        String::new()
+    };
     if args.json {
         let shown = Shown {
             reference: &reference,
             path: &path,
+            file: file.as_ref(),
+            status: status.as_deref(),
             preview: &preview,
         };
         serde_json::to_writer_pretty(&mut *out, &shown).context("failed to write to stdout")?;
@@ -155,11 +166,41 @@ fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> 
         ),
         ("id", reference.id.clone()),
         ("path", path.display().to_string()),
-        ("preview", output::escape_controls(&preview)),
     ];
     for (label, value) in lines {
         writeln!(out, "{:<9}{value}", format!("{label}:"))?;
     }
+    if let (Some(file), Some(status)) = (&file, &status) {
+        let modified = u64::try_from(file.mtime_ns / 1_000_000).unwrap_or(0);
+        let file_lines = [
+            (
+                "file",
+                output::escape_controls(&file.path.display().to_string()),
+            ),
+            ("size", size_with_bytes(file.size)),
+            ("modified", format!("{} UTC", format::utc_time(modified))),
+            ("inode", format!("{} (device {})", file.inode, file.device)),
+            (
+                "contents",
+                match &file.sha256 {
+                    Some(sha) => format!("sha256 {sha}"),
+                    None => {
+                        "sha256 not computed yet (`vars get` computes and records it)".to_owned()
+                    }
+                },
+            ),
+            ("status", status.clone()),
+        ];
+        for (label, value) in file_lines {
+            writeln!(out, "  {:<10}{value}", format!("{label}:"))?;
+        }
+    }
+    writeln!(
+        out,
+        "{:<9}{}",
+        "preview:",
+        output::escape_controls(&preview)
+    )?;
     Ok(())
 }
 
@@ -168,8 +209,13 @@ fn get(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
     validate_key(&key)?;
     let store = open_for_key(global, &key)?;
     let reference = missing_hint(store.reference(&key), &store)?;
-    if reference.size_bytes <= VERIFY_BEFORE_PRINT_BYTES {
-        let mut checked = Vec::with_capacity(reference.size_bytes as usize + 1);
+    // A file variable prints the file it refers to: its size is the file's.
+    let size = match store.file_reference(&key)? {
+        Some(file) => file.size,
+        None => reference.size_bytes,
+    };
+    if size <= VERIFY_BEFORE_PRINT_BYTES {
+        let mut checked = Vec::with_capacity(size as usize + 1);
         missing_hint(store.write_value_to(&key, &mut checked, true), &store)
             .with_context(|| format!("failed to print variable {key:?}"))?;
         out.write_all(&checked)?;
@@ -179,7 +225,7 @@ fn get(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
     }
     if !matches!(
         reference.var_type,
-        VariableType::Text | VariableType::Stream
+        VariableType::Text | VariableType::Stream | VariableType::File
     ) {
         writeln!(out)?;
     }
@@ -201,6 +247,28 @@ fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
     };
     let expected = args.if_sha256;
     let stored = match (args.value, args.file) {
+        _ if args.reference.is_some() => {
+            let path = args.reference.unwrap_or_default();
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => {}
+                Ok(_) => {
+                    return Err(bad_input(format!(
+                        "--ref {} is not a regular file; --ref refers to one file (store a directory's files with `run --context-dir`)",
+                        path.display()
+                    )))
+                }
+                Err(e) => {
+                    return Err(bad_input(format!(
+                        "--ref {}: {e}; give the path of an existing file",
+                        path.display()
+                    )))
+                }
+            }
+            let store = open(global)?;
+            store
+                .set_file_reference(&key, &path, opts)
+                .map(|(reference, _)| reference)
+        }
         (Some(value), None) => {
             let value = if args.json {
                 parse_json(value.as_bytes(), "VALUE")?
@@ -289,6 +357,11 @@ fn path(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
     let store = open_for_key(global, &key)?;
     let path = missing_hint(store.persist_for_sub_agent(&key), &store)
         .with_context(|| format!("failed to locate variable {key:?}"))?;
+    // A sub-agent given a file variable reads the file it refers to.
+    let path = match store.file_reference(&key)? {
+        Some(file) => file.path,
+        None => path,
+    };
     out.write_all(path.as_os_str().as_bytes())?;
     writeln!(out)?;
     Ok(())
@@ -504,6 +577,11 @@ struct Shown<'a> {
     #[serde(rename = "ref")]
     reference: &'a VariableRef,
     path: &'a Path,
+    /// For a `file` variable: the file it refers to, and whether it changed since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<&'a rlm_context_store::FileRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a str>,
     preview: &'a str,
 }
 

@@ -71,8 +71,9 @@ pub enum StoreError {
     /// The file a `file` variable refers to is not the one referenced any more.
     #[error(
         "the file {} behind variable {key:?} changed since it was referenced: {change}; \
-         reference it again (start the run again), or pass --copy-context so that a run \
-         works on a copy that cannot change under it",
+         reference it again (start the run again, or `rlm-orchestrate vars set KEY --ref {}`), \
+         or pass --copy-context so that a run works on a copy that cannot change under it",
+        path.display(),
         path.display()
     )]
     FileChanged {

@@ -1,14 +1,21 @@
 //! Loading the user's context into the store, and describing it without showing it.
 //!
+//! A `--context` file is *referenced*, not copied: it becomes a `file` variable naming
+//! the file (see `rlm_context_store::FileRef`), and it is described from samples
+//! ([`sample`]), so loading costs the same for 2 KB and 40 GB and the first model
+//! request never waits for it. The REPL reads the file where it is, whole or — above
+//! `--lazy-above` — lazily ([`LazyPolicy`]). Stdin, pipes, devices, `.json` files,
+//! directories and `--copy-context` are copied into the store as before.
+//!
 //! Every input is checked (exists, is a file or directory as expected, fits
-//! `--max-context-bytes`) before anything is written; text is streamed into the store
-//! with UTF-8 validated on the way, so a decode error names the file and byte offset.
-//! Sizes known in advance are checked first, and every byte read is counted as well
-//! ([`input`]): pipes, devices and stdin (`--context -`) have no size to check, and
-//! reading stops at the limit or at Ctrl-C / SIGTERM. Context variables get run-scoped
-//! keys, so a bad input never touches variables that were already stored; whatever a
-//! failed or stopped load wrote is removed again (a half-streamed variable never
-//! leaves its temporary file).
+//! `--max-context-bytes` when it is copied or loaded whole) before anything is
+//! written; copied text is streamed into the store with UTF-8 validated on the way, so
+//! a decode error names the file and byte offset. Sizes known in advance are checked
+//! first, and every byte copied is counted as well ([`input`]): pipes, devices and
+//! stdin (`--context -`) have no size to check, and reading stops at the limit or at
+//! Ctrl-C / SIGTERM. Context variables get run-scoped keys, so a bad input never
+//! touches variables that were already stored; whatever a failed or stopped load
+//! wrote is removed again (a half-streamed variable never leaves its temporary file).
 //!
 //! The description ([`ContextInfo`]) is what the model sees: type, sizes, item count
 //! and a preview of at most 200 characters — its size does not depend on the context's.

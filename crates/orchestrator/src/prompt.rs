@@ -156,16 +156,26 @@ pub fn first_message(
                 Access::Tools => "Context (the variable `context`, read through the tools; it is not shown here):\n",
             });
             let _ = writeln!(text, "- type: {}", info.kind);
+            let about = if info.estimated { "about " } else { "" };
             let _ = write!(
                 text,
-                "- size: {} characters ({})",
+                "- size: {about}{} characters ({})",
                 info.total_chars,
                 human_bytes(info.total_bytes)
             );
             if let Some(items) = info.items {
                 let _ = write!(text, ", {items} items");
             }
+            if let Some(lines) = info.lines {
+                let _ = write!(text, ", {about}{lines} lines");
+            }
+            if info.estimated {
+                text.push_str(" (estimated from samples: the file was not read whole)");
+            }
             text.push('\n');
+            if info.lazy && access == Access::Code {
+                text.push_str("- lazy: `context` is a read-only view of the file, not a str: len(), slices, find/count/`in`, `for line in context` (lines), splitlines(), finditer(regex) and search()/peek()/context_chunks work without loading it; other str methods and str(context) load it whole and fail when it does not fit in memory\n");
+            }
             let _ = match access {
                 Access::Code => writeln!(text, "- source: {}", clip(&info.origin, 200)),
                 // Small models take a path for the variable's name.

@@ -266,6 +266,8 @@ impl RunSettings {
         Self {
             context: ContextSpec {
                 max_bytes: self.context.max_bytes,
+                copy: self.context.copy,
+                lazy: self.context.lazy,
                 ..ContextSpec::default()
             },
             model: self.sub_model.clone(),

@@ -8,6 +8,7 @@
     reason = "a test fails by panicking; helpers outside #[test] functions too"
 )]
 
+mod big_context;
 mod config;
 mod context_limits;
 mod eval;

@@ -41,6 +41,7 @@ pub(super) fn confine_agent(
     sandbox: &AgentSandbox,
     spawn: &mut SpawnOptions,
     store_dirs: &[PathBuf],
+    referenced: &[PathBuf],
     prompt_file: &Path,
 ) -> Result<tempfile::TempDir, String> {
     let tmp = tempfile::Builder::new()
@@ -57,6 +58,8 @@ pub(super) fn confine_agent(
             .filter(|arg| arg.is_file()),
     );
     read.push(prompt_file.to_owned());
+    // Files that `file` variables among its references refer to: read where they are.
+    read.extend(referenced.iter().cloned());
     read.extend(std::env::current_exe().ok());
     if sandbox.network {
         read.extend(NETWORK_FILES.iter().map(PathBuf::from));
@@ -143,6 +146,7 @@ mod tests {
             &sandbox,
             &mut spawn,
             &[dir.path().join("variables")],
+            &[dir.path().join("big.log")],
             &dir.path().join("prompt.txt"),
         )
         .unwrap();
@@ -156,6 +160,10 @@ mod tests {
         assert!(
             !policy.read.contains(&dir.path().to_owned()),
             "not its directory"
+        );
+        assert!(
+            policy.read.contains(&dir.path().join("big.log")),
+            "a referenced context file is readable"
         );
         assert!(!policy.network);
         assert_eq!(

@@ -312,10 +312,13 @@ async fn prepare(
     let tmp = match &spec.sandbox {
         Some(sandbox) => {
             let store_dirs = [VARIABLES_DIR, LOCKS_DIR, SPILL_DIR].map(|dir| data_dir.join(dir));
+            let referenced: Vec<PathBuf> =
+                spec.refs.iter().filter_map(|r| r.file.clone()).collect();
             Some(super::confine::confine_agent(
                 sandbox,
                 &mut spawn,
                 &store_dirs,
+                &referenced,
                 &prompt_file,
             )?)
         }

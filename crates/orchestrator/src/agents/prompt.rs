@@ -27,29 +27,57 @@ pub struct AgentRef {
     pub size_bytes: u64,
     /// Its type.
     pub var_type: VariableType,
+    /// For a `file` variable: the file it refers to, which the agent reads instead of
+    /// the variable file (its data was never copied into the store).
+    pub file: Option<PathBuf>,
 }
 
 impl AgentRef {
-    /// Persists `key` for a sub-agent (`persist_for_sub_agent`) and describes it.
+    /// Persists `key` for a sub-agent (`persist_for_sub_agent`) and describes it; a
+    /// `file` variable is described by the file it refers to, checked unchanged.
     /// Synchronous store I/O: call it from `spawn_blocking` in async code.
     pub fn from_store(store: &Store, key: &str) -> Result<Self, StoreError> {
         let path = store.persist_for_sub_agent(key)?;
         let reference = store.reference(key)?;
+        let file = store.file_reference(key)?;
+        if let Some(file) = &file {
+            file.check().map_err(|change| StoreError::FileChanged {
+                key: key.to_owned(),
+                path: file.path.clone(),
+                change: change.0,
+            })?;
+        }
         Ok(Self {
             key: reference.key,
             path,
-            size_bytes: reference.size_bytes,
+            size_bytes: file.as_ref().map_or(reference.size_bytes, |f| f.size),
             var_type: reference.var_type,
+            file: file.map(|f| f.path),
         })
+    }
+
+    /// The file the agent reads: the referenced file, or the variable file.
+    pub fn readable_path(&self) -> &std::path::Path {
+        self.file.as_deref().unwrap_or(&self.path)
     }
 }
 
 /// The line naming one variable, e.g.
 /// `Context variable "chunk-3" (1048576 bytes, type: text): read /abs/.rlm-data/variables/chunk-3.json — the JSON file has a "value" field with the data.`
+/// A `file` variable names the file it refers to instead: the agent reads the text
+/// where it is.
 ///
 /// The key is quoted as a JSON string, so quotes or newlines in it cannot break the
 /// line.
 pub fn ref_line(reference: &AgentRef) -> String {
+    if let Some(file) = &reference.file {
+        return format!(
+            "Context variable {} ({} bytes, type: file): read {} — a plain UTF-8 text file (the data itself, not JSON).",
+            json_quote(&reference.key),
+            reference.size_bytes,
+            file.display()
+        );
+    }
     format!(
         "Context variable {} ({} bytes, type: {}): read {} — the JSON file has a \"value\" field with the data.",
         json_quote(&reference.key),
@@ -101,7 +129,21 @@ mod tests {
             path: PathBuf::from(format!("/abs/.rlm-data/variables/{key}.json")),
             size_bytes,
             var_type: VariableType::Text,
+            file: None,
         }
+    }
+
+    #[test]
+    fn a_file_variable_names_the_file_it_refers_to() {
+        let line = ref_line(&AgentRef {
+            var_type: VariableType::File,
+            file: Some(PathBuf::from("/logs/big.log")),
+            ..reference("run-1-context", 3_000_000_000)
+        });
+        assert_eq!(
+            line,
+            "Context variable \"run-1-context\" (3000000000 bytes, type: file): read /logs/big.log — a plain UTF-8 text file (the data itself, not JSON)."
+        );
     }
 
     #[test]

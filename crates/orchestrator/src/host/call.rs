@@ -64,6 +64,15 @@ pub enum HostCall {
         /// Its value.
         value: Value,
     },
+    /// `store.set(key, context)` of a lazy context: `key` becomes another reference to
+    /// the file the `file` variable `from` refers to (nothing is copied); replies with
+    /// the new variable's reference.
+    StoreSetRef {
+        /// The new variable's key.
+        key: String,
+        /// The `file` variable whose file it refers to.
+        from: String,
+    },
     /// `store.get(key)` where the environment cannot read files (`js`): replies with
     /// the value.
     StoreGet {
@@ -151,6 +160,7 @@ impl HostCall {
             Self::SpawnAgent(_) => "spawn_agent",
             Self::SpawnAgents { .. } => "spawn_agents",
             Self::StoreSet { .. } => "store_set",
+            Self::StoreSetRef { .. } => "store_set_ref",
             Self::StoreGet { .. } => "store_get",
             Self::StoreRef { .. } => "store_ref",
             Self::StoreList {} => "store_list",
@@ -262,6 +272,10 @@ mod tests {
             HostCall::StoreSet {
                 key: "k".into(),
                 value: json!({"a": 1}),
+            },
+            HostCall::StoreSetRef {
+                key: "k2".into(),
+                from: "run-1-context".into(),
             },
             HostCall::StoreRef { key: "k".into() },
             HostCall::StoreDelete { key: "k".into() },

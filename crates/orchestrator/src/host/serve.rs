@@ -210,23 +210,19 @@ impl RunHost {
         let by_key = match (&args.context, &args.context_key) {
             (None, Some(key)) => {
                 let k = key.clone();
-                Some(self.blocking(move |store| store.get(&k)).await?)
+                Some(
+                    self.blocking(move |store| one_shot_value(store, &k))
+                        .await?,
+                )
             }
             _ => None,
         };
-        let context = args.context.as_ref().or(by_key.as_deref()).map(|c| {
-            let text = match c {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let total = text.chars().count();
-            if total <= ONE_SHOT_CONTEXT_CHARS {
-                Value::String(text)
-            } else {
-                let cut: String = text.chars().take(ONE_SHOT_CONTEXT_CHARS).collect();
-                Value::String(format!("{cut}\n[context truncated: first {ONE_SHOT_CONTEXT_CHARS} of {total} characters]"))
-            }
-        });
+        let context = match (&args.context, by_key) {
+            (_, Some(OneShotContext::Cut(text))) => Some(Value::String(text)),
+            (Some(value), _) => Some(cut_for_one_shot(value)),
+            (None, Some(OneShotContext::Whole(value))) => Some(cut_for_one_shot(&value)),
+            (None, None) => None,
+        };
         let prompt = PromptArgs {
             prompt: args.query.clone(),
             context,
@@ -458,6 +454,29 @@ impl RunHost {
         to_json(reference)
     }
 
+    async fn store_set_ref(&self, key: String, from: String) -> Result<HostReply, HostError> {
+        let scope = self.scope();
+        let reference = self
+            .blocking(move |store| {
+                let Some(file) = store.file_reference(&from)? else {
+                    return Err(rlm_context_store::StoreError::NotFound {
+                        key: format!("{from} (as a file variable)"),
+                    });
+                };
+                file.check()
+                    .map_err(|change| rlm_context_store::StoreError::FileChanged {
+                        key: from.clone(),
+                        path: file.path.clone(),
+                        change: change.0,
+                    })?;
+                store
+                    .set_file_reference(&key, &file.path, SetOptions::default().scope(scope))
+                    .map(|(reference, _)| reference)
+            })
+            .await?;
+        to_json(reference)
+    }
+
     async fn store_ref(&self, key: String) -> Result<HostReply, HostError> {
         let (reference, path) = self
             .blocking(move |store| {
@@ -470,6 +489,69 @@ impl RunHost {
         value["path"] = Value::String(path.display().to_string());
         Ok(value)
     }
+}
+
+/// What a one-shot `sub_rlm` sends for a variable.
+enum OneShotContext {
+    /// Its value, to be cut by [`cut_for_one_shot`].
+    Whole(std::sync::Arc<Value>),
+    /// The start of a referenced file, already cut, with a note naming its size.
+    Cut(String),
+}
+
+/// `value` as text of at most [`ONE_SHOT_CONTEXT_CHARS`] characters, with a note when
+/// it was cut.
+fn cut_for_one_shot(value: &Value) -> Value {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let total = text.chars().count();
+    if total <= ONE_SHOT_CONTEXT_CHARS {
+        return Value::String(text);
+    }
+    let cut: String = text.chars().take(ONE_SHOT_CONTEXT_CHARS).collect();
+    Value::String(format!(
+        "{cut}\n[context truncated: first {ONE_SHOT_CONTEXT_CHARS} of {total} characters]"
+    ))
+}
+
+/// The context a one-shot `sub_rlm` sends for the variable `key`: its value, or for a
+/// `file` variable the start of the file (checked unchanged), so that a large file is
+/// never read whole.
+fn one_shot_value(
+    store: &rlm_context_store::Store,
+    key: &str,
+) -> Result<OneShotContext, rlm_context_store::StoreError> {
+    use std::io::Read;
+    let Some(file) = store.file_reference(key)? else {
+        return store.get(key).map(OneShotContext::Whole);
+    };
+    file.check()
+        .map_err(|change| rlm_context_store::StoreError::FileChanged {
+            key: key.to_owned(),
+            path: file.path.clone(),
+            change: change.0,
+        })?;
+    let limit = ONE_SHOT_CONTEXT_CHARS as u64 * 4;
+    let mut head = Vec::new();
+    std::fs::File::open(&file.path)
+        .and_then(|f| f.take(limit).read_to_end(&mut head))
+        .map_err(|e| rlm_context_store::StoreError::Io {
+            action: "read the referenced file",
+            path: file.path.clone(),
+            source: e,
+        })?;
+    let text = String::from_utf8_lossy(&head);
+    let cut: String = text.chars().take(ONE_SHOT_CONTEXT_CHARS).collect();
+    if cut.len() as u64 >= file.size {
+        return Ok(OneShotContext::Cut(cut));
+    }
+    Ok(OneShotContext::Cut(format!(
+        "{cut}\n[context truncated: first {ONE_SHOT_CONTEXT_CHARS} characters of the {}-byte file {}]",
+        file.size,
+        file.path.display()
+    )))
 }
 
 fn to_json(value: impl serde::Serialize) -> Result<Value, HostError> {
@@ -500,6 +582,7 @@ impl Host for RunHost {
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
             HostCall::StoreSet { key, value } => self.store_set(key, value).await,
+            HostCall::StoreSetRef { key, from } => self.store_set_ref(key, from).await,
             HostCall::StoreGet { key } => {
                 let value = self.blocking(move |store| store.get(&key)).await?;
                 Ok(serde_json::Value::clone(&value))

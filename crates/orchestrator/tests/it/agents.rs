@@ -605,7 +605,25 @@ async fn the_grep_agent_script_counts_matching_lines() {
     let fx = Fixture::new();
     let logs =
         "ok login alice\nlogin failed bob\nok login carol\nlogin failed dave\nlogin failed erin\n";
-    let refs = vec![fx.text_var("logs", logs)];
+    // One variable copied into the store, one referencing a file where it is: the
+    // agent reads the variable file of the first and the log itself for the second.
+    let log = fx.dir.path().join("more.log");
+    std::fs::write(
+        &log,
+        "login failed frank
+ok login gina
+",
+    )
+    .unwrap();
+    fx.store
+        .set_file_reference("more", &log, SetOptions::default())
+        .unwrap();
+    let more = AgentRef::from_store(&fx.store, "more").unwrap();
+    assert_eq!(
+        more.file.as_deref(),
+        Some(std::fs::canonicalize(&log).unwrap().as_path())
+    );
+    let refs = vec![fx.text_var("logs", logs), more];
     let script = repo_file("scripts/agents/grep-agent.sh");
     for template in [
         format!("sh {} {{prompt_file}}", script.display()),
@@ -620,10 +638,10 @@ async fn the_grep_agent_script_counts_matching_lines() {
         assert!(outcome.ok, "{template}: {:?}", outcome.value);
         let answer = outcome.value.as_str().unwrap();
         assert!(
-            answer.starts_with("3 matching lines for pattern \"login failed\""),
+            answer.starts_with("4 matching lines for pattern \"login failed\""),
             "{answer}"
         );
-        assert!(answer.contains("login failed dave"));
+        assert!(answer.contains("login failed dave") && answer.contains("login failed frank"));
         assert!(!answer.contains("alice"));
     }
 }

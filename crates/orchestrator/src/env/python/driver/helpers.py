@@ -10,8 +10,28 @@ def _as_text(value):
     return value if isinstance(value, str) else _dumps(value)
 
 
+def _lazy_whole(context, helper):
+    return LazyContextError(
+        f"{helper} cannot send the whole lazy context (a {_human(context._size)} file): pass "
+        "a slice (context[a:b]) or pieces (context_chunks), or use sub_rlm(query, context), "
+        "which hands a child run the file by reference"
+    )
+
+
+def _sub_context(args, context):
+    """Puts `context` into sub_rlm arguments: a lazy context by its variable's key."""
+    if isinstance(context, LazyText):
+        if not context._key:
+            raise _lazy_whole(context, "sub_rlm")
+        args["context_key"] = context._key
+    elif context is not None:
+        args["context"] = context if isinstance(context, str) else _jsonable(context)
+
+
 def _prompt_args(prompt, context):
     args = {"prompt": str(prompt)}
+    if isinstance(context, LazyText):
+        raise _lazy_whole(context, "llm_query")
     if context is not None:
         args["context"] = _jsonable(context) if not isinstance(context, str) else context
     return args
@@ -46,8 +66,7 @@ def llm_query_parallel(prompts):
 def sub_rlm(query, context=None):
     """A nested RLM (a child process at depth+1) on `query`; returns its answer."""
     args = {"query": str(query)}
-    if context is not None:
-        args["context"] = context if isinstance(context, str) else _jsonable(context)
+    _sub_context(args, context)
     return _as_text(_host("sub_rlm", args))
 
 
@@ -63,8 +82,7 @@ def sub_rlm_parallel(jobs):
         else:
             query, context = job, None
         entry = {"query": str(query)}
-        if context is not None:
-            entry["context"] = context if isinstance(context, str) else _jsonable(context)
+        _sub_context(entry, context)
         payload.append(entry)
     answers = _host("sub_rlm_parallel", {"jobs": payload})
     out = []
@@ -114,7 +132,12 @@ class _Store:
     """The context store: store.set/get/ref/list/delete (variables shared with sub-agents)."""
 
     def set(self, key, value):
-        """Stores `value` under `key`; returns its reference."""
+        """Stores `value` under `key`; returns its reference. A lazy context is stored
+        as another reference to its file (nothing is copied)."""
+        if isinstance(value, LazyText):
+            if not value._key:
+                raise _lazy_whole(value, "store.set")
+            return _host("store_set_ref", {"key": str(key), "from": value._key})
         return _host("store_set", {"key": str(key), "value": _jsonable(value)})
 
     def get(self, key):
