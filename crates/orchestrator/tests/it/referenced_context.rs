@@ -33,6 +33,14 @@ struct Referenced {
 /// A kernel whose `context` is a `file` variable referring to a file holding `text`;
 /// files larger than `lazy_above` bytes are lazy.
 async fn referenced(text: &str, lazy_above: Option<u64>) -> Referenced {
+    referenced_with(text, lazy_above, python_options()).await
+}
+
+async fn referenced_with(
+    text: &str,
+    lazy_above: Option<u64>,
+    options: rlm_orchestrator::env::python::PythonOptions,
+) -> Referenced {
     let dir = TempDir::new().unwrap();
     let file = dir.path().join("input.log");
     std::fs::write(&file, text).unwrap();
@@ -61,7 +69,7 @@ async fn referenced(text: &str, lazy_above: Option<u64>) -> Referenced {
         lazy_above,
     };
     let host = TestHost::new(Arc::clone(&store));
-    let env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
+    let env = PythonEnv::start(config, host as Arc<dyn Host>, options)
         .await
         .unwrap();
     Referenced {
@@ -100,6 +108,25 @@ async fn a_small_referenced_file_is_a_real_str_read_from_the_file() {
     assert_eq!(out, "str 12 'héllo' 2\n");
     let info = r.env.wait_ready().await.unwrap();
     assert_eq!(info.load_method, "file");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_loaded_whole_in_small_chunks_is_exactly_its_text() {
+    // Backslashes and escape-like text stay as they are (a file is not JSON), and
+    // characters of every width cross the 29-byte chunks.
+    let mut text = mixed_text();
+    text.push_str("\nC:\\temp\\new \\u0041 \\n \"quoted\" \\\\ end é");
+    let options = rlm_orchestrator::env::python::PythonOptions {
+        load_chunk_bytes: Some(29),
+        ..python_options()
+    };
+    let mut r = referenced_with(&text, Some(1 << 30), options).await;
+    let check = format!(
+        "real = open({}, encoding='utf-8', newline='').read()\nprint(type(context).__name__, context == real, len(context) == len(real))",
+        escape(&r.file)
+    );
+    assert_eq!(run(&mut r.env, &check).await, "str True True\n");
+    assert_eq!(r.env.wait_ready().await.unwrap().load_method, "file");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,6 +316,41 @@ async fn a_file_that_is_not_utf8_is_named_with_its_offset() {
         .unwrap();
     let outcome = env.execute("len(context)").await.unwrap();
     let error = outcome.error.unwrap_or_default();
+    assert!(
+        error.contains("not valid UTF-8 at byte offset 86"),
+        "{error}"
+    );
+
+    // Loaded whole, the kernel cannot start, and says why.
+    let store = Arc::new(Store::open(dir.path().join("data2")).unwrap());
+    let (_, reference) = store
+        .set_file_reference("ctx", &file, SetOptions::default())
+        .unwrap();
+    let context = ContextSource {
+        shape: ContextShape::Single,
+        files: vec![store.path_of("ctx").unwrap()],
+        keys: vec!["ctx".into()],
+        chunk_chars: 1000,
+        chars: None,
+        max_char: None,
+        referenced: vec![reference.path],
+    };
+    let config = EnvConfig {
+        data_dir: store.data_dir().to_owned(),
+        context: Some(context),
+        query: "q".into(),
+        history: Vec::new(),
+        exec_timeout: Duration::from_secs(60),
+        depth: 0,
+        max_depth: 1,
+        sub_context_chars: 100_000,
+        lazy_above: Some(1 << 30),
+    };
+    let host = TestHost::new(Arc::clone(&store));
+    let mut env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
+        .await
+        .unwrap();
+    let error = env.wait_ready().await.unwrap_err().to_string();
     assert!(
         error.contains("not valid UTF-8 at byte offset 86"),
         "{error}"

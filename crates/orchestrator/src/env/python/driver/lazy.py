@@ -77,11 +77,20 @@ def _open_referenced(ref, key=None):
     try:
         if size == 0:
             return ""
-        with _mmap.mmap(fd, 0, access=_mmap.ACCESS_READ) as mapped:
-            try:
-                text = str(mapped, "utf-8")
-            except UnicodeDecodeError as error:
-                raise _not_utf8(ref.get("path"), error.start) from None
+        text = None
+        # Chunk by chunk into one str allocated once (the file's size in memory, not
+        # twice); the decoder below is the fallback, and names a bad byte's offset.
+        try:
+            with open(os.dup(fd), "rb", buffering=0) as stream:
+                text = _load_text(stream, 0, size, raw=True)
+        except (_Fallback, ValueError):
+            text = None
+        if text is None:
+            with _mmap.mmap(fd, 0, access=_mmap.ACCESS_READ) as mapped:
+                try:
+                    text = str(mapped, "utf-8")
+                except UnicodeDecodeError as error:
+                    raise _not_utf8(ref.get("path"), error.start) from None
         _check_unchanged(ref, os.fstat(fd))
         _load_stats["method"] = "file"
         return text

@@ -132,12 +132,13 @@ def _str_layout():
     return _layout
 
 
-def _safe_cut(data, floor):
+def _safe_cut(data, floor, raw=False):
     """A split point where no escape sequence, surrogate pair or UTF-8 char is cut
-    (None if there is none above `floor`: the caller reads on)."""
+    (None if there is none above `floor`: the caller reads on). Raw text has no
+    escapes: only UTF-8 characters must stay whole."""
     p = len(data) - 1
     while p > floor:
-        k = data.rfind(b"\\", max(p - 6, 0), p)
+        k = -1 if raw else data.rfind(b"\\", max(p - 6, 0), p)
         if k != -1:
             p = k
         elif 0x80 <= data[p] < 0xC0:
@@ -151,8 +152,9 @@ class _Overflow(Exception):
     """More characters than the allocated capacity (a wrong `chars` hint)."""
 
 
-def _fill_text(stream, start, end, kind, capacity, layout):
-    """Reads the JSON string body [start, end) into one str of the given kind.
+def _fill_text(stream, start, end, kind, capacity, layout, raw=False):
+    """Reads the JSON string body [start, end) (raw UTF-8 text with `raw`) into one
+    str of the given kind.
 
     Returns the str and the widest kind actually seen, which the caller checks: a str
     whose kind is wider than its content is not canonical and must not escape.
@@ -171,7 +173,7 @@ def _fill_text(stream, start, end, kind, capacity, layout):
         remaining -= len(block)
         data = carry + block if carry else block
         if remaining:
-            cut = _safe_cut(data, max(len(data) - 65536, 0))
+            cut = _safe_cut(data, max(len(data) - 65536, 0), raw)
             if cut is None:
                 carry = data
                 continue
@@ -180,7 +182,7 @@ def _fill_text(stream, start, end, kind, capacity, layout):
             piece, carry = data, b""
         if not piece:
             continue
-        out = layout.unescape(piece)
+        out = piece if raw else layout.unescape(piece)
         if isinstance(out, bytes) and kind <= 1 and out.isascii():
             if written + len(out) > capacity:
                 s = None
@@ -213,8 +215,9 @@ def _kind_of_maxchar(max_char):
     return 2 if max_char < 0x10000 else 4
 
 
-def _load_text(stream, start, end, chars=None, max_char=None):
-    """One str for the JSON string body [start, end), allocated once.
+def _load_text(stream, start, end, chars=None, max_char=None, raw=False):
+    """One str for the JSON string body [start, end) (raw UTF-8 text with `raw`),
+    allocated once.
 
     `chars` and `max_char` are the orchestrator's hints (exact size, widest code point
     class); without them the byte length bounds the size (unused pages are never
@@ -228,7 +231,7 @@ def _load_text(stream, start, end, chars=None, max_char=None):
     kind = _kind_of_maxchar(max_char)
     for _attempt in range(8):
         try:
-            s, seen = _fill_text(stream, start, end, kind, capacity, layout)
+            s, seen = _fill_text(stream, start, end, kind, capacity, layout, raw)
         except _Widen as wider:
             kind = wider.kind
             continue
