@@ -118,6 +118,9 @@ pub struct ContextInfo {
     /// True when the REPL reads it lazily (a view of the file, not a `str`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub lazy: bool,
+    /// True when it is a file referenced where it is (not copied into the store).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub referenced: bool,
 }
 
 /// Statistics of a text gathered while streaming it.
@@ -529,6 +532,7 @@ fn referenced_info(sampled: sample::Sampled, size: u64, lazy: bool, origin: Stri
         lines: Some(sampled.lines),
         estimated: !sampled.exact,
         lazy,
+        referenced: true,
     }
 }
 
@@ -614,6 +618,7 @@ fn combine_list(infos: Vec<ContextInfo>) -> ContextInfo {
         lines: None,
         estimated: infos.iter().any(|i| i.estimated),
         lazy: infos.iter().any(|i| i.lazy),
+        referenced: infos.iter().any(|i| i.referenced),
     }
 }
 

@@ -57,6 +57,37 @@ impl Words {
     }
 }
 
+/// One line about the context from its description in the trace: kind, size, where it
+/// came from, and whether it was referenced (read whole or lazily) or copied.
+fn context_line(context: &serde_json::Value) -> String {
+    let text = |key: &str| context.get(key).and_then(serde_json::Value::as_str);
+    let number = |key: &str| context.get(key).and_then(serde_json::Value::as_u64);
+    let flag = |key: &str| context.get(key).and_then(serde_json::Value::as_bool) == Some(true);
+    let about = if flag("estimated") { "about " } else { "" };
+    let mut line = text("kind").unwrap_or("?").to_owned();
+    if let Some(bytes) = number("total_bytes") {
+        line.push_str(&format!(" · {}", format::human_bytes(bytes)));
+    }
+    if let Some(chars) = number("total_chars") {
+        line.push_str(&format!(" · {about}{chars} characters"));
+    }
+    if let Some(lines) = number("lines") {
+        line.push_str(&format!(" · {about}{lines} lines"));
+    }
+    if let Some(items) = number("items") {
+        line.push_str(&format!(" · {items} items"));
+    }
+    if let Some(origin) = text("origin") {
+        line.push_str(&format!(" · {}", output::escape_controls(origin)));
+    }
+    line.push_str(match (flag("referenced"), flag("lazy")) {
+        (true, true) => " · referenced, read lazily",
+        (true, false) => " · referenced, read whole",
+        (false, _) => " · in the store",
+    });
+    line
+}
+
 struct Renderer<'a> {
     out: &'a mut dyn Write,
     full: bool,
@@ -81,6 +112,9 @@ impl Renderer<'_> {
         if let Some(model) = &s.model {
             let env = trace.env.map_or("?", EnvKind::as_str);
             self.field(inner, "model", &format!("{model} · env {env}"))?;
+        }
+        if let Some(context) = &trace.context {
+            self.field(inner, "context", &context_line(context))?;
         }
         let mut when = s.started_ms.map_or_else(
             || "-".to_owned(),

@@ -87,6 +87,21 @@ fn a_3_gb_file_is_referenced_and_searched_lazily_without_any_flag() {
     );
     let second = requests[1].last_user_message().unwrap_or_default();
     assert!(second.contains("LazyText 1 2002"), "{second}");
+    // The trace says what the context was.
+    let run_id = result["run_id"].as_str().unwrap();
+    let shown = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["runs", "show", run_id])
+        .assert()
+        .success();
+    let shown = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+    assert!(
+        shown.contains("context: str · 3.0 GiB · about ")
+            && shown.contains("huge.log · referenced, read lazily"),
+        "{shown}"
+    );
     // The store holds a reference, not a copy: the run added its trace and a few
     // small variables.
     let grown = du(&sb.data_dir()) - before;
