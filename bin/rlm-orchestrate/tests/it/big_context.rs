@@ -7,7 +7,7 @@
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
-use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
+use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
 use crate::support::Sandbox;
@@ -197,4 +197,85 @@ fn file_variables_from_the_shell_refer_check_and_hash_their_file() {
     for bad in ["/nonexistent/x.log", "."] {
         sb.vars(&["set", "x", "--ref", bad]).assert().code(2);
     }
+}
+
+#[test]
+fn a_nested_run_gets_a_lazy_context_by_reference_and_reads_it_lazily() {
+    let sb = Sandbox::new();
+    let mut text = "2026-11-24 svc=api ok\n".repeat(5000);
+    text.push_str("CODE=9d2e1f\n");
+    text.push_str(&"2026-11-24 svc=db ok\n".repeat(5000));
+    let file = sb.file("app.log", &text);
+    let script = MockScript::new()
+        // The child: told its context is lazy, it searches it.
+        .rule(MockRule::function("the child's first turn", |request| {
+            let message = request.last_user_message().unwrap_or_default();
+            (request.model() == Some("sub-model") && message.contains("- lazy:")).then(|| {
+                MockReply::text(
+                    "```repl\nat = search(context, 'CODE=')[0]['offset']\nfound = type(context).__name__ + ' ' + context[at:at + 11]\n```",
+                )
+            })
+        }))
+        .rule(MockRule::function("the child's answer", |request| {
+            (request.model() == Some("sub-model")).then(|| MockReply::text("FINAL_VAR(found)"))
+        }))
+        .then(MockReply::text(
+            "```repl\nanswer = sub_rlm('find the code', context)\nprint(answer)\n```",
+        ))
+        .then(MockReply::text("FINAL_VAR(answer)"));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let result = crate::subagents::run_json(
+        &sb,
+        &mock.control().openai_base_url(),
+        "delegate",
+        &[
+            "--context",
+            file.to_str().unwrap(),
+            "--lazy-context",
+            "always",
+        ],
+    );
+    assert_eq!(result["answer"], "LazyText CODE=9d2e1f", "{result}");
+    assert_eq!(result["sub_agents"], 1);
+    // Nothing was copied for the child: the only context variable is the reference.
+    let out = sb.vars(&["list", "--json"]).assert().success();
+    let listed: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let big: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["sizeBytes"].as_u64().unwrap_or(0) > 10_000)
+        .collect();
+    assert!(big.is_empty(), "a copy of the context was stored: {big:?}");
+}
+
+#[test]
+fn javascript_reads_a_referenced_file_whole_and_refuses_a_lazy_one_naming_python() {
+    let sb = Sandbox::new();
+    let file = sb.file("app.log", "alpha\nCODE=js42\nomega\n");
+    let mock = mock(&[
+        "```repl\nconst i = context.indexOf('CODE=');\nvar answer = context.slice(i, i + 9);\n```",
+        "FINAL_VAR(answer)",
+    ]);
+    let out = run_cmd(&sb, &mock, "code?")
+        .arg("--context")
+        .arg(&file)
+        .args(["--env", "js", "--json"])
+        .assert()
+        .success();
+    let result: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(result["answer"], "CODE=js42");
+
+    let mock = mock_answering("```repl\nconsole.log(context.length)\n```");
+    let out = run_cmd(&sb, &mock, "code?")
+        .arg("--context")
+        .arg(&file)
+        .args(["--env", "js", "--lazy-context", "always"])
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(
+        stderr.contains("would be read lazily") && stderr.contains("--env python"),
+        "{stderr}"
+    );
 }
