@@ -196,6 +196,15 @@ print("same")
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn splitting_a_lazy_context_whole_says_to_iterate_and_oversized_loads_say_why() {
     let mut r = referenced(&mixed_text(), Some(0)).await;
+    // The variable inventory after each cell does not read the file to size a view.
+    run(&mut r.env, "c = context\nlines = context.splitlines()").await;
+    let vars = r.env.variables().await.unwrap();
+    assert!(
+        vars.iter()
+            .any(|v| v.name == "c" && v.type_name == "LazyText"),
+        "{vars:?}"
+    );
+    assert_eq!(run(&mut r.env, "print(c._indexed())").await, "False\n");
     let outcome = r.env.execute("context.split(' ')").await.unwrap();
     let error = outcome.error.unwrap_or_default();
     assert!(

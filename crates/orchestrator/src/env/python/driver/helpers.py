@@ -240,7 +240,10 @@ def _user_variables():
         if name in _BASE and _BASE[name] is value:
             continue
         try:
-            size = len(value) if not isinstance(value, type) else 0
+            if isinstance(value, (LazyText, LazyLines)):
+                size = value._cheap_len()  # len() of a lazy view may read the whole file
+            else:
+                size = len(value) if not isinstance(value, type) else 0
         except Exception:
             size = 0
         found.append(

@@ -262,6 +262,10 @@ class LazyText:
     def __bool__(self):
         return self._size > 0
 
+    def _cheap_len(self):
+        """len() when the index is built, else the size in bytes (an upper bound)."""
+        return self._chars[-1] if self._indexed() else self._size
+
     def _decode(self, start, end):
         if end - start > _MEMORY_BYTES // 2:
             raise MemoryError(
@@ -598,6 +602,10 @@ class LazyLines:
         if not t._size:
             return 0
         return newlines + (0 if t._mm[t._size - 1] == 10 else 1)
+
+    def _cheap_len(self):
+        """len() when the index is built, else 0 (unknown without reading the file)."""
+        return len(self) if self._text._indexed() else 0
 
     def _start_of(self, i):
         """Byte offset where line i starts."""
