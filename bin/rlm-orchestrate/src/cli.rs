@@ -215,6 +215,23 @@ pub enum LazyContextArg {
     Never,
 }
 
+/// `--runner`: how agents and nested runs start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunnerArg {
+    /// Processes of this machine.
+    Local,
+    /// Slurm jobs through `srun` (see --slurm-args).
+    Slurm,
+}
+
+/// `--slurm-args`, split like a shell would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmArgs(pub rlm_orchestrator::runner::Runner);
+
+fn parse_slurm_args(text: &str) -> Result<SlurmArgs, String> {
+    rlm_orchestrator::runner::Runner::slurm(text).map(SlurmArgs)
+}
+
 /// `--sandbox`: how the Python kernel is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SandboxArg {
@@ -708,6 +725,29 @@ pub struct RunOptions {
         help_heading = "Sub-calls and budgets"
     )]
     pub max_agents: Option<u64>,
+
+    /// How agents and nested runs start: processes of this machine, or Slurm jobs
+    /// (each through `srun`, named rlm-<agent id>).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "local",
+        env = "RLM_RUNNER",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub runner: RunnerArg,
+
+    /// Arguments for `srun` with --runner slurm (partition, time, memory, account), e.g.
+    /// "--partition=batch --time=0:30:00 --mem=4G".
+    #[arg(
+        long,
+        value_name = "ARGS",
+        env = "RLM_SLURM_ARGS",
+        allow_hyphen_values = true,
+        value_parser = parse_slurm_args,
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub slurm_args: Option<SlurmArgs>,
 
     /// Longest prompt a sub-call may send, in characters; longer fails fast.
     #[arg(

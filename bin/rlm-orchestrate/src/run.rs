@@ -133,6 +133,7 @@ pub(crate) fn launch_error(error: LaunchError) -> anyhow::Error {
         | LaunchError::Schema { .. }
         | LaunchError::SystemPrompt { .. }
         | LaunchError::AgentCommand(_)
+        | LaunchError::NoSrun
         | LaunchError::DataDir { .. } => None,
     };
     let status = error.is_bad_input().then_some(ExitStatus::BadInput);

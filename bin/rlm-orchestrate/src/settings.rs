@@ -9,11 +9,12 @@ use rlm_orchestrator::context::{ContextSpec, DirAs, LazyMode, LazyPolicy};
 use rlm_orchestrator::env::tools::{MicroTool, ToolProtocol};
 use rlm_orchestrator::env::EnvKind;
 use rlm_orchestrator::provider::{Prices, ProviderConfig, ProviderKind};
+use rlm_orchestrator::runner::Runner;
 use rlm_orchestrator::settings::RunSettings;
 
 use crate::cli::{
-    DirAsArg, EnvArg, GlobalArgs, LazyContextArg, OnOffArg, ProviderArg, RunOptions, SandboxArg,
-    ToolProtocolArg,
+    DirAsArg, EnvArg, GlobalArgs, LazyContextArg, OnOffArg, ProviderArg, RunOptions, RunnerArg,
+    SandboxArg, SlurmArgs, ToolProtocolArg,
 };
 
 /// `--lazy-context` and `--lazy-above`.
@@ -95,6 +96,11 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         agent_network: args.agent_network == OnOffArg::On,
         max_requests: args.max_requests.map(|n| n as usize),
         max_agents: args.max_agents.map(|n| n as usize),
+        runner: match (args.runner, &args.slurm_args) {
+            (RunnerArg::Local, _) => Runner::Local,
+            (RunnerArg::Slurm, Some(SlurmArgs(runner))) => runner.clone(),
+            (RunnerArg::Slurm, None) => Runner::Slurm { args: Vec::new() },
+        },
         budget_ledger: None,
     }
 }

@@ -85,6 +85,9 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+    /// `--runner slurm` without Slurm's client.
+    #[error("--runner slurm: `srun` is not on PATH; install Slurm's client (Debian: slurm-client) or start a one-node cluster with scripts/slurm-local.sh")]
+    NoSrun,
 }
 
 impl LaunchError {
@@ -94,7 +97,8 @@ impl LaunchError {
             Self::Setting(_)
             | Self::Schema { .. }
             | Self::SystemPrompt { .. }
-            | Self::AgentCommand(_) => true,
+            | Self::AgentCommand(_)
+            | Self::NoSrun => true,
             Self::Model { source, .. } => matches!(
                 source,
                 ProviderError::MissingKey { .. } | ProviderError::Config(_)
@@ -120,6 +124,17 @@ pub fn prepare(
             path: settings.data_dir.clone(),
             source,
         })?;
+    if let crate::runner::Runner::Slurm { .. } = settings.runner {
+        if !on_path(crate::runner::SRUN) {
+            return Err(LaunchError::NoSrun);
+        }
+        // Said once, by the root run (its children share its data directory).
+        if lineage.is_none() {
+            if let Some(warning) = crate::runner::data_dir_warning(&data_dir) {
+                tracing::warn!("{warning}");
+            }
+        }
+    }
     let agent_slots = settings
         .max_agents
         .map(|count| Slots::new(&data_dir, "agents", count));
@@ -217,6 +232,7 @@ pub fn prepare(
         agent_timeout: settings.agent_timeout,
         agent_sandbox,
         agent_slots,
+        runner: settings.runner.clone(),
         budget_ledger: settings.budget_ledger.clone(),
         cancel,
         history: Vec::new(),
@@ -305,4 +321,10 @@ pub fn publish_result(data_dir: &Path, lineage: &Lineage, outcome: &Result<RunRe
     if let Err(e) = written {
         tracing::error!("failed to write the result variable {key}: {e}");
     }
+}
+
+/// True when `program` is found in this process's `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }

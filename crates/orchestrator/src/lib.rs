@@ -28,6 +28,7 @@ pub mod prompt;
 pub mod provider;
 pub mod rlm;
 pub mod run;
+pub mod runner;
 pub mod settings;
 pub mod slots;
 pub mod trace;

@@ -117,6 +117,9 @@ pub struct RunSettings {
     /// `--max-agents`: external agent processes at once across the whole tree.
     #[serde(default)]
     pub max_agents: Option<usize>,
+    /// `--runner`: how agents and nested runs start (local processes, Slurm jobs).
+    #[serde(default)]
+    pub runner: crate::runner::Runner,
     /// A nested run's share of its tree's budget: the ledger file its root created
     /// (set by the parent, never by a user).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,6 +168,7 @@ impl RunSettings {
             agent_network: true,
             max_requests: None,
             max_agents: None,
+            runner: crate::runner::Runner::Local,
             budget_ledger: None,
         }
     }

@@ -29,6 +29,7 @@ mod runs;
 mod runs_prune;
 mod sandbox;
 mod server_faults;
+mod slurm;
 mod sub_rlm_args;
 mod sub_rlm_parallel;
 mod subagents;

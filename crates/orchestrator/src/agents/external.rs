@@ -56,6 +56,8 @@ pub struct ExternalAgentSpec {
     pub pass_env: Vec<String>,
     /// `--agent-sandbox on`: confine the agent (`None`: it runs as the user).
     pub sandbox: Option<AgentSandbox>,
+    /// `--runner`: a local process or a Slurm job.
+    pub runner: crate::runner::Runner,
     /// Stops the agent (SIGTERM, grace, SIGKILL to its group) when cancelled.
     pub cancel: Option<CancellationToken>,
 }
@@ -190,11 +192,21 @@ pub async fn run_external_agent(
             tracing::debug!(%agent_id, %program, "starting an external agent");
             match run_supervised(spawn, options).await {
                 Ok(run) => {
+                    if matches!(
+                        run.termination,
+                        Termination::TimedOut | Termination::Cancelled
+                    ) {
+                        spec.runner.cancel(&agent_id).await;
+                    }
                     let answer = stdout_text(&run);
                     let fallback = if run.termination.success() && !answer.is_empty() {
                         Fallback::answer(Value::String(answer))
                     } else {
-                        Fallback::error(error_object(&run, timeout, DEFAULT_GRACE))
+                        let mut error = error_object(&run, timeout, DEFAULT_GRACE);
+                        if let Some(failure) = spec.runner.failure(&run.stderr_tail) {
+                            super::outcome::blame_the_scheduler(&mut error, failure);
+                        }
+                        Fallback::error(error)
                     };
                     (run.pid, run.termination, run.stderr_tail, fallback)
                 }
@@ -324,6 +336,8 @@ async fn prepare(
         }
         None => None,
     };
+    // Outermost: the job runs the (confined) agent.
+    spec.runner.wrap(&mut spawn, &spec.lineage.agent_id);
     let stdin = command.reads_stdin().then(|| prompt.into_bytes());
     Ok(Prepared {
         spawn,

@@ -305,13 +305,15 @@ pub async fn run_child(
         "--child-spec".into(),
         spec_path.into_os_string(),
     ];
-    let spawn = SpawnOptions {
+    let mut spawn = SpawnOptions {
         program: launcher.program.clone().into_os_string(),
         args,
         env: child_environment(launcher, &request.lineage, &data_dir),
         cwd: None,
         parent_death_signal: true,
     };
+    let runner = &launcher.settings.runner;
+    runner.wrap(&mut spawn, &request.lineage.agent_id);
     let options = SuperviseOptions {
         timeout: Some(launcher.timeout),
         cancel: request.cancel.clone(),
@@ -322,6 +324,13 @@ pub async fn run_child(
         Ok(supervised) => supervised,
         Err(e) => return not_started(format!("{e}: {}", e.source)),
     };
+    if matches!(
+        supervised.termination,
+        Termination::TimedOut | Termination::Cancelled
+    ) {
+        runner.cancel(&request.lineage.agent_id).await;
+    }
+    let scheduler_failure = runner.failure(&supervised.stderr_tail);
     let stored = tokio::task::spawn_blocking(move || store.get(&key).ok())
         .await
         .ok()
@@ -331,8 +340,15 @@ pub async fn run_child(
     // could say anything (timeout, cancel, crash), or having written something that is
     // not a result, it failed the way its process ended.
     let observed = || {
+        let error = match &scheduler_failure {
+            Some(failure) => format!(
+                "{failure} (the sub-run {}); the scheduler, not the sub-run, ended it",
+                supervised.termination
+            ),
+            None => format!("the sub-run {}", supervised.termination),
+        };
         ChildResult::Failed(ChildFailure {
-            error: format!("the sub-run {}", supervised.termination),
+            error,
             run_id: None,
             timed_out: supervised.termination == Termination::TimedOut,
             stderr_tail: supervised.stderr_tail.clone(),

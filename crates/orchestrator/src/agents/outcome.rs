@@ -98,6 +98,26 @@ pub(crate) fn error_object(run: &Supervised, timeout: Duration, grace: Duration)
     Value::Object(object)
 }
 
+/// Puts the scheduler's failure first in an error object (`--runner slurm`): the job
+/// did not run to its end because of Slurm (no resources, a node failure, cancelled),
+/// not because of the agent; `slurm` holds the scheduler's own line.
+pub(crate) fn blame_the_scheduler(error: &mut Value, failure: String) {
+    if let Value::Object(object) = error {
+        let was = object
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        object.insert(
+            "error".into(),
+            json!(format!(
+                "{failure} ({was}); the scheduler, not the agent, ended it"
+            )),
+        );
+        object.insert("slurm".into(), json!(failure));
+    }
+}
+
 /// The error object for an agent that could not be started at all.
 pub(crate) fn not_started(message: String) -> Value {
     json!({ "error": message, "exit_code": 127, "stderr_tail": "" })

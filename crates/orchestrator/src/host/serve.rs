@@ -65,6 +65,8 @@ pub struct HostSettings {
     pub agent_sandbox: Option<AgentSandbox>,
     /// `--max-agents`: external agents running at once across the tree.
     pub agent_slots: Option<crate::slots::Slots>,
+    /// `--runner`: how external agents start.
+    pub runner: crate::runner::Runner,
     /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
     pub cancel: CancellationToken,
 }
@@ -385,6 +387,7 @@ impl RunHost {
             stdout_cap: AGENT_STDOUT_CAP_BYTES,
             pass_env: self.settings.agent_env.clone(),
             sandbox: self.settings.agent_sandbox.clone(),
+            runner: self.settings.runner.clone(),
             cancel: Some(self.settings.cancel.clone()),
         };
         // Held for the agent's life; a nested run waiting here holds no other slot.

@@ -57,6 +57,8 @@ pub struct RunConfig {
     pub agent_sandbox: Option<AgentSandbox>,
     /// `--max-agents`: external agents running at once across the tree.
     pub agent_slots: Option<crate::slots::Slots>,
+    /// `--runner`: how external agents start (nested runs take theirs from `sub_rlm`).
+    pub runner: crate::runner::Runner,
     /// A nested run's tree budget (see [`crate::accounting::TreeBudget`]); a root run
     /// with a call, token or cost limit creates its own.
     pub budget_ledger: Option<PathBuf>,

@@ -467,6 +467,7 @@ impl Session {
             agent_timeout: config.agent_timeout,
             agent_sandbox: config.agent_sandbox.clone(),
             agent_slots: config.agent_slots.clone(),
+            runner: config.runner.clone(),
             cancel,
         }
     }

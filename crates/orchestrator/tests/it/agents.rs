@@ -137,6 +137,7 @@ impl Fixture {
             timeout: GENEROUS_TIMEOUT,
             stdout_cap: 1024 * 1024,
             sandbox: None,
+            runner: rlm_orchestrator::runner::Runner::Local,
             pass_env: Vec::new(),
             cancel: None,
         }

@@ -1,0 +1,328 @@
+//! `--runner`: how every supervised child — external agents and nested `sub_rlm`
+//! runs alike — is started: as a local process (the default), or as a Slurm job.
+//!
+//! With `slurm` the child's command is wrapped in `srun` ([`Runner::wrap`]): one task,
+//! job name `rlm-<agent id>`, the user's `--slurm-args` (partition, time, memory,
+//! account), the child's own environment (exported by `srun`) and its stdin and
+//! stdout passed through, so everything else — the prompt, the result variable, the
+//! bounded capture, the timeout — works as for a local child. `srun` ends its job when
+//! it is signalled, which is how a timeout or Ctrl-C reaches the job; the job is also
+//! cancelled by name afterwards ([`Runner::cancel`], `scancel`), in case `srun` could
+//! not pass the signal on. Slurm's own failures (no resources, a node failure, a job
+//! cancelled or out of time) are found in `srun`'s stderr ([`slurm_failure`]) and
+//! become the error the model sees.
+//!
+//! The store must be on storage every node sees (see `docs/scale-out.md`):
+//! [`data_dir_warning`] says when it is not.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use rlm_process::SpawnOptions;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::AgentId;
+
+/// The program that starts a job step and waits for it.
+pub const SRUN: &str = "srun";
+/// The program that cancels jobs.
+pub const SCANCEL: &str = "scancel";
+/// How long `scancel` may take before it is given up on.
+const SCANCEL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How supervised children start.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Runner {
+    /// A process of this machine.
+    #[default]
+    Local,
+    /// A Slurm job through `srun`.
+    Slurm {
+        /// `--slurm-args`, split like a shell would: given to `srun` before the command.
+        #[serde(default)]
+        args: Vec<String>,
+    },
+}
+
+impl Runner {
+    /// `slurm` with `--slurm-args` (split like a shell would), or `local`.
+    pub fn slurm(args: &str) -> Result<Self, String> {
+        let args = shell_words::split(args)
+            .map_err(|e| format!("--slurm-args {args:?} cannot be split into arguments: {e}"))?;
+        if let Some(bad) = args
+            .iter()
+            .find(|a| a.starts_with("--job-name") || *a == "-J")
+        {
+            return Err(format!(
+                "--slurm-args must not set {bad}: rlm names each job rlm-<agent id> to find and cancel it"
+            ));
+        }
+        Ok(Self::Slurm { args })
+    }
+
+    /// The job name of the child `agent_id`.
+    pub fn job_name(agent_id: &AgentId) -> String {
+        format!("rlm-{agent_id}")
+    }
+
+    /// Rewrites `spawn` so that the child runs under this runner (unchanged for
+    /// `local`). The environment of `spawn` becomes the job's; a user's `SLURM_CONF`
+    /// is passed on so `srun` finds the cluster, and nothing of an enclosing job's
+    /// (a nested run inside a job must start a job of its own, not a step of its
+    /// parent's allocation).
+    pub fn wrap(&self, spawn: &mut SpawnOptions, agent_id: &AgentId) {
+        let Self::Slurm { args } = self else {
+            return;
+        };
+        let mut srun: Vec<OsString> = vec![
+            format!("--job-name={}", Self::job_name(agent_id)).into(),
+            "--ntasks=1".into(),
+            "--nodes=1".into(),
+            "--quiet".into(),
+            "--export=ALL".into(),
+        ];
+        if let Some(cwd) = &spawn.cwd {
+            let mut chdir = OsString::from("--chdir=");
+            chdir.push(cwd);
+            srun.push(chdir);
+        }
+        srun.extend(args.iter().map(OsString::from));
+        srun.push("--".into());
+        srun.push(std::mem::replace(&mut spawn.program, SRUN.into()));
+        srun.append(&mut spawn.args);
+        spawn.args = srun;
+        spawn
+            .env
+            .retain(|(name, _)| !name.to_string_lossy().starts_with("SLURM_"));
+        if let Some(conf) = std::env::var_os("SLURM_CONF") {
+            spawn.env.push(("SLURM_CONF".into(), conf));
+        }
+    }
+
+    /// After a child was ended by its timeout or a cancellation: cancels its job by
+    /// name, should it have outlived `srun`. Does nothing for `local`.
+    pub async fn cancel(&self, agent_id: &AgentId) {
+        if !matches!(self, Self::Slurm { .. }) {
+            return;
+        }
+        let name = Self::job_name(agent_id);
+        let cancelled = tokio::time::timeout(
+            SCANCEL_TIMEOUT,
+            tokio::process::Command::new(SCANCEL)
+                .arg(format!("--name={name}"))
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await;
+        match cancelled {
+            Ok(Ok(out)) if out.status.success() => {}
+            Ok(Ok(out)) => tracing::warn!(
+                job = name,
+                stderr = %String::from_utf8_lossy(&out.stderr).trim(),
+                "scancel failed; the job may still be queued or running"
+            ),
+            Ok(Err(error)) => {
+                tracing::warn!(job = name, %error, "could not run scancel; the job may still be queued or running")
+            }
+            Err(_) => tracing::warn!(job = name, "scancel did not answer within 10 s"),
+        }
+    }
+
+    /// The Slurm failure a child's stderr reports, for `slurm` (see [`slurm_failure`]).
+    pub fn failure(&self, stderr_tail: &str) -> Option<String> {
+        match self {
+            Self::Local => None,
+            Self::Slurm { .. } => slurm_failure(stderr_tail),
+        }
+    }
+
+    /// `local` or `slurm`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Slurm { .. } => "slurm",
+        }
+    }
+}
+
+/// What Slurm says went wrong with a job, from `srun`'s (and `slurmstepd`'s) lines in
+/// its stderr: no resources for the request, a node failure, a job or step cancelled
+/// (by `scancel`, an administrator, or its time limit). `None` when the lines only
+/// report the command's own failure (`task 0: Exited with exit code 3`).
+pub fn slurm_failure(stderr: &str) -> Option<String> {
+    const SIGNS: [&str; 8] = [
+        "Unable to allocate resources",
+        "CANCELLED",
+        "NODE FAIL",
+        "Node failure",
+        "DUE TO TIME LIMIT",
+        "PREEMPT",
+        "has been revoked",
+        "Invalid partition",
+    ];
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|line| {
+            line.starts_with("srun:") || line.contains("slurmstepd") || line.contains("***")
+        })
+        .collect();
+    // The `***` line says what happened to the job; srun's lines say it second hand.
+    let pick = lines
+        .iter()
+        .find(|line| line.contains("***") && SIGNS.iter().any(|s| line.contains(s)))
+        .or_else(|| {
+            lines
+                .iter()
+                .find(|line| SIGNS.iter().any(|s| line.contains(s)))
+        })?;
+    Some(format!("Slurm: {pick}"))
+}
+
+/// A warning when `data_dir` is on a file system that only this node sees, for
+/// `--runner slurm`; `None` on network and cluster file systems (NFS, Lustre, CephFS,
+/// GPFS, BeeGFS, SMB, FUSE).
+pub fn data_dir_warning(data_dir: &Path) -> Option<String> {
+    let kind = node_local_kind(data_dir)?;
+    Some(format!(
+        "--runner slurm: the data directory {} is on {kind}, a file system only this node sees; \
+         jobs on other nodes cannot read their prompts or write their results there: put it on \
+         NFS, Lustre or CephFS (--data-dir) — on a one-node cluster this is fine",
+        data_dir.display()
+    ))
+}
+
+/// The name of a node-local file system `path` is on, if it is one.
+fn node_local_kind(path: &Path) -> Option<&'static str> {
+    use nix::sys::statfs::statfs;
+    let probe = std::iter::successors(Some(path), |p| p.parent()).find(|p| p.exists())?;
+    let found = statfs(probe).ok()?.filesystem_type().0 as u64;
+    Some(match found {
+        0xEF53 => "ext2/3/4",
+        0x5846_5342 => "XFS",
+        0x9123_683E => "Btrfs",
+        0x0102_1994 => "tmpfs",
+        0x794C_7630 => "overlayfs",
+        0x2FC1_2FC1 => "ZFS",
+        0xF2F5_2010 => "F2FS",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn() -> SpawnOptions {
+        SpawnOptions {
+            program: "sh".into(),
+            args: vec!["agent.sh".into(), "{x}".into()],
+            env: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                ("SLURM_JOB_ID".into(), "7".into()),
+            ],
+            cwd: Some("/shared/tmp".into()),
+            parent_death_signal: true,
+        }
+    }
+
+    #[test]
+    fn local_leaves_the_command_alone() {
+        let mut s = spawn();
+        Runner::Local.wrap(&mut s, &AgentId::parse("a1").unwrap());
+        assert_eq!(s.program, OsString::from("sh"));
+        assert_eq!(s.args.len(), 2);
+    }
+
+    #[test]
+    fn slurm_wraps_the_command_in_a_named_srun_job_with_the_users_args() {
+        let runner = Runner::slurm("--partition=debug --time='0:05:00'").unwrap();
+        let mut s = spawn();
+        runner.wrap(&mut s, &AgentId::parse("a1").unwrap());
+        assert_eq!(s.program, OsString::from("srun"));
+        let args: Vec<String> = s
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "--job-name=rlm-a1",
+                "--ntasks=1",
+                "--nodes=1",
+                "--quiet",
+                "--export=ALL",
+                "--chdir=/shared/tmp",
+                "--partition=debug",
+                "--time=0:05:00",
+                "--",
+                "sh",
+                "agent.sh",
+                "{x}"
+            ]
+        );
+        assert!(
+            s.env.iter().all(|(name, _)| name != "SLURM_JOB_ID"),
+            "an enclosing job's variables would make srun start a step of it"
+        );
+    }
+
+    #[test]
+    fn slurm_args_that_would_rename_the_job_or_do_not_split_are_refused() {
+        assert!(Runner::slurm("-J mine")
+            .unwrap_err()
+            .contains("must not set"));
+        assert!(Runner::slurm("--job-name=x").is_err());
+        assert!(Runner::slurm("--comment='open")
+            .unwrap_err()
+            .contains("cannot be split"));
+        assert_eq!(
+            Runner::slurm("").unwrap(),
+            Runner::Slurm { args: Vec::new() }
+        );
+    }
+
+    #[test]
+    fn slurm_failures_are_told_from_the_commands_own() {
+        let cancelled = "slurmstepd-vm: error: *** STEP 4.0 ON vm CANCELLED AT 2026-11-24T08:42:50 ***\nsrun: Job step aborted: Waiting up to 4 seconds for job step to finish.\nsrun: error: vm: task 0: Terminated\n";
+        assert_eq!(
+            slurm_failure(cancelled).as_deref(),
+            Some("Slurm: slurmstepd-vm: error: *** STEP 4.0 ON vm CANCELLED AT 2026-11-24T08:42:50 ***")
+        );
+        let no_resources = "srun: error: Memory specification can not be satisfied\nsrun: error: Unable to allocate resources: Requested node configuration is not available\n";
+        assert!(slurm_failure(no_resources)
+            .unwrap()
+            .contains("Unable to allocate resources"));
+        let timed_out = "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-11-24T09:00:00 DUE TO TIME LIMIT ***";
+        assert!(slurm_failure(timed_out).unwrap().contains("TIME LIMIT"));
+        let own = "grep: x: No such file\nsrun: error: vm: task 0: Exited with exit code 2\n";
+        assert_eq!(slurm_failure(own), None);
+        assert_eq!(Runner::Local.failure(cancelled), None);
+    }
+
+    #[test]
+    fn a_runner_round_trips_through_settings_json() {
+        for runner in [Runner::Local, Runner::slurm("-p debug").unwrap()] {
+            let json = serde_json::to_value(&runner).unwrap();
+            assert_eq!(serde_json::from_value::<Runner>(json).unwrap(), runner);
+        }
+    }
+
+    #[test]
+    fn a_tmpfs_data_dir_is_named_as_node_local() {
+        if let Some(kind) = node_local_kind(Path::new("/dev/shm")) {
+            assert_eq!(kind, "tmpfs");
+            let warning = data_dir_warning(Path::new("/dev/shm/rlm-data")).unwrap();
+            assert!(
+                warning.contains("NFS") && warning.contains("tmpfs"),
+                "{warning}"
+            );
+        }
+    }
+}
