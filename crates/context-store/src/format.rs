@@ -587,7 +587,20 @@ pub fn copy_text_value(
     recorded: &VariableRef,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let (file, limit) = open_value(path, value_offset, recorded)?;
+    let file = nofollow::open_read(path, "open variable file")?;
+    copy_text_value_in(file, path, value_offset, recorded, out)
+}
+
+/// [`copy_text_value`] from a file already open (the one whose header gave
+/// `recorded`).
+fn copy_text_value_in(
+    file: File,
+    path: &Path,
+    value_offset: u64,
+    recorded: &VariableRef,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (file, limit) = value_in(file, path, value_offset, recorded)?;
     let mut reader = BufReader::with_capacity(
         STREAM_CHUNK_BYTES,
         HashingReader::new(file.take(limit), limit),
@@ -609,11 +622,15 @@ pub fn copy_text_value(
     integrity::check_hash(path, recorded, hashed, &sha)
 }
 
-/// Opens `path` at the value, checking the file can hold the recorded value; returns
-/// the file and how many bytes of value to read (the rest of the file when nothing
-/// is recorded).
-fn open_value(path: &Path, value_offset: u64, recorded: &VariableRef) -> Result<(File, u64)> {
-    let mut file = nofollow::open_read(path, "open variable file")?;
+/// Positions the open variable file `file` (at `path`) at its value, checking it can
+/// hold the recorded value; returns the file and how many bytes of value to read (the
+/// rest of the file when nothing is recorded).
+fn value_in(
+    mut file: File,
+    path: &Path,
+    value_offset: u64,
+    recorded: &VariableRef,
+) -> Result<(File, u64)> {
     let len = file
         .metadata()
         .map_err(|e| StoreError::io("inspect variable file", path, e))?
@@ -785,7 +802,59 @@ pub fn copy_json_value(
     out: &mut dyn Write,
     pretty: bool,
 ) -> Result<()> {
-    let (file, limit) = open_value(path, value_offset, recorded)?;
+    let file = nofollow::open_read(path, "open variable file")?;
+    copy_json_value_in(file, path, value_offset, recorded, out, pretty)
+}
+
+/// Streams the value of the variable file at `path` to `out` — text raw, anything else
+/// as JSON (pretty if asked) — reading its header and its value from one open file,
+/// so a writer renaming a new version over `path` meanwhile can never pair one
+/// version's header with another's value (that read failed as an integrity error).
+/// Returns the reference the header records.
+pub fn copy_value_of_file(path: &Path, out: &mut dyn Write, pretty: bool) -> Result<VariableRef> {
+    let file = nofollow::open_read(path, "open variable file")?;
+    let for_header = file
+        .try_clone()
+        .map_err(|e| StoreError::io("open variable file", path, e))?;
+    let parsed = read_header_of(for_header, path)?;
+    let recorded = parsed.header.reference;
+    let Some(offset) = parsed.value_offset else {
+        // Another program's layout: parsed whole (such files are written once).
+        let value = read_value(path, None, &recorded)?;
+        let written = match &value {
+            Value::String(s) => out.write_all(s.as_bytes()),
+            other if pretty => {
+                serde_json::to_writer_pretty(&mut *out, other).map_err(std::io::Error::other)
+            }
+            other => serde_json::to_writer(&mut *out, other).map_err(std::io::Error::other),
+        };
+        written.map_err(|e| StoreError::io("write the value of", path, e))?;
+        return Ok(recorded);
+    };
+    let mut first = [0u8; 1];
+    let is_text = std::os::unix::fs::FileExt::read_at(&file, &mut first, offset)
+        .map_err(|e| StoreError::io("read variable file", path, e))?
+        == 1
+        && first[0] == b'"';
+    if is_text {
+        copy_text_value_in(file, path, offset, &recorded, out)?;
+    } else {
+        copy_json_value_in(file, path, offset, &recorded, out, pretty)?;
+    }
+    Ok(recorded)
+}
+
+/// [`copy_json_value`] from a file already open (the one whose header gave
+/// `recorded`).
+fn copy_json_value_in(
+    file: File,
+    path: &Path,
+    value_offset: u64,
+    recorded: &VariableRef,
+    out: &mut dyn Write,
+    pretty: bool,
+) -> Result<()> {
+    let (file, limit) = value_in(file, path, value_offset, recorded)?;
     let mut hashing = HashingReader::new(file.take(limit), limit);
     let streamed = transcode_json(
         BufReader::with_capacity(STREAM_CHUNK_BYTES, &mut hashing),

@@ -7,8 +7,8 @@
 //! stdout passed through, so everything else — the prompt, the result variable, the
 //! bounded capture, the timeout — works as for a local child. `srun` ends its job when
 //! it is signalled, which is how a timeout or Ctrl-C reaches the job; the job is also
-//! cancelled by name afterwards ([`Runner::cancel`], `scancel`), in case `srun` could
-//! not pass the signal on. Slurm's own failures (no resources, a node failure, a job
+//! cancelled by name ([`JobGuard`], `scancel`) whenever its `srun` did not end by
+//! itself — a timeout, Ctrl-C, or the run torn down while the child ran. Slurm's own failures (no resources, a node failure, a job
 //! cancelled or out of time) are found in `srun`'s stderr ([`slurm_failure`]) and
 //! become the error the model sees.
 //!
@@ -17,7 +17,6 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::time::Duration;
 
 use rlm_process::SpawnOptions;
 use serde::{Deserialize, Serialize};
@@ -28,8 +27,9 @@ use crate::ids::AgentId;
 pub const SRUN: &str = "srun";
 /// The program that cancels jobs.
 pub const SCANCEL: &str = "scancel";
-/// How long `scancel` may take before it is given up on.
-const SCANCEL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a cancellation waits for `scancel` (it answers in milliseconds when the
+/// controller is up).
+const SCANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How supervised children start.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -101,35 +101,14 @@ impl Runner {
         }
     }
 
-    /// After a child was ended by its timeout or a cancellation: cancels its job by
-    /// name, should it have outlived `srun`. Does nothing for `local`.
-    pub async fn cancel(&self, agent_id: &AgentId) {
-        if !matches!(self, Self::Slurm { .. }) {
-            return;
-        }
-        let name = Self::job_name(agent_id);
-        let cancelled = tokio::time::timeout(
-            SCANCEL_TIMEOUT,
-            tokio::process::Command::new(SCANCEL)
-                .arg(format!("--name={name}"))
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await;
-        match cancelled {
-            Ok(Ok(out)) if out.status.success() => {}
-            Ok(Ok(out)) => tracing::warn!(
-                job = name,
-                stderr = %String::from_utf8_lossy(&out.stderr).trim(),
-                "scancel failed; the job may still be queued or running"
-            ),
-            Ok(Err(error)) => {
-                tracing::warn!(job = name, %error, "could not run scancel; the job may still be queued or running")
-            }
-            Err(_) => tracing::warn!(job = name, "scancel did not answer within 10 s"),
+    /// A guard for the job of the child `agent_id`: unless told the job finished
+    /// ([`JobGuard::finished`]), dropping it cancels the job by name — after a timeout
+    /// or Ctrl-C, and also when the run is torn down while the child is still
+    /// supervised (the supervising future is dropped, and `srun` with it). Does nothing
+    /// for `local`.
+    pub fn guard(&self, agent_id: &AgentId) -> JobGuard {
+        JobGuard {
+            job: matches!(self, Self::Slurm { .. }).then(|| Self::job_name(agent_id)),
         }
     }
 
@@ -146,6 +125,67 @@ impl Runner {
         match self {
             Self::Local => "local",
             Self::Slurm { .. } => "slurm",
+        }
+    }
+}
+
+/// Cancels a child's job when dropped, unless the job finished (see [`Runner::guard`]).
+#[derive(Debug)]
+#[must_use = "dropping the guard at once cancels the job"]
+pub struct JobGuard {
+    job: Option<String>,
+}
+
+impl JobGuard {
+    /// The child's `srun` ended by itself: its job is over, nothing to cancel.
+    pub fn finished(mut self) {
+        self.job = None;
+    }
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        if let Some(name) = self.job.take() {
+            cancel_job(&name);
+        }
+    }
+}
+
+/// `scancel --name=<name>`, waited for (at most [`SCANCEL_WAIT`]): this runs when a
+/// run is torn down, right before the process may exit, and a cancellation left to a
+/// background thread would die with it.
+fn cancel_job(name: &str) {
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(SCANCEL)
+        .arg(format!("--name={name}"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(error) => {
+            tracing::warn!(job = name, %error, "could not run scancel; the job may still be queued or running");
+            return;
+        }
+    };
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return,
+            Ok(Some(status)) => {
+                tracing::warn!(job = name, %status, "scancel failed; the job may still be queued or running");
+                return;
+            }
+            Ok(None) if started.elapsed() < SCANCEL_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Ok(None) | Err(_) => {
+                tracing::warn!(
+                    job = name,
+                    "scancel did not finish in time; the job may still be queued or running"
+                );
+                return;
+            }
         }
     }
 }

@@ -37,7 +37,11 @@ fn cluster() -> bool {
             std::env::var("CI").as_deref() != Ok("true"),
             "no Slurm cluster answers; CI starts one with scripts/slurm-local.sh start"
         );
-        eprintln!("skipped: no Slurm cluster (start one with scripts/slurm-local.sh start)");
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: no Slurm cluster (start one with scripts/slurm-local.sh start)"
+        );
     }
     ready
 }
@@ -52,7 +56,7 @@ fn jobs_tagged(comment: &str) -> Vec<(String, String, String)> {
     let out = StdCommand::new("squeue")
         .args(["-h", "-o", "%i|%j|%T|%k"])
         .output()
-        .expect("squeue runs");
+        .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|line| {
@@ -352,4 +356,60 @@ print("ok {comment}")
         );
     }
     assert_eq!(String::from_utf8(sb.get("counter")).unwrap().trim(), "60");
+}
+
+#[test]
+fn without_srun_the_slurm_runner_is_refused_before_anything_is_asked() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(MockScript::always("FINAL(no)")).unwrap();
+    let out = sb
+        .bare()
+        .env_remove("OPENAI_API_KEY")
+        .env("PATH", sb.root())
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "q", "--base-url", &mock.control().openai_base_url()])
+        .args(["--model", "m", "--runner", "slurm"])
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(
+        stderr.contains("`srun` is not on PATH") && stderr.contains("slurm-local.sh"),
+        "{stderr}"
+    );
+    assert!(mock.control().requests().is_empty());
+    // --slurm-args that would rename the job: refused by the flag's parser.
+    let out = sb
+        .bare()
+        .args(["run", "q", "--runner", "slurm", "--slurm-args", "-J mine"])
+        .assert()
+        .code(2);
+    assert!(String::from_utf8_lossy(&out.get_output().stderr).contains("must not set -J"));
+}
+
+#[test]
+fn a_node_local_data_directory_is_warned_about() {
+    if !cluster() || !Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let data = tempfile::Builder::new()
+        .prefix("rlm-slurm-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let mock = MockLlm::spawn_blocking_thread(MockScript::always("FINAL(ok)")).unwrap();
+    let sb = Sandbox::new();
+    let out = sb
+        .bare()
+        .env_remove("OPENAI_API_KEY")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["run", "q", "--base-url", &mock.control().openai_base_url()])
+        .args(["--model", "m", "--runner", "slurm"])
+        .assert()
+        .success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(
+        stderr.contains("is on tmpfs, a file system only this node sees"),
+        "{stderr}"
+    );
 }

@@ -9,8 +9,7 @@
 //! read first checks that the index still describes the file (`revalidate`).
 
 use std::fs;
-use std::io::{Read, Write};
-use std::path::Path;
+use std::io::Write;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -114,18 +113,15 @@ impl Store {
         if !inner.cache.contains(key) {
             if let Location::Disk {
                 path,
-                value_offset: Some(offset),
+                value_offset: Some(_),
                 ..
             } = &entry.location
             {
-                let (path, offset) = (path.clone(), *offset);
+                let path = path.clone();
                 drop(inner);
-                let first = peek_byte(&path, offset)?;
-                return if first == Some(b'"') {
-                    format::copy_text_value(&path, offset, &entry.reference, out)
-                } else {
-                    format::copy_json_value(&path, offset, &entry.reference, out, pretty)
-                };
+                // Header and value from one open file: another process may rename a
+                // new version over it at any moment.
+                return format::copy_value_of_file(&path, out, pretty).map(drop);
             }
         }
         drop(inner);
@@ -300,19 +296,4 @@ pub(super) fn hash_cached(inner: &mut Inner, key: &str) -> Option<VariableRef> {
     let entry = inner.entries.get_mut(key)?;
     entry.reference.sha256 = Some(sha);
     Some(entry.reference.clone())
-}
-
-/// The byte at `offset` of `path` (`None` at the end of the file): tells a text value
-/// (a JSON string) from any other.
-fn peek_byte(path: &Path, offset: u64) -> Result<Option<u8>> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = crate::nofollow::open_read(path, "open variable file")?;
-    file.seek(SeekFrom::Start(offset))
-        .map_err(|e| StoreError::io("read variable file", path, e))?;
-    let mut byte = [0u8; 1];
-    match file.read(&mut byte) {
-        Ok(1) => Ok(Some(byte[0])),
-        Ok(_) => Ok(None),
-        Err(e) => Err(StoreError::io("read variable file", path, e)),
-    }
 }

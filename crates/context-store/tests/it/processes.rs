@@ -512,3 +512,50 @@ fn wait_for_an_existing_variable_returns_at_once_and_a_missing_one_times_out() {
     }
     assert!(err.to_string().contains("never-written"), "{err}");
 }
+
+// ----- a value streamed while another writer renames new versions over it -----
+
+/// `write_value_to` (what `vars get` and `vars show` use) reads a variable's header and
+/// value from one open file: a writer elsewhere renaming new versions over the file
+/// never makes it pair one version's header with another's value. Found by the Slurm
+/// compare-and-set test: `vars show` failed as an integrity error under concurrent
+/// `vars set`s. Each reader is a fresh store (a fresh process's index).
+#[test]
+fn a_value_streamed_while_it_is_rewritten_is_always_one_whole_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let writer_store = Store::open_with(&data, bulk()).unwrap();
+    writer_store
+        .set(
+            "shared",
+            json!({"n": 0, "pad": "x".repeat(2000)}),
+            SetOptions::default(),
+        )
+        .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 100_000 {
+                n += 1;
+                // Versions of different lengths, so a mixed pair cannot pass the check.
+                let value = json!({"n": n, "pad": "x".repeat(2000 + (n % 7) as usize)});
+                writer_store
+                    .set("shared", value, SetOptions::default())
+                    .unwrap();
+            }
+        })
+    };
+    for _ in 0..300 {
+        let reader = Store::open_with(&data, bulk()).unwrap();
+        let mut out = Vec::new();
+        reader
+            .write_value_to("shared", &mut out, false)
+            .unwrap_or_else(|e| panic!("a read under a concurrent writer failed: {e}"));
+        let value: Value = serde_json::from_slice(&out).unwrap();
+        assert!(value["n"].is_u64(), "{value}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}

@@ -190,13 +190,14 @@ pub async fn run_external_agent(
                 ..SuperviseOptions::default()
             };
             tracing::debug!(%agent_id, %program, "starting an external agent");
+            let job = spec.runner.guard(&agent_id);
             match run_supervised(spawn, options).await {
                 Ok(run) => {
-                    if matches!(
+                    if !matches!(
                         run.termination,
                         Termination::TimedOut | Termination::Cancelled
                     ) {
-                        spec.runner.cancel(&agent_id).await;
+                        job.finished();
                     }
                     let answer = stdout_text(&run);
                     let fallback = if run.termination.success() && !answer.is_empty() {
@@ -211,6 +212,7 @@ pub async fn run_external_agent(
                     (run.pid, run.termination, run.stderr_tail, fallback)
                 }
                 Err(error) => {
+                    job.finished(); // it never started
                     let code = if error.source.kind() == io::ErrorKind::NotFound {
                         127
                     } else {

@@ -320,15 +320,19 @@ pub async fn run_child(
         stdout_cap: CHILD_STDOUT_CAP_BYTES,
         ..SuperviseOptions::default()
     };
+    let job = runner.guard(&request.lineage.agent_id);
     let supervised = match run_supervised(spawn, options).await {
         Ok(supervised) => supervised,
-        Err(e) => return not_started(format!("{e}: {}", e.source)),
+        Err(e) => {
+            job.finished(); // it never started
+            return not_started(format!("{e}: {}", e.source));
+        }
     };
-    if matches!(
+    if !matches!(
         supervised.termination,
         Termination::TimedOut | Termination::Cancelled
     ) {
-        runner.cancel(&request.lineage.agent_id).await;
+        job.finished();
     }
     let scheduler_failure = runner.failure(&supervised.stderr_tail);
     let stored = tokio::task::spawn_blocking(move || store.get(&key).ok())
