@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README and CI run exactly this):
-# formatting, clippy with warnings as errors, then every test of the workspace.
+# formatting, clippy with warnings as errors, every test of the workspace, then the
+# Python-side tests (MCP client, the pip-installed package: scripts/test_python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,3 +22,6 @@ else
   echo "==> cargo test (cargo-nextest not installed)"
   cargo test --workspace --locked
 fi
+
+echo "==> Python: the MCP server and the package (scripts/test_python.sh)"
+bash scripts/test_python.sh

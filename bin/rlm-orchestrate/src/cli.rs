@@ -169,6 +169,21 @@ Examples:
   rlm-orchestrate eval --resume --out eval-4o ...   # skips the items already scored
 Exit codes: 0 done, 1 failure, 2 bad usage, 130 interrupted (what was done is kept).")]
     Eval(Box<crate::eval::EvalArgs>),
+
+    /// Serve rlm to MCP hosts (Claude Code, Codex, …) over stdio: rlm_run, vars_*, runs_*.
+    #[command(after_help = "\
+Tools: rlm_run (task, context_paths and/or inline context, optional model, provider,
+base_url, env and budgets; answer as text, run id/usage/cost/forced as structured
+content), vars_list, vars_get, vars_set, runs_list, runs_show. Every rlm_run uses the
+flags given after `mcp` (and RLM_*, rlm.toml), then the call's own. Progress goes out
+as MCP progress notifications; cancelling a call cancels its run and ends its children.
+Stdout carries the protocol only.
+
+Examples:
+  rlm-orchestrate mcp --model gpt-4o-mini
+  rlm-orchestrate mcp --base-url http://127.0.0.1:8080/v1 --model local --env python
+  claude mcp add rlm -- rlm-orchestrate mcp --model gpt-4o-mini")]
+    Mcp(Box<crate::mcp::McpArgs>),
 }
 
 /// Which API serves a model.

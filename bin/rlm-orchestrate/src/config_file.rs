@@ -26,7 +26,7 @@ use crate::exit::bad_input;
 pub const CONFIG_FILE: &str = "rlm.toml";
 
 /// Sub-commands whose flags `rlm.toml` may set.
-const CONFIGURABLE: [&str; 3] = ["run", "repl", "eval"];
+const CONFIGURABLE: [&str; 4] = ["run", "repl", "eval", "mcp"];
 
 /// Returns `args` with the settings of `file` (if it exists) inserted after the
 /// sub-command name.

@@ -13,6 +13,7 @@ mod eval;
 mod exit;
 mod live;
 mod logging;
+mod mcp;
 mod output;
 mod repl;
 mod run;
@@ -43,11 +44,13 @@ fn main() -> std::process::ExitCode {
         Ok(args) => args,
         Err(e) => return exit::finish(Err(e)),
     };
+    // `mcp` parses the flags after it again for every run it starts.
+    let after_mcp = mcp_flags(&args);
     let cli = cli::Cli::parse_from(args);
     hide_secrets(&cli);
     logging::init(&cli.global);
     start_watchdog(&cli);
-    exit::finish(dispatch(cli))
+    exit::finish(dispatch(cli, after_mcp))
 }
 
 /// Takes API keys (and every `*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`) out of
@@ -59,6 +62,7 @@ fn hide_secrets(cli: &cli::Cli) {
         cli::Command::Run(args) => Some(&args.options),
         cli::Command::Repl(args) => Some(&args.options),
         cli::Command::Eval(args) => Some(&args.options),
+        cli::Command::Mcp(args) => Some(&args.options),
         _ => None,
     };
     names.extend(options.and_then(|o| o.api_key_env.as_deref()));
@@ -71,7 +75,7 @@ fn hide_secrets(cli: &cli::Cli) {
 fn start_watchdog(cli: &cli::Cli) {
     if !matches!(
         cli.command,
-        cli::Command::Run(_) | cli::Command::Repl(_) | cli::Command::Eval(_)
+        cli::Command::Run(_) | cli::Command::Repl(_) | cli::Command::Eval(_) | cli::Command::Mcp(_)
     ) {
         return;
     }
@@ -85,7 +89,7 @@ fn start_watchdog(cli: &cli::Cli) {
 }
 
 /// Runs the chosen sub-command.
-fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
+fn dispatch(cli: cli::Cli, after_mcp: Vec<std::ffi::OsString>) -> anyhow::Result<()> {
     match cli.command {
         cli::Command::Vars(args) => vars::run(&cli.global, args),
         cli::Command::Run(args) => run::run(&cli.global, *args),
@@ -96,5 +100,21 @@ fn dispatch(cli: cli::Cli) -> anyhow::Result<()> {
         cli::Command::Completions(args) => completions::run(&args),
         cli::Command::Runs(args) => runs::run(&cli.global, args),
         cli::Command::Eval(args) => eval::run(&cli.global, *args),
+        cli::Command::Mcp(_) => mcp::run(&cli.global, after_mcp),
     }
+}
+
+/// The arguments after the `mcp` sub-command (empty for any other): the global flags
+/// before it are skipped, so a `--data-dir mcp` is not taken for it.
+fn mcp_flags(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut at = 1;
+    while let Some(arg) = args.get(at) {
+        match arg.to_str() {
+            Some("mcp") => return args[at + 1..].to_vec(),
+            Some("--data-dir") => at += 2,
+            Some(flag) if flag.starts_with('-') => at += 1,
+            _ => break,
+        }
+    }
+    Vec::new()
 }

@@ -132,17 +132,23 @@ pub struct ShowArgs {
 /// Runs a `runs` sub-command.
 pub fn run(global: &GlobalArgs, args: RunsArgs) -> Result<()> {
     let mut out = PipeAware::new(BufWriter::new(io::stdout().lock()));
-    let result = match args.command {
-        RunsCommand::List(a) => list(global, &a, &mut out),
-        RunsCommand::Show(a) => show(global, &a, &mut out),
-        RunsCommand::Prune(a) => prune::prune(global, &a, &mut out),
-    }
-    .and_then(|()| out.flush().context("failed to write to stdout"));
+    let result = run_to(global, args, &mut out)
+        .and_then(|()| out.flush().context("failed to write to stdout"));
     if out.is_closed() {
         tracing::debug!("stdout closed early");
         return Ok(());
     }
     result
+}
+
+/// Runs a `runs` sub-command, writing what it prints to `out` (the MCP server's
+/// `runs_*` tools use this).
+pub fn run_to(global: &GlobalArgs, args: RunsArgs, out: &mut dyn Write) -> Result<()> {
+    match args.command {
+        RunsCommand::List(a) => list(global, &a, out),
+        RunsCommand::Show(a) => show(global, &a, out),
+        RunsCommand::Prune(a) => prune::prune(global, &a, out),
+    }
 }
 
 // ----- runs list -----

@@ -48,22 +48,28 @@ pub fn run(global: &GlobalArgs, args: VarsArgs) -> Result<()> {
         STDOUT_BUFFER_BYTES,
         io::stdout().lock(),
     ));
-    let result = match args.command {
-        VarsCommand::List(a) => list(global, a, &mut out),
-        VarsCommand::Show(a) => show(global, a, &mut out),
-        VarsCommand::Get(a) => get(global, a, &mut out),
-        VarsCommand::Set(a) => set(global, a, &mut out),
-        VarsCommand::Rm(a) => remove(global, a, &mut out),
-        VarsCommand::Clear => clear(global, &mut out),
-        VarsCommand::Path(a) => path(global, a, &mut out),
-    }
-    .and_then(|()| out.flush().context("failed to write to stdout"));
+    let result = run_to(global, args, &mut out)
+        .and_then(|()| out.flush().context("failed to write to stdout"));
     if out.is_closed() {
         // The reader of our stdout went away (`| head`): it has what it wanted.
         tracing::debug!("stdout closed early");
         return Ok(());
     }
     result
+}
+
+/// Runs a `vars` sub-command, writing what it prints to `out` (the MCP server's
+/// `vars_*` tools use this).
+pub fn run_to(global: &GlobalArgs, args: VarsArgs, out: &mut dyn Write) -> Result<()> {
+    match args.command {
+        VarsCommand::List(a) => list(global, a, out),
+        VarsCommand::Show(a) => show(global, a, out),
+        VarsCommand::Get(a) => get(global, a, out),
+        VarsCommand::Set(a) => set(global, a, out),
+        VarsCommand::Rm(a) => remove(global, a, out),
+        VarsCommand::Clear => clear(global, out),
+        VarsCommand::Path(a) => path(global, a, out),
+    }
 }
 
 // ----- the sub-commands -----

@@ -1,0 +1,512 @@
+//! `rlm-orchestrate mcp`: an MCP server over stdio, so coding agents (Claude Code,
+//! Codex, opencode, goose, …) can hand a task over a huge context to rlm as a tool.
+//!
+//! Tools: `rlm_run` (a whole run: task, context by path and/or inline, optional model,
+//! provider, environment and budgets), `vars_list`, `vars_get`, `vars_set`,
+//! `runs_list`, `runs_show`. There is no second implementation behind them: a run is
+//! built by parsing the same flags `rlm-orchestrate run` takes — the server's own
+//! (flags after `mcp`, `RLM_*`, `rlm.toml`) followed by the call's overrides — and the
+//! `vars_*`/`runs_*` tools are the `vars`/`runs` sub-commands writing to a buffer.
+//!
+//! A run reports its steps as MCP progress notifications (when the client asked for
+//! progress), and a cancelled request cancels the run: its loop stops and every child
+//! process is ended, as on Ctrl-C. Stdout carries the protocol and nothing else; logs
+//! go to stderr.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Parser};
+use rlm_orchestrator::events::{Event, EventData, EventListener};
+use rlm_orchestrator::run::RunReport;
+use rlm_process::CancellationToken;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, ContentBlock, ProgressNotificationParam, RequestMetaObject, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::{
+    schemars, tool, tool_handler, tool_router, ErrorData, Peer, RoleServer, ServerHandler,
+    ServiceExt,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::cli::{Cli, Command, GlobalArgs, RunOptions};
+
+/// Longest value `vars_get` returns whole, in bytes; a longer one is cut with a note.
+const VARS_GET_MAX_BYTES: usize = 1 << 20;
+
+/// `rlm-orchestrate mcp` options: every setting of `run`, used for each `rlm_run`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The settings of every run (model, environment, budgets, …), as for `run`.
+    #[command(flatten)]
+    pub options: RunOptions,
+}
+
+/// Serves MCP on stdin/stdout until the client closes it. `args_after_mcp` are the
+/// command-line arguments that followed `mcp` (with `rlm.toml`'s settings folded in):
+/// each `rlm_run` parses them again, followed by its own overrides.
+pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result<()> {
+    let server = RlmServer {
+        base: Arc::new(Base {
+            data_dir: global.data_dir.clone(),
+            verbose: global.verbose,
+            args: args_after_mcp,
+        }),
+        tool_router: RlmServer::tool_router(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| anyhow::anyhow!("the MCP session could not start: {e}"))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| anyhow::anyhow!("the MCP session failed: {e}"))?;
+        anyhow::Ok(())
+    })
+}
+
+/// What every call starts from.
+#[derive(Debug)]
+struct Base {
+    data_dir: PathBuf,
+    verbose: u8,
+    /// The flags given after `mcp`.
+    args: Vec<OsString>,
+}
+
+impl Base {
+    fn global(&self) -> GlobalArgs {
+        GlobalArgs {
+            data_dir: self.data_dir.clone(),
+            verbose: self.verbose,
+            quiet: true,
+        }
+    }
+}
+
+/// The MCP server.
+#[derive(Clone)]
+struct RlmServer {
+    base: Arc<Base>,
+    #[expect(dead_code, reason = "read by the code #[tool_handler] generates")]
+    tool_router: ToolRouter<Self>,
+}
+
+/// `rlm_run`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct RunParams {
+    /// The question or task about the context.
+    task: String,
+    /// Files to use as the context (absolute paths, or relative to the server's working
+    /// directory); several make a list. Read where they are, never copied into a prompt.
+    #[serde(default)]
+    context_paths: Vec<String>,
+    /// Context given inline as text (stored in the data directory, then used like a file).
+    #[serde(default)]
+    context: Option<String>,
+    /// The root model's name (default: the server's --model).
+    #[serde(default)]
+    model: Option<String>,
+    /// openai, anthropic or cli (default: the server's --provider).
+    #[serde(default)]
+    provider: Option<String>,
+    /// The model server's base URL, e.g. http://127.0.0.1:8080/v1.
+    #[serde(default)]
+    base_url: Option<String>,
+    /// The sub-model for llm_query and nested runs.
+    #[serde(default)]
+    sub_model: Option<String>,
+    /// Where the model's code runs: python, js or tools.
+    #[serde(default)]
+    env: Option<String>,
+    /// Most iterations of the root loop.
+    #[serde(default)]
+    max_iterations: Option<u32>,
+    /// Most levels of nested runs.
+    #[serde(default)]
+    max_depth: Option<u32>,
+    /// Most model calls across the whole tree.
+    #[serde(default)]
+    max_llm_calls: Option<u64>,
+    /// Most tokens across the whole tree.
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    /// Most dollars across the whole tree (needs prices).
+    #[serde(default)]
+    max_cost_usd: Option<f64>,
+    /// Most seconds for the whole run.
+    #[serde(default)]
+    max_time: Option<u64>,
+}
+
+/// `vars_list`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct VarsListParams {
+    /// Only variables of this scope (global, agent:<id>, session:<id>, cache).
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+/// `vars_get`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct KeyParams {
+    /// The variable's key.
+    key: String,
+}
+
+/// `vars_set`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct VarsSetParams {
+    /// The variable's key.
+    key: String,
+    /// The value: text, or JSON text with json=true.
+    value: String,
+    /// Parse `value` as JSON.
+    #[serde(default)]
+    json: bool,
+    /// Scope (default: global).
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+/// `runs_list`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct RunsListParams {
+    /// At most this many of the latest runs.
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `runs_show`'s arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+struct RunsShowParams {
+    /// The run id, or a unique prefix of one.
+    run_id: String,
+}
+
+#[tool_router]
+impl RlmServer {
+    #[tool(
+        description = "Answer a task over a context too large for a prompt, as a Recursive Language Model: the model explores the context with code in a REPL and delegates pieces to sub-calls and sub-agents. Give the context as file paths (read where they are, any size) and/or inline text. Returns the answer; structured content has run_id, usage, cost and whether the answer was forced."
+    )]
+    async fn rlm_run(
+        &self,
+        Parameters(params): Parameters<RunParams>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+        cancelled: CancellationToken,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args = match self.run_args(&params) {
+            Ok(args) => args,
+            Err(message) => return Ok(error_result(message)),
+        };
+        let options = match parse_run_options(args) {
+            Ok(options) => options,
+            Err(message) => return Ok(error_result(message)),
+        };
+        let cancel = CancellationToken::new();
+        let global = self.base.global();
+        let config = match crate::run::prepare(&global, &options, None, cancel.clone()) {
+            Ok(config) => config,
+            Err(error) => return Ok(error_result(format!("{error:#}"))),
+        };
+        // A cancelled request cancels the run: its children are ended as on Ctrl-C.
+        let bridge = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                cancelled.cancelled().await;
+                cancel.cancel();
+            })
+        };
+        let listeners = progress_listener(meta, peer);
+        let outcome = rlm_orchestrator::run::run(config, &params.task, listeners).await;
+        bridge.abort();
+        Ok(match outcome {
+            Ok(report) => answer_result(&report),
+            Err(error) => error_result(format!("{:#}", anyhow::Error::new(error))),
+        })
+    }
+
+    #[tool(
+        description = "List the variables of rlm's context store (key, type, scope, size, sha256)."
+    )]
+    async fn vars_list(
+        &self,
+        Parameters(params): Parameters<VarsListParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut args = vec!["vars", "list", "--json"];
+        if let Some(scope) = &params.scope {
+            args.extend(["--scope", scope.as_str()]);
+        }
+        Ok(self.command(&args, true))
+    }
+
+    #[tool(
+        description = "Print a variable of rlm's context store: text as is, anything else as JSON (values over 1 MiB are cut)."
+    )]
+    async fn vars_get(
+        &self,
+        Parameters(params): Parameters<KeyParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut result = self.command(&["vars", "get", "--", &params.key], false);
+        cut_long_text(&mut result, VARS_GET_MAX_BYTES);
+        Ok(result)
+    }
+
+    #[tool(
+        description = "Store a variable in rlm's context store (text, or JSON with json=true); returns its reference."
+    )]
+    async fn vars_set(
+        &self,
+        Parameters(params): Parameters<VarsSetParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut args = vec!["vars", "set"];
+        if params.json {
+            args.push("--json");
+        }
+        if let Some(scope) = &params.scope {
+            args.extend(["--scope", scope.as_str()]);
+        }
+        args.extend(["--", params.key.as_str(), params.value.as_str()]);
+        Ok(self.command(&args, false))
+    }
+
+    #[tool(description = "List rlm's runs, newest first (run id, status, task, answer, usage).")]
+    async fn runs_list(
+        &self,
+        Parameters(params): Parameters<RunsListParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let limit = params.limit.map(|n| n.to_string());
+        let mut args = vec!["runs", "list", "--json"];
+        if let Some(limit) = &limit {
+            args.extend(["--limit", limit.as_str()]);
+        }
+        Ok(self.command(&args, true))
+    }
+
+    #[tool(
+        description = "Show what a run did, step by step: the model's text and code, outputs, sub-calls and sub-agents."
+    )]
+    async fn runs_show(
+        &self,
+        Parameters(params): Parameters<RunsShowParams>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self.command(&["runs", "show", "--", &params.run_id], false))
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for RlmServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(
+            "rlm answers questions over contexts far larger than a prompt (logs, repositories, \
+             corpora) with a Recursive Language Model. Call rlm_run with the task and the \
+             context's file paths; inspect what runs stored with vars_list/vars_get and what \
+             they did with runs_list/runs_show.",
+        )
+    }
+}
+
+impl RlmServer {
+    /// The command line of one `rlm_run`: the server's flags, then the call's.
+    fn run_args(&self, params: &RunParams) -> Result<Vec<OsString>, String> {
+        let mut args: Vec<OsString> = vec!["rlm-orchestrate".into(), "--data-dir".into()];
+        args.push(self.base.data_dir.clone().into_os_string());
+        args.push("run".into());
+        args.extend(self.base.args.iter().cloned());
+        let mut flag = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.push(format!("--{name}").into());
+                args.push(value.into());
+            }
+        };
+        flag("model", params.model.clone());
+        flag("provider", params.provider.clone());
+        flag("base-url", params.base_url.clone());
+        flag("sub-model", params.sub_model.clone());
+        flag("env", params.env.clone());
+        flag(
+            "max-iterations",
+            params.max_iterations.map(|n| n.to_string()),
+        );
+        flag("max-depth", params.max_depth.map(|n| n.to_string()));
+        flag("max-llm-calls", params.max_llm_calls.map(|n| n.to_string()));
+        flag("max-tokens", params.max_tokens.map(|n| n.to_string()));
+        flag("max-cost-usd", params.max_cost_usd.map(|n| n.to_string()));
+        flag("max-time", params.max_time.map(|n| n.to_string()));
+        for path in &params.context_paths {
+            flag("context", Some(path.clone()));
+        }
+        if let Some(text) = &params.context {
+            let file = self.inline_context_file(text)?;
+            flag("context", Some(file.display().to_string()));
+        }
+        args.push("--".into());
+        args.push(params.task.clone().into());
+        Ok(args)
+    }
+
+    /// Writes inline context to `<data-dir>/mcp-contexts/<uuid>.txt` (private), so the
+    /// run reads it like any file.
+    fn inline_context_file(&self, text: &str) -> Result<PathBuf, String> {
+        use std::io::Write as _;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = self.base.data_dir.join("mcp-contexts");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join(format!("{}.txt", uuid::Uuid::new_v4().simple()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        file.write_all(text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Runs a `vars`/`runs` sub-command into a buffer: its output as the text (and,
+    /// when `json`, as structured content), or its error.
+    fn command(&self, args: &[&str], json: bool) -> CallToolResult {
+        let mut argv: Vec<OsString> =
+            vec!["rlm-orchestrate".into(), "-q".into(), "--data-dir".into()];
+        argv.push(self.base.data_dir.clone().into_os_string());
+        argv.extend(args.iter().map(OsString::from));
+        let cli = match Cli::try_parse_from(argv) {
+            Ok(cli) => cli,
+            Err(error) => return error_result(error.to_string()),
+        };
+        let mut out = Vec::new();
+        let done = match cli.command {
+            Command::Vars(vars) => crate::vars::run_to(&cli.global, vars, &mut out),
+            Command::Runs(runs) => crate::runs::run_to(&cli.global, runs, &mut out),
+            _ => Err(anyhow::anyhow!("not a vars or runs command")),
+        };
+        if let Err(error) = done {
+            return error_result(format!("{error:#}"));
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
+        if json {
+            if let Ok(value) = serde_json::from_str::<Value>(&text) {
+                // Structured content is an object: wrap lists.
+                result.structured_content = Some(match value {
+                    Value::Array(items) => json!({ "items": items }),
+                    other => other,
+                });
+            }
+        }
+        result
+    }
+}
+
+/// Parses a `run` command line into its options, or clap's message.
+fn parse_run_options(args: Vec<OsString>) -> Result<RunOptions, String> {
+    let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Run(run) => Ok(run.options),
+        _ => Err("not a run".to_owned()),
+    }
+}
+
+/// The answer as text, the rest as structured content.
+fn answer_result(report: &RunReport) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(report.answer.clone())]);
+    result.structured_content = Some(json!({
+        "answer": report.answer,
+        "run_id": report.run_id.as_str(),
+        "forced": report.forced,
+        "iterations": report.iterations,
+        "llm_calls": report.llm_calls,
+        "sub_agents": report.sub_agents,
+        "depth_reached": report.depth_reached,
+        "usage": {
+            "prompt_tokens": report.usage.prompt_tokens,
+            "completion_tokens": report.usage.completion_tokens,
+            "total_tokens": report.usage.total(),
+        },
+        "cost_usd": report.cost_usd,
+    }));
+    result
+}
+
+/// A failed call, with the message the CLI would print.
+fn error_result(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// Cuts a long text result, saying how long it was.
+fn cut_long_text(result: &mut CallToolResult, max_bytes: usize) {
+    for block in &mut result.content {
+        if let ContentBlock::Text(text) = block {
+            if text.text.len() > max_bytes {
+                let mut cut = max_bytes;
+                while !text.text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                let total = text.text.len();
+                text.text.truncate(cut);
+                text.text.push_str(&format!(
+                    "\n[… cut: the first {cut} of {total} bytes; read the rest with `rlm-orchestrate vars get`]"
+                ));
+            }
+        }
+    }
+}
+
+/// A listener that turns the run's events into MCP progress notifications, when the
+/// client gave a progress token.
+fn progress_listener(meta: RequestMetaObject, peer: Peer<RoleServer>) -> Vec<EventListener> {
+    let Some(token) = meta.get_progress_token() else {
+        return Vec::new();
+    };
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let mut count = 0u32;
+        while let Some(message) = receiver.recv().await {
+            count += 1;
+            let param = ProgressNotificationParam::new(token.clone(), f64::from(count))
+                .with_message(message);
+            if peer.notify_progress(param).await.is_err() {
+                break;
+            }
+        }
+    });
+    let listener: EventListener = Arc::new(move |event: &Event| {
+        if let Some(message) = progress_message(&event.data) {
+            let _ = sender.send(message);
+        }
+    });
+    vec![listener]
+}
+
+/// What a progress notification says about an event (most events say nothing).
+fn progress_message(data: &EventData) -> Option<String> {
+    match data {
+        EventData::StepStarted { iteration } => Some(format!("step {iteration}")),
+        EventData::SubAgentSpawned(spawned) => Some(format!(
+            "sub-agent {} started: {}",
+            spawned.child_agent_id,
+            crate::output::escape_controls(&rlm_orchestrator::format::clip(&spawned.task, 80))
+        )),
+        EventData::SubAgentFinished(finished) => {
+            Some(format!("sub-agent {} finished", finished.child_agent_id))
+        }
+        _ => None,
+    }
+}
