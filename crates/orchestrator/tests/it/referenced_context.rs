@@ -365,3 +365,62 @@ async fn a_file_that_is_not_utf8_is_named_with_its_offset() {
         "{error}"
     );
 }
+
+/// The lazy view against Python's own str on many small random texts, with the index
+/// block, scan window and regex overlap shrunk to a few bytes so that every boundary
+/// case (a character split by a block, a match straddling a window, an empty file, a
+/// file of one multi-byte character) is crossed many times. Found a real defect:
+/// `finditer` returned a match overlapping the previous one when that one ran past a
+/// window's end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_context_with_tiny_blocks_matches_str_on_random_texts() {
+    let mut r = referenced("seed", Some(0)).await;
+    let code = format!(
+        r#"
+import os, random, re
+g = LazyText._index_one.__globals__
+path = {path}
+alphabet = ['a', 'b', '\n', 'é', '☃', '𝄞', ' ', 'x', '\\']
+rng = random.Random(11)
+checked = 0
+for trial in range(300):
+    g['_BLOCK'] = rng.choice([1, 2, 3, 5, 7, 16])
+    g['_WINDOW'] = rng.choice([4, 5, 8, 13])
+    g['_OVERLAP'] = rng.choice([4, 6, 8])
+    real = ''.join(rng.choice(alphabet) for _ in range(rng.randrange(0, 50)))
+    with open(path, 'w', encoding='utf-8', newline='') as f:
+        f.write(real)
+    st = os.stat(path)
+    lazy = LazyText({{'path': path, 'size': st.st_size, 'mtimeNs': st.st_mtime_ns,
+                     'inode': st.st_ino, 'device': st.st_dev}})
+    n = len(real)
+    assert len(lazy) == n, (real, len(lazy))
+    for _ in range(15):
+        a, b = rng.randrange(-n - 3, n + 3), rng.randrange(-n - 3, n + 3)
+        assert lazy[a:b] == real[a:b], (real, a, b)
+        if -n <= a < n:
+            assert lazy[a] == real[a], (real, a)
+        sub = ''.join(rng.choice(alphabet) for _ in range(rng.randrange(1, 3)))
+        assert lazy.find(sub) == real.find(sub), (real, sub)
+        assert lazy.rfind(sub) == real.rfind(sub), (real, sub)
+        assert lazy.count(sub) == real.count(sub), (real, sub)
+        assert lazy.count(sub, a, b) == real.count(sub, a, b), (real, sub, a, b)
+        assert (sub in lazy) == (sub in real), (real, sub)
+        checked += 1
+    assert list(lazy) == real.splitlines(keepends=True), real
+    lines = real.split('\n')
+    if lines and lines[-1] == '':
+        lines = lines[:-1]
+    assert list(lazy.splitlines()) == lines and len(lazy.splitlines()) == len(lines), real
+    assert [lazy.splitlines()[i] for i in range(len(lines))] == lines, real
+    assert list(lazy.split('\n')) == real.split('\n') and len(lazy.split('\n')) == len(real.split('\n')), real
+    assert [o for o, _ in lazy.finditer('é.')] == [m.start() for m in re.finditer('é.', real)], real
+    assert list(lazy.iter_split('☃')) == real.split('☃'), real
+    assert [h['line'] for h in lazy._search('x', False, 100)] == [real.count('\n', 0, m.start()) + 1 for m in re.finditer('x', real)], real
+    assert lazy == real, real
+print('checked', checked)
+"#,
+        path = escape(&r.file.with_file_name("random.txt"))
+    );
+    assert_eq!(run(&mut r.env, &code).await, "checked 4500\n");
+}

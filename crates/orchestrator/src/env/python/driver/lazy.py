@@ -477,14 +477,18 @@ class LazyText:
         import re
 
         compiled = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
+        skip = 0  # characters of this window a match of the previous one covered
         for at, text, own in self._windows():
             base = None
-            for match in compiled.finditer(text):
+            overhang = 0
+            for match in compiled.finditer(text, skip):
                 if match.start() >= own:
                     break
                 if base is None:
                     base = self._char_of_byte(at)
+                overhang = max(match.end() - own, 0)
                 yield base + match.start(), match
+            skip = overhang
 
     def findall(self, pattern, flags=0):
         """Like re.findall over the whole text."""
