@@ -107,9 +107,13 @@ impl Runner {
     /// supervised (the supervising future is dropped, and `srun` with it). Does nothing
     /// for `local`.
     pub fn guard(&self, agent_id: &AgentId) -> JobGuard {
-        JobGuard {
-            job: matches!(self, Self::Slurm { .. }).then(|| Self::job_name(agent_id)),
+        let job = matches!(self, Self::Slurm { .. }).then(|| Self::job_name(agent_id));
+        if let Some(name) = &job {
+            // If this process is SIGKILLed nothing here runs: its watchdog cancels the
+            // job instead (Slurm keeps an allocation whose srun died until its --time).
+            rlm_process::run_at_exit(&[SCANCEL, &format!("--name={name}")]);
         }
+        JobGuard { job }
     }
 
     /// The Slurm failure a child's stderr reports, for `slurm` (see [`slurm_failure`]).

@@ -53,4 +53,4 @@ pub use supervise::{
 };
 pub use tokio_util::sync::CancellationToken;
 #[cfg(target_os = "linux")]
-pub use watchdog::{start_watchdog, watchdog_main, WATCHDOG_SUBCOMMAND};
+pub use watchdog::{run_at_exit, start_watchdog, watchdog_main, WATCHDOG_SUBCOMMAND};

@@ -37,6 +37,41 @@ const SWEEP_PAUSE: Duration = Duration::from_millis(20);
 
 /// The pipe to the watchdog, held for the life of the process.
 static WATCHDOG: OnceLock<Mutex<Option<std::process::ChildStdin>>> = OnceLock::new();
+/// This process's tree cookie, once its watchdog started.
+static OWN_COOKIE: OnceLock<String> = OnceLock::new();
+/// How long the watchdog waits for one clean-up command.
+const CLEANUP_WAIT: Duration = Duration::from_secs(5);
+
+/// The file of clean-up commands the watchdog of `cookie` runs once it has swept.
+fn cleanup_file(cookie: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("rlm-watchdog-{cookie}.cleanup"))
+}
+
+/// Asks this process's watchdog to run `argv` once this process is gone (after its
+/// sweep), for what no signal reaches: a Slurm job whose `srun` was killed with us
+/// (`scancel --name=…`). Commands run whatever way the process ended, so they must be
+/// harmless when there is nothing left to clean. Does nothing without a watchdog.
+pub fn run_at_exit(argv: &[&str]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(cookie) = OWN_COOKIE.get() else {
+        return;
+    };
+    // One command a line, its arguments separated by NUL.
+    if argv.is_empty() || argv.iter().any(|arg| arg.contains(['\0', '\n'])) {
+        return;
+    }
+    let line = argv.join("\0");
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(cleanup_file(cookie))
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(error) = appended {
+        tracing::warn!(%error, "could not register a clean-up command with the watchdog");
+    }
+}
 
 /// Marks this process's future children with a tree cookie and starts the watchdog
 /// (`program` is the `rlm-orchestrate` executable). Call it first thing in `main`, while
@@ -69,6 +104,7 @@ pub fn start_watchdog(program: &Path) -> std::io::Result<String> {
         .unwrap_or_else(std::sync::PoisonError::into_inner) = stdin;
     // The watchdog outlives us by design; it is reaped by whoever adopts it.
     drop(child);
+    let _ = OWN_COOKIE.set(cookie.clone());
     Ok(cookie)
 }
 
@@ -90,7 +126,43 @@ pub fn watchdog_main(args: &[OsString]) -> u8 {
         }
     }
     sweep(&cookie);
+    run_cleanups(&cookie);
     0
+}
+
+/// Runs the commands registered with [`run_at_exit`], each once and for at most
+/// [`CLEANUP_WAIT`], then removes their file.
+fn run_cleanups(cookie: &str) {
+    let path = cleanup_file(cookie);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines().filter(|line| seen.insert(*line)) {
+        let argv: Vec<&str> = line.split('\0').collect();
+        let Some((program, args)) = argv.split_first() else {
+            continue;
+        };
+        let Ok(mut child) = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        else {
+            continue;
+        };
+        let started = Instant::now();
+        while started.elapsed() < CLEANUP_WAIT {
+            if !matches!(child.try_wait(), Ok(None)) {
+                break;
+            }
+            std::thread::sleep(SWEEP_PAUSE);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let _ = std::fs::remove_file(path);
 }
 
 /// `SIGKILL`s every carrier of `cookie` until two sweeps in a row find none, or

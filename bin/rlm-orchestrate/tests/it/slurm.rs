@@ -427,3 +427,27 @@ fn a_node_local_data_directory_is_warned_about() {
         "{stderr}"
     );
 }
+
+/// After `kill -9` of the orchestrator nothing in it runs: its watchdog kills what is
+/// left of the tree and then cancels the jobs the run registered with it (Slurm would
+/// keep an allocation whose `srun` died until its `--time`).
+#[test]
+fn kill_9_of_the_orchestrator_leaves_no_job_in_squeue() {
+    if !cluster() {
+        return;
+    }
+    let comment = tag("kill9");
+    let mock = MockLlm::spawn_blocking_thread(MockScript::replies([MockReply::text(
+        "```repl\nr = spawn_agent('wait')\n```",
+    )]))
+    .unwrap();
+    let sb = Sandbox::new();
+    let mut child = start_sleeping_agent(&sb, &mock.control().openai_base_url(), &comment, &[]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        wait_until(|| jobs_tagged(&comment).is_empty()),
+        "jobs left in squeue: {:?}",
+        jobs_tagged(&comment)
+    );
+}
