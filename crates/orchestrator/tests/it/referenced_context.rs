@@ -44,10 +44,29 @@ async fn referenced_with(
     let dir = TempDir::new().unwrap();
     let file = dir.path().join("input.log");
     std::fs::write(&file, text).unwrap();
-    let store = Arc::new(Store::open(dir.path().join("data")).unwrap());
+    let env = kernel_over(&dir.path().join("data"), &file, lazy_above, options, || {}).await;
+    Referenced {
+        env,
+        file,
+        _dir: dir,
+    }
+}
+
+/// Starts a kernel whose `context` is the `file` variable `ctx` of a store in
+/// `data_dir`, referring to `file`; `before_start` runs between the reference and the
+/// kernel's start (to change the file under it).
+async fn kernel_over(
+    data_dir: &Path,
+    file: &Path,
+    lazy_above: Option<u64>,
+    options: rlm_orchestrator::env::python::PythonOptions,
+    before_start: impl FnOnce(),
+) -> PythonEnv {
+    let store = Arc::new(Store::open(data_dir).unwrap());
     let (_, reference) = store
-        .set_file_reference("ctx", &file, SetOptions::default())
+        .set_file_reference("ctx", file, SetOptions::default())
         .unwrap();
+    before_start();
     let context = ContextSource {
         shape: ContextShape::Single,
         files: vec![store.path_of("ctx").unwrap()],
@@ -69,14 +88,9 @@ async fn referenced_with(
         lazy_above,
     };
     let host = TestHost::new(Arc::clone(&store));
-    let env = PythonEnv::start(config, host as Arc<dyn Host>, options)
+    PythonEnv::start(config, host as Arc<dyn Host>, options)
         .await
-        .unwrap();
-    Referenced {
-        env,
-        file,
-        _dir: dir,
-    }
+        .unwrap()
 }
 
 /// About 2.6 MB over three lazy blocks: ASCII lines, then lines with 2-, 3- and 4-byte
@@ -249,35 +263,9 @@ async fn a_changed_file_is_refused_with_what_changed_and_what_to_do() {
     let dir = TempDir::new().unwrap();
     let file = dir.path().join("small.txt");
     std::fs::write(&file, "before\n").unwrap();
-    let store = Arc::new(Store::open(dir.path().join("data")).unwrap());
-    let (_, reference) = store
-        .set_file_reference("ctx", &file, SetOptions::default())
-        .unwrap();
-    std::fs::write(&file, "after, longer\n").unwrap();
-    let context = ContextSource {
-        shape: ContextShape::Single,
-        files: vec![store.path_of("ctx").unwrap()],
-        keys: vec!["ctx".into()],
-        chunk_chars: 1000,
-        chars: None,
-        max_char: None,
-        referenced: vec![reference.path],
-    };
-    let config = EnvConfig {
-        data_dir: store.data_dir().to_owned(),
-        context: Some(context),
-        query: "q".into(),
-        history: Vec::new(),
-        exec_timeout: Duration::from_secs(60),
-        depth: 0,
-        max_depth: 1,
-        sub_context_chars: 100_000,
-        lazy_above: Some(1 << 30),
-    };
-    let host = TestHost::new(Arc::clone(&store));
-    let mut env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
-        .await
-        .unwrap();
+    let change = || std::fs::write(&file, "after, longer\n").unwrap();
+    let data = dir.path().join("data");
+    let mut env = kernel_over(&data, &file, Some(1 << 30), python_options(), change).await;
     let error = env.wait_ready().await.unwrap_err().to_string();
     assert!(
         error.contains("changed since the run referenced it")
@@ -295,34 +283,8 @@ async fn a_file_that_is_not_utf8_is_named_with_its_offset() {
     let dir = TempDir::new().unwrap();
     let file = dir.path().join("bin.dat");
     std::fs::write(&file, &bytes).unwrap();
-    let store = Arc::new(Store::open(dir.path().join("data")).unwrap());
-    let (_, reference) = store
-        .set_file_reference("ctx", &file, SetOptions::default())
-        .unwrap();
-    let context = ContextSource {
-        shape: ContextShape::Single,
-        files: vec![store.path_of("ctx").unwrap()],
-        keys: vec!["ctx".into()],
-        chunk_chars: 1000,
-        chars: None,
-        max_char: None,
-        referenced: vec![reference.path],
-    };
-    let config = EnvConfig {
-        data_dir: store.data_dir().to_owned(),
-        context: Some(context),
-        query: "q".into(),
-        history: Vec::new(),
-        exec_timeout: Duration::from_secs(60),
-        depth: 0,
-        max_depth: 1,
-        sub_context_chars: 100_000,
-        lazy_above: Some(0),
-    };
-    let host = TestHost::new(Arc::clone(&store));
-    let mut env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
-        .await
-        .unwrap();
+    let data = dir.path().join("data");
+    let mut env = kernel_over(&data, &file, Some(0), python_options(), || {}).await;
     let outcome = env.execute("len(context)").await.unwrap();
     let error = outcome.error.unwrap_or_default();
     assert!(
@@ -331,34 +293,8 @@ async fn a_file_that_is_not_utf8_is_named_with_its_offset() {
     );
 
     // Loaded whole, the kernel cannot start, and says why.
-    let store = Arc::new(Store::open(dir.path().join("data2")).unwrap());
-    let (_, reference) = store
-        .set_file_reference("ctx", &file, SetOptions::default())
-        .unwrap();
-    let context = ContextSource {
-        shape: ContextShape::Single,
-        files: vec![store.path_of("ctx").unwrap()],
-        keys: vec!["ctx".into()],
-        chunk_chars: 1000,
-        chars: None,
-        max_char: None,
-        referenced: vec![reference.path],
-    };
-    let config = EnvConfig {
-        data_dir: store.data_dir().to_owned(),
-        context: Some(context),
-        query: "q".into(),
-        history: Vec::new(),
-        exec_timeout: Duration::from_secs(60),
-        depth: 0,
-        max_depth: 1,
-        sub_context_chars: 100_000,
-        lazy_above: Some(1 << 30),
-    };
-    let host = TestHost::new(Arc::clone(&store));
-    let mut env = PythonEnv::start(config, host as Arc<dyn Host>, python_options())
-        .await
-        .unwrap();
+    let data = dir.path().join("data2");
+    let mut env = kernel_over(&data, &file, Some(1 << 30), python_options(), || {}).await;
     let error = env.wait_ready().await.unwrap_err().to_string();
     assert!(
         error.contains("not valid UTF-8 at byte offset 86"),
