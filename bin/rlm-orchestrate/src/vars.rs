@@ -135,12 +135,12 @@ fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> 
     let reference = missing_hint(store.reference(&key), &store)?;
     let path = store.path_of(&key)?;
     let file = store.file_reference(&key)?;
-    let status = file.as_ref().map(|f| match f.check() {
-        Ok(()) => "unchanged since it was referenced".to_owned(),
-        Err(change) => format!("changed since it was referenced: {change}"),
+    let change = file.as_ref().and_then(|f| f.check().err());
+    let status = file.as_ref().map(|_| match &change {
+        None => "unchanged since it was referenced".to_owned(),
+        Some(change) => format!("changed since it was referenced: {change}"),
     });
-    let unchanged = file.as_ref().is_none_or(|f| f.check().is_ok());
-    let preview = if unchanged {
+    let preview = if change.is_none() {
         preview(&store, &key).with_context(|| format!("failed to read variable {key:?}"))?
     } else {
         String::new()

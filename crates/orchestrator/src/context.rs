@@ -791,12 +791,7 @@ fn describe_variable(
     })?;
     let path = store.persist_for_sub_agent(key)?;
     let origin = format!("variable {key:?}");
-    if let Some(file) = store.file_reference(key)? {
-        file.check().map_err(|change| StoreError::FileChanged {
-            key: key.to_owned(),
-            path: file.path.clone(),
-            change: change.0,
-        })?;
+    if let Some(file) = store.unchanged_file_reference(key)? {
         let sampled = sample::sample(&file.path, file.size)?;
         let origin = format!("{origin}, the file {}", file.path.display());
         let info = referenced_info(sampled, file.size, lazy.is_lazy(file.size), origin);

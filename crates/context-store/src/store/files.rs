@@ -49,6 +49,21 @@ impl Store {
         decode(key, &value).map(Some)
     }
 
+    /// [`file_reference`](Self::file_reference), checked: the file must still be the one
+    /// referenced ([`StoreError::FileChanged`] otherwise). What every reader that hands
+    /// the file on (to a sub-agent, a child run, the model) calls.
+    pub fn unchanged_file_reference(&self, key: &str) -> Result<Option<FileRef>> {
+        let Some(file) = self.file_reference(key)? else {
+            return Ok(None);
+        };
+        file.check().map_err(|change| StoreError::FileChanged {
+            key: display_key(key),
+            path: file.path.clone(),
+            change: change.0,
+        })?;
+        Ok(Some(file))
+    }
+
     /// Streams the contents of the file `key` refers to into `out`, checked against
     /// the reference before and after; records the contents' sha256 in the variable
     /// the first time it is computed (unless the variable changed meanwhile).
@@ -170,6 +185,10 @@ mod tests {
                 && message.contains("--copy-context"),
             "{message}"
         );
+        assert!(matches!(
+            store.unchanged_file_reference("ctx"),
+            Err(StoreError::FileChanged { .. })
+        ));
         // The variable itself is untouched by the failed read.
         assert!(store.file_reference("ctx").unwrap().is_some());
     }

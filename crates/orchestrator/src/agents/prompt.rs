@@ -39,14 +39,7 @@ impl AgentRef {
     pub fn from_store(store: &Store, key: &str) -> Result<Self, StoreError> {
         let path = store.persist_for_sub_agent(key)?;
         let reference = store.reference(key)?;
-        let file = store.file_reference(key)?;
-        if let Some(file) = &file {
-            file.check().map_err(|change| StoreError::FileChanged {
-                key: key.to_owned(),
-                path: file.path.clone(),
-                change: change.0,
-            })?;
-        }
+        let file = store.unchanged_file_reference(key)?;
         Ok(Self {
             key: reference.key,
             path,

@@ -461,17 +461,11 @@ impl RunHost {
         let scope = self.scope();
         let reference = self
             .blocking(move |store| {
-                let Some(file) = store.file_reference(&from)? else {
+                let Some(file) = store.unchanged_file_reference(&from)? else {
                     return Err(rlm_context_store::StoreError::NotFound {
                         key: format!("{from} (as a file variable)"),
                     });
                 };
-                file.check()
-                    .map_err(|change| rlm_context_store::StoreError::FileChanged {
-                        key: from.clone(),
-                        path: file.path.clone(),
-                        change: change.0,
-                    })?;
                 store
                     .set_file_reference(&key, &file.path, SetOptions::default().scope(scope))
                     .map(|(reference, _)| reference)
@@ -527,15 +521,9 @@ fn one_shot_value(
     key: &str,
 ) -> Result<OneShotContext, rlm_context_store::StoreError> {
     use std::io::Read;
-    let Some(file) = store.file_reference(key)? else {
+    let Some(file) = store.unchanged_file_reference(key)? else {
         return store.get(key).map(OneShotContext::Whole);
     };
-    file.check()
-        .map_err(|change| rlm_context_store::StoreError::FileChanged {
-            key: key.to_owned(),
-            path: file.path.clone(),
-            change: change.0,
-        })?;
     let limit = ONE_SHOT_CONTEXT_CHARS as u64 * 4;
     let mut head = Vec::new();
     std::fs::File::open(&file.path)
