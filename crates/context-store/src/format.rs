@@ -821,14 +821,8 @@ pub fn copy_value_of_file(path: &Path, out: &mut dyn Write, pretty: bool) -> Res
     let Some(offset) = parsed.value_offset else {
         // Another program's layout: parsed whole (such files are written once).
         let value = read_value(path, None, &recorded)?;
-        let written = match &value {
-            Value::String(s) => out.write_all(s.as_bytes()),
-            other if pretty => {
-                serde_json::to_writer_pretty(&mut *out, other).map_err(std::io::Error::other)
-            }
-            other => serde_json::to_writer(&mut *out, other).map_err(std::io::Error::other),
-        };
-        written.map_err(|e| StoreError::io("write the value of", path, e))?;
+        write_value(&value, out, pretty)
+            .map_err(|e| StoreError::io("write the value of", path, e))?;
         return Ok(recorded);
     };
     let mut first = [0u8; 1];
@@ -842,6 +836,18 @@ pub fn copy_value_of_file(path: &Path, out: &mut dyn Write, pretty: bool) -> Res
         copy_json_value_in(file, path, offset, &recorded, out, pretty)?;
     }
     Ok(recorded)
+}
+
+/// Writes a value held in memory the way values are printed: text raw, anything else
+/// as JSON (pretty if asked).
+pub(crate) fn write_value(value: &Value, out: &mut dyn Write, pretty: bool) -> std::io::Result<()> {
+    match value {
+        Value::String(s) => out.write_all(s.as_bytes()),
+        other if pretty => {
+            serde_json::to_writer_pretty(&mut *out, other).map_err(std::io::Error::other)
+        }
+        other => serde_json::to_writer(&mut *out, other).map_err(std::io::Error::other),
+    }
 }
 
 /// [`copy_json_value`] from a file already open (the one whose header gave

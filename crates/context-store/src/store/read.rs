@@ -126,14 +126,8 @@ impl Store {
         }
         drop(inner);
         let value = self.get(key)?;
-        let written = match value.as_ref() {
-            Value::String(s) => out.write_all(s.as_bytes()),
-            other if pretty => {
-                serde_json::to_writer_pretty(&mut *out, other).map_err(std::io::Error::other)
-            }
-            other => serde_json::to_writer(&mut *out, other).map_err(std::io::Error::other),
-        };
-        written.map_err(|e| StoreError::io("write the value of", self.canonical_path(key), e))
+        format::write_value(&value, out, pretty)
+            .map_err(|e| StoreError::io("write the value of", self.canonical_path(key), e))
     }
 
     /// The reference (metadata only) of `key`.
