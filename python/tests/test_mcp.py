@@ -86,6 +86,18 @@ async def session_checks(tmp):
                 keys = [v["key"] for v in (await session.call_tool("vars_list", {})).structured_content["items"]]
                 assert "note" in keys, keys
 
+                # A value over 1 MiB comes back cut, saying how long it was.
+                big = os.path.join(tmp, "big.txt")
+                with open(big, "w") as f:
+                    f.write("é" * (3 << 20))
+                import subprocess
+                subprocess.run([BIN, "--data-dir", data, "vars", "set", "big", "--file", big], check=True,
+                               capture_output=True)
+                cut = text_of(await session.call_tool("vars_get", {"key": "big"}))
+                assert len(cut.encode()) < (1 << 20) + 200, len(cut)
+                assert cut.startswith("ééé") and "�" not in cut, cut[-200:]
+                assert f"of {6 << 20} bytes" in cut, cut[-200:]
+
                 missing = await session.call_tool("vars_get", {"key": "nope"})
                 assert missing.is_error and "no variable named" in text_of(missing), text_of(missing)
                 bad = await session.call_tool("rlm_run", {"task": "q", "context_paths": ["/nonexistent/x.log"]})

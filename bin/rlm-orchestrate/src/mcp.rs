@@ -36,8 +36,9 @@ use serde_json::{json, Value};
 
 use crate::cli::{Cli, Command, GlobalArgs, RunOptions};
 
-/// Longest value `vars_get` returns whole, in bytes; a longer one is cut with a note.
-const VARS_GET_MAX_BYTES: usize = 1 << 20;
+/// Most bytes of output a `vars_*`/`runs_*` tool returns; longer output is cut with a
+/// note saying how long it was.
+const OUTPUT_MAX_BYTES: usize = 1 << 20;
 
 /// `rlm-orchestrate mcp` options: every setting of `run`, used for each `rlm_run`.
 #[derive(Debug, Args)]
@@ -259,9 +260,7 @@ impl RlmServer {
         &self,
         Parameters(params): Parameters<KeyParams>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut result = self.command(&["vars", "get", "--", &params.key], false);
-        cut_long_text(&mut result, VARS_GET_MAX_BYTES);
-        Ok(result)
+        Ok(self.command(&["vars", "get", "--", &params.key], false))
     }
 
     #[tool(
@@ -391,7 +390,10 @@ impl RlmServer {
             Ok(cli) => cli,
             Err(error) => return error_result(error.to_string()),
         };
-        let mut out = Vec::new();
+        let mut out = Capped {
+            kept: Vec::new(),
+            total: 0,
+        };
         let done = match cli.command {
             Command::Vars(vars) => crate::vars::run_to(&cli.global, vars, &mut out),
             Command::Runs(runs) => crate::runs::run_to(&cli.global, runs, &mut out),
@@ -400,7 +402,16 @@ impl RlmServer {
         if let Err(error) = done {
             return error_result(format!("{error:#}"));
         }
-        let text = String::from_utf8_lossy(&out).into_owned();
+        let mut text = String::from_utf8_lossy(&out.kept).into_owned();
+        if out.total > out.kept.len() as u64 {
+            // Cut: drop a character the cap split, and say how much there was.
+            text = text.trim_end_matches('\u{fffd}').to_owned();
+            text.push_str(&format!(
+                "\n[… cut: the first {} of {} bytes; read the rest with `rlm-orchestrate vars get` or `runs show`]",
+                text.len(),
+                out.total
+            ));
+        }
         let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
         if json {
             if let Ok(value) = serde_json::from_str::<Value>(&text) {
@@ -450,22 +461,24 @@ fn error_result(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
-/// Cuts a long text result, saying how long it was.
-fn cut_long_text(result: &mut CallToolResult, max_bytes: usize) {
-    for block in &mut result.content {
-        if let ContentBlock::Text(text) = block {
-            if text.text.len() > max_bytes {
-                let mut cut = max_bytes;
-                while !text.text.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let total = text.text.len();
-                text.text.truncate(cut);
-                text.text.push_str(&format!(
-                    "\n[… cut: the first {cut} of {total} bytes; read the rest with `rlm-orchestrate vars get`]"
-                ));
-            }
-        }
+/// Keeps the first [`OUTPUT_MAX_BYTES`] written to it and counts the rest, so a tool's
+/// reply never holds more than it returns (a `vars get` of a 1 GB value streams
+/// through it).
+struct Capped {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = OUTPUT_MAX_BYTES.saturating_sub(self.kept.len());
+        self.kept.extend_from_slice(&buf[..room.min(buf.len())]);
+        self.total += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
