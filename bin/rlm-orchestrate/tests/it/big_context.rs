@@ -10,14 +10,8 @@ use std::path::Path;
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
+use crate::support::mock_replies as mock;
 use crate::support::Sandbox;
-
-fn mock(replies: &[&str]) -> MockLlmThread {
-    MockLlm::spawn_blocking_thread(MockScript::replies(
-        replies.iter().map(|r| MockReply::text(*r)),
-    ))
-    .unwrap()
-}
 
 fn run_cmd(sb: &Sandbox, mock: &MockLlmThread, task: &str) -> assert_cmd::Command {
     let mut cmd = sb.bare();
@@ -127,17 +121,13 @@ fn an_eager_load_over_the_limit_names_the_lazy_mode_and_asks_nothing() {
     );
     assert!(mock.control().requests().is_empty());
     // Referenced and lazy (the default above --lazy-above), the same file needs no cap.
-    let mock = mock_answering("FINAL(read)");
+    let mock = crate::support::mock_replies(&["FINAL(read)"]);
     run_cmd(&sb, &mock, "q")
         .arg("--context")
         .arg(&file)
         .args(["--lazy-above", "100", "--max-context-bytes", "1000"])
         .assert()
         .success();
-}
-
-fn mock_answering(reply: &str) -> MockLlmThread {
-    mock(&[reply])
 }
 
 #[test]
@@ -266,7 +256,7 @@ fn javascript_reads_a_referenced_file_whole_and_refuses_a_lazy_one_naming_python
     let result: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(result["answer"], "CODE=js42");
 
-    let mock = mock_answering("```repl\nconsole.log(context.length)\n```");
+    let mock = crate::support::mock_replies(&["```repl\nconsole.log(context.length)\n```"]);
     let out = run_cmd(&sb, &mock, "code?")
         .arg("--context")
         .arg(&file)

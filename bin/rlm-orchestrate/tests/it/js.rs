@@ -10,15 +10,8 @@ use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
 use crate::subagents::{run_json, SUM_AGENT};
+use crate::support::mock_replies as mock;
 use crate::support::{write_big_context, Sandbox};
-
-/// A mock answering `replies` in order.
-fn mock(replies: &[&str]) -> rlm_test_support::mock_llm::MockLlmThread {
-    MockLlm::spawn_blocking_thread(MockScript::replies(
-        replies.iter().map(|r| MockReply::text(*r)),
-    ))
-    .unwrap()
-}
 
 #[test]
 fn needle_in_a_64_mb_context_is_found_by_javascript() {

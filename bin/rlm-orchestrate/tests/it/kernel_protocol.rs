@@ -2,18 +2,11 @@
 //! `final` forged on the protocol fd and a closed capture fd must not end or wedge the
 //! run; the model is told, in its next request, that the REPL was restarted.
 
-use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
+use rlm_test_support::mock_llm::MockLlmThread;
 use serde_json::Value;
 
+use crate::support::mock_replies as mock;
 use crate::support::Sandbox;
-
-/// A mock answering `replies` in order, then 500s.
-fn mock(replies: &[&str]) -> MockLlmThread {
-    MockLlm::spawn_blocking_thread(MockScript::replies(
-        replies.iter().map(|r| MockReply::text(*r)),
-    ))
-    .unwrap()
-}
 
 fn run_cmd(sb: &Sandbox, mock: &MockLlmThread) -> assert_cmd::Command {
     let mut cmd = sb.bare();

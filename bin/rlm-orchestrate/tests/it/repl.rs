@@ -7,15 +7,8 @@ use std::time::Duration;
 use rlm_test_support::mock_llm::{MockControl, MockLlm, MockLlmThread, MockReply, MockScript};
 use serde_json::Value;
 
+use crate::support::mock_replies as mock;
 use crate::support::{Sandbox, BIN};
-
-/// A mock answering `replies` in order, then 500s.
-fn mock(replies: &[&str]) -> MockLlmThread {
-    MockLlm::spawn_blocking_thread(MockScript::replies(
-        replies.iter().map(|r| MockReply::text(*r)),
-    ))
-    .unwrap()
-}
 
 /// The flags pointing `repl` at the mock, quietly.
 fn flags(sb: &Sandbox, mock: &MockControl) -> Vec<String> {

@@ -8,15 +8,8 @@ use predicates::prelude::*;
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
 use serde_json::Value;
 
+use crate::support::mock_replies as mock;
 use crate::support::{write_big_context, Sandbox};
-
-/// A mock answering `replies` in order, then 500s.
-fn mock(replies: &[&str]) -> MockLlmThread {
-    MockLlm::spawn_blocking_thread(MockScript::replies(
-        replies.iter().map(|r| MockReply::text(*r)),
-    ))
-    .unwrap()
-}
 
 /// `rlm-orchestrate --data-dir … run TASK --base-url <mock> --model mock …`.
 fn run_cmd(sb: &Sandbox, mock: &MockLlmThread, task: &str) -> assert_cmd::Command {

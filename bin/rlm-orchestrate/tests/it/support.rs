@@ -7,6 +7,15 @@ use assert_cmd::Command;
 use serde_json::Value;
 use tempfile::TempDir;
 
+/// A scripted mock model answering `replies` in order (then HTTP 500).
+pub fn mock_replies(replies: &[&str]) -> rlm_test_support::mock_llm::MockLlmThread {
+    use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript};
+    MockLlm::spawn_blocking_thread(MockScript::replies(
+        replies.iter().map(|r| MockReply::text(*r)),
+    ))
+    .unwrap()
+}
+
 /// Path of the binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_rlm-orchestrate");
 
