@@ -18,12 +18,9 @@ Prints a Markdown table.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_run  # noqa: E402  (the mock, the context writer, /proc sampling)
@@ -45,45 +42,13 @@ def du(path):
     return total
 
 
-def first_request(workdir, ctx, runs, extra):
-    latencies = []
-    for _ in range(runs):
-        mock = bench_run.Mock(["FINAL(ok)"], workdir)
-        cmd, env = bench_run.run(mock, workdir, "q", ctx, extra)
-        start = time.time()
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-        first = mock.requests()[0]["received_unix_us"] / 1e6
-        latencies.append(first - start)
-        mock.stop()
-        data = cmd[2]
-        subprocess.run(["rm", "-rf", data], check=True)
-    return statistics.median(latencies), min(latencies)
-
-
 def needle_run(workdir, ctx, code, extra=()):
     """start -> answer, peak RSS (KiB) of the orchestrator and of its largest child,
     and the data directory's size afterwards."""
     mock = bench_run.Mock([f"```repl\n{code}\n```", "FINAL_VAR(answer)"], workdir)
     cmd, env = bench_run.run(mock, workdir, "What is the secret code?", ctx, list(extra))
     data = cmd[2]
-    peaks = {"orchestrator": 0, "kernel": 0}
-    start = time.time()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peaks["orchestrator"] = max(peaks["orchestrator"], bench_run.vm_hwm_kb(proc.pid) or 0)
-            for child in bench_run.descendants(proc.pid):
-                peaks["kernel"] = max(peaks["kernel"], bench_run.vm_hwm_kb(child) or 0)
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    out, _ = proc.communicate()
-    elapsed = time.time() - start
-    done.set()
-    sampler.join()
+    elapsed, out, peaks = bench_run.run_with_peaks(cmd, env, interval=0.01)
     answer = json.loads(out)["answer"]
     assert answer == NEEDLE, answer
     mock.stop()
@@ -112,11 +77,11 @@ def main():
         rows = []
         copy_limit = ["--max-context-bytes", str(4 << 30)]
         for name, path in files.items():
-            ref = first_request(workdir, path, args.runs, [])
+            ref = bench_run.first_request(workdir, path, args.runs, [])
             if name == "3 GiB" and args.skip_copy_3g:
                 copy = None
             else:
-                copy = first_request(workdir, path, max(1, args.runs // 2 if name != "2 KB" else args.runs),
+                copy = bench_run.first_request(workdir, path, max(1, args.runs // 2 if name != "2 KB" else args.runs),
                                      ["--copy-context"] + copy_limit)
             rows.append((f"start → first model request, {name} file (median)",
                          f"{ref[0]*1000:.0f} ms (min {ref[1]*1000:.0f})",

@@ -135,18 +135,49 @@ def descendants(pid):
     return out
 
 
+def run_with_peaks(cmd, env, interval=0.02):
+    """Runs `cmd` to its end, sampling /proc: (seconds, its stdout, peak RSS in KiB of
+    the process and of its largest descendant: {"orchestrator", "kernel"})."""
+    peaks = {"orchestrator": 0, "kernel": 0}
+    start = time.time()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peaks["orchestrator"] = max(peaks["orchestrator"], vm_hwm_kb(proc.pid) or 0)
+            for child in descendants(proc.pid):
+                peaks["kernel"] = max(peaks["kernel"], vm_hwm_kb(child) or 0)
+            time.sleep(interval)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    out, _ = proc.communicate()
+    elapsed = time.time() - start
+    done.set()
+    sampler.join()
+    return elapsed, out, peaks
+
+
 def bench_first_request(workdir, runs):
     ctx = os.path.join(workdir, "small.log")
     make_context(ctx, 2048)
+    return first_request(workdir, ctx, runs)
+
+
+def first_request(workdir, ctx, runs, extra=()):
+    """(median, min) seconds from process start to the first model request over `ctx`,
+    each run on a data directory of its own (removed afterwards)."""
     latencies = []
     for _ in range(runs):
         mock = Mock(["FINAL(ok)"], workdir)
-        cmd, env = run(mock, workdir, "q", ctx)
+        cmd, env = run(mock, workdir, "q", ctx, extra)
         start = time.time()
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
         first = mock.requests()[0]["received_unix_us"] / 1e6
         latencies.append(first - start)
         mock.stop()
+        subprocess.run(["rm", "-rf", cmd[cmd.index("--data-dir") + 1]], check=True)
     return statistics.median(latencies), min(latencies)
 
 
@@ -176,24 +207,7 @@ def bench_needle(workdir, size, env_kind="python"):
     replies = [f"```repl\n{NEEDLE_CODE[env_kind]}\n```", "FINAL_VAR(answer)"]
     mock = Mock(replies, workdir)
     cmd, env = run(mock, workdir, "What is the secret code?", ctx, ["--env", env_kind])
-    peaks = {"orchestrator": 0, "kernel": 0}
-    start = time.time()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE)
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peaks["orchestrator"] = max(peaks["orchestrator"], vm_hwm_kb(proc.pid) or 0)
-            for child in descendants(proc.pid):
-                peaks["kernel"] = max(peaks["kernel"], vm_hwm_kb(child) or 0)
-            time.sleep(0.02)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    out, _ = proc.communicate()
-    elapsed = time.time() - start
-    done.set()
-    sampler.join()
+    elapsed, out, peaks = run_with_peaks(cmd, env)
     answer = json.loads(out)["answer"]
     assert answer == needle, answer
     root_bytes = mock.requests()[0]["body_bytes"]
