@@ -39,6 +39,11 @@ pub struct FileRef {
     /// Hex sha256 of the contents, once something has read them whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// HMAC-SHA256 of the fields above but `sha256`, under the data directory's key
+    /// ([`crate::Store::set_file_reference`]): a child process that may write variables
+    /// (an agent) cannot make one that points rlm at a file of its choosing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// How a referenced file differs from its reference.
@@ -65,7 +70,35 @@ impl FileRef {
             device: meta.dev(),
             encoding: "utf-8".to_owned(),
             sha256: None,
+            signature: None,
         })
+    }
+
+    /// The signature of this reference under `key`.
+    pub(crate) fn sign(&self, key: &[u8]) -> String {
+        use hmac::Mac;
+        use std::os::unix::ffi::OsStrExt;
+        // `new_from_slice` takes a key of any length.
+        let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(key) else {
+            return String::new();
+        };
+        mac.update(self.path.as_os_str().as_bytes());
+        for field in [
+            self.size.to_le_bytes(),
+            self.mtime_ns.to_le_bytes(),
+            self.inode.to_le_bytes(),
+            self.device.to_le_bytes(),
+        ] {
+            mac.update(&[0]);
+            mac.update(&field);
+        }
+        mac.update(self.encoding.as_bytes());
+        crate::format::hex(&mac.finalize().into_bytes())
+    }
+
+    /// True when the reference carries `key`'s signature.
+    pub(crate) fn signed_by(&self, key: &[u8]) -> bool {
+        self.signature.as_deref() == Some(self.sign(key).as_str())
     }
 
     /// Checks that the file is still the one referenced, unchanged: same inode and

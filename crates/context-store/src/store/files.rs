@@ -22,8 +22,9 @@ impl Store {
         path: &Path,
         opts: SetOptions,
     ) -> Result<(VariableRef, FileRef)> {
-        let file = FileRef::of(path)
+        let mut file = FileRef::of(path)
             .map_err(|e| StoreError::io("reference the file", path.to_owned(), e))?;
+        file.signature = Some(file.sign(&signing_key(self.data_dir())?));
         let value = serde_json::to_value(&file).map_err(|e| StoreError::Json {
             action: "encode",
             key: display_key(key),
@@ -46,7 +47,9 @@ impl Store {
             return Ok(None);
         }
         let value = self.get(key)?;
-        decode(key, &value).map(Some)
+        let file = decode(key, &value)?;
+        verify(&file, key, &self.canonical_path(key), self.data_dir())?;
+        Ok(Some(file))
     }
 
     /// [`file_reference`](Self::file_reference), checked: the file must still be the one
@@ -70,6 +73,7 @@ impl Store {
     pub(super) fn copy_referenced_file(&self, key: &str, out: &mut dyn Write) -> Result<()> {
         let (value, reference) = self.get_with_reference(key)?;
         let file = decode(key, &value)?;
+        verify(&file, key, &self.canonical_path(key), self.data_dir())?;
         let sha = file.copy_to(out).map_err(|e| match e {
             FileCopyError::Changed(change) => StoreError::FileChanged {
                 key: display_key(key),
@@ -135,7 +139,77 @@ pub fn file_ref_in_variable_file(path: &Path) -> Result<Option<FileRef>> {
         return Ok(None);
     }
     let value = format::read_value(path, parsed.value_offset, recorded)?;
-    decode(&recorded.key, &value).map(Some)
+    let file = decode(&recorded.key, &value)?;
+    // <data-dir>/variables/<file>.json
+    let data_dir = path
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."));
+    verify(&file, &recorded.key, path, data_dir)?;
+    Ok(Some(file))
+}
+
+/// Name of the data directory's signing key for file variables: in the directory
+/// itself, which confined children (the kernel, sandboxed agents) cannot read; they
+/// get `variables/` and `locks/` only.
+const SIGNING_KEY_FILE: &str = "file-ref.key";
+
+/// The data directory's signing key, made (32 random bytes, 0600) on first use.
+fn signing_key(data_dir: &Path) -> Result<Vec<u8>> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join(SIGNING_KEY_FILE);
+    match std::fs::read(&path) {
+        Ok(key) if key.len() >= 32 => return Ok(key),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StoreError::io("read the signing key", path, e)),
+    }
+    let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
+        .iter()
+        .flat_map(|id| id.as_bytes().to_vec())
+        .collect();
+    // Made in a temporary file and linked into place: two processes starting at once
+    // agree on whichever key won.
+    let temp = data_dir.join(format!(
+        ".{SIGNING_KEY_FILE}.{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut file| file.write_all(&key).and_then(|()| file.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(StoreError::io("write the signing key", path, e));
+    }
+    let linked = std::fs::hard_link(&temp, &path);
+    let _ = std::fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(key),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::read(&path).map_err(|e| StoreError::io("read the signing key", path, e))
+        }
+        Err(e) => Err(StoreError::io("write the signing key", path, e)),
+    }
+}
+
+/// Refuses a file variable this data directory did not sign.
+fn verify(file: &FileRef, key: &str, variable: &Path, data_dir: &Path) -> Result<()> {
+    if file.signed_by(&signing_key(data_dir)?) {
+        return Ok(());
+    }
+    Err(StoreError::Corrupt {
+        path: variable.to_owned(),
+        reason: format!(
+            "file variable {} does not carry this data directory's signature, so it was not made by rlm \
+             (a process that can write variables could point it at any file): it is not read; \
+             reference the file again with `rlm-orchestrate vars set KEY --ref PATH`",
+            display_key(key)
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -191,6 +265,52 @@ mod tests {
         ));
         // The variable itself is untouched by the failed read.
         assert!(store.file_reference("ctx").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_file_variable_rlm_did_not_sign_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret.txt");
+        fs::write(&secret, "not for agents").unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        store
+            .set_file_reference("mine", &secret, SetOptions::default())
+            .unwrap();
+        // What a child that may write variables could do: copy a reference by hand,
+        // or write one from scratch.
+        let mut forged = store.file_reference("mine").unwrap().unwrap();
+        forged.signature = None;
+        for (key, value) in [
+            ("unsigned", serde_json::to_value(&forged).unwrap()),
+            ("resigned", {
+                forged.signature = Some(forged.sign(b"a key the forger made up"));
+                serde_json::to_value(&forged).unwrap()
+            }),
+        ] {
+            store
+                .set(
+                    key,
+                    value,
+                    SetOptions::default().var_type(VariableType::File),
+                )
+                .unwrap();
+            let error = store.file_reference(key).unwrap_err().to_string();
+            assert!(
+                error.contains("does not carry this data directory's signature"),
+                "{error}"
+            );
+            assert!(store.write_value_to(key, &mut Vec::new(), false).is_err());
+            let path = store.path_of(key).unwrap();
+            assert!(file_ref_in_variable_file(&path).is_err());
+        }
+        // The key lives beside variables/, where confined children cannot read it.
+        let key = dir.path().join("data").join(SIGNING_KEY_FILE);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(store.file_reference("mine").unwrap().is_some());
     }
 
     #[test]
