@@ -100,6 +100,8 @@ async def session_checks(tmp):
 
                 missing = await session.call_tool("vars_get", {"key": "nope"})
                 assert missing.is_error and "no variable named" in text_of(missing), text_of(missing)
+                empty = await session.call_tool("rlm_run", {"task": "  "})
+                assert empty.is_error and "the task is empty" in text_of(empty), text_of(empty)
                 bad = await session.call_tool("rlm_run", {"task": "q", "context_paths": ["/nonexistent/x.log"]})
                 assert bad.is_error and "does not exist" in text_of(bad), text_of(bad)
                 inline = await session.call_tool("rlm_run", {"task": "q", "context": "inline text", "env": "nope"})

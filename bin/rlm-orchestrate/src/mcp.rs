@@ -208,6 +208,10 @@ impl RlmServer {
         peer: Peer<RoleServer>,
         cancelled: CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
+        let task = match crate::run::checked_task(&params.task) {
+            Ok(task) => task,
+            Err(error) => return Ok(error_result(format!("{error:#}"))),
+        };
         let args = match self.run_args(&params) {
             Ok(args) => args,
             Err(message) => return Ok(error_result(message)),
@@ -231,7 +235,7 @@ impl RlmServer {
             })
         };
         let listeners = progress_listener(meta, peer);
-        let outcome = rlm_orchestrator::run::run(config, &params.task, listeners).await;
+        let outcome = rlm_orchestrator::run::run(config, &task, listeners).await;
         bridge.abort();
         Ok(match outcome {
             Ok(report) => answer_result(&report),

@@ -220,6 +220,11 @@ fn read_task(task: Option<&str>) -> anyhow::Result<String> {
             text
         }
     };
+    checked_task(&task)
+}
+
+/// The task, trimmed; an empty one is bad input (every front door: flags, stdin, MCP).
+pub(crate) fn checked_task(task: &str) -> anyhow::Result<String> {
     let task = task.trim().to_owned();
     if task.is_empty() {
         return Err(bad_input(
