@@ -224,6 +224,14 @@ pub fn slurm_failure(stderr: &str) -> Option<String> {
             lines
                 .iter()
                 .find(|line| SIGNS.iter().any(|s| line.contains(s)))
+        })
+        // srun does not always relay the `***` line of a job cancelled under it; then
+        // it only says the task was ended by a signal.
+        .or_else(|| {
+            lines.iter().find(|line| {
+                line.starts_with("srun: error:")
+                    && (line.ends_with(": Terminated") || line.ends_with(": Killed"))
+            })
         })?;
     Some(format!("Slurm: {pick}"))
 }
@@ -345,6 +353,10 @@ mod tests {
             .contains("Unable to allocate resources"));
         let timed_out = "slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2026-11-24T09:00:00 DUE TO TIME LIMIT ***";
         assert!(slurm_failure(timed_out).unwrap().contains("TIME LIMIT"));
+        assert_eq!(
+            slurm_failure("srun: error: vm: task 0: Terminated\n").as_deref(),
+            Some("Slurm: srun: error: vm: task 0: Terminated")
+        );
         let own = "grep: x: No such file\nsrun: error: vm: task 0: Exited with exit code 2\n";
         assert_eq!(slurm_failure(own), None);
         assert_eq!(Runner::Local.failure(cancelled), None);
