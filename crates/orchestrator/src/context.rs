@@ -42,8 +42,7 @@ pub use lazy::{LazyMode, LazyPolicy, DEFAULT_LAZY_ABOVE_BYTES};
 /// Longest preview shown to the model, in characters.
 pub const PREVIEW_CHARS: usize = 200;
 
-/// Characters per item of `context_chunks`.
-pub const CHUNK_CHARS: u64 = 100_000;
+pub use rlm_protocol::CHUNK_CHARS;
 
 /// Default `--max-context-bytes`: 1 GiB.
 pub const DEFAULT_MAX_CONTEXT_BYTES: u64 = 1 << 30;

@@ -1,5 +1,5 @@
 //! From [`RunSettings`] to a [`RunConfig`], and from a finished run back to the
-//! [`ChildResult`] its parent waits for: the path every front door shares (the command
+//! [`SubResult`] its parent waits for: the path every front door shares (the command
 //! line, nested runs, library users), so each checks and builds a run the same way.
 
 use std::path::{Path, PathBuf};
@@ -8,10 +8,7 @@ use std::sync::Arc;
 use rlm_context_store::Store;
 use rlm_process::CancellationToken;
 
-use crate::agents::{
-    AgentCommand, AgentError, AgentSandbox, ChildAnswer, ChildFailure, ChildResult, Lineage,
-    SubRlmLauncher,
-};
+use crate::agents::{publish, AgentCommand, AgentError, AgentSandbox, Lineage, SubRlmLauncher};
 use crate::env::python::KernelSandbox;
 use crate::env::tools::ToolProtocol;
 use crate::env::{factory_for, EnvOptions};
@@ -21,6 +18,7 @@ use crate::rlm::LoopSettings;
 use crate::run::{RunConfig, RunError, RunReport};
 use crate::settings::{InvalidSetting, RunSettings};
 use crate::slots::{Slots, SlottedProvider};
+use rlm_protocol::{RunTotals, SubAnswer, SubResult};
 
 /// Which of a run's two models a [`LaunchError::Model`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,27 +283,23 @@ fn load_schema(path: &Path) -> Result<Arc<jsonschema::Validator>, LaunchError> {
     Ok(Arc::new(validator))
 }
 
-impl From<&Result<RunReport, RunError>> for ChildResult {
-    fn from(outcome: &Result<RunReport, RunError>) -> Self {
-        match outcome {
-            Ok(report) => ChildResult::Answered(ChildAnswer {
-                result: report.answer.clone(),
-                forced: report.forced,
-                run_id: report.run_id.clone(),
-                iterations: report.iterations,
-                depth_reached: report.depth_reached,
-                sub_agents: report.sub_agents,
+/// What a finished run hands its parent.
+pub fn sub_result(outcome: &Result<RunReport, RunError>) -> SubResult {
+    match outcome {
+        Ok(report) => SubResult::Answer(SubAnswer {
+            result: serde_json::Value::String(report.answer.clone()),
+            forced: report.forced,
+            run_id: Some(report.run_id.clone()),
+            iterations: report.iterations,
+            depth_reached: report.depth_reached,
+            totals: RunTotals {
                 llm_calls: report.llm_calls,
+                sub_agents: report.sub_agents,
                 usage: report.usage,
                 cost_usd: report.cost_usd,
-            }),
-            Err(error) => ChildResult::Failed(ChildFailure {
-                error: error.to_string(),
-                run_id: None,
-                timed_out: false,
-                stderr_tail: String::new(),
-            }),
-        }
+            },
+        }),
+        Err(error) => SubResult::error(error.to_string()),
     }
 }
 
@@ -317,7 +311,7 @@ pub fn publish_result(data_dir: &Path, lineage: &Lineage, outcome: &Result<RunRe
         return;
     };
     let written =
-        Store::open(data_dir).and_then(|store| ChildResult::from(outcome).publish(&store, lineage));
+        Store::open(data_dir).and_then(|store| publish(&sub_result(outcome), &store, lineage));
     if let Err(e) = written {
         tracing::error!("failed to write the result variable {key}: {e}");
     }

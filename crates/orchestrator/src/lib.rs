@@ -7,7 +7,7 @@
 //!
 //! The seams, each one type: [`settings::RunSettings`] (what every front door
 //! chooses), [`host::HostCall`] (what model code asks of the orchestrator),
-//! [`agents::ChildSpec`] / [`agents::ChildResult`] and [`agents::EnvVars`] (what a
+//! [`agents::ChildSpec`] / [`protocol::SubResult`] and [`agents::EnvVars`] (what a
 //! parent and a nested run tell each other), [`events::EventData`] and
 //! [`events::RunSummaryFile`] (what a run leaves), [`run::RunReport`] (what `--json`
 //! prints). `docs/architecture.md` maps the modules.
@@ -18,9 +18,7 @@ pub mod cache;
 pub mod context;
 pub mod env;
 pub mod events;
-pub mod format;
 pub mod host;
-pub mod ids;
 pub mod launch;
 pub mod output;
 pub mod parse;
@@ -34,3 +32,5 @@ pub mod slots;
 pub mod trace;
 
 pub use rlm_context_store as store;
+pub use rlm_protocol as protocol;
+pub use rlm_protocol::{format, ids};

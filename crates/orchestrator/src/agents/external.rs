@@ -21,9 +21,10 @@ use serde_json::Value;
 use super::command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
 use super::confine::AgentSandbox;
 use super::lineage::{EnvVars, Lineage};
-use super::outcome::{error_object, not_started, stdout_text};
+use super::outcome::{failure, stdout_text};
 use super::prompt::{agent_prompt, AgentRef};
 use crate::ids::AgentId;
+use rlm_protocol::{SubAnswer, SubError, SubResult};
 
 /// Directory of the data dir holding per-agent files (`agents/<id>/prompt.txt`).
 pub const AGENTS_DIR: &str = "agents";
@@ -73,8 +74,9 @@ pub struct AgentOutcome {
     pub result_key: String,
     /// The answer: what the agent stored in `sub-result-<id>`; else its stdout as a
     /// string (with [`OUTPUT_TRUNCATED_MARKER`](super::OUTPUT_TRUNCATED_MARKER) when
-    /// cut); else an error object `{"error": …, "exit_code" | "signal" | "timed_out" |
-    /// "cancelled": …, "stderr_tail": …, "stdout"?: …}`. A stored result larger than
+    /// cut); else the error object, a [`SubResult::Error`] in its wire form
+    /// (`{"status": "error", "error": …, "exit_code" | "signal" | "timed_out" |
+    /// "cancelled": …, "stderr_tail": …, "stdout"?: …}`). A stored result larger than
     /// `stdout_cap` is returned as a string pointing to the variable.
     pub value: Value,
     /// The value is an answer, not an error object.
@@ -176,9 +178,9 @@ pub async fn run_external_agent(
     let (pid, termination, stderr_tail, fallback) = match prepare(command, &spec, &store).await {
         Err(message) => (
             0,
-            Termination::Exited(126),
+            Termination::Exited(NOT_STARTABLE),
             String::new(),
-            Fallback::error(not_started(message)),
+            Fallback::error(SubError::not_started(message, NOT_STARTABLE)),
         ),
         Ok(Prepared { spawn, stdin, _tmp }) => {
             let program = spawn.program_name();
@@ -203,7 +205,7 @@ pub async fn run_external_agent(
                     let fallback = if run.termination.success() && !answer.is_empty() {
                         Fallback::answer(Value::String(answer))
                     } else {
-                        let mut error = error_object(&run, timeout, DEFAULT_GRACE);
+                        let mut error = failure(&run, timeout, DEFAULT_GRACE);
                         if let Some(failure) = spec.runner.failure(&run.stderr_tail) {
                             super::outcome::blame_the_scheduler(&mut error, failure);
                         }
@@ -214,19 +216,19 @@ pub async fn run_external_agent(
                 Err(error) => {
                     job.finished(); // it never started
                     let code = if error.source.kind() == io::ErrorKind::NotFound {
-                        127
+                        NOT_FOUND
                     } else {
-                        126
+                        NOT_STARTABLE
                     };
                     let mut message = format!("{error}: {}", error.source);
-                    if code == 127 {
+                    if code == NOT_FOUND {
                         message.push_str(" (is it installed and on PATH? check --agent-cmd)");
                     }
                     (
                         0,
                         Termination::Exited(code),
                         String::new(),
-                        Fallback::error(not_started(message)),
+                        Fallback::error(SubError::not_started(message, code)),
                     )
                 }
             }
@@ -243,15 +245,18 @@ pub async fn run_external_agent(
         tokio::task::spawn_blocking(move || settle(&store, &key, &scope, inline_cap, fallback))
             .await
     };
-    let (value, ok, stored_by_agent) = match settled {
+    let (result, stored_by_agent) = match settled {
         Ok(settled) => settled,
         Err(error) => (
-            not_started(format!("collecting the agent's result failed: {error}")),
-            false,
+            SubResult::Error(SubError::message(format!(
+                "collecting the agent's result failed: {error}"
+            ))),
             false,
         ),
     };
+    let ok = result.is_answer();
     tracing::debug!(%agent_id, %termination, ok, stored_by_agent, "external agent finished");
+    let value = model_view(result);
     AgentOutcome {
         agent_id,
         pid,
@@ -365,19 +370,33 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)
 }
 
-/// The value rlm stores when the agent stored nothing.
-struct Fallback {
-    value: Value,
-    ok: bool,
-}
+/// The exit code reported for an agent whose program was not found, as a shell does.
+const NOT_FOUND: i32 = 127;
+
+/// The exit code reported for an agent that was found but could not be started (its
+/// prompt file could not be written, it is not executable…), as a shell does.
+const NOT_STARTABLE: i32 = 126;
+
+/// What rlm stores when the agent stored nothing: its stdout as the answer, or how it
+/// failed.
+struct Fallback(SubResult);
 
 impl Fallback {
     fn answer(value: Value) -> Self {
-        Self { value, ok: true }
+        Self(SubResult::Answer(SubAnswer::plain(value)))
     }
 
-    fn error(value: Value) -> Self {
-        Self { value, ok: false }
+    fn error(error: SubError) -> Self {
+        Self(SubResult::Error(error))
+    }
+}
+
+/// What the model and `sub-result-<id>` hold for an agent: its answer as it gave it
+/// (a value it stored, or its stdout as text), or the tagged error object.
+fn model_view(result: SubResult) -> Value {
+    match result {
+        SubResult::Answer(answer) => answer.result,
+        error @ SubResult::Error(_) => error.to_value(),
     }
 }
 
@@ -389,16 +408,17 @@ enum Stored {
 }
 
 /// Picks the answer (the agent's stored result wins) and makes sure the result
-/// variable holds it. Returns `(value, ok, stored_by_agent)`.
+/// variable holds it. Returns `(result, stored_by_agent)`.
 fn settle(
     store: &Store,
     key: &str,
     scope: &str,
     inline_cap: u64,
-    fallback: Fallback,
-) -> (Value, bool, bool) {
+    Fallback(fallback): Fallback,
+) -> (SubResult, bool) {
+    let stored = |value| (SubResult::Answer(SubAnswer::plain(value)), true);
     match read_stored(store, key, inline_cap) {
-        Stored::Value(value) => return (value, true, true),
+        Stored::Value(value) => return stored(value),
         Stored::Absent => {
             // What rlm stores here is derived from the run it just watched (stdout or an
             // error object) and is returned to the caller directly: written atomically
@@ -409,7 +429,7 @@ fn settle(
             match store.compare_and_set_with(
                 key,
                 &Expected::Absent,
-                fallback.value.clone(),
+                model_view(fallback.clone()),
                 options,
                 Durability::Bulk,
             ) {
@@ -418,7 +438,7 @@ fn settle(
                     // Written behind our back after all (e.g. by a process that escaped
                     // the clean-up): the agent's value wins.
                     if let Stored::Value(value) = read_stored(store, key, inline_cap) {
-                        return (value, true, true);
+                        return stored(value);
                     }
                 }
                 Err(error) => tracing::warn!(key, %error, "could not store an agent's result"),
@@ -426,17 +446,18 @@ fn settle(
         }
         Stored::Unreadable(problem) => {
             tracing::warn!(key, %problem, "the agent stored an unreadable result; replacing it");
-            let mut value = fallback.value.clone();
-            if let Value::Object(object) = &mut value {
-                object.insert("stored_result_error".into(), Value::String(problem));
+            let mut replacement = fallback;
+            if let SubResult::Error(error) = &mut replacement {
+                error.stored_result_error = Some(problem);
             }
-            if let Err(error) = store.set(key, value.clone(), SetOptions::default().scope(scope)) {
+            let value = model_view(replacement.clone());
+            if let Err(error) = store.set(key, value, SetOptions::default().scope(scope)) {
                 tracing::warn!(key, %error, "could not store an agent's result");
             }
-            return (value, fallback.ok, false);
+            return (replacement, false);
         }
     }
-    (fallback.value, fallback.ok, false)
+    (fallback, false)
 }
 
 /// Looks at the disk (not just the store's index) for the agent's result.

@@ -31,8 +31,8 @@ pub use external::{
 };
 pub use lineage::{result_key, EnvVars, Lineage, LineageError, RESULT_KEY_PREFIX};
 pub use nested::{
-    run_child, ChildAnswer, ChildFailure, ChildOutcome, ChildRequest, ChildResult, ChildSpec,
-    ChildSpecError, SubRlmLauncher, CHILD_SPEC_FILE, CHILD_SPEC_FORMAT_VERSION,
+    child_totals, publish, run_child, ChildOutcome, ChildRequest, ChildSpec, ChildSpecError,
+    SubRlmLauncher, CHILD_SPEC_FILE, CHILD_SPEC_FORMAT_VERSION,
 };
 pub use outcome::OUTPUT_TRUNCATED_MARKER;
 pub use prompt::{agent_prompt, ref_line, AgentRef, CONTEXT_HEADING, HOW_TO_ANSWER_HEADING};

@@ -5,7 +5,7 @@
 //! what is left of its budgets), its task and the variable holding its context — to
 //! `agents/<id>/run.json` in the data directory, so neither a setting nor the task is
 //! ever on a command line. The child learns its place in the tree from the lineage
-//! variables ([`super::EnvVars`]), runs its own loop, and writes a [`ChildResult`] to
+//! variables ([`super::EnvVars`]), runs its own loop, and writes a [`SubResult`] to
 //! `sub-result-<id>`; the parent reads it back after the child exits, and the usage
 //! and depth reported there roll up into the parent's totals.
 
@@ -28,15 +28,17 @@ use super::external::path_with_own_dir;
 use super::lineage::Lineage;
 use super::AGENTS_DIR;
 use crate::accounting::{ChildTotals, Limits};
-use crate::ids::RunId;
-use crate::provider::Usage;
 use crate::settings::RunSettings;
+use rlm_protocol::{SubError, SubResult};
 
 /// Name of the spec file of a nested run: `agents/<id>/run.json`.
 pub const CHILD_SPEC_FILE: &str = "run.json";
 
 /// The version of [`ChildSpec`] this build writes and reads.
 pub const CHILD_SPEC_FORMAT_VERSION: u32 = 1;
+
+/// The exit code reported for a child that could not be started, as a shell does.
+const NOT_STARTABLE: i32 = 126;
 
 /// Bytes of a child's stdout kept (it prints nothing but errors with `-q`).
 const CHILD_STDOUT_CAP_BYTES: usize = 64 * 1024;
@@ -121,93 +123,41 @@ impl ChildSpec {
     }
 }
 
-/// What a nested run leaves in `sub-result-<id>` for its parent: `{"result": …, …}`
-/// when it answered, `{"error": …}` when it did not.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ChildResult {
-    /// It answered.
-    Answered(ChildAnswer),
-    /// It failed, was cancelled, or never said anything.
-    Failed(ChildFailure),
-}
-
-/// A nested run's answer and what it used, itself and its descendants together.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChildAnswer {
-    /// The answer.
-    pub result: String,
-    /// True when it was forced at a limit.
-    pub forced: bool,
-    /// Its run id (its trace is `runs/<run-id>/`).
-    pub run_id: RunId,
-    /// Iterations it used.
-    pub iterations: u32,
-    /// The deepest depth it or a descendant reached.
-    pub depth_reached: u32,
-    /// Sub-agents it started, descendants included.
-    pub sub_agents: u64,
-    /// Model calls, descendants included.
-    pub llm_calls: u64,
-    /// Tokens, descendants included.
-    pub usage: Usage,
-    /// Cost, when prices were configured.
-    pub cost_usd: Option<f64>,
-}
-
-/// How a nested run failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChildFailure {
-    /// What went wrong, in words.
-    pub error: String,
-    /// Its run id, when it got that far.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<RunId>,
-    /// It was stopped at `--agent-timeout`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub timed_out: bool,
-    /// The end of its stderr, when it said nothing itself.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub stderr_tail: String,
-}
-
-impl ChildResult {
-    /// What the child used, for the parent's totals (a failure reports nothing but its
-    /// depth).
-    pub fn totals(&self, child_depth: u32) -> ChildTotals {
-        match self {
-            Self::Answered(answer) => ChildTotals {
-                usage: answer.usage,
-                llm_calls: answer.llm_calls,
-                cost_usd: answer.cost_usd,
-                sub_agents: answer.sub_agents,
-                depth_reached: answer.depth_reached.max(child_depth),
-            },
-            Self::Failed(_) => ChildTotals {
-                depth_reached: child_depth,
-                ..ChildTotals::default()
-            },
-        }
+/// What a finished child used, for the parent's totals (a failure reports nothing but
+/// its depth).
+pub fn child_totals(result: &SubResult, child_depth: u32) -> ChildTotals {
+    match result {
+        SubResult::Answer(answer) => ChildTotals {
+            usage: answer.totals.usage,
+            llm_calls: answer.totals.llm_calls,
+            cost_usd: answer.totals.cost_usd,
+            sub_agents: answer.totals.sub_agents,
+            depth_reached: answer.depth_reached.max(child_depth),
+        },
+        SubResult::Error(_) => ChildTotals {
+            depth_reached: child_depth,
+            ..ChildTotals::default()
+        },
     }
+}
 
-    /// Writes the result where the parent waits for it (`lineage.result_key`, scope
-    /// `agent:<parent id>`). Nothing to do for a run no parent waits for.
-    pub fn publish(&self, store: &Store, lineage: &Lineage) -> Result<(), StoreError> {
-        let Some(key) = &lineage.result_key else {
-            return Ok(());
-        };
-        let scope = match &lineage.parent_id {
-            Some(parent) => parent.scope(),
-            None => GLOBAL_SCOPE.to_owned(),
-        };
-        let value = serde_json::to_value(self).map_err(|source| StoreError::Json {
-            action: "serialise",
-            key: key.clone(),
-            source,
-        })?;
-        store.set(key, value, SetOptions::default().scope(scope))?;
-        Ok(())
-    }
+/// Writes a run's result where its parent waits for it (`lineage.result_key`, scope
+/// `agent:<parent id>`). Nothing to do for a run no parent waits for.
+pub fn publish(result: &SubResult, store: &Store, lineage: &Lineage) -> Result<(), StoreError> {
+    let Some(key) = &lineage.result_key else {
+        return Ok(());
+    };
+    let scope = match &lineage.parent_id {
+        Some(parent) => parent.scope(),
+        None => GLOBAL_SCOPE.to_owned(),
+    };
+    let value = serde_json::to_value(result).map_err(|source| StoreError::Json {
+        action: "serialise",
+        key: key.clone(),
+        source,
+    })?;
+    store.set(key, value, SetOptions::default().scope(scope))?;
+    Ok(())
 }
 
 /// How `sub_rlm` starts child runs: the program, and the settings children derive
@@ -248,7 +198,7 @@ pub struct ChildOutcome {
     /// Its pid (0 if it could not start).
     pub pid: u32,
     /// What it reported, or the failure observed here.
-    pub result: ChildResult,
+    pub result: SubResult,
     /// How its process ended.
     pub termination: Termination,
     /// Wall time.
@@ -256,7 +206,7 @@ pub struct ChildOutcome {
 }
 
 /// Runs one child `rlm-orchestrate run` to completion under supervision and reads
-/// the result it wrote. Never fails: problems end up in a [`ChildResult::Failed`].
+/// the result it wrote. Never fails: problems end up in a [`SubResult::Error`].
 pub async fn run_child(
     launcher: &SubRlmLauncher,
     store: Arc<Store>,
@@ -264,13 +214,11 @@ pub async fn run_child(
 ) -> ChildOutcome {
     let not_started = |error: String| ChildOutcome {
         pid: 0,
-        result: ChildResult::Failed(ChildFailure {
-            error: format!("the sub-run could not start: {error}"),
-            run_id: None,
-            timed_out: false,
-            stderr_tail: String::new(),
-        }),
-        termination: Termination::Exited(126),
+        result: SubResult::Error(SubError::not_started(
+            format!("the sub-run could not start: {error}"),
+            NOT_STARTABLE,
+        )),
+        termination: Termination::Exited(NOT_STARTABLE),
         duration: Duration::ZERO,
     };
     let Some(key) = request.lineage.result_key.clone() else {
@@ -339,7 +287,7 @@ pub async fn run_child(
         .await
         .ok()
         .flatten()
-        .and_then(|value| serde_json::from_value::<ChildResult>((*value).clone()).ok());
+        .and_then(|value| serde_json::from_value::<SubResult>((*value).clone()).ok());
     // A failure the child reported stands when it exited normally; killed before it
     // could say anything (timeout, cancel, crash), or having written something that is
     // not a result, it failed the way its process ended.
@@ -351,17 +299,18 @@ pub async fn run_child(
             ),
             None => format!("the sub-run {}", supervised.termination),
         };
-        ChildResult::Failed(ChildFailure {
+        SubResult::Error(SubError {
             error,
-            run_id: None,
             timed_out: supervised.termination == Termination::TimedOut,
             stderr_tail: supervised.stderr_tail.clone(),
+            slurm: scheduler_failure.clone(),
+            ..SubError::default()
         })
     };
     let result = match stored {
-        Some(result @ ChildResult::Answered(_)) => result,
-        Some(result @ ChildResult::Failed(_)) if supervised.termination.success() => result,
-        Some(ChildResult::Failed(_)) | None => observed(),
+        Some(result @ SubResult::Answer(_)) => result,
+        Some(result @ SubResult::Error(_)) if supervised.termination.success() => result,
+        Some(SubResult::Error(_)) | None => observed(),
     };
     ChildOutcome {
         pid: supervised.pid,
@@ -404,22 +353,24 @@ mod tests {
 
     #[test]
     fn results_read_back_in_both_shapes() {
-        let answered: ChildResult = serde_json::from_value(json!({
+        let answered: SubResult = serde_json::from_value(json!({
+            "status": "answer",
             "result": "42", "forced": false, "run_id": "r", "iterations": 2,
             "usage": {"prompt_tokens": 3, "completion_tokens": 4},
             "cost_usd": 0.5, "sub_agents": 2, "depth_reached": 2, "llm_calls": 3
         }))
         .unwrap();
-        let totals = answered.totals(1);
+        let totals = child_totals(&answered, 1);
         assert_eq!(totals.usage.total(), 7);
         assert_eq!(totals.depth_reached, 2);
         assert_eq!(totals.sub_agents, 2);
-        let failed: ChildResult = serde_json::from_value(json!({"error": "boom"})).unwrap();
-        assert!(matches!(&failed, ChildResult::Failed(f) if f.error == "boom"));
-        assert_eq!(failed.totals(1).depth_reached, 1);
+        let failed: SubResult =
+            serde_json::from_value(json!({"status": "error", "error": "boom"})).unwrap();
+        assert!(matches!(&failed, SubResult::Error(f) if f.error == "boom"));
+        assert_eq!(child_totals(&failed, 1).depth_reached, 1);
         assert_eq!(
             serde_json::to_value(&failed).unwrap(),
-            json!({"error": "boom"})
+            json!({"status": "error", "error": "boom", "stderr_tail": ""})
         );
     }
 

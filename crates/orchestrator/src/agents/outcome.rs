@@ -1,13 +1,13 @@
 //! What an agent's run means for the model: an answer, or an error object it can read.
 //!
-//! The model sees agent failures as data (`{"error": …, "exit_code": 3, "stderr_tail":
-//! …}`), never as a crash of its own code, and it sees the same value whether it takes
+//! The model sees agent failures as data (a [`SubError`]: `{"status": "error",
+//! "error": …, "exit_code": 3, "stderr_tail": …}`), never as a crash of its own code, and it sees the same value whether it takes
 //! the return value of `spawn_agent` or reads `sub-result-<id>` later.
 
 use std::time::Duration;
 
 use rlm_process::{Supervised, Termination};
-use serde_json::{json, Map, Value};
+use rlm_protocol::SubError;
 
 /// Start of the marker appended to an answer cut at the stdout cap. Stable: tests and
 /// models may look for it.
@@ -42,9 +42,12 @@ pub(crate) fn stdout_text(run: &Supervised) -> String {
     text
 }
 
-/// The error object for an agent that gave no usable answer.
-pub(crate) fn error_object(run: &Supervised, timeout: Duration, grace: Duration) -> Value {
-    let mut object = Map::new();
+/// How an agent that gave no usable answer failed, for the model to read.
+pub(crate) fn failure(run: &Supervised, timeout: Duration, grace: Duration) -> SubError {
+    let mut failure = SubError {
+        stderr_tail: run.stderr_tail.clone(),
+        ..SubError::default()
+    };
     let kill_note = if run.forced_kill {
         format!(
             " (it ignored SIGTERM and was SIGKILLed after {} s)",
@@ -53,79 +56,65 @@ pub(crate) fn error_object(run: &Supervised, timeout: Duration, grace: Duration)
     } else {
         String::new()
     };
-    let message = match run.termination {
+    failure.error = match run.termination {
         Termination::Exited(0) => {
+            failure.exit_code = Some(0);
             "the agent exited successfully but printed nothing and stored no result".to_owned()
         }
         Termination::Exited(code) => {
-            object.insert("exit_code".into(), json!(code));
+            failure.exit_code = Some(code);
             format!("the agent exited with code {code}")
         }
         Termination::Signaled(signal) => {
-            object.insert("signal".into(), json!(signal));
+            failure.signal = Some(signal);
             format!("the agent {}", run.termination)
         }
         Termination::TimedOut => {
-            object.insert("timed_out".into(), json!(true));
-            object.insert("timeout_secs".into(), json!(timeout.as_secs_f64()));
+            failure.timed_out = true;
+            failure.timeout_secs = Some(timeout.as_secs_f64());
             format!(
                 "the agent timed out after {} s and was stopped{kill_note}; give it a smaller task or raise --agent-timeout",
                 timeout.as_secs_f64()
             )
         }
         Termination::Cancelled => {
-            object.insert("cancelled".into(), json!(true));
+            failure.cancelled = true;
             format!("the agent was cancelled{kill_note}")
         }
     };
-    if matches!(run.termination, Termination::Exited(0)) {
-        object.insert("exit_code".into(), json!(0));
-    }
-    object.insert("stderr_tail".into(), json!(run.stderr_tail));
     let stdout = stdout_text(run);
     if !stdout.is_empty() {
-        let shown = match stdout.char_indices().nth(ERROR_STDOUT_CHARS) {
+        failure.stdout = Some(match stdout.char_indices().nth(ERROR_STDOUT_CHARS) {
             None => stdout,
             Some((cut, _)) => format!(
                 "{}\n{OUTPUT_TRUNCATED_MARKER} the first {ERROR_STDOUT_CHARS} characters of {} bytes are shown]",
                 &stdout[..cut],
                 run.stdout_total_bytes
             ),
-        };
-        object.insert("stdout".into(), json!(shown));
+        });
     }
-    object.insert("error".into(), json!(message));
-    Value::Object(object)
+    failure
 }
 
-/// Puts the scheduler's failure first in an error object (`--runner slurm`): the job
-/// did not run to its end because of Slurm (no resources, a node failure, cancelled),
-/// not because of the agent; `slurm` holds the scheduler's own line.
-pub(crate) fn blame_the_scheduler(error: &mut Value, failure: String) {
-    if let Value::Object(object) = error {
-        let was = object
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        object.insert(
-            "error".into(),
-            json!(format!(
-                "{failure} ({was}); the scheduler, not the agent, ended it"
-            )),
-        );
-        object.insert("slurm".into(), json!(failure));
-    }
-}
-
-/// The error object for an agent that could not be started at all.
-pub(crate) fn not_started(message: String) -> Value {
-    json!({ "error": message, "exit_code": 127, "stderr_tail": "" })
+/// Puts the scheduler's failure first (`--runner slurm`): the job did not run to its
+/// end because of Slurm (no resources, a node failure, cancelled), not because of the
+/// agent; `slurm` holds the scheduler's own line.
+pub(crate) fn blame_the_scheduler(error: &mut SubError, failure: String) {
+    error.error = format!(
+        "{failure} ({}); the scheduler, not the agent, ended it",
+        error.error
+    );
+    error.slurm = Some(failure);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The failure as the model reads it.
+    fn failure_value(run: &Supervised, timeout: Duration, grace: Duration) -> serde_json::Value {
+        rlm_protocol::SubResult::Error(failure(run, timeout, grace)).to_value()
+    }
 
     fn run(termination: Termination, stdout: &[u8], total: u64) -> Supervised {
         Supervised {
@@ -159,7 +148,7 @@ mod tests {
 
     #[test]
     fn error_objects_name_the_failure() {
-        let failed = error_object(
+        let failed = failure_value(
             &run(Termination::Exited(3), b"partial", 7),
             Duration::from_secs(600),
             Duration::from_secs(2),
@@ -169,7 +158,7 @@ mod tests {
         assert_eq!(failed["stdout"], "partial");
         assert!(failed["error"].as_str().unwrap().contains("code 3"));
 
-        let timed_out = error_object(
+        let timed_out = failure_value(
             &run(Termination::TimedOut, b"", 0),
             Duration::from_secs(600),
             Duration::from_secs(2),
@@ -177,7 +166,7 @@ mod tests {
         assert_eq!(timed_out["timed_out"], true);
         assert!(timed_out.get("stdout").is_none());
 
-        let killed = error_object(
+        let killed = failure_value(
             &run(Termination::Signaled(9), b"", 0),
             Duration::from_secs(1),
             Duration::from_secs(2),
@@ -185,7 +174,7 @@ mod tests {
         assert_eq!(killed["signal"], 9);
         assert!(killed["error"].as_str().unwrap().contains("SIGKILL"));
 
-        let silent = error_object(
+        let silent = failure_value(
             &run(Termination::Exited(0), b"  \n", 3),
             Duration::from_secs(1),
             Duration::from_secs(2),
@@ -200,7 +189,7 @@ mod tests {
     #[test]
     fn long_stdout_in_an_error_is_clipped_with_the_marker() {
         let long = vec![b'y'; ERROR_STDOUT_CHARS + 10];
-        let object = error_object(
+        let object = failure_value(
             &run(Termination::Exited(1), &long, long.len() as u64),
             Duration::from_secs(1),
             Duration::from_secs(2),

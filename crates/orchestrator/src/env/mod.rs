@@ -12,11 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::host::Host;
 use crate::prompt::{self, PromptFeatures};
 use crate::provider::{ToolCall, ToolSpec};
+
+pub use rlm_protocol::context::{ContextShape, ContextSource};
+pub use rlm_protocol::repl::{ExecOutcome, FinalAnswer, HistoryEntry, ReplVariable, ToolOutcome};
 
 pub mod js;
 pub mod python;
@@ -116,157 +118,6 @@ pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFa
             tools: options.tools.clone(),
         })),
     }
-}
-
-/// How a run ended from inside code.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FinalAnswer {
-    /// `FINAL_VAR(name)`: the variable's value, a string as is, anything else as JSON.
-    Var {
-        /// The variable's name.
-        name: String,
-        /// Its rendered value.
-        value: String,
-    },
-    /// `SUBMIT(obj)`: a structured answer.
-    Submit {
-        /// The payload.
-        value: Value,
-    },
-}
-
-/// The result of executing one code block.
-#[derive(Debug, Clone, Default)]
-pub struct ExecOutcome {
-    /// What the code printed.
-    pub stdout: String,
-    /// What the code wrote to stderr.
-    pub stderr: String,
-    /// The exception (traceback) if the code raised.
-    pub error: Option<String>,
-    /// Set when the code called `FINAL_VAR` or `SUBMIT`.
-    pub final_answer: Option<FinalAnswer>,
-    /// The code ran past the execution timeout and was interrupted.
-    pub timed_out: bool,
-    /// The environment was restarted: every variable the model made is gone.
-    pub restarted: bool,
-    /// Wall time of the execution.
-    pub duration: Duration,
-}
-
-impl ExecOutcome {
-    /// Everything the model should see, in order: stdout, stderr, error, notices.
-    pub fn combined_output(&self) -> String {
-        let mut out = self.stdout.clone();
-        for extra in [Some(&self.stderr), self.error.as_ref()]
-            .into_iter()
-            .flatten()
-        {
-            if !extra.is_empty() {
-                if !out.is_empty() && !out.ends_with('\n') {
-                    out.push('\n');
-                }
-                out.push_str(extra);
-            }
-        }
-        if self.timed_out {
-            out.push_str("\n[execution interrupted: it exceeded the execution timeout]");
-        }
-        if self.restarted {
-            out.push_str("\n[the REPL was restarted: variables you defined are lost; `context` and helpers are loaded again]");
-        }
-        out
-    }
-}
-
-/// The result of one tool call (`--env tools`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolOutcome {
-    /// What goes back to the model as the call's result.
-    pub content: String,
-    /// The call failed (unknown tool, bad arguments, …); the model is told so.
-    pub is_error: bool,
-    /// Set by `final_answer`: the run's answer.
-    pub final_answer: Option<String>,
-}
-
-impl ToolOutcome {
-    /// A successful result.
-    pub fn result(content: impl Into<String>) -> Self {
-        Self {
-            content: content.into(),
-            is_error: false,
-            final_answer: None,
-        }
-    }
-
-    /// An error result: the message says what is wrong and what to do.
-    pub fn error(message: impl Into<String>) -> Self {
-        Self {
-            content: message.into(),
-            is_error: true,
-            final_answer: None,
-        }
-    }
-}
-
-/// A variable the model defined in the REPL (for the inventory and `SHOW_VARS`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplVariable {
-    /// Its name.
-    pub name: String,
-    /// Python/JS type name.
-    pub type_name: String,
-    /// Length or size (items for collections, chars for strings).
-    pub size: u64,
-    /// A short preview (at most 80 chars).
-    pub preview: String,
-}
-
-/// How the context reaches the environment: by file path, never through a pipe.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ContextSource {
-    /// `single`: `context` is the value of the one file; `list`: a list of the files' values.
-    pub shape: ContextShape,
-    /// Variable files (`<data-dir>/variables/*.json`), read directly by the environment.
-    pub files: Vec<PathBuf>,
-    /// The keys of those variables, in the same order (empty when not known).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub keys: Vec<String>,
-    /// Characters per item of `context_chunks` (a lazy view; no copy is made).
-    pub chunk_chars: u64,
-    /// For a single text context: its length in characters (lets the kernel allocate
-    /// the string once).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chars: Option<u64>,
-    /// For a single text context: an upper bound of its largest code point
-    /// (127, 255, 65535 or 1114111).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_char: Option<u32>,
-    /// The files that `file` variables among `files` refer to: the environment reads
-    /// them where they are (a confined kernel is allowed to).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub referenced: Vec<PathBuf>,
-}
-
-/// Shape of `context`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ContextShape {
-    /// One value.
-    Single,
-    /// A list of values.
-    List,
-}
-
-/// An earlier query of a persistent session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// The query.
-    pub query: String,
-    /// Its answer.
-    pub answer: String,
 }
 
 /// Everything an environment needs to start.

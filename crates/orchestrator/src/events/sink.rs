@@ -6,7 +6,6 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{Event, EventData, RunSummaryFile};
 use crate::ids::{AgentId, RunId};
@@ -237,13 +236,7 @@ fn clip_traced(text: &str, limit: usize) -> String {
     )
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use rlm_protocol::now_ms;
 
 #[cfg(test)]
 mod tests {

@@ -6,13 +6,12 @@
 //! an argument is missing…) or ends the run ([`HostError::Fatal`]). [`RunHost`] serves
 //! the calls of one run.
 
-mod call;
 mod fan_out;
 mod serve;
 
 use std::sync::Arc;
 
-pub use call::{
+pub use rlm_protocol::host_call::{
     AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
 };
 pub use serve::{

@@ -11,14 +11,16 @@ use std::time::Duration;
 
 use rlm_context_store::{ListFilter, SetOptions, Store, StoreError};
 use rlm_process::CancellationToken;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
+use rlm_protocol::host_call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
+use rlm_protocol::SubResult;
+
 use super::{expected_cost, fan_out, record_call, Host, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
-    run_child, run_external_agent, AgentCommand, AgentRef, AgentSandbox, ChildRequest, ChildResult,
-    ExternalAgentSpec, Lineage, SubRlmLauncher,
+    child_totals, run_child, run_external_agent, AgentCommand, AgentRef, AgentSandbox,
+    ChildRequest, ExternalAgentSpec, Lineage, SubRlmLauncher,
 };
 use crate::cache::{CallCache, CallKey};
 use crate::events::{
@@ -189,21 +191,13 @@ impl RunHost {
         Ok(completion.text)
     }
 
-    /// Several plain calls, `--max-parallel` at a time; each answer or `{"error"}`.
+    /// Several plain calls, `--max-parallel` at a time; each answer or error object.
     async fn llm_query_parallel(&self, prompts: Vec<PromptArgs>) -> Result<HostReply, HostError> {
         let answers = fan_out::in_order(prompts, self.settings.max_parallel, |args| async move {
             self.llm_query(&args, CallPurpose::LlmQuery).await
         })
         .await;
-        answers
-            .into_iter()
-            .map(|answer| match answer {
-                Ok(text) => Ok(Value::String(text)),
-                Err(HostError::RespondToModel(error)) => Ok(json!({ "error": error })),
-                Err(fatal @ HostError::Fatal(_)) => Err(fatal),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array)
+        answers_in_order(answers.into_iter().map(|answer| answer.map(Value::String)))
     }
 
     /// `sub_rlm` at max depth (or when children are disabled): a plain call with the
@@ -299,7 +293,7 @@ impl RunHost {
             cancel: Some(self.settings.cancel.clone()),
         };
         let outcome = run_child(launcher, Arc::clone(&self.store), request).await;
-        let totals = outcome.result.totals(child_depth);
+        let totals = child_totals(&outcome.result, child_depth);
         self.accounting.record_child(&totals);
         self.sink
             .emit(EventData::SubAgentFinished(SubAgentFinished {
@@ -309,17 +303,14 @@ impl RunHost {
                 usage: totals.usage,
             }));
         match outcome.result {
-            ChildResult::Answered(answer) => {
+            SubResult::Answer(answer) => {
+                let text = answer.text();
                 self.cache
-                    .put(
-                        &cache_key,
-                        CachedCall::SubRlm,
-                        &Value::String(answer.result.clone()),
-                    )
+                    .put(&cache_key, CachedCall::SubRlm, &Value::String(text.clone()))
                     .await;
-                Ok(answer.result)
+                Ok(text)
             }
-            ChildResult::Failed(failure) => {
+            SubResult::Error(failure) => {
                 let mut message = format!("the sub-run failed: {}", failure.error);
                 let tail = failure.stderr_tail.trim();
                 if !tail.is_empty() {
@@ -415,21 +406,13 @@ impl RunHost {
         Ok(outcome.value)
     }
 
-    /// Several nested runs, `--max-parallel` at a time; each answer or `{"error"}`.
+    /// Several nested runs, `--max-parallel` at a time; each answer or error object.
     async fn sub_rlm_parallel(&self, jobs: Vec<SubRlmArgs>) -> Result<HostReply, HostError> {
         let answers = fan_out::in_order(jobs, self.settings.max_parallel, |args| async move {
             self.sub_rlm(&args).await
         })
         .await;
-        answers
-            .into_iter()
-            .map(|answer| match answer {
-                Ok(text) => Ok(Value::String(text)),
-                Err(HostError::RespondToModel(error)) => Ok(json!({ "error": error })),
-                Err(fatal @ HostError::Fatal(_)) => Err(fatal),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array)
+        answers_in_order(answers.into_iter().map(|answer| answer.map(Value::String)))
     }
 
     /// Several agents, `--max-parallel` at a time; each answer or error object.
@@ -438,15 +421,7 @@ impl RunHost {
             self.spawn_agent(&job).await
         })
         .await;
-        answers
-            .into_iter()
-            .map(|answer| match answer {
-                Ok(value) => Ok(value),
-                Err(HostError::RespondToModel(error)) => Ok(json!({ "error": error })),
-                Err(fatal @ HostError::Fatal(_)) => Err(fatal),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array)
+        answers_in_order(answers)
     }
 
     async fn store_set(&self, key: String, value: Value) -> Result<HostReply, HostError> {
@@ -591,4 +566,20 @@ impl Host for RunHost {
                 .map(|()| Value::Null),
         }
     }
+}
+
+/// The reply of a parallel helper: each answer in order, a failure the model can act on
+/// as its [`SubResult::Error`] object in that place; a fatal failure fails the call.
+fn answers_in_order(
+    answers: impl IntoIterator<Item = Result<Value, HostError>>,
+) -> Result<HostReply, HostError> {
+    answers
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(value) => Ok(value),
+            Err(HostError::RespondToModel(error)) => Ok(SubResult::error(error).to_value()),
+            Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Value::Array)
 }

@@ -27,6 +27,7 @@ pub use config::{
 };
 pub use openai::OpenAiProvider;
 pub use retry::RetryPolicy;
+pub use rlm_protocol::{ToolCall, ToolSpec, Usage};
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,29 +105,6 @@ impl ChatMessage {
     }
 }
 
-/// A tool the model may call through the provider's native tool calling.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    /// Its name (`ctx_grep`).
-    pub name: String,
-    /// What it does, for the model.
-    pub description: String,
-    /// Its arguments, as a JSON Schema object.
-    pub parameters: serde_json::Value,
-}
-
-/// A tool call the model made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The id the provider gave it (tool results name it).
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments as the model wrote them: JSON text, not checked here (a model may
-    /// write invalid JSON; the tool reports that to it).
-    pub arguments: String,
-}
-
 /// A request for one completion.
 #[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
@@ -140,27 +118,6 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// The tool the model must call (`None`: it chooses, or answers in text).
     pub required_tool: Option<String>,
-}
-
-/// Tokens used by a call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Prompt (input) tokens.
-    pub prompt_tokens: u64,
-    /// Completion (output) tokens.
-    pub completion_tokens: u64,
-}
-
-impl Usage {
-    /// Adds another call's usage.
-    pub fn add(&mut self, other: Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-    }
-    /// Prompt plus completion tokens.
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
-    }
 }
 
 /// Estimated usage when a provider reports none: about four characters a token,

@@ -588,6 +588,29 @@ async fn a_prompt_too_long_for_one_argument_fails_fast_with_a_hint() {
     assert!(outcome.value.as_str().unwrap().starts_with(&task));
 }
 
+/// The model and the trace are told the same exit code for an agent that never ran:
+/// 127 for a program that is not there, 126 for one that could not be started (the
+/// model was told 127 for both while the trace said 126).
+#[tokio::test]
+async fn an_agent_that_never_ran_reports_one_exit_code_to_the_model_and_the_trace() {
+    let fx = Fixture::new();
+    let missing = AgentCommand::parse("/nonexistent/rlm-agent {prompt}").unwrap();
+    let outcome = fx.run(&missing, fx.spec("t", vec![])).await;
+    assert_eq!(outcome.termination, Termination::Exited(127));
+    assert_eq!(outcome.value["exit_code"], 127);
+    assert_eq!(outcome.value["status"], "error");
+
+    let too_long = fx
+        .run(
+            &fake("echo-prompt --prompt {prompt}"),
+            fx.spec(&"y".repeat(200 * 1024), vec![]),
+        )
+        .await;
+    assert_eq!(too_long.termination, Termination::Exited(126));
+    assert_eq!(too_long.value["exit_code"], 126, "{}", too_long.value);
+    assert_eq!(fx.stored(&too_long.result_key).0, too_long.value);
+}
+
 #[tokio::test]
 async fn an_unreadable_stored_result_is_replaced_by_the_stdout_answer() {
     let fx = Fixture::new();

@@ -1,7 +1,7 @@
 //! The host calls model code makes, as one type shared by every environment.
 //!
 //! An environment turns a helper call in the model's code (`llm_query(...)`,
-//! `store.set(...)`, …) into a [`HostCall`] and hands it to the [`Host`](super::Host);
+//! `store.set(...)`, …) into a [`HostCall`] and hands it to the host;
 //! the answer comes back as a [`HostReply`] or a [`HostError`]. On the wire (the Python
 //! kernel's `host_call` message) a call is `{"method": "llm_query", "args": {...}}`,
 //! exactly this enum's serde form, parsed strictly: an unknown method, a missing or

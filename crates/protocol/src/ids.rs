@@ -15,8 +15,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::now_ms;
 use crate::format::UtcTime;
+use crate::time::now_ms;
 
 /// Longest agent id (it is part of file names and variable keys).
 const MAX_AGENT_ID_CHARS: usize = 128;
