@@ -1,11 +1,10 @@
 //! Integration tests of the orchestrator library, in one test binary so it builds
-//! once: providers against the mock model servers, external agents as real processes,
+//! once: external agents as real processes,
 //! the Python environment with a real kernel, and persistent sessions end to end.
 
 mod agents;
 mod fuzz;
 mod js_env;
-mod providers;
 mod python_env;
 mod python_hostile;
 mod referenced_context;

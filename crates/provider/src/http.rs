@@ -333,7 +333,7 @@ impl RawCompletion {
 /// The start of some text, for error messages.
 pub(crate) fn preview(text: &str) -> String {
     const PREVIEW_CHARS: usize = 200;
-    crate::format::clip(text, PREVIEW_CHARS)
+    rlm_protocol::format::clip(text, PREVIEW_CHARS)
 }
 
 /// How long to wait for the end of a stream after its last event, so the connection

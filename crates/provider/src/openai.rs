@@ -283,7 +283,7 @@ fn read_usage(value: &Value) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{ProviderKind, ToolCall, ToolSpec};
+    use crate::{ProviderKind, ToolCall, ToolSpec};
 
     fn config(base_url: &str) -> ProviderConfig {
         let mut config = ProviderConfig::new(ProviderKind::OpenAi, "gpt-test");

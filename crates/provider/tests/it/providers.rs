@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rlm_orchestrator::provider::{
+use rlm_provider::{
     build_provider, AnthropicProvider, ApiKey, ChatMessage, ChatRequest, CliProvider,
     OpenAiProvider, Provider, ProviderConfig, ProviderError, ProviderKind, ToolSpec, Usage,
 };
@@ -63,10 +63,7 @@ fn request() -> ChatRequest {
 async fn complete_collecting(
     provider: &dyn Provider,
     request: &ChatRequest,
-) -> (
-    Result<rlm_orchestrator::provider::Completion, ProviderError>,
-    Vec<String>,
-) {
+) -> (Result<rlm_provider::Completion, ProviderError>, Vec<String>) {
     let deltas = Mutex::new(Vec::new());
     let sink = |delta: &str| deltas.lock().unwrap().push(delta.to_owned());
     let result = provider.complete(request, Some(&sink)).await;

@@ -2,7 +2,32 @@
 //! Messages API and a command used as a model.
 //!
 //! The loop only sees [`Provider::complete`]. Retries, timeouts, streaming and usage
-//! accounting are each provider's business; errors name the endpoint or command.
+//! accounting are each provider's business; errors name the endpoint or command. The
+//! crate stands on its own: build a provider from a [`ProviderConfig`] and ask it.
+//!
+//! ```
+//! use rlm_provider::{build_provider, ChatMessage, ChatRequest, ProviderConfig, ProviderKind};
+//! use rlm_test_support::mock_llm::{MockLlm, MockReply, MockScript};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // A scripted OpenAI-compatible server on 127.0.0.1 stands in for a real endpoint.
+//! let server = MockLlm::start(MockScript::replies([MockReply::text("Paris.")])).await?;
+//!
+//! let mut config = ProviderConfig::new(ProviderKind::OpenAi, "any-model");
+//! config.base_url = Some(server.base_url());
+//! let provider = build_provider(&config)?;
+//!
+//! let request = ChatRequest {
+//!     messages: vec![ChatMessage::user("The capital of France?")],
+//!     ..ChatRequest::default()
+//! };
+//! let completion = provider.complete(&request, None).await?;
+//! assert_eq!(completion.text, "Paris.");
+//! assert_eq!(completion.attempts, 1);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::time::Duration;
 

@@ -116,10 +116,16 @@ pub struct ProviderConfig {
     /// Retries after the first attempt on 429, 5xx and connection errors.
     pub retries: u32,
     /// Bound on one attempt (HTTP), or on the whole command (`cli`).
-    #[serde(with = "crate::format::duration_ms", rename = "request_timeout_ms")]
+    #[serde(
+        with = "rlm_protocol::format::duration_ms",
+        rename = "request_timeout_ms"
+    )]
     pub request_timeout: Duration,
     /// Backoff before the first retry; doubles with each retry.
-    #[serde(with = "crate::format::duration_ms", rename = "retry_base_delay_ms")]
+    #[serde(
+        with = "rlm_protocol::format::duration_ms",
+        rename = "retry_base_delay_ms"
+    )]
     pub retry_base_delay: Duration,
     /// Stream the answer (SSE) instead of waiting for the whole body.
     pub stream: bool,

@@ -285,7 +285,7 @@ fn tail(stderr: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ProviderKind;
+    use crate::ProviderKind;
 
     fn cli(command: &str) -> Result<CliProvider, ProviderError> {
         let mut config = ProviderConfig::new(ProviderKind::Cli, "");

@@ -361,7 +361,7 @@ fn read_usage(usage: Option<&Value>, known: Option<Usage>) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{ChatMessage, ProviderKind, ToolCall, ToolSpec};
+    use crate::{ChatMessage, ProviderKind, ToolCall, ToolSpec};
 
     fn provider(base_url: &str) -> AnthropicProvider {
         let mut config = ProviderConfig::new(ProviderKind::Anthropic, "claude-test");
