@@ -9,6 +9,7 @@
 //! (timestamps, ids, clipped text).
 
 pub mod context;
+pub mod env_vars;
 pub mod format;
 pub mod host_call;
 pub mod ids;
@@ -20,6 +21,7 @@ pub mod tools;
 pub mod totals;
 
 pub use context::{ContextShape, ContextSource, CHUNK_CHARS};
+pub use env_vars::EnvVars;
 pub use host_call::{
     AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
 };

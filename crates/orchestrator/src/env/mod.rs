@@ -1,83 +1,20 @@
 //! REPL environments: where model-written code runs.
 //!
 //! The loop talks to an [`Environment`]; an environment calls back into the
-//! orchestrator through a [`Host`] for everything that needs a model, the store or a
-//! sub-agent (`llm_query`, `sub_rlm`, `store.set`, …), as typed
-//! [`HostCall`](crate::host::HostCall)s. A run picks its environment through one
-//! [`EnvironmentFactory`] ([`factory_for`] maps an [`EnvKind`] to it), and nothing
-//! outside an environment's own module knows its language.
+//! orchestrator through a [`Host`](crate::host::Host) for everything that needs a
+//! model, the store or a sub-agent (`llm_query`, `sub_rlm`, `store.set`, …), as typed
+//! [`HostCall`](crate::host::HostCall)s. The seam is the `rlm-env` crate; each kind is
+//! its own crate (`rlm-env-python`, `rlm-env-js`, `rlm-env-tools`), and this module is
+//! the one place that knows all three: [`factory_for`] maps an [`EnvKind`] to its
+//! factory.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::host::Host;
-use crate::prompt::{self, PromptFeatures};
-use crate::provider::{ToolCall, ToolSpec};
-
-pub use rlm_protocol::context::{ContextShape, ContextSource};
-pub use rlm_protocol::repl::{ExecOutcome, FinalAnswer, HistoryEntry, ReplVariable, ToolOutcome};
-
-pub mod js;
-pub mod python;
-pub mod tools;
-
-/// Which environment runs the model's code (`--env`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnvKind {
-    /// A persistent `python3` kernel ([`python::PythonEnv`]).
-    #[default]
-    Python,
-    /// Embedded JavaScript (QuickJS) with no file system or network ([`js::JsEnv`]).
-    Js,
-    /// No code: bounded micro-tools called through tool calling ([`tools::ToolsEnv`]).
-    Tools,
-}
-
-impl EnvKind {
-    /// The built-in system prompt of this environment, for the features configured
-    /// (under `tools`, with every micro-tool offered).
-    pub fn system_prompt(self, features: PromptFeatures) -> String {
-        match self {
-            Self::Python => prompt::system_prompt(&python::guide(features)),
-            Self::Js => prompt::system_prompt(&js::guide(features)),
-            Self::Tools => tools::system_prompt(features, &tools::MicroTool::ALL),
-        }
-    }
-
-    /// The name used on the command line and in traces.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Python => python::LANGUAGE,
-            Self::Js => js::LANGUAGE,
-            Self::Tools => tools::LANGUAGE,
-        }
-    }
-}
-
-impl std::fmt::Display for EnvKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Starts the environment of a run; the one seam through which a run chooses where
-/// the model's code runs.
-#[async_trait::async_trait]
-pub trait EnvironmentFactory: Send + Sync {
-    /// The kind of environment it starts.
-    fn kind(&self) -> EnvKind;
-
-    /// Starts one, given its configuration and the host serving its calls.
-    async fn start(
-        &self,
-        config: EnvConfig,
-        host: Arc<dyn Host>,
-    ) -> Result<Box<dyn Environment>, EnvError>;
-}
+pub use rlm_env::*;
+pub use rlm_env_js as js;
+pub use rlm_env_python as python;
+pub use rlm_env_tools as tools;
 
 /// Options of every kind of environment, for [`factory_for`].
 #[derive(Debug, Clone)]
@@ -118,145 +55,4 @@ pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFa
             tools: options.tools.clone(),
         })),
     }
-}
-
-/// Everything an environment needs to start.
-#[derive(Debug, Clone)]
-pub struct EnvConfig {
-    /// The data directory (for `store.*` helpers reading files directly).
-    pub data_dir: PathBuf,
-    /// Where `context` comes from; `None` for no context.
-    pub context: Option<ContextSource>,
-    /// The task text (`query`).
-    pub query: String,
-    /// Earlier `{query, answer}` pairs (`history`).
-    pub history: Vec<HistoryEntry>,
-    /// Per-execution timeout.
-    pub exec_timeout: Duration,
-    /// The depth of the run (0 for the root).
-    pub depth: u32,
-    /// `--max-depth`: at this depth no sub-model is asked.
-    pub max_depth: u32,
-    /// Characters of context a sub-model call may carry.
-    pub sub_context_chars: usize,
-    /// Referenced files larger than this many bytes are read lazily (`Some(0)`: all of
-    /// them; `None`: none), from `--lazy-context` / `--lazy-above`.
-    pub lazy_above: Option<u64>,
-}
-
-/// Why an environment failed (fatal for the run, unlike exceptions in model code).
-#[derive(Debug, thiserror::Error)]
-pub enum EnvError {
-    /// A host call of the model's code failed in a way that ends the run.
-    #[error("a host call of the {env} REPL failed: {message}")]
-    HostFatal {
-        /// Which environment.
-        env: EnvKind,
-        /// What failed.
-        message: String,
-    },
-    /// The environment could not be started.
-    #[error("failed to start the {env} REPL ({command}): {message}")]
-    Start {
-        /// Which environment.
-        env: EnvKind,
-        /// What was run.
-        command: String,
-        /// What went wrong, with a stderr tail if any.
-        message: String,
-    },
-    /// The environment broke and could not be restarted.
-    #[error("the {env} REPL failed and could not be restarted: {message}")]
-    Broken {
-        /// Which environment.
-        env: EnvKind,
-        /// What went wrong.
-        message: String,
-    },
-    /// A request of a persistent session failed; the environment itself still works.
-    #[error("the {env} REPL could not {action}: {message}")]
-    Request {
-        /// Which environment.
-        env: EnvKind,
-        /// What was asked, e.g. `load the new context`.
-        action: &'static str,
-        /// What went wrong.
-        message: String,
-    },
-}
-
-/// A persistent REPL.
-#[async_trait::async_trait]
-pub trait Environment: Send {
-    /// Which kind it is.
-    fn kind(&self) -> EnvKind;
-
-    /// The fence tags besides `repl` whose code runs here (the first one is used when
-    /// the transcript shows code back, e.g. `python`).
-    fn fence_tags(&self) -> &'static [&'static str];
-
-    /// The built-in system prompt for this environment.
-    fn system_prompt(&self, features: PromptFeatures) -> String {
-        self.kind().system_prompt(features)
-    }
-
-    /// The tools the model may call (empty: the model writes code instead).
-    fn tools(&self) -> Vec<ToolSpec> {
-        Vec::new()
-    }
-
-    /// Runs one tool call of the model; an unknown tool or bad arguments are an error
-    /// result, not an `Err` (which ends the run).
-    async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError> {
-        Ok(ToolOutcome::error(format!(
-            "no tools are offered under --env {}: write code instead (`{}` was called)",
-            self.kind(),
-            call.name
-        )))
-    }
-
-    /// What the user should hear about the environment once, e.g. that the code
-    /// runs less confined than `--sandbox` asked (taken: a second call returns none).
-    fn take_notices(&mut self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// Runs one code block; state persists across calls.
-    async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError>;
-
-    /// The value of a variable for `FINAL_VAR(name)` written outside code: a string as
-    /// is, anything else as JSON; `None` when no such variable exists.
-    async fn final_var(&mut self, name: &str) -> Result<Option<String>, EnvError>;
-
-    /// The variables the model defined (bounded by the caller).
-    async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError>;
-
-    /// Adds a query and its answer to `history` (persistent sessions).
-    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError>;
-
-    /// Starts the next query of a persistent session: `query` becomes the task and
-    /// `context`, when given, is loaded into a new slot (`contexts[i]`, `context_<i>`)
-    /// that `context` then points at. Variables the model defined are kept.
-    async fn next_query(
-        &mut self,
-        query: &str,
-        context: Option<ContextSource>,
-    ) -> Result<(), EnvError> {
-        let _ = (query, context);
-        Err(EnvError::Request {
-            env: self.kind(),
-            action: "start another query",
-            message: "this environment does not keep sessions".to_owned(),
-        })
-    }
-
-    /// Brings the environment back to idle after a query was abandoned in the middle
-    /// of an execution (cancelled): code still running is interrupted, and the
-    /// environment is restarted if it does not stop.
-    async fn recover(&mut self) -> Result<(), EnvError> {
-        Ok(())
-    }
-
-    /// Stops the environment and every process it started.
-    async fn shutdown(&mut self);
 }

@@ -11,6 +11,8 @@ mod serve;
 
 use std::sync::Arc;
 
+pub use rlm_env::Host;
+
 pub use rlm_protocol::host_call::{
     AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
 };
@@ -22,13 +24,6 @@ pub use serve::{
 use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
 use crate::provider::{ChatMessage, ChatRequest, Completion, Prices, Provider};
-
-/// Serves the host calls of model code, asynchronously and concurrently.
-#[async_trait::async_trait]
-pub trait Host: Send + Sync {
-    /// Serves one call.
-    async fn call(&self, call: HostCall) -> Result<HostReply, HostError>;
-}
 
 /// A model with its price.
 #[derive(Clone)]

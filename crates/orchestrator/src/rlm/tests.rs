@@ -87,6 +87,9 @@ impl Environment for FakeEnv {
     fn kind(&self) -> crate::env::EnvKind {
         crate::env::EnvKind::Python
     }
+    fn system_prompt(&self, features: crate::env::PromptFeatures) -> String {
+        crate::env::system_prompt(&crate::env::python::guide(features))
+    }
     fn fence_tags(&self) -> &'static [&'static str] {
         &["python"]
     }

@@ -11,7 +11,7 @@ use tokio::io::BufReader;
 
 use super::protocol::Incoming;
 use super::reader::{read_line_bounded, Line};
-use crate::host::HostCall;
+use rlm_env::HostCall;
 
 /// The token the fuzzed kernel's messages must carry.
 const TOKEN: &str = "tok-7f3a";

@@ -18,8 +18,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::env::{ContextSource, FinalAnswer, HistoryEntry, ReplVariable};
-use crate::host::{HostError, HostReply};
+use rlm_env::{ContextSource, FinalAnswer, HistoryEntry, ReplVariable};
+use rlm_env::{HostError, HostReply};
 
 /// The first request: everything the driver needs to set up its globals.
 #[derive(Debug, Serialize)]
@@ -309,7 +309,7 @@ mod tests {
             "{\"type\":\"next_query\",\"id\":4,\"query\":\"why?\"}\n"
         );
         let source = ContextSource {
-            shape: crate::env::ContextShape::Single,
+            shape: rlm_env::ContextShape::Single,
             files: vec!["/d/variables/c.json".into()],
             keys: Vec::new(),
             chunk_chars: 10,
@@ -335,7 +335,7 @@ mod tests {
     #[test]
     fn outgoing_messages_keep_their_shape() {
         let source = ContextSource {
-            shape: crate::env::ContextShape::Single,
+            shape: rlm_env::ContextShape::Single,
             files: vec!["/d/variables/c.json".into()],
             keys: Vec::new(),
             chunk_chars: 100_000,
@@ -429,7 +429,7 @@ mod tests {
         else {
             panic!("not a host call");
         };
-        assert!(crate::host::HostCall::parse(&method, args).is_ok());
+        assert!(rlm_env::HostCall::parse(&method, args).is_ok());
         assert!(
             Incoming::parse(br#"{"token":"t","type":"result"}"#, "t").is_err(),
             "no id"

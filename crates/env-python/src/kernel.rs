@@ -29,9 +29,9 @@ use super::confine;
 use super::protocol::{self, HostResult, Init, Request};
 use super::reader::{read_loop, Event, FatalSlot, InFlight, ReadLoop};
 use super::PythonOptions;
-use crate::agents::EnvVars;
-use crate::env::{ContextSource, EnvConfig};
-use crate::host::{Host, HostError};
+use rlm_env::{ContextSource, EnvConfig};
+use rlm_env::{Host, HostError};
+use rlm_protocol::EnvVars;
 
 /// The driver, embedded in the binary and sent to the kernel's stdin at start: its
 /// parts, split by purpose, in the order they run.
@@ -109,7 +109,7 @@ impl Kernel {
     /// `more_contexts` are the context slots a session added after `config.context`.
     pub fn spawn(
         config: &EnvConfig,
-        history: &[crate::env::HistoryEntry],
+        history: &[rlm_env::HistoryEntry],
         more_contexts: &[ContextSource],
         options: &PythonOptions,
         host: Arc<dyn Host>,

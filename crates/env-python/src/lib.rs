@@ -56,22 +56,19 @@ pub use kernel::KernelInfo;
 
 use self::kernel::{Kernel, Waited};
 use self::protocol::{ExecReply, FinalVarReply, ListVarsReply, NextQueryReply, Request};
-use crate::context::CHUNK_CHARS;
-use crate::env::{
+use rlm_env::Host;
+use rlm_env::CHUNK_CHARS;
+use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
+use rlm_env::{
     ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
     HistoryEntry, ReplVariable,
 };
-use crate::host::Host;
-use crate::prompt::{EnvGuide, PromptFeatures};
-
-/// The environment's name (`--env python`) and the fence tag its code is shown with.
-pub(crate) const LANGUAGE: &str = "python";
 
 /// Fence tags whose code runs here besides `repl`.
 const FENCE_TAGS: &[&str] = &["python", "py", "python3"];
 
 /// What the system prompt says about the Python REPL and its helpers.
-pub(crate) fn guide(features: PromptFeatures) -> EnvGuide {
+pub fn guide(features: PromptFeatures) -> EnvGuide {
     let chars = features.sub_context_chars;
     let mut delegate = format!(
         "llm_query(prompt, context=piece) asks a sub-model about a piece of at most about {chars} characters; llm_query_parallel([...]) asks about many pieces at once; sub_rlm(query, context=piece) runs a nested RLM over a large piece and sub_rlm_parallel([(query, piece), ...]) runs several at once"
@@ -517,6 +514,10 @@ fn add_error(error: &mut Option<String>, notice: String) {
 impl Environment for PythonEnv {
     fn kind(&self) -> EnvKind {
         EnvKind::Python
+    }
+
+    fn system_prompt(&self, features: PromptFeatures) -> String {
+        system_prompt(&guide(features))
     }
 
     fn take_notices(&mut self) -> Vec<String> {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use regex::Regex;
 use rlm_context_store::{file_ref_in_variable_file, format, Store, VariableType};
 
-use crate::format::clip;
+use rlm_protocol::format::clip;
 
 /// Characters of a matching line shown by `ctx_grep` (around the match).
 const GREP_LINE_CHARS: usize = 300;

@@ -39,16 +39,13 @@ use self::catalog::{
     parse_args, FinalAnswerArgs, GrepArgs, SliceArgs, SummarizeArgs, VariableArgs,
 };
 use self::read::{grep, head, measure, render_hit, slice, Source};
-use crate::env::{
+use rlm_env::PromptFeatures;
+use rlm_env::{
     ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
     HistoryEntry, ReplVariable, ToolOutcome,
 };
-use crate::host::{Host, HostCall, HostError, PromptArgs, SubRlmArgs};
-use crate::prompt::PromptFeatures;
-use crate::provider::{ToolCall, ToolSpec};
-
-/// The environment's name (`--env tools`).
-pub(crate) const LANGUAGE: &str = "tools";
+use rlm_env::{Host, HostCall, HostError, PromptArgs, SubRlmArgs};
+use rlm_env::{ToolCall, ToolSpec};
 
 /// The same call with the same arguments is answered from memory from this time on.
 const REPEAT_LIMIT: u32 = 3;
@@ -555,8 +552,8 @@ impl Environment for ToolsEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::env::ContextShape;
     use rlm_context_store::SetOptions;
+    use rlm_env::ContextShape;
     use serde_json::json;
     use std::time::Duration;
 

@@ -34,8 +34,8 @@ use tokio::task::AbortHandle;
 
 use super::cell::notebook_cell;
 use super::JsOptions;
-use crate::env::{ContextShape, ContextSource, EnvConfig, FinalAnswer, HistoryEntry, ReplVariable};
-use crate::host::{Host, HostCall, HostError};
+use rlm_env::{ContextShape, ContextSource, EnvConfig, FinalAnswer, HistoryEntry, ReplVariable};
+use rlm_env::{Host, HostCall, HostError};
 
 /// The prelude, split by purpose, run in order when a runtime starts.
 const PRELUDE: [(&str, &str); 3] = [

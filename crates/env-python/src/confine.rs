@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use rlm_sandbox::{Limits, Mode, Policy, Support};
 use serde::{Deserialize, Serialize};
 
-use crate::env::{ContextSource, EnvConfig};
+use rlm_env::{ContextSource, EnvConfig};
 
 /// Default floor of `--kernel-memory-mb`: 4 GiB.
 const MEMORY_FLOOR_BYTES: u64 = 4 << 30;

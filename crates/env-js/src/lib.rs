@@ -28,22 +28,19 @@ use std::time::{Duration, Instant};
 pub use engine::EngineInfo;
 
 use self::engine::{EngineHandle, ExecReply, Request};
-use crate::context::CHUNK_CHARS;
-use crate::env::{
+use rlm_env::Host;
+use rlm_env::CHUNK_CHARS;
+use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
+use rlm_env::{
     ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
     HistoryEntry, ReplVariable,
 };
-use crate::host::Host;
-use crate::prompt::{EnvGuide, PromptFeatures};
-
-/// The environment's name (`--env js`) and the fence tag its code is shown with.
-pub(crate) const LANGUAGE: &str = "js";
 
 /// Fence tags whose code runs here besides `repl`.
 const FENCE_TAGS: &[&str] = &["js", "javascript"];
 
 /// What the system prompt says about the JavaScript REPL and its helpers.
-pub(crate) fn guide(features: PromptFeatures) -> EnvGuide {
+pub fn guide(features: PromptFeatures) -> EnvGuide {
     let chars = features.sub_context_chars;
     let mut delegate = format!(
         "await llm_query(prompt, piece) asks a sub-model about a piece of at most about {chars} characters; await llm_query_parallel([...]) asks about many pieces at once; await sub_rlm(query, piece) runs a nested RLM over a large piece and await sub_rlm_parallel([[query, piece], ...]) runs several at once"
@@ -329,6 +326,10 @@ impl JsEnv {
 impl Environment for JsEnv {
     fn kind(&self) -> EnvKind {
         EnvKind::Js
+    }
+
+    fn system_prompt(&self, features: PromptFeatures) -> String {
+        system_prompt(&guide(features))
     }
 
     fn fence_tags(&self) -> &'static [&'static str] {

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
 use super::protocol::{self, HostResult, Incoming, Ready};
-use crate::host::{Host, HostCall, HostError};
+use rlm_env::{Host, HostCall, HostError};
 
 /// A message from the reader task.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::text_protocol::lenient_json;
-use crate::provider::ToolSpec;
+use rlm_env::ToolSpec;
 
 /// Characters `ctx_slice` returns at most, whatever is asked.
 pub const SLICE_MAX_CHARS: u64 = 2_000;

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value};
 
 use super::catalog::MicroTool;
-use crate::provider::ToolCall;
+use rlm_env::ToolCall;
 
 /// What the system prompt says about writing calls as text.
 pub const PROTOCOL: &str = r#"To call a tool, write one JSON object per call in a ```tool block, then stop and wait for the results. The form (replace the parts in <> with your own):

@@ -1,0 +1,22 @@
+//! The seam between the loop and where model code runs.
+//!
+//! An environment is started by an [`EnvironmentFactory`] and driven by the loop
+//! through [`Environment`]; it reaches back to the orchestrator through a [`Host`] for
+//! everything that needs a model, the store or a sub-agent. Each kind of environment
+//! is its own crate built on this one (`rlm-env-python`, `rlm-env-js`,
+//! `rlm-env-tools`); the boundary types they exchange are `rlm-protocol`'s, re-exported
+//! here so an environment crate needs only this one.
+
+mod environment;
+mod guide;
+mod host;
+mod kind;
+
+pub use environment::{EnvConfig, EnvError, Environment, EnvironmentFactory};
+pub use guide::{system_prompt, EnvGuide, PromptFeatures};
+pub use host::Host;
+pub use kind::EnvKind;
+pub use rlm_protocol::{
+    ContextShape, ContextSource, ExecOutcome, FinalAnswer, HistoryEntry, HostCall, HostError,
+    HostReply, PromptArgs, ReplVariable, SubRlmArgs, ToolCall, ToolOutcome, ToolSpec, CHUNK_CHARS,
+};
