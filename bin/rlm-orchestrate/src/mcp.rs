@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, Parser};
+use clap::Parser;
 use rlm_orchestrator::events::{Event, EventData, EventListener};
 use rlm_orchestrator::run::RunReport;
 use rlm_process::CancellationToken;
@@ -39,14 +39,6 @@ use crate::cli::{Cli, Command, GlobalArgs, RunOptions};
 /// Most bytes of output a `vars_*`/`runs_*` tool returns; longer output is cut with a
 /// note saying how long it was.
 const OUTPUT_MAX_BYTES: usize = 1 << 20;
-
-/// `rlm-orchestrate mcp` options: every setting of `run`, used for each `rlm_run`.
-#[derive(Debug, Args)]
-pub struct McpArgs {
-    /// The settings of every run (model, environment, budgets, …), as for `run`.
-    #[command(flatten)]
-    pub options: RunOptions,
-}
 
 /// Serves MCP on stdin/stdout until the client closes it. `args_after_mcp` are the
 /// command-line arguments that followed `mcp` (with `rlm.toml`'s settings folded in):

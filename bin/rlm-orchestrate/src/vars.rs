@@ -20,7 +20,8 @@ use rlm_orchestrator::format::{self, Capture};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::{GlobalArgs, KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
+use crate::cli::vars::{KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
+use crate::cli::GlobalArgs;
 use crate::exit::{annotate, bad_input, ExitStatus, ResultExt};
 use crate::output::{self, PipeAware};
 
