@@ -66,21 +66,8 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     };
 
     let cancel = CancellationToken::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("failed to start the async runtime")?;
-    let signals = {
-        let _runtime = runtime.enter();
-        crate::run::Signals::install()
-    };
-    match signals {
-        Ok(signals) => {
-            runtime.spawn(crate::run::stop_on_signals(signals, cancel.clone()));
-        }
-        Err(error) => tracing::warn!(%error, "cannot install signal handlers"),
-    }
+    let runtime =
+        crate::runtime::build_with_graceful_stop(&cancel, "cannot install signal handlers")?;
     let program = std::env::current_exe()
         .context("cannot find the rlm-orchestrate executable to start runs")?;
     // The baseline's model: the run's root model, built once.

@@ -18,6 +18,7 @@ mod output;
 mod repl;
 mod run;
 mod runs;
+mod runtime;
 mod settings;
 mod vars;
 

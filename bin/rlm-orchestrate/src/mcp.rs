@@ -52,10 +52,7 @@ pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result
         }),
         tool_router: RlmServer::tool_router(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = crate::runtime::build()?;
     runtime.block_on(async move {
         let service = server
             .serve(rmcp::transport::stdio())
