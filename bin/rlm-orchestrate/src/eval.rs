@@ -323,7 +323,7 @@ impl Runner<'_> {
                 answer.run_id,
                 None,
             ),
-            Err(message) => (String::new(), 0, None, None, Some(message)),
+            Err(error) => (String::new(), 0, None, None, Some(error.to_string())),
         };
         Some(ItemResult {
             suite: item.suite,
@@ -344,7 +344,7 @@ impl Runner<'_> {
     }
 
     /// A normal run over the item's context.
-    async fn rlm(&self, prepared: &Prepared) -> Option<Result<Answer, String>> {
+    async fn rlm(&self, prepared: &Prepared) -> Option<Result<Answer, ArmError>> {
         let mut settings = self.settings.clone();
         settings.context.files = vec![prepared.context.clone()];
         let config = match launch::prepare(
@@ -354,7 +354,7 @@ impl Runner<'_> {
             self.cancel.clone(),
         ) {
             Ok(config) => config,
-            Err(error) => return Some(Err(error.to_string())),
+            Err(error) => return Some(Err(ArmError::Failed(Box::new(error)))),
         };
         match rlm_orchestrator::run::run(config, &prepared.item.question, Vec::new()).await {
             Ok(report) => Some(Ok(Answer {
@@ -364,20 +364,20 @@ impl Runner<'_> {
                 run_id: Some(report.run_id.to_string()),
             })),
             Err(RunError::Cancelled { .. }) => None,
-            Err(error) => Some(Err(error.to_string())),
+            Err(error) => Some(Err(ArmError::Failed(Box::new(error)))),
         }
     }
 
     /// One direct call with the first `window` characters of the context.
-    async fn baseline(&self, prepared: &Prepared) -> Option<Result<Answer, String>> {
+    async fn baseline(&self, prepared: &Prepared) -> Option<Result<Answer, ArmError>> {
         let mut context = String::new();
         let read = std::fs::File::open(&prepared.context)
             .and_then(|file| file.take(self.window as u64).read_to_string(&mut context));
-        if let Err(error) = read {
-            return Some(Err(format!(
-                "cannot read {}: {error}",
-                prepared.context.display()
-            )));
+        if let Err(source) = read {
+            return Some(Err(ArmError::ReadContext {
+                path: prepared.context.clone(),
+                source,
+            }));
         }
         let request = ChatRequest {
             messages: vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
@@ -399,7 +399,7 @@ impl Runner<'_> {
                     text: completion.text,
                     run_id: None,
                 })
-                .map_err(|error| error.to_string()),
+                .map_err(|error| ArmError::Failed(Box::new(error))),
         )
     }
 }
@@ -410,6 +410,31 @@ struct Answer {
     tokens: u64,
     cost_usd: Option<f64>,
     run_id: Option<String>,
+}
+
+/// Why an arm has no answer. Its message is the item's `error` in `results.json` and
+/// on the terminal; such an item is not scored, and `--resume` asks it again.
+#[derive(Debug)]
+enum ArmError {
+    /// The run could not start or failed, or the model call failed: the library's
+    /// own message (without its causes).
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+    /// The baseline could not read the item's context.
+    ReadContext {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for ArmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(error) => error.fmt(f),
+            Self::ReadContext { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+        }
+    }
 }
 
 /// Writes `table.md` and `accuracy.svg` for `results`; returns the table.

@@ -17,6 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use clap::Parser;
 use rlm_orchestrator::events::{Event, EventData, EventListener};
 use rlm_orchestrator::run::RunReport;
@@ -203,11 +204,11 @@ impl RlmServer {
         };
         let args = match self.run_args(&params) {
             Ok(args) => args,
-            Err(message) => return Ok(error_result(message)),
+            Err(error) => return Ok(error_result(format!("{error:#}"))),
         };
         let options = match parse_run_options(args) {
             Ok(options) => options,
-            Err(message) => return Ok(error_result(message)),
+            Err(error) => return Ok(error_result(error.to_string())),
         };
         let cancel = CancellationToken::new();
         let global = self.base.global();
@@ -312,7 +313,7 @@ impl ServerHandler for RlmServer {
 
 impl RlmServer {
     /// The command line of one `rlm_run`: the server's flags, then the call's.
-    fn run_args(&self, params: &RunParams) -> Result<Vec<OsString>, String> {
+    fn run_args(&self, params: &RunParams) -> anyhow::Result<Vec<OsString>> {
         let mut args: Vec<OsString> = vec!["rlm-orchestrate".into(), "--data-dir".into()];
         args.push(self.base.data_dir.clone().into_os_string());
         args.push("run".into());
@@ -351,7 +352,7 @@ impl RlmServer {
 
     /// Writes inline context to `<data-dir>/mcp-contexts/<uuid>.txt` (private), so the
     /// run reads it like any file.
-    fn inline_context_file(&self, text: &str) -> Result<PathBuf, String> {
+    fn inline_context_file(&self, text: &str) -> anyhow::Result<PathBuf> {
         use std::io::Write as _;
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let dir = self.base.data_dir.join("mcp-contexts");
@@ -359,16 +360,15 @@ impl RlmServer {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("{}.txt", uuid::Uuid::new_v4().simple()));
-        let mut file = std::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        file.write_all(text.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .and_then(|mut file| file.write_all(text.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
 
@@ -419,12 +419,13 @@ impl RlmServer {
     }
 }
 
-/// Parses a `run` command line into its options, or clap's message.
-fn parse_run_options(args: Vec<OsString>) -> Result<RunOptions, String> {
-    let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+/// Parses a `run` command line into its options. The error is clap's message, whole:
+/// show it with `{}`, since `{:#}` would repeat a value parser's cause after it.
+fn parse_run_options(args: Vec<OsString>) -> anyhow::Result<RunOptions> {
+    let cli = Cli::try_parse_from(args)?;
     match cli.command {
         Command::Run(run) => Ok(run.options),
-        _ => Err("not a run".to_owned()),
+        _ => Err(anyhow::anyhow!("not a run")),
     }
 }
 
