@@ -24,98 +24,13 @@ use rlm_orchestrator::run::RunError;
 use rlm_orchestrator::settings::RunSettings;
 use rlm_process::CancellationToken;
 
-use crate::cli::{GlobalArgs, RunOptions};
+use crate::cli::{EvalArgs, GlobalArgs};
 use crate::exit::{annotate, bad_input, ExitStatus};
 
 /// The arm that runs the RLM.
 const RLM_ARM: &str = "rlm";
 /// The arm that calls the model directly.
 const BASELINE_ARM: &str = "baseline";
-
-/// `eval` options: what to run, and every flag of `run` for the model and the loop.
-#[derive(Debug, clap::Args)]
-#[command(args_override_self = true)]
-pub struct EvalArgs {
-    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "sniah,multi-needle,aggregate,pairs",
-        help_heading = "Evaluation"
-    )]
-    pub suite: Vec<String>,
-
-    /// Context lengths in characters (comma-separated; k = 1024, m = 1024²).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "8k,64k,1m",
-        help_heading = "Evaluation"
-    )]
-    pub lengths: Vec<String>,
-
-    /// Items per suite and length (sniah spreads their needles over 10-90 % depth).
-    #[arg(
-        long,
-        default_value_t = 3,
-        value_name = "N",
-        help_heading = "Evaluation"
-    )]
-    pub items: u32,
-
-    /// Seed of the generated items (the same seed gives the same items everywhere).
-    #[arg(
-        long,
-        default_value_t = 1,
-        value_name = "N",
-        help_heading = "Evaluation"
-    )]
-    pub seed: u64,
-
-    /// The baseline's window: it sees the first this many characters of the context.
-    #[arg(
-        long,
-        default_value = "96k",
-        value_name = "CHARS",
-        help_heading = "Evaluation"
-    )]
-    pub baseline_window: String,
-
-    /// Items run at once (each RLM arm is a run of its own).
-    #[arg(
-        long,
-        default_value_t = 2,
-        value_name = "N",
-        help_heading = "Evaluation"
-    )]
-    pub parallel: usize,
-
-    /// Arms to run (comma-separated): rlm, baseline.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "rlm,baseline",
-        help_heading = "Evaluation"
-    )]
-    pub arms: Vec<String>,
-
-    /// Go on with OUT/results.json: items already scored are skipped.
-    #[arg(long, help_heading = "Evaluation")]
-    pub resume: bool,
-
-    /// Where the contexts, results.json, table.md and accuracy.svg go.
-    #[arg(
-        long,
-        default_value = "eval-out",
-        value_name = "DIR",
-        help_heading = "Evaluation"
-    )]
-    pub out: PathBuf,
-
-    /// The flags shared with `run` (model, environment, budgets…).
-    #[command(flatten)]
-    pub options: RunOptions,
-}
 
 /// What the command line asked for, checked.
 struct Plan {
@@ -151,21 +66,8 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     };
 
     let cancel = CancellationToken::new();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("failed to start the async runtime")?;
-    let signals = {
-        let _runtime = runtime.enter();
-        crate::run::Signals::install()
-    };
-    match signals {
-        Ok(signals) => {
-            runtime.spawn(crate::run::stop_on_signals(signals, cancel.clone()));
-        }
-        Err(error) => tracing::warn!(%error, "cannot install signal handlers"),
-    }
+    let runtime =
+        crate::runtime::build_with_graceful_stop(&cancel, "cannot install signal handlers")?;
     let program = std::env::current_exe()
         .context("cannot find the rlm-orchestrate executable to start runs")?;
     // The baseline's model: the run's root model, built once.
@@ -421,7 +323,7 @@ impl Runner<'_> {
                 answer.run_id,
                 None,
             ),
-            Err(message) => (String::new(), 0, None, None, Some(message)),
+            Err(error) => (String::new(), 0, None, None, Some(error.to_string())),
         };
         Some(ItemResult {
             suite: item.suite,
@@ -442,7 +344,7 @@ impl Runner<'_> {
     }
 
     /// A normal run over the item's context.
-    async fn rlm(&self, prepared: &Prepared) -> Option<Result<Answer, String>> {
+    async fn rlm(&self, prepared: &Prepared) -> Option<Result<Answer, ArmError>> {
         let mut settings = self.settings.clone();
         settings.context.files = vec![prepared.context.clone()];
         let config = match launch::prepare(
@@ -452,7 +354,7 @@ impl Runner<'_> {
             self.cancel.clone(),
         ) {
             Ok(config) => config,
-            Err(error) => return Some(Err(error.to_string())),
+            Err(error) => return Some(Err(ArmError::Failed(Box::new(error)))),
         };
         match rlm_orchestrator::run::run(config, &prepared.item.question, Vec::new()).await {
             Ok(report) => Some(Ok(Answer {
@@ -462,20 +364,20 @@ impl Runner<'_> {
                 run_id: Some(report.run_id.to_string()),
             })),
             Err(RunError::Cancelled { .. }) => None,
-            Err(error) => Some(Err(error.to_string())),
+            Err(error) => Some(Err(ArmError::Failed(Box::new(error)))),
         }
     }
 
     /// One direct call with the first `window` characters of the context.
-    async fn baseline(&self, prepared: &Prepared) -> Option<Result<Answer, String>> {
+    async fn baseline(&self, prepared: &Prepared) -> Option<Result<Answer, ArmError>> {
         let mut context = String::new();
         let read = std::fs::File::open(&prepared.context)
             .and_then(|file| file.take(self.window as u64).read_to_string(&mut context));
-        if let Err(error) = read {
-            return Some(Err(format!(
-                "cannot read {}: {error}",
-                prepared.context.display()
-            )));
+        if let Err(source) = read {
+            return Some(Err(ArmError::ReadContext {
+                path: prepared.context.clone(),
+                source,
+            }));
         }
         let request = ChatRequest {
             messages: vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
@@ -497,7 +399,7 @@ impl Runner<'_> {
                     text: completion.text,
                     run_id: None,
                 })
-                .map_err(|error| error.to_string()),
+                .map_err(|error| ArmError::Failed(Box::new(error))),
         )
     }
 }
@@ -508,6 +410,31 @@ struct Answer {
     tokens: u64,
     cost_usd: Option<f64>,
     run_id: Option<String>,
+}
+
+/// Why an arm has no answer. Its message is the item's `error` in `results.json` and
+/// on the terminal; such an item is not scored, and `--resume` asks it again.
+#[derive(Debug)]
+enum ArmError {
+    /// The run could not start or failed, or the model call failed: the library's
+    /// own message (without its causes).
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+    /// The baseline could not read the item's context.
+    ReadContext {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for ArmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Failed(error) => error.fmt(f),
+            Self::ReadContext { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+        }
+    }
 }
 
 /// Writes `table.md` and `accuracy.svg` for `results`; returns the table.

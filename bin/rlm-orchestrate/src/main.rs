@@ -3,7 +3,9 @@
 //! The binary only parses arguments, sets up logging and calls the libraries; every
 //! sub-command lives in its own module, and [`exit`] turns the outcome into an exit
 //! code and a message. New sub-commands (`run`, `repl`, `runs`) are a variant in
-//! [`cli::Command`], a module, and one arm in [`dispatch`].
+//! [`cli::Command`] with their arguments in a file of `cli/`, a module, and one arm in
+//! [`dispatch`]. The tokio runtime and our Ctrl-C / SIGTERM handling are built by
+//! [`runtime`].
 
 mod cli;
 mod completions;
@@ -18,6 +20,7 @@ mod output;
 mod repl;
 mod run;
 mod runs;
+mod runtime;
 mod settings;
 mod vars;
 

@@ -17,7 +17,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, Parser};
+use anyhow::Context as _;
+use clap::Parser;
 use rlm_orchestrator::events::{Event, EventData, EventListener};
 use rlm_orchestrator::run::RunReport;
 use rlm_process::CancellationToken;
@@ -40,14 +41,6 @@ use crate::cli::{Cli, Command, GlobalArgs, RunOptions};
 /// note saying how long it was.
 const OUTPUT_MAX_BYTES: usize = 1 << 20;
 
-/// `rlm-orchestrate mcp` options: every setting of `run`, used for each `rlm_run`.
-#[derive(Debug, Args)]
-pub struct McpArgs {
-    /// The settings of every run (model, environment, budgets, …), as for `run`.
-    #[command(flatten)]
-    pub options: RunOptions,
-}
-
 /// Serves MCP on stdin/stdout until the client closes it. `args_after_mcp` are the
 /// command-line arguments that followed `mcp` (with `rlm.toml`'s settings folded in):
 /// each `rlm_run` parses them again, followed by its own overrides.
@@ -60,10 +53,7 @@ pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result
         }),
         tool_router: RlmServer::tool_router(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = crate::runtime::build()?;
     runtime.block_on(async move {
         let service = server
             .serve(rmcp::transport::stdio())
@@ -214,11 +204,11 @@ impl RlmServer {
         };
         let args = match self.run_args(&params) {
             Ok(args) => args,
-            Err(message) => return Ok(error_result(message)),
+            Err(error) => return Ok(error_result(format!("{error:#}"))),
         };
         let options = match parse_run_options(args) {
             Ok(options) => options,
-            Err(message) => return Ok(error_result(message)),
+            Err(error) => return Ok(error_result(error.to_string())),
         };
         let cancel = CancellationToken::new();
         let global = self.base.global();
@@ -323,7 +313,7 @@ impl ServerHandler for RlmServer {
 
 impl RlmServer {
     /// The command line of one `rlm_run`: the server's flags, then the call's.
-    fn run_args(&self, params: &RunParams) -> Result<Vec<OsString>, String> {
+    fn run_args(&self, params: &RunParams) -> anyhow::Result<Vec<OsString>> {
         let mut args: Vec<OsString> = vec!["rlm-orchestrate".into(), "--data-dir".into()];
         args.push(self.base.data_dir.clone().into_os_string());
         args.push("run".into());
@@ -362,7 +352,7 @@ impl RlmServer {
 
     /// Writes inline context to `<data-dir>/mcp-contexts/<uuid>.txt` (private), so the
     /// run reads it like any file.
-    fn inline_context_file(&self, text: &str) -> Result<PathBuf, String> {
+    fn inline_context_file(&self, text: &str) -> anyhow::Result<PathBuf> {
         use std::io::Write as _;
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let dir = self.base.data_dir.join("mcp-contexts");
@@ -370,16 +360,15 @@ impl RlmServer {
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("{}.txt", uuid::Uuid::new_v4().simple()));
-        let mut file = std::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        file.write_all(text.as_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .and_then(|mut file| file.write_all(text.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
 
@@ -430,12 +419,13 @@ impl RlmServer {
     }
 }
 
-/// Parses a `run` command line into its options, or clap's message.
-fn parse_run_options(args: Vec<OsString>) -> Result<RunOptions, String> {
-    let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+/// Parses a `run` command line into its options. The error is clap's message, whole:
+/// show it with `{}`, since `{:#}` would repeat a value parser's cause after it.
+fn parse_run_options(args: Vec<OsString>) -> anyhow::Result<RunOptions> {
+    let cli = Cli::try_parse_from(args)?;
     match cli.command {
         Command::Run(run) => Ok(run.options),
-        _ => Err("not a run".to_owned()),
+        _ => Err(anyhow::anyhow!("not a run")),
     }
 }
 

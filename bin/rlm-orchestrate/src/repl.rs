@@ -31,13 +31,13 @@ use rlm_process::CancellationToken;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 use tokio::runtime::Runtime;
-use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::cli::{GlobalArgs, ReplArgs, RunOptions};
 use crate::exit::{annotate, bad_input, write_report, ExitStatus};
 use crate::live::{write_stderr, Progress};
 use crate::output;
 use crate::run::{prepare, print_report, run_error};
+use crate::runtime::{Received, Signals};
 
 /// The prompt shown on a terminal.
 pub const PROMPT: &str = "rlm> ";
@@ -78,20 +78,13 @@ pub fn run(global: &GlobalArgs, args: ReplArgs) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     let lineage = Lineage::from_env().map_err(crate::exit::bad_input)?;
     let config = prepare(global, options, lineage, stop.clone())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("failed to start the async runtime")?;
+    let runtime = crate::runtime::build()?;
     let views = Views::default();
     // Installed before the context loads (a signal then stops the load, which leaves
     // nothing behind) and before the first prompt: the line editor saves the SIGINT
     // handler it finds and puts it back after each line, so one installed later would
     // be lost.
-    let mut signals = {
-        let _runtime = runtime.enter();
-        Signals::install()
-    };
+    let mut signals = Signals::install(&runtime);
     // A bad context fails here, before the first prompt (exit 2).
     let session = runtime
         .block_on(start_session(
@@ -449,22 +442,6 @@ impl Views {
     }
 }
 
-/// The signals the REPL handles.
-struct Signals {
-    interrupt: Signal,
-    terminate: Signal,
-}
-
-impl Signals {
-    /// Installs the handlers (within a runtime context).
-    fn install() -> io::Result<Self> {
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-}
-
 /// Starts the session (loading its context); Ctrl-C or SIGTERM meanwhile cancels
 /// `stop`, which stops the load and so the start.
 async fn start_session(
@@ -481,8 +458,7 @@ async fn start_session(
     loop {
         tokio::select! {
             started = &mut start => return started,
-            _ = signals.interrupt.recv() => stop.cancel(),
-            _ = signals.terminate.recv() => stop.cancel(),
+            _ = signals.recv() => stop.cancel(),
         }
     }
 }
@@ -491,27 +467,20 @@ async fn start_session(
 /// child process group); between queries it ends a piped REPL (a terminal REPL reads
 /// Ctrl-C as a key instead). SIGTERM ends the REPL.
 async fn cancel_on_signals(
-    signals: Signals,
+    mut signals: Signals,
     canceller: QueryCanceller,
     stop: CancellationToken,
     generation: Arc<AtomicU64>,
     interactive: bool,
 ) {
-    let Signals {
-        mut interrupt,
-        mut terminate,
-    } = signals;
     let mut cancelled = None;
     loop {
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {
-                stop.cancel();
-                if !canceller.is_running() {
-                    end_now("stopping (SIGTERM)");
-                }
-                continue;
+        if signals.recv().await == Received::Terminate {
+            stop.cancel();
+            if !canceller.is_running() {
+                end_now("stopping (SIGTERM)");
             }
+            continue;
         }
         let query = generation.load(Ordering::SeqCst);
         if !canceller.is_running() {

@@ -37,26 +37,12 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<()> {
     let data_dir = config.data_dir.clone();
     let progress = crate::live::Progress::start(args.events, global.quiet, &data_dir);
     let listeners = progress.listeners();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("failed to start the async runtime")?;
     // Installed before the run starts, so a signal during the context load is ours
     // (it stops the load and its partial file is removed), never the default death.
-    let signals = {
-        let _runtime = runtime.enter();
-        Signals::install()
-    };
-    match signals {
-        Ok(signals) => {
-            runtime.spawn(stop_on_signals(signals, cancel));
-        }
-        Err(error) => tracing::warn!(
-            %error,
-            "cannot install signal handlers; Ctrl-C will kill rlm-orchestrate without cleanup"
-        ),
-    }
+    let runtime = crate::runtime::build_with_graceful_stop(
+        &cancel,
+        "cannot install signal handlers; Ctrl-C will kill rlm-orchestrate without cleanup",
+    )?;
     // The run goes on a worker thread, beside the I/O it waits for, instead of the
     // main thread: each model answer and kernel reply then wakes the thread that
     // polls it rather than crossing to another (BENCHMARKS.md, per-step figures).
@@ -138,48 +124,6 @@ pub(crate) fn launch_error(error: LaunchError) -> anyhow::Error {
     };
     let status = error.is_bad_input().then_some(ExitStatus::BadInput);
     annotate(anyhow::Error::new(error), status, hint)
-}
-
-/// The signals `run` handles, installed up front.
-pub(crate) struct Signals {
-    interrupt: tokio::signal::unix::Signal,
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    /// Installs the handlers (within a runtime context).
-    pub(crate) fn install() -> io::Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Self {
-            interrupt: signal(SignalKind::interrupt())?,
-            terminate: signal(SignalKind::terminate())?,
-        })
-    }
-}
-
-/// First Ctrl-C or SIGTERM: cancel the run (a context load stops at once and leaves
-/// nothing; every sub-agent group gets SIGTERM, a grace period, then SIGKILL; the run
-/// is recorded as cancelled). A second one kills every child group at once and exits.
-pub(crate) async fn stop_on_signals(signals: Signals, cancel: CancellationToken) {
-    let Signals {
-        mut interrupt,
-        mut terminate,
-    } = signals;
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
-    crate::live::write_stderr(
-        "stopping: ending sub-agents (press Ctrl-C again to kill them at once)",
-    );
-    cancel.cancel();
-    tokio::select! {
-        _ = interrupt.recv() => {}
-        _ = terminate.recv() => {}
-    }
-    let killed = rlm_process::kill_all_groups(rlm_process::Signal::SIGKILL);
-    let _ = writeln!(io::stderr(), "killed {killed} process group(s)");
-    std::process::exit(130);
 }
 
 /// `--context -` reads the context from stdin, which then cannot also carry the task,

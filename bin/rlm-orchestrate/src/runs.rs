@@ -14,10 +14,9 @@ mod text;
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
 use rlm_context_store::{Store, StoreOptions, VARIABLES_DIR};
 use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{
@@ -25,6 +24,7 @@ use rlm_orchestrator::trace::{
     TraceReadError,
 };
 
+use crate::cli::runs::{ListArgs, RunsArgs, RunsCommand, ShowArgs};
 use crate::cli::GlobalArgs;
 use crate::exit::{annotate, ExitStatus};
 use crate::output::{self, PipeAware};
@@ -37,97 +37,6 @@ const RESULT_PREVIEW_BYTES: usize = 2000;
 
 /// Bytes of an external agent's result kept in the HTML page.
 const HTML_RESULT_PREVIEW_BYTES: usize = 16 * 1024;
-
-/// `runs`: one of its sub-commands.
-#[derive(Debug, Args)]
-pub struct RunsArgs {
-    /// What to do with the runs.
-    #[command(subcommand)]
-    pub command: RunsCommand,
-}
-
-/// The `runs` sub-commands.
-#[derive(Debug, Subcommand)]
-pub enum RunsCommand {
-    /// List runs, newest first: id, start, status, iterations, sub-agents, tokens,
-    /// cost, task and answer.
-    #[command(after_help = "\
-Examples:
-  rlm-orchestrate runs list
-  rlm-orchestrate runs list --all          # nested runs too, beneath their parents
-  rlm-orchestrate runs list --json | jq -r '.[0].run_id'
-
-Only top-level runs are listed unless --all is given. A run without summary.json is
-still going (status running) or ended without one (status unknown, e.g. killed); its
-numbers are added up from its events. Unreadable trace lines are skipped with a warning.")]
-    List(ListArgs),
-
-    /// Show a run's trace: each step's model text, code and output, model calls,
-    /// sub-agents and, indented beneath them, their own runs.
-    #[command(after_help = "\
-Examples:
-  rlm-orchestrate runs show 20261122-094312-3fa9c1
-  rlm-orchestrate runs show 20261122-0943          # any unique prefix of a run id
-  rlm-orchestrate runs show 20261122-0943 --full   # every line of every output
-  rlm-orchestrate runs show 20261122-0943 --json | jq '.steps | length'
-  rlm-orchestrate runs show 20261122-0943 --html run.html
-  rlm-orchestrate runs show 20261122-0943 --html - > run.html
-
---html writes one self-contained page (inline CSS and JavaScript, no network requests;
-readable with JavaScript off): a header with the task, status, answer, tokens and cost,
-the tree of runs and sub-agents, and every step, collapsible.
-Exits 4 when no run matches, 2 when the prefix matches several.")]
-    Show(ShowArgs),
-
-    /// Remove what ended runs left behind: the copies of their contexts in the store
-    /// (scope `session:<run-id>`) and, with --traces, their trace directories.
-    #[command(after_help = "\
-Examples:
-  rlm-orchestrate runs prune                      # sessions over for a week
-  rlm-orchestrate runs prune --older-than 1d --dry-run
-  rlm-orchestrate runs prune --older-than 0 --traces
-
-A session is over when its orchestrator is gone and nothing was written for
---older-than (default 7d): neither its trace nor its context variables. Sub-agent
-results, cache entries (scope cache) and variables you set yourself are kept; remove
-those with `vars rm` or `vars clear`.")]
-    Prune(prune::PruneArgs),
-}
-
-/// `runs list` options.
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    /// Include nested runs (sub_rlm children), each beneath its parent.
-    #[arg(long)]
-    pub all: bool,
-
-    /// Print a JSON array of run summaries.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Show at most N top-level runs.
-    #[arg(long, value_name = "N")]
-    pub limit: Option<usize>,
-}
-
-/// `runs show` options.
-#[derive(Debug, Args)]
-pub struct ShowArgs {
-    /// The run id, or a unique prefix of one (see `runs list`).
-    pub run: String,
-
-    /// Print the whole trace as one JSON object (nested runs included).
-    #[arg(long, conflicts_with = "html")]
-    pub json: bool,
-
-    /// Write a self-contained HTML page of the trace to FILE (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-
-    /// Print texts, code and outputs in full instead of their first lines.
-    #[arg(long)]
-    pub full: bool,
-}
 
 /// Runs a `runs` sub-command.
 pub fn run(global: &GlobalArgs, args: RunsArgs) -> Result<()> {

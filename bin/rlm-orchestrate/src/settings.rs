@@ -12,10 +12,11 @@ use rlm_orchestrator::provider::{Prices, ProviderConfig, ProviderKind};
 use rlm_orchestrator::runner::Runner;
 use rlm_orchestrator::settings::RunSettings;
 
-use crate::cli::{
-    DirAsArg, EnvArg, GlobalArgs, LazyContextArg, OnOffArg, ProviderArg, RunOptions, RunnerArg,
-    SandboxArg, SlurmArgs, ToolProtocolArg,
+use crate::cli::values::{
+    DirAsArg, EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs,
+    ToolProtocolArg,
 };
+use crate::cli::{GlobalArgs, RunOptions};
 
 /// `--lazy-context` and `--lazy-above`.
 pub fn lazy_policy(args: &RunOptions) -> LazyPolicy {

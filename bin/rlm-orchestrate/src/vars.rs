@@ -6,8 +6,10 @@
 //! through [`Store::write_value_to`], both streaming. Commands that only read never
 //! create a data directory as a side effect.
 
-use std::fs::{self, File};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+mod value;
+
+use std::fs;
+use std::io::{self, BufReader, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -20,8 +22,10 @@ use rlm_orchestrator::format::{self, Capture};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::{GlobalArgs, KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
-use crate::exit::{annotate, bad_input, ExitStatus, ResultExt};
+use self::value::{check_text_type, check_type, parse_json, read_text, Input};
+use crate::cli::vars::{KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
+use crate::cli::GlobalArgs;
+use crate::exit::{annotate, bad_input, ResultExt};
 use crate::output::{self, PipeAware};
 
 /// Characters of a value shown by `vars show`.
@@ -442,114 +446,6 @@ fn store_value(
     }
 }
 
-/// Where `--file` reads from.
-struct Input {
-    /// The file as named on the command line, or `stdin`.
-    name: String,
-    reader: Box<dyn Read>,
-}
-
-impl Input {
-    fn open(path: &Path) -> Result<Self> {
-        if path.as_os_str() == "-" {
-            return Ok(Self {
-                name: "stdin".to_owned(),
-                reader: Box::new(io::stdin().lock()),
-            });
-        }
-        let name = path.display().to_string();
-        let meta = fs::metadata(path)
-            .with_context(|| format!("cannot read {name}"))
-            .status(ExitStatus::BadInput)
-            .hint(|| {
-                "paths are relative to the working directory; `--file -` reads stdin".into()
-            })?;
-        if meta.is_dir() {
-            return Err(bad_input(format!("{name} is a directory, not a file")));
-        }
-        let file = File::open(path)
-            .with_context(|| format!("cannot read {name}"))
-            .status(ExitStatus::BadInput)?;
-        Ok(Self {
-            name,
-            reader: Box::new(file),
-        })
-    }
-}
-
-/// Parses JSON from `reader`; a syntax error is bad input, with line and column.
-fn parse_json(reader: impl Read, name: &str) -> Result<Value> {
-    serde_json::from_reader(reader).map_err(|e| {
-        let (message, hint) = if e.is_io() {
-            (format!("cannot read {name}"), None)
-        } else {
-            (
-                format!("{name} is not valid JSON"),
-                Some("drop --json to store it as text".to_owned()),
-            )
-        };
-        annotate(
-            anyhow::Error::new(e).context(message),
-            Some(ExitStatus::BadInput),
-            hint,
-        )
-    })
-}
-
-/// Reads a whole text input, failing like the streaming path on invalid UTF-8.
-fn read_text(input: &mut Input) -> Result<String> {
-    let mut bytes = Vec::new();
-    input
-        .reader
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read {}", input.name))
-        .status(ExitStatus::BadInput)?;
-    String::from_utf8(bytes).map_err(|e| {
-        StoreError::InvalidUtf8 {
-            source_name: input.name.clone(),
-            offset: e.utf8_error().valid_up_to() as u64,
-        }
-        .into()
-    })
-}
-
-/// Refuses a `--type` that contradicts a text value.
-fn check_text_type(var_type: Option<VariableType>) -> Result<()> {
-    match var_type {
-        None | Some(VariableType::Text | VariableType::Stream) => Ok(()),
-        Some(other) => Err(bad_input(format!(
-            "a text value cannot have type {other}; add --json to parse the value as JSON"
-        ))),
-    }
-}
-
-/// Refuses a `--type` that contradicts a JSON value's shape.
-fn check_type(value: &Value, var_type: Option<VariableType>) -> Result<()> {
-    let has_any = |keys: [&str; 2]| {
-        value
-            .as_object()
-            .is_some_and(|map| keys.iter().any(|k| map.contains_key(*k)))
-    };
-    let problem = match var_type {
-        None | Some(VariableType::Stream) => None,
-        Some(VariableType::Text) if !value.is_string() => Some("type text needs a string"),
-        Some(VariableType::Json) if value.is_string() => {
-            Some("type json needs a non-string value; use --type text for a string")
-        }
-        Some(VariableType::Memory) if !has_any(["entries", "memories"]) => {
-            Some("type memory needs an object with \"entries\" or \"memories\"")
-        }
-        Some(VariableType::Result) if !has_any(["result", "output"]) => {
-            Some("type result needs an object with \"result\" or \"output\"")
-        }
-        Some(_) => None,
-    };
-    match problem {
-        Some(problem) => Err(bad_input(problem)),
-        None => Ok(()),
-    }
-}
-
 /// The first [`PREVIEW_CHARS`] characters of the value (compact JSON unless text),
 /// with `…` when there is more. Reads only the start of values stored in our layout.
 fn preview(store: &Store, key: &str) -> Result<String> {
@@ -622,29 +518,6 @@ fn shell_word(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn type_checks_follow_the_shapes() {
-        assert!(check_type(&json!("x"), Some(VariableType::Text)).is_ok());
-        assert!(check_type(&json!([1]), Some(VariableType::Text)).is_err());
-        assert!(check_type(&json!({"entries": []}), Some(VariableType::Memory)).is_ok());
-        assert!(check_type(&json!({"x": []}), Some(VariableType::Memory)).is_err());
-        assert!(check_type(&json!({"output": 1}), Some(VariableType::Result)).is_ok());
-        assert!(check_type(&json!("x"), Some(VariableType::Json)).is_err());
-        assert!(check_type(&json!("x"), Some(VariableType::Stream)).is_ok());
-        assert!(check_text_type(Some(VariableType::Stream)).is_ok());
-        assert!(check_text_type(Some(VariableType::Memory)).is_err());
-    }
-
-    #[test]
-    fn invalid_json_is_bad_input_with_position() {
-        let err = parse_json(&b"{\n  \"a\": [1,]\n}"[..], "in.json").unwrap_err();
-        assert_eq!(crate::exit::status_of(&err), ExitStatus::BadInput);
-        let text = format!("{err:#}");
-        assert!(text.contains("in.json is not valid JSON"), "{text}");
-        assert!(text.contains("line 2 column"), "{text}");
-    }
 
     #[test]
     fn shell_words_are_quoted_when_needed() {

@@ -8,17 +8,16 @@
 //! Policy allows no network request at all and only the template's own style and
 //! script (by hash), so even a missed escape could not load or run anything.
 
+mod template;
+
 use std::fmt::Write as _;
 
-use rlm_context_store::format::sha256_hex;
 use rlm_orchestrator::env::ReplVariable;
 use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{RunState, RunSummary, RunTrace, Step, StepItem, SubAgent};
 
+use self::template::esc;
 use super::{cost, duration, plural, preview, thousands};
-
-/// The page: CSS, script and `{{placeholders}}`.
-const TEMPLATE: &str = include_str!("viewer.html");
 
 /// Nested runs deeper than this start collapsed.
 const OPEN_DEPTH: u32 = 1;
@@ -44,21 +43,7 @@ pub fn render(trace: &RunTrace) -> String {
         esc(env!("CARGO_PKG_VERSION")),
         esc(&s.dir.display().to_string()),
     );
-    fill(
-        TEMPLATE,
-        &[
-            ("title", &esc(&title)),
-            (
-                "style_hash",
-                &csp_hash(between(TEMPLATE, "<style>", "</style>")),
-            ),
-            (
-                "script_hash",
-                &csp_hash(between(TEMPLATE, "<script>", "</script>")),
-            ),
-            ("body", &body),
-        ],
-    )
+    template::page(&title, &body)
 }
 
 // ----- the header -----
@@ -544,142 +529,4 @@ fn class_name(text: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Escapes text for HTML content and quoted attribute values.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 8);
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Control characters other than tab and newlines are not allowed in HTML.
-            c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Replaces each `{{name}}` of `template` once, in one pass, so that a value holding
-/// `{{…}}` is never itself filled in.
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out =
-        String::with_capacity(template.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let found = after.find("}}").and_then(|end| {
-            let name = &after[..end];
-            values
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| (*v, end))
-        });
-        match found {
-            Some((value, end)) => {
-                out.push_str(value);
-                rest = &after[end + 2..];
-            }
-            None => {
-                out.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The text between the first `open` and the next `close` of `text`.
-fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
-    text.split_once(open)
-        .and_then(|(_, rest)| rest.split_once(close))
-        .map_or("", |(inside, _)| inside)
-}
-
-/// A CSP source allowing exactly the inline element whose text is `inline`.
-fn csp_hash(inline: &str) -> String {
-    let hex = sha256_hex(inline.as_bytes());
-    let bytes: Vec<u8> = (0..hex.len() / 2)
-        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-        .collect();
-    format!("'sha256-{}'", base64(&bytes))
-}
-
-/// Standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> shift & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_escaped_for_content_and_attributes() {
-        assert_eq!(
-            esc("<script>alert('x')</script> & \"q\""),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
-        );
-        assert_eq!(esc("a\u{0}b\u{1b}"), "a\\u{0}b\\u{1b}");
-    }
-
-    #[test]
-    fn placeholders_are_filled_once() {
-        let page = fill(
-            "<b>{{a}}</b>{{b}}{{unknown}}",
-            &[("a", "{{b}}"), ("b", "B")],
-        );
-        assert_eq!(page, "<b>{{b}}</b>B{{unknown}}");
-    }
-
-    #[test]
-    fn base64_matches_the_standard() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        // sha256("") in CSP form.
-        assert_eq!(
-            csp_hash(""),
-            "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
-        );
-    }
-
-    #[test]
-    fn the_template_has_its_placeholders_and_no_remote_resources() {
-        for name in ["title", "style_hash", "script_hash", "body"] {
-            assert!(TEMPLATE.contains(&format!("{{{{{name}}}}}")), "{name}");
-        }
-        for remote in ["http://", "https://", "src=", "@import", "url("] {
-            assert!(!TEMPLATE.contains(remote), "{remote}");
-        }
-        assert!(!between(TEMPLATE, "<script>", "</script>").is_empty());
-        assert!(!between(TEMPLATE, "<style>", "</style>").is_empty());
-    }
 }

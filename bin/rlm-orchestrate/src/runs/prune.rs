@@ -13,59 +13,19 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use rlm_context_store::{ListFilter, Store, StoreError, StoreOptions, VariableRef};
 use rlm_orchestrator::format;
 use rlm_orchestrator::trace::{list_runs, RunSummary};
 
+use crate::cli::runs::PruneArgs;
 use crate::cli::GlobalArgs;
 
 /// Scope prefix of the variables a session (a run and, in `repl`, its later queries)
 /// loads its contexts into.
 const SESSION_SCOPE_PREFIX: &str = "session:";
-
-/// `runs prune` options.
-#[derive(Debug, Args)]
-pub struct PruneArgs {
-    /// Only what has not changed for this long: `30m`, `12h`, `7d`, `90s`, or `0`
-    /// for everything that is over.
-    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = parse_age)]
-    pub older_than: Duration,
-
-    /// Also delete the trace directories (`runs/<run-id>/`) of ended runs that old.
-    #[arg(long)]
-    pub traces: bool,
-
-    /// Say what would be removed; remove nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-}
-
-/// Parses `90s`, `30m`, `12h`, `7d` or a bare number of seconds.
-fn parse_age(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let seconds: u64 = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(format!("unknown unit {unit:?}: use s, m, h or d (e.g. 7d)")),
-    };
-    let count: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not an age: use e.g. 90s, 30m, 12h or 7d"))?;
-    count
-        .checked_mul(seconds)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long an age"))
-}
 
 /// Runs `runs prune`.
 pub fn prune(global: &GlobalArgs, args: &PruneArgs, out: &mut dyn Write) -> Result<()> {
@@ -197,21 +157,4 @@ fn newest_mtime_ms(dir: &Path) -> u64 {
 fn remove_trace(dir: &Path) -> Result<()> {
     fs::remove_dir_all(dir)
         .with_context(|| format!("failed to remove the trace directory {}", dir.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages_parse_with_units() {
-        assert_eq!(parse_age("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_age("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1800)));
-        assert_eq!(parse_age("12h"), Ok(Duration::from_secs(43_200)));
-        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(604_800)));
-        assert!(parse_age("7w").is_err());
-        assert!(parse_age("-1d").is_err());
-        assert!(parse_age("").is_err());
-    }
 }

@@ -1,0 +1,9 @@
+//! Environment variables the binary reads, declared once.
+//!
+//! The `RLM_*` fallbacks of individual flags are named beside their flag (`env =
+//! "RLM_MODEL"`), where `--help` shows them; the names read outside clap live here.
+
+/// Data directory (same as `--data-dir`); also given to sub-agents.
+pub const RLM_DATA_DIR: &str = "RLM_DATA_DIR";
+/// Log filter in `tracing` syntax; overrides `-v` / `-q`.
+pub const RUST_LOG: &str = "RUST_LOG";

@@ -1,0 +1,91 @@
+//! The arguments of `eval`: which suites, lengths and arms to score, and every flag
+//! of a run for the model and the loop.
+
+use std::path::PathBuf;
+
+use super::RunOptions;
+
+/// `eval` options: what to run, and every flag of `run` for the model and the loop.
+#[derive(Debug, clap::Args)]
+#[command(args_override_self = true)]
+pub struct EvalArgs {
+    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sniah,multi-needle,aggregate,pairs",
+        help_heading = "Evaluation"
+    )]
+    pub suite: Vec<String>,
+
+    /// Context lengths in characters (comma-separated; k = 1024, m = 1024²).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "8k,64k,1m",
+        help_heading = "Evaluation"
+    )]
+    pub lengths: Vec<String>,
+
+    /// Items per suite and length (sniah spreads their needles over 10-90 % depth).
+    #[arg(
+        long,
+        default_value_t = 3,
+        value_name = "N",
+        help_heading = "Evaluation"
+    )]
+    pub items: u32,
+
+    /// Seed of the generated items (the same seed gives the same items everywhere).
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Evaluation"
+    )]
+    pub seed: u64,
+
+    /// The baseline's window: it sees the first this many characters of the context.
+    #[arg(
+        long,
+        default_value = "96k",
+        value_name = "CHARS",
+        help_heading = "Evaluation"
+    )]
+    pub baseline_window: String,
+
+    /// Items run at once (each RLM arm is a run of its own).
+    #[arg(
+        long,
+        default_value_t = 2,
+        value_name = "N",
+        help_heading = "Evaluation"
+    )]
+    pub parallel: usize,
+
+    /// Arms to run (comma-separated): rlm, baseline.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "rlm,baseline",
+        help_heading = "Evaluation"
+    )]
+    pub arms: Vec<String>,
+
+    /// Go on with OUT/results.json: items already scored are skipped.
+    #[arg(long, help_heading = "Evaluation")]
+    pub resume: bool,
+
+    /// Where the contexts, results.json, table.md and accuracy.svg go.
+    #[arg(
+        long,
+        default_value = "eval-out",
+        value_name = "DIR",
+        help_heading = "Evaluation"
+    )]
+    pub out: PathBuf,
+
+    /// The flags shared with `run` (model, environment, budgets…).
+    #[command(flatten)]
+    pub options: RunOptions,
+}

@@ -1,0 +1,533 @@
+//! The flags of a run, shared by `run`, `repl`, `eval`, `mcp` and `config show`:
+//! context, model, loop, sub-calls and budgets, output. `settings.rs` turns them into
+//! the library's run settings.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::values::{
+    parse_slurm_args, parse_temperature, parse_tools, parse_usd, DirAsArg, EnvArg, LazyContextArg,
+    OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList, ToolProtocolArg,
+};
+
+/// The flags of `run` and `repl`: context, model, loop, sub-calls and budgets, output.
+#[derive(Debug, Args)]
+#[command(args_override_self = true)]
+pub struct RunOptions {
+    /// A context file (repeatable; several make a list). `.json` is parsed, anything
+    /// else is UTF-8 text. `-` reads stdin (give the task as an argument then).
+    #[arg(long, value_name = "PATH", help_heading = "Context")]
+    pub context: Vec<PathBuf>,
+
+    /// A directory whose files (hidden ones skipped) make the context.
+    #[arg(long, value_name = "DIR", env = "RLM_CONTEXT_DIR", conflicts_with_all = ["context", "context_var"], help_heading = "Context")]
+    pub context_dir: Option<PathBuf>,
+
+    /// Shape of a --context-dir context.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "list",
+        env = "RLM_DIR_AS",
+        help_heading = "Context"
+    )]
+    pub dir_as: DirAsArg,
+
+    /// Use an existing variable of the store as the context.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "RLM_CONTEXT_VAR",
+        conflicts_with = "context",
+        help_heading = "Context"
+    )]
+    pub context_var: Option<String>,
+
+    /// Refuse contexts larger than this many bytes that would be copied into the store
+    /// or loaded whole (a file read lazily needs no such cap).
+    #[arg(long, value_name = "N", default_value_t = 1 << 30, env = "RLM_MAX_CONTEXT_BYTES", help_heading = "Context")]
+    pub max_context_bytes: u64,
+
+    /// Copy --context files into the store instead of referencing them where they are
+    /// (a referenced file must not change during the run; a copy cannot).
+    #[arg(long, env = "RLM_COPY_CONTEXT", help_heading = "Context")]
+    pub copy_context: bool,
+
+    /// When the REPL's `context` is a lazy view of the file instead of a `str` loaded
+    /// whole: above --lazy-above bytes (auto), for every referenced file, or never.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto",
+        env = "RLM_LAZY_CONTEXT",
+        help_heading = "Context"
+    )]
+    pub lazy_context: LazyContextArg,
+
+    /// The size above which --lazy-context auto reads a referenced file lazily.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, env = "RLM_LAZY_ABOVE", help_heading = "Context")]
+    pub lazy_above: u64,
+
+    /// API of the root model.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "openai",
+        env = "RLM_PROVIDER",
+        help_heading = "Model"
+    )]
+    pub provider: ProviderArg,
+
+    /// The root model's name.
+    #[arg(
+        long,
+        value_name = "M",
+        default_value = "gpt-4o-mini",
+        env = "RLM_MODEL",
+        help_heading = "Model"
+    )]
+    pub model: String,
+
+    /// Endpoint of the root model (default: the provider's public API).
+    #[arg(long, value_name = "URL", env = "RLM_BASE_URL", help_heading = "Model")]
+    pub base_url: Option<String>,
+
+    /// Environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "RLM_API_KEY_ENV",
+        help_heading = "Model"
+    )]
+    pub api_key_env: Option<String>,
+
+    /// Command used as the model with --provider cli (`{prompt}` or stdin).
+    #[arg(long, value_name = "CMD", env = "RLM_LLM_CMD", help_heading = "Model")]
+    pub llm_cmd: Option<String>,
+
+    /// Model for sub-calls (llm_query, summarize); default: the root model.
+    #[arg(long, value_name = "M", env = "RLM_SUB_MODEL", help_heading = "Model")]
+    pub sub_model: Option<String>,
+
+    /// API for sub-calls; default: the root's.
+    #[arg(long, value_enum, env = "RLM_SUB_PROVIDER", help_heading = "Model")]
+    pub sub_provider: Option<ProviderArg>,
+
+    /// Endpoint for sub-calls; default: the root's (when the provider is the same).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "RLM_SUB_BASE_URL",
+        help_heading = "Model"
+    )]
+    pub sub_base_url: Option<String>,
+
+    /// Command for sub-calls with --sub-provider cli; default: --llm-cmd.
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "RLM_SUB_LLM_CMD",
+        help_heading = "Model"
+    )]
+    pub sub_llm_cmd: Option<String>,
+
+    /// Retries on 429, 5xx and connection errors (exponential backoff with jitter).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4,
+        env = "RLM_RETRIES",
+        help_heading = "Model"
+    )]
+    pub retries: u32,
+
+    /// Delay before the first retry in milliseconds; it doubles with each retry.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 500,
+        env = "RLM_RETRY_BASE_DELAY_MS",
+        help_heading = "Model"
+    )]
+    pub retry_base_delay_ms: u64,
+
+    /// Seconds one model request may take.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 300,
+        env = "RLM_REQUEST_TIMEOUT",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Model"
+    )]
+    pub request_timeout: u64,
+
+    /// Ask for whole responses instead of streaming them.
+    #[arg(long, env = "RLM_NO_STREAM", help_heading = "Model")]
+    pub no_stream: bool,
+
+    /// Sampling temperature of every model call (0 to 2); default: the server's.
+    #[arg(
+        long,
+        value_name = "T",
+        env = "RLM_TEMPERATURE",
+        value_parser = parse_temperature,
+        help_heading = "Model"
+    )]
+    pub temperature: Option<f32>,
+
+    /// Price of prompt tokens in USD per million, for cost accounting and --max-cost-usd.
+    #[arg(
+        long,
+        value_name = "USD",
+        env = "RLM_PRICE_INPUT",
+        value_parser = parse_usd,
+        allow_negative_numbers = true,
+        help_heading = "Model"
+    )]
+    pub price_input: Option<f64>,
+
+    /// Price of completion tokens in USD per million.
+    #[arg(
+        long,
+        value_name = "USD",
+        env = "RLM_PRICE_OUTPUT",
+        value_parser = parse_usd,
+        allow_negative_numbers = true,
+        help_heading = "Model"
+    )]
+    pub price_output: Option<f64>,
+
+    /// Where the model's code runs.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "python",
+        env = "RLM_ENV",
+        help_heading = "Loop"
+    )]
+    pub env: EnvArg,
+
+    /// The python3 executable of the REPL (--env python).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "python3",
+        env = "RLM_PYTHON",
+        help_heading = "Loop"
+    )]
+    pub python: PathBuf,
+
+    /// Confinement of the Python kernel and what it starts: auto confines where the
+    /// Linux kernel allows (Landlock, seccomp, rlimits) and says once what it cannot;
+    /// strict refuses to run unconfined; off runs model code as you.
+    #[arg(
+        long,
+        value_name = "MODE",
+        value_enum,
+        default_value = "auto",
+        env = "RLM_SANDBOX",
+        help_heading = "Loop"
+    )]
+    pub sandbox: SandboxArg,
+
+    /// Address-space limit of the confined Python kernel, in MiB; default 4096 or 3×
+    /// the context's size, whichever is larger.
+    #[arg(
+        long,
+        value_name = "MIB",
+        env = "RLM_KERNEL_MEMORY_MB",
+        value_parser = clap::value_parser!(u64).range(64..),
+        help_heading = "Loop"
+    )]
+    pub kernel_memory_mb: Option<u64>,
+
+    /// Memory limit of the JavaScript engine (--env js), in MiB; default 4× the
+    /// context's size, at least 1024.
+    #[arg(
+        long,
+        value_name = "MIB",
+        env = "RLM_JS_MEMORY_MB",
+        value_parser = clap::value_parser!(u64).range(16..),
+        help_heading = "Loop"
+    )]
+    pub js_memory_mb: Option<u64>,
+
+    /// The micro-tools offered under --env tools, comma-separated (final_answer is
+    /// always offered) [default: ctx_length,ctx_grep,ctx_slice,ctx_summarize,final_answer].
+    #[arg(
+        long,
+        value_name = "LIST",
+        env = "RLM_TOOLS",
+        value_parser = parse_tools,
+        help_heading = "Loop"
+    )]
+    pub tools: Option<ToolList>,
+
+    /// How tool calls travel under --env tools.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "HOW",
+        default_value = "native",
+        env = "RLM_TOOL_PROTOCOL",
+        help_heading = "Loop"
+    )]
+    pub tool_protocol: ToolProtocolArg,
+
+    /// A file whose text replaces the built-in system prompt.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "RLM_SYSTEM_PROMPT",
+        help_heading = "Loop"
+    )]
+    pub system_prompt: Option<PathBuf>,
+
+    /// Depth at which sub_rlm becomes a plain sub-model call.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2,
+        env = "RLM_MAX_DEPTH",
+        help_heading = "Loop"
+    )]
+    pub max_depth: u32,
+
+    /// Model turns before an answer is forced.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "RLM_MAX_ITERATIONS",
+        help_heading = "Loop"
+    )]
+    pub max_iterations: u32,
+
+    /// REPL output characters shown to the model per block (more is truncated).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20_000,
+        env = "RLM_MAX_OUTPUT_CHARS",
+        help_heading = "Loop"
+    )]
+    pub max_output_chars: usize,
+
+    /// Output longer than this fraction of the context is redacted.
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.25,
+        env = "RLM_REDACT_RATIO",
+        help_heading = "Loop"
+    )]
+    pub redact_ratio: f64,
+
+    /// Variables shown to the model in the state inventory.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 20,
+        env = "RLM_STATE_VARS",
+        help_heading = "Loop"
+    )]
+    pub state_vars: usize,
+
+    /// Seconds one code block may run before it is interrupted.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 120,
+        env = "RLM_EXEC_TIMEOUT",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Loop"
+    )]
+    pub exec_timeout: u64,
+
+    /// JSON Schema that SUBMIT payloads must satisfy.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "RLM_OUTPUT_SCHEMA",
+        help_heading = "Loop"
+    )]
+    pub output_schema: Option<PathBuf>,
+
+    /// External agent command for spawn_agent: `{prompt}`, `{prompt_file}`,
+    /// `{result_file}`, `{agent_id}` are filled in; without `{prompt}`/`{prompt_file}`
+    /// the prompt goes to stdin. E.g. `claude -p {prompt}`, `llm -m gpt-4o-mini`.
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "RLM_AGENT_CMD",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_cmd: Option<String>,
+
+    /// Confine external agents: they read the system, their program file, their prompt
+    /// and the store, and write only the store and their temporary directory.
+    #[arg(
+        long,
+        value_name = "on|off",
+        value_enum,
+        default_value = "off",
+        env = "RLM_AGENT_SANDBOX",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_sandbox: OnOffArg,
+
+    /// Network of confined agents (--agent-sandbox on): on by default, since agent
+    /// CLIs call their APIs.
+    #[arg(
+        long,
+        value_name = "on|off",
+        value_enum,
+        default_value = "on",
+        env = "RLM_AGENT_NETWORK",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_network: OnOffArg,
+
+    /// Environment variable passed to external agents (repeatable); none are by default.
+    #[arg(long, value_name = "NAME", help_heading = "Sub-calls and budgets")]
+    pub agent_env: Vec<String>,
+
+    /// Seconds a sub-agent (external or nested run) may take before its process group
+    /// is terminated.
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 600,
+        env = "RLM_AGENT_TIMEOUT",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_timeout: u64,
+
+    /// Sub-calls running at once (llm_query_parallel).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4,
+        env = "RLM_MAX_PARALLEL",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_parallel: usize,
+
+    /// Model requests in flight at once across the whole run tree (every depth, every
+    /// nested run); default: no limit beyond --max-parallel per call.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_REQUESTS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_requests: Option<u64>,
+
+    /// External agent processes running at once across the whole run tree.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_AGENTS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_agents: Option<u64>,
+
+    /// How agents and nested runs start: processes of this machine, or Slurm jobs
+    /// (each through `srun`, named rlm-<agent id>).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "local",
+        env = "RLM_RUNNER",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub runner: RunnerArg,
+
+    /// Arguments for `srun` with --runner slurm (partition, time, memory, account), e.g.
+    /// "--partition=batch --time=0:30:00 --mem=4G".
+    #[arg(
+        long,
+        value_name = "ARGS",
+        env = "RLM_SLURM_ARGS",
+        allow_hyphen_values = true,
+        value_parser = parse_slurm_args,
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub slurm_args: Option<SlurmArgs>,
+
+    /// Longest prompt a sub-call may send, in characters; longer fails fast.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 400_000,
+        env = "RLM_SUB_CONTEXT_CHARS",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub sub_context_chars: usize,
+
+    /// Stop after this many model calls (root and sub-calls).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_LLM_CALLS",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_llm_calls: Option<u64>,
+
+    /// Stop after this many tokens (prompt + completion).
+    #[arg(
+        long,
+        value_name = "N",
+        env = "RLM_MAX_TOKENS",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_tokens: Option<u64>,
+
+    /// Stop after this cost in USD (needs --price-input/--price-output).
+    #[arg(
+        long,
+        value_name = "USD",
+        env = "RLM_MAX_COST_USD",
+        value_parser = parse_usd,
+        allow_negative_numbers = true,
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_cost_usd: Option<f64>,
+
+    /// Stop after this many seconds.
+    #[arg(
+        long,
+        value_name = "S",
+        env = "RLM_MAX_TIME",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub max_time: Option<u64>,
+
+    /// Ask again instead of answering identical sub-calls from the store's cache.
+    #[arg(long, env = "RLM_NO_CACHE", help_heading = "Sub-calls and budgets")]
+    pub no_cache: bool,
+
+    /// Memory for cached variable values, in MiB.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 256,
+        env = "RLM_MEMORY_CEILING_MB",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub memory_ceiling_mb: u64,
+
+    /// Print one JSON result object instead of the answer.
+    #[arg(long, env = "RLM_JSON", help_heading = "Output")]
+    pub json: bool,
+
+    /// Stream events to stdout as JSON lines.
+    #[arg(long, env = "RLM_EVENTS", help_heading = "Output")]
+    pub events: bool,
+}

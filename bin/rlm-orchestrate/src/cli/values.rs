@@ -1,0 +1,149 @@
+//! The values of a run's flags that are more than a number or a path: the choices
+//! (`--provider`, `--env`, …) and the parsers that check a value before a run starts.
+
+use clap::ValueEnum;
+use rlm_orchestrator::env::tools::{parse_tool_list, MicroTool};
+
+use super::InvalidValue;
+
+/// Which API serves a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProviderArg {
+    /// Any OpenAI-compatible Chat Completions endpoint (OpenAI, vLLM, llama.cpp, Ollama, …).
+    Openai,
+    /// The Anthropic Messages API.
+    Anthropic,
+    /// A command as the model (`llm -m X`, `claude -p`): prompt in, answer on stdout.
+    Cli,
+}
+
+/// Where the model's code runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EnvArg {
+    /// A persistent python3 process.
+    Python,
+    /// Embedded JavaScript (QuickJS): no file system, network or processes.
+    Js,
+    /// No code at all: bounded micro-tools (ctx_grep, ctx_slice, …) called through
+    /// tool calling, for small local models.
+    Tools,
+}
+
+/// How tool calls travel under --env tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ToolProtocolArg {
+    /// The provider's own tool calling (OpenAI tools, Anthropic tool_use).
+    Native,
+    /// One JSON object per call in a ```tool block of the reply (for endpoints
+    /// without tool calling; always used with --provider cli).
+    Text,
+}
+
+/// `--lazy-context`: when `context` is a lazy view of a referenced file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LazyContextArg {
+    /// Lazy above --lazy-above bytes; a `str` below.
+    Auto,
+    /// Lazy for every referenced file.
+    Always,
+    /// Always a `str` loaded whole (bounded by --max-context-bytes).
+    Never,
+}
+
+/// `--runner`: how agents and nested runs start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunnerArg {
+    /// Processes of this machine.
+    Local,
+    /// Slurm jobs through `srun` (see --slurm-args).
+    Slurm,
+}
+
+/// `--slurm-args`, split like a shell would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmArgs(pub rlm_orchestrator::runner::Runner);
+
+/// Parses `--slurm-args`.
+pub(super) fn parse_slurm_args(text: &str) -> Result<SlurmArgs, InvalidValue> {
+    rlm_orchestrator::runner::Runner::slurm(text)
+        .map(SlurmArgs)
+        .map_err(InvalidValue::new)
+}
+
+/// `--sandbox`: how the Python kernel is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    /// Confine with what the kernel supports (Landlock, seccomp, rlimits); say once
+    /// what it cannot enforce.
+    Auto,
+    /// Refuse to run the kernel unless it can be fully confined.
+    Strict,
+    /// No confinement: the model's code runs as you, with your files and network.
+    Off,
+}
+
+/// `--agent-sandbox` / `--agent-network`: a switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOffArg {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+/// How `--context-dir` becomes `context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DirAsArg {
+    /// A list of file contents, in lexical order of their paths.
+    List,
+    /// `{relative path: content}`.
+    Dict,
+    /// One string, each file preceded by a `=== path ===` line.
+    Concat,
+}
+
+/// `--tools`: the micro-tools offered, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolList(pub Vec<MicroTool>);
+
+/// Parses `--tools`.
+pub(super) fn parse_tools(list: &str) -> Result<ToolList, InvalidValue> {
+    parse_tool_list(list)
+        .map(ToolList)
+        .map_err(|e| InvalidValue::new(e.to_string()))
+}
+
+/// Parses `--temperature`: a number from 0 to 2.
+pub(super) fn parse_temperature(text: &str) -> Result<f32, InvalidValue> {
+    match text.trim().parse::<f32>() {
+        Ok(t) if (0.0..=2.0).contains(&t) => Ok(t),
+        _ => Err(InvalidValue::new(format!(
+            "{text:?} is not a temperature from 0 to 2"
+        ))),
+    }
+}
+
+/// Parses an amount of USD (`--max-cost-usd`, `--price-*`): a finite number ≥ 0, so
+/// that `NaN`, `inf` or a negative price cannot switch the cost limit off.
+pub(super) fn parse_usd(text: &str) -> Result<f64, InvalidValue> {
+    match text.trim().parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd >= 0.0 => Ok(usd),
+        _ => Err(InvalidValue::new(format!(
+            "{text:?} is not an amount of USD (a finite number ≥ 0)"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_of_usd_are_finite_and_not_negative() {
+        assert_eq!(parse_usd("0.5"), Ok(0.5));
+        assert_eq!(parse_usd("0"), Ok(0.0));
+        for bad in ["NaN", "nan", "inf", "-inf", "-0.01", "1e999", "x"] {
+            assert!(parse_usd(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Where `vars set` takes a value from (`--file PATH` or stdin) and whether the value
+//! fits the `--type` asked for: every such failure is bad input (exit 2), found before
+//! the store is opened, so the stored value is left as it was.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rlm_context_store::{StoreError, VariableType};
+use serde_json::Value;
+
+use crate::exit::{annotate, bad_input, ExitStatus, ResultExt};
+
+/// Where `--file` reads from.
+pub(super) struct Input {
+    /// The file as named on the command line, or `stdin`.
+    pub(super) name: String,
+    /// The bytes of the value.
+    pub(super) reader: Box<dyn Read>,
+}
+
+impl Input {
+    /// Opens `path`, or stdin for `-`; a missing file or a directory is bad input.
+    pub(super) fn open(path: &Path) -> Result<Self> {
+        if path.as_os_str() == "-" {
+            return Ok(Self {
+                name: "stdin".to_owned(),
+                reader: Box::new(io::stdin().lock()),
+            });
+        }
+        let name = path.display().to_string();
+        let meta = fs::metadata(path)
+            .with_context(|| format!("cannot read {name}"))
+            .status(ExitStatus::BadInput)
+            .hint(|| {
+                "paths are relative to the working directory; `--file -` reads stdin".into()
+            })?;
+        if meta.is_dir() {
+            return Err(bad_input(format!("{name} is a directory, not a file")));
+        }
+        let file = File::open(path)
+            .with_context(|| format!("cannot read {name}"))
+            .status(ExitStatus::BadInput)?;
+        Ok(Self {
+            name,
+            reader: Box::new(file),
+        })
+    }
+}
+
+/// Parses JSON from `reader`; a syntax error is bad input, with line and column.
+pub(super) fn parse_json(reader: impl Read, name: &str) -> Result<Value> {
+    serde_json::from_reader(reader).map_err(|e| {
+        let (message, hint) = if e.is_io() {
+            (format!("cannot read {name}"), None)
+        } else {
+            (
+                format!("{name} is not valid JSON"),
+                Some("drop --json to store it as text".to_owned()),
+            )
+        };
+        annotate(
+            anyhow::Error::new(e).context(message),
+            Some(ExitStatus::BadInput),
+            hint,
+        )
+    })
+}
+
+/// Reads a whole text input, failing like the streaming path on invalid UTF-8.
+pub(super) fn read_text(input: &mut Input) -> Result<String> {
+    let mut bytes = Vec::new();
+    input
+        .reader
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", input.name))
+        .status(ExitStatus::BadInput)?;
+    String::from_utf8(bytes).map_err(|e| {
+        StoreError::InvalidUtf8 {
+            source_name: input.name.clone(),
+            offset: e.utf8_error().valid_up_to() as u64,
+        }
+        .into()
+    })
+}
+
+/// Refuses a `--type` that contradicts a text value.
+pub(super) fn check_text_type(var_type: Option<VariableType>) -> Result<()> {
+    match var_type {
+        None | Some(VariableType::Text | VariableType::Stream) => Ok(()),
+        Some(other) => Err(bad_input(format!(
+            "a text value cannot have type {other}; add --json to parse the value as JSON"
+        ))),
+    }
+}
+
+/// Refuses a `--type` that contradicts a JSON value's shape.
+pub(super) fn check_type(value: &Value, var_type: Option<VariableType>) -> Result<()> {
+    let has_any = |keys: [&str; 2]| {
+        value
+            .as_object()
+            .is_some_and(|map| keys.iter().any(|k| map.contains_key(*k)))
+    };
+    let problem = match var_type {
+        None | Some(VariableType::Stream) => None,
+        Some(VariableType::Text) if !value.is_string() => Some("type text needs a string"),
+        Some(VariableType::Json) if value.is_string() => {
+            Some("type json needs a non-string value; use --type text for a string")
+        }
+        Some(VariableType::Memory) if !has_any(["entries", "memories"]) => {
+            Some("type memory needs an object with \"entries\" or \"memories\"")
+        }
+        Some(VariableType::Result) if !has_any(["result", "output"]) => {
+            Some("type result needs an object with \"result\" or \"output\"")
+        }
+        Some(_) => None,
+    };
+    match problem {
+        Some(problem) => Err(bad_input(problem)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn type_checks_follow_the_shapes() {
+        assert!(check_type(&json!("x"), Some(VariableType::Text)).is_ok());
+        assert!(check_type(&json!([1]), Some(VariableType::Text)).is_err());
+        assert!(check_type(&json!({"entries": []}), Some(VariableType::Memory)).is_ok());
+        assert!(check_type(&json!({"x": []}), Some(VariableType::Memory)).is_err());
+        assert!(check_type(&json!({"output": 1}), Some(VariableType::Result)).is_ok());
+        assert!(check_type(&json!("x"), Some(VariableType::Json)).is_err());
+        assert!(check_type(&json!("x"), Some(VariableType::Stream)).is_ok());
+        assert!(check_text_type(Some(VariableType::Stream)).is_ok());
+        assert!(check_text_type(Some(VariableType::Memory)).is_err());
+    }
+
+    #[test]
+    fn invalid_json_is_bad_input_with_position() {
+        let err = parse_json(&b"{\n  \"a\": [1,]\n}"[..], "in.json").unwrap_err();
+        assert_eq!(crate::exit::status_of(&err), ExitStatus::BadInput);
+        let text = format!("{err:#}");
+        assert!(text.contains("in.json is not valid JSON"), "{text}");
+        assert!(text.contains("line 2 column"), "{text}");
+    }
+}
