@@ -33,6 +33,8 @@ pub mod private_fs;
 mod reference;
 mod store;
 mod summary;
+mod text;
+mod variable_file;
 mod watch;
 
 pub use error::{Result, StoreError};
@@ -47,3 +49,5 @@ pub use store::{
     DEFAULT_LOCK_TIMEOUT, DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
 };
 pub use summary::{truncate_chars, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN};
+pub use text::{TextLine, TextMeasure, TextReader, TEXT_LINE_MAX_BYTES};
+pub use variable_file::VariableFile;

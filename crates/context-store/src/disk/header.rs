@@ -89,7 +89,7 @@ pub fn read_header_with_metadata(path: &Path) -> Result<(ParsedHeader, std::fs::
     read_header_of(file, path).map(|parsed| (parsed, meta))
 }
 
-pub(super) fn read_header_of(file: File, path: &Path) -> Result<ParsedHeader> {
+pub(crate) fn read_header_of(file: File, path: &Path) -> Result<ParsedHeader> {
     let mut reader = BufReader::with_capacity(HEADER_READ_BYTES, file);
     let mut line = Vec::with_capacity(512);
     (&mut reader)

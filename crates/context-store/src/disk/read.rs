@@ -23,69 +23,151 @@ use crate::reference::VariableRef;
 /// A value that is the recorded one but formatted differently (re-indented by hand)
 /// passes; any other difference is [`StoreError::Integrity`].
 pub fn read_value(path: &Path, value_offset: Option<u64>, recorded: &VariableRef) -> Result<Value> {
-    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-        path: path.to_owned(),
-        reason: e.to_string(),
-    };
-    let mut file = nofollow::open_read(path, "open variable file")?;
+    let file = nofollow::open_read(path, "open variable file")?;
+    read_value_in(file, path, value_offset, recorded)
+}
+
+/// [`read_value`] from a file already open (the one whose header gave `recorded`).
+pub(crate) fn read_value_in(
+    file: File,
+    path: &Path,
+    value_offset: Option<u64>,
+    recorded: &VariableRef,
+) -> Result<Value> {
     match value_offset {
         Some(offset) => {
-            let len = file
-                .metadata()
-                .map_err(|e| StoreError::io("inspect variable file", path, e))?
-                .len();
-            integrity::check_length(path, offset, recorded, len)?;
-            file.seek(SeekFrom::Start(offset))
-                .map_err(|e| StoreError::io("read variable file", path, e))?;
-            let mut reader = HashingReader::new(file, recorded.size_bytes);
-            let mut bytes = Vec::with_capacity((len - offset) as usize);
-            reader
-                .read_to_end(&mut bytes)
-                .map_err(|e| StoreError::io("read variable file", path, e))?;
-            let (hashed, sha) = reader.finish();
-            let raw_check = integrity::check_hash(path, recorded, hashed, &sha);
-            // The value, then the object's closing brace (and maybe white space).
-            let Some(body) = bytes.trim_ascii_end().strip_suffix(b"}") else {
-                raw_check?;
-                return Err(StoreError::Corrupt {
-                    path: path.to_owned(),
-                    reason: "the file does not end with the closing brace of its object".into(),
-                });
-            };
-            let value = match (serde_json::from_slice::<Value>(body), raw_check) {
-                (Ok(value), Ok(())) => value,
+            let (bytes, raw_check) = read_raw(file, path, offset, recorded)?;
+            let body = value_body(&bytes, path, &raw_check)?;
+            match (serde_json::from_slice::<Value>(body), raw_check) {
+                (Ok(value), Ok(())) => Ok(value),
                 (Ok(value), Err(raw_error)) => {
                     // The same value written differently is still the value.
-                    let compact = sha256_hex(&encode_value(&value));
-                    if recorded.sha256.as_deref() != Some(compact.as_str()) {
-                        return Err(raw_error);
-                    }
-                    value
+                    same_value(value, recorded, raw_error)
                 }
-                (Err(_), Err(raw_error)) => return Err(raw_error),
-                (Err(e), Ok(())) => return Err(corrupt(e)),
-            };
-            Ok(value)
-        }
-        None => {
-            #[derive(Deserialize)]
-            struct WithValue {
-                value: Value,
+                (Err(_), Err(raw_error)) => Err(raw_error),
+                (Err(e), Ok(())) => Err(corrupt(path, &e)),
             }
-            let mut bytes = Vec::new();
-            file.read_to_end(&mut bytes)
-                .map_err(|e| StoreError::io("read variable file", path, e))?;
-            let value = serde_json::from_slice::<WithValue>(&bytes)
-                .map(|w| w.value)
-                .map_err(corrupt)?;
-            if let Some(want) = recorded.sha256.as_deref() {
-                let found = sha256_hex(&encode_value(&value));
-                if !want.eq_ignore_ascii_case(&found) {
-                    return Err(integrity::mismatch(path, want, &found));
+        }
+        None => read_foreign_value(file, path, recorded),
+    }
+}
+
+/// The value of the open variable file as compact JSON text, checked like
+/// [`read_value`]: the bytes on disk when they are the recorded ones (no parse),
+/// otherwise the value parsed and encoded again.
+pub(crate) fn read_value_json_in(
+    file: File,
+    path: &Path,
+    value_offset: Option<u64>,
+    recorded: &VariableRef,
+) -> Result<Vec<u8>> {
+    let Some(offset) = value_offset else {
+        return Ok(encode_value(&read_foreign_value(file, path, recorded)?));
+    };
+    let (mut bytes, raw_check) = read_raw(file, path, offset, recorded)?;
+    let body_len = value_body(&bytes, path, &raw_check)?.len();
+    match raw_check {
+        Ok(()) if recorded.sha256.is_some() => {
+            bytes.truncate(body_len);
+            Ok(bytes)
+        }
+        // Unchecked (no recorded sha256) or formatted differently: parse it.
+        raw_check => {
+            let value = serde_json::from_slice::<Value>(&bytes[..body_len]);
+            match (value, raw_check) {
+                (Ok(value), Ok(())) => Ok(encode_value(&value)),
+                (Ok(value), Err(raw_error)) => {
+                    Ok(encode_value(&same_value(value, recorded, raw_error)?))
                 }
+                (Err(_), Err(raw_error)) => Err(raw_error),
+                (Err(e), Ok(())) => Err(corrupt(path, &e)),
             }
-            Ok(value)
         }
+    }
+}
+
+/// The bytes of the open file from the value's offset to its end, and whether the
+/// recorded size and sha256 describe them (hashed while read).
+fn read_raw(
+    mut file: File,
+    path: &Path,
+    offset: u64,
+    recorded: &VariableRef,
+) -> Result<(Vec<u8>, Result<()>)> {
+    let len = file
+        .metadata()
+        .map_err(|e| StoreError::io("inspect variable file", path, e))?
+        .len();
+    integrity::check_length(path, offset, recorded, len)?;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    let mut reader = HashingReader::new(file, recorded.size_bytes);
+    let mut bytes = Vec::with_capacity((len - offset) as usize);
+    reader
+        .read_to_end(&mut bytes)
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    let (hashed, sha) = reader.finish();
+    let raw_check = integrity::check_hash(path, recorded, hashed, &sha);
+    Ok((bytes, raw_check))
+}
+
+/// The value in `bytes` (read from its offset to the end of the file): everything
+/// before the object's closing brace (and maybe white space).
+fn value_body<'a>(bytes: &'a [u8], path: &Path, raw_check: &Result<()>) -> Result<&'a [u8]> {
+    match bytes.trim_ascii_end().strip_suffix(b"}") {
+        Some(body) => Ok(body),
+        None => Err(match raw_check {
+            Err(StoreError::Integrity { path, what, reason }) => StoreError::Integrity {
+                path: path.clone(),
+                what,
+                reason: reason.clone(),
+            },
+            _ => StoreError::Corrupt {
+                path: path.to_owned(),
+                reason: "the file does not end with the closing brace of its object".into(),
+            },
+        }),
+    }
+}
+
+/// `value` when its compact form hashes to the recorded sha256 (the recorded value,
+/// written differently), else `raw_error`.
+fn same_value(value: Value, recorded: &VariableRef, raw_error: StoreError) -> Result<Value> {
+    let compact = sha256_hex(&encode_value(&value));
+    if recorded.sha256.as_deref() != Some(compact.as_str()) {
+        return Err(raw_error);
+    }
+    Ok(value)
+}
+
+/// The value of a file in another program's layout: parsed whole (such files are
+/// written once), checked against the sha256 of its compact form when one is recorded.
+fn read_foreign_value(mut file: File, path: &Path, recorded: &VariableRef) -> Result<Value> {
+    #[derive(Deserialize)]
+    struct WithValue {
+        value: Value,
+    }
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(0))
+        .and_then(|_| file.read_to_end(&mut bytes))
+        .map_err(|e| StoreError::io("read variable file", path, e))?;
+    let value = serde_json::from_slice::<WithValue>(&bytes)
+        .map(|w| w.value)
+        .map_err(|e| corrupt(path, &e))?;
+    if let Some(want) = recorded.sha256.as_deref() {
+        let found = sha256_hex(&encode_value(&value));
+        if !want.eq_ignore_ascii_case(&found) {
+            return Err(integrity::mismatch(path, want, &found));
+        }
+    }
+    Ok(value)
+}
+
+/// The error for a value that is not valid JSON.
+fn corrupt(path: &Path, e: &serde_json::Error) -> StoreError {
+    StoreError::Corrupt {
+        path: path.to_owned(),
+        reason: e.to_string(),
     }
 }
 

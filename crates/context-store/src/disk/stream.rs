@@ -11,8 +11,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::header::read_header_of;
-use super::read::{read_value, value_in};
+use super::header::{read_header_of, ParsedHeader};
+use super::read::{read_value_in, value_in};
 use super::unescape::{UnescapeError, Unescaper};
 use super::STREAM_CHUNK_BYTES;
 use crate::error::{Result, StoreError};
@@ -129,13 +129,25 @@ pub fn copy_value_of_file(path: &Path, out: &mut dyn Write, pretty: bool) -> Res
         .try_clone()
         .map_err(|e| StoreError::io("open variable file", path, e))?;
     let parsed = read_header_of(for_header, path)?;
-    let recorded = parsed.header.reference;
+    copy_value_in(file, path, &parsed, out, pretty)?;
+    Ok(parsed.header.reference)
+}
+
+/// [`copy_value_of_file`] from a file already open, whose header is `parsed`.
+pub(crate) fn copy_value_in(
+    file: File,
+    path: &Path,
+    parsed: &ParsedHeader,
+    out: &mut dyn Write,
+    pretty: bool,
+) -> Result<()> {
+    let recorded = &parsed.header.reference;
     let Some(offset) = parsed.value_offset else {
         // Another program's layout: parsed whole (such files are written once).
-        let value = read_value(path, None, &recorded)?;
+        let value = read_value_in(file, path, None, recorded)?;
         write_value(&value, out, pretty)
             .map_err(|e| StoreError::io("write the value of", path, e))?;
-        return Ok(recorded);
+        return Ok(());
     };
     let mut first = [0u8; 1];
     let is_text = std::os::unix::fs::FileExt::read_at(&file, &mut first, offset)
@@ -143,11 +155,10 @@ pub fn copy_value_of_file(path: &Path, out: &mut dyn Write, pretty: bool) -> Res
         == 1
         && first[0] == b'"';
     if is_text {
-        copy_text_value_in(file, path, offset, &recorded, out)?;
+        copy_text_value_in(file, path, offset, recorded, out)
     } else {
-        copy_json_value_in(file, path, offset, &recorded, out, pretty)?;
+        copy_json_value_in(file, path, offset, recorded, out, pretty)
     }
-    Ok(recorded)
 }
 
 /// Writes a value held in memory the way values are printed: text raw, anything else

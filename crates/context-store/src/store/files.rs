@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::disk;
 use crate::error::{Result, StoreError};
 use crate::file_ref::{FileCopyError, FileRef};
 use crate::key::display_key;
@@ -75,21 +74,9 @@ impl Store {
         let (value, reference) = self.get_with_reference(key)?;
         let file = decode(key, &value)?;
         verify(&file, key, &self.canonical_path(key), self.data_dir())?;
-        let sha = file.copy_to(out).map_err(|e| match e {
-            FileCopyError::Changed(change) => StoreError::FileChanged {
-                key: display_key(key),
-                path: file.path.clone(),
-                change: change.0,
-            },
-            FileCopyError::Read(source) => {
-                StoreError::io("read the referenced file", file.path.clone(), source)
-            }
-            FileCopyError::Write(source) => StoreError::io(
-                "write the contents of the file referenced by",
-                self.canonical_path(key),
-                source,
-            ),
-        })?;
+        let sha = file
+            .copy_to(out)
+            .map_err(|e| file_copy_error(key, &file, &self.canonical_path(key), e))?;
         if file.sha256.is_none() {
             self.record_sha256(key, &reference, file, sha);
         }
@@ -122,8 +109,33 @@ impl Store {
     }
 }
 
+/// The store error for a failed [`FileRef::copy_to`] of the file the variable `key`
+/// (in the variable file `variable`) refers to.
+pub(crate) fn file_copy_error(
+    key: &str,
+    file: &FileRef,
+    variable: &Path,
+    e: FileCopyError,
+) -> StoreError {
+    match e {
+        FileCopyError::Changed(change) => StoreError::FileChanged {
+            key: display_key(key),
+            path: file.path.clone(),
+            change: change.0,
+        },
+        FileCopyError::Read(source) => {
+            StoreError::io("read the referenced file", file.path.clone(), source)
+        }
+        FileCopyError::Write(source) => StoreError::io(
+            "write the contents of the file referenced by",
+            variable,
+            source,
+        ),
+    }
+}
+
 /// The [`FileRef`] a `file` variable's value holds.
-fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
+pub(crate) fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
     <FileRef as serde::Deserialize>::deserialize(value).map_err(|e| StoreError::Json {
         action: "read the file reference in",
         key: display_key(key),
@@ -133,21 +145,11 @@ fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
 
 /// The reference a variable file holds, when its header says it is a `file` variable
 /// (for readers that go to variable files directly, such as the micro-tools).
+///
+/// The same as [`crate::VariableFile::open`] then
+/// [`file_reference`](crate::VariableFile::file_reference), which callers should use.
 pub fn file_ref_in_variable_file(path: &Path) -> Result<Option<FileRef>> {
-    let parsed = disk::read_header(path)?;
-    let recorded = &parsed.header.reference;
-    if recorded.var_type != VariableType::File {
-        return Ok(None);
-    }
-    let value = disk::read_value(path, parsed.value_offset, recorded)?;
-    let file = decode(&recorded.key, &value)?;
-    // <data-dir>/variables/<file>.json
-    let data_dir = path
-        .parent()
-        .and_then(Path::parent)
-        .unwrap_or(Path::new("."));
-    verify(&file, &recorded.key, path, data_dir)?;
-    Ok(Some(file))
+    crate::VariableFile::open(path)?.file_reference()
 }
 
 /// Name of the data directory's signing key for file variables: in the directory
@@ -180,7 +182,7 @@ fn signing_key(data_dir: &Path) -> Result<Vec<u8>> {
 }
 
 /// Refuses a file variable this data directory did not sign.
-fn verify(file: &FileRef, key: &str, variable: &Path, data_dir: &Path) -> Result<()> {
+pub(crate) fn verify(file: &FileRef, key: &str, variable: &Path, data_dir: &Path) -> Result<()> {
     if file.signed_by(&signing_key(data_dir)?) {
         return Ok(());
     }
