@@ -48,6 +48,8 @@ pub use store::{
     file_ref_in_variable_file, RefreshReport, ScanProblem, Store, StoreOptions, StoreStats,
     DEFAULT_LOCK_TIMEOUT, DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
 };
-pub use summary::{truncate_chars, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN};
+pub use summary::{
+    truncate_chars, SummarizeError, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN,
+};
 pub use text::{TextLine, TextMeasure, TextReader, TEXT_LINE_MAX_BYTES};
 pub use variable_file::VariableFile;

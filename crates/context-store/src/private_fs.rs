@@ -272,3 +272,59 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
         .and_then(|d| d.sync_all())
         .map_err(|e| StoreError::io("fsync directory", dir, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn files_are_0600_and_new_directories_0700() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("a/b/plain.txt");
+        write_private(&plain, b"one").unwrap();
+        assert_eq!(
+            (mode(&plain), mode(&dir.path().join("a/b"))),
+            (0o600, 0o700)
+        );
+        let atomic = dir.path().join("c/atomic.json");
+        write_private_atomic(&atomic, b"two", Durability::Bulk).unwrap();
+        write_private_atomic(&atomic, b"three", Durability::Fsync).unwrap();
+        assert_eq!(std::fs::read(&atomic).unwrap(), b"three");
+        assert_eq!((mode(&atomic), mode(&dir.path().join("c"))), (0o600, 0o700));
+        let mut log = open_private_append(&dir.path().join("d/log")).unwrap();
+        log.write_all(b"x").unwrap();
+        assert_eq!(mode(&dir.path().join("d/log")), 0o600);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("c")).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+
+    #[test]
+    fn a_new_file_is_never_replaced_and_errors_name_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key");
+        write_private_new(&key, b"first").unwrap();
+        let error = write_private_new(&key, b"second").unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AlreadyExists);
+        assert!(
+            error.to_string().contains(&key.display().to_string()),
+            "{error}"
+        );
+        assert_eq!(std::fs::read(&key).unwrap(), b"first");
+        assert_eq!(mode(&key), 0o600);
+        let blocked = key.join("below");
+        let error = create_dir_all_private(&blocked).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("failed to create directory {}", blocked.display())
+        );
+    }
+}

@@ -255,9 +255,9 @@ impl Store {
             .options
             .summarizer
             .summarize(key, &value, max_tokens)
-            .map_err(|message| StoreError::Summarize {
+            .map_err(|error| StoreError::Summarize {
                 key: display_key(key),
-                message,
+                error,
             })?;
         self.lock_inner()
             .summaries
