@@ -162,12 +162,13 @@ pub enum StoreError {
     },
 
     /// The pluggable summariser failed.
-    #[error("failed to summarise variable {key:?}: {message}")]
+    #[error("failed to summarise variable {key:?}: {error}")]
     Summarize {
         /// The variable's key.
         key: String,
-        /// What the summariser reported.
-        message: String,
+        /// What the summariser reported (in the message already, so not a `source`:
+        /// a chain printer would say it twice).
+        error: crate::summary::SummarizeError,
     },
 }
 

@@ -93,7 +93,7 @@ impl FileRef {
             mac.update(&field);
         }
         mac.update(self.encoding.as_bytes());
-        crate::format::hex(&mac.finalize().into_bytes())
+        crate::integrity::hex(&mac.finalize().into_bytes())
     }
 
     /// True when the reference carries `key`'s signature.
@@ -170,7 +170,7 @@ impl FileRef {
             ))));
         }
         self.compare(&meta).map_err(FileCopyError::Changed)?;
-        let sha = crate::format::hex(&hasher.finalize());
+        let sha = crate::integrity::hex(&hasher.finalize());
         if let Some(recorded) = &self.sha256 {
             if !recorded.eq_ignore_ascii_case(&sha) {
                 return Err(FileCopyError::Changed(FileChange(format!(
@@ -265,7 +265,7 @@ mod tests {
         let mut out = Vec::new();
         let sha = reference.copy_to(&mut out).unwrap();
         assert_eq!(out, "héllo\n".as_bytes());
-        assert_eq!(sha, crate::format::sha256_hex("héllo\n".as_bytes()));
+        assert_eq!(sha, crate::integrity::sha256_hex("héllo\n".as_bytes()));
         reference.sha256 = Some("0".repeat(64));
         assert!(matches!(
             reference.copy_to(&mut Vec::new()),

@@ -8,15 +8,39 @@
 //!
 //! Only files in rlm's own layout (value at a known offset, `sha256` in the header)
 //! can be checked byte for byte; for them, `sizeBytes` and `sha256` describe exactly
-//! the bytes between the value's offset and the closing `}`.
+//! the bytes between the value's offset and the closing `}`: the compact JSON of the
+//! value ([`encode_value`]), hashed by [`sha256_hex`].
 
 use std::io::{self, Read};
 use std::path::Path;
 
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Result, StoreError};
 use crate::reference::VariableRef;
+
+/// Serialises a value as compact JSON (the form that `sizeBytes` and `sha256` describe).
+pub(crate) fn encode_value(value: &Value) -> Vec<u8> {
+    // Serialising a `Value` into a Vec cannot fail: keys are strings, numbers are finite.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// Hex SHA-256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a digest.
+pub(crate) fn hex(digest: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
+}
 
 /// Passes reads through and hashes the first `limit` bytes that go by.
 pub(crate) struct HashingReader<R> {
@@ -55,7 +79,7 @@ impl<R: Read> HashingReader<R> {
 
     /// Bytes hashed and their hex sha256.
     pub(crate) fn finish(self) -> (u64, String) {
-        (self.hashed, crate::format::hex(&self.hasher.finalize()))
+        (self.hashed, hex(&self.hasher.finalize()))
     }
 }
 
@@ -143,7 +167,7 @@ mod tests {
         assert_eq!(out, data);
         let (n, sha) = reader.finish();
         assert_eq!(n, 5);
-        assert_eq!(sha, crate::format::sha256_hex(b"hello"));
+        assert_eq!(sha, sha256_hex(b"hello"));
     }
 
     #[test]
@@ -155,6 +179,6 @@ mod tests {
         reader.drain().unwrap();
         let (n, sha) = reader.finish();
         assert_eq!(n, 70_000);
-        assert_eq!(sha, crate::format::sha256_hex(&data[..70_000]));
+        assert_eq!(sha, sha256_hex(&data[..70_000]));
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A variable is a key, a JSON value and a [`VariableRef`] (id, scope, type, size,
 //! time, sha256). Values live in `<data-dir>/variables/<file>.json`, one plain JSON
-//! file each (see [`format`](mod@format)), so a sub-agent in any language reads them
+//! file each (docs/store.md), so a sub-agent in any language reads them
 //! with a JSON parser; the store keeps a bounded, least-recently-used share of them in
 //! memory.
 //! Several processes may use one data directory at once: writes are atomic renames,
@@ -20,23 +20,27 @@
 //! ```
 
 mod cache;
+mod disk;
 mod error;
-mod escape;
 mod file_ref;
+#[doc(hidden)]
 pub mod format;
 mod integrity;
 mod key;
 mod lock;
 mod nofollow;
+pub mod private_fs;
 mod reference;
 mod store;
 mod summary;
+mod text;
+mod variable_file;
 mod watch;
 
 pub use error::{Result, StoreError};
 pub use file_ref::{FileChange, FileCopyError, FileRef};
-pub use format::Durability;
 pub use key::{file_name, validate_key, MAX_KEY_BYTES};
+pub use private_fs::Durability;
 pub use reference::{
     Expected, ListFilter, SetOptions, UnknownVariableType, VariableRef, VariableType, GLOBAL_SCOPE,
 };
@@ -44,4 +48,8 @@ pub use store::{
     file_ref_in_variable_file, RefreshReport, ScanProblem, Store, StoreOptions, StoreStats,
     DEFAULT_LOCK_TIMEOUT, DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
 };
-pub use summary::{truncate_chars, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN};
+pub use summary::{
+    truncate_chars, SummarizeError, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN,
+};
+pub use text::{TextLine, TextMeasure, TextReader, TEXT_LINE_MAX_BYTES};
+pub use variable_file::VariableFile;

@@ -9,10 +9,33 @@ use serde_json::Value;
 /// Characters per token assumed by truncation.
 pub const CHARS_PER_TOKEN: usize = 4;
 
+/// Why a [`Summarizer`] could not summarise a value, in its own words (an LLM-backed
+/// one: the provider's error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SummarizeError {
+    /// What went wrong.
+    pub message: String,
+}
+
+impl SummarizeError {
+    /// An error saying `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
 /// Something that turns a value into a short text.
 pub trait Summarizer: Send + Sync {
     /// Summarises `value` (the variable `key`) in about `max_tokens` tokens.
-    fn summarize(&self, key: &str, value: &Value, max_tokens: usize) -> Result<String, String>;
+    fn summarize(
+        &self,
+        key: &str,
+        value: &Value,
+        max_tokens: usize,
+    ) -> Result<String, SummarizeError>;
 }
 
 /// Keeps the first `max_tokens × 4` characters, with a marker when it cut.
@@ -20,7 +43,12 @@ pub trait Summarizer: Send + Sync {
 pub struct TruncatingSummarizer;
 
 impl Summarizer for TruncatingSummarizer {
-    fn summarize(&self, _key: &str, value: &Value, max_tokens: usize) -> Result<String, String> {
+    fn summarize(
+        &self,
+        _key: &str,
+        value: &Value,
+        max_tokens: usize,
+    ) -> Result<String, SummarizeError> {
         let text = match value {
             Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
             other => std::borrow::Cow::Owned(other.to_string()),
@@ -60,5 +88,29 @@ mod tests {
             .summarize("k", &json!({"a": 1}), 2)
             .unwrap();
         assert_eq!(s, r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn a_summariser_error_reads_as_its_message_in_the_store_error() {
+        struct Failing;
+        impl Summarizer for Failing {
+            fn summarize(&self, _: &str, _: &Value, _: usize) -> Result<String, SummarizeError> {
+                Err(SummarizeError::new("the provider is down"))
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::StoreOptions {
+            summarizer: std::sync::Arc::new(Failing),
+            ..crate::StoreOptions::default()
+        };
+        let store = crate::Store::open_with(dir.path(), options).unwrap();
+        store
+            .set("k", json!("text"), crate::SetOptions::default())
+            .unwrap();
+        let error = store.summarize("k", 10).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "failed to summarise variable \"k\": the provider is down"
+        );
     }
 }

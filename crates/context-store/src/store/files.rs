@@ -6,8 +6,8 @@ use std::path::Path;
 
 use crate::error::{Result, StoreError};
 use crate::file_ref::{FileCopyError, FileRef};
-use crate::format::{self, Durability};
 use crate::key::display_key;
+use crate::private_fs::Durability;
 use crate::reference::{Expected, SetOptions, VariableRef, VariableType};
 
 use super::Store;
@@ -74,21 +74,9 @@ impl Store {
         let (value, reference) = self.get_with_reference(key)?;
         let file = decode(key, &value)?;
         verify(&file, key, &self.canonical_path(key), self.data_dir())?;
-        let sha = file.copy_to(out).map_err(|e| match e {
-            FileCopyError::Changed(change) => StoreError::FileChanged {
-                key: display_key(key),
-                path: file.path.clone(),
-                change: change.0,
-            },
-            FileCopyError::Read(source) => {
-                StoreError::io("read the referenced file", file.path.clone(), source)
-            }
-            FileCopyError::Write(source) => StoreError::io(
-                "write the contents of the file referenced by",
-                self.canonical_path(key),
-                source,
-            ),
-        })?;
+        let sha = file
+            .copy_to(out)
+            .map_err(|e| file_copy_error(key, &file, &self.canonical_path(key), e))?;
         if file.sha256.is_none() {
             self.record_sha256(key, &reference, file, sha);
         }
@@ -121,8 +109,33 @@ impl Store {
     }
 }
 
+/// The store error for a failed [`FileRef::copy_to`] of the file the variable `key`
+/// (in the variable file `variable`) refers to.
+pub(crate) fn file_copy_error(
+    key: &str,
+    file: &FileRef,
+    variable: &Path,
+    e: FileCopyError,
+) -> StoreError {
+    match e {
+        FileCopyError::Changed(change) => StoreError::FileChanged {
+            key: display_key(key),
+            path: file.path.clone(),
+            change: change.0,
+        },
+        FileCopyError::Read(source) => {
+            StoreError::io("read the referenced file", file.path.clone(), source)
+        }
+        FileCopyError::Write(source) => StoreError::io(
+            "write the contents of the file referenced by",
+            variable,
+            source,
+        ),
+    }
+}
+
 /// The [`FileRef`] a `file` variable's value holds.
-fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
+pub(crate) fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
     <FileRef as serde::Deserialize>::deserialize(value).map_err(|e| StoreError::Json {
         action: "read the file reference in",
         key: display_key(key),
@@ -132,21 +145,11 @@ fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
 
 /// The reference a variable file holds, when its header says it is a `file` variable
 /// (for readers that go to variable files directly, such as the micro-tools).
+///
+/// The same as [`crate::VariableFile::open`] then
+/// [`file_reference`](crate::VariableFile::file_reference), which callers should use.
 pub fn file_ref_in_variable_file(path: &Path) -> Result<Option<FileRef>> {
-    let parsed = format::read_header(path)?;
-    let recorded = &parsed.header.reference;
-    if recorded.var_type != VariableType::File {
-        return Ok(None);
-    }
-    let value = format::read_value(path, parsed.value_offset, recorded)?;
-    let file = decode(&recorded.key, &value)?;
-    // <data-dir>/variables/<file>.json
-    let data_dir = path
-        .parent()
-        .and_then(Path::parent)
-        .unwrap_or(Path::new("."));
-    verify(&file, &recorded.key, path, data_dir)?;
-    Ok(Some(file))
+    crate::VariableFile::open(path)?.file_reference()
 }
 
 /// Name of the data directory's signing key for file variables: in the directory
@@ -156,8 +159,6 @@ const SIGNING_KEY_FILE: &str = "file-ref.key";
 
 /// The data directory's signing key, made (32 random bytes, 0600) on first use.
 fn signing_key(data_dir: &Path) -> Result<Vec<u8>> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
     let path = data_dir.join(SIGNING_KEY_FILE);
     match std::fs::read(&path) {
         Ok(key) if key.len() >= 32 => return Ok(key),
@@ -169,35 +170,19 @@ fn signing_key(data_dir: &Path) -> Result<Vec<u8>> {
         .iter()
         .flat_map(|id| id.as_bytes().to_vec())
         .collect();
-    // Made in a temporary file and linked into place: two processes starting at once
-    // agree on whichever key won.
-    let temp = data_dir.join(format!(
-        ".{SIGNING_KEY_FILE}.{}",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .and_then(|mut file| file.write_all(&key).and_then(|()| file.sync_all()));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temp);
-        return Err(StoreError::io("write the signing key", path, e));
-    }
-    let linked = std::fs::hard_link(&temp, &path);
-    let _ = std::fs::remove_file(&temp);
-    match linked {
+    // Made whole under a temporary name and linked into place: two processes starting
+    // at once agree on whichever key won.
+    match crate::private_fs::write_private_new(&path, &key) {
         Ok(()) => Ok(key),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             std::fs::read(&path).map_err(|e| StoreError::io("read the signing key", path, e))
         }
-        Err(e) => Err(StoreError::io("write the signing key", path, e)),
+        Err(e) => Err(StoreError::io("write the signing key", path, e.source)),
     }
 }
 
 /// Refuses a file variable this data directory did not sign.
-fn verify(file: &FileRef, key: &str, variable: &Path, data_dir: &Path) -> Result<()> {
+pub(crate) fn verify(file: &FileRef, key: &str, variable: &Path, data_dir: &Path) -> Result<()> {
     if file.signed_by(&signing_key(data_dir)?) {
         return Ok(());
     }
@@ -217,6 +202,7 @@ mod tests {
     use std::fs;
 
     use super::*;
+    use crate::integrity;
 
     #[test]
     fn a_file_variable_is_a_reference_read_through_to_the_file_and_hashed_on_first_read() {
@@ -241,7 +227,7 @@ mod tests {
         let recorded = store.file_reference("ctx").unwrap().unwrap();
         assert_eq!(
             recorded.sha256.as_deref(),
-            Some(format::sha256_hex(b"line one\nline two\n").as_str())
+            Some(integrity::sha256_hex(b"line one\nline two\n").as_str())
         );
         // Another process sees the same reference through the variable file.
         let path = store.path_of("ctx").unwrap();

@@ -18,17 +18,17 @@
 //!   ones that exist nowhere else to this store's spill directory.
 
 use std::collections::HashMap;
-use std::fs::{self, DirBuilder};
-use std::os::unix::fs::DirBuilderExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::cache::ValueCache;
+use crate::disk;
 use crate::error::{Result, StoreError};
-use crate::format::{self, Durability};
 use crate::key::{self, display_key, validate_key};
 use crate::lock::KeyLock;
+use crate::private_fs::Durability;
 use crate::reference::VariableRef;
 use crate::summary::{Summarizer, TruncatingSummarizer};
 
@@ -39,6 +39,7 @@ mod spill;
 mod write;
 
 pub use files::file_ref_in_variable_file;
+pub(crate) use files::{decode as decode_file_ref, file_copy_error, verify as verify_file_ref};
 pub use scan::{RefreshReport, ScanProblem};
 
 use scan::FileIdentity;
@@ -384,9 +385,9 @@ impl Store {
         inner: &mut Inner,
         path: &Path,
         key: &str,
-    ) -> Result<(format::ParsedHeader, fs::Metadata)> {
+    ) -> Result<(disk::ParsedHeader, fs::Metadata)> {
         inner.stats.headers_read += 1;
-        let (parsed, meta) = format::read_header_with_metadata(path)?;
+        let (parsed, meta) = disk::read_header_with_metadata(path)?;
         if parsed.header.reference.key != key {
             return Err(StoreError::Corrupt {
                 path: path.to_owned(),
@@ -433,12 +434,9 @@ fn refuse_symlinked_dir(dir: &Path) -> Result<()> {
     }
 }
 
+/// Creates a directory of the store (`0700`).
 fn create_private_dir(path: &Path) -> Result<()> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|e| StoreError::io("create directory", path, e))
+    Ok(crate::private_fs::create_dir_all_private(path)?)
 }
 
 fn remove_if_exists(path: &Path) -> Result<()> {

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{Entry, FileIdentity, Inner, Location, Store};
+use crate::disk;
 use crate::error::{Result, StoreError};
-use crate::format;
+use crate::integrity;
 use crate::key::{display_key, validate_key};
 use crate::reference::{ListFilter, VariableRef};
 
@@ -72,7 +73,7 @@ impl Store {
                     })
                 }
             };
-            match format::read_value(&path, offset, &entry.reference) {
+            match disk::read_value(&path, offset, &entry.reference) {
                 Ok(value) => break (entry, value),
                 // Another process replaced the file between its header and its value:
                 // read the new one.
@@ -85,10 +86,10 @@ impl Store {
         let value = Arc::new(value);
         let mut size = entry.reference.size_bytes;
         if entry.reference.sha256.is_none() {
-            let bytes = format::encode_value(&value);
+            let bytes = integrity::encode_value(&value);
             size = bytes.len() as u64;
             if let Some(e) = inner.entries.get_mut(key) {
-                e.reference.sha256 = Some(format::sha256_hex(&bytes));
+                e.reference.sha256 = Some(integrity::sha256_hex(&bytes));
                 e.reference.size_bytes = size;
             }
         }
@@ -121,12 +122,12 @@ impl Store {
                 drop(inner);
                 // Header and value from one open file: another process may rename a
                 // new version over it at any moment.
-                return format::copy_value_of_file(&path, out, pretty).map(drop);
+                return disk::copy_value_of_file(&path, out, pretty).map(drop);
             }
         }
         drop(inner);
         let value = self.get(key)?;
-        format::write_value(&value, out, pretty)
+        disk::write_value(&value, out, pretty)
             .map_err(|e| StoreError::io("write the value of", self.canonical_path(key), e))
     }
 
@@ -178,7 +179,7 @@ impl Store {
             } => (path.clone(), *value_offset, *identity),
         };
         drop(inner);
-        let sha = format::verified_sha256(&path, offset, &entry.reference)?;
+        let sha = disk::verified_sha256(&path, offset, &entry.reference)?;
         let mut inner = self.lock_inner();
         if let Some(Entry {
             reference,
@@ -202,7 +203,7 @@ impl Store {
     /// The sha256 of the compact serialisation of `key`'s value, read through `get`.
     fn hash_of_value(&self, key: &str) -> Result<String> {
         let value = self.get(key)?;
-        Ok(format::sha256_hex(&format::encode_value(&value)))
+        Ok(integrity::sha256_hex(&integrity::encode_value(&value)))
     }
 
     /// The current value of the variable `reference` points to.
@@ -254,9 +255,9 @@ impl Store {
             .options
             .summarizer
             .summarize(key, &value, max_tokens)
-            .map_err(|message| StoreError::Summarize {
+            .map_err(|error| StoreError::Summarize {
                 key: display_key(key),
-                message,
+                error,
             })?;
         self.lock_inner()
             .summaries
@@ -286,7 +287,7 @@ fn replaced(entry: &Entry) -> bool {
 /// Computes and records the sha256 of a cached value that was stored unhashed.
 pub(super) fn hash_cached(inner: &mut Inner, key: &str) -> Option<VariableRef> {
     let value = inner.cache.peek(key)?;
-    let sha = format::sha256_hex(&format::encode_value(&value));
+    let sha = integrity::sha256_hex(&integrity::encode_value(&value));
     let entry = inner.entries.get_mut(key)?;
     entry.reference.sha256 = Some(sha);
     Some(entry.reference.clone())

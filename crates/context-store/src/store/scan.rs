@@ -18,11 +18,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Entry, Inner, Location, Store};
+use crate::disk::{self, ParsedHeader};
 use crate::error::{Result, StoreError};
-use crate::format::{self, ParsedHeader, TEMP_PREFIX, TEMP_SUFFIX};
 use crate::integrity;
 use crate::key::{display_key, validate_key};
 use crate::nofollow;
+use crate::private_fs::{TEMP_PREFIX, TEMP_SUFFIX};
 use crate::reference::VariableRef;
 
 /// An unlocked temp file is a killed writer's once it is this old. Writers lock their
@@ -108,7 +109,7 @@ pub(super) fn admit(path: &Path, parsed: &ParsedHeader, meta: &fs::Metadata) -> 
     };
     integrity::check_length(path, offset, reference, meta.len())?;
     if meta.len() != offset + reference.size_bytes + 1 {
-        format::verified_sha256(path, Some(offset), reference)?;
+        disk::verified_sha256(path, Some(offset), reference)?;
     }
     Ok(())
 }
@@ -167,7 +168,7 @@ impl Store {
             }
             inner.stats.headers_read += 1;
             // The identity recorded is that of the file whose header was read.
-            let read = format::read_header_with_metadata(&path).and_then(|(parsed, meta)| {
+            let read = disk::read_header_with_metadata(&path).and_then(|(parsed, meta)| {
                 admit(&path, &parsed, &meta).map(|()| (parsed, FileIdentity::of(&meta)))
             });
             let (parsed, identity) = match read {

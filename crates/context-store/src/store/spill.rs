@@ -14,9 +14,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{create_private_dir, Entry, Inner, Location, Store, SPILL_DIR};
+use crate::disk::{self, FileHeader, FORMAT_VERSION};
 use crate::error::Result;
-use crate::format::{self, Durability, FileHeader, FORMAT_VERSION};
+use crate::integrity;
 use crate::key;
+use crate::private_fs::Durability;
 
 impl Store {
     /// Caches a value if it fits, spilling whatever the ceiling pushes out. A value that
@@ -60,22 +62,17 @@ impl Store {
             return Ok(());
         };
         let path = self.spill_dir.join(key::file_name(key));
-        let bytes = format::encode_value(value);
+        let bytes = integrity::encode_value(value);
         let mut reference = entry.reference;
         if reference.sha256.is_none() {
-            reference.sha256 = Some(format::sha256_hex(&bytes));
+            reference.sha256 = Some(integrity::sha256_hex(&bytes));
         }
         let header = FileHeader {
             format_version: Some(FORMAT_VERSION),
             reference: reference.clone(),
             persist: false,
         };
-        let value_offset = Some(format::write_file(
-            &path,
-            &header,
-            &bytes,
-            Durability::Bulk,
-        )?);
+        let value_offset = Some(disk::write_file(&path, &header, &bytes, Durability::Bulk)?);
         inner.stats.values_spilled += 1;
         inner.entries.insert(
             key.to_owned(),

@@ -17,9 +17,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::{read, remove_if_exists, Entry, FileIdentity, Inner, Location, Store};
+use crate::disk::{self, FileHeader, FORMAT_VERSION};
 use crate::error::{Result, StoreError};
-use crate::format::{self, Durability, FileHeader, FORMAT_VERSION};
+use crate::integrity;
 use crate::key::{display_key, validate_key};
+use crate::private_fs::Durability;
 use crate::reference::{Expected, SetOptions, VariableRef, VariableType, GLOBAL_SCOPE};
 
 impl Store {
@@ -27,7 +29,7 @@ impl Store {
     /// unless the store is in bulk mode) unless `opts.persist` is false.
     pub fn set(&self, key: &str, value: Value, opts: SetOptions) -> Result<VariableRef> {
         validate_key(key)?;
-        let bytes = format::encode_value(&value);
+        let bytes = integrity::encode_value(&value);
         // In-memory values are hashed lazily (first reference/list/CAS/spill): hashing
         // costs as much as serialising, and most scratch values are never asked for it.
         let reference = new_reference(key, &opts, &value, &bytes, opts.persist);
@@ -79,7 +81,7 @@ impl Store {
         durability: Durability,
     ) -> Result<VariableRef> {
         validate_key(key)?;
-        let bytes = format::encode_value(&value);
+        let bytes = integrity::encode_value(&value);
         let reference = new_reference(key, &opts, &value, &bytes, true);
         let mut inner = self.lock_inner();
         let _lock = self.lock_key(key)?;
@@ -129,7 +131,7 @@ impl Store {
             persist: true,
         };
         // Neither the store's mutex nor the key's lock is held while the input is read.
-        let (staged, reference) = format::stage_text_streaming(
+        let (staged, reference) = disk::stage_text_streaming(
             &self.variables_dir,
             header,
             reader,
@@ -141,7 +143,7 @@ impl Store {
         let path = self.target_path(&inner, key);
         staged.publish(&path)?;
         self.forget_value(&mut inner, key);
-        let (parsed, meta) = format::read_header_with_metadata(&path)?;
+        let (parsed, meta) = disk::read_header_with_metadata(&path)?;
         inner.stats.headers_read += 1;
         let identity = Some(FileIdentity::of(&meta));
         inner.entries.insert(
@@ -229,9 +231,9 @@ impl Store {
         let value = self.get(key)?;
         let mut inner = self.lock_inner();
         let _lock = self.lock_key(key)?;
-        let bytes = format::encode_value(&value);
+        let bytes = integrity::encode_value(&value);
         let mut reference = entry.reference;
-        reference.sha256 = Some(format::sha256_hex(&bytes));
+        reference.sha256 = Some(integrity::sha256_hex(&bytes));
         if let Location::Spilled { path, .. } = &entry.location {
             remove_if_exists(path)?;
         }
@@ -261,7 +263,7 @@ impl Store {
                     return Ok(Some(sha.clone()));
                 }
                 let sha =
-                    format::verified_sha256(&path, parsed.value_offset, &parsed.header.reference)?;
+                    disk::verified_sha256(&path, parsed.value_offset, &parsed.header.reference)?;
                 Ok(Some(sha))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -303,7 +305,7 @@ impl Store {
             reference,
             persist: true,
         };
-        let value_offset = format::write_file(&path, &header, bytes, durability)?;
+        let value_offset = disk::write_file(&path, &header, bytes, durability)?;
         if let Some(Entry {
             location: Location::Spilled { path: spilled, .. },
             ..
@@ -367,7 +369,7 @@ fn new_reference(
         var_type: opts.var_type.unwrap_or_else(|| VariableType::infer(value)),
         size_bytes: bytes.len() as u64,
         created_at: now_ms(),
-        sha256: hash.then(|| format::sha256_hex(bytes)),
+        sha256: hash.then(|| integrity::sha256_hex(bytes)),
     }
 }
 

@@ -6,7 +6,6 @@
 use std::fs;
 use std::path::Path;
 
-use rlm_context_store::format::{encode_value, sha256_hex};
 use rlm_context_store::{
     Expected, ListFilter, SetOptions, Store, StoreError, VariableType, LOCKS_DIR, SPILL_DIR,
     VARIABLES_DIR,
@@ -14,6 +13,7 @@ use rlm_context_store::{
 use serde_json::{json, Value};
 
 use crate::support::{bulk, data_dir, file_names, mode_of, read_plain_json};
+use crate::support::{encode_value, sha256_hex};
 
 #[test]
 fn corrupt_and_stray_files_are_reported_and_skipped() {

@@ -3,11 +3,11 @@
 //! sha256 of the value's canonical bytes, and the file stays plain JSON.
 
 use proptest::prelude::*;
-use rlm_context_store::format::{encode_value, sha256_hex};
 use rlm_context_store::{SetOptions, Store};
 use serde_json::Value;
 
 use crate::support::{bulk, data_dir, read_plain_json};
+use crate::support::{encode_value, sha256_hex};
 
 /// Text with what JSON escapes: quotes, backslashes, controls, non-ASCII, astral.
 fn text() -> impl Strategy<Value = String> {

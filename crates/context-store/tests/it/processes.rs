@@ -11,12 +11,12 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use notify::Watcher as _;
-use rlm_context_store::format::sha256_hex;
 use rlm_context_store::{
     file_name, Expected, ListFilter, SetOptions, Store, StoreError, VARIABLES_DIR,
 };
 use serde_json::{json, Value};
 
+use crate::support::sha256_hex;
 use crate::support::{
     bulk, data_dir, file_names, hear_parent, read_plain_json, tell_parent, worker_input, Worker,
 };

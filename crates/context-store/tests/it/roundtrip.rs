@@ -2,13 +2,13 @@
 //! parser; references carry the right metadata; the basic operations (`list` filters,
 //! `has`, `delete`, `clear`, `resolve`, `summarize`) behave as docs/store.md says.
 
-use rlm_context_store::format::{encode_value, sha256_hex};
 use rlm_context_store::{
     ListFilter, SetOptions, Store, StoreError, VariableRef, VariableType, GLOBAL_SCOPE,
 };
 use serde_json::{json, Value};
 
 use crate::support::{bulk, data_dir, read_plain_json};
+use crate::support::{encode_value, sha256_hex};
 
 /// One example per type (several per inferred type), with the type it must get.
 fn samples() -> Vec<(&'static str, Value, SetOptions, VariableType)> {

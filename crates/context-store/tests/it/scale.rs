@@ -5,11 +5,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use rlm_context_store::format::{self, encode_value, sha256_hex, FileHeader, FORMAT_VERSION};
 use rlm_context_store::{
-    file_name, Durability, ListFilter, Store, VariableRef, VariableType, GLOBAL_SCOPE,
-    VARIABLES_DIR,
+    file_name, ListFilter, Store, VariableRef, VariableType, GLOBAL_SCOPE, VARIABLES_DIR,
 };
+
+use crate::support::{encode_value, sha256_hex};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -45,8 +45,9 @@ fn fixture() -> (TempDir, PathBuf, Value) {
     (temp, data, value)
 }
 
-/// Writes the variables with the store's own file writer: much faster than 10 000
-/// `set`s of 100 KB in a debug build, and byte for byte what `set` writes.
+/// Writes the variable files directly, in the layout of docs/store.md: much faster
+/// than 10 000 `set`s of 100 KB in a debug build, and byte for byte what `set` writes
+/// (a header line ending in a comma, then the value).
 fn write_fixture(root: &Path) -> Result<(PathBuf, Value), Box<dyn std::error::Error>> {
     let data = root.join("data");
     let vars = data.join(VARIABLES_DIR);
@@ -57,25 +58,23 @@ fn write_fixture(root: &Path) -> Result<(PathBuf, Value), Box<dyn std::error::Er
     let sha = sha256_hex(&bytes);
     for i in 0..VARIABLES {
         let key = format!("doc-{i:05}");
-        let header = FileHeader {
-            format_version: Some(FORMAT_VERSION),
-            reference: VariableRef {
-                id: uuid::Uuid::new_v4().to_string(),
-                key: key.clone(),
-                scope: GLOBAL_SCOPE.to_owned(),
-                var_type: VariableType::Text,
-                size_bytes: VALUE_BYTES as u64,
-                created_at: 1_763_800_000_000,
-                sha256: Some(sha.clone()),
-            },
-            persist: true,
+        let reference = VariableRef {
+            id: uuid::Uuid::new_v4().to_string(),
+            key: key.clone(),
+            scope: GLOBAL_SCOPE.to_owned(),
+            var_type: VariableType::Text,
+            size_bytes: VALUE_BYTES as u64,
+            created_at: 1_763_800_000_000,
+            sha256: Some(sha.clone()),
         };
-        format::write_file(
-            &vars.join(file_name(&key)),
-            &header,
-            &bytes,
-            Durability::Bulk,
-        )?;
+        let mut file = format!(
+            "{{\"formatVersion\":1,\"ref\":{},\"persist\":true,\n\"value\":",
+            serde_json::to_string(&reference)?
+        )
+        .into_bytes();
+        file.extend_from_slice(&bytes);
+        file.push(b'}');
+        fs::write(vars.join(file_name(&key)), file)?;
     }
     Ok((data, value))
 }

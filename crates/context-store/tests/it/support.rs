@@ -224,3 +224,18 @@ pub fn mode_of(path: &Path) -> u32 {
         .mode()
         & 0o777
 }
+
+/// The compact JSON of a value: what a variable's `sizeBytes` and `sha256` describe
+/// (docs/store.md).
+pub fn encode_value(value: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap()
+}
+
+/// Lowercase hex SHA-256 of `bytes`, as a variable's `sha256` records it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
