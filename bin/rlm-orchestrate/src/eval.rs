@@ -359,8 +359,8 @@ impl Runner<'_> {
         match rlm_orchestrator::run::run(config, &prepared.item.question, Vec::new()).await {
             Ok(report) => Some(Ok(Answer {
                 text: report.answer,
-                tokens: report.usage.total(),
-                cost_usd: report.cost_usd,
+                tokens: report.totals.usage.total(),
+                cost_usd: report.totals.cost_usd,
                 run_id: Some(report.run_id.to_string()),
             })),
             Err(RunError::Cancelled { .. }) => None,

@@ -437,15 +437,15 @@ fn answer_result(report: &RunReport) -> CallToolResult {
         "run_id": report.run_id.as_str(),
         "forced": report.forced,
         "iterations": report.iterations,
-        "llm_calls": report.llm_calls,
-        "sub_agents": report.sub_agents,
+        "llm_calls": report.totals.llm_calls,
+        "sub_agents": report.totals.sub_agents,
         "depth_reached": report.depth_reached,
         "usage": {
-            "prompt_tokens": report.usage.prompt_tokens,
-            "completion_tokens": report.usage.completion_tokens,
-            "total_tokens": report.usage.total(),
+            "prompt_tokens": report.totals.usage.prompt_tokens,
+            "completion_tokens": report.totals.usage.completion_tokens,
+            "total_tokens": report.totals.usage.total(),
         },
-        "cost_usd": report.cost_usd,
+        "cost_usd": report.totals.cost_usd,
     }));
     result
 }

@@ -97,9 +97,9 @@ fn list(global: &GlobalArgs, args: &ListArgs, out: &mut dyn Write) -> Result<()>
                     .map_or_else(|| "-".to_owned(), format::utc_time),
                 run.status.to_string(),
                 run.iterations.to_string(),
-                run.sub_agents.to_string(),
-                run.usage.total().to_string(),
-                cost(run.cost_usd),
+                run.totals.sub_agents.to_string(),
+                run.totals.usage.total().to_string(),
+                cost(run.totals.cost_usd),
                 preview(run.task.as_deref().unwrap_or("-"), LIST_PREVIEW_CHARS),
                 preview(run.answer.as_deref().unwrap_or("-"), LIST_PREVIEW_CHARS),
             ]

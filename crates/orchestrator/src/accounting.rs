@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::provider::Usage;
+use rlm_protocol::RunTotals;
 
 /// Limits of a run; `None` is unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -46,17 +47,24 @@ pub struct Totals {
     pub depth_reached: u32,
 }
 
+impl Totals {
+    /// The run totals as every report of a run carries them (the cost only when a
+    /// price was known).
+    pub fn run_totals(&self) -> RunTotals {
+        RunTotals {
+            llm_calls: self.llm_calls,
+            sub_agents: self.sub_agents,
+            usage: self.usage,
+            cost_usd: self.cost_known.then_some(self.cost_usd),
+        }
+    }
+}
+
 /// What a finished child run used, itself and its descendants together.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ChildTotals {
-    /// Tokens.
-    pub usage: Usage,
-    /// Model calls.
-    pub llm_calls: u64,
-    /// Cost, when the child knew its prices.
-    pub cost_usd: Option<f64>,
-    /// Sub-agents started.
-    pub sub_agents: u64,
+    /// Its calls, sub-agents, tokens and cost.
+    pub totals: RunTotals,
     /// The deepest depth reached.
     pub depth_reached: u32,
 }
@@ -316,13 +324,14 @@ impl Accounting {
     /// sub-agents, and how deep it went.
     pub fn record_child(&self, child: &ChildTotals) {
         let mut totals = self.lock();
-        totals.usage.add(child.usage);
-        totals.llm_calls += child.llm_calls;
-        if let Some(cost) = child.cost_usd {
+        let child_run = &child.totals;
+        totals.usage.add(child_run.usage);
+        totals.llm_calls += child_run.llm_calls;
+        if let Some(cost) = child_run.cost_usd {
             totals.cost_usd += cost;
             totals.cost_known = true;
         }
-        totals.sub_agents += child.sub_agents;
+        totals.sub_agents += child_run.sub_agents;
         totals.depth_reached = totals.depth_reached.max(child.depth_reached);
     }
 

@@ -18,7 +18,7 @@ use crate::rlm::LoopSettings;
 use crate::run::{RunConfig, RunError, RunReport};
 use crate::settings::{InvalidSetting, RunSettings};
 use crate::slots::{Slots, SlottedProvider};
-use rlm_protocol::{RunTotals, SubAnswer, SubResult};
+use rlm_protocol::{SubAnswer, SubResult};
 
 /// Which of a run's two models a [`LaunchError::Model`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,12 +292,7 @@ pub fn sub_result(outcome: &Result<RunReport, RunError>) -> SubResult {
             run_id: Some(report.run_id.clone()),
             iterations: report.iterations,
             depth_reached: report.depth_reached,
-            totals: RunTotals {
-                llm_calls: report.llm_calls,
-                sub_agents: report.sub_agents,
-                usage: report.usage,
-                cost_usd: report.cost_usd,
-            },
+            totals: report.totals,
         }),
         Err(error) => SubResult::error(error.to_string()),
     }

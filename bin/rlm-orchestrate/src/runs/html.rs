@@ -74,19 +74,19 @@ fn header(out: &mut String, trace: &RunTrace) {
         &s.duration_ms.map_or_else(|| "—".to_owned(), duration),
     );
     fact(out, "Iterations", &s.iterations.to_string());
-    fact(out, "Sub-agents", &s.sub_agents.to_string());
-    fact(out, "Model calls", &s.llm_calls.to_string());
+    fact(out, "Sub-agents", &s.totals.sub_agents.to_string());
+    fact(out, "Model calls", &s.totals.llm_calls.to_string());
     fact(
         out,
         "Tokens",
         &format!(
             "{} <small>{} in · {} out</small>",
-            thousands(s.usage.total()),
-            thousands(s.usage.prompt_tokens),
-            thousands(s.usage.completion_tokens)
+            thousands(s.totals.usage.total()),
+            thousands(s.totals.usage.prompt_tokens),
+            thousands(s.totals.usage.completion_tokens)
         ),
     );
-    fact(out, "Cost", &esc(&cost_or_dash(s.cost_usd)));
+    fact(out, "Cost", &esc(&cost_or_dash(s.totals.cost_usd)));
     if let Some(model) = &s.model {
         fact(out, "Model", &esc(model));
     }
@@ -178,7 +178,7 @@ fn run_section(out: &mut String, trace: &RunTrace) {
         esc(s.run_id.as_str()),
         status_badge(&s.status),
         plural(trace.steps.len() as u64, "step"),
-        thousands(s.usage.total()),
+        thousands(s.totals.usage.total()),
         s.duration_ms
             .map_or_else(String::new, |ms| format!(" · {}", duration(ms)))
     );
@@ -236,10 +236,10 @@ fn run_facts(out: &mut String, trace: &RunTrace) {
         out,
         "<dt>Usage</dt><dd>{} · {} · {} in · {} out · cost {}</dd>",
         plural(u64::from(s.iterations), "iteration"),
-        plural(s.llm_calls, "model call"),
-        thousands(s.usage.prompt_tokens),
-        thousands(s.usage.completion_tokens),
-        esc(&cost_or_dash(s.cost_usd))
+        plural(s.totals.llm_calls, "model call"),
+        thousands(s.totals.usage.prompt_tokens),
+        thousands(s.totals.usage.completion_tokens),
+        esc(&cost_or_dash(s.totals.cost_usd))
     );
     if let Some(error) = &s.error {
         let _ = writeln!(

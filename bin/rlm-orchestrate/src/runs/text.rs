@@ -130,15 +130,15 @@ impl Renderer<'_> {
             &format!(
                 "{} · {} · {} + {} = {} tokens · cost {}",
                 plural(u64::from(s.iterations), "iteration"),
-                plural(s.llm_calls, "model call"),
-                s.usage.prompt_tokens,
-                s.usage.completion_tokens,
-                s.usage.total(),
-                cost(s.cost_usd),
+                plural(s.totals.llm_calls, "model call"),
+                s.totals.usage.prompt_tokens,
+                s.totals.usage.completion_tokens,
+                s.totals.usage.total(),
+                cost(s.totals.cost_usd),
             ),
         )?;
-        if s.sub_agents > 0 {
-            self.field(inner, "sub-agents", &s.sub_agents.to_string())?;
+        if s.totals.sub_agents > 0 {
+            self.field(inner, "sub-agents", &s.totals.sub_agents.to_string())?;
         }
         if let Some(error) = &s.error {
             self.field(inner, "error", error)?;

@@ -128,10 +128,7 @@ impl ChildSpec {
 pub fn child_totals(result: &SubResult, child_depth: u32) -> ChildTotals {
     match result {
         SubResult::Answer(answer) => ChildTotals {
-            usage: answer.totals.usage,
-            llm_calls: answer.totals.llm_calls,
-            cost_usd: answer.totals.cost_usd,
-            sub_agents: answer.totals.sub_agents,
+            totals: answer.totals,
             depth_reached: answer.depth_reached.max(child_depth),
         },
         SubResult::Error(_) => ChildTotals {
@@ -361,9 +358,9 @@ mod tests {
         }))
         .unwrap();
         let totals = child_totals(&answered, 1);
-        assert_eq!(totals.usage.total(), 7);
+        assert_eq!(totals.totals.usage.total(), 7);
         assert_eq!(totals.depth_reached, 2);
-        assert_eq!(totals.sub_agents, 2);
+        assert_eq!(totals.totals.sub_agents, 2);
         let failed: SubResult =
             serde_json::from_value(json!({"status": "error", "error": "boom"})).unwrap();
         assert!(matches!(&failed, SubResult::Error(f) if f.error == "boom"));

@@ -25,6 +25,7 @@ pub use summary::{RunSummaryFile, SUMMARY_FILE, SUMMARY_FORMAT_VERSION};
 use crate::env::{EnvKind, ReplVariable};
 use crate::ids::{AgentId, RunId};
 use crate::provider::Usage;
+use rlm_protocol::RunTotals;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -330,6 +331,16 @@ pub struct LlmCall {
 }
 
 impl LlmCall {
+    /// How this one call counts toward a run's totals.
+    pub fn as_totals(&self) -> RunTotals {
+        RunTotals {
+            llm_calls: 1,
+            sub_agents: 0,
+            usage: self.usage(),
+            cost_usd: self.cost_usd,
+        }
+    }
+
     /// Its tokens.
     pub fn usage(&self) -> Usage {
         Usage {
@@ -374,29 +385,6 @@ pub struct RunFinished {
     pub cost_usd: Option<f64>,
     /// Wall time.
     pub duration_ms: u64,
-}
-
-/// Model calls, tokens and cost added up from `llm_call` events: how one call counts
-/// toward a run's totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct CallTally {
-    /// Model calls seen.
-    pub llm_calls: u64,
-    /// Their tokens.
-    pub usage: Usage,
-    /// Their cost, when any call had a price.
-    pub cost_usd: Option<f64>,
-}
-
-impl CallTally {
-    /// Adds one call.
-    pub fn add(&mut self, call: &LlmCall) {
-        self.llm_calls += 1;
-        self.usage.add(call.usage());
-        if let Some(cost) = call.cost_usd {
-            *self.cost_usd.get_or_insert(0.0) += cost;
-        }
-    }
 }
 
 /// One line of `events.jsonl`.

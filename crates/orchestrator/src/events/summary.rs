@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{RunStatus, TraceError};
 use crate::ids::{AgentId, RunId};
-use crate::provider::Usage;
+use rlm_protocol::RunTotals;
 
 /// Name of the summary in a run directory.
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -44,14 +44,10 @@ pub struct RunSummaryFile {
     pub error: Option<String>,
     /// Iterations used.
     pub iterations: u32,
-    /// Model calls, descendants included.
-    pub llm_calls: u64,
-    /// Sub-agents started, descendants included.
-    pub sub_agents: u64,
-    /// Tokens, descendants included.
-    pub usage: Usage,
-    /// Cost in USD, when prices were configured.
-    pub cost_usd: Option<f64>,
+    /// Model calls, sub-agents, tokens and cost, descendants included (top-level
+    /// fields on the wire).
+    #[serde(flatten)]
+    pub totals: RunTotals,
     /// Wall time.
     pub duration_ms: u64,
 }
@@ -92,6 +88,7 @@ pub(crate) fn write_private_atomically(path: &Path, bytes: &[u8]) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rlm_protocol::Usage;
 
     fn sample() -> RunSummaryFile {
         RunSummaryFile {
@@ -104,13 +101,15 @@ mod tests {
             answer: Some("42".into()),
             error: None,
             iterations: 3,
-            llm_calls: 5,
-            sub_agents: 1,
-            usage: Usage {
-                prompt_tokens: 120,
-                completion_tokens: 30,
+            totals: RunTotals {
+                llm_calls: 5,
+                sub_agents: 1,
+                usage: Usage {
+                    prompt_tokens: 120,
+                    completion_tokens: 30,
+                },
+                cost_usd: Some(0.25),
             },
-            cost_usd: Some(0.25),
             duration_ms: 812,
         }
     }
@@ -150,7 +149,7 @@ mod tests {
         let file = RunSummaryFile::parse(old).unwrap();
         assert_eq!(file.format_version, 0);
         assert_eq!(file.status, RunStatus::Answered);
-        assert_eq!(file.usage.total(), 5330);
+        assert_eq!(file.totals.usage.total(), 5330);
         assert_eq!(file.agent_id.as_str(), "root-13003");
     }
 }

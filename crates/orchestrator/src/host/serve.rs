@@ -300,7 +300,7 @@ impl RunHost {
                 child_agent_id: child_id,
                 status: outcome.termination.to_string(),
                 duration_ms: outcome.duration.as_millis() as u64,
-                usage: totals.usage,
+                usage: totals.totals.usage,
             }));
         match outcome.result {
             SubResult::Answer(answer) => {

@@ -10,8 +10,8 @@ use crate::context::ContextError;
 use crate::env::EnvError;
 use crate::events::TraceError;
 use crate::ids::RunId;
-use crate::provider::Usage;
 use crate::rlm::LoopError;
+use rlm_protocol::RunTotals;
 
 /// What a finished run reports; `--json` prints exactly this object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,14 +26,10 @@ pub struct RunReport {
     pub iterations: u32,
     /// Deepest depth reached by this run and its descendants.
     pub depth_reached: u32,
-    /// Sub-agents started, descendants included.
-    pub sub_agents: u64,
-    /// Model calls made by the run and its descendants.
-    pub llm_calls: u64,
-    /// Tokens used by the run and its descendants.
-    pub usage: Usage,
-    /// Cost, when prices are configured.
-    pub cost_usd: Option<f64>,
+    /// Model calls, sub-agents, tokens and cost, descendants included (top-level
+    /// fields on the wire).
+    #[serde(flatten)]
+    pub totals: RunTotals,
     /// The SUBMIT payload, when the answer came from SUBMIT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted: Option<serde_json::Value>,
@@ -85,6 +81,7 @@ pub enum RunError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rlm_protocol::Usage;
 
     #[test]
     fn the_json_report_has_the_documented_fields() {
@@ -94,13 +91,15 @@ mod tests {
             forced: false,
             iterations: 3,
             depth_reached: 1,
-            sub_agents: 4,
-            llm_calls: 7,
-            usage: Usage {
-                prompt_tokens: 5120,
-                completion_tokens: 210,
+            totals: RunTotals {
+                sub_agents: 4,
+                llm_calls: 7,
+                usage: Usage {
+                    prompt_tokens: 5120,
+                    completion_tokens: 210,
+                },
+                cost_usd: None,
             },
-            cost_usd: None,
             submitted: None,
             run_dir: PathBuf::from("/data/runs/20261122-094312-3fa9c1"),
         };

@@ -33,6 +33,7 @@ use crate::host::{Host, HostCall, HostError, HostReply, HostSettings, RunHost};
 use crate::ids::{AgentId, RunId};
 use crate::prompt::SessionState;
 use crate::rlm::{run_loop, LoopError, LoopOutcome, LoopParts};
+use rlm_protocol::RunTotals;
 
 /// What a session remembers of one of its runs (`:runs` in the REPL).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -291,10 +292,7 @@ impl Session {
                     forced: outcome.forced,
                     iterations: outcome.iterations,
                     depth_reached: depth.max(totals.depth_reached),
-                    sub_agents: totals.sub_agents,
-                    llm_calls: totals.llm_calls,
-                    usage: totals.usage,
-                    cost_usd: totals.cost_known.then_some(totals.cost_usd),
+                    totals: totals.run_totals(),
                     submitted: outcome.submitted,
                     run_dir: sink.dir().to_owned(),
                 };
@@ -602,10 +600,10 @@ fn finish(
         answer: answer.map(str::to_owned),
         error: error.map(str::to_owned),
         iterations,
-        llm_calls: totals.llm_calls,
-        sub_agents: totals.sub_agents,
-        usage: totals.usage,
-        cost_usd: cost,
+        totals: RunTotals {
+            cost_usd: cost,
+            ..totals.run_totals()
+        },
         duration_ms,
     };
     if let Err(e) = sink.write_summary(&summary) {

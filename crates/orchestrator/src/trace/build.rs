@@ -12,9 +12,10 @@ use std::path::Path;
 use super::fold::RunFold;
 use super::read;
 use super::{agent_prompt, RunState, RunSummary, RunTrace, StepItem, SummarySource, TraceProblem};
-use crate::events::{CallTally, Event, RunSummaryFile};
+use crate::events::{Event, RunSummaryFile};
 use crate::ids::{AgentId, RunId};
 use crate::provider::Usage;
+use rlm_protocol::RunTotals;
 
 /// Deepest nesting followed when rolling up totals (a guard against cycles).
 const MAX_ROLL_UP_DEPTH: usize = 64;
@@ -28,7 +29,7 @@ pub(crate) struct Header {
 
 /// What a run without a summary did itself, and which sub-agents it started.
 struct Derived {
-    calls: CallTally,
+    calls: RunTotals,
     /// Child agent ids, with the usage their `sub_agent_finished` reported.
     children: Vec<(AgentId, Option<Usage>)>,
     /// Totals from `run_finished` (which win over sums of events).
@@ -65,10 +66,7 @@ fn from_summary(dir: &Path, file: RunSummaryFile, first: Option<&Event>) -> RunS
         answer: crate::events::stored_answer(dir).or(file.answer),
         error: file.error,
         iterations: file.iterations,
-        llm_calls: file.llm_calls,
-        sub_agents: file.sub_agents,
-        usage: file.usage,
-        cost_usd: file.cost_usd,
+        totals: file.totals,
         duration_ms: Some(file.duration_ms),
         source: SummarySource::Summary,
         pid: started.map(|s| s.pid),
@@ -104,10 +102,7 @@ fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
             .finished
             .as_ref()
             .map_or_else(|| fold.iterations(), |f| f.iterations),
-        llm_calls: 0,
-        sub_agents: 0,
-        usage: Usage::default(),
-        cost_usd: None,
+        totals: RunTotals::default(),
         duration_ms: fold.finished.as_ref().map(|f| f.duration_ms),
         source: SummarySource::Events,
         pid,
@@ -126,15 +121,6 @@ fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
     }
 }
 
-/// Totals of a run, descendants included.
-#[derive(Default, Clone, Copy)]
-struct Totals {
-    usage: Usage,
-    llm_calls: u64,
-    cost_usd: Option<f64>,
-    sub_agents: u64,
-}
-
 /// Completes the totals of runs added up from events with those of their
 /// descendants, and sorts the runs newest first.
 pub(crate) fn roll_up(headers: Vec<Header>) -> Vec<RunSummary> {
@@ -148,7 +134,7 @@ pub(crate) fn roll_up(headers: Vec<Header>) -> Vec<RunSummary> {
                 }
                 map
             });
-    let totals: Vec<Option<Totals>> = (0..headers.len())
+    let totals: Vec<Option<RunTotals>> = (0..headers.len())
         .map(|i| {
             headers[i]
                 .derived
@@ -162,13 +148,10 @@ pub(crate) fn roll_up(headers: Vec<Header>) -> Vec<RunSummary> {
         .map(|(header, totals)| {
             let mut summary = header.summary;
             if let Some(t) = totals {
-                summary.usage = t.usage;
-                summary.llm_calls = t.llm_calls;
-                summary.cost_usd = t.cost_usd;
-                summary.sub_agents = t.sub_agents;
+                summary.totals = t;
                 if let Some((usage, cost)) = header.derived.and_then(|d| d.finished) {
-                    summary.usage = usage;
-                    summary.cost_usd = cost.or(summary.cost_usd);
+                    summary.totals.usage = usage;
+                    summary.totals.cost_usd = cost.or(summary.totals.cost_usd);
                 }
             }
             summary
@@ -187,22 +170,14 @@ fn totals_of(
     by_agent: &HashMap<&AgentId, Vec<usize>>,
     index: usize,
     depth: usize,
-) -> Totals {
+) -> RunTotals {
     let header = &headers[index];
     let Some(derived) = &header.derived else {
-        let s = &header.summary;
-        return Totals {
-            usage: s.usage,
-            llm_calls: s.llm_calls,
-            cost_usd: s.cost_usd,
-            sub_agents: s.sub_agents,
-        };
+        return header.summary.totals;
     };
-    let mut totals = Totals {
-        usage: derived.calls.usage,
-        llm_calls: derived.calls.llm_calls,
-        cost_usd: derived.calls.cost_usd,
+    let mut totals = RunTotals {
         sub_agents: derived.children.len() as u64,
+        ..derived.calls
     };
     for (child_id, finished_usage) in &derived.children {
         let child = by_agent

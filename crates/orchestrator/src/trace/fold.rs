@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 
 use super::{Step, StepItem, SubAgent};
-use crate::events::{CallTally, Event, EventData, RunFinished, RunStarted};
+use crate::events::{Event, EventData, RunFinished, RunStarted};
 use crate::ids::{AgentId, RunId};
+use rlm_protocol::RunTotals;
 
 /// Where a sub-agent's item is: the step index (`None`: outside every step) and the
 /// item index.
@@ -38,7 +39,7 @@ pub struct RunFold {
     /// before the first step.
     pub outside_steps: Vec<StepItem>,
     /// The run's own model calls (not those of its nested runs).
-    pub calls: CallTally,
+    pub calls: RunTotals,
     /// Sub-calls answered from the cache.
     pub cache_hits: u64,
     /// The final answer, once given.
@@ -119,7 +120,7 @@ impl RunFold {
                 variables: variables.clone(),
             }),
             EventData::LlmCall(call) => {
-                self.calls.add(call);
+                self.calls.add(&call.as_totals());
                 Some(StepItem::LlmCall(call.clone()))
             }
             EventData::SubAgentSpawned(spawned) => {

@@ -35,8 +35,8 @@ use crate::events::{
 };
 use crate::format::Capture;
 use crate::ids::{AgentId, RunId};
-use crate::provider::Usage;
 use rlm_context_store::Store;
+use rlm_protocol::{RunTotals, Usage};
 
 pub use crate::events::SUMMARY_FILE;
 pub use fold::RunFold;
@@ -179,14 +179,10 @@ pub struct RunSummary {
     pub error: Option<String>,
     /// Iterations used.
     pub iterations: u32,
-    /// Model calls, descendants included.
-    pub llm_calls: u64,
-    /// Sub-agents started, descendants included.
-    pub sub_agents: u64,
-    /// Tokens, descendants included.
-    pub usage: Usage,
-    /// Cost in USD, when prices were configured.
-    pub cost_usd: Option<f64>,
+    /// Model calls, sub-agents, tokens and cost, descendants included (top-level
+    /// fields on the wire).
+    #[serde(flatten)]
+    pub totals: RunTotals,
     /// Wall time, once ended.
     pub duration_ms: Option<u64>,
     /// Where the numbers come from.
@@ -713,13 +709,15 @@ mod tests {
                 answer: Some("42".into()),
                 error: None,
                 iterations: 1,
-                llm_calls: 1,
-                sub_agents: 0,
-                usage: Usage {
-                    prompt_tokens: 10,
-                    completion_tokens: 1,
+                totals: RunTotals {
+                    llm_calls: 1,
+                    sub_agents: 0,
+                    usage: Usage {
+                        prompt_tokens: 10,
+                        completion_tokens: 1,
+                    },
+                    cost_usd: Some(0.5),
                 },
-                cost_usd: Some(0.5),
                 duration_ms: 7,
             })
             .unwrap();
@@ -745,10 +743,10 @@ mod tests {
         );
         assert_eq!(parent.iterations, 1);
         // Its own call and its child's, which never reported back.
-        assert_eq!(parent.llm_calls, 2);
-        assert_eq!(parent.sub_agents, 1);
-        assert_eq!(parent.usage.prompt_tokens, 110);
-        assert_eq!(parent.cost_usd, Some(1.0));
+        assert_eq!(parent.totals.llm_calls, 2);
+        assert_eq!(parent.totals.sub_agents, 1);
+        assert_eq!(parent.totals.usage.prompt_tokens, 110);
+        assert_eq!(parent.totals.cost_usd, Some(1.0));
         let top: Vec<&str> = listing
             .top_level()
             .iter()
