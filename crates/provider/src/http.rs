@@ -185,28 +185,6 @@ pub(crate) fn stream_broken(emitted_chars: usize, message: &str) -> AttemptError
     }
 }
 
-/// Text from an OpenAI- or Anthropic-style `content`: a string, or parts with `text`.
-pub(crate) fn content_text(content: &serde_json::Value) -> String {
-    match content {
-        serde_json::Value::String(text) => text.clone(),
-        serde_json::Value::Array(parts) => parts
-            .iter()
-            .filter(|part| {
-                part.get("type")
-                    .and_then(|t| t.as_str())
-                    .is_none_or(|t| t == "text")
-            })
-            .filter_map(|part| part.get("text").and_then(|t| t.as_str()))
-            .collect(),
-        _ => String::new(),
-    }
-}
-
-/// A JSON number as a token count, when present.
-pub(crate) fn count(value: Option<&serde_json::Value>) -> Option<u64> {
-    value.and_then(serde_json::Value::as_u64)
-}
-
 /// What one successful attempt produced, before usage is filled in.
 #[derive(Debug, Default)]
 pub(crate) struct RawCompletion {
@@ -218,6 +196,9 @@ pub(crate) struct RawCompletion {
     pub(crate) usage: Option<super::Usage>,
     /// The model the server says answered.
     pub(crate) model: Option<String>,
+    /// Why the model stopped (`stop`, `length`, `end_turn`, `max_tokens`, `tool_use`…),
+    /// when the server said; logged, not acted on.
+    pub(crate) stop_reason: Option<String>,
 }
 
 /// A tool call being assembled: streams send its id and name once (llama.cpp's server
@@ -304,6 +285,9 @@ impl RawCompletion {
                 },
             })
             .collect();
+        if let Some(stop_reason) = &self.stop_reason {
+            tracing::debug!(stop_reason, "the model stopped");
+        }
         let (usage, usage_reported) = match self.usage {
             Some(usage) => (usage, true),
             None => {
