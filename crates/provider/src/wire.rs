@@ -208,3 +208,78 @@ mod tests {
         assert_eq!(content(json!({"text": "x"})).as_deref(), Some(""));
     }
 }
+
+/// Replaying recorded server answers through the readers a request uses, for the wire
+/// tests of both APIs.
+#[cfg(test)]
+pub(crate) mod replay {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Instant;
+
+    use serde_json::Value;
+
+    use crate::http::{read_stream, RawCompletion, WireFormat};
+    use crate::retry::AttemptError;
+    use crate::{ChatMessage, ChatRequest, Completion};
+
+    /// What the provider returns for `raw`, configured with model `configured`.
+    pub(crate) fn finish(raw: RawCompletion) -> Completion {
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user("twelve chars")],
+            ..ChatRequest::default()
+        };
+        raw.finish(&request, "configured", Instant::now(), 1)
+    }
+
+    /// Reads a whole (non-streamed) body as `W` does.
+    pub(crate) fn whole<W: WireFormat>(body: &Value) -> Result<Completion, AttemptError> {
+        W::parse_body(body, "http://127.0.0.1:1/v1/test").map(finish)
+    }
+
+    /// Reads an SSE body as `W` does; also returns the text the live view was shown.
+    pub(crate) fn stream<W: WireFormat>(body: &str) -> (Result<Completion, AttemptError>, String) {
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
+            .as_bytes()
+            .chunks(7)
+            .map(|chunk| Ok(chunk.to_vec()))
+            .collect();
+        let response = http::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+            .map(reqwest::Response::from)
+            .expect("a response built from constant parts");
+        let shown = std::sync::Mutex::new(String::new());
+        let sink = |delta: &str| shown.lock().expect("not poisoned").push_str(delta);
+        let shown_bytes = AtomicUsize::new(0);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let outcome = runtime.block_on(read_stream::<W>(
+            response,
+            "http://127.0.0.1:1/v1/test",
+            Some(&sink),
+            &shown_bytes,
+        ));
+        let shown = shown.into_inner().expect("not poisoned");
+        (outcome.map(finish), shown)
+    }
+
+    /// An SSE body of `data:` lines, one per event.
+    pub(crate) fn sse(events: &[Value]) -> String {
+        events
+            .iter()
+            .map(|event| format!("data: {event}\n\n"))
+            .collect()
+    }
+
+    /// The message of a failed read.
+    pub(crate) fn failure(outcome: Result<Completion, AttemptError>) -> String {
+        match outcome {
+            Ok(completion) => panic!("expected a failure, got {completion:?}"),
+            Err(AttemptError::Fatal(error)) => format!("fatal: {error}"),
+            Err(AttemptError::Interrupted(message)) => format!("interrupted: {message}"),
+            Err(other) => format!("{other:?}"),
+        }
+    }
+}
