@@ -189,3 +189,191 @@ where
 {
     Content::deserialize(deserializer).map(Some)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Answers shaped as the Messages API sends them, read into what the provider
+    //! returns.
+
+    use serde_json::{json, Value};
+
+    use super::super::Messages;
+    use crate::wire::replay::{failure, stream, whole};
+    use crate::{ToolCall, Usage};
+
+    /// An SSE body with each event named, as the API sends it.
+    fn events(events: &[Value]) -> String {
+        events
+            .iter()
+            .map(|event| {
+                format!(
+                    "event: {}\ndata: {event}\n\n",
+                    event["type"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    fn message_start(usage: Value) -> Value {
+        json!({"type": "message_start", "message": {
+            "id": "msg_01", "type": "message", "role": "assistant", "content": [],
+            "model": "claude-sonnet-4-5-20250929", "stop_reason": null, "stop_sequence": null,
+            "usage": usage
+        }})
+    }
+
+    #[test]
+    fn whole_answer_with_cache_usage() {
+        let body = json!({
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{"type": "text", "text": "Paris."}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 12, "cache_creation_input_tokens": 100,
+                      "cache_read_input_tokens": 2000, "output_tokens": 4, "service_tier": "standard"}
+        });
+        let completion = whole::<Messages>(&body).unwrap();
+        assert_eq!(completion.text, "Paris.");
+        assert_eq!(
+            completion.usage,
+            Usage {
+                prompt_tokens: 2112,
+                completion_tokens: 4
+            }
+        );
+        assert!(completion.usage_reported);
+        assert_eq!(completion.model, "claude-sonnet-4-5-20250929");
+    }
+
+    #[test]
+    fn whole_answer_with_thinking_text_and_tool_use() {
+        let body = json!({
+            "id": "msg_02", "type": "message", "role": "assistant", "model": "claude-opus-4-1",
+            "content": [
+                {"type": "thinking", "thinking": "the user wants x", "signature": "EqQB"},
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "toolu_01A", "name": "ctx_grep", "input": {"pattern": "x"}},
+                {"type": "tool_use", "id": "toolu_01B", "name": "ctx_slice", "input": {}}
+            ],
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": {"input_tokens": 500, "output_tokens": 60}
+        });
+        let completion = whole::<Messages>(&body).unwrap();
+        assert_eq!(completion.text, "Looking.");
+        assert_eq!(
+            completion.tool_calls,
+            [
+                ToolCall {
+                    id: "toolu_01A".into(),
+                    name: "ctx_grep".into(),
+                    arguments: r#"{"pattern":"x"}"#.into()
+                },
+                ToolCall {
+                    id: "toolu_01B".into(),
+                    name: "ctx_slice".into(),
+                    arguments: "{}".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn whole_answer_without_usage_is_estimated() {
+        let body = json!({"type": "message", "content": [{"type": "text", "text": "Hi"}]});
+        let completion = whole::<Messages>(&body).unwrap();
+        assert!(!completion.usage_reported);
+        assert_eq!(
+            completion.usage,
+            Usage {
+                prompt_tokens: 3,
+                completion_tokens: 1
+            }
+        );
+        assert_eq!(completion.model, "configured");
+    }
+
+    #[test]
+    fn stream_of_text_and_a_tool_call_with_split_usage() {
+        let body = events(&[
+            message_start(
+                json!({"input_tokens": 25, "cache_read_input_tokens": 5, "output_tokens": 1}),
+            ),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "ping"}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Look"}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ing."}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_01", "name": "ctx_grep", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"pattern\": "}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "\"x\"}"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 89}}),
+            json!({"type": "message_stop"}),
+        ]);
+        let (outcome, shown) = stream::<Messages>(&body);
+        let completion = outcome.unwrap();
+        assert_eq!(completion.text, "Looking.");
+        assert_eq!(shown, "Looking.");
+        assert_eq!(
+            completion.tool_calls,
+            [ToolCall {
+                id: "toolu_01".into(),
+                name: "ctx_grep".into(),
+                arguments: r#"{"pattern": "x"}"#.into()
+            }]
+        );
+        assert_eq!(
+            completion.usage,
+            Usage {
+                prompt_tokens: 30,
+                completion_tokens: 89
+            }
+        );
+        assert_eq!(completion.model, "claude-sonnet-4-5-20250929");
+    }
+
+    #[test]
+    fn stream_errors_are_retried_only_when_transient() {
+        let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        let (outcome, _) =
+            stream::<Messages>(&events(&[message_start(json!({})), overloaded.clone()]));
+        assert_eq!(
+            failure(outcome),
+            format!(
+                "interrupted: the stream broke before any text: the stream reported an error: {}",
+                overloaded["error"]
+            )
+        );
+        let invalid =
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "no"}});
+        let (outcome, _) = stream::<Messages>(&events(std::slice::from_ref(&invalid)));
+        assert!(failure(outcome).starts_with("fatal: "));
+        // Without an `error` member, the event itself is shown.
+        let bare = json!({"type": "error", "message": "gone"});
+        let (outcome, _) = stream::<Messages>(&events(std::slice::from_ref(&bare)));
+        assert!(failure(outcome).ends_with(&format!("the stream reported an error: {bare}")));
+    }
+
+    #[test]
+    fn malformed_answers_keep_their_messages() {
+        let error =
+            json!({"type": "error", "error": {"type": "not_found_error", "message": "model: x"}});
+        assert!(failure(whole::<Messages>(&error)).ends_with(&format!(
+            "the response reports an error: {}",
+            error["error"]
+        )));
+        let no_content = json!({"type": "message", "model": "m"});
+        assert!(failure(whole::<Messages>(&no_content))
+            .ends_with(r#"the response has no content: {"model":"m","type":"message"}"#));
+        let cut = events(&[
+            message_start(json!({"input_tokens": 3})),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "par"}}),
+        ]);
+        assert_eq!(
+            failure(stream::<Messages>(&cut).0),
+            "interrupted: the stream broke after 3 characters of the answer: \
+             the stream ended after 2 event(s) without message_stop"
+        );
+    }
+}

@@ -501,7 +501,7 @@ mod tests {
                 error["error"]
             )
         );
-        let (outcome, _) = stream::<ChatCompletions>(&sse(&[error.clone()]));
+        let (outcome, _) = stream::<ChatCompletions>(&sse(std::slice::from_ref(&error)));
         assert!(failure(outcome)
             .ends_with(&format!("the stream reported an error: {}", error["error"])));
     }
