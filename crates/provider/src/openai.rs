@@ -2,8 +2,8 @@
 //!
 //! The same wire format is spoken by OpenAI, OpenRouter, vLLM, llama.cpp's server,
 //! Ollama and LM Studio, each with small liberties (no `usage` when streaming, content
-//! as parts, `stream` ignored). Responses are therefore read as loose JSON rather than
-//! strict types: what is missing is estimated, what is unknown is ignored.
+//! as parts, `stream` ignored). Responses are therefore read into lenient wire types
+//! (`wire`): what is missing is estimated, what is unknown is ignored.
 
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
