@@ -10,11 +10,13 @@ use serde_json::{json, Value};
 
 use super::config::{ApiKey, ProviderConfig};
 use super::http::{
-    content_text, count, preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState,
-    WireFormat,
+    preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState, WireFormat,
 };
 use super::retry::AttemptError;
+use super::wire::{read, Content};
 use super::{ChatRequest, Completion, DeltaSink, Provider, ProviderError, Role, Usage};
+
+mod wire;
 
 /// The API version rlm speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -202,65 +204,65 @@ impl WireFormat for Messages {
         value: &Value,
         stream: &mut StreamState<'_>,
     ) -> Result<StreamFlow, AttemptError> {
-        let kind = value.get("type").and_then(Value::as_str).unwrap_or(event);
-        match kind {
+        let data: wire::StreamEvent = read(value);
+        match data.kind.as_deref().unwrap_or(event) {
             "message_start" => {
-                let message = value.get("message").unwrap_or(&Value::Null);
-                if let Some(model) = message.get("model").and_then(Value::as_str) {
-                    stream.raw.model = Some(model.to_owned());
+                let message = data.message.unwrap_or_default();
+                if let Some(model) = message.model {
+                    stream.raw.model = Some(model);
                 }
-                stream.raw.usage = read_usage(message.get("usage"), stream.raw.usage);
+                stream.raw.usage = merge_usage(message.usage, stream.raw.usage);
             }
             "content_block_start" => {
-                let block = value.get("content_block").unwrap_or(&Value::Null);
-                if block.get("type").and_then(Value::as_str) == Some("tool_use") {
-                    let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let block = data.content_block.unwrap_or_default();
+                if block.is_tool_use() {
                     stream.raw.call_piece(
-                        index,
-                        block.get("id").and_then(Value::as_str),
-                        block.get("name").and_then(Value::as_str),
+                        data.index.unwrap_or(0),
+                        block.id.as_deref(),
+                        block.name.as_deref(),
                         None,
                     );
                 }
             }
             "content_block_delta" => {
-                let delta = value.get("delta").unwrap_or(&Value::Null);
-                match delta.get("type").and_then(Value::as_str) {
+                let delta = data.delta.unwrap_or_default();
+                match delta.kind.as_deref() {
                     Some("text_delta") => {
-                        let text = delta
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
+                        let text = delta.text.unwrap_or_default();
                         if !text.is_empty() {
-                            stream.push_text(text);
+                            stream.push_text(&text);
                         }
                     }
                     Some("input_json_delta") => {
-                        let index = value.get("index").and_then(Value::as_u64).unwrap_or(0);
-                        let piece = delta.get("partial_json").and_then(Value::as_str);
-                        stream.raw.call_piece(index, None, None, piece);
+                        let piece = delta.partial_json.as_deref();
+                        stream
+                            .raw
+                            .call_piece(data.index.unwrap_or(0), None, None, piece);
                     }
                     _ => {}
                 }
             }
             "message_delta" => {
-                stream.raw.usage = read_usage(value.get("usage"), stream.raw.usage);
+                stream.raw.usage = merge_usage(data.usage, stream.raw.usage);
+                if let Some(reason) = data.delta.and_then(|delta| delta.stop_reason) {
+                    stream.raw.stop_reason = Some(reason);
+                }
             }
             "message_stop" => return Ok(StreamFlow::Finished),
             "error" => {
-                let error = value.get("error").unwrap_or(value);
-                let transient = matches!(
-                    error.get("type").and_then(Value::as_str),
-                    Some("overloaded_error" | "api_error")
-                );
+                // The report is shown whole: the `error` member, else the event itself.
+                let (error, kind) = match &data.error {
+                    Some(error) => (error, read::<wire::ErrorKind>(error).kind),
+                    None => (value, data.kind),
+                };
                 let message = format!("the stream reported an error: {error}");
-                return Err(if transient {
+                return Err(if wire::is_transient_error(kind.as_deref()) {
                     stream.broken(&message)
                 } else {
                     stream.protocol(message)
                 });
             }
-            _ => {} // ping, content_block_start/stop, future event kinds
+            _ => {} // ping, content_block_stop, future event kinds
         }
         Ok(StreamFlow::More)
     }
@@ -293,14 +295,15 @@ impl Provider for AnthropicProvider {
 
 /// Reads a whole (non-streamed) Messages response.
 fn parse_message(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError> {
-    if value.get("type").and_then(Value::as_str) == Some("error") {
-        let error = value.get("error").unwrap_or(value);
+    let message: wire::Message = read(value);
+    if message.kind.as_deref() == Some("error") {
+        let error = message.error.as_ref().unwrap_or(value);
         return Err(protocol(
             endpoint,
             format!("the response reports an error: {error}"),
         ));
     }
-    let Some(content) = value.get("content") else {
+    let Some(content) = message.content else {
         return Err(protocol(
             endpoint,
             format!(
@@ -310,58 +313,47 @@ fn parse_message(value: &Value, endpoint: &str) -> Result<RawCompletion, Attempt
         ));
     };
     let mut raw = RawCompletion {
-        text: content_text(content),
+        text: content.text(),
+        usage: merge_usage(message.usage, None),
+        model: message.model,
+        stop_reason: message.stop_reason,
         ..RawCompletion::default()
     };
-    let blocks = content.as_array().map(Vec::as_slice).unwrap_or_default();
-    for (index, block) in blocks.iter().enumerate() {
-        if block.get("type").and_then(Value::as_str) == Some("tool_use") {
-            let input = block.get("input").map(Value::to_string);
+    let blocks = match content {
+        Content::Parts(blocks) => blocks,
+        Content::Text(_) | Content::Other => Vec::new(),
+    };
+    for (index, block) in blocks.into_iter().enumerate() {
+        if block.is_tool_use() {
+            let input = block.input.map(|input| input.to_string());
             raw.call_piece(
                 index as u64,
-                block.get("id").and_then(Value::as_str),
-                block.get("name").and_then(Value::as_str),
+                block.id.as_deref(),
+                block.name.as_deref(),
                 input.as_deref(),
             );
         }
     }
-    Ok(RawCompletion {
-        usage: read_usage(value.get("usage"), None),
-        model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        ..raw
-    })
+    Ok(raw)
 }
 
-/// Merges a `usage` object into what is known: input tokens (cache writes and reads
-/// included) usually come with `message_start`, output tokens with `message_delta`.
-fn read_usage(usage: Option<&Value>, known: Option<Usage>) -> Option<Usage> {
-    let usage = usage.filter(|usage| usage.is_object())?;
-    let input: Option<u64> = [
-        "input_tokens",
-        "cache_creation_input_tokens",
-        "cache_read_input_tokens",
-    ]
-    .iter()
-    .filter_map(|field| count(usage.get(*field)))
-    .reduce(|a, b| a + b);
-    let output = count(usage.get("output_tokens"));
-    if input.is_none() && output.is_none() {
-        return known;
-    }
-    let known = known.unwrap_or_default();
-    Some(Usage {
-        prompt_tokens: input.unwrap_or(known.prompt_tokens),
-        completion_tokens: output.unwrap_or(known.completion_tokens),
-    })
+/// The usage after an event (or a whole message) with `usage`: merged into what is
+/// `known` (see [`wire::WireUsage::merge`]). An event without a `usage` object leaves
+/// none: only counts the last usage-bearing events agree on are reported.
+fn merge_usage(usage: Option<wire::WireUsage>, known: Option<Usage>) -> Option<Usage> {
+    usage.and_then(|usage| usage.merge(known))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{ChatMessage, ProviderKind, ToolCall, ToolSpec};
+
+    /// Reads a `usage` member as a stream event's is read, merged into `known`.
+    fn read_usage(usage: Option<&Value>, known: Option<Usage>) -> Option<Usage> {
+        let usage = usage.filter(|usage| usage.is_object()).map(read);
+        merge_usage(usage, known)
+    }
 
     fn provider(base_url: &str) -> AnthropicProvider {
         let mut config = ProviderConfig::new(ProviderKind::Anthropic, "claude-test");

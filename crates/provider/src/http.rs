@@ -3,21 +3,23 @@
 //!
 //! Both APIs differ only in their JSON; building the client, sending an attempt,
 //! turning transport failures and error statuses into retry decisions, reading bodies
-//! with bounds and walking an event stream are the same, and live here once. Each
-//! provider describes its JSON with a [`WireFormat`].
+//! with bounds and walking an event stream (`stream`) are the same, and live here once.
+//! Each provider describes its JSON with a [`WireFormat`].
 
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures::StreamExt;
 use reqwest::{RequestBuilder, Response};
 use serde_json::Value;
 
 use super::config::{install_crypto_provider, is_local_url, ApiKey, ProviderConfig};
 use super::retry::{parse_retry_after, run_with_retries, AttemptError, RetryPolicy};
 use super::{ChatRequest, Completion, DeltaSink, ProviderError};
+
+mod stream;
+
+pub(crate) use stream::{read_stream, StreamFlow, StreamState, RETRY_NOTICE};
 
 /// Longest wait for a TCP (and TLS) connection before the attempt counts as failed.
 pub(crate) const CONNECT_TIMEOUT_SECS: u64 = 30;
@@ -168,45 +170,6 @@ pub(crate) fn protocol(endpoint: &str, message: impl Into<String>) -> AttemptErr
     })
 }
 
-/// Shown to the live view when an answer it was shown in part is asked for again, so
-/// the text that follows reads as a new start rather than a continuation.
-pub const RETRY_NOTICE: &str = "\n[the answer was cut short; asking again]\n";
-
-/// A stream that broke or ended early: the server answered, so this is retried (as an
-/// [`AttemptError::Interrupted`]) whether or not text was already shown; the live view
-/// is told before the next attempt shows its text ([`RETRY_NOTICE`]).
-pub(crate) fn stream_broken(emitted_chars: usize, message: &str) -> AttemptError {
-    if emitted_chars == 0 {
-        AttemptError::Interrupted(format!("the stream broke before any text: {message}"))
-    } else {
-        AttemptError::Interrupted(format!(
-            "the stream broke after {emitted_chars} characters of the answer: {message}"
-        ))
-    }
-}
-
-/// Text from an OpenAI- or Anthropic-style `content`: a string, or parts with `text`.
-pub(crate) fn content_text(content: &serde_json::Value) -> String {
-    match content {
-        serde_json::Value::String(text) => text.clone(),
-        serde_json::Value::Array(parts) => parts
-            .iter()
-            .filter(|part| {
-                part.get("type")
-                    .and_then(|t| t.as_str())
-                    .is_none_or(|t| t == "text")
-            })
-            .filter_map(|part| part.get("text").and_then(|t| t.as_str()))
-            .collect(),
-        _ => String::new(),
-    }
-}
-
-/// A JSON number as a token count, when present.
-pub(crate) fn count(value: Option<&serde_json::Value>) -> Option<u64> {
-    value.and_then(serde_json::Value::as_u64)
-}
-
 /// What one successful attempt produced, before usage is filled in.
 #[derive(Debug, Default)]
 pub(crate) struct RawCompletion {
@@ -218,6 +181,9 @@ pub(crate) struct RawCompletion {
     pub(crate) usage: Option<super::Usage>,
     /// The model the server says answered.
     pub(crate) model: Option<String>,
+    /// Why the model stopped (`stop`, `length`, `end_turn`, `max_tokens`, `tool_use`…),
+    /// when the server said; logged, not acted on.
+    pub(crate) stop_reason: Option<String>,
 }
 
 /// A tool call being assembled: streams send its id and name once (llama.cpp's server
@@ -304,6 +270,9 @@ impl RawCompletion {
                 },
             })
             .collect();
+        if let Some(stop_reason) = &self.stop_reason {
+            tracing::debug!(stop_reason, "the model stopped");
+        }
         let (usage, usage_reported) = match self.usage {
             Some(usage) => (usage, true),
             None => {
@@ -336,18 +305,6 @@ pub(crate) fn preview(text: &str) -> String {
     rlm_protocol::format::clip(text, PREVIEW_CHARS)
 }
 
-/// How long to wait for the end of a stream after its last event, so the connection
-/// goes back to the pool instead of being closed (keep-alive matters for latency).
-pub(crate) const STREAM_DRAIN_MILLIS: u64 = 500;
-
-/// Reads what is left of a finished stream (usually only the terminating chunk),
-/// bounded in time; whatever happens, the answer is already complete.
-pub(crate) async fn drain<S: futures::Stream + Unpin>(stream: &mut S) {
-    use futures::StreamExt;
-    let rest = async { while stream.next().await.is_some() {} };
-    let _ = tokio::time::timeout(Duration::from_millis(STREAM_DRAIN_MILLIS), rest).await;
-}
-
 /// What differs between the APIs: the headers a request carries, how a whole response
 /// reads, and what each message of a streamed one means.
 pub(crate) trait WireFormat {
@@ -374,47 +331,6 @@ pub(crate) trait WireFormat {
         value: &Value,
         stream: &mut StreamState<'_>,
     ) -> Result<StreamFlow, AttemptError>;
-}
-
-/// Whether a stream goes on after a message.
-pub(crate) enum StreamFlow {
-    /// More messages may follow.
-    More,
-    /// The answer is complete.
-    Finished,
-}
-
-/// A stream being read: the answer so far and how much of it the sink was shown.
-pub(crate) struct StreamState<'a> {
-    /// The answer so far.
-    pub(crate) raw: RawCompletion,
-    endpoint: &'a str,
-    emitted_chars: usize,
-    on_delta: Option<DeltaSink<'a>>,
-    /// Bytes the sink was shown since the last retry notice (shared by the attempts).
-    shown: &'a AtomicUsize,
-}
-
-impl StreamState<'_> {
-    /// Appends answer text, showing it to the sink first.
-    pub(crate) fn push_text(&mut self, text: &str) {
-        if let Some(sink) = self.on_delta {
-            sink(text);
-            self.shown.fetch_add(text.len(), Ordering::Relaxed);
-        }
-        self.emitted_chars += text.chars().count();
-        self.raw.text.push_str(text);
-    }
-
-    /// The stream broke: see [`stream_broken`].
-    pub(crate) fn broken(&self, message: &str) -> AttemptError {
-        stream_broken(self.emitted_chars, message)
-    }
-
-    /// The stream said something that cannot be read: see [`protocol`].
-    pub(crate) fn protocol(&self, message: impl Into<String>) -> AttemptError {
-        protocol(self.endpoint, message)
-    }
 }
 
 /// What an HTTP provider is configured with, whatever its wire format. Its `Debug`
@@ -561,64 +477,4 @@ async fn send_attempt<W: WireFormat>(
     let raw = W::parse_body(&value, endpoint)?;
     raw.show_whole(on_delta);
     Ok(raw)
-}
-
-/// Reads an SSE answer until its end marker or its finishing message. A stream that
-/// ends before either was cut short: its answer is incomplete, whatever it says, so the
-/// attempt fails (and is retried) instead of passing half an answer off as whole.
-pub(crate) async fn read_stream<W: WireFormat>(
-    response: Response,
-    endpoint: &str,
-    on_delta: Option<DeltaSink<'_>>,
-    shown: &AtomicUsize,
-) -> Result<RawCompletion, AttemptError> {
-    let mut events = response.bytes_stream().eventsource();
-    let mut stream = StreamState {
-        raw: RawCompletion::default(),
-        endpoint,
-        emitted_chars: 0,
-        on_delta,
-        shown,
-    };
-    let mut messages = 0_u64;
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(EventStreamError::Transport(error)) => return Err(stream.broken(&chain(&error))),
-            Err(error) => return Err(protocol(endpoint, format!("invalid event stream: {error}"))),
-        };
-        let data = event.data.trim();
-        if data.is_empty() {
-            continue;
-        }
-        if W::DONE_MARKER == Some(data) {
-            drain(&mut events).await;
-            return Ok(stream.raw);
-        }
-        messages += 1;
-        let value: Value = serde_json::from_str(data).map_err(|error| {
-            protocol(
-                endpoint,
-                format!(
-                    "a stream {} is not JSON ({error}): {}",
-                    W::STREAM_ITEM,
-                    preview(data)
-                ),
-            )
-        })?;
-        if let StreamFlow::Finished = W::stream_event(&event.event, &value, &mut stream)? {
-            drain(&mut events).await;
-            return Ok(stream.raw);
-        }
-    }
-    let message = if messages == 0 {
-        "the stream ended without data".to_owned()
-    } else {
-        format!(
-            "the stream ended after {messages} {}(s) without {}",
-            W::STREAM_ITEM,
-            W::END_OF_STREAM
-        )
-    };
-    Err(stream.broken(&message))
 }

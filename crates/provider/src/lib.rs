@@ -42,6 +42,7 @@ pub mod openai;
 pub mod retry;
 #[cfg(test)]
 mod stream_fuzz;
+mod wire;
 
 pub use address::redact_url;
 pub use anthropic::AnthropicProvider;

@@ -2,19 +2,21 @@
 //!
 //! The same wire format is spoken by OpenAI, OpenRouter, vLLM, llama.cpp's server,
 //! Ollama and LM Studio, each with small liberties (no `usage` when streaming, content
-//! as parts, `stream` ignored). Responses are therefore read as loose JSON rather than
-//! strict types: what is missing is estimated, what is unknown is ignored.
+//! as parts, `stream` ignored). Responses are therefore read into lenient wire types
+//! (`wire`): what is missing is estimated, what is unknown is ignored.
 
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::config::{ApiKey, ProviderConfig};
 use super::http::{
-    content_text, count, preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState,
-    WireFormat,
+    preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState, WireFormat,
 };
 use super::retry::AttemptError;
-use super::{ChatMessage, ChatRequest, Completion, DeltaSink, Provider, ProviderError, Usage};
+use super::wire::read;
+use super::{ChatMessage, ChatRequest, Completion, DeltaSink, Provider, ProviderError};
+
+mod wire;
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
 #[derive(Debug)]
@@ -141,42 +143,40 @@ impl WireFormat for ChatCompletions {
 
     fn stream_event(
         _event: &str,
-        chunk: &Value,
+        value: &Value,
         stream: &mut StreamState<'_>,
     ) -> Result<StreamFlow, AttemptError> {
-        if let Some(error) = chunk.get("error") {
+        let chunk: wire::ChatCompletionChunk = read(value);
+        if let Some(error) = chunk.error {
             return Err(stream.protocol(format!("the stream reported an error: {error}")));
         }
-        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-            stream.raw.model = Some(model.to_owned());
+        if let Some(model) = chunk.model {
+            stream.raw.model = Some(model);
         }
-        if let Some(usage) = read_usage(chunk) {
+        if let Some(usage) = chunk.usage.as_ref().and_then(wire::WireUsage::reported) {
             stream.raw.usage = Some(usage);
         }
-        let choices = chunk.get("choices").and_then(Value::as_array);
-        for choice in choices.into_iter().flatten() {
-            let Some(delta) = choice.get("delta") else {
+        for choice in chunk.choices {
+            let Some(delta) = choice.delta else {
                 continue;
             };
-            if let Some(content) = delta.get("content") {
-                let text = content_text(content);
+            if let Some(content) = delta.content {
+                let text = content.text();
                 if !text.is_empty() {
                     stream.push_text(&text);
                 }
             }
-            let calls = delta.get("tool_calls").and_then(Value::as_array);
-            for (position, call) in calls.into_iter().flatten().enumerate() {
-                let index = call
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(position as u64);
-                let function = call.get("function").unwrap_or(&Value::Null);
+            for (position, call) in delta.tool_calls.into_iter().enumerate() {
+                let function = call.function.unwrap_or_default();
                 stream.raw.call_piece(
-                    index,
-                    call.get("id").and_then(Value::as_str),
-                    function.get("name").and_then(Value::as_str),
-                    function.get("arguments").and_then(Value::as_str),
+                    call.index.unwrap_or(position as u64),
+                    call.id.as_deref(),
+                    function.name.as_deref(),
+                    function.arguments.piece(),
                 );
+            }
+            if choice.finish_reason.is_some() {
+                stream.raw.stop_reason = choice.finish_reason;
             }
         }
         Ok(StreamFlow::More)
@@ -210,13 +210,14 @@ impl Provider for OpenAiProvider {
 
 /// Reads a whole (non-streamed) Chat Completions response.
 fn parse_completion(value: &Value, endpoint: &str) -> Result<RawCompletion, AttemptError> {
-    if let Some(error) = value.get("error") {
+    let response: wire::ChatCompletion = read(value);
+    if let Some(error) = response.error {
         return Err(protocol(
             endpoint,
             format!("the response reports an error: {error}"),
         ));
     }
-    let Some(choice) = value.get("choices").and_then(|c| c.get(0)) else {
+    let Some(choice) = response.choices.into_iter().next() else {
         return Err(protocol(
             endpoint,
             format!(
@@ -225,65 +226,35 @@ fn parse_completion(value: &Value, endpoint: &str) -> Result<RawCompletion, Atte
             ),
         ));
     };
-    let message = choice.get("message");
-    let text = match message.and_then(|message| message.get("content")) {
-        Some(content) => content_text(content),
+    let message = choice.message.unwrap_or_default();
+    let text = match message.content {
+        Some(content) => content.text(),
         // Legacy completions-style servers put the text on the choice itself.
-        None => choice
-            .get("text")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        None => choice.text.unwrap_or_default(),
     };
     let mut raw = RawCompletion {
         text,
+        usage: response.usage.as_ref().and_then(wire::WireUsage::reported),
+        model: response.model,
+        stop_reason: choice.finish_reason,
         ..RawCompletion::default()
     };
-    let calls = message
-        .and_then(|message| message.get("tool_calls"))
-        .and_then(Value::as_array);
-    for (index, call) in calls.into_iter().flatten().enumerate() {
-        let function = call.get("function").unwrap_or(&Value::Null);
-        let arguments = match function.get("arguments") {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
+    for (index, call) in message.tool_calls.into_iter().enumerate() {
+        let function = call.function.unwrap_or_default();
         raw.call_piece(
             index as u64,
-            call.get("id").and_then(Value::as_str),
-            function.get("name").and_then(Value::as_str),
-            Some(&arguments),
+            call.id.as_deref(),
+            function.name.as_deref(),
+            Some(&function.arguments.into_text()),
         );
     }
-    Ok(RawCompletion {
-        usage: read_usage(value),
-        model: value
-            .get("model")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        ..raw
-    })
-}
-
-/// `usage.prompt_tokens` / `usage.completion_tokens`, when the server sent them.
-fn read_usage(value: &Value) -> Option<Usage> {
-    let usage = value.get("usage").filter(|usage| usage.is_object())?;
-    let prompt = count(usage.get("prompt_tokens"));
-    let completion = count(usage.get("completion_tokens"));
-    if prompt.is_none() && completion.is_none() {
-        return None;
-    }
-    Some(Usage {
-        prompt_tokens: prompt.unwrap_or_default(),
-        completion_tokens: completion.unwrap_or_default(),
-    })
+    Ok(raw)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ProviderKind, ToolCall, ToolSpec};
+    use crate::{ProviderKind, ToolCall, ToolSpec, Usage};
 
     fn config(base_url: &str) -> ProviderConfig {
         let mut config = ProviderConfig::new(ProviderKind::OpenAi, "gpt-test");
