@@ -35,7 +35,6 @@ mod store;
 mod summary;
 mod text;
 mod variable_file;
-mod watch;
 
 pub use error::{Result, StoreError};
 pub use file_ref::{FileChange, FileCopyError, FileRef};

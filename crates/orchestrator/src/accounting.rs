@@ -5,6 +5,7 @@
 //! host before each sub-call, so a spent budget ends the run cleanly with a forced
 //! answer instead of failing mid-way.
 
+use rlm_context_store::private_fs::write_private_new;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -114,23 +115,13 @@ struct Ledger {
 impl TreeBudget {
     /// A new ledger for the tree rooted at run `run_id`, with the root's `limits`.
     pub fn create(data_dir: &Path, run_id: &str, limits: Limits) -> std::io::Result<Self> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = data_dir.join(BUDGETS_DIR);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
-        let path = dir.join(format!("{run_id}.json"));
+        let path = data_dir.join(BUDGETS_DIR).join(format!("{run_id}.json"));
         let ledger = Ledger {
             limits,
             ..Ledger::default()
         };
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        file.write_all(&serde_json::to_vec(&ledger).map_err(std::io::Error::other)?)?;
+        let bytes = serde_json::to_vec(&ledger).map_err(std::io::Error::other)?;
+        write_private_new(&path, &bytes).map_err(|e| e.source)?;
         Ok(Self { path })
     }
 

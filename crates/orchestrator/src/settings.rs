@@ -19,10 +19,16 @@ use crate::accounting::Limits;
 use crate::context::ContextSpec;
 use crate::env::tools::{MicroTool, ToolProtocol};
 use crate::env::EnvKind;
-use crate::host::{DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS};
 use crate::provider::ProviderConfig;
-use crate::rlm::{DEFAULT_MAX_ITERATIONS, DEFAULT_STATE_VARS};
 
+/// Default `--max-iterations`.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
+/// Default `--state-vars`: variables shown in the inventory.
+pub const DEFAULT_STATE_VARS: usize = 20;
+/// Default `--sub-context-chars`.
+pub const DEFAULT_SUB_CONTEXT_CHARS: usize = 400_000;
+/// Default `--max-parallel`.
+pub const DEFAULT_MAX_PARALLEL: usize = 4;
 /// Default `--max-depth`.
 pub const DEFAULT_MAX_DEPTH: u32 = 2;
 /// Default `--max-output-chars`.

@@ -8,8 +8,9 @@
 //! only around the thing it counts (one HTTP request, one agent's life), never while
 //! waiting for children, so a waiting parent cannot starve its own children.
 
+use rlm_context_store::private_fs::create_dir_all_private;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,10 +64,7 @@ impl Slots {
 
     /// A free slot, if there is one now.
     pub fn try_acquire(&self) -> std::io::Result<Option<SlotGuard>> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
+        create_dir_all_private(&self.dir).map_err(|e| e.source)?;
         for index in 0..self.count {
             let file = OpenOptions::new()
                 .read(true)

@@ -20,7 +20,8 @@ use nix::sys::signal::Signal;
 use tokio::process::{Child, Command};
 use tokio::time::{sleep, timeout, Instant};
 
-use crate::signal::{group_exists, send_signal, signal_group, GroupGuard, SignalError};
+use crate::guard::GroupGuard;
+use crate::signal::{group_exists, send_signal, signal_group, SignalError};
 
 /// How often [`GroupChild::terminate`] checks whether the rest of the group has gone.
 const GROUP_POLL_INTERVAL: Duration = Duration::from_millis(10);

@@ -41,7 +41,8 @@ use tokio::io::Interest;
 use tokio::net::unix::pipe;
 
 use crate::group::SpawnOptions;
-use crate::signal::{group_exists, GroupGuard};
+use crate::guard::GroupGuard;
+use crate::signal::group_exists;
 
 /// Bytes of stack for the child between `clone` and `execve` (it needs a few hundred;
 /// a guard page below catches an overflow).

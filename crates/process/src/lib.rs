@@ -27,6 +27,7 @@
 mod capture;
 mod environment;
 mod group;
+mod guard;
 #[cfg(target_os = "linux")]
 mod launch;
 mod procfs;
@@ -40,13 +41,14 @@ mod watchdog;
 pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
 pub use environment::{inherited_environment, AllowList};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
+pub use guard::GroupGuard;
 pub use nix::sys::signal::Signal;
 pub use registry::{kill_all_groups, live_groups, terminate_all_groups};
 pub use secrets::{
     hidden_secrets, hide_secrets, is_secret_name, redact_secrets, secret_var,
     MIN_SCRUBBED_SECRET_BYTES,
 };
-pub use signal::{group_exists, send_signal, signal_group, GroupGuard, SignalError};
+pub use signal::{group_exists, send_signal, signal_group, SignalError};
 pub use supervise::{
     run_supervised, Cookie, SuperviseOptions, Supervised, Termination, DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_GRACE, DEFAULT_STDERR_TAIL_BYTES, DEFAULT_STDOUT_CAP_BYTES, SUPERVISION_COOKIE_ENV,

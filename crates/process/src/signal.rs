@@ -1,5 +1,4 @@
-//! Delivering signals to one process or a whole process group, and the guard that
-//! SIGKILLs a group when it goes out of scope.
+//! Delivering signals to one process or a whole process group.
 //!
 //! Every id is checked first: `kill(0, …)`, `kill(-1, …)` and `killpg` of our own
 //! group would hit the orchestrator itself (or everything it may signal), so such ids
@@ -89,58 +88,6 @@ pub fn group_exists(pgid: u32) -> bool {
     match checked(GROUP, pgid) {
         Ok(target) => !matches!(killpg(target, None), Err(Errno::ESRCH)),
         Err(_) => false,
-    }
-}
-
-/// SIGKILLs a process group when dropped, unless disarmed.
-///
-/// Held by [`crate::GroupChild`]; usable on its own for groups started elsewhere.
-#[derive(Debug)]
-pub struct GroupGuard {
-    pgid: Option<u32>,
-}
-
-impl GroupGuard {
-    /// Arms a guard for the group `pgid` and lists the group in
-    /// [`live_groups`](crate::live_groups) until the guard is disarmed or dropped.
-    pub fn new(pgid: u32) -> Self {
-        crate::registry::add_group(pgid);
-        Self { pgid: Some(pgid) }
-    }
-
-    /// The guarded group, `None` once disarmed.
-    pub fn pgid(&self) -> Option<u32> {
-        self.pgid
-    }
-
-    /// SIGKILLs the group now; the guard stays armed.
-    pub fn kill_now(&self) {
-        if let Some(pgid) = self.pgid {
-            kill_quietly(pgid);
-        }
-    }
-
-    /// Forgets the group: dropping the guard then does nothing. Call it only once the
-    /// group is known to be empty, so a recycled id is never signalled.
-    pub fn disarm(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            crate::registry::remove_group(pgid);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            kill_quietly(pgid);
-            crate::registry::remove_group(pgid);
-        }
-    }
-}
-
-fn kill_quietly(pgid: u32) {
-    if let Err(error) = signal_group(pgid, Signal::SIGKILL) {
-        tracing::warn!(pgid, %error, "could not kill a child process group");
     }
 }
 

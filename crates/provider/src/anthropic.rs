@@ -34,7 +34,7 @@ impl AnthropicProvider {
     /// Anthropic's endpoint, used when no base URL is configured.
     pub const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com";
     /// Where the key is read from unless `--api-key-env` says otherwise.
-    pub const DEFAULT_KEY_ENV: &'static str = "ANTHROPIC_API_KEY";
+    pub const DEFAULT_KEY_ENV: &'static str = crate::config::ANTHROPIC_KEY_ENV;
 
     /// A provider for `config` using `api_key`. Without a key only a local endpoint is
     /// accepted. A base URL ending in `/v1` is accepted too (no `/v1/v1`).

@@ -1,4 +1,5 @@
-//! Provider settings, API keys and the factory that turns them into a [`Provider`].
+//! Provider settings and API keys: what [`build_provider`](crate::build_provider) turns
+//! into a [`Provider`](crate::Provider).
 //!
 //! The binary fills one [`ProviderConfig`] for the root model and one for the sub-model
 //! from flags, `RLM_*` variables and `rlm.toml`; everything else in the orchestrator
@@ -7,16 +8,19 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
-use std::sync::Arc;
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::anthropic::AnthropicProvider;
-use super::cli::CliProvider;
-use super::openai::OpenAiProvider;
 use super::retry::{RetryPolicy, DEFAULT_RETRIES, DEFAULT_RETRY_BASE_DELAY_MS};
-use super::{Provider, ProviderError, Usage};
+use super::{ProviderError, Usage};
+
+/// Where an OpenAI-compatible endpoint's API key is read from by default.
+pub const OPENAI_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// Where the Anthropic API key is read from by default.
+pub const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 
 /// Per-request timeout unless configured.
 pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 300;
@@ -49,8 +53,8 @@ impl ProviderKind {
     /// another (`None` for `cli`, which needs no key from rlm).
     pub fn default_key_env(self) -> Option<&'static str> {
         match self {
-            Self::OpenAi => Some(OpenAiProvider::DEFAULT_KEY_ENV),
-            Self::Anthropic => Some(AnthropicProvider::DEFAULT_KEY_ENV),
+            Self::OpenAi => Some(OPENAI_KEY_ENV),
+            Self::Anthropic => Some(ANTHROPIC_KEY_ENV),
             Self::Cli => None,
         }
     }
@@ -183,19 +187,6 @@ impl ProviderConfig {
     pub fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy::new(self.retries, self.retry_base_delay)
     }
-}
-
-/// Builds the provider a configuration describes, reading its API key from the
-/// environment. Fails when the key is missing for a non-local endpoint, when a `cli`
-/// model has no command, or when the settings are invalid.
-pub fn build_provider(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
-    install_crypto_provider();
-    let key = config.key_env().and_then(ApiKey::from_env);
-    Ok(match config.kind {
-        ProviderKind::OpenAi => Arc::new(OpenAiProvider::new(config, key)?),
-        ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(config, key)?),
-        ProviderKind::Cli => Arc::new(CliProvider::new(config)?),
-    })
 }
 
 /// Installs rustls' `ring` crypto provider for the process (reqwest is built without

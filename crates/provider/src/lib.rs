@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 mod address;
 pub mod anthropic;
+mod build;
 pub mod cli;
 pub mod config;
 mod http;
@@ -46,10 +47,10 @@ mod wire;
 
 pub use address::redact_url;
 pub use anthropic::AnthropicProvider;
+pub use build::build_provider;
 pub use cli::CliProvider;
 pub use config::{
-    build_provider, install_crypto_provider, is_local_url, ApiKey, Prices, ProviderConfig,
-    ProviderKind,
+    install_crypto_provider, is_local_url, ApiKey, Prices, ProviderConfig, ProviderKind,
 };
 pub use openai::OpenAiProvider;
 pub use retry::RetryPolicy;

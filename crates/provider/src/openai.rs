@@ -29,7 +29,7 @@ impl OpenAiProvider {
     /// OpenAI's own endpoint, used when no base URL is configured.
     pub const DEFAULT_BASE_URL: &'static str = "https://api.openai.com/v1";
     /// Where the key is read from unless `--api-key-env` says otherwise.
-    pub const DEFAULT_KEY_ENV: &'static str = "OPENAI_API_KEY";
+    pub const DEFAULT_KEY_ENV: &'static str = crate::config::OPENAI_KEY_ENV;
 
     /// A provider for `config` using `api_key` (read by the caller, usually from the
     /// environment by [`super::build_provider`]). Without a key only a local endpoint

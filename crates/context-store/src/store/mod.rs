@@ -36,6 +36,7 @@ mod files;
 mod read;
 mod scan;
 mod spill;
+mod watch;
 mod write;
 
 pub use files::file_ref_in_variable_file;
@@ -232,7 +233,7 @@ impl Store {
     /// Waits until `key` exists (written by this or any other process) and returns its
     /// reference; fails with [`StoreError::WaitTimeout`] after `timeout`.
     pub fn wait_for(&self, key: &str, timeout: Duration) -> Result<VariableRef> {
-        crate::watch::wait_for(self, key, timeout)
+        watch::wait_for(self, key, timeout)
     }
 
     /// Files found unusable by the last open or refresh.

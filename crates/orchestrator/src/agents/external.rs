@@ -3,12 +3,12 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rlm_context_store::private_fs::write_private;
 use rlm_context_store::{
     Durability, Expected, SetOptions, Store, StoreError, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
 };
@@ -297,15 +297,17 @@ async fn prepare(
         .join(PROMPT_FILE_NAME);
     if command.uses_prompt_file() {
         let (path, text) = (prompt_file.clone(), prompt.clone());
-        tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
-            .await
-            .map_err(|e| format!("writing the prompt file failed: {e}"))?
-            .map_err(|e| {
-                format!(
-                    "failed to write the prompt file {}: {e}",
-                    prompt_file.display()
-                )
-            })?;
+        tokio::task::spawn_blocking(move || {
+            write_private(&path, text.as_bytes()).map_err(|e| e.source)
+        })
+        .await
+        .map_err(|e| format!("writing the prompt file failed: {e}"))?
+        .map_err(|e| {
+            format!(
+                "failed to write the prompt file {}: {e}",
+                prompt_file.display()
+            )
+        })?;
     }
     let args = command.render_args(&Substitutions {
         prompt: &prompt,
@@ -351,23 +353,6 @@ async fn prepare(
         stdin,
         _tmp: tmp,
     })
-}
-
-/// Writes `bytes` to `path`, creating its directories `0700` and the file `0600`.
-fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
 }
 
 /// The exit code reported for an agent whose program was not found, as a shell does.

@@ -11,12 +11,12 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rlm_context_store::private_fs::write_private;
 use rlm_context_store::{SetOptions, Store, StoreError, GLOBAL_SCOPE};
 use rlm_process::{
     inherited_environment, run_supervised, AllowList, CancellationToken, SpawnOptions,
@@ -92,21 +92,7 @@ impl ChildSpec {
             source,
         };
         let text = serde_json::to_vec_pretty(self).map_err(|e| io_error(io::Error::other(e)))?;
-        if let Some(dir) = path.parent() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io_error)?;
-        }
-        fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .and_then(|mut file| file.write_all(&text))
-            .map_err(io_error)
+        write_private(path, &text).map_err(|e| io_error(e.source))
     }
 
     /// Reads a spec written by [`ChildSpec::write`].

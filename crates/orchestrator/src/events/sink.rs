@@ -1,9 +1,9 @@
 //! Writing a run's trace: `events.jsonl` line by line as things happen, the same
 //! events to the listeners (live view, `--events`), and `summary.json` at the end.
 
-use std::fs::{self, File, OpenOptions};
+use rlm_context_store::private_fs::{create_dir_all_private, open_private_append};
+use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -75,26 +75,17 @@ impl EventSink {
         listeners: Vec<EventListener>,
     ) -> Result<Self, TraceError> {
         let dir = data_dir.join(RUNS_DIR).join(identity.run_id.as_str());
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|source| TraceError {
-                action: "create run directory",
-                path: dir.clone(),
-                source,
-            })?;
+        create_dir_all_private(&dir).map_err(|e| TraceError {
+            action: "create run directory",
+            path: dir.clone(),
+            source: e.source,
+        })?;
         let path = dir.join("events.jsonl");
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|source| TraceError {
-                action: "open",
-                path: path.clone(),
-                source,
-            })?;
+        let file = open_private_append(&path).map_err(|e| TraceError {
+            action: "open",
+            path: path.clone(),
+            source: e.source,
+        })?;
         Ok(Self {
             identity,
             dir,
@@ -241,6 +232,7 @@ pub use rlm_protocol::now_ms;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn events_are_json_lines_with_identity() {

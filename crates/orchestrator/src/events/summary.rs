@@ -5,9 +5,9 @@
 //! the field existed (the same fields, no version) read as version 0. A reader meeting a
 //! newer version still reads the fields it knows and ignores the others.
 
-use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use rlm_context_store::private_fs::write_private_atomic;
+use rlm_context_store::Durability;
+use std::io;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -70,25 +70,17 @@ impl RunSummaryFile {
 }
 
 /// Writes `bytes` to `path` through a private (0600) temp file beside it and a rename,
-/// so a reader never sees half of it: the run directory's summary and answer.
+/// so a reader never sees half of it: the run directory's summary and answer. Not
+/// fsynced: a trace is a record of the run, rewritten at its end.
 pub(crate) fn write_private_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(bytes)?;
-    fs::rename(&tmp, path)
+    write_private_atomic(path, bytes, Durability::Bulk).map_err(|e| e.source)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rlm_protocol::Usage;
+    use std::fs;
 
     fn sample() -> RunSummaryFile {
         RunSummaryFile {

@@ -33,14 +33,10 @@ use crate::provider::{ChatMessage, ChatRequest, Usage};
 /// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
 pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
 
-/// Default `--sub-context-chars`.
-pub const DEFAULT_SUB_CONTEXT_CHARS: usize = 400_000;
+pub use crate::settings::{DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS};
 
 /// Bytes of an external agent's stdout kept as its answer.
 pub const AGENT_STDOUT_CAP_BYTES: usize = 1 << 20;
-
-/// Default `--max-parallel`.
-pub const DEFAULT_MAX_PARALLEL: usize = 4;
 
 /// Settings of the host functions.
 #[derive(Debug, Clone)]

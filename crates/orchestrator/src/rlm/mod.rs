@@ -23,11 +23,7 @@ use crate::parse::parse_response;
 use crate::prompt::{self, Access, Budget, PromptFeatures, SessionState};
 use crate::provider::{ChatMessage, ChatRequest, Completion, ProviderError, ToolSpec};
 
-/// Default `--max-iterations`.
-pub const DEFAULT_MAX_ITERATIONS: u32 = 20;
-
-/// Default `--state-vars`: variables shown in the inventory.
-pub const DEFAULT_STATE_VARS: usize = 20;
+pub use crate::settings::{DEFAULT_MAX_ITERATIONS, DEFAULT_STATE_VARS};
 
 /// Settings of the loop.
 #[derive(Clone)]

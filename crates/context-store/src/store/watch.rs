@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 
+use super::Store;
 use crate::error::{Result, StoreError};
 use crate::reference::VariableRef;
-use crate::store::Store;
 
 /// Longest sleep between two looks at the disk when no event arrives.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
