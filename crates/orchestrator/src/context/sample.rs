@@ -9,7 +9,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::{ContextError, PREVIEW_CHARS};
+use super::error::ContextError;
+use super::info::PREVIEW_CHARS;
 
 /// Bytes of each sample.
 const SAMPLE_BYTES: u64 = 64 * 1024;
