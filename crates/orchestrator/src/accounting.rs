@@ -137,17 +137,17 @@ impl TreeBudget {
         &self.path
     }
 
-    /// Reserves one model call expected to cost `expected`: `Err` says which tree
-    /// budget is spent.
-    fn reserve_call(&self, expected: Reservation) -> std::io::Result<Result<(), String>> {
-        self.update(|ledger| match ledger.spent() {
-            Some(reason) => Err(reason),
-            None => {
+    /// Reserves one model call expected to cost `expected`, unless a tree budget is
+    /// spent: then nothing is reserved and the reason says which.
+    fn reserve_call(&self, expected: Reservation) -> std::io::Result<Option<String>> {
+        self.update(|ledger| {
+            let spent = ledger.spent();
+            if spent.is_none() {
                 ledger.llm_calls += 1;
                 ledger.reserved_tokens += expected.tokens;
                 ledger.reserved_cost_usd += expected.cost_usd;
-                Ok(())
             }
+            spent
         })
     }
 
@@ -267,8 +267,7 @@ impl Accounting {
         }
         let tree = self.tree.as_ref()?;
         match tree.reserve_call(expected) {
-            Ok(Ok(())) => None,
-            Ok(Err(reason)) => Some(reason),
+            Ok(spent) => spent,
             Err(error) => {
                 tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be read; counting this run only");
                 None

@@ -46,18 +46,41 @@ pub enum Runner {
     },
 }
 
+/// `--slurm-args` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmArgsError {
+    /// The text is not a list of arguments (an unclosed quote…).
+    #[error("--slurm-args {args:?} cannot be split into arguments: {source}")]
+    Split {
+        /// The text given.
+        args: String,
+        /// Why it cannot be split.
+        #[source]
+        source: shell_words::ParseError,
+    },
+    /// It names the job, which rlm does itself.
+    #[error(
+        "--slurm-args must not set {flag}: rlm names each job rlm-<agent id> to find and cancel it"
+    )]
+    JobName {
+        /// The flag that names the job.
+        flag: String,
+    },
+}
+
 impl Runner {
     /// `slurm` with `--slurm-args` (split like a shell would), or `local`.
-    pub fn slurm(args: &str) -> Result<Self, String> {
-        let args = shell_words::split(args)
-            .map_err(|e| format!("--slurm-args {args:?} cannot be split into arguments: {e}"))?;
+    pub fn slurm(args: &str) -> Result<Self, SlurmArgsError> {
+        let words = shell_words::split(args).map_err(|source| SlurmArgsError::Split {
+            args: args.to_owned(),
+            source,
+        })?;
+        let args = words;
         if let Some(bad) = args
             .iter()
             .find(|a| a.starts_with("--job-name") || *a == "-J")
         {
-            return Err(format!(
-                "--slurm-args must not set {bad}: rlm names each job rlm-<agent id> to find and cancel it"
-            ));
+            return Err(SlurmArgsError::JobName { flag: bad.clone() });
         }
         Ok(Self::Slurm { args })
     }
@@ -329,10 +352,12 @@ mod tests {
     fn slurm_args_that_would_rename_the_job_or_do_not_split_are_refused() {
         assert!(Runner::slurm("-J mine")
             .unwrap_err()
+            .to_string()
             .contains("must not set"));
         assert!(Runner::slurm("--job-name=x").is_err());
         assert!(Runner::slurm("--comment='open")
             .unwrap_err()
+            .to_string()
             .contains("cannot be split"));
         assert_eq!(
             Runner::slurm("").unwrap(),

@@ -67,7 +67,7 @@ pub struct SlurmArgs(pub rlm_orchestrator::runner::Runner);
 pub(super) fn parse_slurm_args(text: &str) -> Result<SlurmArgs, InvalidValue> {
     rlm_orchestrator::runner::Runner::slurm(text)
         .map(SlurmArgs)
-        .map_err(InvalidValue::new)
+        .map_err(|e| InvalidValue::new(e.to_string()))
 }
 
 /// `--sandbox`: how the Python kernel is confined.

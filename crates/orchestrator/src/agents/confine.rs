@@ -6,6 +6,7 @@
 //! temporary directory that is its `TMPDIR` and working directory. The network stays
 //! open, since agent CLIs call their APIs, unless `--agent-network off`.
 
+use super::external::PrepareError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -43,11 +44,11 @@ pub(super) fn confine_agent(
     store_dirs: &[PathBuf],
     referenced: &[PathBuf],
     prompt_file: &Path,
-) -> Result<tempfile::TempDir, String> {
+) -> Result<tempfile::TempDir, PrepareError> {
     let tmp = tempfile::Builder::new()
         .prefix("rlm-agent-")
         .tempdir()
-        .map_err(|e| format!("could not create the agent's private temporary directory: {e}"))?;
+        .map_err(PrepareError::TempDir)?;
     let mut read = Policy::system_read_paths();
     read.extend(program_file(&spawn.program, &spawn.env));
     read.extend(

@@ -176,11 +176,11 @@ pub async fn run_external_agent(
     let key = super::result_key(&agent_id);
     let timeout = spec.timeout;
     let (pid, termination, stderr_tail, fallback) = match prepare(command, &spec, &store).await {
-        Err(message) => (
+        Err(error) => (
             0,
             Termination::Exited(NOT_STARTABLE),
             String::new(),
-            Fallback::error(SubError::not_started(message, NOT_STARTABLE)),
+            Fallback::error(SubError::not_started(error.to_string(), NOT_STARTABLE)),
         ),
         Ok(Prepared { spawn, stdin, _tmp }) => {
             let program = spawn.program_name();
@@ -278,18 +278,60 @@ struct Prepared {
     _tmp: Option<tempfile::TempDir>,
 }
 
+/// Why an agent could not be started; its message goes into the error object the
+/// model reads (exit code 126).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PrepareError {
+    /// The result variable's file cannot be named.
+    #[error(transparent)]
+    ResultKey(#[from] StoreError),
+    /// The data directory cannot be made absolute.
+    #[error("failed to resolve {}: {source}", path.display())]
+    DataDir {
+        /// The data directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The task writing the prompt file did not finish.
+    #[error("writing the prompt file failed: {0}")]
+    PromptTask(#[from] tokio::task::JoinError),
+    /// The prompt file cannot be written.
+    #[error("failed to write the prompt file {}: {source}", path.display())]
+    PromptFile {
+        /// The prompt file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The prompt does not fit in one command-line argument.
+    #[error(
+        "the agent's prompt is {bytes} bytes, over the {MAX_ARG_BYTES}-byte limit of one command-line argument; \
+         use {{prompt_file}} or stdin in --agent-cmd instead of {{prompt}}, or shorten the task"
+    )]
+    PromptTooLong {
+        /// The longest argument, in bytes.
+        bytes: usize,
+    },
+    /// A confined agent's private temporary directory cannot be created.
+    #[error("could not create the agent's private temporary directory: {0}")]
+    TempDir(io::Error),
+}
+
 /// Builds the prompt, writes the prompt file if the template uses it, and fills in the
-/// command and environment. `Err` is a message for the error object.
+/// command and environment.
 async fn prepare(
     command: &AgentCommand,
     spec: &ExternalAgentSpec,
     store: &Store,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, PrepareError> {
     let agent_id = &spec.lineage.agent_id;
     let key = super::result_key(agent_id);
-    let result_file = store.path_of(&key).map_err(|e| e.to_string())?;
-    let data_dir = std::path::absolute(&spec.data_dir)
-        .map_err(|e| format!("failed to resolve {}: {e}", spec.data_dir.display()))?;
+    let result_file = store.path_of(&key)?;
+    let data_dir = std::path::absolute(&spec.data_dir).map_err(|source| PrepareError::DataDir {
+        path: spec.data_dir.clone(),
+        source,
+    })?;
     let prompt = agent_prompt(&spec.task, &spec.refs, &key);
     let prompt_file = data_dir
         .join(AGENTS_DIR)
@@ -297,17 +339,12 @@ async fn prepare(
         .join(PROMPT_FILE_NAME);
     if command.uses_prompt_file() {
         let (path, text) = (prompt_file.clone(), prompt.clone());
-        tokio::task::spawn_blocking(move || {
-            write_private(&path, text.as_bytes()).map_err(|e| e.source)
-        })
-        .await
-        .map_err(|e| format!("writing the prompt file failed: {e}"))?
-        .map_err(|e| {
-            format!(
-                "failed to write the prompt file {}: {e}",
-                prompt_file.display()
-            )
-        })?;
+        tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
+            .await?
+            .map_err(|e| PrepareError::PromptFile {
+                path: prompt_file.clone(),
+                source: e.source,
+            })?;
     }
     let args = command.render_args(&Substitutions {
         prompt: &prompt,
@@ -317,10 +354,7 @@ async fn prepare(
     });
     let longest = args.iter().map(|a| a.len()).max().unwrap_or(0);
     if longest > MAX_ARG_BYTES {
-        return Err(format!(
-            "the agent's prompt is {longest} bytes, over the {MAX_ARG_BYTES}-byte limit of one command-line argument; \
-             use {{prompt_file}} or stdin in --agent-cmd instead of {{prompt}}, or shorten the task"
-        ));
+        return Err(PrepareError::PromptTooLong { bytes: longest });
     }
     let env = agent_environment(spec, &data_dir, &result_file);
     let mut spawn = SpawnOptions {
