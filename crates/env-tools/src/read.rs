@@ -183,10 +183,9 @@ mod tests {
         assert_eq!(by_key.measure().unwrap().lines, 2);
         assert_eq!(by_file.head(3).unwrap(), ("one".to_owned(), true));
         std::fs::write(&file, "something else\n").unwrap();
+        let any = Regex::new("x").unwrap();
         for reader in [&by_key, &by_file] {
-            let error = grep(reader, &Regex::new("x").unwrap(), 1)
-                .unwrap_err()
-                .to_string();
+            let error = grep(reader, &any, 1).unwrap_err().to_string();
             assert!(
                 error.contains("changed since it was referenced")
                     && error.contains("--copy-context"),
