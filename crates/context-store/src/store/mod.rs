@@ -38,7 +38,6 @@ mod scan;
 mod spill;
 mod write;
 
-pub use files::file_ref_in_variable_file;
 pub(crate) use files::{decode as decode_file_ref, file_copy_error, verify as verify_file_ref};
 pub use scan::{RefreshReport, ScanProblem};
 
