@@ -5,7 +5,10 @@
 //! channel. Host calls from JavaScript (`__rlm_host`) are spawned onto the
 //! orchestrator's runtime through a [`Handle`] — that is where providers, the store and
 //! sub-agents live — and their Promises resolve when the tasks finish, so calls made
-//! together (`Promise.all`, `llm_query_parallel`) really run at once.
+//! together (`Promise.all`, `llm_query_parallel`) really run at once ([`bridge`]).
+//! Context values come from the store ([`load`]); cells, echoes, exceptions and the
+//! provided globals cross into QuickJS in [`values`]; console output is capped in
+//! [`output`]; deadlines and cancellation live in [`control`].
 //!
 //! Guards: a memory limit and a stack limit on the runtime, and an interrupt handler
 //! that stops running JavaScript once the execution's deadline passes or the execution
@@ -16,6 +19,7 @@ mod bridge;
 mod control;
 mod error;
 mod load;
+mod output;
 mod values;
 
 use std::cell::RefCell;
@@ -34,6 +38,7 @@ use self::bridge::{Bridge, Calls};
 pub(crate) use self::control::Control;
 pub(crate) use self::error::EngineError;
 use self::load::read_value;
+use self::output::Capture;
 use self::values::{call0, json_text, provide, provide_json, run_cell, CellOutcome};
 use super::cell::notebook_cell;
 use super::JsOptions;
@@ -209,50 +214,6 @@ fn engine_thread(
     });
 }
 
-/// Output of the running execution, capped per stream.
-#[derive(Debug, Default)]
-struct Capture {
-    cap: usize,
-    stdout: String,
-    stderr: String,
-    dropped: usize,
-}
-
-impl Capture {
-    fn write(&mut self, stream: i32, text: &str) {
-        let cap = self.cap;
-        let target = if stream == 2 {
-            &mut self.stderr
-        } else {
-            &mut self.stdout
-        };
-        let room = cap.saturating_sub(target.len());
-        if text.len() <= room {
-            target.push_str(text);
-        } else {
-            let mut cut = room;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            target.push_str(&text[..cut]);
-            self.dropped += text.len() - cut;
-        }
-    }
-
-    fn take(&mut self) -> (String, String) {
-        let mut stdout = std::mem::take(&mut self.stdout);
-        let stderr = std::mem::take(&mut self.stderr);
-        if self.dropped > 0 {
-            stdout.push_str(&format!(
-                "\n[output truncated: {} more bytes were written; the first {} of each stream are kept]",
-                self.dropped, self.cap
-            ));
-            self.dropped = 0;
-        }
-        (stdout, stderr)
-    }
-}
-
 struct Engine {
     rt: AsyncRuntime,
     ctx: AsyncContext,
@@ -288,10 +249,7 @@ impl Engine {
         let ctx = AsyncContext::full(&rt)
             .await
             .map_err(EngineError::CreateContext)?;
-        let capture = Rc::new(RefCell::new(Capture {
-            cap: init.options.output_cap_bytes,
-            ..Capture::default()
-        }));
+        let capture = Rc::new(RefCell::new(Capture::new(init.options.output_cap_bytes)));
         let calls = Rc::new(RefCell::new(Calls::default()));
         let bridge = Bridge {
             host: Arc::clone(&init.host),
