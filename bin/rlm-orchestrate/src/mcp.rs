@@ -353,21 +353,9 @@ impl RlmServer {
     /// Writes inline context to `<data-dir>/mcp-contexts/<uuid>.txt` (private), so the
     /// run reads it like any file.
     fn inline_context_file(&self, text: &str) -> anyhow::Result<PathBuf> {
-        use std::io::Write as _;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let dir = self.base.data_dir.join("mcp-contexts");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
         let path = dir.join(format!("{}.txt", uuid::Uuid::new_v4().simple()));
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|mut file| file.write_all(text.as_bytes()))
+        rlm_context_store::private_fs::write_private_new(&path, text.as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }

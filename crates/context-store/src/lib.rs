@@ -23,8 +23,6 @@ mod cache;
 mod disk;
 mod error;
 mod file_ref;
-#[doc(hidden)]
-pub mod format;
 mod integrity;
 mod key;
 mod lock;
@@ -44,8 +42,8 @@ pub use reference::{
     Expected, ListFilter, SetOptions, UnknownVariableType, VariableRef, VariableType, GLOBAL_SCOPE,
 };
 pub use store::{
-    file_ref_in_variable_file, RefreshReport, ScanProblem, Store, StoreOptions, StoreStats,
-    DEFAULT_LOCK_TIMEOUT, DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
+    RefreshReport, ScanProblem, Store, StoreOptions, StoreStats, DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
 };
 pub use summary::{
     truncate_chars, SummarizeError, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN,

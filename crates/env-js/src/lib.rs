@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 pub use engine::EngineInfo;
 
-use self::engine::{EngineHandle, ExecReply, Request};
+use self::engine::{EngineError, EngineHandle, ExecReply, Request};
 use rlm_env::Host;
 use rlm_env::CHUNK_CHARS;
 use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
@@ -222,17 +222,17 @@ impl JsEnv {
             &self.options,
             Arc::clone(&self.host),
         )
-        .map_err(|message| self.start_error(message))
+        .map_err(|error| self.start_error(error))
     }
 
-    fn start_error(&self, message: String) -> EnvError {
+    fn start_error(&self, error: EngineError) -> EnvError {
         if self.ever_ready {
-            self.broken(format!("restarting it failed: {message}"))
+            self.broken(format!("restarting it failed: {error}"))
         } else {
             EnvError::Start {
                 env: EnvKind::Js,
                 command: "the embedded QuickJS engine".to_owned(),
-                message,
+                message: error.to_string(),
             }
         }
     }
@@ -263,11 +263,11 @@ impl JsEnv {
         }
         let ready = match self.engine.as_mut() {
             Some(engine) => engine.wait_ready().await.map(|_| ()),
-            None => Err("no engine".to_owned()),
+            None => Err(EngineError::NoEngine),
         };
-        if let Err(message) = ready {
+        if let Err(error) = ready {
             self.engine = None;
-            return Err(self.start_error(message));
+            return Err(self.start_error(error));
         }
         if !self.ever_ready {
             if let Some(info) = self.engine.as_ref().and_then(|e| e.info.as_ref()) {
@@ -458,7 +458,7 @@ impl Environment for JsEnv {
             .await
         {
             Some(Ok(())) => Ok(()),
-            Some(Err(message)) => {
+            Some(Err(error)) => {
                 if added {
                     self.more_contexts.pop();
                 }
@@ -469,7 +469,7 @@ impl Environment for JsEnv {
                     } else {
                         "start the next query"
                     },
-                    message,
+                    message: error.to_string(),
                 })
             }
             None => self.replace_engine(),

@@ -215,27 +215,50 @@ impl FinalAnswerArgs {
     }
 }
 
+/// A call's arguments that do not fit its tool: an error result that names the tool
+/// and the argument at fault, and shows a call that would work.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// The arguments are not JSON, even read leniently.
+    #[error("invalid call of {tool}: its arguments are not valid JSON ({error}); give a JSON object such as {}", example(*tool))]
+    NotJson {
+        /// The tool called.
+        tool: MicroTool,
+        /// What the strict parser said (in the message, so not a source).
+        error: serde_json::Error,
+    },
+    /// The arguments are JSON but not an object.
+    #[error("invalid call of {tool}: its arguments must be a JSON object such as {}", example(*tool))]
+    NotObject {
+        /// The tool called.
+        tool: MicroTool,
+    },
+    /// An argument is missing, unknown or of the wrong type.
+    #[error("invalid call of {tool}: {error}")]
+    Invalid {
+        /// The tool called.
+        tool: MicroTool,
+        /// Which argument and why (in the message, so not a source).
+        error: serde_json::Error,
+    },
+}
+
 /// Parses a call's arguments (JSON text) for `tool`; the error names the tool and
 /// the argument at fault.
-pub fn parse_args<T: DeserializeOwned>(tool: MicroTool, arguments: &str) -> Result<T, String> {
+pub fn parse_args<T: DeserializeOwned>(tool: MicroTool, arguments: &str) -> Result<T, ArgsError> {
     let value: Value = if arguments.trim().is_empty() {
         json!({})
     } else {
         match serde_json::from_str(arguments) {
             Ok(value) => value,
             // Small models write single quotes, raw line breaks, trailing commas.
-            Err(e) => lenient_json(arguments).ok_or_else(|| {
-                format!("invalid call of {tool}: its arguments are not valid JSON ({e}); give a JSON object such as {}", example(tool))
-            })?,
+            Err(error) => lenient_json(arguments).ok_or(ArgsError::NotJson { tool, error })?,
         }
     };
     if !value.is_object() {
-        return Err(format!(
-            "invalid call of {tool}: its arguments must be a JSON object such as {}",
-            example(tool)
-        ));
+        return Err(ArgsError::NotObject { tool });
     }
-    serde_json::from_value(value).map_err(|e| format!("invalid call of {tool}: {e}"))
+    serde_json::from_value(value).map_err(|error| ArgsError::Invalid { tool, error })
 }
 
 fn example(tool: MicroTool) -> &'static str {
@@ -285,35 +308,42 @@ mod tests {
     fn bad_arguments_name_the_tool_and_the_argument() {
         let missing =
             parse_args::<GrepArgs>(MicroTool::Grep, r#"{"variable": "context"}"#).unwrap_err();
+        let missing = missing.to_string();
         assert!(
             missing.contains("ctx_grep") && missing.contains("`pattern`"),
             "{missing}"
         );
         let unknown =
             parse_args::<VariableArgs>(MicroTool::Length, r#"{"variable": "c", "verbose": true}"#)
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(unknown.contains("`verbose`"), "{unknown}");
         let wrong = parse_args::<SliceArgs>(
             MicroTool::Slice,
             r#"{"variable": "c", "start": "zero", "end": 5}"#,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(wrong.contains("invalid type"), "{wrong}");
-        let not_json =
-            parse_args::<VariableArgs>(MicroTool::Length, "{variable: context").unwrap_err();
+        let not_json = parse_args::<VariableArgs>(MicroTool::Length, "{variable: context")
+            .unwrap_err()
+            .to_string();
         assert!(not_json.contains("not valid JSON"), "{not_json}");
-        let not_object = parse_args::<VariableArgs>(MicroTool::Length, "[1]").unwrap_err();
+        let not_object = parse_args::<VariableArgs>(MicroTool::Length, "[1]")
+            .unwrap_err()
+            .to_string();
         assert!(not_object.contains("must be a JSON object"), "{not_object}");
         assert_eq!(
             parse_args::<SliceArgs>(
                 MicroTool::Slice,
                 r#"{"variable": "c", "start": 1, "end": 9}"#
-            ),
-            Ok(SliceArgs {
+            )
+            .unwrap(),
+            SliceArgs {
                 variable: "c".into(),
                 start: 1,
                 end: 9
-            })
+            }
         );
     }
 

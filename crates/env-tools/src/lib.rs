@@ -4,23 +4,25 @@
 //!
 //! `ctx_length`, `ctx_grep`, `ctx_slice` and `ctx_summarize` work on `context` (the
 //! latest context slot; `context_<i>` names earlier ones) and on any variable of the
-//! store by key, reading the variable file as a stream and keeping only what they
-//! return ([`read`]). `ctx_summarize` is a sub-model call at depth+1: the variable itself
-//! when it fits in one call, else a nested run given the variable by reference (which
-//! works through it with these same tools); at the maximum depth, its first 2000
-//! characters. `final_answer` ends the run. Guards: an unknown tool or a bad
-//! argument is an error result naming it ([`catalog`]); the same call with the same
-//! arguments a third time is not run again — the result says it repeats an earlier one
-//! and gives that result; `--tools` limits what is offered. No process is started.
+//! store by key, reading the variable through the store's text reader and keeping only
+//! what they return ([`read`]; each tool in [`run`], whose errors the model is told).
+//! `ctx_summarize` is a sub-model call at depth+1: the variable itself when it fits in
+//! one call, else a nested run given the variable by reference (which works through it
+//! with these same tools); at the maximum depth, its first 2000 characters.
+//! `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
+//! result naming it ([`catalog`]); the same call with the same arguments a third time is
+//! not run again — the result says it repeats an earlier one and gives that result;
+//! `--tools` limits what is offered. No process is started.
 //!
 //! Models without native tool calling write calls as text ([`text_protocol`]).
 
 mod catalog;
+mod prompt;
 mod read;
+mod run;
 mod text_protocol;
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,65 +32,22 @@ pub use catalog::{
 };
 pub use text_protocol::{parse_calls as parse_text_calls, PROTOCOL as TEXT_PROTOCOL};
 
-use regex::RegexBuilder;
 use rlm_context_store::Store;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use self::catalog::{
-    parse_args, FinalAnswerArgs, GrepArgs, SliceArgs, SummarizeArgs, VariableArgs,
-};
-use self::read::{grep, head, measure, render_hit, slice, Source};
+use self::catalog::{parse_args, FinalAnswerArgs};
+use self::prompt::system_prompt;
+use rlm_env::Host;
 use rlm_env::PromptFeatures;
 use rlm_env::{
     ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
     HistoryEntry, ReplVariable, ToolOutcome,
 };
-use rlm_env::{Host, HostCall, HostError, PromptArgs, SubRlmArgs};
 use rlm_env::{ToolCall, ToolSpec};
 
 /// The same call with the same arguments is answered from memory from this time on.
 const REPEAT_LIMIT: u32 = 3;
-
-/// The system prompt of the micro-tools: what each does, and the delegation rules of
-/// the design they come from (cheapest first: grep, slice, then summarize). Short on
-/// purpose: the models this environment is for are small.
-pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> String {
-    let mut text = String::from(
-        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: you read it with tools, and each tool's result comes back in the next message.\n\nTools:\n",
-    );
-    for tool in tools {
-        let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
-    }
-    text.push_str("\nRules:\n- `variable` is `context` (the task's context) or the key of a stored variable.\n");
-    let offers = |tool| tools.contains(&tool);
-    if offers(MicroTool::Grep) {
-        text.push_str("- Cheapest first: ctx_grep to find the lines that matter (it gives line numbers and character offsets)");
-        if offers(MicroTool::Slice) {
-            text.push_str(", then ctx_slice to read around an offset");
-        }
-        if offers(MicroTool::Summarize) {
-            text.push_str(", and ctx_summarize only when grep and slice are not enough");
-        }
-        text.push_str(".\n");
-    }
-    if offers(MicroTool::Summarize) {
-        let _ = writeln!(
-            text,
-            "- ctx_summarize hands a variable of up to about {} characters to a sub-model, and a larger one to a nested run that reads it with these tools.",
-            features.sub_context_chars
-        );
-    }
-    text.push_str(
-        "- Never repeat a call with the same arguments: read the result you already have.\n",
-    );
-    text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(…) on its own line with the answer inside the parentheses.\n");
-    if features.text_tool_protocol {
-        text.push('\n');
-        text.push_str(text_protocol::PROTOCOL);
-    }
-    text
-}
 
 /// How the model's tool calls travel (`--tool-protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -194,248 +153,6 @@ impl ToolsEnv {
             tools: options.tools,
             seen: HashMap::new(),
         })
-    }
-
-    /// The variable a tool names: `context`, `context_<i>`, or a store key.
-    fn source(&self, variable: &str) -> Result<Source, String> {
-        let variable = variable.trim();
-        let slot = match variable {
-            "context" => self.slots.last(),
-            name => name
-                .strip_prefix("context_")
-                .and_then(|i| i.parse::<usize>().ok())
-                .and_then(|i| self.slots.get(i)),
-        };
-        if let Some(slot) = slot {
-            return Ok(Source::Files(slot.files.clone()));
-        }
-        if variable == "context" {
-            return Err("there is no context in this run".to_owned());
-        }
-        if self.store.has(variable) {
-            Ok(Source::Key(variable.to_owned()))
-        } else {
-            Err(format!(
-                "no variable named {variable:?}. The task's context is the variable \"context\": call again with \"variable\": \"context\" (or the key of a stored variable)"
-            ))
-        }
-    }
-
-    /// The one store variable that holds `variable`, when there is one (a context slot
-    /// of a single file whose key is known, or a store key): what a nested run can be
-    /// given by reference.
-    fn key_of(&self, variable: &str, source: &Source) -> Option<String> {
-        match source {
-            Source::Key(key) => Some(key.clone()),
-            Source::Files(files) => {
-                let slot = match variable.trim() {
-                    "context" => self.slots.last(),
-                    name => name
-                        .strip_prefix("context_")
-                        .and_then(|i| i.parse::<usize>().ok())
-                        .and_then(|i| self.slots.get(i)),
-                }?;
-                (files.len() == 1 && slot.keys.len() == 1).then(|| slot.keys[0].clone())
-            }
-        }
-    }
-
-    /// Store reads, off the async threads.
-    async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&Store) -> Result<T, String> + Send + 'static,
-    ) -> Result<T, String> {
-        let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || work(&store))
-            .await
-            .map_err(|e| format!("reading the variable failed: {e}"))?
-    }
-
-    /// Runs one call (no repeat check).
-    async fn run(&mut self, tool: MicroTool, arguments: &str) -> Result<ToolOutcome, HostError> {
-        let outcome = match tool {
-            MicroTool::Length => self.length(arguments).await,
-            MicroTool::Grep => self.grep(arguments).await,
-            MicroTool::Slice => self.slice(arguments).await,
-            MicroTool::Summarize => return self.summarize(arguments).await,
-            MicroTool::FinalAnswer => {
-                return Ok(match parse_args::<FinalAnswerArgs>(tool, arguments) {
-                    Ok(args) => ToolOutcome {
-                        content: "Answer recorded.".to_owned(),
-                        is_error: false,
-                        final_answer: Some(args.into_text()),
-                    },
-                    Err(message) => ToolOutcome::error(message),
-                })
-            }
-        };
-        Ok(match outcome {
-            Ok(content) => ToolOutcome::result(content),
-            Err(message) => ToolOutcome::error(message),
-        })
-    }
-
-    async fn length(&self, arguments: &str) -> Result<String, String> {
-        let args: VariableArgs = parse_args(MicroTool::Length, arguments)?;
-        let source = self.source(&args.variable)?;
-        let m = self.blocking(move |store| measure(store, &source)).await?;
-        Ok(format!(
-            "{}: {} characters, {} line{} ({} bytes)",
-            args.variable,
-            m.chars,
-            m.lines,
-            if m.lines == 1 { "" } else { "s" },
-            m.bytes
-        ))
-    }
-
-    async fn grep(&self, arguments: &str) -> Result<String, String> {
-        let args: GrepArgs = parse_args(MicroTool::Grep, arguments)?;
-        let regex = RegexBuilder::new(&args.pattern)
-            .case_insensitive(true)
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| {
-                format!(
-                    "ctx_grep: the pattern {:?} is not a valid regular expression: {e}",
-                    args.pattern
-                )
-            })?;
-        let source = self.source(&args.variable)?;
-        let (hits, total) = self
-            .blocking(move |store| grep(store, &source, &regex, GREP_MAX_LINES))
-            .await?;
-        if hits.is_empty() {
-            return Ok(format!(
-                "no line of {} matches {:?}",
-                args.variable, args.pattern
-            ));
-        }
-        let mut text = format!(
-            "{total} {} of {} {} {:?}{}:",
-            if total == 1 { "line" } else { "lines" },
-            args.variable,
-            if total == 1 { "matches" } else { "match" },
-            args.pattern,
-            if total > hits.len() as u64 {
-                format!("; the first {} are shown", hits.len())
-            } else {
-                String::new()
-            }
-        );
-        for hit in &hits {
-            text.push('\n');
-            text.push_str(&render_hit(hit));
-        }
-        Ok(text)
-    }
-
-    async fn slice(&self, arguments: &str) -> Result<String, String> {
-        let args: SliceArgs = parse_args(MicroTool::Slice, arguments)?;
-        if args.end <= args.start {
-            return Err(format!(
-                "ctx_slice: the range {}..{} is empty: end must be after start (for example end = {})",
-                args.start,
-                args.end,
-                args.start.saturating_add(500)
-            ));
-        }
-        let end = args.end.min(args.start.saturating_add(SLICE_MAX_CHARS));
-        let source = self.source(&args.variable)?;
-        let start = args.start;
-        let text = self
-            .blocking(move |store| slice(store, &source, start, end))
-            .await?;
-        let shown = text.chars().count() as u64;
-        let mut header = format!("{}[{}:{}]", args.variable, start, start + shown);
-        if args.end - args.start > SLICE_MAX_CHARS {
-            header.push_str(&format!(
-                " (cut to {SLICE_MAX_CHARS} characters; ask for the next range with start={})",
-                start + shown
-            ));
-        }
-        if shown == 0 {
-            header.push_str(
-                " is empty: the variable is shorter than that (ctx_length tells its size)",
-            );
-            return Ok(header);
-        }
-        Ok(format!("{header}:\n{text}"))
-    }
-
-    async fn summarize(&self, arguments: &str) -> Result<ToolOutcome, HostError> {
-        let args: SummarizeArgs = match parse_args(MicroTool::Summarize, arguments) {
-            Ok(args) => args,
-            Err(message) => return Ok(ToolOutcome::error(message)),
-        };
-        let source = match self.source(&args.variable) {
-            Ok(source) => source,
-            Err(message) => return Ok(ToolOutcome::error(message)),
-        };
-        if self.config.depth >= self.config.max_depth {
-            let read = self
-                .blocking(move |store| head(store, &source, SUMMARY_FALLBACK_CHARS))
-                .await;
-            return Ok(match read {
-                Ok((text, _)) => ToolOutcome::result(format!(
-                    "(at the maximum depth no sub-model is asked) the first {SUMMARY_FALLBACK_CHARS} characters of {}:\n{text}",
-                    args.variable
-                )),
-                Err(message) => ToolOutcome::error(message),
-            });
-        }
-        let budget = (self.config.sub_context_chars as u64)
-            .saturating_sub(args.instruction.chars().count() as u64 + 64);
-        let key = self.key_of(&args.variable, &source);
-        let read = self
-            .blocking(move |store| head(store, &source, budget))
-            .await;
-        let (text, cut) = match read {
-            Ok(read) => read,
-            Err(message) => return Ok(ToolOutcome::error(message)),
-        };
-        // Too large for one call: a nested run one level deeper works through the whole
-        // variable with these same tools, given it by reference.
-        let (call, note) = match (cut, key) {
-            (true, Some(key)) => (
-                HostCall::SubRlm(SubRlmArgs {
-                    query: args.instruction.clone(),
-                    context: None,
-                    context_key: Some(key),
-                }),
-                " (by a nested run over all of it)".to_owned(),
-            ),
-            (true, None) => (
-                HostCall::LlmQuery(PromptArgs {
-                    prompt: args.instruction.clone(),
-                    context: Some(Value::String(text)),
-                }),
-                format!(" (of its first {budget} characters: it is longer)"),
-            ),
-            (false, _) => (
-                HostCall::LlmQuery(PromptArgs {
-                    prompt: args.instruction.clone(),
-                    context: Some(Value::String(text)),
-                }),
-                String::new(),
-            ),
-        };
-        match self.host.call(call).await {
-            Ok(answer) => {
-                let answer = match answer {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                };
-                Ok(ToolOutcome::result(format!(
-                    "summary of {}{note}:\n{answer}",
-                    args.variable
-                )))
-            }
-            Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(
-                "ctx_summarize failed: {message}"
-            ))),
-            Err(fatal @ HostError::Fatal(_)) => Err(fatal),
-        }
     }
 }
 
@@ -554,6 +271,7 @@ mod tests {
     use super::*;
     use rlm_context_store::SetOptions;
     use rlm_env::ContextShape;
+    use rlm_env::{HostCall, HostError};
     use serde_json::json;
     use std::time::Duration;
 

@@ -71,16 +71,15 @@ pub(super) fn header_line(header: &FileHeader, pad: usize) -> Vec<u8> {
     line
 }
 
-/// Reads the header of a variable file without reading its value (for files in our
-/// layout: one bounded line). Files in another layout are parsed in a streaming pass
-/// that skips the value.
-pub fn read_header(path: &Path) -> Result<ParsedHeader> {
+/// [`read_header_of`] on the file at `path`.
+#[cfg(test)]
+pub(crate) fn read_header(path: &Path) -> Result<ParsedHeader> {
     read_header_with_metadata(path).map(|(parsed, _)| parsed)
 }
 
-/// [`read_header`], with the metadata of the very file read (taken from the open
-/// descriptor, so a rename over `path` meanwhile cannot pair one file's header with
-/// another's size).
+/// Reads the header of the variable file at `path` (see [`read_header_of`]), with the
+/// metadata of the very file read (taken from the open descriptor, so a rename over
+/// `path` meanwhile cannot pair one file's header with another's size).
 pub fn read_header_with_metadata(path: &Path) -> Result<(ParsedHeader, std::fs::Metadata)> {
     let file = nofollow::open_read(path, "open variable file")?;
     let meta = file
@@ -89,6 +88,9 @@ pub fn read_header_with_metadata(path: &Path) -> Result<(ParsedHeader, std::fs::
     read_header_of(file, path).map(|parsed| (parsed, meta))
 }
 
+/// Reads the header of a variable file without reading its value (for files in our
+/// layout: one bounded line). Files in another layout are parsed in a streaming pass
+/// that skips the value.
 pub(crate) fn read_header_of(file: File, path: &Path) -> Result<ParsedHeader> {
     let mut reader = BufReader::with_capacity(HEADER_READ_BYTES, file);
     let mut line = Vec::with_capacity(512);

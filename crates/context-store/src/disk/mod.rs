@@ -29,14 +29,16 @@ mod stream;
 mod unescape;
 mod write;
 
+#[cfg(test)]
+use header::read_header;
 pub(crate) use header::read_header_of;
-pub use header::{
-    read_header, read_header_with_metadata, FileHeader, ParsedHeader, FORMAT_VERSION,
-};
+pub use header::{read_header_with_metadata, FileHeader, ParsedHeader, FORMAT_VERSION};
 pub use read::{read_value, verified_sha256};
 pub(crate) use read::{read_value_in, read_value_json_in};
 pub(crate) use stream::copy_value_in;
-pub use stream::{copy_json_value, copy_text_value, copy_value_of_file, write_value};
+#[cfg(test)]
+use stream::{copy_json_value, copy_text_value};
+pub use stream::{copy_value_of_file, write_value};
 #[cfg(test)]
 use write::write_text_streaming;
 pub use write::{stage_text_streaming, write_file};

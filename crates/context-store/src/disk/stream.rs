@@ -20,14 +20,9 @@ use crate::integrity::{self, HashingReader};
 use crate::nofollow;
 use crate::reference::VariableRef;
 
-/// Streams a text value (a JSON string at `value_offset`) to `out` as raw UTF-8,
-/// unescaping on the fly; memory stays bounded.
-///
-/// The value is checked against `recorded` as it streams: a file too short for it
-/// fails before anything is written; bytes that do not hash to the recorded sha256
-/// fail at the end, after they were written (callers that must not emit an
-/// unverified value buffer small ones).
-pub fn copy_text_value(
+/// [`copy_text_value_in`] on the file at `path`.
+#[cfg(test)]
+pub(crate) fn copy_text_value(
     path: &Path,
     value_offset: u64,
     recorded: &VariableRef,
@@ -37,8 +32,15 @@ pub fn copy_text_value(
     copy_text_value_in(file, path, value_offset, recorded, out)
 }
 
-/// [`copy_text_value`] from a file already open (the one whose header gave
-/// `recorded`).
+/// Streams a text value (a JSON string at `value_offset`) to `out` as raw UTF-8,
+/// unescaping on the fly; memory stays bounded.
+///
+/// The value is checked against `recorded` as it streams: a file too short for it
+/// fails before anything is written; bytes that do not hash to the recorded sha256
+/// fail at the end, after they were written (callers that must not emit an
+/// unverified value buffer small ones).
+///
+/// `file` is already open: the one whose header gave `recorded`.
 pub(super) fn copy_text_value_in(
     file: File,
     path: &Path,
@@ -103,11 +105,9 @@ fn stream_text(reader: &mut impl BufRead, out: &mut dyn Write, path: &Path) -> R
     }
 }
 
-/// Streams a JSON value at `value_offset` to `out`, pretty-printed or compact, without
-/// building it in memory (only individual strings are buffered).
-///
-/// Checked against `recorded` as it streams, like [`copy_text_value`].
-pub fn copy_json_value(
+/// [`copy_json_value_in`] on the file at `path`.
+#[cfg(test)]
+pub(crate) fn copy_json_value(
     path: &Path,
     value_offset: u64,
     recorded: &VariableRef,
@@ -173,8 +173,12 @@ pub fn write_value(value: &Value, out: &mut dyn Write, pretty: bool) -> std::io:
     }
 }
 
-/// [`copy_json_value`] from a file already open (the one whose header gave
-/// `recorded`).
+/// Streams a JSON value at `value_offset` to `out`, pretty-printed or compact, without
+/// building it in memory (only individual strings are buffered).
+///
+/// Checked against `recorded` as it streams, like [`copy_text_value_in`].
+///
+/// `file` is already open: the one whose header gave `recorded`.
 pub(super) fn copy_json_value_in(
     file: File,
     path: &Path,

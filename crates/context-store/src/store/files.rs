@@ -143,15 +143,6 @@ pub(crate) fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
     })
 }
 
-/// The reference a variable file holds, when its header says it is a `file` variable
-/// (for readers that go to variable files directly, such as the micro-tools).
-///
-/// The same as [`crate::VariableFile::open`] then
-/// [`file_reference`](crate::VariableFile::file_reference), which callers should use.
-pub fn file_ref_in_variable_file(path: &Path) -> Result<Option<FileRef>> {
-    crate::VariableFile::open(path)?.file_reference()
-}
-
 /// Name of the data directory's signing key for file variables: in the directory
 /// itself, which confined children (the kernel, sandboxed agents) cannot read; they
 /// get `variables/` and `locks/` only.
@@ -231,7 +222,13 @@ mod tests {
         );
         // Another process sees the same reference through the variable file.
         let path = store.path_of("ctx").unwrap();
-        assert_eq!(file_ref_in_variable_file(&path).unwrap(), Some(recorded));
+        assert_eq!(
+            crate::VariableFile::open(&path)
+                .unwrap()
+                .file_reference()
+                .unwrap(),
+            Some(recorded)
+        );
 
         fs::write(&log, "line one\nline 2\n").unwrap();
         let error = store
@@ -287,7 +284,9 @@ mod tests {
             );
             assert!(store.write_value_to(key, &mut Vec::new(), false).is_err());
             let path = store.path_of(key).unwrap();
-            assert!(file_ref_in_variable_file(&path).is_err());
+            assert!(crate::VariableFile::open(&path)
+                .and_then(|mut file| file.file_reference())
+                .is_err());
         }
         // The key lives beside variables/, where confined children cannot read it.
         let key = dir.path().join("data").join(SIGNING_KEY_FILE);

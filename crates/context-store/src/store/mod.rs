@@ -39,7 +39,6 @@ mod spill;
 mod watch;
 mod write;
 
-pub use files::file_ref_in_variable_file;
 pub(crate) use files::{decode as decode_file_ref, file_copy_error, verify as verify_file_ref};
 pub use scan::{RefreshReport, ScanProblem};
 

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use rlm_context_store::format::sha256_hex;
+use sha2::{Digest, Sha256};
 
 /// The page: CSS, script and `{{placeholders}}`.
 const TEMPLATE: &str = include_str!("../viewer.html");
@@ -90,11 +90,7 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> &'a str {
 
 /// A CSP source allowing exactly the inline element whose text is `inline`.
 fn csp_hash(inline: &str) -> String {
-    let hex = sha256_hex(inline.as_bytes());
-    let bytes: Vec<u8> = (0..hex.len() / 2)
-        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-        .collect();
-    format!("'sha256-{}'", base64(&bytes))
+    format!("'sha256-{}'", base64(&Sha256::digest(inline.as_bytes())))
 }
 
 /// Standard base64 with padding.

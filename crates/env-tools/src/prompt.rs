@@ -1,0 +1,49 @@
+//! The system prompt of the micro-tools: what each tool offered does, and the
+//! delegation rules of the design they come from (cheapest first: grep, slice, then
+//! summarize). Short on purpose: the models this environment is for are small.
+
+use std::fmt::Write as _;
+
+use crate::catalog::MicroTool;
+use crate::text_protocol;
+use rlm_env::PromptFeatures;
+
+/// The system prompt of the micro-tools: what each does, and the delegation rules of
+/// the design they come from (cheapest first: grep, slice, then summarize). Short on
+/// purpose: the models this environment is for are small.
+pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> String {
+    let mut text = String::from(
+        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: you read it with tools, and each tool's result comes back in the next message.\n\nTools:\n",
+    );
+    for tool in tools {
+        let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
+    }
+    text.push_str("\nRules:\n- `variable` is `context` (the task's context) or the key of a stored variable.\n");
+    let offers = |tool| tools.contains(&tool);
+    if offers(MicroTool::Grep) {
+        text.push_str("- Cheapest first: ctx_grep to find the lines that matter (it gives line numbers and character offsets)");
+        if offers(MicroTool::Slice) {
+            text.push_str(", then ctx_slice to read around an offset");
+        }
+        if offers(MicroTool::Summarize) {
+            text.push_str(", and ctx_summarize only when grep and slice are not enough");
+        }
+        text.push_str(".\n");
+    }
+    if offers(MicroTool::Summarize) {
+        let _ = writeln!(
+            text,
+            "- ctx_summarize hands a variable of up to about {} characters to a sub-model, and a larger one to a nested run that reads it with these tools.",
+            features.sub_context_chars
+        );
+    }
+    text.push_str(
+        "- Never repeat a call with the same arguments: read the result you already have.\n",
+    );
+    text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(…) on its own line with the answer inside the parentheses.\n");
+    if features.text_tool_protocol {
+        text.push('\n');
+        text.push_str(text_protocol::PROTOCOL);
+    }
+    text
+}

@@ -1,0 +1,308 @@
+//! Running one micro-tool call: the variable it names, its read off the async
+//! threads, and the text the model gets back.
+//!
+//! Everything that goes wrong here is told to the model as an error result
+//! ([`ToolError`]) and the run goes on; only a fatal host error from `ctx_summarize`'s
+//! sub-model call ends it ([`HostError::Fatal`]).
+
+use regex::{Regex, RegexBuilder};
+use rlm_context_store::{Store, StoreError};
+use serde_json::Value;
+use std::sync::Arc;
+
+use crate::catalog::{
+    parse_args, ArgsError, FinalAnswerArgs, GrepArgs, MicroTool, SliceArgs, SummarizeArgs,
+    VariableArgs, GREP_MAX_LINES, SLICE_MAX_CHARS, SUMMARY_FALLBACK_CHARS,
+};
+use crate::read::{grep, render_hit, Source};
+use crate::ToolsEnv;
+use rlm_env::{HostCall, HostError, PromptArgs, SubRlmArgs, ToolOutcome};
+
+/// Why a call could not be answered: the model is told, the run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments do not fit the tool.
+    #[error(transparent)]
+    Arguments(#[from] ArgsError),
+    /// `context` was named in a run without one.
+    #[error("there is no context in this run")]
+    NoContext,
+    /// The variable named is neither a context slot nor a stored key.
+    #[error("no variable named {variable:?}. The task's context is the variable \"context\": call again with \"variable\": \"context\" (or the key of a stored variable)")]
+    NoVariable {
+        /// The name the model gave.
+        variable: String,
+    },
+    /// `ctx_grep`'s pattern does not compile.
+    #[error("ctx_grep: the pattern {pattern:?} is not a valid regular expression: {error}")]
+    Pattern {
+        /// The pattern the model gave.
+        pattern: String,
+        /// What the regex parser said (in the message, so not a source).
+        error: regex::Error,
+    },
+    /// `ctx_slice` was asked for an empty or backwards range.
+    #[error("ctx_slice: the range {start}..{end} is empty: end must be after start (for example end = {})", start.saturating_add(500))]
+    EmptyRange {
+        /// The first character asked for.
+        start: u64,
+        /// The end asked for.
+        end: u64,
+    },
+    /// The store could not read the variable (it went away, its file is damaged, or
+    /// the file it refers to changed: the store's message says what to do).
+    #[error(transparent)]
+    Read(#[from] StoreError),
+    /// The blocking task that read the variable panicked or was cancelled.
+    #[error("reading the variable failed: {error}")]
+    Interrupted {
+        /// What the runtime said (in the message, so not a source).
+        error: tokio::task::JoinError,
+    },
+}
+
+impl ToolsEnv {
+    /// The variable a tool names: `context`, `context_<i>`, or a store key.
+    fn source(&self, variable: &str) -> Result<Source, ToolError> {
+        let variable = variable.trim();
+        if let Some(slot) = self.slot(variable) {
+            return Ok(Source::Files(slot.files.clone()));
+        }
+        if variable == "context" {
+            return Err(ToolError::NoContext);
+        }
+        if self.store.has(variable) {
+            Ok(Source::Key(variable.to_owned()))
+        } else {
+            Err(ToolError::NoVariable {
+                variable: variable.to_owned(),
+            })
+        }
+    }
+
+    /// The context slot `variable` names (`context`: the latest; `context_<i>`).
+    fn slot(&self, variable: &str) -> Option<&rlm_env::ContextSource> {
+        match variable.trim() {
+            "context" => self.slots.last(),
+            name => name
+                .strip_prefix("context_")
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| self.slots.get(i)),
+        }
+    }
+
+    /// The one store variable that holds `variable`, when there is one (a context slot
+    /// of a single file whose key is known, or a store key): what a nested run can be
+    /// given by reference.
+    fn key_of(&self, variable: &str, source: &Source) -> Option<String> {
+        match source {
+            Source::Key(key) => Some(key.clone()),
+            Source::Files(files) => {
+                let slot = self.slot(variable)?;
+                (files.len() == 1 && slot.keys.len() == 1).then(|| slot.keys[0].clone())
+            }
+        }
+    }
+
+    /// Reads the text of `source` with `work`, off the async threads.
+    async fn read<T: Send + 'static>(
+        &self,
+        source: Source,
+        work: impl FnOnce(&rlm_context_store::TextReader<'_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let store: Arc<Store> = Arc::clone(&self.store);
+        let read = tokio::task::spawn_blocking(move || work(&source.reader(&store)?))
+            .await
+            .map_err(|error| ToolError::Interrupted { error })?;
+        Ok(read?)
+    }
+
+    /// Runs one call (no repeat check).
+    pub(crate) async fn run(
+        &mut self,
+        tool: MicroTool,
+        arguments: &str,
+    ) -> Result<ToolOutcome, HostError> {
+        let outcome = match tool {
+            MicroTool::Length => self.length(arguments).await,
+            MicroTool::Grep => self.grep(arguments).await,
+            MicroTool::Slice => self.slice(arguments).await,
+            MicroTool::Summarize => return self.summarize(arguments).await,
+            MicroTool::FinalAnswer => {
+                return Ok(match parse_args::<FinalAnswerArgs>(tool, arguments) {
+                    Ok(args) => ToolOutcome {
+                        content: "Answer recorded.".to_owned(),
+                        is_error: false,
+                        final_answer: Some(args.into_text()),
+                    },
+                    Err(error) => ToolOutcome::error(error.to_string()),
+                })
+            }
+        };
+        Ok(match outcome {
+            Ok(content) => ToolOutcome::result(content),
+            Err(error) => ToolOutcome::error(error.to_string()),
+        })
+    }
+
+    async fn length(&self, arguments: &str) -> Result<String, ToolError> {
+        let args: VariableArgs = parse_args(MicroTool::Length, arguments)?;
+        let source = self.source(&args.variable)?;
+        let m = self.read(source, |text| text.measure()).await?;
+        Ok(format!(
+            "{}: {} characters, {} line{} ({} bytes)",
+            args.variable,
+            m.chars,
+            m.lines,
+            if m.lines == 1 { "" } else { "s" },
+            m.bytes
+        ))
+    }
+
+    async fn grep(&self, arguments: &str) -> Result<String, ToolError> {
+        let args: GrepArgs = parse_args(MicroTool::Grep, arguments)?;
+        let regex = compile(&args.pattern)?;
+        let source = self.source(&args.variable)?;
+        let (hits, total) = self
+            .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
+            .await?;
+        if hits.is_empty() {
+            return Ok(format!(
+                "no line of {} matches {:?}",
+                args.variable, args.pattern
+            ));
+        }
+        let mut text = format!(
+            "{total} {} of {} {} {:?}{}:",
+            if total == 1 { "line" } else { "lines" },
+            args.variable,
+            if total == 1 { "matches" } else { "match" },
+            args.pattern,
+            if total > hits.len() as u64 {
+                format!("; the first {} are shown", hits.len())
+            } else {
+                String::new()
+            }
+        );
+        for hit in &hits {
+            text.push('\n');
+            text.push_str(&render_hit(hit));
+        }
+        Ok(text)
+    }
+
+    async fn slice(&self, arguments: &str) -> Result<String, ToolError> {
+        let args: SliceArgs = parse_args(MicroTool::Slice, arguments)?;
+        if args.end <= args.start {
+            return Err(ToolError::EmptyRange {
+                start: args.start,
+                end: args.end,
+            });
+        }
+        let end = args.end.min(args.start.saturating_add(SLICE_MAX_CHARS));
+        let source = self.source(&args.variable)?;
+        let start = args.start;
+        let text = self
+            .read(source, move |text| text.slice(start, end))
+            .await?;
+        let shown = text.chars().count() as u64;
+        let mut header = format!("{}[{}:{}]", args.variable, start, start + shown);
+        if args.end - args.start > SLICE_MAX_CHARS {
+            header.push_str(&format!(
+                " (cut to {SLICE_MAX_CHARS} characters; ask for the next range with start={})",
+                start + shown
+            ));
+        }
+        if shown == 0 {
+            header.push_str(
+                " is empty: the variable is shorter than that (ctx_length tells its size)",
+            );
+            return Ok(header);
+        }
+        Ok(format!("{header}:\n{text}"))
+    }
+
+    async fn summarize(&self, arguments: &str) -> Result<ToolOutcome, HostError> {
+        let args: SummarizeArgs = match parse_args(MicroTool::Summarize, arguments) {
+            Ok(args) => args,
+            Err(error) => return Ok(ToolOutcome::error(error.to_string())),
+        };
+        let source = match self.source(&args.variable) {
+            Ok(source) => source,
+            Err(error) => return Ok(ToolOutcome::error(error.to_string())),
+        };
+        if self.config.depth >= self.config.max_depth {
+            let read = self
+                .read(source, |text| text.head(SUMMARY_FALLBACK_CHARS))
+                .await;
+            return Ok(match read {
+                Ok((text, _)) => ToolOutcome::result(format!(
+                    "(at the maximum depth no sub-model is asked) the first {SUMMARY_FALLBACK_CHARS} characters of {}:\n{text}",
+                    args.variable
+                )),
+                Err(error) => ToolOutcome::error(error.to_string()),
+            });
+        }
+        let budget = (self.config.sub_context_chars as u64)
+            .saturating_sub(args.instruction.chars().count() as u64 + 64);
+        let key = self.key_of(&args.variable, &source);
+        let (text, cut) = match self.read(source, move |text| text.head(budget)).await {
+            Ok(read) => read,
+            Err(error) => return Ok(ToolOutcome::error(error.to_string())),
+        };
+        // Too large for one call: a nested run one level deeper works through the whole
+        // variable with these same tools, given it by reference.
+        let (call, note) = match (cut, key) {
+            (true, Some(key)) => (
+                HostCall::SubRlm(SubRlmArgs {
+                    query: args.instruction.clone(),
+                    context: None,
+                    context_key: Some(key),
+                }),
+                " (by a nested run over all of it)".to_owned(),
+            ),
+            (true, None) => (
+                HostCall::LlmQuery(PromptArgs {
+                    prompt: args.instruction.clone(),
+                    context: Some(Value::String(text)),
+                }),
+                format!(" (of its first {budget} characters: it is longer)"),
+            ),
+            (false, _) => (
+                HostCall::LlmQuery(PromptArgs {
+                    prompt: args.instruction.clone(),
+                    context: Some(Value::String(text)),
+                }),
+                String::new(),
+            ),
+        };
+        match self.host.call(call).await {
+            Ok(answer) => {
+                let answer = match answer {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                Ok(ToolOutcome::result(format!(
+                    "summary of {}{note}:\n{answer}",
+                    args.variable
+                )))
+            }
+            Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(
+                "ctx_summarize failed: {message}"
+            ))),
+            Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+        }
+    }
+}
+
+/// `ctx_grep`'s pattern, matched case-insensitively, its compiled size bounded.
+fn compile(pattern: &str) -> Result<Regex, ToolError> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|error| ToolError::Pattern {
+            pattern: pattern.to_owned(),
+            error,
+        })
+}
