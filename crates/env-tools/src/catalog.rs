@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::text_protocol::lenient_json;
+use super::lenient_json::lenient_json;
 use rlm_env::ToolSpec;
 
 /// Characters `ctx_slice` returns at most, whatever is asked.

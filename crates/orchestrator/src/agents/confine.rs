@@ -6,7 +6,7 @@
 //! temporary directory that is its `TMPDIR` and working directory. The network stays
 //! open, since agent CLIs call their APIs, unless `--agent-network off`.
 
-use super::external::PrepareError;
+use super::prepare_error::PrepareError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

@@ -22,6 +22,7 @@ use super::command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
 use super::confine::AgentSandbox;
 use super::lineage::{EnvVars, Lineage};
 use super::outcome::{failure, stdout_text};
+use super::prepare_error::PrepareError;
 use super::prompt::{agent_prompt, AgentRef};
 use crate::ids::AgentId;
 use rlm_protocol::{SubAnswer, SubError, SubResult};
@@ -276,46 +277,6 @@ struct Prepared {
     stdin: Option<Vec<u8>>,
     /// A confined agent's private temporary directory, removed once it has ended.
     _tmp: Option<tempfile::TempDir>,
-}
-
-/// Why an agent could not be started; its message goes into the error object the
-/// model reads (exit code 126).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PrepareError {
-    /// The result variable's file cannot be named.
-    #[error(transparent)]
-    ResultKey(#[from] StoreError),
-    /// The data directory cannot be made absolute.
-    #[error("failed to resolve {}: {source}", path.display())]
-    DataDir {
-        /// The data directory.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// The task writing the prompt file did not finish.
-    #[error("writing the prompt file failed: {0}")]
-    PromptTask(#[from] tokio::task::JoinError),
-    /// The prompt file cannot be written.
-    #[error("failed to write the prompt file {}: {source}", path.display())]
-    PromptFile {
-        /// The prompt file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// The prompt does not fit in one command-line argument.
-    #[error(
-        "the agent's prompt is {bytes} bytes, over the {MAX_ARG_BYTES}-byte limit of one command-line argument; \
-         use {{prompt_file}} or stdin in --agent-cmd instead of {{prompt}}, or shorten the task"
-    )]
-    PromptTooLong {
-        /// The longest argument, in bytes.
-        bytes: usize,
-    },
-    /// A confined agent's private temporary directory cannot be created.
-    #[error("could not create the agent's private temporary directory: {0}")]
-    TempDir(io::Error),
 }
 
 /// Builds the prompt, writes the prompt file if the template uses it, and fills in the

@@ -21,6 +21,7 @@ mod external;
 mod lineage;
 mod nested;
 mod outcome;
+mod prepare_error;
 mod prompt;
 
 pub use command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
