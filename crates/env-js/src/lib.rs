@@ -32,8 +32,8 @@ use rlm_env::Host;
 use rlm_env::CHUNK_CHARS;
 use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
 use rlm_env::{
-    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
-    HistoryEntry, ReplVariable,
+    CodeRepl, ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory,
+    ExecOutcome, HistoryEntry, ReplVariable, Started,
 };
 
 /// Fence tags whose code runs here besides `repl`.
@@ -142,13 +142,9 @@ impl EnvironmentFactory for JsFactory {
         EnvKind::Js
     }
 
-    async fn start(
-        &self,
-        config: EnvConfig,
-        host: Arc<dyn Host>,
-    ) -> Result<Box<dyn Environment>, EnvError> {
+    async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError> {
         let env = JsEnv::start(config, host, self.options.clone()).await?;
-        Ok(Box::new(env))
+        Ok(Started::Code(Box::new(env)))
     }
 }
 
@@ -332,6 +328,78 @@ impl Environment for JsEnv {
         system_prompt(&guide(features))
     }
 
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
+        self.history.push(entry.clone());
+        // An engine started later gets the whole history when it starts.
+        let _ = self
+            .ask(|reply| Request::PushHistory { entry, reply })
+            .await;
+        Ok(())
+    }
+
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        self.config.query = query.to_owned();
+        let added = context.is_some();
+        // Recorded first: an engine (re)started from here on loads it when it starts.
+        self.more_contexts.extend(context.clone());
+        let restarts = self.restarts;
+        let owed = match self.ensure_ready().await {
+            Ok(owed) => owed,
+            Err(error) => {
+                if added {
+                    self.more_contexts.pop();
+                }
+                return Err(error);
+            }
+        };
+        self.lost_state |= owed;
+        if self.restarts != restarts {
+            return Ok(()); // the new engine got the query and every slot when it started
+        }
+        let query = query.to_owned();
+        match self
+            .ask(|reply| Request::NextQuery {
+                query,
+                context,
+                reply,
+            })
+            .await
+        {
+            Some(Ok(())) => Ok(()),
+            Some(Err(message)) => {
+                if added {
+                    self.more_contexts.pop();
+                }
+                Err(EnvError::Request {
+                    env: EnvKind::Js,
+                    action: if added {
+                        "load the new context"
+                    } else {
+                        "start the next query"
+                    },
+                    message,
+                })
+            }
+            None => self.replace_engine(),
+        }
+    }
+
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        self.settle().await
+    }
+
+    async fn shutdown(&mut self) {
+        self.running = None;
+        self.engine = None;
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRepl for JsEnv {
     fn fence_tags(&self) -> &'static [&'static str] {
         FENCE_TAGS
     }
@@ -414,74 +482,5 @@ impl Environment for JsEnv {
             .ask(|reply| Request::Variables { reply })
             .await
             .unwrap_or_default())
-    }
-
-    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
-        self.history.push(entry.clone());
-        // An engine started later gets the whole history when it starts.
-        let _ = self
-            .ask(|reply| Request::PushHistory { entry, reply })
-            .await;
-        Ok(())
-    }
-
-    async fn next_query(
-        &mut self,
-        query: &str,
-        context: Option<ContextSource>,
-    ) -> Result<(), EnvError> {
-        self.config.query = query.to_owned();
-        let added = context.is_some();
-        // Recorded first: an engine (re)started from here on loads it when it starts.
-        self.more_contexts.extend(context.clone());
-        let restarts = self.restarts;
-        let owed = match self.ensure_ready().await {
-            Ok(owed) => owed,
-            Err(error) => {
-                if added {
-                    self.more_contexts.pop();
-                }
-                return Err(error);
-            }
-        };
-        self.lost_state |= owed;
-        if self.restarts != restarts {
-            return Ok(()); // the new engine got the query and every slot when it started
-        }
-        let query = query.to_owned();
-        match self
-            .ask(|reply| Request::NextQuery {
-                query,
-                context,
-                reply,
-            })
-            .await
-        {
-            Some(Ok(())) => Ok(()),
-            Some(Err(message)) => {
-                if added {
-                    self.more_contexts.pop();
-                }
-                Err(EnvError::Request {
-                    env: EnvKind::Js,
-                    action: if added {
-                        "load the new context"
-                    } else {
-                        "start the next query"
-                    },
-                    message,
-                })
-            }
-            None => self.replace_engine(),
-        }
-    }
-
-    async fn recover(&mut self) -> Result<(), EnvError> {
-        self.settle().await
-    }
-
-    async fn shutdown(&mut self) {
-        self.running = None;
-        self.engine = None;
     }
 }

@@ -60,8 +60,8 @@ use rlm_env::Host;
 use rlm_env::CHUNK_CHARS;
 use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
 use rlm_env::{
-    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
-    HistoryEntry, ReplVariable,
+    CodeRepl, ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory,
+    ExecOutcome, HistoryEntry, ReplVariable, Started,
 };
 
 /// Fence tags whose code runs here besides `repl`.
@@ -212,13 +212,9 @@ impl EnvironmentFactory for PythonFactory {
         EnvKind::Python
     }
 
-    async fn start(
-        &self,
-        config: EnvConfig,
-        host: Arc<dyn Host>,
-    ) -> Result<Box<dyn Environment>, EnvError> {
+    async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError> {
         let env = PythonEnv::start(config, host, self.options.clone()).await?;
-        Ok(Box::new(env))
+        Ok(Started::Code(Box::new(env)))
     }
 }
 
@@ -248,7 +244,7 @@ pub struct PythonEnv {
 
 impl PythonEnv {
     /// Spawns the kernel and returns without waiting for it to load `context`; the
-    /// first [`Environment::execute`] (or [`PythonEnv::wait_ready`]) waits. `options`
+    /// first [`CodeRepl::execute`] (or [`PythonEnv::wait_ready`]) waits. `options`
     /// is a [`PythonOptions`] or just the interpreter's path. Must be called within a
     /// tokio runtime (and not from `spawn_blocking`: the kernel's parent-death signal
     /// is tied to the spawning thread).
@@ -524,6 +520,112 @@ impl Environment for PythonEnv {
         std::mem::take(&mut self.notices)
     }
 
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
+        self.history.push(entry);
+        // A kernel still starting gets it once ready (`ensure_ready`), so a query
+        // answered without code does not wait for Python to start; a kernel started
+        // later gets the whole history in its `init`.
+        if self.kernel.as_ref().is_some_and(Kernel::is_ready) {
+            self.deliver_history().await;
+        }
+        Ok(())
+    }
+
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        self.config.query = query.to_owned();
+        let added = context.is_some();
+        // Recorded first: a kernel (re)started from here on loads it in its `init`.
+        self.more_contexts.extend(context.clone());
+        let restarts = self.restarts;
+        let ready = self.ensure_ready().await;
+        let owed = match ready {
+            Ok(owed) => owed,
+            Err(error) => {
+                if added {
+                    self.more_contexts.pop();
+                }
+                return Err(error);
+            }
+        };
+        self.lost_state |= owed;
+        if self.restarts != restarts {
+            return Ok(()); // the new kernel got the query and every slot in `init`
+        }
+        let limit = self.options.ready_timeout;
+        let Some(kernel) = self.kernel.as_mut() else {
+            return Err(self.broken("the kernel is not running"));
+        };
+        let sent = kernel.send(|id| Request::NextQuery {
+            id,
+            query,
+            context: context.as_ref(),
+        });
+        let waited = match sent {
+            Some(id) => kernel.wait_result(id, limit).await,
+            None => Waited::Closed,
+        };
+        match waited {
+            Waited::Reply(body) => {
+                let error = match serde_json::from_value::<NextQueryReply>(body) {
+                    Ok(reply) => reply.error,
+                    Err(e) => Some(format!("unreadable reply ({e})")),
+                };
+                match error {
+                    None => Ok(()),
+                    Some(message) => {
+                        if added {
+                            self.more_contexts.pop();
+                        }
+                        Err(EnvError::Request {
+                            env: EnvKind::Python,
+                            action: if added {
+                                "load the new context"
+                            } else {
+                                "start the next query"
+                            },
+                            message,
+                        })
+                    }
+                }
+            }
+            Waited::Closed => {
+                let report = kernel.death_report().await;
+                tracing::warn!(%report, "the Python kernel died while starting a query");
+                self.replace_kernel()
+            }
+            Waited::TimedOut => {
+                tracing::warn!("the Python kernel did not answer next_query; restarting it");
+                self.replace_kernel()
+            }
+            Waited::Broken(problem) => {
+                tracing::warn!(%problem, "the Python kernel broke the protocol; restarting it");
+                self.replace_kernel()
+            }
+        }
+    }
+
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        self.settle().await
+    }
+
+    async fn shutdown(&mut self) {
+        match self.kernel.take() {
+            Some(kernel) if kernel.is_ready() => kernel.shutdown(SHUTDOWN_GRACE).await,
+            // A kernel never used holds nothing: it is ended at once (its process group
+            // killed) instead of waited for, so a run answered without code does not
+            // wait for Python to finish starting (BENCHMARKS.md, nested runs).
+            Some(kernel) => drop(kernel),
+            None => {}
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRepl for PythonEnv {
     fn fence_tags(&self) -> &'static [&'static str] {
         FENCE_TAGS
     }
@@ -654,108 +756,5 @@ impl Environment for PythonEnv {
         Ok(serde_json::from_value::<ListVarsReply>(body)
             .map(|reply| reply.vars)
             .unwrap_or_default())
-    }
-
-    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
-        self.history.push(entry);
-        // A kernel still starting gets it once ready (`ensure_ready`), so a query
-        // answered without code does not wait for Python to start; a kernel started
-        // later gets the whole history in its `init`.
-        if self.kernel.as_ref().is_some_and(Kernel::is_ready) {
-            self.deliver_history().await;
-        }
-        Ok(())
-    }
-
-    async fn next_query(
-        &mut self,
-        query: &str,
-        context: Option<ContextSource>,
-    ) -> Result<(), EnvError> {
-        self.config.query = query.to_owned();
-        let added = context.is_some();
-        // Recorded first: a kernel (re)started from here on loads it in its `init`.
-        self.more_contexts.extend(context.clone());
-        let restarts = self.restarts;
-        let ready = self.ensure_ready().await;
-        let owed = match ready {
-            Ok(owed) => owed,
-            Err(error) => {
-                if added {
-                    self.more_contexts.pop();
-                }
-                return Err(error);
-            }
-        };
-        self.lost_state |= owed;
-        if self.restarts != restarts {
-            return Ok(()); // the new kernel got the query and every slot in `init`
-        }
-        let limit = self.options.ready_timeout;
-        let Some(kernel) = self.kernel.as_mut() else {
-            return Err(self.broken("the kernel is not running"));
-        };
-        let sent = kernel.send(|id| Request::NextQuery {
-            id,
-            query,
-            context: context.as_ref(),
-        });
-        let waited = match sent {
-            Some(id) => kernel.wait_result(id, limit).await,
-            None => Waited::Closed,
-        };
-        match waited {
-            Waited::Reply(body) => {
-                let error = match serde_json::from_value::<NextQueryReply>(body) {
-                    Ok(reply) => reply.error,
-                    Err(e) => Some(format!("unreadable reply ({e})")),
-                };
-                match error {
-                    None => Ok(()),
-                    Some(message) => {
-                        if added {
-                            self.more_contexts.pop();
-                        }
-                        Err(EnvError::Request {
-                            env: EnvKind::Python,
-                            action: if added {
-                                "load the new context"
-                            } else {
-                                "start the next query"
-                            },
-                            message,
-                        })
-                    }
-                }
-            }
-            Waited::Closed => {
-                let report = kernel.death_report().await;
-                tracing::warn!(%report, "the Python kernel died while starting a query");
-                self.replace_kernel()
-            }
-            Waited::TimedOut => {
-                tracing::warn!("the Python kernel did not answer next_query; restarting it");
-                self.replace_kernel()
-            }
-            Waited::Broken(problem) => {
-                tracing::warn!(%problem, "the Python kernel broke the protocol; restarting it");
-                self.replace_kernel()
-            }
-        }
-    }
-
-    async fn recover(&mut self) -> Result<(), EnvError> {
-        self.settle().await
-    }
-
-    async fn shutdown(&mut self) {
-        match self.kernel.take() {
-            Some(kernel) if kernel.is_ready() => kernel.shutdown(SHUTDOWN_GRACE).await,
-            // A kernel never used holds nothing: it is ended at once (its process group
-            // killed) instead of waited for, so a run answered without code does not
-            // wait for Python to finish starting (BENCHMARKS.md, nested runs).
-            Some(kernel) => drop(kernel),
-            None => {}
-        }
     }
 }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::{outcome_of, LoopError, LoopSettings, Turn};
-use crate::env::{Environment, FinalAnswer};
+use crate::env::{CodeRepl, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
@@ -23,7 +23,7 @@ pub(super) struct Step<'a> {
 pub(super) async fn run(
     step: Step<'_>,
     text: &str,
-    env: &mut dyn Environment,
+    env: &mut dyn CodeRepl,
     sink: &EventSink,
     messages: &mut Vec<ChatMessage>,
 ) -> Result<Turn, LoopError> {
