@@ -6,12 +6,14 @@
 //! everything that needs a model, the store or a sub-agent. Each kind of environment
 //! is its own crate built on this one (`rlm-env-python`, `rlm-env-js`,
 //! `rlm-env-tools`); the boundary types they exchange are `rlm-protocol`'s, re-exported
-//! here so an environment crate needs only this one.
+//! here so an environment crate needs only this one. The lifecycle of a kernel that
+//! is restarted when it breaks is written once here too ([`Restartable`]).
 
 mod environment;
 mod guide;
 mod host;
 mod kind;
+mod restartable;
 
 pub use environment::{
     CodeRepl, EnvConfig, EnvError, EnvMut, Environment, EnvironmentFactory, Started, ToolBox,
@@ -19,6 +21,7 @@ pub use environment::{
 pub use guide::{system_prompt, EnvGuide, PromptFeatures};
 pub use host::Host;
 pub use kind::EnvKind;
+pub use restartable::{Kernel, KernelSeed, Restartable};
 pub use rlm_protocol::{
     ContextShape, ContextSource, ExecOutcome, FinalAnswer, HistoryEntry, HostCall, HostError,
     HostReply, PromptArgs, ReplVariable, SubRlmArgs, ToolCall, ToolOutcome, ToolSpec, CHUNK_CHARS,
