@@ -64,3 +64,85 @@ pub enum KernelError {
         stderr: String,
     },
 }
+
+/// What a kernel sent that breaks the protocol (it is then replaced); the message
+/// reads after "it sent".
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// A line that is not JSON.
+    #[error("a line that is not JSON ({source}), starting {start:?}")]
+    NotJson {
+        /// Why it is not.
+        #[source]
+        source: serde_json::Error,
+        /// The line's first bytes.
+        start: String,
+    },
+    /// A message without the kernel's token (model code writing to the protocol fd).
+    #[error("a message that did not come from the REPL's driver (it lacks the kernel's token), starting {start:?}")]
+    NoToken {
+        /// The line's first bytes.
+        start: String,
+    },
+    /// A `ready` message of the wrong shape.
+    #[error("bad ready message ({source})")]
+    BadReady {
+        /// What was wrong.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A `result` without its request's id.
+    #[error("a result without an id")]
+    ResultWithoutId,
+    /// A `host_call` without its call id.
+    #[error("a host_call without a call_id")]
+    HostCallWithoutId,
+    /// A message of a type the protocol does not have.
+    #[error("unknown message type {kind:?}")]
+    UnknownType {
+        /// The type it named.
+        kind: String,
+    },
+    /// A host call whose id is already in flight (two callers would wait for one
+    /// answer).
+    #[error("a host call with call id {call_id}, which is already in flight")]
+    DuplicateCall {
+        /// The repeated id.
+        call_id: u64,
+    },
+}
+
+/// Why the kernel's capture files cannot be bounded (the kernel still runs; its
+/// captured output is then not bounded, and a warning says so).
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The driver did not report one file per stream.
+    #[error("the kernel reported {count} capture files, not 2")]
+    Count {
+        /// How many it reported.
+        count: usize,
+    },
+    /// A capture file could not be inspected or opened.
+    #[error("could not {action} the capture file {}: {source}", path.display())]
+    Io {
+        /// `inspect` or `open`.
+        action: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A capture file is not a regular file.
+    #[error("the capture file {} is not a regular file", path.display())]
+    NotAFile {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// A capture file was replaced after the driver created it.
+    #[error("{} is not the capture file the kernel created (it was replaced)", path.display())]
+    Replaced {
+        /// The file.
+        path: std::path::PathBuf,
+    },
+}
