@@ -28,13 +28,13 @@ use std::time::{Duration, Instant};
 pub use engine::EngineInfo;
 
 use self::engine::{EngineError, EngineHandle, ExecReply, Request};
-use rlm_env::Host;
 use rlm_env::CHUNK_CHARS;
 use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
 use rlm_env::{
-    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
-    HistoryEntry, ReplVariable,
+    CodeRepl, ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory,
+    ExecOutcome, HistoryEntry, ReplVariable, Started,
 };
+use rlm_env::{Host, Kernel, KernelSeed, Restartable};
 
 /// Fence tags whose code runs here besides `repl`.
 const FENCE_TAGS: &[&str] = &["js", "javascript"];
@@ -142,35 +142,75 @@ impl EnvironmentFactory for JsFactory {
         EnvKind::Js
     }
 
-    async fn start(
-        &self,
-        config: EnvConfig,
-        host: Arc<dyn Host>,
-    ) -> Result<Box<dyn Environment>, EnvError> {
+    async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError> {
         let env = JsEnv::start(config, host, self.options.clone()).await?;
-        Ok(Box::new(env))
+        Ok(Started::Code(Box::new(env)))
     }
 }
 
 /// A persistent JavaScript REPL (see the module docs).
 pub struct JsEnv {
-    config: EnvConfig,
-    options: JsOptions,
-    host: Arc<dyn Host>,
-    engine: Option<EngineHandle>,
-    history: Vec<HistoryEntry>,
-    /// Context slots added after `config.context` (persistent sessions).
-    more_contexts: Vec<ContextSource>,
-    /// An execution whose caller went away before its result (a cancelled query), with
-    /// its id.
-    running: Option<(u64, tokio::sync::oneshot::Receiver<ExecReply>)>,
+    engine: Restartable<Engine>,
     /// The id of the last execution sent.
     last_exec: u64,
-    /// The model has not yet been told that its variables were lost.
-    lost_state: bool,
-    /// An engine has been ready before (start errors after that are `Broken`).
-    ever_ready: bool,
-    restarts: u32,
+}
+
+/// One engine thread, and the execution whose caller went away before its result (a
+/// cancelled query), with its id.
+struct Engine {
+    handle: EngineHandle,
+    running: Option<(u64, tokio::sync::oneshot::Receiver<ExecReply>)>,
+}
+
+#[async_trait::async_trait]
+impl Kernel for Engine {
+    type Options = JsOptions;
+    type Error = EngineError;
+
+    const KIND: EnvKind = EnvKind::Js;
+
+    fn command(_: &JsOptions) -> String {
+        "the embedded QuickJS engine".to_owned()
+    }
+
+    fn spawn(seed: &KernelSeed<JsOptions>) -> Result<Self, EngineError> {
+        let handle = EngineHandle::spawn(
+            &seed.config,
+            &seed.history,
+            &seed.more_contexts,
+            &seed.options,
+            Arc::clone(&seed.host),
+        )?;
+        Ok(Self {
+            handle,
+            running: None,
+        })
+    }
+
+    fn has_died(&mut self) -> bool {
+        self.handle.has_died()
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), EngineError> {
+        self.handle.wait_ready().await.map(|_| ())
+    }
+
+    /// The abandoned execution is cancelled and awaited for a grace period.
+    async fn settle(&mut self) -> bool {
+        let Some((id, running)) = self.running.take() else {
+            return true;
+        };
+        self.handle.control.cancel(id);
+        match tokio::time::timeout(SETTLE_GRACE, running).await {
+            Ok(Ok(reply)) if !reply.broken => true,
+            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
+                tracing::warn!(
+                    "the JavaScript engine did not stop the cancelled code; replacing it"
+                );
+                false
+            }
+        }
+    }
 }
 
 impl JsEnv {
@@ -182,95 +222,40 @@ impl JsEnv {
         host: Arc<dyn Host>,
         options: JsOptions,
     ) -> Result<Self, EnvError> {
-        let history = config.history.clone();
-        let mut env = Self {
+        let engine = Restartable::start(KernelSeed {
+            history: config.history.clone(),
             config,
+            more_contexts: Vec::new(),
             options,
             host,
-            engine: None,
-            history,
-            more_contexts: Vec::new(),
-            running: None,
+        })?;
+        Ok(Self {
+            engine,
             last_exec: 0,
-            lost_state: false,
-            ever_ready: false,
-            restarts: 0,
-        };
-        env.engine = Some(env.spawn_engine()?);
-        Ok(env)
+        })
     }
 
     /// Waits until the engine has loaded `context` and reports what it said.
     pub async fn wait_ready(&mut self) -> Result<EngineInfo, EnvError> {
         self.ensure_ready().await?;
         self.engine
-            .as_ref()
-            .and_then(|e| e.info.clone())
-            .ok_or_else(|| self.broken("the engine is not running"))
+            .kernel()
+            .and_then(|e| e.handle.info.clone())
+            .ok_or_else(|| self.engine.broken("the engine is not running"))
     }
 
     /// How many times the engine was replaced.
     pub fn restarts(&self) -> u32 {
-        self.restarts
-    }
-
-    fn spawn_engine(&self) -> Result<EngineHandle, EnvError> {
-        EngineHandle::spawn(
-            &self.config,
-            &self.history,
-            &self.more_contexts,
-            &self.options,
-            Arc::clone(&self.host),
-        )
-        .map_err(|error| self.start_error(error))
-    }
-
-    fn start_error(&self, error: EngineError) -> EnvError {
-        if self.ever_ready {
-            self.broken(format!("restarting it failed: {error}"))
-        } else {
-            EnvError::Start {
-                env: EnvKind::Js,
-                command: "the embedded QuickJS engine".to_owned(),
-                message: error.to_string(),
-            }
-        }
-    }
-
-    fn broken(&self, message: impl Into<String>) -> EnvError {
-        EnvError::Broken {
-            env: EnvKind::Js,
-            message: message.into(),
-        }
-    }
-
-    /// Replaces a dead or broken engine; the model will be told its variables are lost.
-    fn replace_engine(&mut self) -> Result<(), EnvError> {
-        self.engine = None;
-        self.running = None;
-        self.restarts += 1;
-        self.lost_state = true;
-        self.engine = Some(self.spawn_engine()?);
-        Ok(())
+        self.engine.restarts()
     }
 
     /// Makes sure a live, ready engine exists. Returns whether the model still has to
     /// be told that its variables were lost.
     async fn ensure_ready(&mut self) -> Result<bool, EnvError> {
-        self.settle().await?;
-        if self.engine.as_ref().is_none_or(EngineHandle::has_died) {
-            self.replace_engine()?;
-        }
-        let ready = match self.engine.as_mut() {
-            Some(engine) => engine.wait_ready().await.map(|_| ()),
-            None => Err(EngineError::NoEngine),
-        };
-        if let Err(error) = ready {
-            self.engine = None;
-            return Err(self.start_error(error));
-        }
-        if !self.ever_ready {
-            if let Some(info) = self.engine.as_ref().and_then(|e| e.info.as_ref()) {
+        let first = !self.engine.ever_ready();
+        self.engine.ensure_ready().await?;
+        if first {
+            if let Some(info) = self.engine.kernel().and_then(|e| e.handle.info.as_ref()) {
                 tracing::debug!(
                     load_seconds = info.load_seconds,
                     memory_limit_bytes = info.memory_limit_bytes,
@@ -278,28 +263,7 @@ impl JsEnv {
                 );
             }
         }
-        self.ever_ready = true;
-        Ok(std::mem::take(&mut self.lost_state))
-    }
-
-    /// Stops an execution abandoned by its caller (a cancelled query): it is cancelled
-    /// and awaited for a grace period, after which the engine is replaced.
-    async fn settle(&mut self) -> Result<(), EnvError> {
-        let Some((id, running)) = self.running.take() else {
-            return Ok(());
-        };
-        if let Some(engine) = &self.engine {
-            engine.control.cancel(id);
-        }
-        match tokio::time::timeout(SETTLE_GRACE, running).await {
-            Ok(Ok(reply)) if !reply.broken => Ok(()),
-            Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
-                tracing::warn!(
-                    "the JavaScript engine did not stop the cancelled code; replacing it"
-                );
-                self.replace_engine()
-            }
-        }
+        Ok(self.engine.take_lost_state())
     }
 
     /// Sends a request to a ready engine and waits for its reply; `None` when the
@@ -308,16 +272,9 @@ impl JsEnv {
         &mut self,
         build: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Request,
     ) -> Option<T> {
-        if let Err(error) = self.settle().await {
-            tracing::warn!(%error, "the JavaScript engine could not be brought back to idle");
-            return None;
-        }
-        let engine = self.engine.as_mut()?;
-        if engine.has_died() || engine.wait_ready().await.is_err() {
-            return None;
-        }
+        let engine = self.engine.live().await?;
         let (reply, receiver) = tokio::sync::oneshot::channel();
-        engine.requests.send(build(reply)).ok()?;
+        engine.handle.requests.send(build(reply)).ok()?;
         receiver.await.ok()
     }
 }
@@ -332,6 +289,80 @@ impl Environment for JsEnv {
         system_prompt(&guide(features))
     }
 
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
+        self.engine.seed_mut().history.push(entry.clone());
+        // An engine started later gets the whole history when it starts.
+        let _ = self
+            .ask(|reply| Request::PushHistory { entry, reply })
+            .await;
+        Ok(())
+    }
+
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        let seed = self.engine.seed_mut();
+        seed.config.query = query.to_owned();
+        let added = context.is_some();
+        // Recorded first: an engine (re)started from here on loads it when it starts.
+        seed.more_contexts.extend(context.clone());
+        let restarts = self.engine.restarts();
+        let owed = match self.ensure_ready().await {
+            Ok(owed) => owed,
+            Err(error) => {
+                if added {
+                    self.engine.seed_mut().more_contexts.pop();
+                }
+                return Err(error);
+            }
+        };
+        if owed {
+            self.engine.owe_lost_state();
+        }
+        if self.engine.restarts() != restarts {
+            return Ok(()); // the new engine got the query and every slot when it started
+        }
+        let query = query.to_owned();
+        match self
+            .ask(|reply| Request::NextQuery {
+                query,
+                context,
+                reply,
+            })
+            .await
+        {
+            Some(Ok(())) => Ok(()),
+            Some(Err(error)) => {
+                if added {
+                    self.engine.seed_mut().more_contexts.pop();
+                }
+                Err(EnvError::Request {
+                    env: EnvKind::Js,
+                    action: if added {
+                        "load the new context"
+                    } else {
+                        "start the next query"
+                    },
+                    message: error.to_string(),
+                })
+            }
+            None => self.engine.replace(),
+        }
+    }
+
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        self.engine.settle().await
+    }
+
+    async fn shutdown(&mut self) {
+        self.engine.take();
+    }
+}
+
+#[async_trait::async_trait]
+impl CodeRepl for JsEnv {
     fn fence_tags(&self) -> &'static [&'static str] {
         FENCE_TAGS
     }
@@ -339,21 +370,21 @@ impl Environment for JsEnv {
     async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError> {
         let started = Instant::now();
         let restarted = self.ensure_ready().await?;
-        let timeout = self.config.exec_timeout;
-        let Some(engine) = self.engine.as_mut() else {
-            return Err(self.broken("the engine is not running"));
+        let timeout = self.engine.seed().config.exec_timeout;
+        let Some(engine) = self.engine.kernel_mut() else {
+            return Err(self.engine.broken("the engine is not running"));
         };
         let (reply, receiver) = tokio::sync::oneshot::channel();
         self.last_exec += 1;
         let id = self.last_exec;
-        let sent = engine.requests.send(Request::Exec {
+        let sent = engine.handle.requests.send(Request::Exec {
             id,
             code: code.to_owned(),
             timeout,
             reply,
         });
         if sent.is_err() {
-            self.replace_engine()?;
+            self.engine.replace()?;
             return Ok(ExecOutcome {
                 error: Some("The JavaScript engine had stopped; it has been restarted and every variable you defined is lost.".to_owned()),
                 restarted: true,
@@ -361,17 +392,19 @@ impl Environment for JsEnv {
                 ..ExecOutcome::default()
             });
         }
-        self.running = Some((id, receiver));
-        let reply = match self.running.as_mut() {
+        // Still set if this future is dropped while waiting: settled before the next
+        // request.
+        engine.running = Some((id, receiver));
+        let reply = match engine.running.as_mut() {
             Some((_, receiver)) => receiver.await,
-            None => return Err(self.broken("the execution was lost")),
+            None => return Err(self.engine.broken("the execution was lost")),
         };
-        self.running = None;
+        engine.running = None;
         let reply = match reply {
             Ok(reply) => reply,
             Err(_) => {
                 // The engine thread ended in the middle of the execution.
-                self.replace_engine()?;
+                self.engine.replace()?;
                 return Ok(ExecOutcome {
                     error: Some("The JavaScript engine stopped while running this code; it has been restarted and every variable you defined is lost (`context` and the helpers are loaded again).".to_owned()),
                     duration: started.elapsed(),
@@ -386,9 +419,9 @@ impl Environment for JsEnv {
             });
         }
         if reply.broken {
-            self.replace_engine()?;
+            self.engine.replace()?;
             // Told now, through the error; not again at the next execution.
-            self.lost_state = false;
+            self.engine.take_lost_state();
         }
         Ok(ExecOutcome {
             stdout: reply.stdout,
@@ -414,74 +447,5 @@ impl Environment for JsEnv {
             .ask(|reply| Request::Variables { reply })
             .await
             .unwrap_or_default())
-    }
-
-    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
-        self.history.push(entry.clone());
-        // An engine started later gets the whole history when it starts.
-        let _ = self
-            .ask(|reply| Request::PushHistory { entry, reply })
-            .await;
-        Ok(())
-    }
-
-    async fn next_query(
-        &mut self,
-        query: &str,
-        context: Option<ContextSource>,
-    ) -> Result<(), EnvError> {
-        self.config.query = query.to_owned();
-        let added = context.is_some();
-        // Recorded first: an engine (re)started from here on loads it when it starts.
-        self.more_contexts.extend(context.clone());
-        let restarts = self.restarts;
-        let owed = match self.ensure_ready().await {
-            Ok(owed) => owed,
-            Err(error) => {
-                if added {
-                    self.more_contexts.pop();
-                }
-                return Err(error);
-            }
-        };
-        self.lost_state |= owed;
-        if self.restarts != restarts {
-            return Ok(()); // the new engine got the query and every slot when it started
-        }
-        let query = query.to_owned();
-        match self
-            .ask(|reply| Request::NextQuery {
-                query,
-                context,
-                reply,
-            })
-            .await
-        {
-            Some(Ok(())) => Ok(()),
-            Some(Err(error)) => {
-                if added {
-                    self.more_contexts.pop();
-                }
-                Err(EnvError::Request {
-                    env: EnvKind::Js,
-                    action: if added {
-                        "load the new context"
-                    } else {
-                        "start the next query"
-                    },
-                    message: error.to_string(),
-                })
-            }
-            None => self.replace_engine(),
-        }
-    }
-
-    async fn recover(&mut self) -> Result<(), EnvError> {
-        self.settle().await
-    }
-
-    async fn shutdown(&mut self) {
-        self.running = None;
-        self.engine = None;
     }
 }

@@ -9,6 +9,7 @@
 //! empties a file whenever it grows past the limit, counting what it threw away; the
 //! environment reports that count with the cell's output.
 
+use super::error::CaptureError;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,12 +37,11 @@ impl CaptureWatch {
     /// Opens the files the driver reported (checking that each is the very file the
     /// driver created, not something put at its path), removes their names, and
     /// starts watching them. `limit` is the most bytes a file may hold.
-    pub fn start(reported: &[CaptureFile], limit: u64) -> Result<Self, String> {
+    pub fn start(reported: &[CaptureFile], limit: u64) -> Result<Self, CaptureError> {
         let [out, err] = reported else {
-            return Err(format!(
-                "the kernel reported {} capture files, not 2",
-                reported.len()
-            ));
+            return Err(CaptureError::Count {
+                count: reported.len(),
+            });
         };
         let files = [open_checked(out)?, open_checked(err)?];
         for file in [out, err] {
@@ -69,25 +69,26 @@ impl Drop for CaptureWatch {
 }
 
 /// Opens a reported capture file for writing (to truncate it) and checks its identity.
-fn open_checked(reported: &CaptureFile) -> Result<File, String> {
+fn open_checked(reported: &CaptureFile) -> Result<File, CaptureError> {
     let path = &reported.path;
-    let shown = path.display();
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| format!("could not inspect the capture file {shown}: {e}"))?;
+    let io = |action| {
+        move |source| CaptureError::Io {
+            action,
+            path: path.clone(),
+            source,
+        }
+    };
+    let meta = std::fs::symlink_metadata(path).map_err(io("inspect"))?;
     if !meta.file_type().is_file() {
-        return Err(format!("the capture file {shown} is not a regular file"));
+        return Err(CaptureError::NotAFile { path: path.clone() });
     }
     let file = OpenOptions::new()
         .write(true)
         .open(path)
-        .map_err(|e| format!("could not open the capture file {shown}: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("could not inspect the capture file {shown}: {e}"))?;
+        .map_err(io("open"))?;
+    let meta = file.metadata().map_err(io("inspect"))?;
     if (meta.dev(), meta.ino()) != (reported.dev, reported.ino) || meta.nlink() != 1 {
-        return Err(format!(
-            "{shown} is not the capture file the kernel created (it was replaced)"
-        ));
+        return Err(CaptureError::Replaced { path: path.clone() });
     }
     Ok(file)
 }
@@ -186,7 +187,10 @@ mod tests {
         let error = runtime
             .block_on(async { CaptureWatch::start(&[claimed, reported(&b)], 10).err() })
             .unwrap();
-        assert!(error.contains("not the capture file"), "{error}");
+        assert!(
+            error.to_string().contains("not the capture file"),
+            "{error}"
+        );
         std::fs::remove_file(&a).unwrap();
         std::os::unix::fs::symlink(&b, &a).unwrap();
         let link = CaptureFile {
@@ -196,6 +200,6 @@ mod tests {
         let error = runtime
             .block_on(async { CaptureWatch::start(&[link, reported(&b)], 10).err() })
             .unwrap();
-        assert!(error.contains("not a regular file"), "{error}");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 }

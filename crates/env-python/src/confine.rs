@@ -9,6 +9,7 @@
 //! space the kernel may use. Everything else it needs (`store.*`, sub-calls, agents) goes through host
 //! calls on its pipes, which stay open.
 
+use super::error::KernelError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -71,23 +72,20 @@ pub(super) fn confine(
     python: &Path,
     python_args: &[OsString],
     more_contexts: &[ContextSource],
-) -> Result<Option<Confined>, String> {
+) -> Result<Option<Confined>, KernelError> {
     if sandbox.mode == Mode::Off {
         return Ok(None);
     }
     let Some(launcher) = &sandbox.launcher else {
         return match sandbox.mode {
-            Mode::Strict => Err(
-                "--sandbox strict: no rlm-orchestrate launcher is known to confine the kernel"
-                    .to_owned(),
-            ),
+            Mode::Strict => Err(KernelError::NoLauncher),
             _ => Ok(None),
         };
     };
     let tmp = tempfile::Builder::new()
         .prefix("rlm-kernel-")
         .tempdir()
-        .map_err(|e| format!("could not create the kernel's private temporary directory: {e}"))?;
+        .map_err(|source| KernelError::TempDir { source })?;
     let policy = kernel_policy(sandbox, config, python, tmp.path(), more_contexts);
     let (program, args) =
         rlm_sandbox::wrap_command(launcher, &policy, python.as_os_str(), python_args);
@@ -284,7 +282,7 @@ mod tests {
             ..KernelSandbox::default()
         };
         let error = confine(&strict, &config, python, &[], &[]).err().unwrap();
-        assert!(error.contains("--sandbox strict"), "{error}");
+        assert!(error.to_string().contains("--sandbox strict"), "{error}");
     }
 
     #[test]

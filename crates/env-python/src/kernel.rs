@@ -12,7 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rlm_process::{drain_into_tail, spawn_in_group, GroupChild, Signal, SpawnOptions, TailBuffer};
 use serde_json::Value;
@@ -26,11 +26,11 @@ use rlm_process::{inherited_environment, AllowList, Cookie, SUPERVISION_COOKIE_E
 
 use super::capture::CaptureWatch;
 use super::confine;
+use super::error::KernelError;
 use super::protocol::{self, HostResult, Init, Request};
 use super::reader::{read_loop, Event, FatalSlot, InFlight, ReadLoop};
 use super::PythonOptions;
-use rlm_env::{ContextSource, EnvConfig};
-use rlm_env::{Host, HostError};
+use rlm_env::{EnvKind, HostError, KernelSeed};
 use rlm_protocol::EnvVars;
 
 /// The driver, embedded in the binary and sent to the kernel's stdin at start: its
@@ -51,6 +51,8 @@ const DRIVER: &str = concat!(
 
 /// How long a dead kernel's exit status and last stderr bytes are waited for.
 const DEATH_REPORT_WAIT: Duration = Duration::from_millis(500);
+/// How often an abandoned execution is interrupted again until it stops.
+const INTERRUPT_REPEAT: Duration = Duration::from_millis(100);
 
 /// What a kernel said about itself when it became ready.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,18 +104,29 @@ pub(super) struct Kernel {
     capture: Option<CaptureWatch>,
     /// The most bytes a capture file may hold.
     capture_limit: u64,
+    /// How long the kernel may take to start and load `context`.
+    ready_timeout: Duration,
+    /// How long abandoned code is interrupted before the kernel is given up.
+    interrupt_grace: Duration,
+    /// The id of an execution whose caller went away before its result (a cancelled
+    /// query); it is interrupted before the kernel is used again.
+    pub running: Option<u64>,
+    /// How many entries of the session's `history` this kernel holds (from its `init`,
+    /// or pushed since): one answered before it was ready is pushed once it is.
+    pub history_len: usize,
 }
 
 impl Kernel {
     /// Starts a kernel and sends it the driver and `init`; does not wait for `ready`.
-    /// `more_contexts` are the context slots a session added after `config.context`.
-    pub fn spawn(
-        config: &EnvConfig,
-        history: &[rlm_env::HistoryEntry],
-        more_contexts: &[ContextSource],
-        options: &PythonOptions,
-        host: Arc<dyn Host>,
-    ) -> Result<Self, String> {
+    fn start(seed: &KernelSeed<PythonOptions>) -> Result<Self, KernelError> {
+        let KernelSeed {
+            config,
+            history,
+            more_contexts,
+            options,
+            host,
+        } = seed;
+        let host = Arc::clone(host);
         let python_args = [OsString::from("-c"), bootstrap(DRIVER.len()).into()];
         let confined = confine::confine(
             &options.sandbox,
@@ -156,12 +169,12 @@ impl Kernel {
             command.current_dir(dir);
         }
         let mut child = spawn_in_group(&mut command, &SpawnOptions::default())
-            .map_err(|e| format!("{e}: {}", e.source))?;
+            .map_err(|error| KernelError::Spawn { error })?;
         let stdin = child.child_mut().stdin.take();
         let stdout = child.child_mut().stdout.take();
         let stderr = child.child_mut().stderr.take();
         let (Some(mut stdin), Some(stdout), Some(stderr)) = (stdin, stdout, stderr) else {
-            return Err("the kernel's pipes were not set up".into());
+            return Err(KernelError::Pipes);
         };
 
         let token = protocol::new_token();
@@ -179,7 +192,7 @@ impl Kernel {
             lazy_above: config.lazy_above,
             memory_bytes: memory.budget_bytes,
         })
-        .map_err(|e| format!("could not encode the init message: {e}"))?;
+        .map_err(|source| KernelError::Encode { source })?;
 
         let (writer, mut queue) = mpsc::unbounded_channel::<Vec<u8>>();
         let write_task = tokio::spawn(async move {
@@ -234,6 +247,10 @@ impl Kernel {
             _tmp: confined.map(|confined| confined.tmp),
             capture: None,
             capture_limit: options.capture_limit(),
+            ready_timeout: options.ready_timeout,
+            interrupt_grace: options.interrupt_grace,
+            running: None,
+            history_len: history.len(),
         })
     }
 
@@ -247,40 +264,41 @@ impl Kernel {
         self.info.as_ref()
     }
 
-    /// Whether the kernel is known to have died.
-    pub fn has_died(&mut self) -> bool {
-        self.closed.load(Ordering::SeqCst) || !matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Whether the kernel was seen ready (by [`Kernel::wait_ready`]).
+    /// Whether the kernel was seen ready (by [`Kernel::wait_ready_within`]).
     pub fn is_ready(&self) -> bool {
         self.info.is_some()
     }
 
     /// Waits for `ready`. `Err` carries the driver's error or the death report.
-    pub async fn wait_ready(&mut self, limit: Duration) -> Result<&KernelInfo, String> {
+    async fn wait_ready_within(&mut self, limit: Duration) -> Result<(), KernelError> {
         if self.info.is_some() {
-            return self.info.as_ref().ok_or_else(String::new);
+            return Ok(());
         }
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             match tokio::time::timeout_at(deadline, self.events.recv()).await {
                 Err(_) => {
-                    return Err(format!(
-                        "it did not report ready within {} s{}",
-                        limit.as_secs(),
-                        self.stderr_suffix()
-                    ))
+                    return Err(KernelError::ReadyTimeout {
+                        secs: limit.as_secs(),
+                        stderr: self.stderr_suffix(),
+                    })
                 }
-                Ok(None | Some(Event::Closed)) => return Err(self.death_report().await),
+                Ok(None | Some(Event::Closed)) => {
+                    return Err(KernelError::Died {
+                        report: self.death_report().await,
+                    })
+                }
                 Ok(Some(Event::ProtocolError(problem))) => {
-                    return Err(format!("it broke the REPL protocol: {problem}"))
+                    return Err(KernelError::Protocol { problem })
                 }
                 Ok(Some(Event::Result { .. })) => continue,
                 Ok(Some(Event::Ready(ready))) => {
                     if !ready.ok {
                         let error = ready.error.unwrap_or_default();
-                        return Err(format!("{}{}", error.trim_end(), self.stderr_suffix()));
+                        return Err(KernelError::Driver {
+                            error: error.trim_end().to_owned(),
+                            stderr: self.stderr_suffix(),
+                        });
                     }
                     let load = ready.load.unwrap_or(protocol::Load {
                         method: "none".into(),
@@ -302,7 +320,8 @@ impl Kernel {
                             ),
                         }
                     }
-                    return Ok(self.info.insert(info));
+                    self.info = Some(info);
+                    return Ok(());
                 }
             }
         }
@@ -417,6 +436,61 @@ impl Kernel {
         let _ = timeout(grace, self.child.wait()).await;
         if let Err(error) = self.child.terminate(grace).await {
             tracing::warn!(pid = self.child.id(), %error, "could not end the Python kernel");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl rlm_env::Kernel for Kernel {
+    type Options = PythonOptions;
+    type Error = KernelError;
+
+    const KIND: EnvKind = EnvKind::Python;
+
+    fn command(options: &PythonOptions) -> String {
+        options.python.display().to_string()
+    }
+
+    fn spawn(seed: &KernelSeed<PythonOptions>) -> Result<Self, KernelError> {
+        Self::start(seed)
+    }
+
+    fn has_died(&mut self) -> bool {
+        self.closed.load(Ordering::SeqCst) || !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), KernelError> {
+        self.wait_ready_within(self.ready_timeout).await
+    }
+
+    /// The abandoned execution's result is awaited for the interrupt grace period,
+    /// interrupting it again and again.
+    async fn settle(&mut self) -> bool {
+        let Some(id) = self.running.take() else {
+            return true;
+        };
+        let deadline = Instant::now() + self.interrupt_grace;
+        let mut waited = self.wait_result(id, Duration::ZERO).await;
+        // Repeated: a SIGINT that arrives before the kernel has started the code is
+        // ignored by the driver (it interrupts only running user code).
+        while matches!(waited, Waited::TimedOut) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.interrupt();
+            self.cancel_host_calls("cancelled: the query was cancelled");
+            waited = self.wait_result(id, left.min(INTERRUPT_REPEAT)).await;
+        }
+        match waited {
+            Waited::Reply(_) => true,
+            Waited::Closed | Waited::TimedOut | Waited::Broken(_) => {
+                tracing::warn!(
+                    pid = self.pid(),
+                    "the Python kernel did not stop the cancelled code; restarting it"
+                );
+                false
+            }
         }
     }
 }

@@ -13,6 +13,7 @@
 //! bounds a line at `max_message` bytes (see `reader.rs`). Either failure is a
 //! protocol error: the kernel is restarted and the model told why.
 
+use super::error::ProtocolError;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -216,36 +217,34 @@ pub(super) enum Incoming {
 
 impl Incoming {
     /// Parses one line that must carry `token`; `Err` names what was wrong.
-    pub fn parse(line: &[u8], token: &str) -> Result<Self, String> {
-        let value: Value = serde_json::from_slice(line).map_err(|e| {
-            format!(
-                "a line that is not JSON ({e}), starting {:?}",
-                preview(line)
-            )
-        })?;
+    pub fn parse(line: &[u8], token: &str) -> Result<Self, ProtocolError> {
+        let value: Value =
+            serde_json::from_slice(line).map_err(|source| ProtocolError::NotJson {
+                source,
+                start: preview(line),
+            })?;
         if value.get("token").and_then(Value::as_str) != Some(token) {
-            return Err(format!(
-                "a message that did not come from the REPL's driver (it lacks the kernel's token), starting {:?}",
-                preview(line)
-            ));
+            return Err(ProtocolError::NoToken {
+                start: preview(line),
+            });
         }
         let kind = value.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "ready" => serde_json::from_value(value)
                 .map(Incoming::Ready)
-                .map_err(|e| format!("bad ready message ({e})")),
+                .map_err(|source| ProtocolError::BadReady { source }),
             "result" => {
                 let id = value
                     .get("id")
                     .and_then(Value::as_u64)
-                    .ok_or("a result without an id")?;
+                    .ok_or(ProtocolError::ResultWithoutId)?;
                 Ok(Incoming::Result { id, body: value })
             }
             "host_call" => {
                 let call_id = value
                     .get("call_id")
                     .and_then(Value::as_u64)
-                    .ok_or("a host_call without a call_id")?;
+                    .ok_or(ProtocolError::HostCallWithoutId)?;
                 let method = value
                     .get("method")
                     .and_then(Value::as_str)
@@ -258,7 +257,9 @@ impl Incoming {
                     args,
                 })
             }
-            other => Err(format!("unknown message type {other:?}")),
+            other => Err(ProtocolError::UnknownType {
+                kind: other.to_owned(),
+            }),
         }
     }
 }
@@ -463,7 +464,9 @@ mod tests {
         let forged = br#"{"type":"result","id":1,"final":{"kind":"value","value":"x"}}"#;
         let error = Incoming::parse(forged, "t").err().unwrap();
         assert!(
-            error.contains("did not come from the REPL's driver"),
+            error
+                .to_string()
+                .contains("did not come from the REPL's driver"),
             "{error}"
         );
         let wrong = br#"{"token":"u","type":"result","id":1}"#;

@@ -8,6 +8,7 @@
 //! reading with [`Event::ProtocolError`]: the kernel is then replaced and the model
 //! told, instead of waiting for a reply that will never come.
 
+use super::error::ProtocolError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -153,7 +154,7 @@ fn serve_host_call(
     state: &ReadLoop,
     call_id: u64,
     call: Result<HostCall, HostError>,
-) -> Result<(), String> {
+) -> Result<(), ProtocolError> {
     let host = Arc::clone(&state.host);
     let writer = state.writer.clone();
     let in_flight = Arc::clone(&state.in_flight);
@@ -161,9 +162,7 @@ fn serve_host_call(
     // Holding the lock while spawning makes the task's own removal wait for the insert.
     let mut calls = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
     if calls.contains_key(&call_id) {
-        return Err(format!(
-            "a host call with call id {call_id}, which is already in flight"
-        ));
+        return Err(ProtocolError::DuplicateCall { call_id });
     }
     let task = tokio::spawn({
         let in_flight = Arc::clone(&in_flight);

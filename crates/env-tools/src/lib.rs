@@ -25,7 +25,6 @@ mod text_protocol;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 pub use catalog::{
     parse_tool_list, MicroTool, UnknownTool, GREP_MAX_LINES, SLICE_MAX_CHARS,
@@ -42,8 +41,8 @@ use self::prompt::system_prompt;
 use rlm_env::Host;
 use rlm_env::PromptFeatures;
 use rlm_env::{
-    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, ExecOutcome,
-    HistoryEntry, ReplVariable, ToolOutcome,
+    ContextSource, EnvConfig, EnvError, EnvKind, Environment, EnvironmentFactory, HistoryEntry,
+    Started, ToolBox, ToolOutcome,
 };
 use rlm_env::{ToolCall, ToolSpec};
 
@@ -107,16 +106,12 @@ impl EnvironmentFactory for ToolsFactory {
         EnvKind::Tools
     }
 
-    async fn start(
-        &self,
-        config: EnvConfig,
-        host: Arc<dyn Host>,
-    ) -> Result<Box<dyn Environment>, EnvError> {
-        Ok(Box::new(ToolsEnv::start(
+    async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError> {
+        Ok(Started::Tools(Box::new(ToolsEnv::start(
             config,
             host,
             self.options.clone(),
-        )?))
+        )?)))
     }
 }
 
@@ -180,14 +175,30 @@ impl Environment for ToolsEnv {
         EnvKind::Tools
     }
 
-    fn fence_tags(&self) -> &'static [&'static str] {
-        &[]
-    }
-
     fn system_prompt(&self, features: PromptFeatures) -> String {
         system_prompt(features, &self.tools)
     }
 
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
+        self.history.push(entry);
+        Ok(())
+    }
+
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError> {
+        self.config.query = query.to_owned();
+        self.slots.extend(context);
+        Ok(())
+    }
+
+    async fn shutdown(&mut self) {}
+}
+
+#[async_trait::async_trait]
+impl ToolBox for ToolsEnv {
     fn tools(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|t| t.spec()).collect()
     }
@@ -231,40 +242,6 @@ impl Environment for ToolsEnv {
             .or_insert_with(|| (count, outcome.clone()));
         Ok(outcome)
     }
-
-    async fn execute(&mut self, _code: &str) -> Result<ExecOutcome, EnvError> {
-        let started = Instant::now();
-        Ok(ExecOutcome {
-            error: Some("No code runs under --env tools: call the tools instead.".to_owned()),
-            duration: started.elapsed(),
-            ..ExecOutcome::default()
-        })
-    }
-
-    async fn final_var(&mut self, _name: &str) -> Result<Option<String>, EnvError> {
-        Ok(None)
-    }
-
-    async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError> {
-        Ok(Vec::new())
-    }
-
-    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
-        self.history.push(entry);
-        Ok(())
-    }
-
-    async fn next_query(
-        &mut self,
-        query: &str,
-        context: Option<ContextSource>,
-    ) -> Result<(), EnvError> {
-        self.config.query = query.to_owned();
-        self.slots.extend(context);
-        Ok(())
-    }
-
-    async fn shutdown(&mut self) {}
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! The seam between the loop and where model code runs: an [`EnvironmentFactory`]
-//! starts an [`Environment`] from an [`EnvConfig`], and the environment's failures that
+//! starts an environment from an [`EnvConfig`] as a [`Started`] — a [`CodeRepl`] the
+//! model writes code for, or a [`ToolBox`] whose tools it calls, both on the lifecycle
+//! every environment shares ([`Environment`]) — and the environment's failures that
 //! end a run are [`EnvError`]s (exceptions in model code are output, not errors).
 
 use std::path::PathBuf;
@@ -22,11 +24,7 @@ pub trait EnvironmentFactory: Send + Sync {
     fn kind(&self) -> EnvKind;
 
     /// Starts one, given its configuration and the host serving its calls.
-    async fn start(
-        &self,
-        config: EnvConfig,
-        host: Arc<dyn Host>,
-    ) -> Result<Box<dyn Environment>, EnvError>;
+    async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError>;
 }
 
 /// Everything an environment needs to start.
@@ -94,39 +92,53 @@ pub enum EnvError {
     },
 }
 
-/// A persistent REPL.
+/// What every environment is, whatever the model works through: its kind, what it
+/// tells the model and the user, the session it keeps (history, the next query) and
+/// its lifecycle (recover, shutdown). What the model works through is one of the two
+/// capability traits, [`CodeRepl`] or [`ToolBox`].
 #[async_trait::async_trait]
 pub trait Environment: Send {
     /// Which kind it is.
     fn kind(&self) -> EnvKind;
 
-    /// The fence tags besides `repl` whose code runs here (the first one is used when
-    /// the transcript shows code back, e.g. `python`).
-    fn fence_tags(&self) -> &'static [&'static str];
-
     /// The built-in system prompt for this environment, for the features configured.
     fn system_prompt(&self, features: PromptFeatures) -> String;
-
-    /// The tools the model may call (empty: the model writes code instead).
-    fn tools(&self) -> Vec<ToolSpec> {
-        Vec::new()
-    }
-
-    /// Runs one tool call of the model; an unknown tool or bad arguments are an error
-    /// result, not an `Err` (which ends the run).
-    async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError> {
-        Ok(ToolOutcome::error(format!(
-            "no tools are offered under --env {}: write code instead (`{}` was called)",
-            self.kind(),
-            call.name
-        )))
-    }
 
     /// What the user should hear about the environment once, e.g. that the code
     /// runs less confined than `--sandbox` asked (taken: a second call returns none).
     fn take_notices(&mut self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Adds a query and its answer to `history` (persistent sessions).
+    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError>;
+
+    /// Starts the next query of a persistent session: `query` becomes the task and
+    /// `context`, when given, is loaded into a new slot (`contexts[i]`, `context_<i>`)
+    /// that `context` then points at. What the model made so far is kept.
+    async fn next_query(
+        &mut self,
+        query: &str,
+        context: Option<ContextSource>,
+    ) -> Result<(), EnvError>;
+
+    /// Brings the environment back to idle after a query was abandoned in the middle
+    /// of a step (cancelled): code still running is interrupted, and the environment
+    /// is restarted if it does not stop.
+    async fn recover(&mut self) -> Result<(), EnvError> {
+        Ok(())
+    }
+
+    /// Stops the environment and every process it started.
+    async fn shutdown(&mut self);
+}
+
+/// A persistent REPL the model writes code for (`python`, `js`).
+#[async_trait::async_trait]
+pub trait CodeRepl: Environment {
+    /// The fence tags besides `repl` whose code runs here (the first one is used when
+    /// the transcript shows code back, e.g. `python`).
+    fn fence_tags(&self) -> &'static [&'static str];
 
     /// Runs one code block; state persists across calls.
     async fn execute(&mut self, code: &str) -> Result<ExecOutcome, EnvError>;
@@ -137,33 +149,77 @@ pub trait Environment: Send {
 
     /// The variables the model defined (bounded by the caller).
     async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError>;
+}
 
-    /// Adds a query and its answer to `history` (persistent sessions).
-    async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError>;
+/// Tools the model calls instead of writing code (`tools`).
+#[async_trait::async_trait]
+pub trait ToolBox: Environment {
+    /// The tools the model may call.
+    fn tools(&self) -> Vec<ToolSpec>;
 
-    /// Starts the next query of a persistent session: `query` becomes the task and
-    /// `context`, when given, is loaded into a new slot (`contexts[i]`, `context_<i>`)
-    /// that `context` then points at. Variables the model defined are kept.
-    async fn next_query(
-        &mut self,
-        query: &str,
-        context: Option<ContextSource>,
-    ) -> Result<(), EnvError> {
-        let _ = (query, context);
-        Err(EnvError::Request {
-            env: self.kind(),
-            action: "start another query",
-            message: "this environment does not keep sessions".to_owned(),
-        })
+    /// Runs one tool call of the model; an unknown tool or bad arguments are an error
+    /// result, not an `Err` (which ends the run).
+    async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError>;
+}
+
+/// A started environment, by what the model works through.
+pub enum Started {
+    /// A code REPL: the model writes fenced code.
+    Code(Box<dyn CodeRepl>),
+    /// A tool box: the model calls tools.
+    Tools(Box<dyn ToolBox>),
+}
+
+impl Started {
+    /// The environment's lifecycle, whatever its capability.
+    pub fn env(&self) -> &dyn Environment {
+        match self {
+            Self::Code(repl) => repl.as_ref(),
+            Self::Tools(tools) => tools.as_ref(),
+        }
     }
 
-    /// Brings the environment back to idle after a query was abandoned in the middle
-    /// of an execution (cancelled): code still running is interrupted, and the
-    /// environment is restarted if it does not stop.
-    async fn recover(&mut self) -> Result<(), EnvError> {
-        Ok(())
+    /// The environment's lifecycle, mutably.
+    pub fn env_mut(&mut self) -> &mut dyn Environment {
+        match self {
+            Self::Code(repl) => repl.as_mut(),
+            Self::Tools(tools) => tools.as_mut(),
+        }
     }
 
-    /// Stops the environment and every process it started.
-    async fn shutdown(&mut self);
+    /// The environment borrowed by capability, for one run of the loop.
+    pub fn by_capability(&mut self) -> EnvMut<'_> {
+        match self {
+            Self::Code(repl) => EnvMut::Code(repl.as_mut()),
+            Self::Tools(tools) => EnvMut::Tools(tools.as_mut()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (capability, kind) = match self {
+            Self::Code(repl) => ("Code", repl.kind()),
+            Self::Tools(tools) => ("Tools", tools.kind()),
+        };
+        f.debug_tuple(capability).field(&kind).finish()
+    }
+}
+
+/// A started environment borrowed by capability (what the loop drives).
+pub enum EnvMut<'a> {
+    /// A code REPL.
+    Code(&'a mut dyn CodeRepl),
+    /// A tool box.
+    Tools(&'a mut dyn ToolBox),
+}
+
+impl EnvMut<'_> {
+    /// The environment's lifecycle, whatever its capability.
+    pub fn env(&self) -> &dyn Environment {
+        match self {
+            Self::Code(repl) => &**repl,
+            Self::Tools(tools) => &**tools,
+        }
+    }
 }

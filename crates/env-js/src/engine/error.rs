@@ -28,9 +28,6 @@ pub(crate) enum EngineError {
     /// No engine is running.
     #[error("the engine is not ready")]
     NotReady,
-    /// No engine was there to wait for.
-    #[error("no engine")]
-    NoEngine,
     /// QuickJS could not create a runtime.
     #[error("could not create a QuickJS runtime: {0}")]
     CreateRuntime(rquickjs::Error),

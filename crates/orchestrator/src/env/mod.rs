@@ -1,6 +1,7 @@
 //! REPL environments: where model-written code runs.
 //!
-//! The loop talks to an [`Environment`]; an environment calls back into the
+//! The loop drives a [`CodeRepl`] (code in fenced blocks) or a [`ToolBox`] (tool
+//! calls), both on the lifecycle every [`Environment`] has; an environment calls back into the
 //! orchestrator through a [`Host`](crate::host::Host) for everything that needs a
 //! model, the store or a sub-agent (`llm_query`, `sub_rlm`, `store.set`, …), as typed
 //! [`HostCall`](crate::host::HostCall)s. The seam is the `rlm-env` crate; each kind is

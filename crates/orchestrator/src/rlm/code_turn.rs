@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::{outcome_of, LoopError, LoopSettings, Turn};
-use crate::env::{Environment, FinalAnswer};
+use crate::env::{CodeRepl, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
@@ -23,7 +23,7 @@ pub(super) struct Step<'a> {
 pub(super) async fn run(
     step: Step<'_>,
     text: &str,
-    env: &mut dyn Environment,
+    env: &mut dyn CodeRepl,
     sink: &EventSink,
     messages: &mut Vec<ChatMessage>,
 ) -> Result<Turn, LoopError> {
@@ -127,8 +127,14 @@ pub(super) async fn run(
     Ok(turn)
 }
 
-/// Checks a SUBMIT payload against `--output-schema`; the error lists what is wrong.
-fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), String> {
+/// A SUBMIT payload that does not match `--output-schema`: what is wrong, one line
+/// each, for the model to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+struct SchemaMismatch(Vec<String>);
+
+/// Checks a SUBMIT payload against `--output-schema`.
+fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), SchemaMismatch> {
     let Some(schema) = &settings.output_schema else {
         return Ok(());
     };
@@ -139,6 +145,6 @@ fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), String>
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("\n"))
+        Err(SchemaMismatch(errors))
     }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::accounting::{Accounting, Reservation};
 use crate::context::ContextInfo;
 use crate::env::tools::{MicroTool, ToolProtocol};
-use crate::env::{EnvError, Environment};
+use crate::env::{CodeRepl, EnvError, EnvMut, Environment, ToolBox};
 use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord};
 use crate::host::{record_call, Model};
 use crate::parse::parse_response;
@@ -93,8 +93,8 @@ pub enum LoopError {
 pub struct LoopParts<'a> {
     /// The root model.
     pub model: &'a Model,
-    /// The REPL.
-    pub env: &'a mut dyn Environment,
+    /// The environment: a code REPL or a tool box.
+    pub env: EnvMut<'a>,
     /// The trace.
     pub sink: &'a EventSink,
     /// Usage and budgets (shared with the host).
@@ -102,26 +102,47 @@ pub struct LoopParts<'a> {
 }
 
 /// What the model works through: code in a REPL, or the environment's tools.
-#[derive(Debug, Clone)]
-enum Medium {
-    /// Fenced code blocks, run in order.
-    Code,
+enum Medium<'e> {
+    /// Fenced code blocks, run in order in the REPL.
+    Code(&'e mut dyn CodeRepl),
     /// Tool calls, sent natively (`specs` go with every request) or written as text.
     Tools {
+        tools: &'e mut dyn ToolBox,
         specs: Vec<ToolSpec>,
         protocol: ToolProtocol,
     },
 }
 
-impl Medium {
+impl<'e> Medium<'e> {
+    /// The medium of `env`, with the tool protocol configured.
+    fn of(env: EnvMut<'e>, protocol: ToolProtocol) -> Self {
+        match env {
+            EnvMut::Code(repl) => Self::Code(repl),
+            EnvMut::Tools(tools) => Self::Tools {
+                specs: tools.tools(),
+                tools,
+                protocol,
+            },
+        }
+    }
+
+    /// The environment's lifecycle.
+    fn env(&self) -> &dyn Environment {
+        match self {
+            Self::Code(repl) => &**repl,
+            Self::Tools { tools, .. } => &**tools,
+        }
+    }
+
     /// The tools sent with each request (none when calls are written as text).
     fn native_specs(&self) -> &[ToolSpec] {
         match self {
             Self::Tools {
                 specs,
                 protocol: ToolProtocol::Native,
+                ..
             } => specs,
-            Self::Tools { .. } | Self::Code => &[],
+            Self::Tools { .. } | Self::Code(_) => &[],
         }
     }
 }
@@ -154,15 +175,7 @@ pub async fn run_loop(
         sink,
         accounting,
     } = parts;
-    let specs = env.tools();
-    let medium = if specs.is_empty() {
-        Medium::Code
-    } else {
-        Medium::Tools {
-            specs,
-            protocol: settings.tool_protocol,
-        }
-    };
+    let mut medium = Medium::of(env, settings.tool_protocol);
     let mut budget = Budget {
         iteration: 1,
         max_iterations: settings.max_iterations,
@@ -183,13 +196,13 @@ pub async fn run_loop(
         ),
     };
     let access = match medium {
-        Medium::Code => Access::Code,
+        Medium::Code(_) => Access::Code,
         Medium::Tools { .. } => Access::Tools,
     };
     let mut messages = vec![
         ChatMessage::system(match &settings.system_prompt {
             Some(text) => text.to_string(),
-            None => env.system_prompt(features),
+            None => medium.env().system_prompt(features),
         }),
         ChatMessage::user(prompt::first_message(
             query, context, &budget, session, access,
@@ -219,22 +232,24 @@ pub async fn run_loop(
         let completion = caller
             .ask(&messages, offer, (CallPurpose::Root, reserved), iteration)
             .await?;
-        let turn = match &medium {
-            Medium::Code => {
+        let turn = match &mut medium {
+            Medium::Code(repl) => {
                 let step = code_turn::Step {
                     iteration,
                     settings,
                     context_chars,
                 };
-                code_turn::run(step, &completion.text, env, sink, &mut messages).await?
+                code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
             }
-            Medium::Tools { protocol, .. } => {
+            Medium::Tools {
+                tools, protocol, ..
+            } => {
                 let step = tool_turn::Step {
                     iteration,
                     settings,
                     protocol: *protocol,
                 };
-                tool_turn::run(step, &completion, env, sink, &mut messages).await?
+                tool_turn::run(step, &completion, &mut **tools, sink, &mut messages).await?
             }
         };
         if let Some(done) = turn.final_answer {
@@ -253,8 +268,8 @@ pub async fn run_loop(
                 ..done
             });
         }
-        let variables = match medium {
-            Medium::Code => env.variables().await.unwrap_or_default(),
+        let variables = match &mut medium {
+            Medium::Code(repl) => repl.variables().await.unwrap_or_default(),
             Medium::Tools { .. } => Vec::new(),
         };
         if turn.ran_code {
@@ -287,7 +302,7 @@ pub async fn run_loop(
         iterations,
         stop_reason,
     };
-    force_final(ending, &medium, &mut messages, env).await
+    force_final(ending, &mut medium, &mut messages).await
 }
 
 /// A final answer the turn accepted (its iteration count is set by the loop).
@@ -375,9 +390,8 @@ struct Ending<'a> {
 /// `FINAL(...)`, `FINAL_VAR(name)`, a `final_answer` call, or else the reply's text.
 async fn force_final(
     ending: Ending<'_>,
-    medium: &Medium,
+    medium: &mut Medium<'_>,
     messages: &mut Vec<ChatMessage>,
-    env: &mut dyn Environment,
 ) -> Result<LoopOutcome, LoopError> {
     let Ending {
         caller,
@@ -385,7 +399,7 @@ async fn force_final(
         stop_reason,
     } = ending;
     let mut instruction = match medium {
-        Medium::Code => prompt::FORCE_FINAL,
+        Medium::Code(_) => prompt::FORCE_FINAL,
         Medium::Tools { .. } => prompt::FORCE_FINAL_TOOLS,
     }
     .to_owned();
@@ -412,17 +426,24 @@ async fn force_final(
             iterations + 1,
         )
         .await?;
-    let parsed = parse_response(&completion.text, env.fence_tags());
+    let tags = match medium {
+        Medium::Code(repl) => repl.fence_tags(),
+        Medium::Tools { .. } => &[],
+    };
+    let parsed = parse_response(&completion.text, tags);
     let answer = match (&parsed.final_literal, &parsed.final_var) {
         (Some(answer), _) => answer.clone(),
-        (None, Some(name)) => match env.final_var(name).await? {
-            Some(value) => value,
-            None => parsed.transcript_text.clone(),
-        },
+        (None, Some(name)) => {
+            let value = match medium {
+                Medium::Code(repl) => repl.final_var(name).await?,
+                Medium::Tools { .. } => None,
+            };
+            value.unwrap_or_else(|| parsed.transcript_text.clone())
+        }
         (None, None) => match medium {
             Medium::Tools { .. } => tool_turn::final_answer_called(&completion)
                 .unwrap_or_else(|| parsed.transcript_text.trim().to_owned()),
-            Medium::Code => parsed.transcript_text.trim().to_owned(),
+            Medium::Code(_) => parsed.transcript_text.trim().to_owned(),
         },
     };
     caller.sink.emit(EventData::Final(FinalRecord {

@@ -90,6 +90,21 @@ impl Environment for FakeEnv {
     fn system_prompt(&self, features: crate::env::PromptFeatures) -> String {
         crate::env::system_prompt(&crate::env::python::guide(features))
     }
+    async fn push_history(&mut self, _: HistoryEntry) -> Result<(), EnvError> {
+        Ok(())
+    }
+    async fn next_query(
+        &mut self,
+        _: &str,
+        _: Option<crate::env::ContextSource>,
+    ) -> Result<(), EnvError> {
+        Ok(())
+    }
+    async fn shutdown(&mut self) {}
+}
+
+#[async_trait::async_trait]
+impl CodeRepl for FakeEnv {
     fn fence_tags(&self) -> &'static [&'static str] {
         &["python"]
     }
@@ -138,10 +153,6 @@ impl Environment for FakeEnv {
             })
             .collect())
     }
-    async fn push_history(&mut self, _: HistoryEntry) -> Result<(), EnvError> {
-        Ok(())
-    }
-    async fn shutdown(&mut self) {}
 }
 
 struct Harness {
@@ -190,7 +201,7 @@ async fn run_with(replies: &[&str], settings: LoopSettings, limits: Limits) -> H
     let mut env = FakeEnv::default();
     let parts = LoopParts {
         model: &model,
-        env: &mut env,
+        env: EnvMut::Code(&mut env),
         sink: &sink,
         accounting: &accounting,
     };
@@ -557,7 +568,7 @@ mod tools_medium {
             SessionState::default(),
             LoopParts {
                 model: &model,
-                env: &mut env,
+                env: EnvMut::Tools(&mut env),
                 sink: &sink,
                 accounting: &accounting,
             },

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
-use crate::env::{Environment, ToolOutcome};
+use crate::env::{ToolBox, ToolOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
@@ -27,7 +27,7 @@ pub(super) struct Step<'a> {
 pub(super) async fn run(
     step: Step<'_>,
     completion: &Completion,
-    env: &mut dyn Environment,
+    env: &mut dyn ToolBox,
     sink: &EventSink,
     messages: &mut Vec<ChatMessage>,
 ) -> Result<Turn, LoopError> {

@@ -24,7 +24,7 @@ use super::{RunConfig, RunError, RunReport};
 use crate::accounting::{Accounting, Totals, TreeBudget};
 use crate::agents::Lineage;
 use crate::context::{load_context, ContextInfo, ContextKeys, ContextSpec, LoadedContext};
-use crate::env::{ContextSource, EnvConfig, EnvError, Environment, HistoryEntry, ReplVariable};
+use crate::env::{ContextSource, EnvConfig, EnvError, HistoryEntry, ReplVariable, Started};
 use crate::events::{
     EventData, EventListener, EventSink, RunFinished, RunIdentity, RunStarted, RunStatus,
     RunSummaryFile, SUMMARY_FORMAT_VERSION,
@@ -124,7 +124,7 @@ pub struct Session {
     store: Arc<Store>,
     listeners: Vec<EventListener>,
     host: Arc<SessionHost>,
-    env: Option<Box<dyn Environment>>,
+    env: Option<Started>,
     /// Why the environment could not start, once it failed to.
     start_failure: Option<String>,
     id: RunId,
@@ -355,12 +355,12 @@ impl Session {
         let Some(env) = self.env.as_mut() else {
             return Ending::Env(self.not_started());
         };
-        for message in env.take_notices() {
+        for message in env.env_mut().take_notices() {
             sink.emit(EventData::Warning { message });
         }
         let parts = LoopParts {
             model: &self.config.root,
-            env: env.as_mut(),
+            env: env.by_capability(),
             sink,
             accounting,
         };
@@ -377,7 +377,7 @@ impl Session {
                 // REPL is idle (and keeps its variables) for the next one. When the
                 // whole session is cancelled it is about to be closed instead.
                 if !self.config.cancel.is_cancelled() {
-                    if let Err(error) = env.recover().await {
+                    if let Err(error) = env.env_mut().recover().await {
                         tracing::warn!(%error, "the REPL did not recover from the cancelled query");
                     }
                 }
@@ -393,7 +393,7 @@ impl Session {
         new_source: Option<ContextSource>,
     ) -> Result<(), EnvError> {
         if let Some(env) = self.env.as_mut() {
-            return env.next_query(text, new_source).await;
+            return env.env_mut().next_query(text, new_source).await;
         }
         if self.start_failure.is_some() {
             return Err(self.not_started());
@@ -418,7 +418,7 @@ impl Session {
             }
         };
         match new_source {
-            Some(source) => env.next_query(text, Some(source)).await,
+            Some(source) => env.env_mut().next_query(text, Some(source)).await,
             None => Ok(()),
         }
     }
@@ -477,7 +477,7 @@ impl Session {
             answer: answer.to_owned(),
         };
         if let Some(env) = self.env.as_mut() {
-            if let Err(error) = env.push_history(entry.clone()).await {
+            if let Err(error) = env.env_mut().push_history(entry.clone()).await {
                 tracing::warn!(%error, "could not add the answer to the REPL's history");
             }
         }
@@ -539,15 +539,15 @@ impl Session {
     /// The variables the model defined in the REPL (none before the first query).
     pub async fn variables(&mut self) -> Result<Vec<ReplVariable>, EnvError> {
         match self.env.as_mut() {
-            Some(env) => env.variables().await,
-            None => Ok(Vec::new()),
+            Some(Started::Code(repl)) => repl.variables().await,
+            Some(Started::Tools(_)) | None => Ok(Vec::new()),
         }
     }
 
     /// Stops the environment and every process it started.
     pub async fn close(mut self) {
         if let Some(env) = self.env.as_mut() {
-            env.shutdown().await;
+            env.env_mut().shutdown().await;
         }
     }
 }

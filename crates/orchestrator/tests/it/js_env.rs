@@ -19,7 +19,7 @@ use std::time::Duration;
 use rlm_context_store::{SetOptions, Store};
 use rlm_orchestrator::env::js::{JsEnv, JsOptions};
 use rlm_orchestrator::env::{
-    ContextShape, ContextSource, EnvConfig, EnvError, EnvKind, Environment, FinalAnswer,
+    CodeRepl, ContextShape, ContextSource, EnvConfig, EnvError, EnvKind, Environment, FinalAnswer,
     HistoryEntry,
 };
 use rlm_orchestrator::host::Host;

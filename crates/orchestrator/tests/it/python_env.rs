@@ -16,7 +16,8 @@ use std::time::Duration;
 use rlm_context_store::{SetOptions, Store};
 use rlm_orchestrator::env::python::{PythonEnv, PythonOptions};
 use rlm_orchestrator::env::{
-    ContextShape, ContextSource, EnvConfig, EnvError, Environment, FinalAnswer, HistoryEntry,
+    CodeRepl, ContextShape, ContextSource, EnvConfig, EnvError, Environment, FinalAnswer,
+    HistoryEntry,
 };
 use rlm_orchestrator::host::Host;
 use rlm_test_support::procs::{running, wait_gone_async};

@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use rlm_orchestrator::env::python::PythonOptions;
-use rlm_orchestrator::env::{ContextShape, Environment, ExecOutcome};
+use rlm_orchestrator::env::{CodeRepl, ContextShape, ExecOutcome};
 
 use crate::python_env::{fixture_with, python_options, run, wait_gone, Fixture};
 

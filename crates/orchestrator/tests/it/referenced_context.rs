@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rlm_context_store::{SetOptions, Store};
 use rlm_orchestrator::env::python::PythonEnv;
-use rlm_orchestrator::env::{ContextShape, ContextSource, EnvConfig, Environment};
+use rlm_orchestrator::env::{CodeRepl, ContextShape, ContextSource, EnvConfig};
 use rlm_orchestrator::host::Host;
 use tempfile::TempDir;
 

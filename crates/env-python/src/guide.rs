@@ -1,0 +1,42 @@
+//! What the system prompt says about the Python REPL: its helpers, with their
+//! Python call syntax.
+
+use rlm_env::{EnvGuide, PromptFeatures, CHUNK_CHARS};
+
+/// What the system prompt says about the Python REPL and its helpers.
+pub fn guide(features: PromptFeatures) -> EnvGuide {
+    let chars = features.sub_context_chars;
+    let mut delegate = format!(
+        "llm_query(prompt, context=piece) asks a sub-model about a piece of at most about {chars} characters; llm_query_parallel([...]) asks about many pieces at once; sub_rlm(query, context=piece) runs a nested RLM over a large piece and sub_rlm_parallel([(query, piece), ...]) runs several at once"
+    );
+    if features.agents {
+        delegate.push_str(
+            "; spawn_agent(task, refs=[keys]) runs the external agent on stored variables",
+        );
+    }
+    delegate.push('.');
+    let mut helpers = vec![
+        format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters), query, history"),
+        "peek(var, start=0, end=10)  search(var, pattern, regex=False, max_results=10)".to_owned(),
+        "summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)".to_owned(),
+        "llm_query(prompt, context=None)  llm_query_parallel(prompts)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
+    ];
+    if features.agents {
+        helpers.push("spawn_agent(task, refs=None)  spawn_agents([(task, refs), ...])".to_owned());
+    }
+    helpers.push(
+        "store.set(key, value)  store.get(key)  store.ref(key)  store.list()  store.delete(key)"
+            .to_owned(),
+    );
+    helpers.push("SHOW_VARS()  FINAL_VAR(name)  SUBMIT(obj)".to_owned());
+    EnvGuide {
+        language: "Python",
+        how_code_runs:
+            "Every block runs in the same persistent REPL and you then see what it printed."
+                .to_owned(),
+        delegate,
+        store_note: "store.set(key, value) stores one where sub-agents can read it by reference."
+            .to_owned(),
+        helpers,
+    }
+}
