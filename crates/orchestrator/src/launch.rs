@@ -12,7 +12,7 @@ use crate::agents::{publish, AgentCommand, AgentError, AgentSandbox, Lineage, Su
 use crate::env::python::KernelSandbox;
 use crate::env::tools::ToolProtocol;
 use crate::env::{factory_for, EnvOptions};
-use crate::host::Model;
+use crate::host::{Delegation, Model};
 use crate::provider::{build_provider, ProviderConfig, ProviderError, ProviderKind};
 use crate::rlm::LoopSettings;
 use crate::run::{RunConfig, RunError, RunReport};
@@ -218,19 +218,22 @@ pub fn prepare(
                 _ => settings.tool_protocol,
             },
         },
-        max_parallel: settings.max_parallel,
-        sub_context_chars: settings.sub_context_chars,
+        delegation: Delegation {
+            max_parallel: settings.max_parallel,
+            sub_context_chars: settings.sub_context_chars,
+            max_depth: settings.max_depth,
+            cache: settings.cache,
+            sub_rlm,
+            agent_command,
+            agent_env: settings.agent_env.clone(),
+            agent_timeout: settings.agent_timeout,
+            agent_sandbox,
+            agent_slots,
+            runner: settings.runner.clone(),
+        },
         limits: settings.limits,
         exec_timeout: settings.exec_timeout,
         lineage,
-        cache: settings.cache,
-        sub_rlm,
-        agent_command,
-        agent_env: settings.agent_env.clone(),
-        agent_timeout: settings.agent_timeout,
-        agent_sandbox,
-        agent_slots,
-        runner: settings.runner.clone(),
         budget_ledger: settings.budget_ledger.clone(),
         cancel,
         history: Vec::new(),

@@ -38,15 +38,14 @@ pub use crate::settings::{DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS};
 /// Bytes of an external agent's stdout kept as its answer.
 pub const AGENT_STDOUT_CAP_BYTES: usize = 1 << 20;
 
-/// Settings of the host functions.
+/// How a run delegates work: what its sub-calls, nested runs and external agents may
+/// do. Fixed by the configuration; every run of a session shares it.
 #[derive(Debug, Clone)]
-pub struct HostSettings {
+pub struct Delegation {
     /// `--max-parallel`.
     pub max_parallel: usize,
     /// `--sub-context-chars`: the longest prompt a sub-call may send.
     pub sub_context_chars: usize,
-    /// This run's place in the tree (its agent id is the parent id of its sub-agents).
-    pub lineage: Lineage,
     /// `--max-depth`.
     pub max_depth: u32,
     /// Answer identical sub-calls from the store (`--no-cache` turns it off).
@@ -65,6 +64,16 @@ pub struct HostSettings {
     pub agent_slots: Option<crate::slots::Slots>,
     /// `--runner`: how external agents start.
     pub runner: crate::runner::Runner,
+}
+
+/// The settings of one run's host: how it delegates, where the run stands in the
+/// tree, and what ends its sub-agents.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// How the run delegates (from the configuration).
+    pub delegation: Delegation,
+    /// This run's place in the tree (its agent id is the parent id of its sub-agents).
+    pub lineage: Lineage,
     /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
     pub cancel: CancellationToken,
 }
@@ -89,7 +98,7 @@ impl RunHost {
         settings: HostSettings,
     ) -> Self {
         Self {
-            cache: CallCache::new(Arc::clone(&store), settings.cache),
+            cache: CallCache::new(Arc::clone(&store), settings.delegation.cache),
             store,
             sub_model,
             sink,
@@ -138,10 +147,10 @@ impl RunHost {
             }
         }
         let chars = content.chars().count();
-        if chars > self.settings.sub_context_chars {
+        if chars > self.settings.delegation.sub_context_chars {
             return Err(HostError::RespondToModel(format!(
                 "this sub-call's prompt is {chars} characters, over the sub-model's limit of {} (--sub-context-chars); split the context into smaller pieces",
-                self.settings.sub_context_chars
+                self.settings.delegation.sub_context_chars
             )));
         }
         let key = CallKey::new(
@@ -189,7 +198,7 @@ impl RunHost {
 
     /// Several plain calls, `--max-parallel` at a time; each answer or error object.
     async fn llm_query_parallel(&self, prompts: Vec<PromptArgs>) -> Result<HostReply, HostError> {
-        let answers = fan_out::in_order(prompts, self.settings.max_parallel, |args| async move {
+        let answers = fan_out::in_order(prompts, self.settings.delegation.max_parallel, |args| async move {
             self.llm_query(&args, CallPurpose::LlmQuery).await
         })
         .await;
@@ -228,9 +237,10 @@ impl RunHost {
         let lineage = &self.settings.lineage;
         let Some(launcher) = self
             .settings
+            .delegation
             .sub_rlm
             .as_ref()
-            .filter(|_| lineage.depth < self.settings.max_depth)
+            .filter(|_| lineage.depth < self.settings.delegation.max_depth)
         else {
             return self.one_shot_sub_rlm(args).await;
         };
@@ -321,7 +331,7 @@ impl RunHost {
     /// `job.refs` passed by file path. Returns its answer, or the error object
     /// describing how it failed (also stored as its `sub-result-<id>`).
     async fn spawn_agent(&self, job: &AgentJob) -> Result<Value, HostError> {
-        let Some(command) = &self.settings.agent_command else {
+        let Some(command) = &self.settings.delegation.agent_command else {
             return Err(HostError::RespondToModel("no external agent is configured: start the run with --agent-cmd, e.g. --agent-cmd 'claude -p {prompt}'".to_owned()));
         };
         let keys = job.refs.clone();
@@ -370,15 +380,15 @@ impl RunHost {
                 .into_iter()
                 .map(|(agent_ref, _)| agent_ref)
                 .collect(),
-            timeout: self.settings.agent_timeout,
+            timeout: self.settings.delegation.agent_timeout,
             stdout_cap: AGENT_STDOUT_CAP_BYTES,
-            pass_env: self.settings.agent_env.clone(),
-            sandbox: self.settings.agent_sandbox.clone(),
-            runner: self.settings.runner.clone(),
+            pass_env: self.settings.delegation.agent_env.clone(),
+            sandbox: self.settings.delegation.agent_sandbox.clone(),
+            runner: self.settings.delegation.runner.clone(),
             cancel: Some(self.settings.cancel.clone()),
         };
         // Held for the agent's life; a nested run waiting here holds no other slot.
-        let _slot = match &self.settings.agent_slots {
+        let _slot = match &self.settings.delegation.agent_slots {
             Some(slots) => Some(slots.acquire().await.map_err(|error| {
                 HostError::RespondToModel(format!(
                     "no agent started: --max-agents could not take a slot: {error}"
@@ -404,7 +414,7 @@ impl RunHost {
 
     /// Several nested runs, `--max-parallel` at a time; each answer or error object.
     async fn sub_rlm_parallel(&self, jobs: Vec<SubRlmArgs>) -> Result<HostReply, HostError> {
-        let answers = fan_out::in_order(jobs, self.settings.max_parallel, |args| async move {
+        let answers = fan_out::in_order(jobs, self.settings.delegation.max_parallel, |args| async move {
             self.sub_rlm(&args).await
         })
         .await;
@@ -413,7 +423,7 @@ impl RunHost {
 
     /// Several agents, `--max-parallel` at a time; each answer or error object.
     async fn spawn_agents(&self, jobs: Vec<AgentJob>) -> Result<HostReply, HostError> {
-        let answers = fan_out::in_order(jobs, self.settings.max_parallel, |job| async move {
+        let answers = fan_out::in_order(jobs, self.settings.delegation.max_parallel, |job| async move {
             self.spawn_agent(&job).await
         })
         .await;

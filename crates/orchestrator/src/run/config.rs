@@ -1,6 +1,7 @@
 //! [`RunConfig`]: everything a run (or a session of runs) works with, assembled — the
-//! models, the environment's factory, the loop's and the host's settings, the lineage
-//! and the cancellation token. [`crate::launch`] builds one from [`RunSettings`](crate::settings::RunSettings).
+//! models, the environment's factory, the loop's settings ([`LoopSettings`]) and the
+//! host's ([`Delegation`]) each as one part that layer takes whole, the lineage and the
+//! cancellation token. [`crate::launch`] builds one from [`RunSettings`](crate::settings::RunSettings).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,10 +10,10 @@ use std::time::Duration;
 use rlm_process::CancellationToken;
 
 use crate::accounting::Limits;
-use crate::agents::{AgentCommand, AgentSandbox, Lineage, SubRlmLauncher};
+use crate::agents::Lineage;
 use crate::context::ContextSpec;
 use crate::env::{EnvironmentFactory, HistoryEntry};
-use crate::host::Model;
+use crate::host::{Delegation, Model};
 use crate::rlm::LoopSettings;
 
 /// Everything a run needs.
@@ -32,10 +33,8 @@ pub struct RunConfig {
     pub memory_ceiling_bytes: u64,
     /// Loop settings (iterations, output shaping, schema, depth).
     pub loop_settings: LoopSettings,
-    /// `--max-parallel`.
-    pub max_parallel: usize,
-    /// `--sub-context-chars`.
-    pub sub_context_chars: usize,
+    /// How its runs delegate: sub-calls, nested runs, external agents (the host's part).
+    pub delegation: Delegation,
     /// Budgets.
     pub limits: Limits,
     /// `--exec-timeout`.
@@ -43,22 +42,6 @@ pub struct RunConfig {
     /// Where this process stands in the tree, when a parent started it (`RLM_*`
     /// variables); `None` for a root run, whose agent id is `root-<session id>`.
     pub lineage: Option<Lineage>,
-    /// Memoise sub-calls in the store (`--no-cache` turns it off).
-    pub cache: bool,
-    /// How `sub_rlm` starts child runs; `None` makes it a plain sub-model call.
-    pub sub_rlm: Option<SubRlmLauncher>,
-    /// `--agent-cmd`, parsed.
-    pub agent_command: Option<AgentCommand>,
-    /// `--agent-env`.
-    pub agent_env: Vec<String>,
-    /// `--agent-timeout`.
-    pub agent_timeout: Duration,
-    /// `--agent-sandbox on`: how external agents are confined (`None`: they are not).
-    pub agent_sandbox: Option<AgentSandbox>,
-    /// `--max-agents`: external agents running at once across the tree.
-    pub agent_slots: Option<crate::slots::Slots>,
-    /// `--runner`: how external agents start (nested runs take theirs from `sub_rlm`).
-    pub runner: crate::runner::Runner,
     /// A nested run's tree budget (see [`crate::accounting::TreeBudget`]); a root run
     /// with a call, token or cost limit creates its own.
     pub budget_ledger: Option<PathBuf>,

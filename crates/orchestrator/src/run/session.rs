@@ -406,7 +406,7 @@ impl Session {
             exec_timeout: self.config.exec_timeout,
             depth: self.config.loop_settings.depth,
             max_depth: self.config.loop_settings.max_depth,
-            sub_context_chars: self.config.sub_context_chars,
+            sub_context_chars: self.config.delegation.sub_context_chars,
             lazy_above: self.config.context.lazy.lazy_above(),
         };
         let host: Arc<dyn Host> = self.host.clone();
@@ -454,18 +454,8 @@ impl Session {
     fn host_settings(&self, cancel: CancellationToken) -> HostSettings {
         let config = &self.config;
         HostSettings {
-            max_parallel: config.max_parallel,
-            sub_context_chars: config.sub_context_chars,
+            delegation: config.delegation.clone(),
             lineage: self.lineage.clone(),
-            max_depth: config.loop_settings.max_depth,
-            cache: config.cache,
-            sub_rlm: config.sub_rlm.clone(),
-            agent_command: config.agent_command.clone(),
-            agent_env: config.agent_env.clone(),
-            agent_timeout: config.agent_timeout,
-            agent_sandbox: config.agent_sandbox.clone(),
-            agent_slots: config.agent_slots.clone(),
-            runner: config.runner.clone(),
             cancel,
         }
     }

@@ -16,7 +16,7 @@ use rlm_orchestrator::accounting::Limits;
 use rlm_orchestrator::context::{ContextSpec, DirAs};
 use rlm_orchestrator::env::python::{PythonFactory, PythonOptions};
 use rlm_orchestrator::events::{Event, EventData, EventListener, RunStatus};
-use rlm_orchestrator::host::Model;
+use rlm_orchestrator::host::{Delegation, Model};
 use rlm_orchestrator::provider::{OpenAiProvider, ProviderConfig, ProviderKind};
 use rlm_orchestrator::rlm::LoopSettings;
 use rlm_orchestrator::run::{QueryCanceller, RunConfig, RunError, Session};
@@ -71,19 +71,22 @@ fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
             agents: false,
             tool_protocol: Default::default(),
         },
-        max_parallel: 2,
-        sub_context_chars: 100_000,
+        delegation: Delegation {
+            max_parallel: 2,
+            sub_context_chars: 100_000,
+            max_depth: 2,
+            cache: false,
+            sub_rlm: None,
+            agent_command: None,
+            agent_env: Vec::new(),
+            agent_timeout: Duration::from_secs(60),
+            agent_sandbox: None,
+            agent_slots: None,
+            runner: rlm_orchestrator::runner::Runner::Local,
+        },
         limits: Limits::default(),
         exec_timeout: Duration::from_secs(60),
         lineage: None,
-        cache: false,
-        sub_rlm: None,
-        agent_command: None,
-        agent_env: Vec::new(),
-        agent_timeout: Duration::from_secs(60),
-        agent_sandbox: None,
-        agent_slots: None,
-        runner: rlm_orchestrator::runner::Runner::Local,
         budget_ledger: None,
         cancel: CancellationToken::new(),
         history: Vec::new(),
