@@ -752,7 +752,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {f.lines:>5}  {rel(f.file, root)}{note}{flag}")
         prod = [f for f in res.files if f.status == "production"]
         print(f"  production files: {len(prod)}, over {args.max_file_lines}: {len(big_prod)}")
-        print(f"\nModule import cycles: {len(res.cycles)}")
+        groups = {(crate, tuple(c.group), c.edges[0].parent) for crate, c in res.cycles}
+        print(f"\nModule import cycles: {len(res.cycles)}, in {len(groups)} groups of "
+              f"modules that reach each other (the shortest through each member)")
         for crate, cyc in res.cycles:
             print("\n".join("  " + ln for ln in format_cycle(crate, cyc)))
         return 0
