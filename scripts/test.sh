@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "==> layout: no module import cycle, no crate over 35 %, no production file over 600 lines"
+python3 scripts/test_check_layout.py
+python3 scripts/check_layout.py
+
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -43,6 +43,7 @@ mod confine;
 mod env;
 mod error;
 mod exec;
+mod factory;
 mod guide;
 mod kernel;
 mod options;
@@ -54,9 +55,10 @@ mod reader;
 pub use self::confine::KernelSandbox;
 pub use self::env::PythonEnv;
 pub use self::error::KernelError;
+pub use self::factory::PythonFactory;
 pub use self::guide::guide;
 pub use self::kernel::KernelInfo;
 pub use self::options::{
-    PythonFactory, PythonOptions, CAPTURE_LIMIT_BYTES, INTERRUPT_GRACE, MAX_MESSAGE_BYTES,
-    OUTPUT_CAP_BYTES, READY_TIMEOUT, STDERR_TAIL_BYTES,
+    PythonOptions, CAPTURE_LIMIT_BYTES, INTERRUPT_GRACE, MAX_MESSAGE_BYTES, OUTPUT_CAP_BYTES,
+    READY_TIMEOUT, STDERR_TAIL_BYTES,
 };

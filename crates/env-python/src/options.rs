@@ -1,13 +1,9 @@
-//! How the kernel process is run ([`PythonOptions`], with their defaults) and the
-//! factory that starts [`PythonEnv`]s with them.
+//! How the kernel process is run: [`PythonOptions`], with their defaults.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confine::KernelSandbox;
-use crate::env::PythonEnv;
-use rlm_env::{EnvConfig, EnvError, EnvKind, EnvironmentFactory, Host, Started};
 
 /// Default for [`PythonOptions::output_cap_bytes`].
 pub const OUTPUT_CAP_BYTES: usize = 1 << 20;
@@ -90,30 +86,5 @@ impl PythonOptions {
     /// The most bytes a capture file may hold: `capture_limit_bytes`, at least the cap.
     pub fn capture_limit(&self) -> u64 {
         self.capture_limit_bytes.max(self.output_cap_bytes) as u64
-    }
-}
-
-/// Starts [`PythonEnv`]s with fixed [`PythonOptions`].
-#[derive(Debug, Clone)]
-pub struct PythonFactory {
-    options: PythonOptions,
-}
-
-impl PythonFactory {
-    /// A factory of kernels run with `options`.
-    pub fn new(options: PythonOptions) -> Self {
-        Self { options }
-    }
-}
-
-#[async_trait::async_trait]
-impl EnvironmentFactory for PythonFactory {
-    fn kind(&self) -> EnvKind {
-        EnvKind::Python
-    }
-
-    async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError> {
-        let env = PythonEnv::start(config, host, self.options.clone()).await?;
-        Ok(Started::Code(Box::new(env)))
     }
 }

@@ -17,8 +17,8 @@ pub use rlm_protocol::host_call::{
     AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
 };
 pub use serve::{
-    Delegation, HostSettings, RunHost, AGENT_STDOUT_CAP_BYTES, DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS,
-    ONE_SHOT_CONTEXT_CHARS,
+    Delegation, HostSettings, RunHost, AGENT_STDOUT_CAP_BYTES, DEFAULT_MAX_PARALLEL,
+    DEFAULT_SUB_CONTEXT_CHARS, ONE_SHOT_CONTEXT_CHARS,
 };
 
 use crate::accounting::{Accounting, Reservation};

@@ -198,9 +198,11 @@ impl RunHost {
 
     /// Several plain calls, `--max-parallel` at a time; each answer or error object.
     async fn llm_query_parallel(&self, prompts: Vec<PromptArgs>) -> Result<HostReply, HostError> {
-        let answers = fan_out::in_order(prompts, self.settings.delegation.max_parallel, |args| async move {
-            self.llm_query(&args, CallPurpose::LlmQuery).await
-        })
+        let answers = fan_out::in_order(
+            prompts,
+            self.settings.delegation.max_parallel,
+            |args| async move { self.llm_query(&args, CallPurpose::LlmQuery).await },
+        )
         .await;
         answers_in_order(answers.into_iter().map(|answer| answer.map(Value::String)))
     }
@@ -414,18 +416,22 @@ impl RunHost {
 
     /// Several nested runs, `--max-parallel` at a time; each answer or error object.
     async fn sub_rlm_parallel(&self, jobs: Vec<SubRlmArgs>) -> Result<HostReply, HostError> {
-        let answers = fan_out::in_order(jobs, self.settings.delegation.max_parallel, |args| async move {
-            self.sub_rlm(&args).await
-        })
+        let answers = fan_out::in_order(
+            jobs,
+            self.settings.delegation.max_parallel,
+            |args| async move { self.sub_rlm(&args).await },
+        )
         .await;
         answers_in_order(answers.into_iter().map(|answer| answer.map(Value::String)))
     }
 
     /// Several agents, `--max-parallel` at a time; each answer or error object.
     async fn spawn_agents(&self, jobs: Vec<AgentJob>) -> Result<HostReply, HostError> {
-        let answers = fan_out::in_order(jobs, self.settings.delegation.max_parallel, |job| async move {
-            self.spawn_agent(&job).await
-        })
+        let answers = fan_out::in_order(
+            jobs,
+            self.settings.delegation.max_parallel,
+            |job| async move { self.spawn_agent(&job).await },
+        )
         .await;
         answers_in_order(answers)
     }
