@@ -1,9 +1,13 @@
 //! The Recursive Language Model loop.
 //!
-//! The orchestrator asks a model for code, runs that code in a persistent environment
-//! (a Python kernel) over context held in the [`rlm_context_store`], and delegates
-//! slices of the work to sub-agents running as child processes. The context itself
-//! never enters a prompt: the model sees metadata and variable references only.
+//! The orchestrator asks a model ([`rlm_provider`]) for code, runs that code in a
+//! persistent environment (`rlm-env-python`, `rlm-env-js`, or the micro-tools of
+//! `rlm-env-tools`, behind [`rlm_env`]) over context held in the [`rlm_context_store`],
+//! and delegates slices of the work to sub-agents running as child processes. The
+//! context itself never enters a prompt: the model sees metadata and variable
+//! references only. The types that cross these boundaries live in [`rlm_protocol`];
+//! the crates are re-exported here under their old module names (`provider`, `env`,
+//! `protocol`, `format`, `ids`) so a library user needs this crate alone.
 //!
 //! The seams, each one type: [`settings::RunSettings`] (what every front door
 //! chooses), [`host::HostCall`] (what model code asks of the orchestrator),

@@ -2,9 +2,9 @@
 //!
 //! The loop drives a [`CodeRepl`] (code in fenced blocks) or a [`ToolBox`] (tool
 //! calls), both on the lifecycle every [`Environment`] has; an environment calls back into the
-//! orchestrator through a [`Host`](crate::host::Host) for everything that needs a
+//! orchestrator through a [`Host`] for everything that needs a
 //! model, the store or a sub-agent (`llm_query`, `sub_rlm`, `store.set`, …), as typed
-//! [`HostCall`](crate::host::HostCall)s. The seam is the `rlm-env` crate; each kind is
+//! [`HostCall`]s. The seam is the `rlm-env` crate; each kind is
 //! its own crate (`rlm-env-python`, `rlm-env-js`, `rlm-env-tools`), and this module is
 //! the one place that knows all three: [`factory_for`] maps an [`EnvKind`] to its
 //! factory.

@@ -1,8 +1,8 @@
 //! The RLM loop (docs/loop.md): ask the model, run what it asked for, feed the real
 //! output back, until it gives a final answer or the iterations or budget run out.
 //!
-//! What the model asks for is code in fenced blocks ([`code_turn`]) or, under
-//! `--env tools`, calls of the environment's tools ([`tool_turn`]); everything else —
+//! What the model asks for is code in fenced blocks (`code_turn`) or, under
+//! `--env tools`, calls of the environment's tools (`tool_turn`); everything else —
 //! budgets, the trace, the forced last answer — is the same for both.
 
 mod code_turn;
