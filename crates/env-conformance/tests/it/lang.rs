@@ -2,11 +2,6 @@
 //! write a value or a snippet, how the REPL echoes a value. The behaviours in the other
 //! modules are written against [`Lang`] and hold one set of assertions for both.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers fail the test on setup errors"
-)]
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
