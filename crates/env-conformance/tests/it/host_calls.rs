@@ -22,15 +22,11 @@ async fn host_calls_round_trip<L: Lang>() {
         L::echo(&json!("answer to hi"))
     );
     assert_eq!(
-        run(&mut f.env, &L::call("llm_query('hi', [1, 2])")).await,
+        run(&mut f.env, &L::call(L::QUERY_WITH_CONTEXT)).await,
         L::echo(&json!("answer to hi with [1,2]"))
     );
     assert_eq!(
-        run(
-            &mut f.env,
-            &L::call("llm_query_parallel(['a', ['b', 'ctx'], 'fail'])")
-        )
-        .await,
+        run(&mut f.env, &L::call(L::PARALLEL_QUERIES)).await,
         L::echo(&json!([
             "answer to a",
             "answer to b",

@@ -103,6 +103,10 @@ pub trait Lang: Sized + 'static {
     const CHUNK_PAST_THE_END: Result<&'static str, &'static str>;
     /// `search(context, error\W case-insensitively as a regex, at most 2 results)`.
     const SEARCH_REGEX_AT_MOST_2: &'static str;
+    /// `llm_query('hi')` with the context `[1, 2]`, in the language's usual form.
+    const QUERY_WITH_CONTEXT: &'static str;
+    /// `llm_query_parallel` of `a`, (`b` with the context `ctx`) and `fail`.
+    const PARALLEL_QUERIES: &'static str;
     /// Calls `llm_query('fail')` and prints the JSON of `[message, is a HostError, is
     /// the language's base error class]`.
     const CATCH_HOST_ERROR: &'static str;
@@ -244,6 +248,8 @@ impl Lang for Python {
     const CHUNK_PAST_THE_END: Result<&'static str, &'static str> = Err("IndexError");
     const SEARCH_REGEX_AT_MOST_2: &'static str =
         r"search(context, r'(?i)error\W', regex=True, max_results=2)";
+    const QUERY_WITH_CONTEXT: &'static str = "llm_query('hi', context=[1, 2])";
+    const PARALLEL_QUERIES: &'static str = "llm_query_parallel(['a', ('b', 'ctx'), 'fail'])";
     const CATCH_HOST_ERROR: &'static str = "import json\ntry:\n    llm_query('fail')\nexcept HostError as e:\n    print(json.dumps([str(e), isinstance(e, HostError), isinstance(e, RuntimeError)]))";
     const CATCH_FATAL: &'static str =
         "try:\n    llm_query('fatal')\nexcept HostError as e:\n    print('seen', e)";
@@ -363,6 +369,8 @@ impl Lang for Js {
     const CHUNK_PAST_THE_END: Result<&'static str, &'static str> = Ok("");
     const SEARCH_REGEX_AT_MOST_2: &'static str =
         r"search(context, '[Ee][Rr][Rr][Oo][Rr]\\W', true, 2)";
+    const QUERY_WITH_CONTEXT: &'static str = "llm_query('hi', [1, 2])";
+    const PARALLEL_QUERIES: &'static str = "llm_query_parallel(['a', ['b', 'ctx'], 'fail'])";
     const CATCH_HOST_ERROR: &'static str = "try { await llm_query('fail') } catch (e) { print(JSON.stringify([e.message, e instanceof HostError, e instanceof Error])) }";
     const CATCH_FATAL: &'static str =
         "try { await llm_query('fatal') } catch (e) { console.log('seen', e.message) }";
