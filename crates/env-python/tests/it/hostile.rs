@@ -16,10 +16,11 @@
 
 use std::time::Duration;
 
-use rlm_orchestrator::env::python::PythonOptions;
-use rlm_orchestrator::env::{CodeRepl, ContextShape, ExecOutcome};
+use rlm_env::{CodeRepl, ContextShape, ExecOutcome};
+use rlm_env_python::PythonOptions;
+use rlm_test_support::repl::run;
 
-use crate::python_env::{fixture_with, python_options, run, wait_gone, Fixture};
+use crate::support::{fixture_with, python_options, wait_gone, PyFixture as Fixture};
 
 /// Long enough for any honest cell here; a hang shows as `timed_out`.
 const EXEC_TIMEOUT: Duration = Duration::from_secs(20);

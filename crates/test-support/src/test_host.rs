@@ -1,6 +1,9 @@
 //! A [`Host`] for the environment tests: it answers `llm_query` itself (`answer to
 //! <prompt>`), fails on cue (`fail`, `fatal`), makes `sync:` prompts wait for each
 //! other (to prove calls run concurrently), serves the store, and records every call.
+//!
+//! Shared by the code-REPL conformance suite and the python- and js-only tests, so
+//! every environment is driven by the same host.
 
 #![expect(
     clippy::unwrap_used,
@@ -10,7 +13,7 @@
 use std::sync::{Arc, Mutex};
 
 use rlm_context_store::{SetOptions, Store};
-use rlm_orchestrator::host::{Host, HostCall, HostError, HostReply, PromptArgs};
+use rlm_env::{Host, HostCall, HostError, HostReply, PromptArgs};
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 

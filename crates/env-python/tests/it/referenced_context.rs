@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rlm_context_store::{SetOptions, Store};
-use rlm_orchestrator::env::python::PythonEnv;
-use rlm_orchestrator::env::{CodeRepl, ContextShape, ContextSource, EnvConfig};
-use rlm_orchestrator::host::Host;
+use rlm_env::{CodeRepl, ContextShape, ContextSource, EnvConfig, Host};
+use rlm_env_python::{PythonEnv, PythonOptions};
+use rlm_test_support::repl::run;
+use rlm_test_support::test_host::TestHost;
 use tempfile::TempDir;
 
-use crate::python_env::{python_options, run};
-use crate::test_host::TestHost;
+use crate::support::python_options;
 
 struct Referenced {
     env: PythonEnv,
@@ -39,7 +39,7 @@ async fn referenced(text: &str, lazy_above: Option<u64>) -> Referenced {
 async fn referenced_with(
     text: &str,
     lazy_above: Option<u64>,
-    options: rlm_orchestrator::env::python::PythonOptions,
+    options: PythonOptions,
 ) -> Referenced {
     let dir = TempDir::new().unwrap();
     let file = dir.path().join("input.log");
@@ -59,7 +59,7 @@ async fn kernel_over(
     data_dir: &Path,
     file: &Path,
     lazy_above: Option<u64>,
-    options: rlm_orchestrator::env::python::PythonOptions,
+    options: PythonOptions,
     before_start: impl FnOnce(),
 ) -> PythonEnv {
     let store = Arc::new(Store::open(data_dir).unwrap());
@@ -130,7 +130,7 @@ async fn a_file_loaded_whole_in_small_chunks_is_exactly_its_text() {
     // characters of every width cross the 29-byte chunks.
     let mut text = mixed_text();
     text.push_str("\nC:\\temp\\new \\u0041 \\n \"quoted\" \\\\ end é");
-    let options = rlm_orchestrator::env::python::PythonOptions {
+    let options = PythonOptions {
         load_chunk_bytes: Some(29),
         ..python_options()
     };

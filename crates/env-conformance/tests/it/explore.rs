@@ -1,0 +1,115 @@
+//! The helpers that look at a value without a model: `peek`, `search` (literal and
+//! regex, over text, lists and nested objects) and `find_relevant`.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test on setup errors"
+)]
+
+use rlm_test_support::repl::error_of;
+use serde_json::{json, Value};
+
+use crate::lang::{json_of, plain, with_context, Lang};
+
+async fn peek_slices_lists_dicts_and_strings<L: Lang>() {
+    let mut f = plain::<L>().await;
+    let numbers = L::literal(&json!((0..20).collect::<Vec<_>>()));
+    assert_eq!(
+        json_of::<L>(&mut f.env, &format!("peek({numbers}, 2, 5)")).await,
+        json!([2, 3, 4])
+    );
+    // Written the same in both languages, so the keys keep this order.
+    assert_eq!(
+        json_of::<L>(&mut f.env, "peek({'b': 1, 'a': 2, 'c': 3}, 1, 3)").await,
+        json!({"a": 2, "c": 3})
+    );
+    assert_eq!(
+        json_of::<L>(&mut f.env, "peek('hello world')").await,
+        json!("hello worl")
+    );
+    assert_eq!(
+        json_of::<L>(&mut f.env, "peek('hello world', 6, 11)").await,
+        json!("world")
+    );
+    let error = error_of(&mut f.env, "peek(3)").await;
+    assert!(error.contains("TypeError"), "{error}");
+}
+both!(peek_slices_lists_dicts_and_strings);
+
+async fn search_finds_literals_and_regexes_with_locations<L: Lang>() {
+    let mut f = with_context::<L>(json!(
+        "line one\nERROR disk full\nline three\nerror: lower\nERROR again"
+    ))
+    .await;
+    let hits = json_of::<L>(&mut f.env, "search(context, 'ERROR')").await;
+    assert_eq!(hits.as_array().unwrap().len(), 2);
+    assert_eq!(hits[0]["line"], 2);
+    assert_eq!(hits[0]["offset"], 9);
+    assert_eq!(hits[1]["line"], 5);
+    assert!(hits[0]["preview"].as_str().unwrap().contains("disk full"));
+    let hits = json_of::<L>(&mut f.env, L::SEARCH_REGEX_AT_MOST_2).await;
+    assert_eq!(hits.as_array().unwrap().len(), 2);
+    assert_eq!(hits[1]["match"], "error:");
+    let hits = json_of::<L>(&mut f.env, "search(['a cat', 'a dog', 'the dog'], 'dog')").await;
+    assert_eq!(hits.as_array().unwrap().len(), 2);
+    assert_eq!(hits[0]["index"], 1);
+    assert_eq!(hits[1]["index"], 2);
+    let nested = L::literal(&json!({"x": "nothing", "y": {"deep": "needle"}}));
+    let hits = json_of::<L>(&mut f.env, &format!("search({nested}, 'needle')")).await;
+    assert_eq!(hits[0]["key"], "y");
+    let code = format!(
+        "search(['v1.2', 'v12'], {}, {})",
+        L::literal(&json!(r"\d\.\d")),
+        L::literal(&json!(true))
+    );
+    let hits = json_of::<L>(&mut f.env, &code).await;
+    assert_eq!(hits.as_array().unwrap().len(), 1);
+    assert_eq!(
+        json_of::<L>(&mut f.env, "search(context, 'absent')").await,
+        json!([])
+    );
+}
+both!(search_finds_literals_and_regexes_with_locations);
+
+async fn find_relevant_ranks_the_right_item_first<L: Lang>() {
+    let mut f = plain::<L>().await;
+    let docs = L::literal(&json!([
+        "The weather today is sunny with a light breeze.",
+        "Quarterly revenue grew by 12 percent thanks to strong cloud sales.",
+        "Our cat sleeps all day on the sunny windowsill.",
+        "Revenue from cloud services doubled; cloud margin improved.",
+        "A recipe for bread needs flour, water, salt and yeast.",
+    ]));
+    let top = json_of::<L>(
+        &mut f.env,
+        &format!("find_relevant({docs}, 'cloud revenue growth', 2)"),
+    )
+    .await;
+    let order: Vec<&Value> = top
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["index"])
+        .collect();
+    assert_eq!(order.len(), 2);
+    assert!(order[0] == 3 || order[0] == 1, "{top}");
+    let mut lines = vec!["filler words about nothing in particular"; 300];
+    lines.push("the secret password is swordfish");
+    lines.extend(["more filler"; 300]);
+    let text = L::literal(&json!(lines.join("\n")));
+    let top = json_of::<L>(
+        &mut f.env,
+        &format!("find_relevant({text}, 'secret password', 1)"),
+    )
+    .await;
+    assert!(
+        top[0]["item"].as_str().unwrap().contains("swordfish"),
+        "{top}"
+    );
+    assert!(top[0]["offset"].as_u64().unwrap() > 0, "{top}");
+    let dict = L::literal(&json!({"a": "apples and pears", "b": "bread"}));
+    let top = json_of::<L>(&mut f.env, &format!("find_relevant({dict}, 'bread')")).await;
+    let keys: Vec<&Value> = top.as_array().unwrap().iter().map(|t| &t["key"]).collect();
+    assert_eq!(keys, [&json!("b")]);
+}
+both!(find_relevant_ranks_the_right_item_first);

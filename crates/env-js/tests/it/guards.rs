@@ -1,0 +1,122 @@
+//! The engine's confinement and guards: nothing reachable but what rlm gives, an
+//! interrupt that caught exceptions cannot swallow, memory bombs and stack overflows
+//! that end one step, not the run.
+
+use std::time::Duration;
+
+use rlm_env::{CodeRepl, ContextShape};
+use rlm_env_js::JsOptions;
+use rlm_test_support::repl::{error_of, run, EXEC_TIMEOUT};
+
+use crate::support::{fixture_with, plain};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_but_what_rlm_gives_is_reachable() {
+    let mut f = plain().await;
+    for name in [
+        "require",
+        "fetch",
+        "process",
+        "Deno",
+        "Bun",
+        "XMLHttpRequest",
+        "WebSocket",
+        "std",
+        "os",
+        "module",
+        "exports",
+        "__dirname",
+        "setTimeout",
+    ] {
+        assert_eq!(
+            run(&mut f.env, &format!("typeof {name}")).await,
+            "\"undefined\"\n",
+            "{name} must not exist"
+        );
+    }
+    for module in [
+        "os",
+        "std",
+        "fs",
+        "node:fs",
+        "./local.js",
+        "https://example.com/x.js",
+    ] {
+        let error = error_of(&mut f.env, &format!("await import('{module}')")).await;
+        assert!(error.contains("could not load module"), "{module}: {error}");
+    }
+    // A static import is not even valid in a cell.
+    assert!(error_of(&mut f.env, "import fs from 'fs'")
+        .await
+        .contains("SyntaxError"));
+    // eval and Function stay inside the same sandbox.
+    assert_eq!(
+        run(&mut f.env, "new Function('return typeof require')()").await,
+        "\"undefined\"\n"
+    );
+}
+
+/// Catching the interrupt does not keep the code running (python's kernel, by
+/// contrast, lets code catch `KeyboardInterrupt` and is replaced if it goes on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catching_the_interrupt_does_not_keep_code_running() {
+    let mut f = fixture_with(
+        &[],
+        ContextShape::Single,
+        Duration::from_millis(500),
+        JsOptions::default(),
+    )
+    .await;
+    let outcome = f
+        .env
+        .execute("try { while (true) {} } catch (e) { console.log('caught') }")
+        .await
+        .unwrap();
+    assert!(outcome.timed_out);
+    assert!(!outcome.stdout.contains("caught"), "{}", outcome.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_ends_the_step_not_the_run() {
+    let options = JsOptions {
+        memory_limit_bytes: Some(64 << 20),
+        ..JsOptions::default()
+    };
+    let mut f = fixture_with(&[], ContextShape::Single, EXEC_TIMEOUT, options).await;
+    run(&mut f.env, "var kept = 7").await;
+    let outcome = f
+        .env
+        .execute("var hog = []\nwhile (true) hog.push(new Array(100000).fill(1))")
+        .await
+        .unwrap();
+    let error = outcome.error.unwrap();
+    assert!(error.contains("out of memory"), "{error}");
+    // Either the runtime recovered (variables kept) or it was rebuilt and said so.
+    let next = f.env.execute("hog = null; typeof kept").await.unwrap();
+    if outcome.restarted {
+        assert_eq!(next.stdout, "\"undefined\"\n");
+    } else {
+        assert_eq!(next.error, None);
+        assert_eq!(next.stdout, "\"number\"\n");
+    }
+    let huge = f.env.execute("'x'.repeat(1 << 30)").await.unwrap();
+    assert!(huge.error.is_some());
+    assert!(f.env.execute("1 + 1").await.unwrap().error.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_overflow_is_an_error_and_the_engine_survives() {
+    let mut f = plain().await;
+    run(&mut f.env, "var kept = 'yes'").await;
+    let error = error_of(
+        &mut f.env,
+        "function down(n) { return down(n + 1) + 1 }\ndown(0)",
+    )
+    .await;
+    assert!(
+        error.contains("Maximum call stack size exceeded"),
+        "{error}"
+    );
+    assert!(error.lines().count() <= 15, "the stack is cut: {error}");
+    assert_eq!(run(&mut f.env, "kept").await, "\"yes\"\n");
+}
