@@ -53,7 +53,10 @@ fn main() -> std::process::ExitCode {
     hide_secrets(&cli);
     logging::init(&cli.global);
     start_watchdog(&cli);
-    exit::finish(dispatch(cli, after_mcp))
+    let result = dispatch(cli, after_mcp);
+    // After a first Ctrl-C / SIGTERM: the sub-agents' grace period, then SIGKILL.
+    rlm_process::finish_stop();
+    exit::finish(result)
 }
 
 /// Takes API keys (and every `*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`) out of

@@ -488,6 +488,9 @@ async fn wait_until_gone(pgid: u32, cookie: &Cookie, limit: Duration) -> bool {
 
 /// Sends `signal` to the group and to every carrier of the cookie outside it.
 fn signal_everything(pgid: u32, cookie: &Cookie, signal: Signal) {
+    if signal == Signal::SIGTERM {
+        registry::note_terminated(pgid, &cookie.own);
+    }
     if let Err(error) = signal_group(pgid, signal) {
         tracing::warn!(pgid, %error, "could not signal a child process group");
     }
@@ -598,6 +601,11 @@ impl Cookie {
 
 impl Drop for Cookie {
     fn drop(&mut self) {
+        // A graceful stop of the whole process gives the carriers their grace period.
+        if !self.swept && registry::spare_cookie(&self.own) {
+            registry::remove_cookie(&self.own);
+            return;
+        }
         if !self.swept {
             let cookies = [self.own.clone()];
             let mut signalled = false;
