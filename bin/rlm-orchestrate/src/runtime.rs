@@ -100,6 +100,7 @@ async fn stop_on_signals(mut signals: Signals, cancel: CancellationToken) {
     cancel.cancel();
     signals.recv().await;
     let killed = rlm_process::kill_all_groups(rlm_process::Signal::SIGKILL);
+    rlm_process::end_tree();
     let _ = writeln!(io::stderr(), "killed {killed} process group(s)");
     std::process::exit(130);
 }

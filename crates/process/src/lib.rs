@@ -27,6 +27,8 @@
 //!   where the supervising futures are dropped.
 
 mod capture;
+#[cfg(target_os = "linux")]
+mod cgroup;
 mod environment;
 mod group;
 mod guard;
@@ -41,6 +43,8 @@ mod supervise;
 mod watchdog;
 
 pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
+#[cfg(target_os = "linux")]
+pub use cgroup::end_tree;
 pub use environment::{inherited_environment, AllowList};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
 pub use guard::GroupGuard;

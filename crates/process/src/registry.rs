@@ -146,10 +146,7 @@ pub fn finish_stop() {
 /// when no stop is under way (or its grace is over): the caller kills as usual.
 pub(crate) fn spare_group(pgid: u32) -> bool {
     let mut registry = registry();
-    if !registry
-        .stop_deadline
-        .is_some_and(|deadline| std::time::Instant::now() < deadline)
-    {
+    if !in_grace(&registry) {
         return false;
     }
     if registry.terminated_groups.insert(pgid) {
@@ -162,14 +159,18 @@ pub(crate) fn spare_group(pgid: u32) -> bool {
     true
 }
 
+/// Whether a graceful stop is under way and its grace period is not over.
+fn in_grace(registry: &Registry) -> bool {
+    registry
+        .stop_deadline
+        .is_some_and(|deadline| std::time::Instant::now() < deadline)
+}
+
 /// The cookie counterpart of [`spare_group`]: `SIGTERM`s the cookie's carriers (unless
 /// already done) and keeps the cookie listed.
 pub(crate) fn spare_cookie(cookie: &str) -> bool {
     let mut registry = registry();
-    if !registry
-        .stop_deadline
-        .is_some_and(|deadline| std::time::Instant::now() < deadline)
-    {
+    if !in_grace(&registry) {
         return false;
     }
     if registry.terminated_cookies.insert(cookie.to_owned()) {

@@ -19,9 +19,10 @@
 //! `PR_SET_CHILD_SUBREAPER` is deliberately not used: it would make the orchestrator
 //! the parent of every orphan below it, and reaping those would need `waitpid(-1)`,
 //! which steals exit statuses from tokio's own child handling. The cookie sweep finds
-//! escapees wherever they were re-parented. Limits: a descendant that clears its
-//! environment before `setsid` is not found, and if the orchestrator is `SIGKILL`ed only
-//! the direct child gets the parent-death signal.
+//! escapees wherever they were re-parented. A descendant that clears its environment
+//! before `setsid` carries no cookie: it is not found here, but stays in the run's
+//! cgroup where one could be made (see `cgroup.rs`) and is ended with the run
+//! ([`end_tree`](crate::end_tree), or the watchdog after `kill -9`).
 
 use std::ffi::OsString;
 use std::io;
