@@ -53,7 +53,13 @@ fn main() -> std::process::ExitCode {
     hide_secrets(&cli);
     logging::init(&cli.global);
     start_watchdog(&cli);
-    exit::finish(dispatch(cli, after_mcp))
+    let result = dispatch(cli, after_mcp);
+    // After a first Ctrl-C / SIGTERM: the sub-agents' grace period, then SIGKILL.
+    rlm_process::finish_stop();
+    // What escaped every supervisor (a cleared environment, then `setsid` or a double
+    // fork) is still in the run's cgroup: the run is over, so it ends too.
+    rlm_process::end_tree();
+    exit::finish(result)
 }
 
 /// Takes API keys (and every `*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`) out of

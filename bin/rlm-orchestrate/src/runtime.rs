@@ -85,14 +85,22 @@ impl Signals {
 /// First Ctrl-C or SIGTERM: cancel the run (a context load stops at once and leaves
 /// nothing; every sub-agent group gets SIGTERM, a grace period, then SIGKILL; the run
 /// is recorded as cancelled). A second one kills every child group at once and exits.
+///
+/// Cancelling the run drops the futures that supervise its sub-agents, so the grace
+/// period is kept by the process crate's graceful stop, begun before the cancellation:
+/// a dropped supervisor then sends `SIGTERM` instead of `SIGKILL`, and `main` waits
+/// ([`rlm_process::finish_stop`]) for the grace `--agent-timeout` also gives
+/// ([`rlm_process::DEFAULT_GRACE`]) before killing what is left and exiting.
 async fn stop_on_signals(mut signals: Signals, cancel: CancellationToken) {
     signals.recv().await;
     crate::live::write_stderr(
         "stopping: ending sub-agents (press Ctrl-C again to kill them at once)",
     );
+    rlm_process::begin_stop(rlm_process::DEFAULT_GRACE);
     cancel.cancel();
     signals.recv().await;
     let killed = rlm_process::kill_all_groups(rlm_process::Signal::SIGKILL);
+    rlm_process::end_tree();
     let _ = writeln!(io::stderr(), "killed {killed} process group(s)");
     std::process::exit(130);
 }

@@ -173,7 +173,9 @@ impl JobGuard {
 impl Drop for JobGuard {
     fn drop(&mut self) {
         if let Some(name) = self.job.take() {
-            cancel_job(&name);
+            // During a graceful stop `srun` was sent SIGTERM and is given the grace
+            // period to end its job itself: cancel it only once that is over.
+            rlm_process::after_stop(move || cancel_job(&name));
         }
     }
 }

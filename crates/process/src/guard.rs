@@ -6,7 +6,9 @@ use nix::sys::signal::Signal;
 use crate::registry;
 use crate::signal::signal_group;
 
-/// SIGKILLs a process group when dropped, unless disarmed.
+/// SIGKILLs a process group when dropped, unless disarmed; while a graceful stop of
+/// the process is under way ([`begin_stop`](crate::begin_stop)) it sends `SIGTERM`
+/// instead and leaves the group to [`finish_stop`](crate::finish_stop).
 ///
 /// Held by [`crate::GroupChild`]; usable on its own for groups started elsewhere.
 #[derive(Debug)]
@@ -46,7 +48,11 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(pgid) = self.pgid.take() {
-            kill_quietly(pgid);
+            // A graceful stop of the whole process gives the group its grace period
+            // (`registry::finish_stop` kills what is left at its end).
+            if !registry::spare_group(pgid) {
+                kill_quietly(pgid);
+            }
             registry::remove_group(pgid);
         }
     }

@@ -256,7 +256,10 @@ impl Drop for Launched {
         if self.status.is_some() {
             return;
         }
-        self.guard.kill_now();
+        // During a graceful stop the guard's drop ends the group politely instead.
+        if !crate::registry::stopping() {
+            self.guard.kill_now();
+        }
         if let Ok(Some(_)) = reap(self.pid, false) {
             // Reaped: the id may be recycled once the group is empty.
             self.disarm_if_gone();

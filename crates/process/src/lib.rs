@@ -22,9 +22,13 @@
 //! - [`inherited_environment`] and [`AllowList`] decide which of our environment
 //!   variables a child inherits (never API keys).
 //! - [`live_groups`], [`kill_all_groups`] and [`terminate_all_groups`] reach every child
-//!   group of the process at once, for the binary's Ctrl-C and exit paths.
+//!   group of the process at once, for the binary's Ctrl-C and exit paths;
+//!   [`begin_stop`] and [`finish_stop`] keep the grace period of a graceful stop even
+//!   where the supervising futures are dropped.
 
 mod capture;
+#[cfg(target_os = "linux")]
+mod cgroup;
 mod environment;
 mod group;
 mod guard;
@@ -39,11 +43,16 @@ mod supervise;
 mod watchdog;
 
 pub use capture::{drain_into_tail, read_capped, Captured, TailBuffer};
+#[cfg(target_os = "linux")]
+pub use cgroup::end_tree;
 pub use environment::{inherited_environment, AllowList};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
 pub use guard::GroupGuard;
 pub use nix::sys::signal::Signal;
-pub use registry::{kill_all_groups, live_groups, terminate_all_groups};
+pub use registry::{
+    after_stop, begin_stop, finish_stop, kill_all_groups, live_groups, stopping,
+    terminate_all_groups,
+};
 pub use secrets::{
     hidden_secrets, hide_secrets, is_secret_name, redact_secrets, secret_var,
     MIN_SCRUBBED_SECRET_BYTES,

@@ -19,9 +19,10 @@
 //! `PR_SET_CHILD_SUBREAPER` is deliberately not used: it would make the orchestrator
 //! the parent of every orphan below it, and reaping those would need `waitpid(-1)`,
 //! which steals exit statuses from tokio's own child handling. The cookie sweep finds
-//! escapees wherever they were re-parented. Limits: a descendant that clears its
-//! environment before `setsid` is not found, and if the orchestrator is `SIGKILL`ed only
-//! the direct child gets the parent-death signal.
+//! escapees wherever they were re-parented. A descendant that clears its environment
+//! before `setsid` carries no cookie: it is not found here, but stays in the run's
+//! cgroup where one could be made (see `cgroup.rs`) and is ended with the run
+//! ([`end_tree`](crate::end_tree), or the watchdog after `kill -9`).
 
 use std::ffi::OsString;
 use std::io;
@@ -488,6 +489,9 @@ async fn wait_until_gone(pgid: u32, cookie: &Cookie, limit: Duration) -> bool {
 
 /// Sends `signal` to the group and to every carrier of the cookie outside it.
 fn signal_everything(pgid: u32, cookie: &Cookie, signal: Signal) {
+    if signal == Signal::SIGTERM {
+        registry::note_terminated(pgid, &cookie.own);
+    }
     if let Err(error) = signal_group(pgid, signal) {
         tracing::warn!(pgid, %error, "could not signal a child process group");
     }
@@ -598,6 +602,11 @@ impl Cookie {
 
 impl Drop for Cookie {
     fn drop(&mut self) {
+        // A graceful stop of the whole process gives the carriers their grace period.
+        if !self.swept && registry::spare_cookie(&self.own) {
+            registry::remove_cookie(&self.own);
+            return;
+        }
         if !self.swept {
             let cookies = [self.own.clone()];
             let mut signalled = false;

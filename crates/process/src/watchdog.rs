@@ -11,8 +11,11 @@
 //! normal end there is nothing left to find.
 //!
 //! The watchdog carries no cookie itself and leads its own process group, so neither a
-//! supervisor's sweep nor a terminal's Ctrl-C ends it early. Limits: a process that
-//! clears its environment before escaping is not found (as for the supervisor).
+//! supervisor's sweep nor a terminal's Ctrl-C ends it early. Where a cgroup v2
+//! hierarchy is writable the run also lives in a cgroup of its own (see
+//! [`cgroup`](crate::cgroup)), given to the watchdog as a second argument and emptied
+//! (`cgroup.kill`) and removed after the sweep: that also finds a process that cleared
+//! its environment before escaping, which the cookie sweep cannot.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -88,15 +91,36 @@ pub fn start_watchdog(program: &Path) -> std::io::Result<String> {
     }
     chain.push(&cookie);
     std::env::set_var(SUPERVISION_COOKIE_ENV, &chain);
-    let mut child = Command::new(program)
-        .arg(WATCHDOG_SUBCOMMAND)
-        .arg(&cookie)
+    // The run's cgroup: made before the watchdog starts (it is told where), entered
+    // after (the watchdog stays outside, so killing the cgroup spares it).
+    let tree = crate::cgroup::create(&cookie);
+    let mut command = Command::new(program);
+    command.arg(WATCHDOG_SUBCOMMAND).arg(&cookie);
+    if let Some(dir) = &tree {
+        command.arg(dir);
+    }
+    let spawned = command
         .env_remove(SUPERVISION_COOKIE_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
-        .spawn()?;
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(error) => {
+            if let Some(dir) = &tree {
+                crate::cgroup::discard(dir);
+            }
+            return Err(error);
+        }
+    };
+    if let Some(dir) = &tree {
+        if let Err(error) = crate::cgroup::enter(dir) {
+            tracing::debug!(path = %dir.display(), %error, "could not enter the run's cgroup; escaped descendants are found by their cookie only");
+            // The watchdog removes the (empty) directory when we are gone.
+        }
+    }
     let stdin = child.stdin.take();
     *WATCHDOG
         .get_or_init(Mutex::default)
@@ -111,8 +135,10 @@ pub fn start_watchdog(program: &Path) -> std::io::Result<String> {
 /// The watchdog itself: waits until its stdin closes (the orchestrator is gone), then
 /// ends every process carrying the cookie given as its argument. Returns the exit code.
 pub fn watchdog_main(args: &[OsString]) -> u8 {
-    let [cookie] = args else {
-        return 2;
+    let (cookie, tree) = match args {
+        [cookie] => (cookie, None),
+        [cookie, tree] => (cookie, Some(Path::new(tree))),
+        _ => return 2,
     };
     let cookie = cookie.to_string_lossy().into_owned();
     let mut sink = [0u8; 512];
@@ -126,6 +152,10 @@ pub fn watchdog_main(args: &[OsString]) -> u8 {
         }
     }
     sweep(&cookie);
+    if let Some(tree) = tree {
+        // Whatever is left in the run's cgroup escaped with a cleared environment.
+        crate::cgroup::kill_and_remove(tree);
+    }
     run_cleanups(&cookie);
     0
 }

@@ -11,9 +11,11 @@
 mod big_context;
 mod config;
 mod context_limits;
+mod escapees;
 mod eval;
 mod example_data;
 mod faults;
+mod grace;
 mod help;
 mod js;
 mod kernel_protocol;
