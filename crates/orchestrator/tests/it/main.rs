@@ -4,6 +4,7 @@
 
 mod agents;
 mod fuzz;
+mod js_builtins;
 mod js_env;
 mod python_env;
 mod python_hostile;
