@@ -14,6 +14,11 @@
 //! that stops running JavaScript once the execution's deadline passes or the execution
 //! is cancelled. An execution waiting on host calls past its deadline is abandoned: its
 //! calls are aborted and its continuation never resumes (its generation is over).
+//!
+//! The prelude takes private copies of the built-ins it relies on before any model code
+//! runs (`__rlm_safe` in `prelude/core.js`), and `__rlm_seal` makes its own `__rlm_*`
+//! functions unchangeable: model code may replace `Array.prototype.map`, `JSON` or
+//! `String` in its own world, but what the host prints, stores and sends stays as it was.
 
 mod bridge;
 mod control;

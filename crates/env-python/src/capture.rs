@@ -37,15 +37,20 @@ impl CaptureWatch {
     /// Opens the files the driver reported (checking that each is the very file the
     /// driver created, not something put at its path), removes their names, and
     /// starts watching them. `limit` is the most bytes a file may hold.
-    pub fn start(reported: &[CaptureFile], limit: u64) -> Result<Self, CaptureError> {
+    ///
+    /// The paths are the kernel's: a confined kernel's temporary directory is a tmpfs
+    /// in its own mount namespace, so they are opened through `/proc/<pid>/root` of
+    /// the kernel (`pid`) first, then as they are.
+    pub fn start(reported: &[CaptureFile], limit: u64, pid: u32) -> Result<Self, CaptureError> {
         let [out, err] = reported else {
             return Err(CaptureError::Count {
                 count: reported.len(),
             });
         };
-        let files = [open_checked(out)?, open_checked(err)?];
+        let files = [open_seen_by(out, pid)?, open_seen_by(err, pid)?];
         for file in [out, err] {
             // The driver removes them too; whoever is second finds nothing.
+            let _ = std::fs::remove_file(as_seen_by(&file.path, pid));
             let _ = std::fs::remove_file(&file.path);
         }
         let discarded: Arc<[AtomicU64; 2]> = Arc::default();
@@ -66,6 +71,21 @@ impl Drop for CaptureWatch {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// `path` as the process `pid` sees it, from here: through its `/proc/<pid>/root`.
+fn as_seen_by(path: &std::path::Path, pid: u32) -> std::path::PathBuf {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    std::path::PathBuf::from(format!("/proc/{pid}/root")).join(relative)
+}
+
+/// [`open_checked`] of the file as the kernel `pid` sees it, else as reported.
+fn open_seen_by(reported: &CaptureFile, pid: u32) -> Result<File, CaptureError> {
+    let seen = CaptureFile {
+        path: as_seen_by(&reported.path, pid),
+        ..reported.clone()
+    };
+    open_checked(&seen).or_else(|_| open_checked(reported))
 }
 
 /// Opens a reported capture file for writing (to truncate it) and checks its identity.
@@ -155,7 +175,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         let (mut out, _err) = (appender(&a), appender(&b));
-        let watch = CaptureWatch::start(&[reported(&a), reported(&b)], 1000).unwrap();
+        let watch =
+            CaptureWatch::start(&[reported(&a), reported(&b)], 1000, std::process::id()).unwrap();
         assert!(!a.exists() && !b.exists(), "the names are removed");
         out.write_all(&[b'x'; 5000]).unwrap();
         let mut seen = 0;
@@ -185,7 +206,9 @@ mod tests {
             .build()
             .unwrap();
         let error = runtime
-            .block_on(async { CaptureWatch::start(&[claimed, reported(&b)], 10).err() })
+            .block_on(async {
+                CaptureWatch::start(&[claimed, reported(&b)], 10, std::process::id()).err()
+            })
             .unwrap();
         assert!(
             error.to_string().contains("not the capture file"),
@@ -198,7 +221,9 @@ mod tests {
             ..reported(&b)
         };
         let error = runtime
-            .block_on(async { CaptureWatch::start(&[link, reported(&b)], 10).err() })
+            .block_on(async {
+                CaptureWatch::start(&[link, reported(&b)], 10, std::process::id()).err()
+            })
             .unwrap();
         assert!(error.to_string().contains("not a regular file"), "{error}");
     }

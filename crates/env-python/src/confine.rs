@@ -4,7 +4,9 @@
 //! The kernel reads the system and interpreter directories and the store's variable
 //! files (where `context` comes from), writes only a private temporary directory that
 //! is its `TMPDIR` and working directory, opens no network socket and runs under
-//! rlimits. Files that `file` variables refer to are read where they are, so they are
+//! rlimits; that directory is a tmpfs of its own, in a private mount namespace where the
+//! system allows one, so all its files together are bounded (the rlimit bounds one file),
+//! and the run's watchdog removes it if the orchestrator is killed. Files that `file` variables refer to are read where they are, so they are
 //! readable too, and a lazily read one is mapped: its size is added to the address
 //! space the kernel may use. Everything else it needs (`store.*`, sub-calls, agents) goes through host
 //! calls on its pipes, which stay open.
@@ -13,7 +15,7 @@ use super::error::KernelError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use rlm_sandbox::{Limits, Mode, Policy, Support};
+use rlm_sandbox::{Limits, Mode, Policy, PrivateTmp, Support};
 use serde::{Deserialize, Serialize};
 
 use rlm_env::{ContextSource, EnvConfig};
@@ -86,6 +88,11 @@ pub(super) fn confine(
         .prefix("rlm-kernel-")
         .tempdir()
         .map_err(|source| KernelError::TempDir { source })?;
+    // Removed by the run's watchdog if the orchestrator is killed before it can.
+    if let Some(path) = tmp.path().to_str() {
+        #[cfg(target_os = "linux")]
+        rlm_process::run_at_exit(&["rm", "-rf", "--", path]);
+    }
     let policy = kernel_policy(sandbox, config, python, tmp.path(), more_contexts);
     let (program, args) =
         rlm_sandbox::wrap_command(launcher, &policy, python.as_os_str(), python_args);
@@ -110,15 +117,21 @@ fn kernel_policy(
             .flat_map(|source| source.referenced.iter())
             .cloned(),
     );
+    let file_size_bytes = FILE_SIZE_FLOOR_BYTES.max(context_bytes.saturating_mul(2));
     Policy {
         mode: sandbox.mode,
         read,
         write: vec![tmp.to_owned(), PathBuf::from("/dev/null")],
         network: false,
         read_own_proc: true,
+        // All its files together hold no more than its largest file may.
+        private_tmp: Some(PrivateTmp {
+            path: tmp.to_owned(),
+            size_bytes: file_size_bytes,
+        }),
         limits: Limits {
             address_space_bytes: Some(memory.address_space_bytes()),
-            file_size_bytes: Some(FILE_SIZE_FLOOR_BYTES.max(context_bytes.saturating_mul(2))),
+            file_size_bytes: Some(file_size_bytes),
             open_files: Some(OPEN_FILES),
             processes: (!rlm_sandbox::running_as_root()).then_some(PROCESSES),
         },

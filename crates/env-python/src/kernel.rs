@@ -312,7 +312,7 @@ impl Kernel {
                         max_rss_kb: ready.max_rss_kb,
                     };
                     if let Some(files) = &ready.capture {
-                        match CaptureWatch::start(files, self.capture_limit) {
+                        match CaptureWatch::start(files, self.capture_limit, self.child.id()) {
                             Ok(watch) => self.capture = Some(watch),
                             Err(error) => tracing::warn!(
                                 %error,

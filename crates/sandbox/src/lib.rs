@@ -27,7 +27,7 @@ mod rules;
 
 pub use error::SandboxError;
 pub use launcher::{launcher_main, wrap_command, LAUNCHER_SUBCOMMAND};
-pub use policy::{Limits, Mode, Policy};
+pub use policy::{Limits, Mode, Policy, PrivateTmp};
 
 /// What the running kernel can enforce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -83,6 +83,19 @@ pub struct Policy {
     pub read_own_proc: bool,
     /// Its resource limits.
     pub limits: Limits,
+    /// A directory replaced, for the child only, by a size-limited tmpfs in a private
+    /// mount namespace, so everything it writes there is bounded in total.
+    #[serde(default)]
+    pub private_tmp: Option<PrivateTmp>,
+}
+
+/// A private, size-limited temporary directory (see [`Policy::private_tmp`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrivateTmp {
+    /// The directory (it must exist); the child sees an empty tmpfs there.
+    pub path: PathBuf,
+    /// The most bytes all files in it may hold together.
+    pub size_bytes: u64,
 }
 
 impl Policy {
@@ -183,6 +196,10 @@ mod tests {
                 address_space_bytes: Some(4 << 30),
                 ..Limits::default()
             },
+            private_tmp: Some(PrivateTmp {
+                path: "/tmp/rlm-kernel-x".into(),
+                size_bytes: 1 << 30,
+            }),
         };
         assert_eq!(Policy::from_arg(&policy.to_arg()).unwrap(), policy);
         assert!(Policy::from_arg("{").is_err());

@@ -87,10 +87,20 @@ fn seccomp_available() -> bool {
 /// Sets `no_new_privs`, then applies Landlock and the seccomp filter to the calling
 /// process (see [`crate::confine`]).
 pub(crate) fn confine(policy: &Policy) -> Result<Applied, SandboxError> {
+    // First, while mounting is still allowed (the filter below forbids it).
+    let tmp_gap = policy.private_tmp.as_ref().and_then(|tmp| {
+        mount_private_tmp(tmp).err().map(|error| {
+            format!(
+                "the temporary directory {} is not bounded in total ({error})",
+                tmp.path.display()
+            )
+        })
+    });
     nix::sys::prctl::set_no_new_privs()
         .map_err(|errno| SandboxError::Landlock(format!("could not set no_new_privs: {errno}")))?;
     let support = probe();
-    let gaps = support.gaps(policy);
+    let mut gaps = support.gaps(policy);
+    gaps.extend(tmp_gap);
     // Strict needs Landlock's file rules and seccomp (which also blocks the network:
     // Landlock's network rules cover TCP only).
     let missing_essentials = !support.filesystem() || !support.seccomp;
@@ -113,6 +123,54 @@ pub(crate) fn confine(policy: &Policy) -> Result<Applied, SandboxError> {
         seccomp,
         gaps,
     })
+}
+
+/// Mounts a tmpfs of `tmp.size_bytes` over `tmp.path` in a new, private mount
+/// namespace of the calling process (and what it starts): as root directly, otherwise
+/// inside a new user namespace that maps the caller's own ids. Nothing outside sees the
+/// mount; it and its files vanish with the last process in the namespace.
+fn mount_private_tmp(tmp: &crate::PrivateTmp) -> Result<(), String> {
+    use nix::mount::{mount, MsFlags};
+    use nix::sched::{unshare, CloneFlags};
+    if nix::unistd::geteuid().is_root() {
+        unshare(CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("unshare of a mount namespace: {e}"))?;
+    } else {
+        let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+        unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
+            .map_err(|e| format!("unshare of a user and mount namespace: {e}"))?;
+        for (file, text) in [
+            ("/proc/self/setgroups", "deny".to_owned()),
+            ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+            ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+        ] {
+            std::fs::write(file, text).map_err(|e| format!("writing {file}: {e}"))?;
+        }
+    }
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("making the mounts private: {e}"))?;
+    // A working directory in it still names the directory under the mount: move onto it.
+    let inside = std::env::current_dir().is_ok_and(|cwd| cwd == tmp.path);
+    let options = format!("size={},mode=0700", tmp.size_bytes.max(4096));
+    mount(
+        Some("tmpfs"),
+        &tmp.path,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .map_err(|e| format!("mounting a tmpfs on {}: {e}", tmp.path.display()))?;
+    if inside {
+        std::env::set_current_dir(&tmp.path)
+            .map_err(|e| format!("entering {}: {e}", tmp.path.display()))?;
+    }
+    Ok(())
 }
 
 /// Landlock: read-only and read-write hierarchies, no TCP unless allowed, signals and

@@ -17,6 +17,7 @@ mod example_data;
 mod faults;
 mod grace;
 mod help;
+mod hostile_disk;
 mod js;
 mod kernel_protocol;
 mod kill9;

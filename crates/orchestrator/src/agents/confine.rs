@@ -75,6 +75,7 @@ pub(super) fn confine_agent(
         network: sandbox.network,
         read_own_proc: true,
         limits: rlm_sandbox::Limits::default(),
+        private_tmp: None,
     };
     let (program, args) =
         rlm_sandbox::wrap_command(&sandbox.launcher, &policy, &spawn.program, &spawn.args);
