@@ -15,6 +15,7 @@ mod eval;
 mod example_data;
 mod faults;
 mod help;
+mod input_bounds;
 mod js;
 mod kernel_protocol;
 mod kill9;
