@@ -143,3 +143,69 @@ fn a_task_argument_over_the_bound_is_refused() {
         .stderr(predicate::str::contains("1 MiB"));
     assert_eq!(mock.control().request_count(), 0);
 }
+
+/// The largest number a duration flag parses; it used to overflow `Instant + Duration`.
+const HUGE: &str = "18446744073709551615";
+
+/// Issue 22, item 7: `--exec-timeout 18446744073709551615` panicked (exit 101) when the
+/// first code block ran. Every duration flag, its `RLM_*` variable and its `rlm.toml`
+/// key is bounded: exit 2, a message naming the flag and its bound, nothing asked.
+#[test]
+fn every_duration_setting_has_an_upper_bound() {
+    let sb = Sandbox::new();
+    sb.set(&["keep", "precious"]);
+    let before = stored(&sb);
+    let mock = mock(&["```repl\nprint(1)\n```", "FINAL(done)"]);
+    let run = || {
+        let mut cmd = sb.bare();
+        cmd.env_remove("OPENAI_API_KEY")
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "q", "--base-url", &mock.control().openai_base_url()])
+            .args(["--model", "mock"]);
+        cmd
+    };
+    let flags = [
+        ("exec-timeout", "RLM_EXEC_TIMEOUT", "2592000"),
+        ("agent-timeout", "RLM_AGENT_TIMEOUT", "2592000"),
+        ("request-timeout", "RLM_REQUEST_TIMEOUT", "2592000"),
+        ("max-time", "RLM_MAX_TIME", "2592000"),
+        ("retry-base-delay-ms", "RLM_RETRY_BASE_DELAY_MS", "30000"),
+    ];
+    for (flag, variable, bound) in flags {
+        let named = |stderr: &str| stderr.contains(&format!("--{flag}")) && stderr.contains(bound);
+        for value in [HUGE, "2592001000"] {
+            run()
+                .arg(format!("--{flag}"))
+                .arg(value)
+                .assert()
+                .code(2)
+                .stderr(predicate::function(named))
+                .stdout("");
+        }
+        run()
+            .env(variable, HUGE)
+            .assert()
+            .code(2)
+            .stderr(predicate::function(named));
+        // TOML integers stop at i64::MAX.
+        let key = flag.replace('-', "_");
+        sb.file("rlm.toml", format!("{key} = {}\n", i64::MAX));
+        run().assert().code(2).stderr(predicate::function(named));
+        std::fs::remove_file(sb.root().join("rlm.toml")).unwrap();
+    }
+    assert_eq!(
+        mock.control().request_count(),
+        0,
+        "a refused setting reached the model"
+    );
+    assert_eq!(stored(&sb), before, "a refused setting changed the store");
+    // At the bound itself the run goes on, and its code block runs.
+    run()
+        .args(["--exec-timeout", "2592000", "--max-time", "2592000"])
+        .args(["--request-timeout", "2592000", "--agent-timeout", "2592000"])
+        .args(["--retry-base-delay-ms", "30000"])
+        .assert()
+        .success()
+        .stdout("done\n");
+}
