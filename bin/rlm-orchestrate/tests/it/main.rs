@@ -39,6 +39,7 @@ mod terminal;
 mod tools;
 mod tree_limits;
 mod vars_big;
+mod vars_bounds;
 mod vars_errors;
 mod vars_integrity;
 mod vars_roundtrip;
