@@ -36,7 +36,7 @@ use crate::cli::{GlobalArgs, ReplArgs, RunOptions};
 use crate::exit::{annotate, bad_input, write_report, ExitStatus};
 use crate::live::{write_stderr, Progress};
 use crate::output;
-use crate::run::{prepare, print_report, run_error};
+use crate::run::{prepare, print_report, run_error, MAX_TASK_BYTES};
 use crate::runtime::{Received, Signals};
 
 /// The prompt shown on a terminal.
@@ -214,13 +214,10 @@ impl Repl<'_> {
 
     /// Reads lines from piped stdin, without a prompt.
     fn piped(&mut self) -> anyhow::Result<()> {
-        for (number, line) in io::stdin().lock().lines().enumerate() {
-            let line = line.map_err(|e| match e.kind() {
-                io::ErrorKind::InvalidData => {
-                    bad_input(format!("line {} of stdin is not valid UTF-8", number + 1))
-                }
-                _ => anyhow::Error::new(e).context("failed to read stdin"),
-            })?;
+        let mut stdin = io::stdin().lock();
+        let mut number = 0;
+        while let Some(line) = next_line(&mut stdin, number + 1)? {
+            number += 1;
             if self.line(&line)? == Flow::Quit || self.stop.is_cancelled() {
                 break;
             }
@@ -235,7 +232,15 @@ impl Repl<'_> {
             return Ok(Flow::Continue);
         }
         let Some(command) = line.strip_prefix(':') else {
-            self.query(line)?;
+            match crate::run::checked_task(line) {
+                Ok(task) => self.query(&task)?,
+                Err(error) => {
+                    self.failed += 1;
+                    let mut stderr = Vec::new();
+                    let _ = write_report(&error, &mut stderr);
+                    write_stderr(String::from_utf8_lossy(&stderr).trim_end());
+                }
+            }
             return Ok(Flow::Continue);
         };
         let (name, rest) = command
@@ -507,4 +512,54 @@ fn end_now(message: &str) -> ! {
     write_stderr(message);
     rlm_process::kill_all_groups(rlm_process::Signal::SIGKILL);
     std::process::exit(ExitStatus::Cancelled as i32);
+}
+
+/// Line `number` of `reader`, without its line end; `None` at the end. A line is held
+/// only up to the task bound ([`MAX_TASK_BYTES`]): a longer one (an endless stdin
+/// without newlines) is refused once the bound is passed, with nothing read beyond.
+fn next_line(reader: &mut impl BufRead, number: usize) -> anyhow::Result<Option<String>> {
+    let mut bytes = Vec::new();
+    let read = io::Read::take(&mut *reader, MAX_TASK_BYTES as u64 + 2) // the line, its `\r\n`
+        .read_until(b'\n', &mut bytes)
+        .context("failed to read stdin")?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+    }
+    if bytes.len() > MAX_TASK_BYTES {
+        return Err(bad_input(format!(
+            "line {number} of stdin is longer than 1 MiB: a query is not a context; put the text in a file and load it with `:context FILE` (or `--context FILE`), then ask about it"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| bad_input(format!("line {number} of stdin is not valid UTF-8")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 22, item 2: a line without end is refused at the task bound (this test
+    /// would not end otherwise); ordinary lines come without their line ends.
+    #[test]
+    fn piped_lines_are_bounded() {
+        let mut endless = io::BufReader::new(io::repeat(b'y'));
+        let error = next_line(&mut endless, 1).unwrap_err();
+        assert!(error.to_string().contains("1 MiB"), "{error}");
+        let mut lines = &b"first\r\nsecond\nlast"[..];
+        assert_eq!(next_line(&mut lines, 1).unwrap().as_deref(), Some("first"));
+        assert_eq!(next_line(&mut lines, 2).unwrap().as_deref(), Some("second"));
+        assert_eq!(next_line(&mut lines, 3).unwrap().as_deref(), Some("last"));
+        assert_eq!(next_line(&mut lines, 4).unwrap(), None);
+        let mut exact = Vec::from([b'x'; MAX_TASK_BYTES]);
+        exact.extend_from_slice(b"\r\n");
+        let line = next_line(&mut &exact[..], 1).unwrap().unwrap();
+        assert_eq!(line.len(), MAX_TASK_BYTES);
+    }
 }

@@ -148,6 +148,12 @@ fn check_stdin_once(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The longest task: a task says what to do, the context is what to do it with.
+pub(crate) const MAX_TASK_BYTES: usize = 1 << 20;
+
+/// Why a task past [`MAX_TASK_BYTES`] is refused, and what to do instead.
+pub(crate) const TASK_TOO_LONG: &str = "the task is longer than 1 MiB: a task is not a context; pass the text as the context instead (`--context -` reads it from stdin, `--context FILE` from a file) and keep the task to what to do with it";
+
 fn read_task(task: Option<&str>) -> anyhow::Result<String> {
     let task = match task {
         Some(task) if task != "-" => task.to_owned(),
@@ -157,18 +163,33 @@ fn read_task(task: Option<&str>) -> anyhow::Result<String> {
                     "no task given: pass it as an argument or pipe it on stdin",
                 ));
             }
-            let mut text = String::new();
-            io::stdin()
-                .read_to_string(&mut text)
-                .context("failed to read the task from stdin")?;
-            text
+            read_bounded(io::stdin().lock(), "stdin")?
         }
     };
     checked_task(&task)
 }
 
-/// The task, trimmed; an empty one is bad input (every front door: flags, stdin, MCP).
+/// Reads `reader` to its end, but never more than one byte past [`MAX_TASK_BYTES`]:
+/// an endless stdin (`yes | rlm-orchestrate run`) is refused at the bound, not held.
+pub(crate) fn read_bounded(reader: impl Read, what: &str) -> anyhow::Result<String> {
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_TASK_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("failed to read the task from {what}"))?;
+    if bytes.len() > MAX_TASK_BYTES {
+        return Err(bad_input(TASK_TOO_LONG));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| bad_input(format!("the task on {what} is not valid UTF-8 ({e})")))
+}
+
+/// The task, trimmed; an empty one, or one past [`MAX_TASK_BYTES`], is bad input
+/// (every front door: arguments, stdin, a `repl` line, MCP's `rlm_run`).
 pub(crate) fn checked_task(task: &str) -> anyhow::Result<String> {
+    if task.len() > MAX_TASK_BYTES {
+        return Err(bad_input(TASK_TOO_LONG));
+    }
     let task = task.trim().to_owned();
     if task.is_empty() {
         return Err(bad_input(
@@ -219,5 +240,30 @@ pub(crate) fn print_report(report: &RunReport, json: bool) -> anyhow::Result<()>
             Err(e).context("failed to write the answer")
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::status_of;
+
+    /// Issue 22, item 2: an endless reader ends at the bound (this test would not end
+    /// otherwise), and every front door's check refuses past it with exit 2.
+    #[test]
+    fn a_task_is_bounded_at_one_mib() {
+        let endless = read_bounded(io::repeat(b'y'), "stdin").unwrap_err();
+        assert_eq!(status_of(&endless), ExitStatus::BadInput);
+        assert!(endless.to_string().contains("--context -"), "{endless}");
+        let long = checked_task(&"x".repeat(MAX_TASK_BYTES + 1)).unwrap_err();
+        assert_eq!(status_of(&long), ExitStatus::BadInput);
+        assert_eq!(
+            checked_task(&"x".repeat(MAX_TASK_BYTES)).unwrap().len(),
+            MAX_TASK_BYTES
+        );
+        assert_eq!(
+            read_bounded(&b"  what is in it?\n"[..], "stdin").unwrap(),
+            "  what is in it?\n"
+        );
     }
 }

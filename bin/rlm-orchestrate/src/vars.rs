@@ -6,10 +6,11 @@
 //! through [`Store::write_value_to`], both streaming. Commands that only read never
 //! create a data directory as a side effect.
 
+mod from_file;
 mod value;
 
 use std::fs;
-use std::io::{self, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -22,7 +23,8 @@ use rlm_orchestrator::format::{self, Capture};
 use serde::Serialize;
 use serde_json::Value;
 
-use self::value::{check_text_type, check_type, parse_json, read_text, Input};
+use self::from_file::FromFile;
+use self::value::{check_type, parse_json, Input};
 use crate::cli::vars::{KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
 use crate::cli::GlobalArgs;
 use crate::exit::{annotate, bad_input, ResultExt};
@@ -290,23 +292,14 @@ fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
             store_value(&store, &key, value, opts, expected.as_ref())
         }
         (None, Some(file)) => {
-            let mut input = Input::open(&file)?;
-            if args.json {
-                let value = parse_json(BufReader::new(input.reader), &input.name)?;
-                check_type(&value, var_type)?;
-                let store = open(global)?;
-                store_value(&store, &key, value, opts, expected.as_ref())
-            } else if let Some(expected) = &expected {
-                // compare-and-set needs the whole value; only this path buffers a file.
-                check_text_type(var_type)?;
-                let text = read_text(&mut input)?;
-                let store = open(global)?;
-                store_value(&store, &key, Value::String(text), opts, Some(expected))
-            } else {
-                check_text_type(var_type)?;
-                let store = open(global)?;
-                store.set_text_from_reader(&key, &mut input.reader, &input.name, opts)
-            }
+            let input = Input::check(&file)?;
+            let from_file = FromFile {
+                json: args.json,
+                var_type,
+                expected: expected.as_ref(),
+                max_bytes: args.max_bytes,
+            };
+            from_file.store(global, &key, &input, opts)?
         }
         _ => return Err(bad_input("give either VALUE or --file FILE")),
     };

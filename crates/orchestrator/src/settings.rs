@@ -43,6 +43,15 @@ pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_MEMORY_CEILING_BYTES: u64 = 256 << 20;
 /// Default `--max-context-bytes`.
 pub const DEFAULT_MAX_CONTEXT_BYTES: u64 = 1 << 30;
+/// The longest timeout or time budget a setting may ask for (`--exec-timeout`,
+/// `--agent-timeout`, `--request-timeout`, `--max-time`): 30 days. Longer than any run
+/// needs, and short enough that a deadline (a clock reading plus the setting) never
+/// overflows, whatever is added to it.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
+/// The longest `--retry-base-delay-ms`: the backoff between two attempts is capped at
+/// this anyway ([`crate::provider::retry::MAX_BACKOFF_SECS`]).
+pub const MAX_RETRY_BASE_DELAY: Duration =
+    Duration::from_secs(crate::provider::retry::MAX_BACKOFF_SECS);
 /// Default `--python`.
 pub const DEFAULT_PYTHON: &str = "python3";
 
@@ -184,7 +193,11 @@ impl RunSettings {
     /// price makes spending earn budget, a zero timeout fails every call at once) is
     /// refused here, whichever front door it came through.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
-        if let Some(message) = self.model_problem().or_else(|| self.limit_problem()) {
+        if let Some(message) = self
+            .duration_problem()
+            .or_else(|| self.model_problem())
+            .or_else(|| self.limit_problem())
+        {
             return Err(InvalidSetting(message));
         }
         let problems = [
@@ -226,6 +239,46 @@ impl RunSettings {
             Some((_, message)) => Err(InvalidSetting((*message).to_owned())),
             None => Ok(()),
         }
+    }
+
+    /// A duration past its upper bound ([`MAX_DURATION`], [`MAX_RETRY_BASE_DELAY`]):
+    /// each becomes a deadline somewhere (`Instant::now()` plus it), which must not
+    /// overflow, and none means anything that long.
+    fn duration_problem(&self) -> Option<String> {
+        let mut durations = vec![
+            ("--exec-timeout", self.exec_timeout),
+            ("--agent-timeout", self.agent_timeout),
+        ];
+        durations.extend(self.limits.max_time.map(|max| ("--max-time", max)));
+        for (model, flag) in [
+            (&self.model, "--request-timeout"),
+            (&self.sub_model, "--sub-model's request-timeout"),
+        ] {
+            durations.push((flag, model.request_timeout));
+        }
+        for (flag, duration) in durations {
+            if duration > MAX_DURATION {
+                return Some(format!(
+                    "{flag} must be at most {} seconds (30 days), not {}",
+                    MAX_DURATION.as_secs(),
+                    duration.as_secs()
+                ));
+            }
+        }
+        for (model, flag) in [
+            (&self.model, "--retry-base-delay-ms"),
+            (&self.sub_model, "--sub-model's retry-base-delay-ms"),
+        ] {
+            if model.retry_base_delay > MAX_RETRY_BASE_DELAY {
+                return Some(format!(
+                    "{flag} must be at most {} (the backoff between attempts is capped at {} s), not {}",
+                    MAX_RETRY_BASE_DELAY.as_millis(),
+                    MAX_RETRY_BASE_DELAY.as_secs(),
+                    model.retry_base_delay.as_millis()
+                ));
+            }
+        }
+        None
     }
 
     /// A model setting out of range, for the root model or the sub-model.
@@ -418,5 +471,70 @@ mod tests {
         let mut spent = settings();
         spent.limits.max_cost_usd = Some(0.0);
         assert_eq!(spent.validate(), Ok(()));
+    }
+
+    /// Any duration: every size of seconds, from the flags' whole seconds to the
+    /// largest `Duration` (a `--child-spec` file carries milliseconds of any size).
+    fn any_duration() -> impl proptest::strategy::Strategy<Value = Duration> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..=3 * MAX_DURATION.as_secs()).prop_map(Duration::from_secs),
+            any::<u64>().prop_map(Duration::from_millis),
+            (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+            Just(Duration::MAX),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Issue 22, item 7: any value of the duration settings either validates or is
+        /// refused with a message naming its flag, and a value that validates can be
+        /// added to a clock reading (std's and tokio's `Instant`, as the deadlines of
+        /// the kernel, agents, requests and the time budget are) without a panic.
+        #[test]
+        fn any_duration_setting_validates_or_is_refused_never_a_panic(
+            exec in any_duration(),
+            agent in any_duration(),
+            request in any_duration(),
+            sub_request in any_duration(),
+            max_time in proptest::option::of(any_duration()),
+            retry_base in any_duration(),
+        ) {
+            let mut s = settings();
+            s.exec_timeout = exec;
+            s.agent_timeout = agent;
+            s.model.request_timeout = request;
+            s.sub_model.request_timeout = sub_request;
+            s.limits.max_time = max_time;
+            s.model.retry_base_delay = retry_base;
+            let named = [
+                "--exec-timeout",
+                "--agent-timeout",
+                "request-timeout",
+                "--max-time",
+                "--retry-base-delay-ms",
+            ];
+            match s.validate() {
+                Err(InvalidSetting(message)) => {
+                    proptest::prop_assert!(
+                        named.iter().any(|flag| message.contains(flag)),
+                        "{message} names no duration flag"
+                    );
+                }
+                Ok(()) => {
+                    let durations = [exec, agent, request, sub_request, retry_base]
+                        .into_iter()
+                        .chain(max_time);
+                    for duration in durations {
+                        proptest::prop_assert!(duration <= MAX_DURATION);
+                        let _ = std::time::Instant::now() + duration;
+                        let _ = tokio::time::Instant::now() + duration;
+                    }
+                    let policy = crate::provider::RetryPolicy::new(u32::MAX, retry_base);
+                    for retry in [1, 2, 30, u32::MAX] {
+                        let _ = std::time::Instant::now() + policy.backoff(retry);
+                    }
+                }
+            }
+        }
     }
 }

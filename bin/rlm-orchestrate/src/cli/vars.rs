@@ -162,6 +162,11 @@ pub struct SetArgs {
     /// does not exist yet; otherwise exit 3.
     #[arg(long = "if-sha256", value_name = "HEX|none", value_parser = parse_expected)]
     pub if_sha256: Option<Expected>,
+
+    /// Refuse a --file value larger than this many bytes (a device or an endless pipe
+    /// never ends); the default and the variable are those of `run --max-context-bytes`.
+    #[arg(long, value_name = "N", default_value_t = 1 << 30, env = "RLM_MAX_CONTEXT_BYTES")]
+    pub max_bytes: u64,
 }
 
 /// A variable type as written on the command line.

@@ -2,31 +2,32 @@
 //! fits the `--type` asked for: every such failure is bad input (exit 2), found before
 //! the store is opened, so the stored value is left as it was.
 
-use std::fs::{self, File};
-use std::io::{self, Read};
-use std::path::Path;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rlm_context_store::{StoreError, VariableType};
+use rlm_orchestrator::context::{Budget, BudgetedInput, Stop, STDIN_PATH};
 use serde_json::Value;
 
 use crate::exit::{annotate, bad_input, ExitStatus, ResultExt};
 
-/// Where `--file` reads from.
+/// Where `--file` reads from: a file, a device or a pipe, or stdin for `-`.
 pub(super) struct Input {
     /// The file as named on the command line, or `stdin`.
     pub(super) name: String,
-    /// The bytes of the value.
-    pub(super) reader: Box<dyn Read>,
+    /// The path to open (`-` for stdin).
+    pub(super) path: PathBuf,
 }
 
 impl Input {
-    /// Opens `path`, or stdin for `-`; a missing file or a directory is bad input.
-    pub(super) fn open(path: &Path) -> Result<Self> {
-        if path.as_os_str() == "-" {
+    /// Checks `path`, or stdin for `-`; a missing file or a directory is bad input.
+    pub(super) fn check(path: &Path) -> Result<Self> {
+        if path.as_os_str() == STDIN_PATH {
             return Ok(Self {
                 name: "stdin".to_owned(),
-                reader: Box::new(io::stdin().lock()),
+                path: path.to_owned(),
             });
         }
         let name = path.display().to_string();
@@ -39,13 +40,38 @@ impl Input {
         if meta.is_dir() {
             return Err(bad_input(format!("{name} is a directory, not a file")));
         }
-        let file = File::open(path)
-            .with_context(|| format!("cannot read {name}"))
-            .status(ExitStatus::BadInput)?;
         Ok(Self {
             name,
-            reader: Box::new(file),
+            path: path.to_owned(),
         })
+    }
+
+    /// Opens the input, every byte read counted against `budget` (reading fails past
+    /// its limit or once its token is cancelled).
+    pub(super) fn open<'b>(&self, budget: &'b mut Budget) -> Result<BudgetedInput<'b>> {
+        BudgetedInput::open(&self.path, budget)
+            .with_context(|| format!("cannot read {}", self.name))
+            .status(ExitStatus::BadInput)
+    }
+}
+
+/// Why reading `input` stopped early, as the error to report: past `max_bytes` (bad
+/// input), or cancelled by Ctrl-C / SIGTERM. Either way nothing was stored.
+pub(super) fn stopped_error(input: &Input, stop: Stop, max_bytes: u64) -> anyhow::Error {
+    match stop {
+        Stop::OverLimit => annotate(
+            anyhow::anyhow!(
+                "{} is larger than --max-bytes ({max_bytes} bytes); nothing was stored",
+                input.name
+            ),
+            Some(ExitStatus::BadInput),
+            Some("raise --max-bytes (or RLM_MAX_CONTEXT_BYTES), or refer to a large file where it is with `vars set KEY --ref PATH`".to_owned()),
+        ),
+        Stop::Cancelled => annotate(
+            anyhow::anyhow!("stopped while reading {}; nothing was stored", input.name),
+            Some(ExitStatus::Cancelled),
+            None,
+        ),
     }
 }
 
@@ -69,16 +95,15 @@ pub(super) fn parse_json(reader: impl Read, name: &str) -> Result<Value> {
 }
 
 /// Reads a whole text input, failing like the streaming path on invalid UTF-8.
-pub(super) fn read_text(input: &mut Input) -> Result<String> {
+pub(super) fn read_text(reader: &mut dyn Read, name: &str) -> Result<String> {
     let mut bytes = Vec::new();
-    input
-        .reader
+    reader
         .read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read {}", input.name))
+        .with_context(|| format!("cannot read {name}"))
         .status(ExitStatus::BadInput)?;
     String::from_utf8(bytes).map_err(|e| {
         StoreError::InvalidUtf8 {
-            source_name: input.name.clone(),
+            source_name: name.to_owned(),
             offset: e.utf8_error().valid_up_to() as u64,
         }
         .into()

@@ -67,3 +67,61 @@ fn a_large_answer_is_traced_once_by_reference() {
     let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(shown["answer"].as_str().map(str::len), Some(SIZE));
 }
+
+/// Issue 22, item 12c: `--events` carried a large answer twice (in `final` and again
+/// in `run_finished`). The `final` event carries it; `run_finished` does not repeat it,
+/// and `runs show` still has the answer.
+#[test]
+fn events_on_stdout_carry_a_large_answer_once() {
+    const SIZE: usize = 1 << 20;
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(MockScript::replies([
+        MockReply::text(format!("```repl\nbig = 'y' * {SIZE}\nprint(len(big))\n```")),
+        MockReply::text("FINAL_VAR(big)"),
+    ]))
+    .unwrap();
+    let output = sb
+        .bare()
+        .env_remove("OPENAI_API_KEY")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "a task", "--events", "--model", "mock", "--base-url"])
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer = "y".repeat(SIZE);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(
+        stdout.matches(&answer).count(),
+        1,
+        "the answer is not on stdout once"
+    );
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let of = |kind: &str| {
+        events
+            .iter()
+            .find(|e| e["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} event"))
+    };
+    assert_eq!(of("final")["answer"].as_str(), Some(answer.as_str()));
+    assert!(of("run_finished")["answer"].is_null());
+    assert_eq!(of("run_finished")["status"], "answered");
+    let run_id = of("run_finished")["run_id"].as_str().unwrap().to_owned();
+    let shown = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["runs", "show", &run_id, "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["answer"].as_str().map(str::len), Some(SIZE));
+}

@@ -49,12 +49,10 @@ mod variable;
 pub use describe::describe_value;
 pub use error::ContextError;
 pub use info::{ContextInfo, LoadedContext, TextStats, PREVIEW_CHARS};
-pub use input::STDIN_PATH;
+pub use input::{Budget, Input as BudgetedInput, Stop, STDIN_PATH};
 pub use lazy::{LazyMode, LazyPolicy, DEFAULT_LAZY_ABOVE_BYTES};
 pub use rlm_protocol::CHUNK_CHARS;
 pub use spec::{ContextKeys, ContextSpec, DirAs, DEFAULT_MAX_CONTEXT_BYTES};
-
-use input::Budget;
 
 /// Loads the context described by `spec` into `store` under `keys`. Cancelling
 /// `cancel` stops the load within a read, leaving nothing of it in the store.

@@ -57,6 +57,19 @@ pub struct EventSink {
     dir: PathBuf,
     file: Arc<Mutex<BufWriter<File>>>,
     listeners: Arc<Vec<EventListener>>,
+    /// The fingerprint of the answer the last `final` event carried.
+    final_answer: Arc<Mutex<Option<Fingerprint>>>,
+}
+
+/// An answer's length and hash: enough to tell that `run_finished` would repeat the
+/// answer of `final`, without keeping a second copy of a large answer.
+type Fingerprint = (usize, u64);
+
+fn fingerprint(answer: &str) -> Fingerprint {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    answer.hash(&mut hasher);
+    (answer.len(), hasher.finish())
 }
 
 impl std::fmt::Debug for EventSink {
@@ -91,6 +104,7 @@ impl EventSink {
             dir,
             file: Arc::new(Mutex::new(BufWriter::new(file))),
             listeners: Arc::new(listeners),
+            final_answer: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -107,7 +121,8 @@ impl EventSink {
     /// Records an event. Trace write failures are logged, never fatal to the run.
     /// Known secrets (`rlm_process::redact_secrets`) are scrubbed from what is written
     /// and from what the listeners see.
-    pub fn emit(&self, data: EventData) {
+    pub fn emit(&self, mut data: EventData) {
+        self.answer_once(&mut data);
         let mut event = self.stamp(data);
         let Ok(mut line) = serde_json::to_string(&event) else {
             return;
@@ -132,6 +147,30 @@ impl EventSink {
         // The listeners (the terminal, `--events`) get the whole event, scrubbed.
         for listener in self.listeners.iter() {
             listener(&event);
+        }
+    }
+
+    /// A run's answer travels once, in its `final` event: `run_finished` leaves out
+    /// (`"answer": null`) the answer the last `final` event carried, and keeps one no
+    /// `final` event did. Readers take the answer from `final` (the fold keeps it when
+    /// `run_finished` has none), and traces written when both carried it still read.
+    fn answer_once(&self, data: &mut EventData) {
+        let mut last = self
+            .final_answer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match data {
+            EventData::Final(record) => *last = Some(fingerprint(&record.answer)),
+            EventData::RunFinished(finished) => {
+                let repeated = finished
+                    .answer
+                    .as_deref()
+                    .is_some_and(|answer| *last == Some(fingerprint(answer)));
+                if repeated {
+                    finished.answer = None;
+                }
+            }
+            _ => {}
         }
     }
 
