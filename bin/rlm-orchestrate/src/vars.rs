@@ -108,18 +108,63 @@ fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> 
         }
         return Ok(());
     }
-    write_list(out, &refs)?;
+    let unsigned = unsigned_file_variables(global, &refs);
+    if !global.quiet {
+        for key in &unsigned {
+            output::warning(format_args!(
+                "{} is a file variable this data directory did not sign (unsigned, or signed \
+                 with another key): no reader follows it; if you made it, reference the file \
+                 again with `rlm-orchestrate vars set KEY --ref PATH`",
+                output::shown_key(key)
+            ));
+        }
+    }
+    write_list_marked(out, &refs, &unsigned)?;
     Ok(())
+}
+
+/// The keys among `refs` of `file` variables whose reference this data directory did
+/// not sign: a process that may write variables could have pointed them anywhere.
+fn unsigned_file_variables(global: &GlobalArgs, refs: &[VariableRef]) -> Vec<String> {
+    let files: Vec<&VariableRef> = refs
+        .iter()
+        .filter(|r| r.var_type == VariableType::File)
+        .collect();
+    if files.is_empty() {
+        return Vec::new();
+    }
+    let Ok(Some(store)) = open_existing(global) else {
+        return Vec::new();
+    };
+    files
+        .into_iter()
+        .filter(|r| !matches!(store.file_reference_is_signed(&r.key), Ok(Some(true))))
+        .map(|r| r.key.clone())
+        .collect()
 }
 
 /// The `vars list` table: key, type, scope, size, creation time, short sha256.
 pub(crate) fn write_list(out: &mut dyn Write, refs: &[VariableRef]) -> io::Result<()> {
+    write_list_marked(out, refs, &[])
+}
+
+/// [`write_list`], with the `file` variables named in `unsigned` marked as such.
+fn write_list_marked(
+    out: &mut dyn Write,
+    refs: &[VariableRef],
+    unsigned: &[String],
+) -> io::Result<()> {
     let rows: Vec<Vec<String>> = refs
         .iter()
         .map(|r| {
+            let var_type = if unsigned.contains(&r.key) {
+                format!("{} (unsigned)", r.var_type)
+            } else {
+                r.var_type.to_string()
+            };
             vec![
                 output::shown_key(&r.key),
-                r.var_type.to_string(),
+                var_type,
                 output::shown_key(&r.scope),
                 format::human_bytes(r.size_bytes),
                 format::utc_time(r.created_at),

@@ -1,7 +1,8 @@
 //! What `vars` does with files it cannot trust (issue 11, part B, items 10–13): a
 //! truncated value prints nothing, a hand edit never matches its old `--if-sha256`, a
 //! symlink is refused, a streaming `set --file -` waiting for input blocks no other
-//! writer, and `rm`/`clear` leave no lock files behind.
+//! writer, and `rm`/`clear` leave no lock files behind; a `file` variable this data
+//! directory did not sign is marked in `vars list` (issue 22, item 12d).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -151,4 +152,64 @@ fn rm_and_clear_remove_lock_files() {
     assert_eq!(count(), 2);
     sb.vars(&["clear"]).assert().success();
     assert_eq!(count(), 0);
+}
+
+/// Rewrites the `file` variable `key` as a process that may write variables could:
+/// consistent size and sha256, but its reference unsigned (`signature: null`) or signed
+/// with a key of the forger's own.
+fn forge(sb: &Sandbox, key: &str, signature: serde_json::Value) {
+    use sha2::Digest as _;
+    let path = path_of(sb, key);
+    let path = if path.extension().is_some_and(|e| e == "json") {
+        path
+    } else {
+        sb.data_dir().join("variables").join(format!("{key}.json"))
+    };
+    let mut file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    file["value"]["signature"] = signature;
+    let value = serde_json::to_vec(&file["value"]).unwrap();
+    file["ref"]["sizeBytes"] = value.len().into();
+    file["ref"]["sha256"] = format!("{:x}", sha2::Sha256::digest(&value)).into();
+    std::fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
+}
+
+#[test]
+fn a_forged_file_variable_is_marked_in_the_list() {
+    let sb = Sandbox::new();
+    let secret = sb.file("secret.txt", "not for the model\n");
+    let honest = sb.file("honest.txt", "fine\n");
+    for (key, path) in [
+        ("unsigned", &secret),
+        ("self-signed", &secret),
+        ("honest", &honest),
+    ] {
+        sb.set(&[key, "--ref", path.to_str().unwrap()]);
+    }
+    forge(&sb, "unsigned", serde_json::Value::Null);
+    forge(&sb, "self-signed", serde_json::json!("00".repeat(32)));
+
+    let out = sb.vars(&["list"]).assert().success();
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let row = |key: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no row for {key} in\n{table}"))
+            .to_owned()
+    };
+    assert!(row("unsigned").contains("file (unsigned)"), "{table}");
+    assert!(row("self-signed").contains("file (unsigned)"), "{table}");
+    assert!(!row("honest").contains("unsigned"), "{table}");
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        stderr.contains("unsigned") && stderr.contains("--ref"),
+        "the warning says what to do: {stderr}"
+    );
+    // Nothing was read through the forged references, and they are still refused.
+    sb.vars(&["get", "unsigned"])
+        .assert()
+        .failure()
+        .stdout("")
+        .stderr(predicate::str::contains("signature"));
 }

@@ -52,6 +52,18 @@ impl Store {
         Ok(Some(file))
     }
 
+    /// Whether the `file` variable `key` carries this data directory's signature:
+    /// `None` when `key` is not a `file` variable, `Some(false)` for a reference rlm did
+    /// not make (unsigned, or signed with another key), which every reader refuses.
+    pub fn file_reference_is_signed(&self, key: &str) -> Result<Option<bool>> {
+        if self.reference(key)?.var_type != VariableType::File {
+            return Ok(None);
+        }
+        let value = self.get(key)?;
+        let file = decode(key, &value)?;
+        Ok(Some(file.signed_by(&signing_key(self.data_dir())?)))
+    }
+
     /// [`file_reference`](Self::file_reference), checked: the file must still be the one
     /// referenced ([`StoreError::FileChanged`] otherwise). What every reader that hands
     /// the file on (to a sub-agent, a child run, the model) calls.

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rlm_context_store::Store;
-use rlm_env_js::{JsEnv, JsOptions};
-use rlm_env::{CodeRepl, EnvConfig};
 use rlm_env::Host;
+use rlm_env::{CodeRepl, EnvConfig};
+use rlm_env_js::{JsEnv, JsOptions};
 use serde_json::json;
 use tempfile::TempDir;
 
