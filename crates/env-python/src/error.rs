@@ -145,4 +145,11 @@ pub enum CaptureError {
         /// The file.
         path: std::path::PathBuf,
     },
+    /// The thread that bounds the capture files could not be started.
+    #[error("could not start the thread that bounds the capture files: {source}")]
+    Thread {
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
 }
