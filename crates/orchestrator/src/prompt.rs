@@ -132,6 +132,13 @@ pub fn first_message(
                     clip(&info.origin, 200)
                 ),
             };
+            if !info.skipped.is_empty() {
+                let _ = writeln!(
+                    text,
+                    "- skipped (not in `context`): {}",
+                    clip(&info.skipped.join(", "), 2000)
+                );
+            }
             let _ = writeln!(
                 text,
                 "- preview (first {} characters): {}",
@@ -324,6 +331,23 @@ mod tests {
             &serde_json::Value::String(text.to_owned()),
             "test.log".into(),
         )
+    }
+
+    #[test]
+    fn skipped_directory_entries_are_named_to_the_model() {
+        let mut info = info_of("text");
+        info.skipped = vec!["loop (symbolic link, not followed)".into()];
+        let message = first_message(
+            "q",
+            Some(&info),
+            &Budget::default(),
+            SessionState::default(),
+            Access::Code,
+        );
+        assert!(
+            message.contains("- skipped (not in `context`): loop (symbolic link, not followed)"),
+            "{message}"
+        );
     }
 
     #[test]
