@@ -14,6 +14,7 @@ mod context_limits;
 mod eval;
 mod example_data;
 mod faults;
+mod final_answers;
 mod help;
 mod js;
 mod kernel_protocol;
