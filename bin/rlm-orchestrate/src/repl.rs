@@ -273,6 +273,7 @@ impl Repl<'_> {
             files: std::mem::take(&mut self.next_context),
             dir: None,
             dir_as: DirAs::List,
+            follow_symlinks: false,
             var: None,
             max_bytes: self.options.max_context_bytes,
             // The REPL's kernel was confined when it started: files it was not given

@@ -44,6 +44,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
                 DirAsArg::Dict => DirAs::Dict,
                 DirAsArg::Concat => DirAs::Concat,
             },
+            follow_symlinks: args.follow_symlinks,
             var: args.context_var.clone(),
             max_bytes: args.max_context_bytes,
             copy: args.copy_context,

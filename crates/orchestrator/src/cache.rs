@@ -9,11 +9,12 @@
 //! A referenced variable enters a key through [`variable_digest`]: the hash of what it
 //! holds now, checked against its file — never a sha256 remembered by an index or
 //! written in a header, which another process's rewrite or a hand edit leaves stale
-//! (and which then answered the new content with the old content's answer).
+//! (and which then answered the new content with the old content's answer). A `file`
+//! variable enters through the sha256 of the file's bytes, not of the reference.
 
 use std::sync::Arc;
 
-use rlm_context_store::{SetOptions, Store, StoreError};
+use rlm_context_store::{FileCopyError, SetOptions, Store, StoreError};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -54,8 +55,28 @@ impl CallKey {
 /// The part of a call's key that stands for the variable `key`: the sha256 of its
 /// current content ([`Store::content_sha256`]). A value that does not match its
 /// recorded hash fails here, so nothing is memoised on top of it.
+///
+/// A `file` variable's value is only the file's identity (path, size, inode,
+/// modification time), which an edit in place that keeps all three leaves as it was:
+/// its part is the sha256 of the file's bytes, streamed now (one read of the file per
+/// memoised call over it), so an answer cached for other contents is never served.
 pub fn variable_digest(store: &Store, key: &str) -> Result<String, StoreError> {
-    store.content_sha256(key)
+    let Some(file) = store.unchanged_file_reference(key)? else {
+        return store.content_sha256(key);
+    };
+    let sha = file.copy_to(&mut std::io::sink()).map_err(|e| match e {
+        FileCopyError::Changed(change) => StoreError::FileChanged {
+            key: key.to_owned(),
+            path: file.path.clone(),
+            change: change.0,
+        },
+        FileCopyError::Read(source) | FileCopyError::Write(source) => StoreError::Io {
+            action: "hash the referenced file",
+            path: file.path.clone(),
+            source,
+        },
+    })?;
+    Ok(format!("file:{sha}"))
 }
 
 /// The call cache over a store; disabled with `--no-cache`.
@@ -168,6 +189,34 @@ mod tests {
         let after = key_for(&store);
         assert_ne!(after.variable(), before.variable());
         assert_eq!(cache.get(&after).await, None);
+    }
+
+    /// Issue 22 item 8: a `file` variable's digest is its file's content, so an edit in
+    /// place that keeps size, inode and modification time changes it.
+    #[test]
+    fn a_file_variable_is_keyed_on_its_content() {
+        use std::io::{Seek as _, Write as _};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        let path = dir.path().join("doc.txt");
+        std::fs::write(&path, "the old text").unwrap();
+        store
+            .set_file_reference("doc", &path, SetOptions::default())
+            .unwrap();
+        let before = variable_digest(&store, "doc").unwrap();
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.seek(std::io::SeekFrom::Start(4)).unwrap();
+        file.write_all(b"NEW").unwrap();
+        file.set_modified(modified).unwrap();
+        drop(file);
+        store
+            .file_reference("doc")
+            .unwrap()
+            .unwrap()
+            .check()
+            .unwrap();
+        assert_ne!(variable_digest(&store, "doc").unwrap(), before);
     }
 
     #[tokio::test]

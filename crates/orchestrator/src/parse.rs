@@ -39,6 +39,9 @@ pub struct ParsedResponse {
     pub final_literal: Option<String>,
     /// `FINAL_VAR(name)` found outside code: the name.
     pub final_var: Option<String>,
+    /// `FINAL` or `FINAL_VAR` when the last such call outside code was opened and never
+    /// closed (no `)` ends it: a reply cut short, or a slip); it is then not an answer.
+    pub unclosed_final: Option<&'static str>,
     /// True when imitated REPL output was cut.
     pub cut_imitated_output: bool,
     /// Set when no block will run but the response holds code in the wrong form.
@@ -116,9 +119,26 @@ pub fn parse_response(response: &str, language_tags: &[&str]) -> ParsedResponse 
         }
     }
     parsed.transcript_text = kept.trim_end().to_owned();
-    parsed.final_var = find_call(&outside, "FINAL_VAR").map(|arg| unquote(&arg).to_owned());
-    parsed.final_literal = find_call(&outside, "FINAL").map(|arg| unquote(&arg).to_owned());
-    if parsed.blocks.is_empty() && parsed.final_literal.is_none() && parsed.final_var.is_none() {
+    for name in ["FINAL_VAR", "FINAL"] {
+        let argument = match find_call(&outside, name) {
+            Some(Call::Closed(arg)) => Some(unquote(&arg).to_owned()),
+            Some(Call::Unclosed) => {
+                parsed.unclosed_final = Some(name);
+                None
+            }
+            None => None,
+        };
+        if name == "FINAL" {
+            parsed.final_literal = argument;
+        } else {
+            parsed.final_var = argument;
+        }
+    }
+    if parsed.blocks.is_empty()
+        && parsed.final_literal.is_none()
+        && parsed.final_var.is_none()
+        && parsed.unclosed_final.is_none()
+    {
         parsed.misfence =
             other_fence.or_else(|| looks_like_tool_call(&outside).then_some(Misfence::ToolCall));
     }
@@ -217,7 +237,16 @@ fn imitation_start(text: &str) -> Option<usize> {
 
 /// The argument of the last `NAME(...)` that starts a line (after optional markdown
 /// emphasis), with balanced parentheses; unbalanced runs to the last `)`.
-fn find_call(text: &str, name: &str) -> Option<String> {
+/// A `NAME(` call found at the start of a line.
+enum Call {
+    /// Its argument, up to the `)` that closes it.
+    Closed(String),
+    /// No `)` closes it.
+    Unclosed,
+}
+
+/// The last `name(...)` call at the start of a line of `text`.
+fn find_call(text: &str, name: &str) -> Option<Call> {
     let mut found = None;
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
@@ -232,7 +261,10 @@ fn find_call(text: &str, name: &str) -> Option<String> {
     found
 }
 
-fn balanced_argument(after_paren: &str) -> String {
+/// The argument of a call whose `(` ends just before `after_paren`: up to the `)` that
+/// balances it outside quotes, else (an unbalanced quote) the last `)` when the
+/// parentheses alone balance; unclosed when they do not.
+fn balanced_argument(after_paren: &str) -> Call {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
     let mut escaped = false;
@@ -251,15 +283,32 @@ fn balanced_argument(after_paren: &str) -> String {
                 quote = Some(c)
             }
             '(' => depth += 1,
-            ')' if depth == 0 => return after_paren[..i].trim().to_owned(),
+            ')' if depth == 0 => return Call::Closed(after_paren[..i].trim().to_owned()),
             ')' => depth -= 1,
             _ => {}
         }
     }
-    match after_paren.rfind(')') {
-        Some(end) => after_paren[..end].trim().to_owned(),
-        None => after_paren.trim().to_owned(),
+    if !parens_close(after_paren) {
+        return Call::Unclosed;
     }
+    match after_paren.rfind(')') {
+        Some(end) => Call::Closed(after_paren[..end].trim().to_owned()),
+        None => Call::Unclosed,
+    }
+}
+
+/// True when a `)` closes the call, counting parentheses only (quotes ignored).
+fn parens_close(after_paren: &str) -> bool {
+    let mut depth = 0usize;
+    for c in after_paren.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 0 => return true,
+            ')' => depth -= 1,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// `"x"` / `'x'` → `x` when the whole argument is one quoted literal.
@@ -402,6 +451,21 @@ mod tests {
             Some(Misfence::ToolCall)
         );
         assert_eq!(parse_response("just thinking", PY).misfence, None);
+    }
+
+    #[test]
+    fn an_unclosed_final_is_no_answer_and_is_flagged() {
+        let p = parse_response("The answer is\nFINAL(42 apples and", PY);
+        assert_eq!(p.final_literal, None);
+        assert_eq!(p.unclosed_final, Some("FINAL"));
+        let p = parse_response("FINAL(a (b) c", PY);
+        assert_eq!((p.final_literal, p.unclosed_final), (None, Some("FINAL")));
+        let p = parse_response("FINAL_VAR(answer", PY);
+        assert_eq!((p.final_var, p.unclosed_final), (None, Some("FINAL_VAR")));
+        // An unbalanced quote with the parenthesis closed is still an answer.
+        let p = parse_response("FINAL(\"unterminated)", PY);
+        assert_eq!(p.final_literal.as_deref(), Some("\"unterminated"));
+        assert_eq!(p.unclosed_final, None);
     }
 
     #[test]

@@ -132,6 +132,13 @@ pub fn first_message(
                     clip(&info.origin, 200)
                 ),
             };
+            if !info.skipped.is_empty() {
+                let _ = writeln!(
+                    text,
+                    "- skipped (not in `context`): {}",
+                    clip(&info.skipped.join(", "), 2000)
+                );
+            }
             let _ = writeln!(
                 text,
                 "- preview (first {} characters): {}",
@@ -274,6 +281,20 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
 /// Told when `FINAL(...)` came in the same message as code.
 pub const PREMATURE_FINAL: &str = "Your FINAL(...) was written in the same message as code, before that code ran, so it was not accepted. Read the output above, then answer with FINAL(...) or FINAL_VAR(name) in a message without code.";
 
+/// Told when a reply stopped at the model's output-token limit: nothing of it ran and
+/// it was not taken as the final answer (its end, a `FINAL(` among it, is missing).
+pub const TRUNCATED_REPLY: &str = "Your last reply was cut off at the output-token limit, so none of it was run and it was not taken as the final answer. Answer again, shorter: less code per reply, and a short FINAL(...) — build a long answer in a variable and give FINAL_VAR(name).";
+
+/// Told under `--env tools` when a reply stopped at the output-token limit.
+pub const TRUNCATED_REPLY_TOOLS: &str = "Your last reply was cut off at the output-token limit, so none of its tool calls were run and it was not taken as the final answer. Answer again, shorter: fewer calls per reply, and a short FINAL(...) or final_answer.";
+
+/// Told when `FINAL(` or `FINAL_VAR(` (`name`) was opened and never closed.
+pub fn unclosed_final(name: &str) -> String {
+    format!(
+        "Your {name}( was never closed with `)`, so it was not taken as the final answer. Write it again, whole, with its closing parenthesis: {name}(...)."
+    )
+}
+
 /// What a reply under `--env tools` that ran nothing and answered nothing held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolsMiss {
@@ -324,6 +345,23 @@ mod tests {
             &serde_json::Value::String(text.to_owned()),
             "test.log".into(),
         )
+    }
+
+    #[test]
+    fn skipped_directory_entries_are_named_to_the_model() {
+        let mut info = info_of("text");
+        info.skipped = vec!["loop (symbolic link, not followed)".into()];
+        let message = first_message(
+            "q",
+            Some(&info),
+            &Budget::default(),
+            SessionState::default(),
+            Access::Code,
+        );
+        assert!(
+            message.contains("- skipped (not in `context`): loop (symbolic link, not followed)"),
+            "{message}"
+        );
     }
 
     #[test]

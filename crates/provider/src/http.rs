@@ -182,7 +182,7 @@ pub(crate) struct RawCompletion {
     /// The model the server says answered.
     pub(crate) model: Option<String>,
     /// Why the model stopped (`stop`, `length`, `end_turn`, `max_tokens`, `tool_use`…),
-    /// when the server said; logged, not acted on.
+    /// when the server said; `length` and `max_tokens` mark the answer as truncated.
     pub(crate) stop_reason: Option<String>,
 }
 
@@ -273,6 +273,7 @@ impl RawCompletion {
         if let Some(stop_reason) = &self.stop_reason {
             tracing::debug!(stop_reason, "the model stopped");
         }
+        let truncated = matches!(self.stop_reason.as_deref(), Some("length" | "max_tokens"));
         let (usage, usage_reported) = match self.usage {
             Some(usage) => (usage, true),
             None => {
@@ -295,6 +296,7 @@ impl RawCompletion {
             latency: started.elapsed(),
             attempts,
             text: self.text,
+            truncated,
         }
     }
 }

@@ -193,6 +193,9 @@ pub struct Completion {
     pub latency: Duration,
     /// How many attempts it took (1 = no retry).
     pub attempts: u32,
+    /// True when the model stopped at its output-token limit (OpenAI `finish_reason:
+    /// "length"`, Anthropic `stop_reason: "max_tokens"`): the text is cut short.
+    pub truncated: bool,
 }
 
 /// Receives streamed text as it arrives (for the live view).

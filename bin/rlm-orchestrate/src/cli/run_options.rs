@@ -34,6 +34,11 @@ pub struct RunOptions {
     )]
     pub dir_as: DirAsArg,
 
+    /// Follow the symbolic links of --context-dir that resolve inside it (by default
+    /// none is followed; links are listed as skipped in what the model is told).
+    #[arg(long, env = "RLM_FOLLOW_SYMLINKS", help_heading = "Context")]
+    pub follow_symlinks: bool,
+
     /// Use an existing variable of the store as the context.
     #[arg(
         long,

@@ -222,15 +222,43 @@ fn a_context_dir_refuses_fifos_and_devices() {
         stderr.contains("b.pipe") && stderr.contains("FIFO") && stderr.contains("regular"),
         "{stderr}"
     );
-    std::fs::remove_file(dir.join("b.pipe")).unwrap();
-    std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
-    let out = run_cmd(&sb, &mock, &["--context-dir", dir.to_str().unwrap()])
-        .assert()
-        .code(2);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert!(stderr.contains("character device"), "{stderr}");
     assert_eq!(mock.requests(), 0);
     assert_only_keep_left(&sb);
+}
+
+#[test]
+fn a_context_dir_skips_symlinks_and_tells_the_model() {
+    let sb = Sandbox::new();
+    let mock = mock();
+    let dir = sb.root().join("docs");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "alpha").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("passwd")).unwrap();
+    std::os::unix::fs::symlink(".", dir.join("loop")).unwrap();
+    std::os::unix::fs::symlink("a.txt", dir.join("alias.txt")).unwrap();
+    let d = dir.to_str().unwrap();
+    for (follow, files) in [(false, 1), (true, 2)] {
+        let mut args = vec!["--context-dir", d, "--dir-as", "dict"];
+        if follow {
+            args.push("--follow-symlinks");
+        }
+        run_cmd(&sb, &mock, &args).assert().code(0);
+        let requests = mock.0.control().requests();
+        let first = requests.last().unwrap().message_texts().join("\n");
+        assert!(first.contains(&format!("({files} files)")), "{first}");
+        for name in [
+            "zero (symbolic link",
+            "passwd (symbolic link",
+            "loop (symbolic link",
+        ] {
+            assert!(
+                first.contains(name),
+                "{name} not listed as skipped: {first}"
+            );
+        }
+        assert!(!first.contains("root:"), "{first}");
+    }
 }
 
 /// Waits until `done` holds, for at most [`BOUND`].

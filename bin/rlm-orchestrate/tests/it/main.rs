@@ -15,6 +15,7 @@ mod escapees;
 mod eval;
 mod example_data;
 mod faults;
+mod final_answers;
 mod grace;
 mod help;
 mod hostile_disk;

@@ -193,6 +193,75 @@ fn identical_sub_calls_are_answered_from_the_cache() {
     assert_eq!(cached.len(), 1);
 }
 
+/// Issue 22 item 8: a memoised `sub_rlm` over a `file` variable is asked again after
+/// the file is edited in place with its size, inode and modification time kept (the
+/// reference's identity check cannot see it; the key is the file's content).
+#[test]
+fn a_file_edited_in_place_keeping_size_and_mtime_is_not_answered_from_the_cache() {
+    use std::io::{Seek as _, Write as _};
+    let sb = Sandbox::new();
+    let script = MockScript::new()
+        .rule(MockRule::contains(
+            "Task: summarise the file",
+            MockReply::text("FINAL(a summary)"),
+        ))
+        .or_else(MockReply::text(
+            "```repl\nanswer = sub_rlm('summarise the file', context)\n```\nFINAL_VAR(answer)",
+        ));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let url = mock.control().openai_base_url();
+    let context = sb.file("doc.txt", "the old text of the document\n");
+    let args = [
+        "--context",
+        context.to_str().unwrap(),
+        "--lazy-context",
+        "always",
+    ];
+    let child_runs = || {
+        mock.control()
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.message_texts()
+                    .iter()
+                    .any(|t| t.contains("Task: summarise the file"))
+            })
+            .count()
+    };
+    assert_eq!(run_json(&sb, &url, "q", &args)["answer"], "a summary");
+    assert_eq!(child_runs(), 1);
+    // Unchanged: the second run is answered from the cache.
+    run_json(&sb, &url, "q", &args);
+    assert_eq!(child_runs(), 1, "an unchanged file missed the cache");
+    // Edited in place: same inode, same size, modification time set back.
+    let before = std::fs::metadata(&context).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&context)
+        .unwrap();
+    file.seek(std::io::SeekFrom::Start(4)).unwrap();
+    file.write_all(b"NEW").unwrap();
+    file.set_modified(before.modified().unwrap()).unwrap();
+    drop(file);
+    let after = std::fs::metadata(&context).unwrap();
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(
+        (after.ino(), after.len(), after.mtime(), after.mtime_nsec()),
+        (
+            before.ino(),
+            before.len(),
+            before.mtime(),
+            before.mtime_nsec()
+        )
+    );
+    run_json(&sb, &url, "q", &args);
+    assert_eq!(
+        child_runs(),
+        2,
+        "the edited file was answered from the cache"
+    );
+}
+
 #[test]
 fn a_spent_budget_ends_the_run_with_a_forced_answer() {
     let sb = Sandbox::new();

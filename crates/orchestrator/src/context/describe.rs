@@ -72,6 +72,7 @@ pub(super) fn describe_referenced_file(
         estimated: !sampled.exact,
         lazy,
         referenced: true,
+        skipped: Vec::new(),
     }
 }
 
@@ -117,6 +118,7 @@ pub(super) fn describe_list(infos: Vec<ContextInfo>) -> ContextInfo {
         estimated: infos.iter().any(|i| i.estimated),
         lazy: infos.iter().any(|i| i.lazy),
         referenced: infos.iter().any(|i| i.referenced),
+        skipped: Vec::new(),
     }
 }
 

@@ -39,6 +39,10 @@ pub struct ContextInfo {
     /// True when it is a file referenced where it is (not copied into the store).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub referenced: bool,
+    /// Entries of a `--context-dir` that were not read, each `path (why)` (symbolic
+    /// links not followed), at most twenty named and the rest counted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// Statistics of a text gathered while streaming it.

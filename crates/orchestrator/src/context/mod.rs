@@ -72,9 +72,17 @@ pub fn load_context(
     }
     let mut budget = Budget::new(spec.max_bytes, cancel.clone());
     if let Some(dir) = &spec.dir {
-        let files = dir::list_dir_files(dir, spec.max_bytes)?;
+        let listing = dir::list_dir_files(dir, spec.max_bytes, spec.follow_symlinks)?;
         return deleting_on_failure(store, |written| {
-            dir::load_dir(store, dir, &files, spec.dir_as, keys, &mut budget, written)
+            dir::load_dir(
+                store,
+                dir,
+                &listing,
+                spec.dir_as,
+                keys,
+                &mut budget,
+                written,
+            )
         });
     }
     let plans = plan::plan_files(spec)?;

@@ -36,6 +36,10 @@ pub struct ContextSpec {
     pub dir: Option<PathBuf>,
     /// `--dir-as`.
     pub dir_as: DirAs,
+    /// `--follow-symlinks`: follow the symbolic links of `--context-dir` that resolve
+    /// inside it (others are skipped, and listed as skipped, either way).
+    #[serde(default)]
+    pub follow_symlinks: bool,
     /// `--context-var`: an existing variable.
     pub var: Option<String>,
     /// `--max-context-bytes`: the most that is copied into the store or loaded whole.

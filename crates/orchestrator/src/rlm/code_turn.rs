@@ -17,6 +17,8 @@ pub(super) struct Step<'a> {
     pub settings: &'a LoopSettings,
     /// The context's size, for the redaction guard.
     pub context_chars: u64,
+    /// True when the reply stopped at the output-token limit: nothing of it runs.
+    pub truncated: bool,
 }
 
 /// Runs the code of the model's reply `text`; the reply goes into `messages`.
@@ -31,6 +33,7 @@ pub(super) async fn run(
         iteration,
         settings,
         context_chars,
+        truncated,
     } = step;
     let tags = env.fence_tags();
     let language = tags.first().copied().unwrap_or("repl");
@@ -49,6 +52,12 @@ pub(super) async fn run(
         },
     ));
 
+    if truncated {
+        // Its last block or its FINAL( may be cut anywhere: nothing of it is acted on.
+        let mut turn = Turn::default();
+        turn.notices.push(prompt::TRUNCATED_REPLY.to_owned());
+        return Ok(turn);
+    }
     let mut turn = Turn {
         ran_code: !parsed.blocks.is_empty(),
         ..Turn::default()
@@ -120,7 +129,9 @@ pub(super) async fn run(
             )),
         }
     }
-    if parsed.blocks.is_empty() && parsed.final_var.is_none() {
+    if let Some(name) = parsed.unclosed_final {
+        turn.notices.push(prompt::unclosed_final(name));
+    } else if parsed.blocks.is_empty() && parsed.final_var.is_none() {
         turn.notices
             .push(prompt::correction(parsed.misfence.as_ref(), language));
     }

@@ -238,6 +238,7 @@ pub async fn run_loop(
                     iteration,
                     settings,
                     context_chars,
+                    truncated: completion.truncated,
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
             }
@@ -398,11 +399,7 @@ async fn force_final(
         iterations,
         stop_reason,
     } = ending;
-    let mut instruction = match medium {
-        Medium::Code(_) => prompt::FORCE_FINAL,
-        Medium::Tools { .. } => prompt::FORCE_FINAL_TOOLS,
-    }
-    .to_owned();
+    let mut instruction = forced_instruction(medium).to_owned();
     if let Some(reason) = &stop_reason {
         instruction = format!("Stop: {reason}. {instruction}");
     }
@@ -418,7 +415,7 @@ async fn force_final(
             .any(|spec| spec.name == final_answer)
             .then_some(final_answer),
     };
-    let completion = caller
+    let mut completion = caller
         .ask(
             messages,
             offer,
@@ -426,6 +423,31 @@ async fn force_final(
             iterations + 1,
         )
         .await?;
+    if completion.truncated {
+        // A reply cut at its limit is not an answer: ask once more, for a shorter one.
+        messages.push(ChatMessage::assistant(completion.text.clone()));
+        messages.push(ChatMessage::user(format!(
+            "{} {}",
+            match medium {
+                Medium::Code(_) => prompt::TRUNCATED_REPLY,
+                Medium::Tools { .. } => prompt::TRUNCATED_REPLY_TOOLS,
+            },
+            forced_instruction(medium)
+        )));
+        completion = caller
+            .ask(
+                messages,
+                offer,
+                (CallPurpose::ForcedFinal, Reservation::default()),
+                iterations + 1,
+            )
+            .await?;
+        if completion.truncated {
+            caller.sink.emit(EventData::Warning {
+                message: "the forced final answer was cut at the model's output-token limit twice: it is given as it came, cut short".to_owned(),
+            });
+        }
+    }
     let tags = match medium {
         Medium::Code(repl) => repl.fence_tags(),
         Medium::Tools { .. } => &[],
@@ -458,6 +480,14 @@ async fn force_final(
         iterations,
         submitted: None,
     })
+}
+
+/// What the forced last request asks for.
+fn forced_instruction(medium: &Medium<'_>) -> &'static str {
+    match medium {
+        Medium::Code(_) => prompt::FORCE_FINAL,
+        Medium::Tools { .. } => prompt::FORCE_FINAL_TOOLS,
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,7 @@ impl Provider for Scripted {
             model: "scripted".into(),
             latency: Duration::ZERO,
             attempts: 1,
+            truncated: false,
         })
     }
     fn model(&self) -> &str {

@@ -46,6 +46,14 @@ pub(super) async fn run(
     }
     // Native calls answer by id; a model that writes its calls as text although the
     // endpoint takes them natively (small models often do) is answered in text.
+    if completion.truncated {
+        // Its calls' arguments or its FINAL( may be cut anywhere: nothing is acted on,
+        // and its calls go back as text (a native call needs a result answering it).
+        messages.push(ChatMessage::assistant(text));
+        let mut turn = Turn::default();
+        turn.notices.push(prompt::TRUNCATED_REPLY_TOOLS.to_owned());
+        return Ok(turn);
+    }
     let native = protocol == ToolProtocol::Native && !completion.tool_calls.is_empty();
     let calls = if native {
         completion.tool_calls.clone()
@@ -60,11 +68,12 @@ pub(super) async fn run(
 
     let mut turn = Turn::default();
     if calls.is_empty() {
-        match &parsed.final_literal {
-            Some(answer) => {
+        match (&parsed.final_literal, parsed.unclosed_final) {
+            (Some(answer), _) => {
                 turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
             }
-            None => {
+            (None, Some(name)) => turn.notices.push(prompt::unclosed_final(name)),
+            (None, None) => {
                 let miss = if !parsed.blocks.is_empty() {
                     ToolsMiss::Code
                 } else if MicroTool::ALL.iter().any(|tool| text.contains(tool.name())) {

@@ -40,6 +40,7 @@ fn context_of(files: &[&Path]) -> ContextSpec {
         files: files.iter().map(|f| f.to_path_buf()).collect(),
         dir: None,
         dir_as: DirAs::List,
+        follow_symlinks: false,
         var: None,
         max_bytes: 1 << 20,
         copy: false,
