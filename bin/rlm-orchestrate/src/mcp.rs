@@ -37,6 +37,8 @@ use serde_json::{json, Value};
 
 use crate::cli::{Cli, Command, GlobalArgs, RunOptions};
 
+mod stdio;
+
 /// Most bytes of output a `vars_*`/`runs_*` tool returns; longer output is cut with a
 /// note saying how long it was.
 const OUTPUT_MAX_BYTES: usize = 1 << 20;
@@ -55,14 +57,17 @@ pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result
     };
     let runtime = crate::runtime::build()?;
     runtime.block_on(async move {
+        let framed = stdio::frame(tokio::io::stdin(), tokio::io::stdout());
         let service = server
-            .serve(rmcp::transport::stdio())
+            .serve((framed.read, framed.write))
             .await
             .map_err(|e| anyhow::anyhow!("the MCP session could not start: {e}"))?;
         service
             .waiting()
             .await
             .map_err(|e| anyhow::anyhow!("the MCP session failed: {e}"))?;
+        // The session ended with stdin: let the last replies reach stdout.
+        let _ = framed.writer.await;
         anyhow::Ok(())
     })
 }
@@ -200,11 +205,11 @@ impl RlmServer {
     ) -> Result<CallToolResult, ErrorData> {
         let task = match crate::run::checked_task(&params.task) {
             Ok(task) => task,
-            Err(error) => return Ok(error_result(format!("{error:#}"))),
+            Err(error) => return Ok(error_result(error_text(&error))),
         };
         let args = match self.run_args(&params) {
             Ok(args) => args,
-            Err(error) => return Ok(error_result(format!("{error:#}"))),
+            Err(error) => return Ok(error_result(error_text(&error))),
         };
         let options = match parse_run_options(args) {
             Ok(options) => options,
@@ -214,7 +219,7 @@ impl RlmServer {
         let global = self.base.global();
         let config = match crate::run::prepare(&global, &options, None, cancel.clone()) {
             Ok(config) => config,
-            Err(error) => return Ok(error_result(format!("{error:#}"))),
+            Err(error) => return Ok(error_result(error_text(&error))),
         };
         // A cancelled request cancels the run: its children are ended as on Ctrl-C.
         let bridge = {
@@ -229,7 +234,7 @@ impl RlmServer {
         bridge.abort();
         Ok(match outcome {
             Ok(report) => answer_result(&report),
-            Err(error) => error_result(format!("{:#}", anyhow::Error::new(error))),
+            Err(error) => error_result(error_text(&anyhow::Error::new(error))),
         })
     }
 
@@ -381,7 +386,7 @@ impl RlmServer {
             _ => Err(anyhow::anyhow!("not a vars or runs command")),
         };
         if let Err(error) = done {
-            return error_result(format!("{error:#}"));
+            return error_result(error_text(&error));
         }
         let mut text = String::from_utf8_lossy(&out.kept).into_owned();
         if out.total > out.kept.len() as u64 {
@@ -436,6 +441,26 @@ fn answer_result(report: &RunReport) -> CallToolResult {
         "cost_usd": report.totals.cost_usd,
     }));
     result
+}
+
+/// The message of `error` as the CLI prints it, on one line: each cause once (a
+/// cause whose text is already in the message before it adds nothing; `{:#}` would
+/// repeat it), secrets redacted.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    let mut previous = String::new();
+    for cause in error.chain() {
+        let line = rlm_process::redact_secrets(&cause.to_string()).into_owned();
+        if !previous.is_empty() && previous.contains(&line) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&line);
+        previous = line;
+    }
+    text
 }
 
 /// A failed call, with the message the CLI would print.

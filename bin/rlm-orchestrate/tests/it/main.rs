@@ -26,6 +26,7 @@ mod kill9;
 mod large_answer;
 mod limits;
 mod live;
+mod mcp_stdio;
 mod private_files;
 mod redaction;
 mod repl;
