@@ -360,8 +360,14 @@ impl RlmServer {
     fn inline_context_file(&self, text: &str) -> anyhow::Result<PathBuf> {
         let dir = self.base.data_dir.join("mcp-contexts");
         let path = dir.join(format!("{}.txt", uuid::Uuid::new_v4().simple()));
-        rlm_context_store::private_fs::write_private_new(&path, text.as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        // Without an fsync: the client still has the text, and an fsync here waits for
+        // the disk before the run's first request.
+        rlm_context_store::private_fs::write_private_new_with(
+            &path,
+            text.as_bytes(),
+            rlm_context_store::Durability::Bulk,
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
 

@@ -119,15 +119,27 @@ pub fn write_private_atomic(
 /// temporary name, then linked into place), so when two processes race to create it,
 /// one wins and the other reads the winner's complete file.
 pub fn write_private_new(path: &Path, bytes: &[u8]) -> Result<(), PrivateFsError> {
+    write_private_new_with(path, bytes, Durability::Fsync)
+}
+
+/// [`write_private_new`] with a choice of durability: under [`Durability::Bulk`]
+/// nothing waits for the disk (no fsync of the file or of its directory), so a crash
+/// soon after may leave the file missing or empty; it still appears whole to every
+/// process while the system runs.
+pub fn write_private_new_with(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), PrivateFsError> {
     let dir = create_parent(path)?;
-    let staged = stage_as(dir, Durability::Fsync, &PRIVATE_FILE, |file| {
-        file.write_all(bytes)
-    })?;
+    let staged = stage_as(dir, durability, &PRIVATE_FILE, |file| file.write_all(bytes))?;
     staged
         .temp
         .persist_noclobber(path)
         .map_err(|e| PrivateFsError::new("create", path, e.error))?;
-    sync_dir(dir)?;
+    if durability == Durability::Fsync {
+        sync_dir(dir)?;
+    }
     Ok(())
 }
 
@@ -244,6 +256,8 @@ fn stage_as(
     let temp_path = temp.path().to_owned();
     fill(temp.as_file_mut()).map_err(|e| StoreError::io(actions.write, &temp_path, e))?;
     if durability == Durability::Fsync {
+        #[cfg(test)]
+        fsync_count::add();
         temp.as_file()
             .sync_all()
             .map_err(|e| StoreError::io(actions.fsync, &temp_path, e))?;
@@ -268,9 +282,32 @@ pub(crate) fn write_atomically(
 
 /// fsyncs a directory so a rename in it survives a crash.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(test)]
+    fsync_count::add();
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| StoreError::io("fsync directory", dir, e))
+}
+
+/// The fsyncs this thread asked for, so a test can tell that a path never waits for
+/// the disk.
+#[cfg(test)]
+pub(crate) mod fsync_count {
+    use std::cell::Cell;
+
+    thread_local! {
+        static FSYNCS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Counts one fsync.
+    pub(crate) fn add() {
+        FSYNCS.with(|n| n.set(n.get() + 1));
+    }
+
+    /// The fsyncs of this thread so far.
+    pub(crate) fn get() -> usize {
+        FSYNCS.with(Cell::get)
+    }
 }
 
 #[cfg(test)]

@@ -160,22 +160,45 @@ pub(crate) fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
 /// get `variables/` and `locks/` only.
 const SIGNING_KEY_FILE: &str = "file-ref.key";
 
+/// How the signing key is written: without an fsync. It is made on the path to a
+/// run's first model request (the first `--context` reference of a new data
+/// directory), and an fsync there waited about a second for the disk to flush a
+/// multi-GB context written just before. A key lost in a crash (missing, or left
+/// empty) is made again; the `file` variables signed with the old one then fail their
+/// signature check with an error that says to reference the file again.
+const SIGNING_KEY_DURABILITY: Durability = Durability::Bulk;
+
+/// The shortest key accepted; a shorter file is a key a crash cut short.
+const SIGNING_KEY_BYTES: usize = 32;
+
 /// The data directory's signing key, made (32 random bytes, 0600) on first use.
 fn signing_key(data_dir: &Path) -> Result<Vec<u8>> {
     let path = data_dir.join(SIGNING_KEY_FILE);
-    match std::fs::read(&path) {
-        Ok(key) if key.len() >= 32 => return Ok(key),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+    let lost = match std::fs::read(&path) {
+        Ok(key) if key.len() >= SIGNING_KEY_BYTES => return Ok(key),
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(StoreError::io("read the signing key", path, e)),
-    }
+    };
     let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
         .iter()
         .flat_map(|id| id.as_bytes().to_vec())
         .collect();
+    if lost {
+        // Written without an fsync, it did not survive a crash: a new key, and the
+        // file variables signed with the old one must be referenced again.
+        tracing::warn!(
+            "the signing key {} was cut short (a crash before it reached the disk): a new one is made; file variables referenced before must be referenced again",
+            path.display()
+        );
+        crate::private_fs::write_private_atomic(&path, &key, SIGNING_KEY_DURABILITY)
+            .map_err(|e| StoreError::io("write the signing key", path.clone(), e.source))?;
+        // Another process may have replaced it at the same moment: use what is there.
+        return std::fs::read(&path).map_err(|e| StoreError::io("read the signing key", path, e));
+    }
     // Made whole under a temporary name and linked into place: two processes starting
     // at once agree on whichever key won.
-    match crate::private_fs::write_private_new(&path, &key) {
+    match crate::private_fs::write_private_new_with(&path, &key, SIGNING_KEY_DURABILITY) {
         Ok(()) => Ok(key),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             std::fs::read(&path).map_err(|e| StoreError::io("read the signing key", path, e))
@@ -193,7 +216,8 @@ pub(crate) fn verify(file: &FileRef, key: &str, variable: &Path, data_dir: &Path
         path: variable.to_owned(),
         reason: format!(
             "file variable {} does not carry this data directory's signature, so it was not made by rlm \
-             (a process that can write variables could point it at any file): it is not read; \
+             (a process that can write variables could point it at any file), or the data directory's \
+             signing key ({SIGNING_KEY_FILE}) was lost in a crash and made again: it is not read; \
              reference the file again with `rlm-orchestrate vars set KEY --ref PATH`",
             display_key(key)
         ),
@@ -206,6 +230,63 @@ mod tests {
 
     use super::*;
     use crate::integrity;
+
+    /// Issue 22 item 11: referencing a context on a new data directory never waits for
+    /// the disk (the signing key's fsync waited for a multi-GB context to be flushed).
+    #[test]
+    fn referencing_a_file_on_a_new_data_directory_does_not_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("big.log");
+        fs::write(&log, "text").unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        let before = crate::private_fs::fsync_count::get();
+        store
+            .set_file_reference("ctx", &log, SetOptions::default())
+            .unwrap();
+        assert_eq!(
+            crate::private_fs::fsync_count::get(),
+            before,
+            "it waited for the disk"
+        );
+        assert!(dir.path().join("data").join(SIGNING_KEY_FILE).exists());
+    }
+
+    #[test]
+    fn the_signing_key_survives_a_reopen_and_a_lost_one_is_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("big.log");
+        fs::write(&log, "text").unwrap();
+        let data = dir.path().join("data");
+        let key_path = data.join(SIGNING_KEY_FILE);
+        {
+            let store = Store::open(&data).unwrap();
+            store
+                .set_file_reference("ctx", &log, SetOptions::default())
+                .unwrap();
+        }
+        let key = fs::read(&key_path).unwrap();
+        assert_eq!(key.len(), SIGNING_KEY_BYTES);
+        let store = Store::open(&data).unwrap();
+        assert!(store.file_reference("ctx").unwrap().is_some());
+        assert_eq!(fs::read(&key_path).unwrap(), key);
+        // A crash before the key reached the disk leaves it empty: a new key is made,
+        // and the variable signed with the old one says to reference the file again.
+        drop(store);
+        fs::write(&key_path, b"").unwrap();
+        let store = Store::open(&data).unwrap();
+        let error = store.file_reference("ctx").unwrap_err().to_string();
+        assert!(
+            error.contains("lost in a crash") && error.contains("--ref"),
+            "{error}"
+        );
+        let new_key = fs::read(&key_path).unwrap();
+        assert_eq!(new_key.len(), SIGNING_KEY_BYTES);
+        assert_ne!(new_key, key);
+        store
+            .set_file_reference("ctx", &log, SetOptions::default())
+            .unwrap();
+        assert!(store.file_reference("ctx").unwrap().is_some());
+    }
 
     #[test]
     fn a_file_variable_is_a_reference_read_through_to_the_file_and_hashed_on_first_read() {
