@@ -5,7 +5,8 @@
 //! host before each sub-call, so a spent budget ends the run cleanly with a forced
 //! answer instead of failing mid-way.
 
-use rlm_context_store::private_fs::write_private_new;
+use rlm_context_store::private_fs::write_private_new_with;
+use rlm_context_store::Durability;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -121,7 +122,9 @@ impl TreeBudget {
             ..Ledger::default()
         };
         let bytes = serde_json::to_vec(&ledger).map_err(std::io::Error::other)?;
-        write_private_new(&path, &bytes).map_err(|e| e.source)?;
+        // A ledger matters only while the tree runs: nothing on the way to the first
+        // request waits for the disk.
+        write_private_new_with(&path, &bytes, Durability::Bulk).map_err(|e| e.source)?;
         Ok(Self { path })
     }
 
