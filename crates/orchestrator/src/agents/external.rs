@@ -2,7 +2,6 @@
 //! `sub-result-<id>` variable that always exists afterwards.
 
 use std::ffi::OsString;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +23,7 @@ use super::lineage::{EnvVars, Lineage};
 use super::outcome::{failure, stdout_text};
 use super::prepare_error::PrepareError;
 use super::prompt::{agent_prompt, AgentRef};
+use super::stored_result::{adopt, read_stored, Stored};
 use crate::ids::AgentId;
 use rlm_protocol::{SubAnswer, SubError, SubResult};
 
@@ -380,13 +380,6 @@ fn model_view(result: SubResult) -> Value {
     }
 }
 
-/// What the agent stored under its result key.
-enum Stored {
-    Value(Value),
-    Absent,
-    Unreadable(String),
-}
-
 /// Picks the answer (the agent's stored result wins) and makes sure the result
 /// variable holds it. Returns `(result, stored_by_agent)`.
 fn settle(
@@ -398,7 +391,8 @@ fn settle(
 ) -> (SubResult, bool) {
     let stored = |value| (SubResult::Answer(SubAnswer::plain(value)), true);
     match read_stored(store, key, inline_cap) {
-        Stored::Value(value) => return stored(value),
+        Stored::Value(value) => return stored(adopt(store, key, scope, value)),
+        Stored::TooLarge(pointer) => return stored(pointer),
         Stored::Absent => {
             // What rlm stores here is derived from the run it just watched (stdout or an
             // error object) and is returned to the caller directly: written atomically
@@ -417,8 +411,10 @@ fn settle(
                 Err(StoreError::Conflict { .. }) => {
                     // Written behind our back after all (e.g. by a process that escaped
                     // the clean-up): the agent's value wins.
-                    if let Stored::Value(value) = read_stored(store, key, inline_cap) {
-                        return stored(value);
+                    match read_stored(store, key, inline_cap) {
+                        Stored::Value(value) => return stored(adopt(store, key, scope, value)),
+                        Stored::TooLarge(pointer) => return stored(pointer),
+                        Stored::Absent | Stored::Unreadable(_) => {}
                     }
                 }
                 Err(error) => tracing::warn!(key, %error, "could not store an agent's result"),
@@ -438,45 +434,4 @@ fn settle(
         }
     }
     (fallback, false)
-}
-
-/// Looks at the disk (not just the store's index) for the agent's result.
-fn read_stored(store: &Store, key: &str, inline_cap: u64) -> Stored {
-    // Most agents just print: no file, and nothing in the index, is "absent" for the
-    // probe below too, found without the file-system watcher `wait_for` sets up.
-    let no_file = store.path_of(key).is_ok_and(
-        |path| matches!(fs::metadata(path), Err(e) if e.kind() == io::ErrorKind::NotFound),
-    );
-    if no_file && !store.has(key) {
-        return Stored::Absent;
-    }
-    // `wait_for` with no wait probes the file itself, so a result the agent wrote (or
-    // rewrote) is seen even if the index holds an older state.
-    let reference = match store.wait_for(key, Duration::ZERO) {
-        Ok(reference) => reference,
-        Err(StoreError::WaitTimeout { .. } | StoreError::NotFound { .. }) => return Stored::Absent,
-        Err(StoreError::Watch { .. }) => match store.reference(key) {
-            Ok(reference) => reference,
-            Err(StoreError::NotFound { .. }) => return Stored::Absent,
-            Err(error) => return Stored::Unreadable(error.to_string()),
-        },
-        Err(error) => return Stored::Unreadable(error.to_string()),
-    };
-    // Files written by hand may claim any size: trust the file's length too.
-    let file_len = store
-        .path_of(key)
-        .ok()
-        .and_then(|p| fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
-    let size = reference.size_bytes.max(file_len);
-    if size > inline_cap {
-        return Stored::Value(Value::String(format!(
-            "[the agent stored a result of {size} bytes in variable {key:?}, too large to return inline \
-             (over {inline_cap} bytes): read it from the store (store.get({key:?})) or slice it]"
-        )));
-    }
-    match store.get(key) {
-        Ok(value) => Stored::Value(Arc::unwrap_or_clone(value)),
-        Err(error) => Stored::Unreadable(error.to_string()),
-    }
 }

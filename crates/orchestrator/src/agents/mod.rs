@@ -23,6 +23,7 @@ mod nested;
 mod outcome;
 mod prepare_error;
 mod prompt;
+mod stored_result;
 
 pub use command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
 pub use confine::AgentSandbox;

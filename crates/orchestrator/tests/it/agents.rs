@@ -245,6 +245,62 @@ async fn a_result_stored_by_the_agent_wins_over_its_stdout() {
     assert_eq!(structured.value, json!({"count": 3, "lines": [1, 2]}));
 }
 
+/// A result stored the way the agent prompt describes (the file written by hand with
+/// the header the prompt gives, which claims 0 bytes, time 0 and scope "agent") becomes
+/// a sound variable: its real size and time, scope `agent:<parent>`, text trimmed like
+/// an answer on stdout (issue 23, item 3).
+#[tokio::test]
+async fn a_result_written_as_the_prompt_says_becomes_a_sound_variable_of_the_parent() {
+    let fx = Fixture::new();
+    let script = r#"printf '{"ref":{"id":"1","key":"%s","scope":"agent","type":"text","sizeBytes":0,"createdAt":0},"value":"the answer from the file   "}' "$RLM_RESULT_KEY" > "$RLM_RESULT_FILE.tmp" && mv "$RLM_RESULT_FILE.tmp" "$RLM_RESULT_FILE"; echo noise"#;
+    let command = AgentCommand::parse(&format!("sh -c {}", shell_words::quote(script))).unwrap();
+    let spec = fx.spec("t", vec![]);
+    let parent = spec.lineage.parent_id.clone().unwrap();
+    let outcome = fx.run(&command, spec).await;
+    assert!(outcome.ok, "{}", outcome.value);
+    assert!(outcome.stored_by_agent, "{}", outcome.value);
+    assert_eq!(outcome.value, json!("the answer from the file"));
+    let store = Store::open(fx.dir.path().join("data")).unwrap();
+    let reference = store.reference(&outcome.result_key).unwrap();
+    assert_eq!(reference.scope, parent.scope());
+    assert_eq!(
+        reference.size_bytes,
+        serde_json::to_vec(&json!("the answer from the file"))
+            .unwrap()
+            .len() as u64
+    );
+    assert!(
+        reference.created_at > 0,
+        "created at {}",
+        reference.created_at
+    );
+    assert_eq!(
+        *store.get(&outcome.result_key).unwrap(),
+        json!("the answer from the file")
+    );
+}
+
+/// A result the agent stored under the wrong scope (what `vars set` does by default)
+/// is moved to `agent:<parent>`, where the parent's results live.
+#[tokio::test]
+async fn a_result_stored_in_the_global_scope_is_moved_to_the_parents() {
+    let fx = Fixture::new();
+    let spec = fx.spec("t", vec![]);
+    let parent = spec.lineage.parent_id.clone().unwrap();
+    let key = rlm_orchestrator::agents::result_key(&spec.lineage.agent_id);
+    // As `rlm-orchestrate vars set "$RLM_RESULT_KEY"` stores it: a sound file, scope global.
+    let store = Store::open(fx.dir.path().join("data")).unwrap();
+    store
+        .set(&key, json!("stored globally\n"), SetOptions::default())
+        .unwrap();
+    let outcome = fx.run(&fake("slow 0 ignored"), spec).await;
+    assert!(outcome.stored_by_agent);
+    assert_eq!(outcome.value, json!("stored globally"));
+    let (value, scope) = fx.stored(&key);
+    assert_eq!(value, json!("stored globally"));
+    assert_eq!(scope, parent.scope());
+}
+
 #[tokio::test]
 async fn without_prompt_placeholders_the_prompt_goes_to_stdin() {
     let fx = Fixture::new();
