@@ -303,25 +303,18 @@ impl Environment for JsEnv {
         query: &str,
         context: Option<ContextSource>,
     ) -> Result<(), EnvError> {
-        let seed = self.engine.seed_mut();
-        seed.config.query = query.to_owned();
-        let added = context.is_some();
-        // Recorded first: an engine (re)started from here on loads it when it starts.
-        seed.more_contexts.extend(context.clone());
-        let restarts = self.engine.restarts();
+        let start = self.engine.begin_query(query, context.clone());
         let owed = match self.ensure_ready().await {
             Ok(owed) => owed,
             Err(error) => {
-                if added {
-                    self.engine.seed_mut().more_contexts.pop();
-                }
+                self.engine.undo_query(&start);
                 return Err(error);
             }
         };
         if owed {
             self.engine.owe_lost_state();
         }
-        if self.engine.restarts() != restarts {
+        if self.engine.restarted_since(&start) {
             return Ok(()); // the new engine got the query and every slot when it started
         }
         let query = query.to_owned();
@@ -334,20 +327,7 @@ impl Environment for JsEnv {
             .await
         {
             Some(Ok(())) => Ok(()),
-            Some(Err(error)) => {
-                if added {
-                    self.engine.seed_mut().more_contexts.pop();
-                }
-                Err(EnvError::Request {
-                    env: EnvKind::Js,
-                    action: if added {
-                        "load the new context"
-                    } else {
-                        "start the next query"
-                    },
-                    message: error.to_string(),
-                })
-            }
+            Some(Err(error)) => Err(self.engine.refused(&start, error.to_string())),
             None => self.engine.replace(),
         }
     }

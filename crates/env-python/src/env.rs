@@ -167,26 +167,18 @@ impl Environment for PythonEnv {
         query: &str,
         context: Option<ContextSource>,
     ) -> Result<(), EnvError> {
-        let seed = self.kernel.seed_mut();
-        seed.config.query = query.to_owned();
-        let added = context.is_some();
-        // Recorded first: a kernel (re)started from here on loads it in its `init`.
-        seed.more_contexts.extend(context.clone());
-        let restarts = self.kernel.restarts();
-        let ready = self.ensure_ready().await;
-        let owed = match ready {
+        let start = self.kernel.begin_query(query, context.clone());
+        let owed = match self.ensure_ready().await {
             Ok(owed) => owed,
             Err(error) => {
-                if added {
-                    self.kernel.seed_mut().more_contexts.pop();
-                }
+                self.kernel.undo_query(&start);
                 return Err(error);
             }
         };
         if owed {
             self.kernel.owe_lost_state();
         }
-        if self.kernel.restarts() != restarts {
+        if self.kernel.restarted_since(&start) {
             return Ok(()); // the new kernel got the query and every slot in `init`
         }
         let limit = self.kernel.seed().options.ready_timeout;
@@ -210,20 +202,7 @@ impl Environment for PythonEnv {
                 };
                 match error {
                     None => Ok(()),
-                    Some(message) => {
-                        if added {
-                            self.kernel.seed_mut().more_contexts.pop();
-                        }
-                        Err(EnvError::Request {
-                            env: EnvKind::Python,
-                            action: if added {
-                                "load the new context"
-                            } else {
-                                "start the next query"
-                            },
-                            message,
-                        })
-                    }
+                    Some(message) => Err(self.kernel.refused(&start, message)),
                 }
             }
             Waited::Closed => {

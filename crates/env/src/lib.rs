@@ -21,7 +21,7 @@ pub use environment::{
 pub use guide::{system_prompt, EnvGuide, PromptFeatures};
 pub use host::Host;
 pub use kind::EnvKind;
-pub use restartable::{Kernel, KernelSeed, Restartable};
+pub use restartable::{Kernel, KernelSeed, QueryStart, Restartable};
 pub use rlm_protocol::{
     ContextShape, ContextSource, ExecOutcome, FinalAnswer, HistoryEntry, HostCall, HostError,
     HostReply, PromptArgs, ReplVariable, SubRlmArgs, ToolCall, ToolOutcome, ToolSpec, CHUNK_CHARS,

@@ -212,4 +212,57 @@ impl<K: Kernel> Restartable<K> {
         }
         Some(kernel)
     }
+
+    /// Starts the next query of a session: records `query` and `context` in the seed
+    /// first, so a kernel (re)started from here on gets them when it starts. The
+    /// environment then readies a kernel and, unless [`restarted_since`](Self::restarted_since)
+    /// says the kernel is new, asks it to switch; a refusal goes through
+    /// [`refused`](Self::refused).
+    pub fn begin_query(&mut self, query: &str, context: Option<ContextSource>) -> QueryStart {
+        let seed = self.seed_mut();
+        seed.config.query = query.to_owned();
+        let added = context.is_some();
+        seed.more_contexts.extend(context);
+        QueryStart {
+            added,
+            restarts: self.restarts,
+        }
+    }
+
+    /// Forgets the context slot `start` recorded (the query failed before a kernel
+    /// took it).
+    pub fn undo_query(&mut self, start: &QueryStart) {
+        if start.added {
+            self.seed.more_contexts.pop();
+        }
+    }
+
+    /// True when a new kernel started since `start`: it got the query and every slot
+    /// when it started, so there is nothing left to ask.
+    pub fn restarted_since(&self, start: &QueryStart) -> bool {
+        self.restarts != start.restarts
+    }
+
+    /// The kernel refused the query of `start` (`message` says why): the slot is
+    /// forgotten and the error names what could not be done.
+    pub fn refused(&mut self, start: &QueryStart, message: impl Into<String>) -> EnvError {
+        self.undo_query(start);
+        EnvError::Request {
+            env: K::KIND,
+            action: if start.added {
+                "load the new context"
+            } else {
+                "start the next query"
+            },
+            message: message.into(),
+        }
+    }
+}
+
+/// A query of a session being started ([`Restartable::begin_query`]): whether it
+/// added a context slot, and which kernel it was recorded for.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryStart {
+    added: bool,
+    restarts: u32,
 }
