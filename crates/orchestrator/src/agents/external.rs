@@ -391,7 +391,9 @@ fn settle(
 ) -> (SubResult, bool) {
     let stored = |value| (SubResult::Answer(SubAnswer::plain(value)), true);
     match read_stored(store, key, inline_cap) {
-        Stored::Value(value) => return stored(adopt(store, key, scope, value)),
+        Stored::Value(value, reference) => {
+            return stored(adopt(store, key, scope, value, reference))
+        }
         Stored::TooLarge(pointer) => return stored(pointer),
         Stored::Absent => {
             // What rlm stores here is derived from the run it just watched (stdout or an
@@ -412,7 +414,9 @@ fn settle(
                     // Written behind our back after all (e.g. by a process that escaped
                     // the clean-up): the agent's value wins.
                     match read_stored(store, key, inline_cap) {
-                        Stored::Value(value) => return stored(adopt(store, key, scope, value)),
+                        Stored::Value(value, reference) => {
+                            return stored(adopt(store, key, scope, value, reference))
+                        }
                         Stored::TooLarge(pointer) => return stored(pointer),
                         Stored::Absent | Stored::Unreadable(_) => {}
                     }

@@ -29,9 +29,7 @@ pub(crate) fn stdout_text(run: &Supervised) -> String {
         }
         Err(_) => String::from_utf8_lossy(bytes).into_owned(),
     };
-    // An agent may echo a key it was given: known secrets never reach the store.
-    let text = rlm_process::redact_secrets(&text);
-    let mut text = text.trim_start_matches(['\n', '\r']).trim_end().to_owned();
+    let mut text = answer_text(&text);
     if run.stdout_truncated {
         text.push_str(&format!(
             "\n{OUTPUT_TRUNCATED_MARKER} the first {} of {} bytes are kept]",
@@ -40,6 +38,16 @@ pub(crate) fn stdout_text(run: &Supervised) -> String {
         ));
     }
     text
+}
+
+/// An agent's answer as text, however it came (stdout or a stored result): known
+/// secrets scrubbed (an agent may echo a key it was given; they never reach the
+/// store), surrounding blank lines and trailing whitespace trimmed.
+pub(crate) fn answer_text(text: &str) -> String {
+    rlm_process::redact_secrets(text)
+        .trim_start_matches(['\n', '\r'])
+        .trim_end()
+        .to_owned()
 }
 
 /// How an agent that gave no usable answer failed, for the model to read.

@@ -10,13 +10,16 @@ use std::io::{self, Read as _};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rlm_context_store::{SetOptions, Store, StoreError};
+use rlm_context_store::{SetOptions, Store, StoreError, VariableRef};
+
+use super::outcome::answer_text;
 use serde_json::Value;
 
 /// What the agent stored under its result key.
 pub(super) enum Stored {
-    /// The value, read whole.
-    Value(Value),
+    /// The value, read whole, with the reference the store holds for it (`None` for a
+    /// file the agent wrote by hand that the store does not take for a variable).
+    Value(Value, Option<VariableRef>),
     /// A value too large to return inline: a message pointing to the variable.
     TooLarge(Value),
     /// Nothing stored.
@@ -72,7 +75,7 @@ pub(super) fn read_stored(store: &Store, key: &str, inline_cap: u64) -> Stored {
         )));
     }
     match store.get(key) {
-        Ok(value) => Stored::Value(Arc::unwrap_or_clone(value)),
+        Ok(value) => Stored::Value(Arc::unwrap_or_clone(value), Some(reference)),
         Err(error) => hand_written_or(store, key, inline_cap, &error),
     }
 }
@@ -80,7 +83,7 @@ pub(super) fn read_stored(store: &Store, key: &str, inline_cap: u64) -> Stored {
 /// The value of a file the agent wrote by hand, else what the store said of it.
 fn hand_written_or(store: &Store, key: &str, inline_cap: u64, error: &StoreError) -> Stored {
     match hand_written_value(store, key, inline_cap) {
-        Some(value) => Stored::Value(value),
+        Some(value) => Stored::Value(value, None),
         None => Stored::Unreadable(error.to_string()),
     }
 }
@@ -110,24 +113,22 @@ fn hand_written_value(store: &Store, key: &str, inline_cap: u64) -> Option<Value
 /// like an answer on stdout (and scrubbed of known secrets), and the variable rewritten
 /// as rlm writes it — scope `scope`, its real size, sha256 and time — unless it already
 /// is. A failed rewrite is logged; the answer stands.
-pub(super) fn adopt(store: &Store, key: &str, scope: &str, value: Value) -> Value {
-    let value = match value {
-        Value::String(text) => Value::String(
-            rlm_process::redact_secrets(&text)
-                .trim_start_matches(['\n', '\r'])
-                .trim_end()
-                .to_owned(),
-        ),
-        other => other,
+pub(super) fn adopt(
+    store: &Store,
+    key: &str,
+    scope: &str,
+    value: Value,
+    reference: Option<VariableRef>,
+) -> Value {
+    let (value, changed) = match value {
+        Value::String(text) => {
+            let answer = answer_text(&text);
+            let changed = answer != text;
+            (Value::String(answer), changed)
+        }
+        other => (other, false),
     };
-    let sound = store
-        .wait_for(key, Duration::ZERO)
-        .ok()
-        .is_some_and(|reference| {
-            reference.scope == scope
-                && reference.created_at > 0
-                && store.get(key).is_ok_and(|stored| *stored == value)
-        });
+    let sound = !changed && reference.is_some_and(|r| r.scope == scope && r.created_at > 0);
     if !sound {
         if let Err(error) = store.set(key, value.clone(), SetOptions::default().scope(scope)) {
             tracing::warn!(key, %error, "could not store an agent's result soundly");
