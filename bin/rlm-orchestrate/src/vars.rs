@@ -85,7 +85,8 @@ fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> 
         scope: args.scope,
         var_type: args.var_type.map(VariableType::from),
     };
-    let (refs, problems) = match open_existing(global)? {
+    let store = open_existing(global)?;
+    let (refs, problems) = match &store {
         Some(store) => (store.list(&filter), store.problems()),
         None => (Vec::new(), Vec::new()),
     };
@@ -108,7 +109,10 @@ fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> 
         }
         return Ok(());
     }
-    let unsigned = unsigned_file_variables(global, &refs);
+    let unsigned = store
+        .as_ref()
+        .map(|store| unsigned_file_variables(store, &refs))
+        .unwrap_or_default();
     if !global.quiet {
         for key in &unsigned {
             output::warning(format_args!(
@@ -125,19 +129,9 @@ fn list(global: &GlobalArgs, args: ListArgs, out: &mut dyn Write) -> Result<()> 
 
 /// The keys among `refs` of `file` variables whose reference this data directory did
 /// not sign: a process that may write variables could have pointed them anywhere.
-fn unsigned_file_variables(global: &GlobalArgs, refs: &[VariableRef]) -> Vec<String> {
-    let files: Vec<&VariableRef> = refs
-        .iter()
+fn unsigned_file_variables(store: &Store, refs: &[VariableRef]) -> Vec<String> {
+    refs.iter()
         .filter(|r| r.var_type == VariableType::File)
-        .collect();
-    if files.is_empty() {
-        return Vec::new();
-    }
-    let Ok(Some(store)) = open_existing(global) else {
-        return Vec::new();
-    };
-    files
-        .into_iter()
         .filter(|r| !matches!(store.file_reference_is_signed(&r.key), Ok(Some(true))))
         .map(|r| r.key.clone())
         .collect()
