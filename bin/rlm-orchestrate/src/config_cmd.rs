@@ -48,6 +48,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
         .map_err(|e| annotate(e.into(), Some(ExitStatus::BadInput), None))?;
     let keys = keys(&run_args);
     let file_found = file.is_file();
+    let preset = run_args.options.agent.as_ref().map(|arg| &arg.0);
 
     let mut out = io::stdout().lock();
     let written = if args.json {
@@ -61,10 +62,15 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
                 .map(|k| json!({"for": k.role, "variable": k.variable, "set": k.set}))
                 .collect::<Vec<_>>(),
             "config_file": {"path": CONFIG_FILE, "found": file_found},
+            "agent_preset": preset,
         });
         writeln!(out, "{object:#}")
     } else {
-        out.write_all(table(&settings, &keys, file_found).as_bytes())
+        let mut text = table(&settings, &keys, file_found);
+        if let Some(preset) = preset {
+            text.push_str(&preset_section(preset));
+        }
+        out.write_all(text.as_bytes())
     };
     match written.and_then(|()| out.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
@@ -254,6 +260,29 @@ fn table(settings: &[Setting], keys: &[KeyStatus], file_found: bool) -> String {
         if file_found { "found" } else { "not found" }
     ));
     text
+}
+
+/// The agent preset in effect, as the TOML file a user copies to change it.
+fn preset_section(preset: &rlm_orchestrator::agents::AgentPreset) -> String {
+    let passed: Vec<String> = preset
+        .pass_env
+        .iter()
+        .map(|name| {
+            let set = rlm_process::secret_var(name).is_some_and(|v| !v.is_empty());
+            format!("{name} ({})", if set { "set" } else { "not set" })
+        })
+        .collect();
+    format!(
+        "\nAgent preset `{}` — save it as a file, change it, and use it with --agent FILE:\n\n{}\n\
+         Passed to the agent when set: {}.\n",
+        preset.name,
+        preset.to_toml(),
+        if passed.is_empty() {
+            "nothing".to_owned()
+        } else {
+            passed.join(", ")
+        }
+    )
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use rlm_orchestrator::runner::Runner;
 use rlm_orchestrator::settings::RunSettings;
 
 use crate::cli::values::{
-    DirAsArg, EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs,
-    ToolProtocolArg,
+    AgentArg, DirAsArg, EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg,
+    SlurmArgs, ToolProtocolArg,
 };
 use crate::cli::{GlobalArgs, RunOptions};
 
@@ -76,6 +76,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         output_schema: args.output_schema.clone(),
         system_prompt: args.system_prompt.clone(),
         agent_cmd: args.agent_cmd.clone(),
+        agent: args.agent.as_ref().map(|AgentArg(preset)| preset.clone()),
         agent_env: args.agent_env.clone(),
         agent_timeout: Duration::from_secs(args.agent_timeout),
         max_parallel: args.max_parallel,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use rlm_context_store::Store;
 use rlm_process::CancellationToken;
 
-use crate::agents::{publish, AgentCommand, AgentError, AgentSandbox, Lineage, SubRlmLauncher};
+use crate::agents::{
+    publish, AgentPreset, AgentProgram, AgentSandbox, Lineage, PresetError, SubRlmLauncher,
+};
 use crate::env::python::KernelSandbox;
 use crate::env::tools::ToolProtocol;
 use crate::env::{factory_for, EnvOptions};
@@ -71,9 +73,9 @@ pub enum LaunchError {
         /// Why.
         message: String,
     },
-    /// `--agent-cmd` cannot be parsed.
-    #[error("invalid --agent-cmd: {0}")]
-    AgentCommand(#[from] AgentError),
+    /// `--agent` or `--agent-cmd` cannot be used.
+    #[error("invalid agent (--agent / --agent-cmd): {0}")]
+    AgentCommand(#[from] PresetError),
     /// The data directory's absolute path cannot be found.
     #[error("failed to resolve the data directory {}: {source}", path.display())]
     DataDir {
@@ -151,11 +153,13 @@ pub fn prepare(
         .as_deref()
         .map(load_system_prompt)
         .transpose()?;
-    let agent_command = settings
-        .agent_cmd
-        .as_deref()
-        .map(AgentCommand::parse)
-        .transpose()?;
+    let agent = match (&settings.agent, &settings.agent_cmd) {
+        (Some(preset), _) => Some(preset.clone()),
+        (None, Some(template)) => Some(AgentPreset::custom(template)),
+        (None, None) => None,
+    }
+    .map(|preset| AgentProgram::new(preset, &settings.agent_env))
+    .transpose()?;
     let sandbox = KernelSandbox {
         mode: settings.sandbox,
         launcher: program.clone(),
@@ -170,6 +174,7 @@ pub fn prepare(
         }),
         _ => None,
     };
+    let rlm_bin = program.clone();
     let sub_rlm = program.map(|program| SubRlmLauncher {
         program,
         settings: RunSettings {
@@ -211,7 +216,7 @@ pub fn prepare(
             sub_context_chars: settings.sub_context_chars,
             output_schema,
             system_prompt,
-            agents: agent_command.is_some(),
+            agents: agent.is_some(),
             tool_protocol: match settings.model.kind {
                 // A command-line model has no tool calling of its own.
                 ProviderKind::Cli => ToolProtocol::Text,
@@ -224,8 +229,8 @@ pub fn prepare(
             max_depth: settings.max_depth,
             cache: settings.cache,
             sub_rlm,
-            agent_command,
-            agent_env: settings.agent_env.clone(),
+            agent,
+            rlm_bin,
             agent_timeout: settings.agent_timeout,
             agent_sandbox,
             agent_slots,

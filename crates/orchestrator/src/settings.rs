@@ -98,6 +98,10 @@ pub struct RunSettings {
     pub system_prompt: Option<PathBuf>,
     /// `--agent-cmd`: the external agent template of `spawn_agent`.
     pub agent_cmd: Option<String>,
+    /// `--agent NAME|FILE`: the external agent preset of `spawn_agent` (wins over
+    /// `agent_cmd`).
+    #[serde(default)]
+    pub agent: Option<crate::agents::AgentPreset>,
     /// `--agent-env`: environment variables external agents may see.
     pub agent_env: Vec<String>,
     /// `--agent-timeout`: how long a sub-agent (external or nested run) may take.
@@ -171,6 +175,7 @@ impl RunSettings {
             system_prompt: None,
             agent_cmd: None,
             agent_env: Vec::new(),
+            agent: None,
             agent_timeout: DEFAULT_AGENT_TIMEOUT,
             max_parallel: DEFAULT_MAX_PARALLEL,
             sub_context_chars: DEFAULT_SUB_CONTEXT_CHARS,

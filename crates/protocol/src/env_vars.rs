@@ -20,14 +20,18 @@ impl EnvVars {
     pub const RLM_RESULT_KEY: &'static str = "RLM_RESULT_KEY";
     /// Absolute path of that variable's file, for agents that write it by hand.
     pub const RLM_RESULT_FILE: &'static str = "RLM_RESULT_FILE";
+    /// Absolute path of the `rlm-orchestrate` executable, for agents whose shell does
+    /// not keep our `PATH` (`"$RLM_BIN" vars get KEY --lines 1:100`).
+    pub const RLM_BIN: &'static str = "RLM_BIN";
 
     /// Every variable of this list, for filters and documentation.
-    pub const ALL: [&'static str; 6] = [
+    pub const ALL: [&'static str; 7] = [
         Self::RLM_DATA_DIR,
         Self::RLM_AGENT_ID,
         Self::RLM_PARENT_ID,
         Self::RLM_DEPTH,
         Self::RLM_RESULT_KEY,
         Self::RLM_RESULT_FILE,
+        Self::RLM_BIN,
     ];
 }

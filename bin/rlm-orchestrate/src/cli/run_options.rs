@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::values::{
-    parse_slurm_args, parse_temperature, parse_tools, parse_usd, DirAsArg, EnvArg, LazyContextArg,
-    OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList, ToolProtocolArg,
+    parse_agent, parse_slurm_args, parse_temperature, parse_tools, parse_usd, AgentArg, DirAsArg,
+    EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList,
+    ToolProtocolArg,
 };
 
 /// The flags of `run` and `repl`: context, model, loop, sub-calls and budgets, output.
@@ -361,9 +362,22 @@ pub struct RunOptions {
     )]
     pub output_schema: Option<PathBuf>,
 
+    /// External agent for spawn_agent, ready to use: `claude` (Claude Code), `codex`
+    /// (Codex CLI), `llm`, or a preset file. Print one with `config show --agent NAME`.
+    #[arg(
+        long,
+        value_name = "NAME|FILE",
+        env = "RLM_AGENT",
+        value_parser = parse_agent,
+        conflicts_with = "agent_cmd",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent: Option<AgentArg>,
+
     /// External agent command for spawn_agent: `{prompt}`, `{prompt_file}`,
-    /// `{result_file}`, `{agent_id}` are filled in; without `{prompt}`/`{prompt_file}`
-    /// the prompt goes to stdin. E.g. `claude -p {prompt}`, `llm -m gpt-4o-mini`.
+    /// `{result_file}`, `{agent_id}`, `{result_key}`, `{rlm_bin}`, `{data_dir}`,
+    /// `{agent_tmp}`, `{read_path}`, `{env:NAME}` are filled in; without
+    /// `{prompt}`/`{prompt_file}` the prompt goes to stdin. E.g. `my-agent {prompt}`.
     #[arg(
         long,
         value_name = "CMD",

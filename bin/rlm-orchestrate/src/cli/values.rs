@@ -70,6 +70,17 @@ pub(super) fn parse_slurm_args(text: &str) -> Result<SlurmArgs, InvalidValue> {
         .map_err(|e| InvalidValue::new(e.to_string()))
 }
 
+/// `--agent`: a built-in preset's name or a preset file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentArg(pub rlm_orchestrator::agents::AgentPreset);
+
+/// Parses `--agent`.
+pub(super) fn parse_agent(spec: &str) -> Result<AgentArg, InvalidValue> {
+    rlm_orchestrator::agents::AgentPreset::resolve(spec)
+        .map(AgentArg)
+        .map_err(|e| InvalidValue::new(e.to_string()))
+}
+
 /// `--sandbox`: how the Python kernel is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SandboxArg {

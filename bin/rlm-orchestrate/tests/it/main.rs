@@ -28,6 +28,7 @@ mod limits;
 mod live;
 mod mcp_stdio;
 mod private_files;
+mod real_agents;
 mod redaction;
 mod repl;
 mod run;

@@ -4,9 +4,17 @@
 //! whole prompt as *one* argument, whatever spaces, quotes or newlines it holds: the
 //! template is split with shell-words rules first and placeholders are replaced inside
 //! each word afterwards, so no value is ever re-split or interpreted by a shell.
+//!
+//! Besides the prompt's own placeholders, a template may name the values an agent CLI
+//! needs on its command line to work headless with the least permission: the result
+//! variable (`{result_key}`), this program (`{rlm_bin}`), the data directory
+//! (`{data_dir}`), the agent's private temporary directory (`{agent_tmp}`), a variable
+//! of the agent's environment (`{env:NAME}`, `{env:NAME:-default}`), and the files it
+//! may read (`{read_path}`: the word is repeated once per file, and dropped when there
+//! is none — `'Read(/{read_path})'` allows Claude Code's Read tool on each input).
 
-use std::ffi::OsString;
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 
 use super::AgentError;
 
@@ -22,6 +30,16 @@ enum Piece {
     PromptFile,
     ResultFile,
     AgentId,
+    ResultKey,
+    RlmBin,
+    DataDir,
+    AgentTmp,
+    ReadPath,
+    /// `{env:NAME}` or `{env:NAME:-default}`.
+    Env {
+        name: String,
+        default: String,
+    },
 }
 
 /// Placeholders and the piece each stands for.
@@ -30,7 +48,15 @@ const PLACEHOLDERS: &[(&str, Piece)] = &[
     ("{prompt_file}", Piece::PromptFile),
     ("{result_file}", Piece::ResultFile),
     ("{agent_id}", Piece::AgentId),
+    ("{result_key}", Piece::ResultKey),
+    ("{rlm_bin}", Piece::RlmBin),
+    ("{data_dir}", Piece::DataDir),
+    ("{agent_tmp}", Piece::AgentTmp),
+    ("{read_path}", Piece::ReadPath),
 ];
+
+/// Start of an environment placeholder, `{env:NAME}` or `{env:NAME:-default}`.
+const ENV_PLACEHOLDER: &str = "{env:";
 
 /// A parsed `--agent-cmd` template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +77,30 @@ pub struct Substitutions<'a> {
     pub result_file: &'a Path,
     /// `{agent_id}`: the agent's id.
     pub agent_id: &'a str,
+    /// `{result_key}`: the variable the answer goes to (`sub-result-<id>`).
+    pub result_key: &'a str,
+    /// `{rlm_bin}`: the `rlm-orchestrate` executable (absolute), if known.
+    pub rlm_bin: Option<&'a Path>,
+    /// `{data_dir}`: the absolute data directory.
+    pub data_dir: &'a Path,
+    /// `{agent_tmp}`: the agent's private temporary directory.
+    pub agent_tmp: &'a Path,
+    /// `{read_path}`: the files the agent may read (a word is repeated per file).
+    pub read_paths: &'a [PathBuf],
+    /// `{env:NAME}`: the agent's environment.
+    pub env: &'a [(OsString, OsString)],
+}
+
+impl Substitutions<'_> {
+    /// The value of `name` in the agent's environment, else `default`.
+    fn env_value(&self, name: &str, default: &str) -> OsString {
+        self.env
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+            .filter(|value| !value.is_empty())
+            .unwrap_or_else(|| default.into())
+    }
 }
 
 impl AgentCommand {
@@ -58,9 +108,10 @@ impl AgentCommand {
     /// `sh scripts/agents/grep-agent.sh {prompt_file}`.
     ///
     /// Words are split with POSIX shell rules (quotes and backslashes; no expansion).
-    /// `{prompt}`, `{prompt_file}`, `{result_file}` and `{agent_id}` are recognised
-    /// anywhere in an argument (`--prompt={prompt}`); any other brace text is kept as
-    /// is. The program must be a plain word.
+    /// `{prompt}`, `{prompt_file}`, `{result_file}`, `{agent_id}`, `{result_key}`,
+    /// `{rlm_bin}`, `{data_dir}`, `{agent_tmp}`, `{read_path}` and `{env:NAME}` are
+    /// recognised anywhere in an argument (`--prompt={prompt}`); any other brace text
+    /// is kept as is. The program must be a plain word.
     pub fn parse(template: &str) -> Result<Self, AgentError> {
         let words = shell_words::split(template).map_err(|source| AgentError::Split {
             template: template.to_owned(),
@@ -116,25 +167,59 @@ impl AgentCommand {
         self.args.iter().flatten().any(|p| p == piece)
     }
 
-    /// The arguments with placeholders replaced; each template word stays one argument.
-    pub fn render_args(&self, values: &Substitutions<'_>) -> Vec<OsString> {
-        self.args
-            .iter()
-            .map(|word| {
-                let mut arg = OsString::new();
-                for piece in word {
-                    match piece {
-                        Piece::Text(text) => arg.push(text),
-                        Piece::Prompt => arg.push(values.prompt),
-                        Piece::PromptFile => arg.push(values.prompt_file),
-                        Piece::ResultFile => arg.push(values.result_file),
-                        Piece::AgentId => arg.push(values.agent_id),
-                    }
-                }
-                arg
-            })
-            .collect()
+    /// True when `{agent_tmp}` appears.
+    pub fn uses_agent_tmp(&self) -> bool {
+        self.uses(&Piece::AgentTmp)
     }
+
+    /// The arguments with placeholders replaced; each template word stays one argument,
+    /// except a word with `{read_path}`, which becomes one argument per read path.
+    pub fn render_args(&self, values: &Substitutions<'_>) -> Vec<OsString> {
+        let mut args = Vec::with_capacity(self.args.len());
+        for word in &self.args {
+            if word.contains(&Piece::ReadPath) {
+                args.extend(
+                    values
+                        .read_paths
+                        .iter()
+                        .map(|path| render_word(word, values, Some(path))),
+                );
+            } else {
+                args.push(render_word(word, values, None));
+            }
+        }
+        args
+    }
+}
+
+/// Renders one word of a template (not only arguments: preset environment values
+/// use the same language). `{read_path}` renders as `read_path` (nothing if `None`).
+fn render_word(word: &[Piece], values: &Substitutions<'_>, read_path: Option<&Path>) -> OsString {
+    let mut arg = OsString::new();
+    for piece in word {
+        match piece {
+            Piece::Text(text) => arg.push(text),
+            Piece::Prompt => arg.push(values.prompt),
+            Piece::PromptFile => arg.push(values.prompt_file),
+            Piece::ResultFile => arg.push(values.result_file),
+            Piece::AgentId => arg.push(values.agent_id),
+            Piece::ResultKey => arg.push(values.result_key),
+            Piece::RlmBin => arg.push(values.rlm_bin.map_or(OsStr::new(OWN_NAME), Path::as_os_str)),
+            Piece::DataDir => arg.push(values.data_dir),
+            Piece::AgentTmp => arg.push(values.agent_tmp),
+            Piece::ReadPath => arg.push(read_path.map_or(OsStr::new(""), Path::as_os_str)),
+            Piece::Env { name, default } => arg.push(values.env_value(name, default)),
+        }
+    }
+    arg
+}
+
+/// What `{rlm_bin}` stands for when the executable is not known: the name on `PATH`.
+const OWN_NAME: &str = "rlm-orchestrate";
+
+/// Renders a single template word (a preset's environment value) with `values`.
+pub fn render_value(template: &str, values: &Substitutions<'_>) -> OsString {
+    render_word(&pieces(template), values, None)
 }
 
 impl std::fmt::Display for AgentCommand {
@@ -150,6 +235,14 @@ fn pieces(word: &str) -> Vec<Piece> {
     let mut rest = word;
     'scan: while let Some(c) = rest.chars().next() {
         if c == '{' {
+            if let Some((piece, after)) = env_placeholder(rest) {
+                if !text.is_empty() {
+                    out.push(Piece::Text(std::mem::take(&mut text)));
+                }
+                out.push(piece);
+                rest = after;
+                continue 'scan;
+            }
             for (name, piece) in PLACEHOLDERS {
                 if let Some(after) = rest.strip_prefix(name) {
                     if !text.is_empty() {
@@ -170,9 +263,32 @@ fn pieces(word: &str) -> Vec<Piece> {
     out
 }
 
+/// `{env:NAME}` or `{env:NAME:-default}` at the start of `text`, and what follows it.
+/// `NAME` is letters, digits and `_`; anything else is not a placeholder.
+fn env_placeholder(text: &str) -> Option<(Piece, &str)> {
+    let inner = text.strip_prefix(ENV_PLACEHOLDER)?;
+    let end = inner.find('}')?;
+    let (body, after) = (&inner[..end], &inner[end + 1..]);
+    let (name, default) = match body.split_once(":-") {
+        Some((name, default)) => (name, default),
+        None => (body, ""),
+    };
+    let valid = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    valid.then(|| {
+        (
+            Piece::Env {
+                name: name.to_owned(),
+                default: default.to_owned(),
+            },
+            after,
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use super::*;
 
@@ -184,13 +300,30 @@ mod tests {
     }
 
     fn render(template: &str, prompt: &str) -> (String, Vec<String>) {
+        render_with(template, prompt, &[])
+    }
+
+    fn render_with(template: &str, prompt: &str, read_paths: &[PathBuf]) -> (String, Vec<String>) {
         let command = AgentCommand::parse(template).unwrap();
         let (prompt_file, result_file) = values();
+        let env = vec![
+            (
+                OsString::from("OPENAI_BASE_URL"),
+                OsString::from("http://gw/v1"),
+            ),
+            (OsString::from("EMPTY"), OsString::new()),
+        ];
         let args = command.render_args(&Substitutions {
             prompt,
             prompt_file: &prompt_file,
             result_file: &result_file,
             agent_id: "a1",
+            result_key: "sub-result-a1",
+            rlm_bin: Some(Path::new("/opt/rlm/rlm-orchestrate")),
+            data_dir: Path::new("/data"),
+            agent_tmp: Path::new("/tmp/rlm-agent-x"),
+            read_paths,
+            env: &env,
         });
         (
             command.program().to_owned(),
@@ -231,6 +364,58 @@ mod tests {
                 "pp"
             ]
         );
+    }
+
+    #[test]
+    fn preset_placeholders_are_replaced() {
+        let (_, args) = render(
+            "claude 'Bash({rlm_bin} vars set {result_key}:*)' {data_dir} --tmp={agent_tmp}",
+            "p",
+        );
+        assert_eq!(
+            args,
+            [
+                "Bash(/opt/rlm/rlm-orchestrate vars set sub-result-a1:*)",
+                "/data",
+                "--tmp=/tmp/rlm-agent-x"
+            ]
+        );
+    }
+
+    #[test]
+    fn env_placeholders_read_the_agents_environment_with_a_default() {
+        let (_, args) = render(
+            "codex base_url={env:OPENAI_BASE_URL} {env:UNSET:-https://api.openai.com/v1} [{env:EMPTY:-d}] {env:UNSET} {env:not valid}",
+            "p",
+        );
+        assert_eq!(
+            args,
+            [
+                "base_url=http://gw/v1",
+                "https://api.openai.com/v1",
+                "[d]",
+                "",
+                "{env:not",
+                "valid}"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_path_word_repeats_per_file_and_vanishes_without_one() {
+        let paths = [PathBuf::from("/v/a.txt"), PathBuf::from("/logs/b.log")];
+        let (_, args) = render_with("claude --allowedTools 'Read(/{read_path})' x", "p", &paths);
+        assert_eq!(
+            args,
+            [
+                "--allowedTools",
+                "Read(//v/a.txt)",
+                "Read(//logs/b.log)",
+                "x"
+            ]
+        );
+        let (_, args) = render_with("claude --allowedTools 'Read(/{read_path})' x", "p", &[]);
+        assert_eq!(args, ["--allowedTools", "x"]);
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! temporary directory that is its `TMPDIR` and working directory. The network stays
 //! open, since agent CLIs call their APIs, unless `--agent-network off`.
 
-use super::prepare_error::PrepareError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -36,19 +35,17 @@ const NETWORK_FILES: &[&str] = &[
     "/etc/pki",
 ];
 
-/// Rewrites `spawn` to start through the launcher under the agent's policy; returns
-/// the private temporary directory, to keep until the agent has ended.
+/// Rewrites `spawn` to start through the launcher under the agent's policy, with
+/// `tmp` (its private temporary directory, kept until it has ended) as its `TMPDIR`,
+/// working directory and only writable place besides the store.
 pub(super) fn confine_agent(
     sandbox: &AgentSandbox,
     spawn: &mut SpawnOptions,
     store_dirs: &[PathBuf],
-    referenced: &[PathBuf],
+    inputs: &[PathBuf],
     prompt_file: &Path,
-) -> Result<tempfile::TempDir, PrepareError> {
-    let tmp = tempfile::Builder::new()
-        .prefix("rlm-agent-")
-        .tempdir()
-        .map_err(PrepareError::TempDir)?;
+    tmp: &Path,
+) {
     let mut read = Policy::system_read_paths();
     read.extend(program_file(&spawn.program, &spawn.env));
     read.extend(
@@ -59,14 +56,14 @@ pub(super) fn confine_agent(
             .filter(|arg| arg.is_file()),
     );
     read.push(prompt_file.to_owned());
-    // Files that `file` variables among its references refer to: read where they are.
-    read.extend(referenced.iter().cloned());
+    // The files its prompt names: text views, and the files `file` variables refer to.
+    read.extend(inputs.iter().cloned());
     read.extend(std::env::current_exe().ok());
     if sandbox.network {
         read.extend(NETWORK_FILES.iter().map(PathBuf::from));
     }
     let mut write = store_dirs.to_vec();
-    write.push(tmp.path().to_owned());
+    write.push(tmp.to_owned());
     write.push(PathBuf::from("/dev/null"));
     let policy = Policy {
         mode: Mode::Strict,
@@ -84,9 +81,8 @@ pub(super) fn confine_agent(
     spawn.env.retain(|(name, _)| name != "TMPDIR");
     spawn
         .env
-        .push(("TMPDIR".into(), tmp.path().as_os_str().to_owned()));
-    spawn.cwd = Some(tmp.path().to_owned());
-    Ok(tmp)
+        .push(("TMPDIR".into(), tmp.as_os_str().to_owned()));
+    spawn.cwd = Some(tmp.to_owned());
 }
 
 /// The program's file: a path as given, or looked up in the agent's `PATH`; and the
@@ -144,14 +140,15 @@ mod tests {
             launcher: "/bin/rlm-orchestrate".into(),
             network: false,
         };
-        let tmp = confine_agent(
+        let tmp = tempfile::tempdir().unwrap();
+        confine_agent(
             &sandbox,
             &mut spawn,
             &[dir.path().join("variables")],
             &[dir.path().join("big.log")],
             &dir.path().join("prompt.txt"),
-        )
-        .unwrap();
+            tmp.path(),
+        );
         assert_eq!(spawn.program, OsString::from("/bin/rlm-orchestrate"));
         assert_eq!(spawn.args[0], OsString::from("sandbox-exec"));
         let policy = Policy::from_arg(&spawn.args[1].to_string_lossy()).unwrap();

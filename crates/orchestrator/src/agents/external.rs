@@ -17,19 +17,20 @@ use rlm_process::{
 };
 use serde_json::Value;
 
-use super::command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
+use super::command::{render_value, AgentCommand, Substitutions, MAX_ARG_BYTES};
 use super::confine::AgentSandbox;
 use super::lineage::{EnvVars, Lineage};
 use super::outcome::{failure, stdout_text};
 use super::prepare_error::PrepareError;
-use super::prompt::{agent_prompt, AgentRef};
+use super::prompt::{agent_prompt, AgentRef, AnswerChannel};
 use super::stored_result::{adopt, read_stored, Stored};
 use crate::ids::AgentId;
 use rlm_protocol::{SubAnswer, SubError, SubResult};
 
 /// Directory of the data dir holding per-agent files (`agents/<id>/prompt.txt`).
 pub const AGENTS_DIR: &str = "agents";
-/// Name of the prompt file given as `{prompt_file}`.
+/// Name of the prompt file: given as `{prompt_file}`, and kept for `runs show` whatever
+/// the template.
 pub const PROMPT_FILE_NAME: &str = "prompt.txt";
 
 /// Name of the binary whose directory is appended to an agent's `PATH`, so the
@@ -54,8 +55,16 @@ pub struct ExternalAgentSpec {
     /// Bytes of stdout kept as the answer (default 1 MiB); larger stored results are
     /// returned as a pointer to the variable instead of inline.
     pub stdout_cap: usize,
-    /// Names of environment variables the user allowed through (`--agent-env`).
+    /// Names of environment variables the user allowed through (a preset's and
+    /// `--agent-env`).
     pub pass_env: Vec<String>,
+    /// Variables a preset sets, as templates (`{agent_tmp}`, `{data_dir}`, …): applied
+    /// after `pass_env`; a value naming a path inside `{agent_tmp}` is created as a
+    /// directory first.
+    pub set_env: Vec<(String, String)>,
+    /// The `rlm-orchestrate` executable the prompt's commands name and `RLM_BIN` holds
+    /// (`None`: this process, if it is `rlm-orchestrate`).
+    pub rlm_bin: Option<PathBuf>,
     /// `--agent-sandbox on`: confine the agent (`None`: it runs as the user).
     pub sandbox: Option<AgentSandbox>,
     /// `--runner`: a local process or a Slurm job.
@@ -97,9 +106,10 @@ pub struct AgentOutcome {
 /// The agent's complete environment: [`AllowList::BASE`] from ours (with the
 /// directory of a running `rlm-orchestrate` appended to `PATH`); then its lineage
 /// ([`EnvVars`]: `RLM_DATA_DIR`, `RLM_AGENT_ID`, `RLM_PARENT_ID`, `RLM_DEPTH`,
-/// `RLM_RESULT_KEY`, `RLM_RESULT_FILE`); then the `pass_env` names that are set (they
-/// cannot replace the `RLM_*` ones). Nothing else: API keys reach an agent only
-/// through `pass_env`.
+/// `RLM_RESULT_KEY`, `RLM_RESULT_FILE`, and `RLM_BIN` when the executable is known);
+/// then the `pass_env` names that are set (they cannot replace the `RLM_*` ones).
+/// Nothing else: API keys reach an agent only through `pass_env`. (A preset's
+/// `set_env` is applied later, when the agent's temporary directory exists.)
 pub fn agent_environment(
     spec: &ExternalAgentSpec,
     data_dir: &Path,
@@ -121,6 +131,9 @@ pub fn agent_environment(
         EnvVars::RLM_RESULT_FILE.into(),
         result_file.as_os_str().to_owned(),
     ));
+    if let Some(bin) = rlm_bin(spec) {
+        ours.push((EnvVars::RLM_BIN.into(), bin.into_os_string()));
+    }
     for (name, value) in &ours {
         env.retain(|(n, _)| n != name);
         env.push((name.clone(), value.clone()));
@@ -144,15 +157,24 @@ pub fn agent_environment(
     env
 }
 
+/// The `rlm-orchestrate` executable an agent is told about: the configured one, else
+/// this process if it is `rlm-orchestrate`.
+fn rlm_bin(spec: &ExternalAgentSpec) -> Option<PathBuf> {
+    spec.rlm_bin.clone().or_else(own_binary)
+}
+
+/// This process's executable, if it is `rlm-orchestrate`.
+fn own_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    (exe.file_name().and_then(|n| n.to_str()) == Some(OWN_BINARY_NAME)).then_some(exe)
+}
+
 /// `PATH` with the directory of the running `rlm-orchestrate` appended (if that is
 /// what runs and its directory is not already there).
 pub(super) fn path_with_own_dir(path: OsString) -> OsString {
-    let Ok(exe) = std::env::current_exe() else {
+    let Some(exe) = own_binary() else {
         return path;
     };
-    if exe.file_name().and_then(|n| n.to_str()) != Some(OWN_BINARY_NAME) {
-        return path;
-    }
     let Some(dir) = exe.parent() else {
         return path;
     };
@@ -275,12 +297,13 @@ pub async fn run_external_agent(
 struct Prepared {
     spawn: SpawnOptions,
     stdin: Option<Vec<u8>>,
-    /// A confined agent's private temporary directory, removed once it has ended.
-    _tmp: Option<tempfile::TempDir>,
+    /// The agent's private temporary directory (`{agent_tmp}`; a confined agent's
+    /// `TMPDIR` and working directory), removed once it has ended.
+    _tmp: tempfile::TempDir,
 }
 
-/// Builds the prompt, writes the prompt file if the template uses it, and fills in the
-/// command and environment.
+/// Builds the prompt, writes the prompt file (for `{prompt_file}` and the trace), and
+/// fills in the command and environment.
 async fn prepare(
     command: &AgentCommand,
     spec: &ExternalAgentSpec,
@@ -293,31 +316,75 @@ async fn prepare(
         path: spec.data_dir.clone(),
         source,
     })?;
-    let prompt = agent_prompt(&spec.task, &spec.refs, &key);
+    let rlm_bin = rlm_bin(spec);
+    let prompt = agent_prompt(
+        &spec.task,
+        &spec.refs,
+        &AnswerChannel {
+            result_key: key.clone(),
+            result_file: result_file.clone(),
+            rlm_bin: rlm_bin.clone(),
+        },
+    );
     let prompt_file = data_dir
         .join(AGENTS_DIR)
         .join(agent_id.as_str())
         .join(PROMPT_FILE_NAME);
-    if command.uses_prompt_file() {
-        let (path, text) = (prompt_file.clone(), prompt.clone());
-        tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
-            .await?
-            .map_err(|e| PrepareError::PromptFile {
-                path: prompt_file.clone(),
-                source: e.source,
-            })?;
-    }
-    let args = command.render_args(&Substitutions {
+    let (path, text) = (prompt_file.clone(), prompt.clone());
+    tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
+        .await?
+        .map_err(|e| PrepareError::PromptFile {
+            path: prompt_file.clone(),
+            source: e.source,
+        })?;
+    let tmp = tempfile::Builder::new()
+        .prefix("rlm-agent-")
+        .tempdir()
+        .map_err(PrepareError::TempDir)?;
+    let read_paths: Vec<PathBuf> = spec
+        .refs
+        .iter()
+        .map(|r| r.readable_path().to_owned())
+        .collect();
+    let mut env = agent_environment(spec, &data_dir, &result_file);
+    let values = Substitutions {
         prompt: &prompt,
         prompt_file: &prompt_file,
         result_file: &result_file,
         agent_id: agent_id.as_str(),
+        result_key: &key,
+        rlm_bin: rlm_bin.as_deref(),
+        data_dir: &data_dir,
+        agent_tmp: tmp.path(),
+        read_paths: &read_paths,
+        env: &[],
+    };
+    let set: Vec<(OsString, OsString)> = {
+        let values = Substitutions {
+            env: &env,
+            ..values
+        };
+        spec.set_env
+            .iter()
+            .map(|(name, template)| (OsString::from(name), render_value(template, &values)))
+            .collect()
+    };
+    for (name, value) in set {
+        let path = Path::new(&value);
+        if path.starts_with(tmp.path()) && path != tmp.path() {
+            std::fs::create_dir_all(path).map_err(PrepareError::TempDir)?;
+        }
+        env.retain(|(n, _)| *n != name);
+        env.push((name, value));
+    }
+    let args = command.render_args(&Substitutions {
+        env: &env,
+        ..values
     });
     let longest = args.iter().map(|a| a.len()).max().unwrap_or(0);
     if longest > MAX_ARG_BYTES {
         return Err(PrepareError::PromptTooLong { bytes: longest });
     }
-    let env = agent_environment(spec, &data_dir, &result_file);
     let mut spawn = SpawnOptions {
         program: command.program().into(),
         args,
@@ -325,21 +392,17 @@ async fn prepare(
         cwd: None,
         parent_death_signal: true,
     };
-    let tmp = match &spec.sandbox {
-        Some(sandbox) => {
-            let store_dirs = [VARIABLES_DIR, LOCKS_DIR, SPILL_DIR].map(|dir| data_dir.join(dir));
-            let referenced: Vec<PathBuf> =
-                spec.refs.iter().filter_map(|r| r.file.clone()).collect();
-            Some(super::confine::confine_agent(
-                sandbox,
-                &mut spawn,
-                &store_dirs,
-                &referenced,
-                &prompt_file,
-            )?)
-        }
-        None => None,
-    };
+    if let Some(sandbox) = &spec.sandbox {
+        let store_dirs = [VARIABLES_DIR, LOCKS_DIR, SPILL_DIR].map(|dir| data_dir.join(dir));
+        super::confine::confine_agent(
+            sandbox,
+            &mut spawn,
+            &store_dirs,
+            &read_paths,
+            &prompt_file,
+            tmp.path(),
+        );
+    }
     // Outermost: the job runs the (confined) agent.
     spec.runner.wrap(&mut spawn, &spec.lineage.agent_id);
     let stdin = command.reads_stdin().then(|| prompt.into_bytes());

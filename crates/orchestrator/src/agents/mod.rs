@@ -2,8 +2,9 @@
 //!
 //! Two kinds share one lineage ([`Lineage`], [`EnvVars`]) and one answer channel (the
 //! variable `sub-result-<id>`): nested `rlm-orchestrate run`s ([`run_child`], for
-//! `sub_rlm`) and external programs — `claude -p`, `codex exec`, `llm -m …`, a shell
-//! script — started from the `--agent-cmd` template ([`run_external_agent`]).
+//! `sub_rlm`) and external programs — `claude -p`, `codex exec`, `llm`, a shell
+//! script — started from a preset (`--agent claude`, [`AgentPreset`]) or the
+//! `--agent-cmd` template ([`run_external_agent`]).
 //!
 //! An external agent is given a task and *references* to context variables (file paths in the
 //! data directory), never the data itself, so its prompt stays a few hundred bytes
@@ -22,10 +23,11 @@ mod lineage;
 mod nested;
 mod outcome;
 mod prepare_error;
+mod preset;
 mod prompt;
 mod stored_result;
 
-pub use command::{AgentCommand, Substitutions, MAX_ARG_BYTES};
+pub use command::{render_value, AgentCommand, Substitutions, MAX_ARG_BYTES};
 pub use confine::AgentSandbox;
 pub use external::{
     agent_environment, run_external_agent, AgentOutcome, ExternalAgentSpec, AGENTS_DIR,
@@ -37,7 +39,10 @@ pub use nested::{
     SubRlmLauncher, CHILD_SPEC_FILE, CHILD_SPEC_FORMAT_VERSION,
 };
 pub use outcome::OUTPUT_TRUNCATED_MARKER;
-pub use prompt::{agent_prompt, ref_line, AgentRef, CONTEXT_HEADING, HOW_TO_ANSWER_HEADING};
+pub use preset::{built_in_names, AgentPreset, AgentProgram, PresetError, CUSTOM_PRESET_NAME};
+pub use prompt::{
+    agent_prompt, ref_line, AgentRef, AnswerChannel, CONTEXT_HEADING, HOW_TO_ANSWER_HEADING,
+};
 
 /// Why an agent command could not be used (a configuration error, before any agent
 /// runs). Problems while an agent runs are not errors: they are in its outcome.

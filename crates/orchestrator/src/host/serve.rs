@@ -19,7 +19,7 @@ use rlm_protocol::SubResult;
 use super::{expected_cost, fan_out, record_call, Host, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
-    child_totals, run_child, run_external_agent, AgentCommand, AgentRef, AgentSandbox,
+    child_totals, run_child, run_external_agent, AgentProgram, AgentRef, AgentSandbox,
     ChildRequest, ExternalAgentSpec, Lineage, SubRlmLauncher,
 };
 use crate::cache::{CallCache, CallKey};
@@ -52,10 +52,11 @@ pub struct Delegation {
     pub cache: bool,
     /// How `sub_rlm` starts child runs; `None` makes it a plain sub-model call.
     pub sub_rlm: Option<SubRlmLauncher>,
-    /// `--agent-cmd`, parsed.
-    pub agent_command: Option<AgentCommand>,
-    /// `--agent-env`: variables external agents may see.
-    pub agent_env: Vec<String>,
+    /// The external agent `spawn_agent` runs (`--agent` or `--agent-cmd`), with the
+    /// variables it may see.
+    pub agent: Option<AgentProgram>,
+    /// The `rlm-orchestrate` executable agents are told to use (`RLM_BIN`).
+    pub rlm_bin: Option<std::path::PathBuf>,
     /// `--agent-timeout`.
     pub agent_timeout: Duration,
     /// `--agent-sandbox on`: how external agents are confined.
@@ -333,9 +334,11 @@ impl RunHost {
     /// `job.refs` passed by file path. Returns its answer, or the error object
     /// describing how it failed (also stored as its `sub-result-<id>`).
     async fn spawn_agent(&self, job: &AgentJob) -> Result<Value, HostError> {
-        let Some(command) = &self.settings.delegation.agent_command else {
-            return Err(HostError::RespondToModel("no external agent is configured: start the run with --agent-cmd, e.g. --agent-cmd 'claude -p {prompt}'".to_owned()));
+        let Some(program) = &self.settings.delegation.agent else {
+            return Err(HostError::RespondToModel("no external agent is configured: start the run with --agent claude (or codex, llm) or --agent-cmd TEMPLATE".to_owned()));
         };
+        let confined = self.settings.delegation.agent_sandbox.is_some();
+        let command = program.command(confined);
         let keys = job.refs.clone();
         // Each reference, persisted for the agent, with its sha256 for the cache key
         // (no trip to a blocking thread for an agent given none).
@@ -384,7 +387,12 @@ impl RunHost {
                 .collect(),
             timeout: self.settings.delegation.agent_timeout,
             stdout_cap: AGENT_STDOUT_CAP_BYTES,
-            pass_env: self.settings.delegation.agent_env.clone(),
+            pass_env: program.pass_env.clone(),
+            set_env: program
+                .set_env(confined)
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            rlm_bin: self.settings.delegation.rlm_bin.clone(),
             sandbox: self.settings.delegation.agent_sandbox.clone(),
             runner: self.settings.delegation.runner.clone(),
             cancel: Some(self.settings.cancel.clone()),

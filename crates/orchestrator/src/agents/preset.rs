@@ -1,0 +1,311 @@
+//! Agent presets: how to run one agent CLI headless, as data.
+//!
+//! A preset is what a user would otherwise have to find out by trial: the command
+//! template (the `--agent-cmd` language), the environment variables to pass (its login
+//! and gateway), fixed variables to set (no telemetry), and what changes under
+//! `--agent-sandbox on` (another template when the CLI's own sandbox cannot run inside
+//! ours; its config and state in the agent's private temporary directory). The
+//! built-in ones (`claude`, `codex`, `llm`) are TOML files compiled in; `config show
+//! --agent NAME` prints one, and a changed copy is used with `--agent FILE.toml`.
+//! `--agent-cmd` with `--agent-env` is a preset too, with nothing else set.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::command::AgentCommand;
+use super::AgentError;
+
+/// The built-in presets: name and TOML text.
+const BUILT_IN: [(&str, &str); 3] = [
+    ("claude", include_str!("presets/claude.toml")),
+    ("codex", include_str!("presets/codex.toml")),
+    ("llm", include_str!("presets/llm.toml")),
+];
+
+/// Name given to the preset made from `--agent-cmd`.
+pub const CUSTOM_PRESET_NAME: &str = "agent-cmd";
+
+/// How to run one agent CLI (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPreset {
+    /// `claude`, `codex`, `llm`, or the user's own.
+    pub name: String,
+    /// One line: what it runs and what it may do.
+    #[serde(default)]
+    pub about: String,
+    /// The command template (`--agent-cmd` language).
+    pub command: String,
+    /// The template used instead under `--agent-sandbox on`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_command: Option<String>,
+    /// Variables passed from the user's environment when set (`--agent-env` adds more).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// Variables set for the agent; values are templates (`{agent_tmp}`, `{data_dir}`,
+    /// `{rlm_bin}`, `{env:NAME}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set_env: BTreeMap<String, String>,
+    /// Variables set only under `--agent-sandbox on` (after `set_env`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub confined_env: BTreeMap<String, String>,
+}
+
+/// Why a preset could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    /// No built-in preset has that name, and it is not a file.
+    #[error("no agent preset named `{name}`: the built-in ones are {}; or give the path of a preset file (print one with `rlm-orchestrate config show --agent claude`)", built_in_names().join(", "))]
+    Unknown {
+        /// The name asked for.
+        name: String,
+    },
+    /// The preset file could not be read.
+    #[error("failed to read the agent preset {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The preset is not valid TOML of the preset's shape.
+    #[error("failed to parse the agent preset {origin}: {message}; print a valid one with `rlm-orchestrate config show --agent claude`")]
+    Parse {
+        /// The file or built-in name.
+        origin: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A template of the preset is not valid.
+    #[error("agent preset `{name}`: {source}")]
+    Template {
+        /// The preset.
+        name: String,
+        /// The template problem.
+        #[source]
+        source: AgentError,
+    },
+    /// A variable name is not usable.
+    #[error("agent preset `{name}`: `{variable}` is not a valid environment variable name")]
+    VariableName {
+        /// The preset.
+        name: String,
+        /// The name.
+        variable: String,
+    },
+}
+
+/// The names of the built-in presets.
+pub fn built_in_names() -> Vec<&'static str> {
+    BUILT_IN.iter().map(|(name, _)| *name).collect()
+}
+
+impl AgentPreset {
+    /// The built-in preset `name`, if there is one.
+    pub fn built_in(name: &str) -> Option<Result<Self, PresetError>> {
+        BUILT_IN
+            .iter()
+            .find(|(builtin, _)| *builtin == name)
+            .map(|(name, text)| Self::from_toml(text, name))
+    }
+
+    /// `--agent SPEC`: a built-in name, else a preset file.
+    pub fn resolve(spec: &str) -> Result<Self, PresetError> {
+        if let Some(preset) = Self::built_in(spec) {
+            return preset;
+        }
+        let path = Path::new(spec);
+        if !path.exists() {
+            return Err(PresetError::Unknown {
+                name: spec.to_owned(),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| PresetError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks a preset written in TOML (`origin` names it in errors).
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, PresetError> {
+        let preset: Self = toml::from_str(text).map_err(|error| PresetError::Parse {
+            origin: origin.to_owned(),
+            message: error.message().to_owned(),
+        })?;
+        preset.check()?;
+        Ok(preset)
+    }
+
+    /// The preset made from `--agent-cmd TEMPLATE` (and `--agent-env`).
+    pub fn custom(template: &str) -> Self {
+        Self {
+            name: CUSTOM_PRESET_NAME.to_owned(),
+            about: "the --agent-cmd template".to_owned(),
+            command: template.to_owned(),
+            confined_command: None,
+            pass_env: Vec::new(),
+            set_env: BTreeMap::new(),
+            confined_env: BTreeMap::new(),
+        }
+    }
+
+    /// The preset as TOML, for `config show --agent`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|error| format!("# cannot print: {error}\n"))
+    }
+
+    /// Checks its templates and variable names.
+    pub fn check(&self) -> Result<(), PresetError> {
+        self.parse_commands().map(|_| ())?;
+        let names = self
+            .pass_env
+            .iter()
+            .chain(self.set_env.keys())
+            .chain(self.confined_env.keys());
+        for variable in names {
+            if variable.is_empty() || variable.contains(['=', '\0']) {
+                return Err(PresetError::VariableName {
+                    name: self.name.clone(),
+                    variable: variable.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Its command templates, parsed: unconfined, and under `--agent-sandbox on`.
+    pub fn parse_commands(&self) -> Result<(AgentCommand, AgentCommand), PresetError> {
+        let parse = |template: &str| {
+            AgentCommand::parse(template).map_err(|source| PresetError::Template {
+                name: self.name.clone(),
+                source,
+            })
+        };
+        let command = parse(&self.command)?;
+        let confined = match &self.confined_command {
+            Some(template) => parse(template)?,
+            None => command.clone(),
+        };
+        Ok((command, confined))
+    }
+}
+
+/// A preset ready to run: its templates parsed once, and the user's `--agent-env`.
+#[derive(Debug, Clone)]
+pub struct AgentProgram {
+    /// The preset it comes from.
+    pub preset: AgentPreset,
+    /// The command run unconfined.
+    pub command: AgentCommand,
+    /// The command run under `--agent-sandbox on`.
+    pub confined_command: AgentCommand,
+    /// Variables passed from the user's environment: the preset's, then `--agent-env`.
+    pub pass_env: Vec<String>,
+}
+
+impl AgentProgram {
+    /// Prepares `preset`, passing `extra_env` (`--agent-env`) besides its own names.
+    pub fn new(preset: AgentPreset, extra_env: &[String]) -> Result<Self, PresetError> {
+        preset.check()?;
+        let (command, confined_command) = preset.parse_commands()?;
+        let mut pass_env = preset.pass_env.clone();
+        for name in extra_env {
+            if !pass_env.contains(name) {
+                pass_env.push(name.clone());
+            }
+        }
+        Ok(Self {
+            preset,
+            command,
+            confined_command,
+            pass_env,
+        })
+    }
+
+    /// The command to run, confined or not.
+    pub fn command(&self, confined: bool) -> &AgentCommand {
+        if confined {
+            &self.confined_command
+        } else {
+            &self.command
+        }
+    }
+
+    /// The variables to set (templates), confined or not.
+    pub fn set_env(&self, confined: bool) -> impl Iterator<Item = (&String, &String)> {
+        let confined_env = confined.then_some(&self.preset.confined_env);
+        self.preset
+            .set_env
+            .iter()
+            .chain(confined_env.into_iter().flatten())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_preset_parses_and_round_trips_through_its_printed_form() {
+        for name in built_in_names() {
+            let preset = AgentPreset::built_in(name).unwrap().unwrap();
+            assert_eq!(preset.name, name);
+            let printed = preset.to_toml();
+            let again = AgentPreset::from_toml(&printed, "printed").unwrap();
+            assert_eq!(again, preset, "{printed}");
+        }
+    }
+
+    #[test]
+    fn a_preset_file_is_used_and_a_wrong_name_lists_the_built_in_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.toml");
+        std::fs::write(&file, "name = \"mine\"\ncommand = \"my-agent {prompt}\"\n").unwrap();
+        let preset = AgentPreset::resolve(file.to_str().unwrap()).unwrap();
+        assert_eq!(preset.name, "mine");
+        let error = AgentPreset::resolve("claud").unwrap_err().to_string();
+        assert!(error.contains("claude, codex, llm"), "{error}");
+    }
+
+    #[test]
+    fn bad_presets_are_refused_with_the_reason() {
+        let unknown = AgentPreset::from_toml("name = \"x\"\ncommand = \"a\"\ncmd = 1\n", "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains("f.toml") && unknown.contains("cmd"),
+            "{unknown}"
+        );
+        let template = AgentPreset::from_toml("name = \"x\"\ncommand = \"a '\"\n", "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(template.contains("agent preset `x`"), "{template}");
+        let variable =
+            AgentPreset::from_toml("name = \"x\"\ncommand = \"a\"\npass_env = [\"A=B\"]\n", "f")
+                .unwrap_err();
+        assert!(matches!(variable, PresetError::VariableName { .. }));
+    }
+
+    #[test]
+    fn the_confined_command_and_environment_apply_only_when_confined() {
+        let codex = AgentPreset::built_in("codex").unwrap().unwrap();
+        let program = AgentProgram::new(codex, &["EXTRA".to_owned()]).unwrap();
+        assert!(program
+            .command(false)
+            .template()
+            .contains("workspace-write"));
+        assert!(program
+            .command(true)
+            .template()
+            .contains("--dangerously-bypass-approvals-and-sandbox"));
+        assert!(program.set_env(false).all(|(name, _)| name != "HOME"));
+        assert!(program.set_env(true).any(|(name, _)| name == "HOME"));
+        assert_eq!(program.pass_env.last().map(String::as_str), Some("EXTRA"));
+        let custom = AgentProgram::new(AgentPreset::custom("agent {prompt}"), &[]).unwrap();
+        assert_eq!(custom.command(true), custom.command(false));
+    }
+}
