@@ -309,3 +309,290 @@ impl<W: Write> Write for Counter<W> {
         self.inner.flush()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ops::ControlFlow;
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::SystemTime;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::reference::SetOptions;
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Makes every file in `dir` older than the grace, as if written long ago.
+    fn age_all(dir: &Path) {
+        let long_ago = SystemTime::now() - STALE_VIEW_GRACE * 2;
+        for entry in fs::read_dir(dir).unwrap() {
+            let file = fs::File::options()
+                .write(true)
+                .open(entry.unwrap().path())
+                .unwrap();
+            file.set_modified(long_ago).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_text_view_is_the_decoded_string_named_by_its_sha256() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let text = "line \"one\"\r\n\ttwo é 😀\\\n\u{1}three";
+        let reference = store.set("t", json!(text), SetOptions::default()).unwrap();
+        let view = store.text_view("t").unwrap();
+        assert!(view.is_absolute());
+        assert_eq!(
+            view,
+            store
+                .views_dir()
+                .join(format!("{}.txt", reference.sha256.unwrap()))
+        );
+        assert_eq!(fs::read_to_string(&view).unwrap(), text);
+        assert_eq!((mode(&view), mode(&store.views_dir())), (0o600, 0o700));
+        // Asked again (by this store or another), the same file, not rewritten.
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap());
+        let before = inode(&view);
+        assert_eq!(store.text_view("t").unwrap(), view);
+        let other = Store::open(dir.path()).unwrap();
+        assert_eq!(other.text_view("t").unwrap(), view);
+        assert_eq!(inode(&view), before);
+        // A changed variable gets a new view; the old one stays for its readers.
+        store.set("t", json!("new"), SetOptions::default()).unwrap();
+        let new_view = store.text_view("t").unwrap();
+        assert_ne!(new_view, view);
+        assert_eq!(fs::read_to_string(&new_view).unwrap(), "new");
+        assert!(view.exists());
+        assert_eq!(
+            fs::read_dir(store.views_dir()).unwrap().count(),
+            2,
+            "no temp file left behind"
+        );
+    }
+
+    #[test]
+    fn a_json_view_is_pretty_and_a_file_view_is_the_file_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        let value = json!({"k": [1, "two\nlines"], "é": null});
+        store
+            .set("j", value.clone(), SetOptions::default())
+            .unwrap();
+        let view = store.text_view("j").unwrap();
+        assert_eq!(
+            fs::read_to_string(&view).unwrap(),
+            serde_json::to_string_pretty(&value).unwrap()
+        );
+        let log = dir.path().join("ctx.log");
+        fs::write(&log, "one\ntwo\n").unwrap();
+        store
+            .set_file_reference("f", &log, SetOptions::default())
+            .unwrap();
+        assert_eq!(
+            store.text_view("f").unwrap(),
+            fs::canonicalize(&log).unwrap()
+        );
+        fs::write(&log, "changed\n").unwrap();
+        assert!(matches!(
+            store.text_view("f"),
+            Err(StoreError::FileChanged { .. })
+        ));
+        assert!(matches!(
+            store.text_view("absent"),
+            Err(StoreError::NotFound { .. })
+        ));
+        assert!(matches!(
+            store.text_view(""),
+            Err(StoreError::InvalidKey { .. })
+        ));
+    }
+
+    #[test]
+    fn an_in_memory_value_gets_a_view_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let opts = SetOptions {
+            persist: false,
+            ..SetOptions::default()
+        };
+        store.set("m", json!("in memory\n"), opts).unwrap();
+        let view = store.text_view("m").unwrap();
+        assert_eq!(fs::read_to_string(view).unwrap(), "in memory\n");
+    }
+
+    #[test]
+    fn a_view_of_the_wrong_size_or_a_link_is_written_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .set("t", json!("hello\n"), SetOptions::default())
+            .unwrap();
+        let view = store.text_view("t").unwrap();
+        // A crash before the view reached the disk leaves it empty.
+        fs::write(&view, "").unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        assert_eq!(fresh.text_view("t").unwrap(), view);
+        assert_eq!(fs::read_to_string(&view).unwrap(), "hello\n");
+        // A link planted in its place is replaced, never followed.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::write(&elsewhere, "hellO\n").unwrap();
+        fs::remove_file(&view).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &view).unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        assert_eq!(fresh.text_view("t").unwrap(), view);
+        assert!(fs::symlink_metadata(&view).unwrap().is_file());
+        assert_eq!(fs::read_to_string(&view).unwrap(), "hello\n");
+        assert_eq!(fs::read_to_string(&elsewhere).unwrap(), "hellO\n");
+    }
+
+    #[test]
+    fn a_tampered_value_gets_no_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .set("t", json!("hello"), SetOptions::default())
+            .unwrap();
+        let path = store.path_of("t").unwrap();
+        let edited = fs::read_to_string(&path).unwrap().replace("hello", "hellO");
+        fs::write(&path, edited).unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        assert!(matches!(
+            fresh.text_view("t"),
+            Err(StoreError::Integrity { .. })
+        ));
+        let views = fresh.views_dir();
+        assert_eq!(fs::read_dir(views).unwrap().count(), 0, "nothing published");
+    }
+
+    #[test]
+    fn two_threads_making_the_same_view_both_get_one_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "é line\n".repeat(200_000);
+        Store::open(dir.path())
+            .unwrap()
+            .set("t", json!(text), SetOptions::default())
+            .unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let views: Vec<PathBuf> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        // Each its own store, as two processes would have.
+                        let store = Store::open(dir.path()).unwrap();
+                        barrier.wait();
+                        store.text_view("t").unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(views[0], views[1]);
+        assert_eq!(fs::read_to_string(&views[0]).unwrap(), text);
+        let names: Vec<_> = fs::read_dir(views[0].parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "one view, no temp file: {names:?}");
+    }
+
+    #[test]
+    fn stale_views_are_removed_and_live_or_young_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.remove_stale_views().unwrap(), 0, "no views/ yet");
+        store
+            .set("keep", json!("kept"), SetOptions::default())
+            .unwrap();
+        store
+            .set("gone", json!("gone"), SetOptions::default())
+            .unwrap();
+        store
+            .set("old", json!("v1"), SetOptions::default())
+            .unwrap();
+        let kept = store.text_view("keep").unwrap();
+        let gone = store.text_view("gone").unwrap();
+        let old = store.text_view("old").unwrap();
+        store.delete("gone").unwrap();
+        store
+            .set("old", json!("v2"), SetOptions::default())
+            .unwrap();
+        let young_stale = {
+            store
+                .set("young", json!("young"), SetOptions::default())
+                .unwrap();
+            let view = store.text_view("young").unwrap();
+            store.delete("young").unwrap();
+            view
+        };
+        let other = store.views_dir().join("notes.txt");
+        fs::write(&other, "not a view").unwrap();
+        age_all(&store.views_dir());
+        let young = SystemTime::now();
+        fs::File::options()
+            .write(true)
+            .open(&young_stale)
+            .unwrap()
+            .set_modified(young)
+            .unwrap();
+        // Another process's store sees the deletions.
+        let other_store = Store::open(dir.path()).unwrap();
+        assert_eq!(other_store.remove_stale_views().unwrap(), 2);
+        assert!(kept.exists() && young_stale.exists() && other.exists());
+        assert!(!gone.exists() && !old.exists());
+        // The store that made them makes them again when asked.
+        store
+            .set("old", json!("v1"), SetOptions::default())
+            .unwrap();
+        assert_eq!(store.text_view("old").unwrap(), old);
+        assert_eq!(fs::read_to_string(&old).unwrap(), "v1");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// A view holds exactly the variable's text, and the line and byte ranges of
+        /// the text are the same ranges of the view.
+        #[test]
+        fn a_view_and_the_ranges_agree_with_the_value_in_memory(
+            text in "(?s)[a-zé日\n\r\"\\\\\t😀\u{1}\u{7f}]{0,120}",
+            first in 0u64..12,
+            lines in 0u64..6,
+            start in 0u64..140,
+            len in 0u64..140,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open_with(dir.path(), crate::StoreOptions {
+                durability: crate::Durability::Bulk,
+                ..crate::StoreOptions::default()
+            }).unwrap();
+            store.set("t", json!(text), SetOptions::default()).unwrap();
+            let view = fs::read(store.text_view("t").unwrap()).unwrap();
+            prop_assert_eq!(&view, text.as_bytes());
+            let reader = store.text_reader("t").unwrap();
+            let mut got = Vec::new();
+            reader.write_lines(first, Some(first + lines), &mut got).unwrap();
+            let want: Vec<u8> = view
+                .split_inclusive(|b| *b == b'\n')
+                .enumerate()
+                .filter(|(i, _)| (first.max(1)..=first + lines).contains(&(*i as u64 + 1)))
+                .flat_map(|(_, line)| line.to_vec())
+                .collect();
+            prop_assert_eq!(got, want);
+            let mut got = Vec::new();
+            reader.write_bytes(start, Some(start + len), &mut got).unwrap();
+            let boundary = |at: u64| {
+                let at = (at as usize).min(text.len());
+                (at..=text.len()).find(|i| text.is_char_boundary(*i)).unwrap()
+            };
+            let want = &view[boundary(start)..boundary(start + len).max(boundary(start))];
+            prop_assert_eq!(got.as_slice(), want);
+            let mut counted = 0u64;
+            reader.stream(&mut |buf| { counted += buf.len() as u64; ControlFlow::Continue(()) }).unwrap();
+            prop_assert_eq!(counted, view.len() as u64);
+        }
+    }
+}
