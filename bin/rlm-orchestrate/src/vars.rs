@@ -25,7 +25,9 @@ use serde_json::Value;
 
 use self::from_file::FromFile;
 use self::value::{check_type, parse_json, Input};
-use crate::cli::vars::{KeyArgs, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand};
+use crate::cli::vars::{
+    ByteRange, GetArgs, KeyArgs, LineRange, ListArgs, SetArgs, ShowArgs, VarsArgs, VarsCommand,
+};
 use crate::cli::GlobalArgs;
 use crate::exit::{annotate, bad_input, ResultExt};
 use crate::output::{self, PipeAware};
@@ -71,9 +73,11 @@ pub fn run_to(global: &GlobalArgs, args: VarsArgs, out: &mut dyn Write) -> Resul
         VarsCommand::List(a) => list(global, a, out),
         VarsCommand::Show(a) => show(global, a, out),
         VarsCommand::Get(a) => get(global, a, out),
+        VarsCommand::View(a) => view(global, a, out),
         VarsCommand::Set(a) => set(global, a, out),
         VarsCommand::Rm(a) => remove(global, a, out),
         VarsCommand::Clear => clear(global, out),
+        VarsCommand::Gc => gc(global, out),
         VarsCommand::Path(a) => path(global, a, out),
     }
 }
@@ -255,11 +259,20 @@ fn show(global: &GlobalArgs, args: ShowArgs, out: &mut dyn Write) -> Result<()> 
     Ok(())
 }
 
-fn get(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
+fn get(global: &GlobalArgs, args: GetArgs, out: &mut dyn Write) -> Result<()> {
     let key = args.key;
     validate_key(&key)?;
     let store = open_for_key(global, &key)?;
     let reference = missing_hint(store.reference(&key), &store)?;
+    if args.count {
+        return count(&store, &key, out);
+    }
+    if let Some(range) = args.lines {
+        return get_lines(global, &store, &key, range, out);
+    }
+    if let Some(range) = args.bytes {
+        return get_bytes(global, &store, &key, range, out);
+    }
     // A file variable prints the file it refers to: its size is the file's.
     let size = match store.file_reference(&key)? {
         Some(file) => file.size,
@@ -281,6 +294,112 @@ fn get(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// `vars get KEY --count`: the text's lines, bytes and characters as one JSON line.
+fn count(store: &Store, key: &str, out: &mut dyn Write) -> Result<()> {
+    let measure = missing_hint(
+        store.text_reader(key).and_then(|reader| reader.measure()),
+        store,
+    )
+    .with_context(|| format!("failed to count the text of variable {key:?}"))?;
+    let counts = Counts {
+        lines: measure.lines,
+        bytes: measure.bytes,
+        chars: measure.chars,
+    };
+    serde_json::to_writer(&mut *out, &counts).context("failed to write to stdout")?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// `vars get KEY --lines A:B`.
+fn get_lines(
+    global: &GlobalArgs,
+    store: &Store,
+    key: &str,
+    range: LineRange,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let read = missing_hint(
+        store
+            .text_reader(key)
+            .and_then(|reader| reader.write_lines(range.first, range.last, out)),
+        store,
+    )
+    .with_context(|| format!("failed to print lines of variable {key:?}"))?;
+    if let (0, Some(total), false) = (read.written, read.total, global.quiet) {
+        if total < range.first {
+            output::warning(format_args!(
+                "the text of {} has {total} line{}: nothing from line {} on",
+                output::shown_key(key),
+                if total == 1 { "" } else { "s" },
+                range.first
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `vars get KEY --bytes A:B`.
+fn get_bytes(
+    global: &GlobalArgs,
+    store: &Store,
+    key: &str,
+    range: ByteRange,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let read = missing_hint(
+        store
+            .text_reader(key)
+            .and_then(|reader| reader.write_bytes(range.start, range.end, out)),
+        store,
+    )
+    .with_context(|| format!("failed to print bytes of variable {key:?}"))?;
+    if let (0, Some(total), false) = (read.written, read.total, global.quiet) {
+        if total <= range.start && range.end != Some(range.start) {
+            output::warning(format_args!(
+                "the text of {} has {total} byte{}: nothing from byte {} on",
+                output::shown_key(key),
+                if total == 1 { "" } else { "s" },
+                range.start
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `vars view KEY`: the path of a plain-text file with the variable's text.
+fn view(global: &GlobalArgs, args: KeyArgs, out: &mut dyn Write) -> Result<()> {
+    let key = args.key;
+    validate_key(&key)?;
+    let store = open_for_key(global, &key)?;
+    let path = missing_hint(store.text_view(&key), &store)
+        .with_context(|| format!("failed to make a text view of variable {key:?}"))?;
+    out.write_all(path.as_os_str().as_bytes())?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// `vars gc`: removes the text views no variable has any more.
+fn gc(global: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
+    let removed = match open_existing(global)? {
+        Some(store) => remove_stale_views(&store)?,
+        None => 0,
+    };
+    let plural = if removed == 1 { "" } else { "s" };
+    writeln!(out, "removed {removed} stale text view{plural}")?;
+    Ok(())
+}
+
+/// [`Store::remove_stale_views`], with the error saying what failed.
+fn remove_stale_views(store: &Store) -> Result<usize> {
+    store.remove_stale_views().with_context(|| {
+        format!(
+            "failed to remove stale text views in {}",
+            store.views_dir().display()
+        )
+    })
 }
 
 fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
@@ -379,6 +498,7 @@ fn clear(global: &GlobalArgs, out: &mut dyn Write) -> Result<()> {
     let removed = match open_existing(global)? {
         Some(store) => {
             let removed = store.clear().context("failed to clear the context store")?;
+            remove_stale_views(&store)?;
             if !global.quiet {
                 for problem in store.problems() {
                     report_problem(&problem, "left in place");
@@ -517,6 +637,14 @@ struct Shown<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'a str>,
     preview: &'a str,
+}
+
+/// `vars get --count`: the size of a variable's text, in this order.
+#[derive(Serialize)]
+struct Counts {
+    lines: u64,
+    bytes: u64,
+    chars: u64,
 }
 
 /// `1.5 KiB (1536 bytes)`, or just `12 bytes` when that says it all.

@@ -43,10 +43,10 @@ pub use reference::{
 };
 pub use store::{
     RefreshReport, ScanProblem, Store, StoreOptions, StoreStats, DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, VARIABLES_DIR,
+    DEFAULT_MEMORY_CEILING_BYTES, LOCKS_DIR, SPILL_DIR, STALE_VIEW_GRACE, VARIABLES_DIR, VIEWS_DIR,
 };
 pub use summary::{
     truncate_chars, SummarizeError, Summarizer, TruncatingSummarizer, CHARS_PER_TOKEN,
 };
-pub use text::{TextLine, TextMeasure, TextReader, TEXT_LINE_MAX_BYTES};
+pub use text::{RangeRead, TextLine, TextMeasure, TextReader, TEXT_LINE_MAX_BYTES};
 pub use variable_file::VariableFile;

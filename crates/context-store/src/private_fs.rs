@@ -210,6 +210,43 @@ impl Staged {
     }
 }
 
+impl Staged {
+    /// Links the temp file into place at `path` (in the same directory) only if
+    /// nothing is there yet. Returns `None` once published, or the temp file back
+    /// (still unpublished) when `path` already exists, for the caller to decide.
+    pub(crate) fn publish_new(self, path: &Path) -> Result<Option<Self>> {
+        let Self {
+            temp,
+            dir,
+            durability,
+        } = self;
+        match temp.persist_noclobber(path) {
+            Ok(_) => {
+                if durability == Durability::Fsync {
+                    sync_dir(&dir)?;
+                }
+                Ok(None)
+            }
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(Some(Self {
+                temp: e.file,
+                dir,
+                durability,
+            })),
+            Err(e) => Err(StoreError::io("link temporary file onto", path, e.error)),
+        }
+    }
+}
+
+/// Creates a locked temp file in `dir` for a private file that is not a variable
+/// file (a text view), fills it and (when durable) fsyncs it.
+pub(crate) fn stage_private(
+    dir: &Path,
+    durability: Durability,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<Staged> {
+    stage_as(dir, durability, &PRIVATE_FILE, fill)
+}
+
 /// Creates a locked temp file in `dir`, fills it and (when durable) fsyncs it.
 pub(crate) fn stage(
     dir: &Path,

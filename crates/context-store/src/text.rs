@@ -258,6 +258,188 @@ impl TextReader<'_> {
     }
 }
 
+/// What a range read ([`TextReader::write_lines`], [`TextReader::write_bytes`]) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RangeRead {
+    /// Bytes written.
+    pub written: u64,
+    /// The text's total lines (for [`TextReader::write_lines`]) or bytes (for
+    /// [`TextReader::write_bytes`]) when the read went to the end of the text to find
+    /// the range's end (the range reached past it); `None` when it stopped early.
+    pub total: Option<u64>,
+}
+
+impl TextReader<'_> {
+    /// Writes lines `first..=last` of the text to `out` (1-based, inclusive, as
+    /// `sed -n FIRST,LASTp`), each with its newline as the text has it (a `\r` before
+    /// it is kept; a last line without a newline is written without one). `last`
+    /// `None` is the end of the text; a `first` of 0 counts as 1; a range past the end
+    /// of the text, or with `last < first`, writes nothing. Stops reading at the end
+    /// of the range, so memory stays bounded and a range near the start of a huge
+    /// text is quick; the text's sha256 is then checked only when the read reaches
+    /// its end (see [`Store::write_value_to`]).
+    pub fn write_lines(
+        &self,
+        first: u64,
+        last: Option<u64>,
+        out: &mut dyn Write,
+    ) -> Result<RangeRead> {
+        let ranged = lines_in(&mut |sink| self.stream(sink), first, last, out)?;
+        ranged.map_err(|e| self.output_error(e))
+    }
+
+    /// Writes bytes `start..end` of the text to `out` (0-based, half-open, as a
+    /// Python slice; `end` `None` is the end of the text; a range past the end, or
+    /// with `end <= start`, writes nothing). A bound that falls inside a multi-byte
+    /// UTF-8 character moves forward to the start of the next character: a character
+    /// is written by the range that holds its first byte, so what is written is
+    /// always whole characters and the ranges `a..b` and `b..c` together write
+    /// exactly `a..c`. Stops reading at the end of the range, like
+    /// [`Self::write_lines`].
+    pub fn write_bytes(
+        &self,
+        start: u64,
+        end: Option<u64>,
+        out: &mut dyn Write,
+    ) -> Result<RangeRead> {
+        let ranged = bytes_in(&mut |sink| self.stream(sink), start, end, out)?;
+        ranged.map_err(|e| self.output_error(e))
+    }
+
+    /// The error for a failed write of part of the text to its output.
+    fn output_error(&self, e: io::Error) -> crate::StoreError {
+        let path = match &self.source {
+            Source::Key { store, key } => store.path_of(key).unwrap_or_default(),
+            Source::Files(paths) => paths.first().cloned().unwrap_or_default(),
+        };
+        crate::StoreError::io("write part of the text of", path, e)
+    }
+}
+
+/// A text source for the range readers: hands the text to a sink in chunks.
+type Stream<'s> = dyn FnMut(&mut dyn FnMut(&[u8]) -> ControlFlow<()>) -> Result<()> + 's;
+
+/// [`TextReader::write_lines`] on the text `stream` hands over; a failed write to
+/// `out` is the inner error.
+fn lines_in(
+    stream: &mut Stream<'_>,
+    first: u64,
+    last: Option<u64>,
+    out: &mut dyn Write,
+) -> Result<io::Result<RangeRead>> {
+    let first = first.max(1);
+    let last = last.unwrap_or(u64::MAX);
+    let mut read = RangeRead::default();
+    if last < first {
+        return Ok(Ok(read));
+    }
+    // The line the next byte belongs to.
+    let mut line = 1u64;
+    let mut ended_with_newline = true;
+    let mut failed: Option<io::Error> = None;
+    let mut stopped = false;
+    stream(&mut |buf| {
+        let mut at = 0;
+        while at < buf.len() {
+            let rest = &buf[at..];
+            let (len, newline) = match rest.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (rest.len(), false),
+            };
+            if line >= first {
+                if let Err(e) = out.write_all(&rest[..len]) {
+                    failed = Some(e);
+                    return ControlFlow::Break(());
+                }
+                read.written += len as u64;
+            }
+            at += len;
+            ended_with_newline = newline;
+            if newline {
+                if line == last {
+                    stopped = true;
+                    return ControlFlow::Break(());
+                }
+                line += 1;
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
+    if let Some(e) = failed {
+        return Ok(Err(e));
+    }
+    if !stopped {
+        // `line` is one past the last line when the text ends with a newline.
+        read.total = Some(if ended_with_newline { line - 1 } else { line });
+    }
+    Ok(Ok(read))
+}
+
+/// [`TextReader::write_bytes`] on the text `stream` hands over; a failed write to
+/// `out` is the inner error.
+fn bytes_in(
+    stream: &mut Stream<'_>,
+    start: u64,
+    end: Option<u64>,
+    out: &mut dyn Write,
+) -> Result<io::Result<RangeRead>> {
+    let end = end.unwrap_or(u64::MAX);
+    let mut read = RangeRead::default();
+    if end <= start {
+        return Ok(Ok(read));
+    }
+    // Offset of the next byte in the text.
+    let mut offset = 0u64;
+    let mut keeping = false;
+    let mut failed: Option<io::Error> = None;
+    let mut stopped = false;
+    stream(&mut |buf| {
+        let len = buf.len() as u64;
+        let from = if keeping {
+            Some(0)
+        } else if offset + len > start {
+            let skip = start.saturating_sub(offset) as usize;
+            first_char_start(buf, skip)
+        } else {
+            None
+        };
+        let mut until = buf.len();
+        if end < offset + len {
+            if let Some(at) = first_char_start(buf, end.saturating_sub(offset) as usize) {
+                until = at;
+                stopped = true;
+            }
+        }
+        if let Some(from) = from {
+            keeping = true;
+            if let Err(e) = out.write_all(&buf[from..until]) {
+                failed = Some(e);
+                return ControlFlow::Break(());
+            }
+            read.written += (until - from) as u64;
+        }
+        offset += len;
+        if stopped {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
+    if let Some(e) = failed {
+        return Ok(Err(e));
+    }
+    if !stopped {
+        read.total = Some(offset);
+    }
+    Ok(Ok(read))
+}
+
+/// The index of the first byte of `buf` at or after `from` that starts a character.
+fn first_char_start(buf: &[u8], from: usize) -> Option<usize> {
+    let rest = buf.get(from..)?;
+    rest.iter().position(|b| starts_char(*b)).map(|i| from + i)
+}
+
 /// Whether `byte` starts a character (is not a UTF-8 continuation byte).
 fn starts_char(byte: u8) -> bool {
     byte & 0xC0 != 0x80
@@ -348,6 +530,98 @@ mod tests {
             (head, (len as usize) < chars.len())
         );
         assert_eq!(lines_of(reader), expected_lines(text));
+        check_ranges(reader, text, start, len);
+    }
+
+    /// Lines `first..=last` of `text` (1-based) with their newlines, and its line count.
+    fn expected_line_range(text: &str, first: u64, last: Option<u64>) -> (String, u64) {
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let first = first.max(1);
+        let last = last.unwrap_or(u64::MAX);
+        let kept: String = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (first..=last).contains(&(*i as u64 + 1)))
+            .map(|(_, line)| *line)
+            .collect();
+        (kept, lines.len() as u64)
+    }
+
+    /// Bytes `start..end` of `text`, each bound moved forward to a character boundary.
+    fn expected_byte_range(text: &str, start: u64, end: Option<u64>) -> String {
+        let boundary = |at: u64| {
+            let at = usize::try_from(at).unwrap_or(usize::MAX).min(text.len());
+            (at..=text.len())
+                .find(|i| text.is_char_boundary(*i))
+                .unwrap()
+        };
+        let (from, until) = (boundary(start), boundary(end.unwrap_or(u64::MAX)));
+        if until <= from {
+            return String::new();
+        }
+        text[from..until].to_owned()
+    }
+
+    fn lines_range(reader: &TextReader<'_>, first: u64, last: Option<u64>) -> (String, RangeRead) {
+        let mut out = Vec::new();
+        let read = reader.write_lines(first, last, &mut out).unwrap();
+        assert_eq!(read.written, out.len() as u64);
+        (String::from_utf8(out).unwrap(), read)
+    }
+
+    fn bytes_range(reader: &TextReader<'_>, start: u64, end: Option<u64>) -> (String, RangeRead) {
+        let mut out = Vec::new();
+        let read = reader.write_bytes(start, end, &mut out).unwrap();
+        assert_eq!(read.written, out.len() as u64);
+        (String::from_utf8(out).expect("whole characters only"), read)
+    }
+
+    /// Line and byte ranges around `start` and `len` agree with the text in memory,
+    /// and consecutive byte ranges tile it.
+    fn check_ranges(reader: &TextReader<'_>, text: &str, start: u64, len: u64) {
+        let line_count = text.split_inclusive('\n').count() as u64;
+        let first = start % (line_count + 3);
+        for last in [
+            None,
+            Some(first),
+            Some(first + len % 5),
+            Some(first.saturating_sub(1)),
+        ] {
+            let (got, read) = lines_range(reader, first, last);
+            let (want, total) = expected_line_range(text, first, last);
+            assert_eq!(got, want, "lines {first}:{last:?} of {text:?}");
+            let reached_end =
+                last.is_none_or(|last| last > total) && last.is_none_or(|l| l >= first.max(1));
+            if reached_end {
+                assert_eq!(
+                    read.total,
+                    Some(total),
+                    "lines {first}:{last:?} of {text:?}"
+                );
+            }
+        }
+        let end = start + len;
+        for range in [
+            (start, Some(end)),
+            (start, None),
+            (0, Some(start)),
+            (end, Some(start)),
+        ] {
+            let (got, read) = bytes_range(reader, range.0, range.1);
+            assert_eq!(
+                got,
+                expected_byte_range(text, range.0, range.1),
+                "bytes {range:?} of {text:?}"
+            );
+            let past_the_end = range.1.is_none_or(|e| e > text.len() as u64 && e > range.0);
+            if past_the_end {
+                assert_eq!(read.total, Some(text.len() as u64));
+            }
+        }
+        let (a, _) = bytes_range(reader, 0, Some(start));
+        let (b, _) = bytes_range(reader, start, Some(end));
+        let (c, _) = bytes_range(reader, end, None);
+        assert_eq!(format!("{a}{b}{c}"), text, "byte ranges tile the text");
     }
 
     /// A variable file in rlm's layout whose text value is written with `escaped`
@@ -500,12 +774,67 @@ mod tests {
         );
     }
 
+    /// The range readers on `text` handed over in chunks of `chunk` bytes (the store
+    /// hands over 1 MiB chunks, cut anywhere, even inside a character).
+    fn chunked_ranges(
+        text: &str,
+        chunk: usize,
+        range: (u64, Option<u64>),
+        lines: bool,
+    ) -> (String, RangeRead) {
+        let mut stream = |sink: &mut dyn FnMut(&[u8]) -> ControlFlow<()>| {
+            for piece in text.as_bytes().chunks(chunk.max(1)) {
+                if sink(piece).is_break() {
+                    break;
+                }
+            }
+            Ok(())
+        };
+        let mut out = Vec::new();
+        let read = if lines {
+            lines_in(&mut stream, range.0, range.1, &mut out)
+        } else {
+            bytes_in(&mut stream, range.0, range.1, &mut out)
+        };
+        let read = read.unwrap().unwrap();
+        assert_eq!(read.written, out.len() as u64);
+        (String::from_utf8(out).expect("whole characters only"), read)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn ranges_cut_anywhere_in_the_stream_match_the_text_in_memory(
+            text in "(?s)[a-zé日\n\r😀]{0,60}",
+            chunk in 1usize..9,
+            start in 0u64..70,
+            len in 0u64..70,
+            open_ended in any::<bool>(),
+        ) {
+            let end = (!open_ended).then_some(start + len);
+            let (got, read) = chunked_ranges(&text, chunk, (start, end), false);
+            prop_assert_eq!(got, expected_byte_range(&text, start, end));
+            if end.is_none_or(|end| end > text.len() as u64) && end.is_none_or(|end| end > start) {
+                prop_assert_eq!(read.total, Some(text.len() as u64));
+            }
+            let first = start % 12;
+            let last = end.map(|_| first + len % 6);
+            let (got, read) = chunked_ranges(&text, chunk, (first, last), true);
+            let (want, total) = expected_line_range(&text, first, last);
+            prop_assert_eq!(got, want);
+            if last.is_none_or(|last| last > total) {
+                prop_assert_eq!(read.total, Some(total));
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
         fn streamed_reads_match_the_value_in_memory(
-            text in "(?s)[a-zé日\n\"\\\\\t😀\u{1}]{0,200}",
+            text in "(?s)[a-zé日\n\r\"\\\\\t😀\u{1}]{0,200}",
             as_escape in proptest::collection::vec(any::<bool>(), 0..200),
             start in 0u64..220,
             len in 0u64..220,

@@ -50,6 +50,12 @@ impl VariableFile {
         &self.parsed.header.reference
     }
 
+    /// Where the value starts in the file, when it is in rlm's own layout (a file
+    /// written by another program is parsed instead).
+    pub(crate) fn value_offset(&self) -> Option<u64> {
+        self.parsed.value_offset
+    }
+
     /// The file a `file` variable refers to (its signature checked against the key of
     /// the data directory the variable file is in: `<data-dir>/variables/<file>.json`),
     /// or `None` for any other variable. Whether the referenced file is unchanged is

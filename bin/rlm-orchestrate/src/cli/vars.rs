@@ -1,5 +1,6 @@
-//! The arguments of `vars` and its sub-commands (list, show, get, set, rm, clear,
-//! path), and the parsing of a variable type and of `--if-sha256`.
+//! The arguments of `vars` and its sub-commands (list, show, get, view, set, rm,
+//! clear, gc, path), and the parsing of a variable type, of `--if-sha256` and of the
+//! `--lines` / `--bytes` ranges of `vars get`.
 
 use std::path::PathBuf;
 
@@ -37,15 +38,60 @@ Examples:
     Show(ShowArgs),
 
     /// Print a variable's value: text as is, anything else as pretty JSON, and for a
-    /// `file` variable the file it refers to (refused if it changed since).
+    /// `file` variable the file it refers to (refused if it changed since); or only a
+    /// range of its lines or bytes.
     #[command(after_help = "\
 Examples:
   rlm-orchestrate vars get notes
   rlm-orchestrate vars get big-log | grep ERROR
   rlm-orchestrate vars get sub-result-7 > answer.json
+  rlm-orchestrate vars get big-log --lines 101:200
+  rlm-orchestrate vars get big-log --bytes 0:65536
+  rlm-orchestrate vars get big-log --count
 
-Values are streamed, so values of any size print in bounded memory.")]
-    Get(KeyArgs),
+Values are streamed, so values of any size print in bounded memory.
+
+Ranges (--lines, --bytes) are taken over the variable's text: a text variable's
+string, any other value's pretty-printed JSON (without the newline `vars get` adds
+after it), a `file` variable's file: exactly the contents of the file whose path
+`vars view KEY` prints, so `--lines A:B` prints what
+`sed -n A,Bp \"$(rlm-orchestrate vars view KEY)\"` prints. Output is raw (no JSON
+quoting); reading stops at the end of the range.
+
+  --lines A:B   lines A to B, 1-based, both included, each with its newline (a
+                `\\r` before it is kept; a last line without one is printed
+                without one). `A:` is from A to the end, `:B` from the first line
+                to B, `A` alone is line A.
+  --bytes A:B   bytes A to B-1, 0-based, B excluded (a Python slice). `A:` is from
+                A to the end, `:B` the first B bytes. A bound inside a multi-byte
+                UTF-8 character moves forward to the next character's start, so
+                only whole characters print and `A:B` then `B:C` print `A:C`
+                (in a referenced file that is not UTF-8, any byte that is not
+                a UTF-8 continuation byte starts a character).
+  --count       prints `{\"lines\":L,\"bytes\":B,\"chars\":C}` for the text (a last
+                line without a newline counts; chars are Unicode scalar values).
+
+A range that starts past the end of the text prints nothing and exits 0 (as sed
+does), with a warning on stderr giving the text's length. A malformed range
+(`x:y`, `-5:`, `5:3`, line 0, `A` alone for --bytes) exits 2 and prints nothing.
+The value's sha256 is checked only when the read reaches the end of the value
+(a whole `vars get` always does).")]
+    Get(GetArgs),
+
+    /// Print the absolute path of a plain-text file holding a variable's text, for
+    /// tools that read files line by line (made once, then shared).
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate vars view big-log
+  grep -n ERROR \"$(rlm-orchestrate vars view big-log)\"
+
+For a text variable the file holds its string, for any other value its
+pretty-printed JSON: a view at <data-dir>/views/<sha256>.txt, named by the
+value's sha256, written once (streaming) and shared by every process, and never
+changed afterwards; a changed variable gets a new view. For a `file` variable it
+is the file it refers to (refused, exit 2, if it changed since). Treat a view as
+read-only. `vars gc` removes the views no variable has any more.")]
+    View(KeyArgs),
 
     /// Store a value: VALUE or the contents of --file, as text or (--json) as JSON.
     #[command(after_help = "\
@@ -79,8 +125,21 @@ Examples:
   rlm-orchestrate vars clear
   RLM_DATA_DIR=/tmp/scratch rlm-orchestrate vars clear
 
-Files in variables/ that are not readable variables are left alone.")]
+Files in variables/ that are not readable variables are left alone. Text views
+(`vars view`) no variable has any more are removed too, as `vars gc` does (those
+made in the last two minutes are kept).")]
     Clear,
+
+    /// Remove the text views (`vars view`) that no variable has any more, and print
+    /// how many were removed.
+    #[command(after_help = "\
+Examples:
+  rlm-orchestrate vars gc
+
+Views made in the last two minutes are kept (another process may have just made
+one for a variable written meanwhile); a process reading a removed view keeps
+reading it. Files in views/ that are not views are left alone.")]
+    Gc,
 
     /// Print the absolute path of a variable's file, as given to sub-agents (for a
     /// `file` variable: the file it refers to).
@@ -125,6 +184,43 @@ pub struct ShowArgs {
 pub struct KeyArgs {
     /// The variable's key.
     pub key: String,
+}
+
+/// `vars get` options.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The variable's key.
+    pub key: String,
+
+    /// Print only lines A to B of the text (1-based, inclusive; `A:`, `:B`, `A`).
+    #[arg(long, value_name = "A:B", value_parser = parse_line_range, allow_hyphen_values = true, conflicts_with_all = ["bytes", "count"])]
+    pub lines: Option<LineRange>,
+
+    /// Print only bytes A to B-1 of the text (0-based, B excluded; `A:`, `:B`).
+    #[arg(long, value_name = "A:B", value_parser = parse_byte_range, allow_hyphen_values = true, conflicts_with = "count")]
+    pub bytes: Option<ByteRange>,
+
+    /// Print the text's line, byte and character counts as one line of JSON.
+    #[arg(long)]
+    pub count: bool,
+}
+
+/// `--lines A:B`: 1-based, inclusive; `last` `None` is the end of the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRange {
+    /// The first line printed (at least 1).
+    pub first: u64,
+    /// The last line printed (at least `first`), or the end of the text.
+    pub last: Option<u64>,
+}
+
+/// `--bytes A:B`: 0-based, half-open; `end` `None` is the end of the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// The first byte printed.
+    pub start: u64,
+    /// One past the last byte printed (at least `start`), or the end of the text.
+    pub end: Option<u64>,
 }
 
 /// `vars set` options.
@@ -209,9 +305,116 @@ fn parse_expected(s: &str) -> Result<Expected, InvalidValue> {
     ))
 }
 
+/// Splits `A:B` (either side may be empty) or, when `single` allows it, `A` into
+/// its two bounds.
+fn parse_bounds(
+    s: &str,
+    what: &str,
+    single: bool,
+) -> Result<(Option<u64>, Option<u64>), InvalidValue> {
+    let number = |part: &str| -> Result<Option<u64>, InvalidValue> {
+        let part = part.trim();
+        if part.is_empty() {
+            return Ok(None);
+        }
+        if part.starts_with('-') {
+            return Err(InvalidValue::new(format!(
+                "{what} {part:?} is negative; ranges count from the start of the text (get its length with `vars get KEY --count`)"
+            )));
+        }
+        part.parse::<u64>().map(Some).map_err(|_| {
+            InvalidValue::new(format!(
+                "{what} {part:?} is not a whole number; write the range as A:B, A: or :B"
+            ))
+        })
+    };
+    match s.split_once(':') {
+        Some((a, b)) => Ok((number(a)?, number(b)?)),
+        None if single => {
+            let line = number(s)?.ok_or_else(|| {
+                InvalidValue::new(format!(
+                    "the range is empty; write {what}s as A:B, A:, :B or A"
+                ))
+            })?;
+            Ok((Some(line), Some(line)))
+        }
+        None => Err(InvalidValue::new(format!(
+            "{s:?} has no colon; write a {what} range as A:B (B excluded), A: or :B"
+        ))),
+    }
+}
+
+/// Parses `--lines`: `A:B`, `A:`, `:B` or `A`, 1-based and inclusive.
+fn parse_line_range(s: &str) -> Result<LineRange, InvalidValue> {
+    let (first, last) = parse_bounds(s, "line", true)?;
+    let first = first.unwrap_or(1);
+    if first == 0 || last == Some(0) {
+        return Err(InvalidValue::new(
+            "lines are numbered from 1 (the first line is 1:1)",
+        ));
+    }
+    if let Some(last) = last.filter(|last| *last < first) {
+        return Err(InvalidValue::new(format!(
+            "the range ends (line {last}) before it starts (line {first}); write A:B with A <= B"
+        )));
+    }
+    Ok(LineRange { first, last })
+}
+
+/// Parses `--bytes`: `A:B`, `A:` or `:B`, 0-based with B excluded.
+fn parse_byte_range(s: &str) -> Result<ByteRange, InvalidValue> {
+    let (start, end) = parse_bounds(s, "byte", false)?;
+    let start = start.unwrap_or(0);
+    if let Some(end) = end.filter(|end| *end < start) {
+        return Err(InvalidValue::new(format!(
+            "the range ends (byte {end}) before it starts (byte {start}); write A:B with A <= B"
+        )));
+    }
+    Ok(ByteRange { start, end })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_ranges_are_one_based_and_inclusive() {
+        let range = |first, last| Ok(LineRange { first, last });
+        assert_eq!(parse_line_range("3:7"), range(3, Some(7)));
+        assert_eq!(parse_line_range("3:"), range(3, None));
+        assert_eq!(parse_line_range(":7"), range(1, Some(7)));
+        assert_eq!(parse_line_range("5"), range(5, Some(5)));
+        assert_eq!(parse_line_range(":"), range(1, None));
+        assert_eq!(parse_line_range("4:4"), range(4, Some(4)));
+        for bad in ["0", "0:3", "1:0", "5:3", "x:y", "-5:", "", "1:2:3", "a"] {
+            let error = parse_line_range(bad).unwrap_err().to_string();
+            assert!(!error.is_empty(), "{bad}");
+        }
+        assert!(parse_line_range("5:3")
+            .unwrap_err()
+            .to_string()
+            .contains("before it starts"));
+        assert!(parse_line_range("0:3")
+            .unwrap_err()
+            .to_string()
+            .contains("numbered from 1"));
+    }
+
+    #[test]
+    fn byte_ranges_are_zero_based_and_half_open() {
+        let range = |start, end| Ok(ByteRange { start, end });
+        assert_eq!(parse_byte_range("0:10"), range(0, Some(10)));
+        assert_eq!(parse_byte_range("10:"), range(10, None));
+        assert_eq!(parse_byte_range(":10"), range(0, Some(10)));
+        assert_eq!(parse_byte_range("7:7"), range(7, Some(7)));
+        for bad in ["5", "5:3", "x:1", "-1:", "1:-1", "1:2:3"] {
+            assert!(parse_byte_range(bad).is_err(), "{bad}");
+        }
+        assert!(parse_byte_range("5")
+            .unwrap_err()
+            .to_string()
+            .contains("no colon"));
+    }
 
     #[test]
     fn if_sha256_accepts_none_and_hex_only() {

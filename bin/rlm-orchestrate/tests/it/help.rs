@@ -31,6 +31,8 @@ fn every_subcommand_has_examples() {
         &["vars", "list"],
         &["vars", "show"],
         &["vars", "get"],
+        &["vars", "view"],
+        &["vars", "gc"],
         &["vars", "set"],
         &["vars", "rm"],
         &["vars", "clear"],

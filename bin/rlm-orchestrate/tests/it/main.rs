@@ -48,4 +48,5 @@ mod vars_big;
 mod vars_bounds;
 mod vars_errors;
 mod vars_integrity;
+mod vars_ranges;
 mod vars_roundtrip;

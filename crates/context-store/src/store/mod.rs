@@ -15,7 +15,9 @@
 //! - `scan` — noticing other processes' work: `refresh` of the whole directory, the
 //!   probe of one key, and the file identities that make both cheap;
 //! - `spill` — the memory ceiling: caching values and pushing the least recently used
-//!   ones that exist nowhere else to this store's spill directory.
+//!   ones that exist nowhere else to this store's spill directory;
+//! - `views` — text views: a variable's text as a plain file under `views/`, for
+//!   tools that read files line by line, and their clean-up.
 
 use std::collections::HashMap;
 use std::fs;
@@ -36,11 +38,13 @@ mod files;
 mod read;
 mod scan;
 mod spill;
+mod views;
 mod watch;
 mod write;
 
 pub(crate) use files::{decode as decode_file_ref, file_copy_error, verify as verify_file_ref};
 pub use scan::{RefreshReport, ScanProblem};
+pub use views::STALE_VIEW_GRACE;
 
 use scan::FileIdentity;
 
@@ -58,6 +62,10 @@ pub const LOCKS_DIR: &str = "locks";
 
 /// Sub-directory holding spilled in-memory values of live stores.
 pub const SPILL_DIR: &str = "spill";
+
+/// Sub-directory holding text views: `<sha256>.txt`, a variable's text as a plain
+/// file (see [`Store::text_view`]).
+pub const VIEWS_DIR: &str = "views";
 
 /// How a store is opened.
 #[derive(Clone)]
@@ -143,6 +151,8 @@ struct Inner {
     entries: HashMap<String, Entry>,
     cache: ValueCache,
     summaries: HashMap<(String, usize), String>,
+    /// The size of the text view of each value (by sha256) this store measured or wrote.
+    view_sizes: HashMap<String, u64>,
     problems: Vec<ScanProblem>,
     stats: StoreStats,
     spill_dir_created: bool,
@@ -194,6 +204,7 @@ impl Store {
                 entries: HashMap::new(),
                 cache: ValueCache::new(options.memory_ceiling_bytes),
                 summaries: HashMap::new(),
+                view_sizes: HashMap::new(),
                 problems: Vec::new(),
                 stats: StoreStats::default(),
                 spill_dir_created: false,
