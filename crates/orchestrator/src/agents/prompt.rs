@@ -41,19 +41,24 @@ pub struct AgentRef {
 
 impl AgentRef {
     /// Persists `key` for a sub-agent (`persist_for_sub_agent`) and describes it; a
-    /// `file` variable is described by the file it refers to, checked unchanged.
+    /// `file` variable is described by the file it refers to, checked unchanged, any
+    /// other by a plain-text view of its data ([`Store::text_view`]), written once.
     /// Synchronous store I/O: call it from `spawn_blocking` in async code.
     pub fn from_store(store: &Store, key: &str) -> Result<Self, StoreError> {
         let path = store.persist_for_sub_agent(key)?;
         let reference = store.reference(key)?;
         let file = store.unchanged_file_reference(key)?;
+        let view = match file {
+            Some(_) => None,
+            None => Some(store.text_view(key)?),
+        };
         Ok(Self {
             key: reference.key,
             path,
             size_bytes: file.as_ref().map_or(reference.size_bytes, |f| f.size),
             var_type: reference.var_type,
             file: file.map(|f| f.path),
-            view: None,
+            view,
         })
     }
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use rlm_context_store::{Durability, SetOptions, Store, StoreOptions};
 use rlm_orchestrator::agents::{
-    agent_prompt, result_key, run_external_agent, AgentCommand, AgentOutcome, AgentRef,
+    agent_prompt, AnswerChannel, result_key, run_external_agent, AgentCommand, AgentOutcome, AgentRef,
     ExternalAgentSpec, Lineage, OUTPUT_TRUNCATED_MARKER,
 };
 use rlm_orchestrator::ids::AgentId;
@@ -139,8 +139,21 @@ impl Fixture {
             sandbox: None,
             runner: rlm_orchestrator::runner::Runner::Local,
             pass_env: Vec::new(),
+            set_env: Vec::new(),
+            rlm_bin: None,
             cancel: None,
         }
+    }
+
+    /// The prompt `spec` gives its agent.
+    fn expected_prompt(&self, spec: &ExternalAgentSpec, refs: &[AgentRef]) -> String {
+        let key = result_key(&spec.lineage.agent_id);
+        let answer = AnswerChannel {
+            result_file: self.store.path_of(&key).unwrap(),
+            result_key: key,
+            rlm_bin: None,
+        };
+        agent_prompt(&spec.task, refs, &answer)
     }
 
     fn text_var(&self, key: &str, text: &str) -> AgentRef {
@@ -301,12 +314,21 @@ async fn a_result_stored_in_the_global_scope_is_moved_to_the_parents() {
     assert_eq!(scope, parent.scope());
 }
 
+/// How an agent answers, for a prompt built outside a run.
+fn answer_channel(key: &str) -> AnswerChannel {
+    AnswerChannel {
+        result_key: key.to_owned(),
+        result_file: PathBuf::from(format!("/data/variables/{key}.json")),
+        rlm_bin: None,
+    }
+}
+
 #[tokio::test]
 async fn without_prompt_placeholders_the_prompt_goes_to_stdin() {
     let fx = Fixture::new();
     let refs = vec![fx.text_var("chunk-0", "some text")];
     let spec = fx.spec("Summarise chunk-0.", refs.clone());
-    let expected = agent_prompt(&spec.task, &refs, &result_key(&spec.lineage.agent_id));
+    let expected = fx.expected_prompt(&spec, &refs);
     let command = fake("echo-prompt");
     assert!(command.reads_stdin());
     let outcome = fx.run(&command, spec).await;
@@ -319,13 +341,13 @@ async fn the_prompt_as_an_argument_or_a_private_file() {
     let refs = vec![fx.text_var("chunk-0", "some text")];
 
     let spec = fx.spec("Task as one argument.", refs.clone());
-    let expected = agent_prompt(&spec.task, &refs, &result_key(&spec.lineage.agent_id));
+    let expected = fx.expected_prompt(&spec, &refs);
     let outcome = fx.run(&fake("echo-prompt --prompt {prompt}"), spec).await;
     assert_eq!(outcome.value, json!(expected.trim()));
 
     let spec = fx.spec("Task in a file.", refs.clone());
     let id = spec.lineage.agent_id.clone();
-    let expected = agent_prompt(&spec.task, &refs, &result_key(&id));
+    let expected = fx.expected_prompt(&spec, &refs);
     let outcome = fx
         .run(&fake("echo-prompt --prompt-file {prompt_file}"), spec)
         .await;
@@ -399,23 +421,23 @@ async fn the_prompt_grows_by_about_200_bytes_per_reference_whatever_the_size() {
     let large = AgentRef::from_store(&fx.store, "large-var").unwrap();
     assert!(large.size_bytes > 100 * 1024 * 1024);
 
-    let none = agent_prompt("Find the needle.", &[], "sub-result-x").len();
+    let none = agent_prompt("Find the needle.", &[], &answer_channel("sub-result-x")).len();
     let with_small = agent_prompt(
         "Find the needle.",
         std::slice::from_ref(&small),
-        "sub-result-x",
+        &answer_channel("sub-result-x"),
     )
     .len();
     let with_large = agent_prompt(
         "Find the needle.",
         std::slice::from_ref(&large),
-        "sub-result-x",
+        &answer_channel("sub-result-x"),
     )
     .len();
     // Only the size's digits differ (1026 vs 104857602).
     assert!(with_large - with_small < 10, "{with_small} vs {with_large}");
     let ten: Vec<AgentRef> = (0..10).map(|_| large.clone()).collect();
-    let with_ten = agent_prompt("Find the needle.", &ten, "sub-result-x").len();
+    let with_ten = agent_prompt("Find the needle.", &ten, &answer_channel("sub-result-x")).len();
     let per_ref = (with_ten - with_large) / 9;
     assert!(
         (100..=250).contains(&per_ref),
