@@ -213,20 +213,21 @@ fn root_model(request: &RecordedRequest) -> Option<MockReply> {
     if last.contains("TOTAL=") {
         return Some(MockReply::text("FINAL_VAR(total)"));
     }
-    Some(MockReply::text(
-        "```repl\n\
-lines = context.splitlines()\n\
-n = len(lines)\n\
-for i in range(4):\n\
-    store.set(f'chunk-{i}', '\\n'.join(lines[i * n // 4:(i + 1) * n // 4]) + '\\n')\n\
-modes = ['store', 'stdout', 'store', 'stdout']\n\
-answers = spawn_agents([(f'Count the lines marked FAILURE-MARK in your chunk. MODE={modes[i]}', [f'chunk-{i}']) for i in range(4)])\n\
-print('ANSWERS=', answers)\n\
-total = sum(int(str(a).strip()) for a in answers)\n\
-print('TOTAL=', total)\n\
-```",
-    ))
+    Some(MockReply::text(ROOT_CODE))
 }
+
+/// The root's code: four chunks in the store, one agent each, the counts added up.
+const ROOT_CODE: &str = r#"```repl
+lines = context.splitlines()
+n = len(lines)
+for i in range(4):
+    store.set(f'chunk-{i}', '\n'.join(lines[i * n // 4:(i + 1) * n // 4]) + '\n')
+modes = ['store', 'stdout', 'store', 'stdout']
+answers = spawn_agents([(f'Count the lines marked FAILURE-MARK in your chunk. MODE={modes[i]}', [f'chunk-{i}']) for i in range(4)])
+print('ANSWERS=', answers)
+total = sum(int(str(a).strip()) for a in answers)
+print('TOTAL=', total)
+```"#;
 
 /// A log of [`LINES`] lines; line `i` is marked when `i % 7 == 0` or `i % 11 == 0`.
 fn write_log(sb: &Sandbox) -> (PathBuf, usize) {
