@@ -33,6 +33,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+mod responses;
 mod script;
 mod server;
 mod tools;
@@ -55,6 +56,30 @@ pub enum Api {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI Responses (`POST /v1/responses`), which the Codex CLI speaks.
+    Responses,
+}
+
+impl Api {
+    /// The name used in script JSON and in `/_mock/requests`: `openai`, `anthropic`
+    /// or `responses`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+            Api::Responses => "responses",
+        }
+    }
+
+    /// The API named `name` (as [`Api::name`] spells it; `chat` is `openai` too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "openai" | "chat" | "chat_completions" => Some(Api::OpenAi),
+            "anthropic" | "messages" => Some(Api::Anthropic),
+            "responses" => Some(Api::Responses),
+            _ => None,
+        }
+    }
 }
 
 /// Header names whose values are never recorded.
@@ -120,11 +145,18 @@ impl RecordedRequest {
         self.body.get("model").and_then(Value::as_str)
     }
 
-    /// The text of every message of `messages`, in order.
+    /// The text of every message, in order: `messages` (Chat Completions, Messages),
+    /// or the message items of a Responses `input`.
     pub fn message_texts(&self) -> Vec<String> {
-        self.messages()
-            .iter()
-            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+        if self.body.get("messages").is_some() {
+            return self
+                .messages()
+                .iter()
+                .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+                .collect();
+        }
+        self.input_messages()
+            .map(|item| content_text(item.get("content").unwrap_or(&Value::Null)))
             .collect()
     }
 
@@ -137,35 +169,78 @@ impl RecordedRequest {
             .unwrap_or_default()
     }
 
-    /// The text of the last `user` message, if any.
-    pub fn last_user_message(&self) -> Option<String> {
-        self.messages()
-            .iter()
-            .rev()
-            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
-            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+    /// The items of a Responses `input`, in order: messages (`role` and `content`),
+    /// `function_call`, `function_call_output` and the like. A string `input` reads as
+    /// one user message; empty when there is no `input`.
+    pub fn input_items(&self) -> Vec<Value> {
+        match self.body.get("input") {
+            Some(Value::String(text)) => {
+                vec![serde_json::json!({"type": "message", "role": "user", "content": text})]
+            }
+            Some(Value::Array(items)) => items.clone(),
+            _ => Vec::new(),
+        }
     }
 
-    /// The system prompt: Anthropic's `system` field, or OpenAI's system messages.
+    /// The message items of a Responses `input` (those with a `role`).
+    fn input_messages(&self) -> impl Iterator<Item = Value> {
+        self.input_items().into_iter().filter(|item| {
+            item.get("role").is_some()
+                && item
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_none_or(|kind| kind == "message")
+        })
+    }
+
+    /// The text of the last `user` message, if any (of `messages`, or of a Responses
+    /// `input`).
+    pub fn last_user_message(&self) -> Option<String> {
+        let is_user = |message: &Value| message.get("role").and_then(Value::as_str) == Some("user");
+        let text = |message: &Value| content_text(message.get("content").unwrap_or(&Value::Null));
+        if self.body.get("messages").is_some() {
+            return self.messages().iter().rev().find(|m| is_user(m)).map(text);
+        }
+        self.input_messages()
+            .filter(is_user)
+            .last()
+            .map(|m| text(&m))
+    }
+
+    /// The system prompt: Anthropic's `system` field, Responses' `instructions` and
+    /// `system`/`developer` input messages, or OpenAI's `system`/`developer` messages.
     pub fn system_prompt(&self) -> Option<String> {
         if let Some(system) = self.body.get("system") {
             return Some(content_text(system));
         }
-        let parts: Vec<String> = self
-            .messages()
-            .iter()
-            .filter(|message| message.get("role").and_then(Value::as_str) == Some("system"))
-            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+        let is_system = |message: &Value| {
+            matches!(
+                message.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        };
+        let text = |message: &Value| content_text(message.get("content").unwrap_or(&Value::Null));
+        let mut parts: Vec<String> = self
+            .body
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .into_iter()
             .collect();
+        parts.extend(self.messages().iter().filter(|m| is_system(m)).map(text));
+        parts.extend(self.input_messages().filter(is_system).map(|m| text(&m)));
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
     /// Characters of prompt text (system and every message, Anthropic tool results
-    /// included as OpenAI's `tool` messages are).
+    /// included as OpenAI's `tool` messages are; for Responses, `instructions`, the
+    /// message items and the tool outputs).
     pub fn prompt_chars(&self) -> usize {
+        let chars = |text: String| text.chars().count();
         let system = self
             .body
             .get("system")
+            .or_else(|| self.body.get("instructions"))
             .map(content_text)
             .unwrap_or_default();
         let messages: usize = self
@@ -174,16 +249,23 @@ impl RecordedRequest {
             .map(|message| {
                 let content = message.get("content").unwrap_or(&Value::Null);
                 let tool_results: usize = tools::anthropic_tool_results(content)
-                    .map(|part| {
-                        content_text(part.get("content").unwrap_or(&Value::Null))
-                            .chars()
-                            .count()
-                    })
+                    .map(|part| chars(content_text(part.get("content").unwrap_or(&Value::Null))))
                     .sum();
-                content_text(content).chars().count() + tool_results
+                chars(content_text(content)) + tool_results
             })
             .sum();
-        system.chars().count() + messages
+        let input: usize = self
+            .input_items()
+            .iter()
+            .map(|item| {
+                let text = item
+                    .get("content")
+                    .or_else(|| item.get("output"))
+                    .unwrap_or(&Value::Null);
+                chars(content_text(text))
+            })
+            .sum();
+        chars(system) + messages + input
     }
 }
 
