@@ -1,10 +1,18 @@
 //! A scripted stand-in for a model server, for tests and benchmarks.
 //!
 //! It speaks just enough HTTP/1.1 (keep-alive, `Content-Length` bodies, chunked SSE
-//! responses) to serve OpenAI `/v1/chat/completions` (and `/chat/completions`) and
-//! Anthropic `/v1/messages`, streamed or whole. It is not a model: every answer comes
-//! from a [`MockScript`]. It records every request so tests assert on what was sent,
-//! never keeping the value of an authentication header.
+//! responses) to serve OpenAI `/v1/chat/completions` (and `/chat/completions`),
+//! OpenAI `/v1/responses` (and `/responses`, the Responses API the Codex CLI speaks)
+//! and Anthropic `/v1/messages`, streamed or whole. A WebSocket upgrade (Codex's
+//! built-in OpenAI provider tries one first) is refused at once with
+//! [`WEBSOCKET_REFUSAL_STATUS`], so the client falls back to HTTP. It is not a model:
+//! every answer comes from a [`MockScript`]. It records every request so tests assert
+//! on what was sent, never keeping the value of an authentication header.
+//!
+//! Agent CLIs send side requests beside the conversation; [`MockRule::when`] with a
+//! [`RequestMatch`] (API, path, model, tools offered or not, tool results present or
+//! not, system prompt, user text) routes them, and [`MockRule::side_request`] answers
+//! every request that offers no tools.
 //!
 //! An answer is text, an error, a dropped connection, or tool calls
 //! ([`MockReply::tool_calls`] with [`MockToolCall`]s) shaped as each API sends them,
@@ -40,9 +48,10 @@ mod tools;
 mod wire;
 
 pub use script::{
-    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, StreamCut,
-    WhenEmpty, DEFAULT_MOCK_MODEL,
+    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RequestMatch, RuleFn, ScriptError,
+    StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL,
 };
+pub use server::WEBSOCKET_REFUSAL_STATUS;
 pub use tools::{MockToolCall, RecordedToolResult};
 
 use server::Shared;
@@ -541,6 +550,26 @@ mod tests {
         assert!(exchange(mock.addr(), chunked).starts_with("HTTP/1.1 411"));
         // Only the two well-formed requests were recorded.
         assert_eq!(mock.request_count(), 2);
+    }
+
+    #[test]
+    fn websocket_upgrades_are_refused_and_responses_answered() {
+        let mock = MockLlm::spawn_blocking_thread(MockScript::always("hi")).unwrap();
+        let upgrade = "GET /v1/responses HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+        let answer = exchange(mock.addr(), upgrade);
+        assert!(
+            answer.starts_with("HTTP/1.1 426 Upgrade Required"),
+            "{answer}"
+        );
+        let body = r#"{"model":"m","input":"hello"}"#;
+        let answer = exchange(mock.addr(), &post("/responses", body, "close"));
+        assert!(answer.contains(r#""object":"response""#), "{answer}");
+        assert!(answer.contains(r#""text":"hi""#), "{answer}");
+        let requests = mock.requests();
+        assert_eq!(requests[0].method, "GET");
+        assert_eq!(requests[0].header("upgrade"), Some("websocket"));
+        assert_eq!(requests[1].api, Some(Api::Responses));
+        assert_eq!(requests[1].last_user_message().as_deref(), Some("hello"));
     }
 
     #[test]

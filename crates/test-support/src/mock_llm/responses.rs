@@ -234,3 +234,130 @@ impl Events {
         self.0.push(named_event(kind, &data));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::{Api, MockToolCall};
+    use super::*;
+
+    /// `(event name, data)` of each SSE block.
+    fn parse(events: &[String]) -> Vec<(String, Value)> {
+        events
+            .iter()
+            .map(|event| {
+                let block = event.strip_prefix("event: ").unwrap();
+                let (name, data) = block.trim_end().split_once("\ndata: ").unwrap();
+                (name.to_owned(), serde_json::from_str(data).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_streamed_text_answer_has_the_real_event_names_in_sequence() {
+        let answer = Answer::text("hello there");
+        let events = parse(&stream(7, "m", &answer, Some((10, 3))));
+        let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        for (number, (name, data)) in events.iter().enumerate() {
+            assert_eq!(data["type"], name.as_str());
+            assert_eq!(data["sequence_number"], number);
+        }
+        assert_eq!(events[4].1["delta"], "hello ");
+        assert_eq!(events[4].1["item_id"], "msg_mock_7_0");
+        let done = &events[9].1["response"];
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["output"][0]["content"][0]["text"], "hello there");
+        assert_eq!(
+            done["usage"],
+            json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 13})
+        );
+        assert!(events[0].1["response"]["usage"].is_null());
+    }
+
+    #[test]
+    fn function_calls_stream_their_arguments_in_pieces() {
+        let call = MockToolCall::new("exec_command", json!({"cmd": "echo hi"}));
+        let answer = Answer::tool_calls(Api::Responses, 2, "", std::slice::from_ref(&call));
+        let events = parse(&stream(2, "m", &answer, None));
+        let added = &events[2].1;
+        assert_eq!(added["type"], "response.output_item.added");
+        assert_eq!(
+            added["item"],
+            json!({"id": "fc_mock_2_0", "type": "function_call", "status": "in_progress",
+                "call_id": "call_2_0", "name": "exec_command", "arguments": ""})
+        );
+        let joined: String = events
+            .iter()
+            .filter(|(name, _)| name == "response.function_call_arguments.delta")
+            .map(|(_, data)| data["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(joined, call.arguments_text());
+        let done = events
+            .iter()
+            .find(|(name, _)| name == "response.function_call_arguments.done")
+            .unwrap();
+        assert_eq!(done.1["arguments"], call.arguments_text());
+        let completed = &events.last().unwrap().1["response"];
+        assert_eq!(completed["output"][0]["arguments"], call.arguments_text());
+        assert!(completed["usage"].is_null());
+    }
+
+    #[test]
+    fn whole_bodies_hold_text_then_calls_custom_ones_as_custom_tool_calls() {
+        let calls = [
+            MockToolCall::new("exec", json!("text(1);")),
+            MockToolCall::new("exec_command", json!({"cmd": "ls"})).with_id("mine"),
+        ];
+        let request = crate::mock_llm::RecordedRequest {
+            index: 0,
+            connection: 0,
+            method: "POST".into(),
+            path: "/v1/responses".into(),
+            api: Some(Api::Responses),
+            headers: Vec::new(),
+            auth_headers: Vec::new(),
+            body: json!({"input": [{"type": "additional_tools", "role": "developer", "tools": [
+                {"type": "namespace", "name": "functions", "tools": [
+                    {"type": "custom", "name": "exec"}]}]}]}),
+            body_bytes: 0,
+            received_unix_us: 0,
+        };
+        let answer =
+            Answer::tool_calls(Api::Responses, 1, "Looking.", &calls).with_custom_tools(&request);
+        let whole = body(1, "m", &answer, Some((1, 2)));
+        assert_eq!(whole["object"], "response");
+        assert_eq!(whole["output"][0]["type"], "message");
+        assert_eq!(
+            whole["output"][1],
+            json!({"id": "ctc_mock_1_1", "type": "custom_tool_call", "status": "completed",
+                "call_id": "call_1_0", "name": "exec", "input": "text(1);"})
+        );
+        assert_eq!(whole["output"][2]["call_id"], "mine");
+        assert_eq!(whole["output"][2]["arguments"], r#"{"cmd":"ls"}"#);
+        let events = parse(&stream(1, "m", &answer, None));
+        let input: String = events
+            .iter()
+            .filter(|(name, _)| name == "response.custom_tool_call_input.delta")
+            .map(|(_, data)| data["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(input, "text(1);");
+    }
+}

@@ -442,3 +442,63 @@ mod tests {
         assert!(requests[1].tool_results().is_empty());
     }
 }
+
+#[cfg(test)]
+mod responses_tests {
+    use serde_json::json;
+
+    use super::super::{Api, RecordedRequest};
+
+    fn request(body: serde_json::Value) -> RecordedRequest {
+        RecordedRequest {
+            index: 0,
+            connection: 0,
+            method: "POST".into(),
+            path: "/v1/responses".into(),
+            api: Some(Api::Responses),
+            headers: Vec::new(),
+            auth_headers: Vec::new(),
+            body_bytes: 0,
+            body,
+            received_unix_us: 0,
+        }
+    }
+
+    #[test]
+    fn responses_inputs_tools_and_outputs_are_read() {
+        let request = request(json!({
+            "instructions": "be brief",
+            "tools": [
+                {"type": "function", "name": "exec_command", "parameters": {}},
+                {"type": "web_search"},
+                {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "inner"}]}
+            ],
+            "input": [
+                {"type": "additional_tools", "role": "developer", "tools": [
+                    {"type": "custom", "name": "exec", "format": {"type": "grammar"}}]},
+                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "dev"}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "say "}, {"type": "input_text", "text": "hi"}]},
+                {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "done"},
+                {"type": "custom_tool_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "ran"}]}
+            ]
+        }));
+        assert_eq!(request.tool_names(), ["exec_command", "inner", "exec"]);
+        assert!(request.offers_custom_tool("exec"));
+        assert!(!request.offers_custom_tool("exec_command"));
+        assert_eq!(request.last_user_message().as_deref(), Some("say hi"));
+        assert_eq!(request.system_prompt().as_deref(), Some("be brief\n\ndev"));
+        assert_eq!(request.message_texts(), ["dev", "say hi"]);
+        assert_eq!(
+            request.tool_results(),
+            [
+                ("c1".to_owned(), "done".to_owned()),
+                ("c2".to_owned(), "ran".to_owned())
+            ]
+        );
+        let plain = self::request(json!({"input": "just text"}));
+        assert_eq!(plain.last_user_message().as_deref(), Some("just text"));
+        assert_eq!(plain.prompt_chars(), 9);
+        assert!(plain.tool_names().is_empty());
+    }
+}
