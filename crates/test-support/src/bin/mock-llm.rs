@@ -17,17 +17,29 @@ use rlm_test_support::mock_llm::{oracle_rule, MockLlm, MockReply, MockScript, Wh
 const USAGE: &str = "\
 mock-llm — a scripted stand-in for a model server (NOT a model)
 
-Serves OpenAI POST /v1/chat/completions (and /chat/completions) and Anthropic
-POST /v1/messages, streamed (SSE) or not, on 127.0.0.1. Every answer comes from the
-script; GET /_mock/requests lists the requests received (auth header values are
-never kept).
+Serves OpenAI POST /v1/chat/completions (and /chat/completions), OpenAI Responses
+POST /v1/responses (and /responses; what the Codex CLI speaks) and Anthropic
+POST /v1/messages, streamed (SSE) or not, on 127.0.0.1. WebSocket upgrades are
+refused with 426 so clients fall back to HTTP. Every answer comes from the script;
+GET /_mock/requests lists the requests received (auth header values are never kept).
 
 Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT]
                 [--model NAME] [--record-limit N] [--no-stdin-watch] [--oracle]
 
   --port N          port on 127.0.0.1 (default 0: a free port)
-  --script FILE     JSON: [reply, ...] or {\"replies\": [...], \"rules\": [{\"contains\"|\"regex\": S,
-                    \"reply\": R}], \"default\": R, \"latency_ms\": N, \"model\": S}; a reply R is
+  --script FILE     JSON: [reply, ...] or {\"replies\": [...], \"rules\": [{CONDITIONS,
+                    \"reply\": R}], \"default\": R, \"latency_ms\": N, \"model\": S}
+                    rules come first, then the replies in order, then the default;
+                    a rule's CONDITIONS (at least one, all must hold):
+                      \"contains\": S | \"regex\": S   the last user message
+                      \"api\": \"openai\"|\"anthropic\"|\"responses\"
+                      \"path\": S, \"model\": S      the target / model contains S
+                      \"tools\": true|false         tools offered or not (side requests
+                                                  such as session titles offer none)
+                      \"tool\": NAME                a tool of that name is offered
+                      \"tool_results\": true|false  tool results present or not
+                      \"system\": S                 the system prompt contains S
+                    e.g. {\"tools\": false, \"reply\": \"A title\"}; a reply R is
                     a string or {\"text\"|\"tool_calls\"|\"status\"+\"body\"|\"close\": true,
                     \"delay_ms\", \"usage\", ...}
                     tool calls, after an optional \"text\":
@@ -35,7 +47,10 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
                         \"arguments\": {\"variable\": \"context\", \"pattern\": \"ERROR\"}}]}
                     each call may carry an \"id\"; \"raw_arguments\": TEXT instead of
                     \"arguments\" sends TEXT verbatim (e.g. not JSON); \"repeat_tool_names\":
-                    true streams OpenAI calls as llama.cpp once did (name in every chunk)
+                    true streams OpenAI calls as llama.cpp once did (name in every chunk);
+                    to Responses clients a call is a function_call, or a custom_tool_call
+                    (\"arguments\" a string sent as the input text) when the request
+                    offers the tool as a custom (freeform) tool, as Codex's \"exec\"
   --latency-ms N    wait N ms before every reply
   --default TEXT    answer TEXT once the script is used up (else HTTP 500 \"script exhausted\")
   --model NAME      model name reported in answers (default mock-llm)
@@ -250,6 +265,8 @@ mod tests {
     fn the_help_shows_the_tool_call_format() {
         assert!(USAGE.contains("{\"tool_calls\": [{\"name\": \"ctx_grep\","));
         assert!(USAGE.contains("raw_arguments"));
+        assert!(USAGE.contains("\"tools\": true|false"));
+        assert!(USAGE.contains("/v1/responses"));
     }
 
     #[test]

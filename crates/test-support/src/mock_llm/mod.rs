@@ -1,10 +1,18 @@
 //! A scripted stand-in for a model server, for tests and benchmarks.
 //!
 //! It speaks just enough HTTP/1.1 (keep-alive, `Content-Length` bodies, chunked SSE
-//! responses) to serve OpenAI `/v1/chat/completions` (and `/chat/completions`) and
-//! Anthropic `/v1/messages`, streamed or whole. It is not a model: every answer comes
-//! from a [`MockScript`]. It records every request so tests assert on what was sent,
-//! never keeping the value of an authentication header.
+//! responses) to serve OpenAI `/v1/chat/completions` (and `/chat/completions`),
+//! OpenAI `/v1/responses` (and `/responses`, the Responses API the Codex CLI speaks)
+//! and Anthropic `/v1/messages`, streamed or whole. A WebSocket upgrade (Codex's
+//! built-in OpenAI provider tries one first) is refused at once with
+//! [`WEBSOCKET_REFUSAL_STATUS`], so the client falls back to HTTP. It is not a model:
+//! every answer comes from a [`MockScript`]. It records every request so tests assert
+//! on what was sent, never keeping the value of an authentication header.
+//!
+//! Agent CLIs send side requests beside the conversation; [`MockRule::when`] with a
+//! [`RequestMatch`] (API, path, model, tools offered or not, tool results present or
+//! not, system prompt, user text) routes them, and [`MockRule::side_request`] answers
+//! every request that offers no tools.
 //!
 //! An answer is text, an error, a dropped connection, or tool calls
 //! ([`MockReply::tool_calls`] with [`MockToolCall`]s) shaped as each API sends them,
@@ -33,15 +41,17 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+mod responses;
 mod script;
 mod server;
 mod tools;
 mod wire;
 
 pub use script::{
-    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RuleFn, ScriptError, StreamCut,
-    WhenEmpty, DEFAULT_MOCK_MODEL,
+    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RequestMatch, RuleFn, ScriptError,
+    StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL,
 };
+pub use server::WEBSOCKET_REFUSAL_STATUS;
 pub use tools::{MockToolCall, RecordedToolResult};
 
 use server::Shared;
@@ -55,6 +65,30 @@ pub enum Api {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI Responses (`POST /v1/responses`), which the Codex CLI speaks.
+    Responses,
+}
+
+impl Api {
+    /// The name used in script JSON and in `/_mock/requests`: `openai`, `anthropic`
+    /// or `responses`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+            Api::Responses => "responses",
+        }
+    }
+
+    /// The API named `name` (as [`Api::name`] spells it; `chat` is `openai` too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "openai" | "chat" | "chat_completions" => Some(Api::OpenAi),
+            "anthropic" | "messages" => Some(Api::Anthropic),
+            "responses" => Some(Api::Responses),
+            _ => None,
+        }
+    }
 }
 
 /// Header names whose values are never recorded.
@@ -120,11 +154,18 @@ impl RecordedRequest {
         self.body.get("model").and_then(Value::as_str)
     }
 
-    /// The text of every message of `messages`, in order.
+    /// The text of every message, in order: `messages` (Chat Completions, Messages),
+    /// or the message items of a Responses `input`.
     pub fn message_texts(&self) -> Vec<String> {
-        self.messages()
-            .iter()
-            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+        if self.body.get("messages").is_some() {
+            return self
+                .messages()
+                .iter()
+                .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+                .collect();
+        }
+        self.input_messages()
+            .map(|item| content_text(item.get("content").unwrap_or(&Value::Null)))
             .collect()
     }
 
@@ -137,35 +178,78 @@ impl RecordedRequest {
             .unwrap_or_default()
     }
 
-    /// The text of the last `user` message, if any.
-    pub fn last_user_message(&self) -> Option<String> {
-        self.messages()
-            .iter()
-            .rev()
-            .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
-            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+    /// The items of a Responses `input`, in order: messages (`role` and `content`),
+    /// `function_call`, `function_call_output` and the like. A string `input` reads as
+    /// one user message; empty when there is no `input`.
+    pub fn input_items(&self) -> Vec<Value> {
+        match self.body.get("input") {
+            Some(Value::String(text)) => {
+                vec![serde_json::json!({"type": "message", "role": "user", "content": text})]
+            }
+            Some(Value::Array(items)) => items.clone(),
+            _ => Vec::new(),
+        }
     }
 
-    /// The system prompt: Anthropic's `system` field, or OpenAI's system messages.
+    /// The message items of a Responses `input` (those with a `role`).
+    fn input_messages(&self) -> impl Iterator<Item = Value> {
+        self.input_items().into_iter().filter(|item| {
+            item.get("role").is_some()
+                && item
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_none_or(|kind| kind == "message")
+        })
+    }
+
+    /// The text of the last `user` message, if any (of `messages`, or of a Responses
+    /// `input`).
+    pub fn last_user_message(&self) -> Option<String> {
+        let is_user = |message: &Value| message.get("role").and_then(Value::as_str) == Some("user");
+        let text = |message: &Value| content_text(message.get("content").unwrap_or(&Value::Null));
+        if self.body.get("messages").is_some() {
+            return self.messages().iter().rev().find(|m| is_user(m)).map(text);
+        }
+        self.input_messages()
+            .filter(is_user)
+            .last()
+            .map(|m| text(&m))
+    }
+
+    /// The system prompt: Anthropic's `system` field, Responses' `instructions` and
+    /// `system`/`developer` input messages, or OpenAI's `system`/`developer` messages.
     pub fn system_prompt(&self) -> Option<String> {
         if let Some(system) = self.body.get("system") {
             return Some(content_text(system));
         }
-        let parts: Vec<String> = self
-            .messages()
-            .iter()
-            .filter(|message| message.get("role").and_then(Value::as_str) == Some("system"))
-            .map(|message| content_text(message.get("content").unwrap_or(&Value::Null)))
+        let is_system = |message: &Value| {
+            matches!(
+                message.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        };
+        let text = |message: &Value| content_text(message.get("content").unwrap_or(&Value::Null));
+        let mut parts: Vec<String> = self
+            .body
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .into_iter()
             .collect();
+        parts.extend(self.messages().iter().filter(|m| is_system(m)).map(text));
+        parts.extend(self.input_messages().filter(is_system).map(|m| text(&m)));
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
     /// Characters of prompt text (system and every message, Anthropic tool results
-    /// included as OpenAI's `tool` messages are).
+    /// included as OpenAI's `tool` messages are; for Responses, `instructions`, the
+    /// message items and the tool outputs).
     pub fn prompt_chars(&self) -> usize {
+        let chars = |text: String| text.chars().count();
         let system = self
             .body
             .get("system")
+            .or_else(|| self.body.get("instructions"))
             .map(content_text)
             .unwrap_or_default();
         let messages: usize = self
@@ -174,16 +258,23 @@ impl RecordedRequest {
             .map(|message| {
                 let content = message.get("content").unwrap_or(&Value::Null);
                 let tool_results: usize = tools::anthropic_tool_results(content)
-                    .map(|part| {
-                        content_text(part.get("content").unwrap_or(&Value::Null))
-                            .chars()
-                            .count()
-                    })
+                    .map(|part| chars(content_text(part.get("content").unwrap_or(&Value::Null))))
                     .sum();
-                content_text(content).chars().count() + tool_results
+                chars(content_text(content)) + tool_results
             })
             .sum();
-        system.chars().count() + messages
+        let input: usize = self
+            .input_items()
+            .iter()
+            .map(|item| {
+                let text = item
+                    .get("content")
+                    .or_else(|| item.get("output"))
+                    .unwrap_or(&Value::Null);
+                chars(content_text(text))
+            })
+            .sum();
+        chars(system) + messages + input
     }
 }
 
@@ -459,6 +550,26 @@ mod tests {
         assert!(exchange(mock.addr(), chunked).starts_with("HTTP/1.1 411"));
         // Only the two well-formed requests were recorded.
         assert_eq!(mock.request_count(), 2);
+    }
+
+    #[test]
+    fn websocket_upgrades_are_refused_and_responses_answered() {
+        let mock = MockLlm::spawn_blocking_thread(MockScript::always("hi")).unwrap();
+        let upgrade = "GET /v1/responses HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+        let answer = exchange(mock.addr(), upgrade);
+        assert!(
+            answer.starts_with("HTTP/1.1 426 Upgrade Required"),
+            "{answer}"
+        );
+        let body = r#"{"model":"m","input":"hello"}"#;
+        let answer = exchange(mock.addr(), &post("/responses", body, "close"));
+        assert!(answer.contains(r#""object":"response""#), "{answer}");
+        assert!(answer.contains(r#""text":"hi""#), "{answer}");
+        let requests = mock.requests();
+        assert_eq!(requests[0].method, "GET");
+        assert_eq!(requests[0].header("upgrade"), Some("websocket"));
+        assert_eq!(requests[1].api, Some(Api::Responses));
+        assert_eq!(requests[1].last_user_message().as_deref(), Some("hello"));
     }
 
     #[test]

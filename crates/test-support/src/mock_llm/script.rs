@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{MockToolCall, RecordedRequest};
+use super::{Api, MockToolCall, RecordedRequest};
 
 /// What a reply does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,6 +269,26 @@ impl MockRule {
         })
     }
 
+    /// Answers `reply` when the request meets every condition of `matcher`: to route
+    /// an agent CLI's side requests (a session title, a topic check, usually to a
+    /// small model and without tools) away from the replies meant for the
+    /// conversation.
+    pub fn when(matcher: RequestMatch, reply: impl Into<MockReply>) -> Self {
+        let reply = reply.into();
+        Self {
+            description: matcher.describe(),
+            decide: Arc::new(move |request| matcher.matches(request).then(|| reply.clone())),
+        }
+    }
+
+    /// Answers `reply` to every model request that offers no tools: the side
+    /// requests agent CLIs make beside the conversation (titles, summaries), which
+    /// then leave the queue to the conversation. The same as
+    /// `MockRule::when(RequestMatch::new().tools(false), reply)`.
+    pub fn side_request(reply: impl Into<MockReply>) -> Self {
+        Self::when(RequestMatch::new().tools(false), reply)
+    }
+
     /// Answers whatever `decide` returns (`None` passes to the next rule).
     pub fn function(
         description: impl Into<String>,
@@ -283,6 +303,174 @@ impl MockRule {
     /// The reply for `request`, if this rule matches it.
     pub fn decide(&self, request: &RecordedRequest) -> Option<MockReply> {
         (self.decide)(request)
+    }
+}
+
+/// Conditions on a request, all of which must hold (an empty match matches every
+/// request): for [`MockRule::when`] and the JSON rules of [`MockScript::from_json`].
+#[derive(Debug, Clone, Default)]
+pub struct RequestMatch {
+    /// The API the request was addressed to.
+    pub api: Option<Api>,
+    /// Text the request target (path and query) contains, e.g. `/v1/messages`.
+    pub path: Option<String>,
+    /// Text the `model` field contains, e.g. `haiku`.
+    pub model: Option<String>,
+    /// `true`: the request offers at least one tool; `false`: none.
+    pub tools: Option<bool>,
+    /// The request offers a tool of this name ([`RecordedRequest::tool_names`]).
+    pub tool: Option<String>,
+    /// `true`: the request carries tool results; `false`: none (the first request
+    /// of a turn, before any tool ran).
+    pub tool_results: Option<bool>,
+    /// Text the system prompt ([`RecordedRequest::system_prompt`]) contains.
+    pub system: Option<String>,
+    /// Text the last user message contains.
+    pub contains: Option<String>,
+    /// A regular expression the last user message matches.
+    pub regex: Option<regex::Regex>,
+}
+
+impl RequestMatch {
+    /// A match of every request; add conditions with the methods below.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only requests to `api`.
+    pub fn api(mut self, api: Api) -> Self {
+        self.api = Some(api);
+        self
+    }
+
+    /// Only requests whose target contains `text`.
+    pub fn path(mut self, text: impl Into<String>) -> Self {
+        self.path = Some(text.into());
+        self
+    }
+
+    /// Only requests whose `model` contains `text`.
+    pub fn model(mut self, text: impl Into<String>) -> Self {
+        self.model = Some(text.into());
+        self
+    }
+
+    /// Only requests that offer tools (`true`) or offer none (`false`).
+    pub fn tools(mut self, offered: bool) -> Self {
+        self.tools = Some(offered);
+        self
+    }
+
+    /// Only requests that offer a tool named `name`.
+    pub fn tool(mut self, name: impl Into<String>) -> Self {
+        self.tool = Some(name.into());
+        self
+    }
+
+    /// Only requests that carry tool results (`true`) or carry none (`false`).
+    pub fn tool_results(mut self, present: bool) -> Self {
+        self.tool_results = Some(present);
+        self
+    }
+
+    /// Only requests whose system prompt contains `text`.
+    pub fn system(mut self, text: impl Into<String>) -> Self {
+        self.system = Some(text.into());
+        self
+    }
+
+    /// Only requests whose last user message contains `text`.
+    pub fn contains(mut self, text: impl Into<String>) -> Self {
+        self.contains = Some(text.into());
+        self
+    }
+
+    /// Only requests whose last user message matches `pattern`.
+    pub fn regex(mut self, pattern: &str) -> Result<Self, regex::Error> {
+        self.regex = Some(regex::Regex::new(pattern)?);
+        Ok(self)
+    }
+
+    /// True when no condition is set.
+    pub fn is_empty(&self) -> bool {
+        self.describe_parts().is_empty()
+    }
+
+    /// True when `request` meets every condition.
+    pub fn matches(&self, request: &RecordedRequest) -> bool {
+        let has = |text: Option<String>, needle: &Option<String>| match needle {
+            None => true,
+            Some(needle) => text.is_some_and(|text| text.contains(needle.as_str())),
+        };
+        self.api.is_none_or(|api| request.api == Some(api))
+            && self
+                .path
+                .as_ref()
+                .is_none_or(|path| request.path.contains(path.as_str()))
+            && has(request.model().map(str::to_owned), &self.model)
+            && self
+                .tools
+                .is_none_or(|offered| request.tool_names().is_empty() != offered)
+            && self
+                .tool
+                .as_ref()
+                .is_none_or(|name| request.tool_names().iter().any(|tool| tool == name))
+            && self
+                .tool_results
+                .is_none_or(|present| request.tool_result_details().is_empty() != present)
+            && has(request.system_prompt(), &self.system)
+            && has(request.last_user_message(), &self.contains)
+            && self.regex.as_ref().is_none_or(|regex| {
+                request
+                    .last_user_message()
+                    .is_some_and(|text| regex.is_match(&text))
+            })
+    }
+
+    /// The conditions in words, e.g. `api is responses and no tools offered`.
+    pub fn describe(&self) -> String {
+        let parts = self.describe_parts();
+        if parts.is_empty() {
+            "every request".to_owned()
+        } else {
+            parts.join(" and ")
+        }
+    }
+
+    fn describe_parts(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if let Some(api) = self.api {
+            parts.push(format!("api is {}", api.name()));
+        }
+        if let Some(path) = &self.path {
+            parts.push(format!("path contains {path:?}"));
+        }
+        if let Some(model) = &self.model {
+            parts.push(format!("model contains {model:?}"));
+        }
+        match self.tools {
+            Some(true) => parts.push("tools offered".to_owned()),
+            Some(false) => parts.push("no tools offered".to_owned()),
+            None => {}
+        }
+        if let Some(tool) = &self.tool {
+            parts.push(format!("tool {tool:?} offered"));
+        }
+        match self.tool_results {
+            Some(true) => parts.push("tool results present".to_owned()),
+            Some(false) => parts.push("no tool results".to_owned()),
+            None => {}
+        }
+        if let Some(system) = &self.system {
+            parts.push(format!("system prompt contains {system:?}"));
+        }
+        if let Some(needle) = &self.contains {
+            parts.push(format!("last user message contains {needle:?}"));
+        }
+        if let Some(regex) = &self.regex {
+            parts.push(format!("last user message matches /{}/", regex.as_str()));
+        }
+        parts
     }
 }
 
@@ -421,8 +609,22 @@ impl MockScript {
     }
 
     /// Parses a script: either a JSON array of replies, or an object
-    /// `{"replies": [...], "rules": [{"contains"|"regex": "...", "reply": ...}],
-    /// "default": reply, "latency_ms": N, "model": "name"}`. A reply is a string
+    /// `{"replies": [...], "rules": [{CONDITIONS, "reply": ...}], "default": reply,
+    /// "latency_ms": N, "model": "name"}`.
+    ///
+    /// A rule's conditions (at least one; all must hold, see [`RequestMatch`]):
+    /// `"contains": TEXT` / `"regex": RE` (the last user message), `"api": "openai" |
+    /// "anthropic" | "responses"`, `"path": TEXT` (the target contains it), `"model":
+    /// TEXT` (contains), `"tools": true | false` (tools offered or not), `"tool":
+    /// NAME` (offered), `"tool_results": true | false` (present or not), `"system":
+    /// TEXT` (the system prompt contains it). For example `{"tools": false, "reply":
+    /// "A title"}` answers side requests that offer no tools, and `{"contains": "go",
+    /// "tool_results": false, "reply": {...}}` only the first request of a turn (in
+    /// Chat Completions and Responses the user's text stays the last user message
+    /// after tool results, so `contains` alone would match every request of the
+    /// turn and loop).
+    ///
+    /// A reply is a string
     /// (text) or an object with one of `text`, `tool_calls` (with an optional `text`
     /// said first), `status` (+ `body`, `retry_after`) or `"close": true`, and
     /// optionally `delay_ms`, `usage` (`{"prompt_tokens", "completion_tokens"}` or
@@ -458,18 +660,13 @@ impl MockScript {
         for (index, rule) in spec.rules.into_iter().enumerate() {
             let reply = rule
                 .reply
+                .clone()
                 .into_reply()
                 .map_err(|m| invalid(format!("rules[{index}].reply: {m}")))?;
-            let rule = match (rule.contains, rule.regex) {
-                (Some(needle), None) => MockRule::contains(needle, reply),
-                (None, Some(pattern)) => MockRule::regex(&pattern, reply)
-                    .map_err(|error| invalid(format!("rules[{index}].regex: {error}")))?,
-                _ => {
-                    return Err(invalid(format!(
-                        "rules[{index}] needs exactly one of `contains` or `regex`"
-                    )))
-                }
-            };
+            let rule = rule
+                .into_match()
+                .map_err(|m| invalid(format!("rules[{index}]: {m}")))?;
+            let rule = MockRule::when(rule, reply);
             script.rules.push(rule);
         }
         if let Some(default) = spec.default {
@@ -544,17 +741,67 @@ struct RuleSpec {
     contains: Option<String>,
     #[serde(default)]
     regex: Option<String>,
+    #[serde(default)]
+    api: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    tools: Option<bool>,
+    #[serde(default)]
+    tool: Option<String>,
+    #[serde(default)]
+    tool_results: Option<bool>,
+    #[serde(default)]
+    system: Option<String>,
     reply: ReplySpec,
 }
 
-#[derive(Deserialize)]
+impl RuleSpec {
+    /// The rule's conditions; at least one is needed.
+    fn into_match(self) -> Result<RequestMatch, String> {
+        let api = match self.api.as_deref() {
+            None => None,
+            Some(name) => Some(Api::from_name(name).ok_or_else(|| {
+                format!("`api` is \"openai\", \"anthropic\" or \"responses\", not {name:?}")
+            })?),
+        };
+        let mut matcher = RequestMatch {
+            api,
+            path: self.path,
+            model: self.model,
+            tools: self.tools,
+            tool: self.tool,
+            tool_results: self.tool_results,
+            system: self.system,
+            contains: self.contains,
+            regex: None,
+        };
+        if let Some(pattern) = self.regex {
+            matcher = matcher
+                .regex(&pattern)
+                .map_err(|error| format!("regex: {error}"))?;
+        }
+        if matcher.is_empty() {
+            return Err(
+                "needs at least one condition: `contains`, `regex`, `api`, `path`, \
+                        `model`, `tools`, `tool`, `tool_results` or `system`"
+                    .into(),
+            );
+        }
+        Ok(matcher)
+    }
+}
+
+#[derive(Deserialize, Clone)]
 #[serde(untagged)]
 enum ReplySpec {
     Text(String),
     Full(FullReplySpec),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct FullReplySpec {
     #[serde(default)]
@@ -581,7 +828,7 @@ struct FullReplySpec {
     repeat_tool_names: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct ToolCallSpec {
     #[serde(default)]
@@ -801,6 +1048,98 @@ mod tests {
             (
                 r#"[{"tool_calls": [{"name": "a"}], "status": 500}]"#,
                 "replies[0]: give exactly one of",
+            ),
+        ] {
+            let error = MockScript::from_json(script).unwrap_err().to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
+
+    #[test]
+    fn rules_route_by_api_tools_model_and_tool_results() {
+        let script = MockScript::from_json(
+            r#"{"rules": [
+                {"tools": false, "model": "haiku", "reply": "A title"},
+                {"api": "responses", "contains": "go", "tool_results": false, "reply": "first"},
+                {"path": "/v1/messages", "system": "agent", "tool": "Bash", "reply": "claude"}
+            ]}"#,
+        )
+        .unwrap();
+        let request = |api, path: &str, body: serde_json::Value| RecordedRequest {
+            index: 0,
+            connection: 0,
+            method: "POST".into(),
+            path: path.into(),
+            api: Some(api),
+            headers: Vec::new(),
+            auth_headers: Vec::new(),
+            body,
+            body_bytes: 0,
+            received_unix_us: 0,
+        };
+        let answer = |request: &RecordedRequest| {
+            script
+                .rules
+                .iter()
+                .find_map(|rule| rule.decide(request))
+                .map(|reply| reply.kind)
+        };
+        let title = request(
+            Api::Anthropic,
+            "/v1/messages",
+            serde_json::json!({"model": "claude-haiku-9", "messages": [{"role": "user", "content": "x"}]}),
+        );
+        assert_eq!(answer(&title), Some(ReplyKind::Text("A title".into())));
+        let first = request(
+            Api::Responses,
+            "/v1/responses",
+            serde_json::json!({"model": "m", "tools": [{"type": "function", "name": "f"}],
+                "input": "go on"}),
+        );
+        assert_eq!(answer(&first), Some(ReplyKind::Text("first".into())));
+        let after_tools = request(
+            Api::Responses,
+            "/v1/responses",
+            serde_json::json!({"model": "m", "tools": [{"type": "function", "name": "f"}],
+                "input": [{"role": "user", "content": "go on"},
+                    {"type": "function_call_output", "call_id": "c", "output": "ok"}]}),
+        );
+        assert_eq!(answer(&after_tools), None);
+        let claude = request(
+            Api::Anthropic,
+            "/v1/messages?beta=true",
+            serde_json::json!({"model": "opus", "system": [{"type": "text", "text": "an agent"}],
+                "tools": [{"name": "Bash"}], "messages": []}),
+        );
+        assert_eq!(answer(&claude), Some(ReplyKind::Text("claude".into())));
+        assert_eq!(
+            format!("{:?}", script.rules[0]),
+            r#"MockRule("model contains \"haiku\" and no tools offered")"#
+        );
+        assert_eq!(
+            format!("{:?}", MockRule::side_request("t")),
+            r#"MockRule("no tools offered")"#
+        );
+    }
+
+    #[test]
+    fn bad_rules_say_why() {
+        for (script, expected) in [
+            (
+                r#"{"rules": [{"reply": "a"}]}"#,
+                "rules[0]: needs at least one condition",
+            ),
+            (
+                r#"{"rules": [{"api": "grpc", "reply": "a"}]}"#,
+                "rules[0]: `api` is",
+            ),
+            (
+                r#"{"rules": [{"regex": "(", "reply": "a"}]}"#,
+                "rules[0]: regex",
+            ),
+            (
+                r#"{"rules": [{"tools": "no", "reply": "a"}]}"#,
+                "invalid mock script",
             ),
         ] {
             let error = MockScript::from_json(script).unwrap_err().to_string();

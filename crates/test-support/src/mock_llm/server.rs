@@ -239,9 +239,29 @@ async fn answer(
     let api = match (incoming.method.as_str(), path.as_str()) {
         ("POST", p) if p.ends_with("/chat/completions") => Some(Api::OpenAi),
         ("POST", p) if p.ends_with("/messages") => Some(Api::Anthropic),
+        ("POST", p) if p.ends_with("/responses") => Some(Api::Responses),
         _ => None,
     };
     let request = shared.record(recorded(connection, &incoming, api));
+    if request
+        .header("upgrade")
+        .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
+    {
+        // Codex's built-in OpenAI provider tries a WebSocket first; refusing the
+        // upgrade at once makes it fall back to HTTPS POST.
+        let status = WEBSOCKET_REFUSAL_STATUS;
+        let body = json!({"error": {"message": "mock-llm does not speak WebSocket; use HTTP POST", "type": "websocket_unsupported"}});
+        write_response(
+            stream,
+            status,
+            "application/json",
+            body.to_string().as_bytes(),
+            &[],
+            false,
+        )
+        .await?;
+        return Ok(false);
+    }
     let Some(api) = api else {
         let (status, body) = match (incoming.method.as_str(), path.as_str()) {
             ("GET", "/" | "/health") => (
@@ -312,11 +332,18 @@ async fn answer(
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
         ReplyKind::ToolCalls { text, calls } => {
-            let answer = wire::Answer::tool_calls(api, request.index, text, calls);
+            let answer = wire::Answer::tool_calls(api, request.index, text, calls)
+                .with_custom_tools(&request);
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
     }
 }
+
+/// The status a WebSocket upgrade request is refused with: `426 Upgrade Required`.
+/// Measured with Codex 0.169's built-in OpenAI provider: after a 426 it falls back
+/// to HTTP POST at once (one GET, 0.4 s to the answer), where 400 ends the run with
+/// an error and 403, 404, 405 or 501 make it retry the upgrade 7 times (6-7 s).
+pub const WEBSOCKET_REFUSAL_STATUS: u16 = 426;
 
 /// Sends what the model says (text or tool calls): whole, or streamed when the request
 /// asked for a stream. False when the connection must close (a stream dropped midway).
@@ -339,7 +366,7 @@ async fn send_answer(
     };
     if request.stream() {
         let options = wire::StreamOptions {
-            include_usage: api == Api::Anthropic
+            include_usage: api != Api::OpenAi
                 || request
                     .body
                     .pointer("/stream_options/include_usage")
@@ -620,6 +647,7 @@ fn reason(status: u16) -> &'static str {
         408 => "Request Timeout",
         411 => "Length Required",
         413 => "Payload Too Large",
+        426 => "Upgrade Required",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

@@ -16,7 +16,9 @@ use super::{content_text, RecordedRequest};
 ///
 /// The arguments travel as each API carries them: OpenAI gets them as a JSON *string*
 /// (`function.arguments`), Anthropic as the `input` object (or, streamed, as
-/// `partial_json` pieces of its text).
+/// `partial_json` pieces of its text), Responses as a `function_call` item's
+/// `arguments` string, or, when the request offers the tool as a custom (freeform)
+/// tool, as a `custom_tool_call` item's `input` text ([`MockToolCall::freeform_text`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MockToolCall {
     /// The call's id. `None` lets the mock make one from the request's arrival index
@@ -70,6 +72,18 @@ impl MockToolCall {
         }
     }
 
+    /// The text a Responses custom (freeform) tool gets as its `input`: `raw`
+    /// verbatim, else `arguments` itself when it is a JSON string (so
+    /// `MockToolCall::new("exec", json!("js source"))` sends the source as is), else
+    /// `arguments` as compact JSON.
+    pub fn freeform_text(&self) -> String {
+        match (&self.raw, &self.arguments) {
+            (Some(raw), _) => raw.clone(),
+            (None, Value::String(text)) => text.clone(),
+            (None, other) => other.to_string(),
+        }
+    }
+
     /// The arguments as one JSON value, for a whole Anthropic body's `input`.
     pub(crate) fn input(&self) -> Value {
         match &self.raw {
@@ -91,8 +105,9 @@ pub struct RecordedToolResult {
 }
 
 impl RecordedRequest {
-    /// The tools the request offered (the top-level `tools` array both APIs use),
-    /// empty when absent.
+    /// The tools the request offered (the top-level `tools` array every API uses),
+    /// empty when absent. See [`RecordedRequest::offered_tools`] for every tool,
+    /// namespaces opened.
     pub fn tools(&self) -> &[Value] {
         self.body
             .get("tools")
@@ -101,10 +116,42 @@ impl RecordedRequest {
             .unwrap_or_default()
     }
 
-    /// The names of the offered tools, in order: OpenAI's `tools[].function.name` or
-    /// Anthropic's `tools[].name`.
+    /// Every tool the request offered, in order, as the tool objects themselves: the
+    /// top-level `tools`, then those of Responses `input` items of type
+    /// `additional_tools` (as the Codex CLI sends its tools to its own models), with
+    /// each `type: "namespace"` entry replaced by the tools inside it.
+    pub fn offered_tools(&self) -> Vec<Value> {
+        fn flatten(tools: &[Value], out: &mut Vec<Value>) {
+            for tool in tools {
+                match tool.get("tools").and_then(Value::as_array) {
+                    Some(inner)
+                        if tool.get("type").and_then(Value::as_str) == Some("namespace") =>
+                    {
+                        flatten(inner, out)
+                    }
+                    _ => out.push(tool.clone()),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        flatten(self.tools(), &mut out);
+        for item in self.input_items() {
+            if item.get("type").and_then(Value::as_str) == Some("additional_tools") {
+                if let Some(tools) = item.get("tools").and_then(Value::as_array) {
+                    flatten(tools, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// The names of the offered tools, in order: OpenAI Chat's
+    /// `tools[].function.name`, or the `name` of Anthropic tools and Responses tools
+    /// (functions and custom/freeform tools alike, namespaces opened: see
+    /// [`RecordedRequest::offered_tools`]). Tools without a name (Responses'
+    /// `web_search` and the like) are left out.
     pub fn tool_names(&self) -> Vec<String> {
-        self.tools()
+        self.offered_tools()
             .iter()
             .filter_map(|tool| {
                 tool.pointer("/function/name")
@@ -113,6 +160,16 @@ impl RecordedRequest {
                     .map(str::to_owned)
             })
             .collect()
+    }
+
+    /// True when the request offers a tool `name` of Responses `type: "custom"` (a
+    /// freeform tool whose input is plain text, not JSON): the mock then calls it with
+    /// a `custom_tool_call` instead of a `function_call`.
+    pub fn offers_custom_tool(&self, name: &str) -> bool {
+        self.offered_tools().iter().any(|tool| {
+            tool.get("type").and_then(Value::as_str) == Some("custom")
+                && tool.get("name").and_then(Value::as_str) == Some(name)
+        })
     }
 
     /// The tool results the client sent back, in order, as `(tool_call_id, content)`
@@ -125,7 +182,9 @@ impl RecordedRequest {
     }
 
     /// The tool results the client sent back, in order: OpenAI messages with
-    /// `role: "tool"`, and the `tool_result` parts of Anthropic user messages.
+    /// `role: "tool"`, the `tool_result` parts of Anthropic user messages, and
+    /// Responses `function_call_output` and `custom_tool_call_output` input items
+    /// (`call_id`, and `output` as a string or as parts with `text`).
     pub fn tool_result_details(&self) -> Vec<RecordedToolResult> {
         let text_of = |value: &Value, key: &str| {
             value
@@ -153,6 +212,18 @@ impl RecordedRequest {
                     )
                 }
                 _ => {}
+            }
+        }
+        for item in self.input_items() {
+            if matches!(
+                item.get("type").and_then(Value::as_str),
+                Some("function_call_output" | "custom_tool_call_output")
+            ) {
+                results.push(RecordedToolResult {
+                    tool_call_id: text_of(&item, "call_id"),
+                    content: content_text(item.get("output").unwrap_or(&Value::Null)),
+                    is_error: false,
+                });
             }
         }
         results
@@ -369,5 +440,65 @@ mod tests {
         );
         assert_eq!(requests[1].tool_names(), ["ctx_grep"]);
         assert!(requests[1].tool_results().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod responses_tests {
+    use serde_json::json;
+
+    use super::super::{Api, RecordedRequest};
+
+    fn request(body: serde_json::Value) -> RecordedRequest {
+        RecordedRequest {
+            index: 0,
+            connection: 0,
+            method: "POST".into(),
+            path: "/v1/responses".into(),
+            api: Some(Api::Responses),
+            headers: Vec::new(),
+            auth_headers: Vec::new(),
+            body_bytes: 0,
+            body,
+            received_unix_us: 0,
+        }
+    }
+
+    #[test]
+    fn responses_inputs_tools_and_outputs_are_read() {
+        let request = request(json!({
+            "instructions": "be brief",
+            "tools": [
+                {"type": "function", "name": "exec_command", "parameters": {}},
+                {"type": "web_search"},
+                {"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "inner"}]}
+            ],
+            "input": [
+                {"type": "additional_tools", "role": "developer", "tools": [
+                    {"type": "custom", "name": "exec", "format": {"type": "grammar"}}]},
+                {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "dev"}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "say "}, {"type": "input_text", "text": "hi"}]},
+                {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "done"},
+                {"type": "custom_tool_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "ran"}]}
+            ]
+        }));
+        assert_eq!(request.tool_names(), ["exec_command", "inner", "exec"]);
+        assert!(request.offers_custom_tool("exec"));
+        assert!(!request.offers_custom_tool("exec_command"));
+        assert_eq!(request.last_user_message().as_deref(), Some("say hi"));
+        assert_eq!(request.system_prompt().as_deref(), Some("be brief\n\ndev"));
+        assert_eq!(request.message_texts(), ["dev", "say hi"]);
+        assert_eq!(
+            request.tool_results(),
+            [
+                ("c1".to_owned(), "done".to_owned()),
+                ("c2".to_owned(), "ran".to_owned())
+            ]
+        );
+        let plain = self::request(json!({"input": "just text"}));
+        assert_eq!(plain.last_user_message().as_deref(), Some("just text"));
+        assert_eq!(plain.prompt_chars(), 9);
+        assert!(plain.tool_names().is_empty());
     }
 }

@@ -12,20 +12,25 @@ use super::{Api, MockToolCall, RecordedRequest};
 
 /// What the model answers: text and, for a tool-call reply, the calls.
 pub(crate) struct Answer<'a> {
-    text: &'a str,
+    pub(super) text: &'a str,
     /// `None` for a text reply; `Some` (even with no calls) for a tool-call reply.
     calls: Option<Vec<WireCall>>,
 }
 
 /// One tool call ready for the wire: its id settled, its arguments as text.
-struct WireCall {
-    id: String,
-    name: String,
+pub(super) struct WireCall {
+    pub(super) id: String,
+    pub(super) name: String,
     /// The argument text (OpenAI's `function.arguments`, Anthropic's streamed
     /// `partial_json` pieces).
-    arguments: String,
+    pub(super) arguments: String,
     /// The arguments as a value (a whole Anthropic body's `input`).
     input: Value,
+    /// Responses only: the call is to a custom (freeform) tool, so it goes out as a
+    /// `custom_tool_call` whose `input` is `freeform`.
+    pub(super) custom: bool,
+    /// The text a custom tool gets (see [`MockToolCall::freeform_text`]).
+    pub(super) freeform: String,
 }
 
 impl<'a> Answer<'a> {
@@ -43,7 +48,7 @@ impl<'a> Answer<'a> {
         calls: &[MockToolCall],
     ) -> Self {
         let prefix = match api {
-            Api::OpenAi => "call",
+            Api::OpenAi | Api::Responses => "call",
             Api::Anthropic => "toolu",
         };
         let calls = calls
@@ -57,12 +62,23 @@ impl<'a> Answer<'a> {
                 name: call.name.clone(),
                 arguments: call.arguments_text(),
                 input: call.input(),
+                custom: false,
+                freeform: call.freeform_text(),
             })
             .collect();
         Self {
             text,
             calls: Some(calls),
         }
+    }
+
+    /// The same answer, its calls to tools that `request` offers as Responses custom
+    /// (freeform) tools marked to go out as `custom_tool_call`s.
+    pub(crate) fn with_custom_tools(mut self, request: &RecordedRequest) -> Self {
+        for call in self.calls.iter_mut().flatten() {
+            call.custom = request.offers_custom_tool(&call.name);
+        }
+        self
     }
 
     /// Characters the model "wrote": its text, and each call's name and argument text.
@@ -75,11 +91,11 @@ impl<'a> Answer<'a> {
         self.text.chars().count() + calls
     }
 
-    fn calls(&self) -> &[WireCall] {
+    pub(super) fn calls(&self) -> &[WireCall] {
         self.calls.as_deref().unwrap_or_default()
     }
 
-    fn is_tool_use(&self) -> bool {
+    pub(super) fn is_tool_use(&self) -> bool {
         self.calls.is_some()
     }
 }
@@ -104,6 +120,7 @@ pub(crate) fn completion_body(
 ) -> Value {
     let text = answer.text;
     match api {
+        Api::Responses => super::responses::body(id, model, answer, usage),
         Api::OpenAi => {
             let (message, finish) = if answer.is_tool_use() {
                 let calls: Vec<Value> = answer
@@ -186,6 +203,7 @@ pub(crate) fn stream_events(
     match api {
         Api::OpenAi => openai_stream(id, model, answer, usage, options),
         Api::Anthropic => anthropic_stream(id, model, answer, usage),
+        Api::Responses => super::responses::stream(id, model, answer, usage),
     }
 }
 
@@ -378,7 +396,7 @@ pub(crate) fn estimate_usage(request: &RecordedRequest, answer: &Answer<'_>) -> 
 }
 
 /// Cuts an answer into stream deltas: one per word, with the whitespace that follows.
-fn split_deltas(text: &str) -> Vec<&str> {
+pub(super) fn split_deltas(text: &str) -> Vec<&str> {
     let mut pieces = Vec::new();
     let mut start = 0;
     let mut in_space = false;
@@ -400,7 +418,7 @@ fn split_deltas(text: &str) -> Vec<&str> {
 /// Cuts argument text into three pieces on character boundaries (fewer when it has
 /// fewer characters; one empty piece when empty), so a client must join them: the cuts
 /// fall wherever they fall, mid-key or mid-value.
-fn split_arguments(text: &str) -> Vec<&str> {
+pub(super) fn split_arguments(text: &str) -> Vec<&str> {
     let starts: Vec<usize> = text.char_indices().map(|(at, _)| at).collect();
     let parts = starts.len().clamp(1, 3);
     let mut pieces = Vec::with_capacity(parts);
@@ -418,7 +436,7 @@ fn data_event(value: &Value) -> String {
     format!("data: {value}\n\n")
 }
 
-fn named_event(name: &str, value: &Value) -> String {
+pub(super) fn named_event(name: &str, value: &Value) -> String {
     format!("event: {name}\ndata: {value}\n\n")
 }
 
