@@ -309,6 +309,18 @@ fn agent_run(
     cmd
 }
 
+/// Every agent's result, for a failure message.
+fn agent_results(sb: &Sandbox) -> String {
+    let out = sb.vars(&["list", "--json"]).output().unwrap();
+    let vars: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    vars.iter()
+        .filter_map(|v| v["key"].as_str())
+        .filter(|key| key.starts_with("sub-result-"))
+        .map(|key| format!("{key}: {}", String::from_utf8_lossy(&sb.get(key))))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Processes still running with this data directory in their environment.
 fn survivors(data_dir: &Path) -> Vec<u32> {
     let needle = format!("RLM_DATA_DIR={}", data_dir.display());
@@ -355,7 +367,12 @@ fn fan_out(cli: Cli, sandbox_on: bool) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {stderr}", out.status);
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(result["answer"], marked.to_string(), "{result:#}\n{stderr}");
+    assert_eq!(
+        result["answer"],
+        marked.to_string(),
+        "the agents answered: {}",
+        agent_results(&sb)
+    );
     assert_eq!(result["sub_agents"], 4);
     // Two agents stored their count with `vars set` (the tool returned the variable's
     // description), two printed it; every result is a sound variable of the parent.

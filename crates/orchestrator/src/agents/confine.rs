@@ -102,11 +102,22 @@ fn program_file(program: &OsString, env: &[(OsString, OsString)]) -> Vec<PathBuf
     };
     let mut files: Vec<PathBuf> = found.into_iter().collect();
     if let Some(resolved) = files.first().and_then(|f| std::fs::canonicalize(f).ok()) {
+        // A CLI installed with npm is a script that starts files of its package and of
+        // its platform package beside it (Codex's native binary): its whole
+        // `node_modules` tree is its program.
+        files.extend(node_modules_of(&resolved));
         if !files.contains(&resolved) {
             files.push(resolved);
         }
     }
     files
+}
+
+/// The `node_modules` directory a file is installed in, if any.
+fn node_modules_of(file: &Path) -> Option<PathBuf> {
+    file.ancestors()
+        .find(|dir| dir.file_name().is_some_and(|name| name == "node_modules"))
+        .map(Path::to_owned)
 }
 
 #[cfg(test)]
@@ -122,6 +133,19 @@ mod tests {
         let files = program_file(&OsString::from("sh"), &env);
         assert!(files[0].ends_with("sh"), "{files:?}");
         assert!(program_file(&OsString::from("no-such-program-here"), &env).is_empty());
+    }
+
+    #[test]
+    fn an_npm_installed_cli_may_read_its_node_modules_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("node_modules/@openai/codex/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("codex.js"), "").unwrap();
+        let env = vec![(OsString::from("PATH"), bin.clone().into_os_string())];
+        let files = program_file(&OsString::from("codex.js"), &env);
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(files.contains(&root.join("node_modules")), "{files:?}");
+        assert_eq!(node_modules_of(Path::new("/usr/bin/sh")), None);
     }
 
     #[test]
