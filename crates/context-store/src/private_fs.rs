@@ -7,7 +7,7 @@
 //! path. Atomic writes go through a temp file in the destination's directory, an
 //! fsync, a rename and an fsync of the directory: a reader (another process, a run
 //! after a crash or `kill -9`) sees the old file or the new one, never a torn one.
-//! The store's own variable files use the same machinery ([`Staged`]), which also
+//! The store's own variable files use the same machinery (`Staged`), which also
 //! locks each temp file so a store opening later can tell a live writer's temp file
 //! from a killed one's.
 

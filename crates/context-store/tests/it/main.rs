@@ -26,3 +26,4 @@ mod roundtrip;
 mod scale;
 mod streaming;
 mod support;
+mod views;
