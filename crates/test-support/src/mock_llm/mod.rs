@@ -544,12 +544,19 @@ mod tests {
         assert!(answer.contains("script exhausted"), "{answer}");
         let answer = exchange(mock.addr(), &post("/nowhere", "", "close"));
         assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        let head = "HEAD /api/hello HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+        let answer = exchange(mock.addr(), head);
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        assert!(
+            answer.ends_with("\r\n\r\n"),
+            "a HEAD answer has no body: {answer}"
+        );
         let answer = exchange(mock.addr(), "GARBAGE\r\n\r\n");
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         let chunked = "POST /v1/messages HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
         assert!(exchange(mock.addr(), chunked).starts_with("HTTP/1.1 411"));
-        // Only the two well-formed requests were recorded.
-        assert_eq!(mock.request_count(), 2);
+        // Only the three well-formed requests were recorded.
+        assert_eq!(mock.request_count(), 3);
     }
 
     #[test]

@@ -280,11 +280,18 @@ async fn answer(
                 json!({"error": {"message": format!("mock-llm serves no {} {path}", incoming.method), "type": "not_found"}}),
             ),
         };
+        // A HEAD answer (Claude Code sends `HEAD /api/hello`) has no body, or the
+        // client would read the body as the start of the next answer.
+        let body = if incoming.method == "HEAD" {
+            String::new()
+        } else {
+            body.to_string()
+        };
         write_response(
             stream,
             status,
             "application/json",
-            body.to_string().as_bytes(),
+            body.as_bytes(),
             &[],
             keep_alive,
         )
