@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use futures::stream::{self, StreamExt};
 use rlm_context_store::{Durability, SetOptions, Store, StoreOptions};
 use rlm_orchestrator::agents::{
-    agent_prompt, AnswerChannel, result_key, run_external_agent, AgentCommand, AgentOutcome, AgentRef,
-    ExternalAgentSpec, Lineage, OUTPUT_TRUNCATED_MARKER,
+    agent_prompt, result_key, run_external_agent, AgentCommand, AgentOutcome, AgentRef,
+    AnswerChannel, ExternalAgentSpec, Lineage, OUTPUT_TRUNCATED_MARKER,
 };
 use rlm_orchestrator::ids::AgentId;
 use rlm_process::{CancellationToken, Termination};

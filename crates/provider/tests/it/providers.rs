@@ -265,6 +265,9 @@ fn streaming(api: Api, base_url: &str) -> Box<dyn Provider> {
     match api {
         Api::OpenAi => Box::new(openai(base_url, true)),
         Api::Anthropic => Box::new(anthropic(base_url, true)),
+        Api::Responses => {
+            unreachable!("rlm has no Responses API provider; the mock serves it for agent CLIs")
+        }
     }
 }
 
