@@ -97,6 +97,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         kernel_memory_mb: args.kernel_memory_mb,
         agent_sandbox: args.agent_sandbox == OnOffArg::On,
         agent_network: args.agent_network == OnOffArg::On,
+        agent_allow_connect: args.agent_allow_connect.iter().map(|a| a.0).collect(),
         max_requests: args.max_requests.map(|n| n as usize),
         max_agents: args.max_agents.map(|n| n as usize),
         runner: match (args.runner, &args.slurm_args) {

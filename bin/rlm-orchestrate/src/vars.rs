@@ -402,6 +402,15 @@ fn remove_stale_views(store: &Store) -> Result<usize> {
     })
 }
 
+/// The scope of an agent's own result when the agent stores it: `agent:<parent id>`,
+/// as the parent would have stored it, when `key` is the `RLM_RESULT_KEY` a parent
+/// gave this process (with its `RLM_PARENT_ID`). `None` otherwise (global).
+fn own_result_scope(key: &str) -> Option<String> {
+    let own_key = std::env::var(rlm_orchestrator::agents::EnvVars::RLM_RESULT_KEY).ok()?;
+    let parent = std::env::var(rlm_orchestrator::agents::EnvVars::RLM_PARENT_ID).ok()?;
+    (own_key == key && !parent.is_empty()).then(|| format!("agent:{parent}"))
+}
+
 fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
     let key = args.key;
     validate_key(&key)?;
@@ -410,7 +419,7 @@ fn set(global: &GlobalArgs, args: SetArgs, out: &mut dyn Write) -> Result<()> {
     }
     let var_type = args.var_type.map(VariableType::from);
     let opts = SetOptions {
-        scope: args.scope,
+        scope: args.scope.or_else(|| own_result_scope(&key)),
         var_type,
         persist: true,
         durability: None,

@@ -123,6 +123,8 @@ fn kernel_policy(
         read,
         write: vec![tmp.to_owned(), PathBuf::from("/dev/null")],
         network: false,
+        connect_ports: Vec::new(),
+        kill_on_network: false,
         read_own_proc: true,
         // All its files together hold no more than its largest file may.
         private_tmp: Some(PrivateTmp {

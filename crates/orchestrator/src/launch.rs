@@ -171,6 +171,7 @@ pub fn prepare(
         (true, Some(launcher)) => Some(AgentSandbox {
             launcher: launcher.clone(),
             network: settings.agent_network,
+            connect_ports: settings.agent_allow_connect.clone(),
         }),
         _ => None,
     };

@@ -130,6 +130,10 @@ pub struct RunSettings {
     /// `--agent-network off`: confined agents open no network socket.
     #[serde(default = "network_on")]
     pub agent_network: bool,
+    /// `--agent-allow-connect`: with `--agent-network off`, TCP ports confined agents
+    /// may still connect to (their model endpoint).
+    #[serde(default)]
+    pub agent_allow_connect: Vec<u16>,
     /// `--max-requests`: model requests in flight at once across the whole tree.
     #[serde(default)]
     pub max_requests: Option<usize>,
@@ -186,6 +190,7 @@ impl RunSettings {
             kernel_memory_mb: None,
             agent_sandbox: false,
             agent_network: true,
+            agent_allow_connect: Vec::new(),
             max_requests: None,
             max_agents: None,
             runner: crate::runner::Runner::Local,

@@ -77,6 +77,16 @@ pub struct Policy {
     pub write: Vec<PathBuf>,
     /// It may open network sockets.
     pub network: bool,
+    /// Without `network`: TCP ports it may still connect to, on any host (Landlock
+    /// limits TCP by port, not by address): a model endpoint. Only TCP sockets are
+    /// then allowed besides Unix ones, so a host name needs `/etc/hosts` (no DNS).
+    #[serde(default)]
+    pub connect_ports: Vec<u16>,
+    /// Without `network`: a socket it may not open ends it with `SIGSYS` at once,
+    /// rather than failing with `EPERM` (which programs that retry take for a flaky
+    /// network until their timeout).
+    #[serde(default)]
+    pub kill_on_network: bool,
     /// It may read its own `/proc/<pid>` (the launcher's pid, which the program keeps
     /// across `exec`), not other processes'.
     #[serde(default)]
@@ -191,6 +201,8 @@ mod tests {
             read: vec!["/usr".into(), "/data/variables".into()],
             write: vec!["/tmp/rlm-kernel-x".into()],
             network: false,
+            connect_ports: vec![8080],
+            kill_on_network: true,
             read_own_proc: true,
             limits: Limits {
                 address_space_bytes: Some(4 << 30),

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use seccompiler::{
@@ -103,7 +103,10 @@ pub(crate) fn confine(policy: &Policy) -> Result<Applied, SandboxError> {
     gaps.extend(tmp_gap);
     // Strict needs Landlock's file rules and seccomp (which also blocks the network:
     // Landlock's network rules cover TCP only).
-    let missing_essentials = !support.filesystem() || !support.seccomp;
+    // Allowed ports need Landlock's TCP rules: seccomp lets TCP sockets through for them.
+    let missing_essentials = !support.filesystem()
+        || !support.seccomp
+        || (!policy.network && !policy.connect_ports.is_empty() && !support.landlock_network());
     if policy.mode == Mode::Strict && missing_essentials {
         return Err(SandboxError::Unsupported(gaps.join("; ")));
     }
@@ -173,8 +176,9 @@ fn mount_private_tmp(tmp: &crate::PrivateTmp) -> Result<(), String> {
     Ok(())
 }
 
-/// Landlock: read-only and read-write hierarchies, no TCP unless allowed, signals and
-/// abstract sockets scoped to the domain. Returns whether it is fully enforced.
+/// Landlock: read-only and read-write hierarchies, no TCP unless allowed (or only to
+/// the allowed ports), signals and abstract sockets scoped to the domain. Returns
+/// whether it is fully enforced.
 fn restrict_files(policy: &Policy) -> Result<bool, SandboxError> {
     let landlock_error = |error: landlock::RulesetError| SandboxError::Landlock(error.to_string());
     let mut ruleset = Ruleset::default()
@@ -189,6 +193,13 @@ fn restrict_files(policy: &Policy) -> Result<bool, SandboxError> {
         .scope(Scope::from_all(ABI_USED))
         .map_err(landlock_error)?;
     let mut created = ruleset.create().map_err(landlock_error)?;
+    if !policy.network {
+        for &port in &policy.connect_ports {
+            created = created
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(landlock_error)?;
+        }
+    }
     let read = AccessFs::from_read(ABI_USED);
     let all = AccessFs::from_all(ABI_USED);
     let own_proc = policy
@@ -230,36 +241,95 @@ fn open_for_rule(path: &Path) -> Result<Option<PathFd>, SandboxError> {
         })
 }
 
-/// seccomp: [`DENIED_SYSCALLS`], and sockets other than Unix ones unless the network
-/// is allowed; everything else passes.
+/// seccomp: [`DENIED_SYSCALLS`] refused with `EPERM`; and without the network,
+/// sockets other than Unix ones (and, with allowed ports, TCP ones) refused with
+/// `EPERM`, or ending the process with `SIGSYS` ([`Policy::kill_on_network`]).
 fn install_filter(policy: &Policy) -> Result<(), SandboxError> {
-    let seccomp_error = |error: seccompiler::Error| SandboxError::Seccomp(error.to_string());
-    let backend_error = |error: seccompiler::BackendError| SandboxError::Seccomp(error.to_string());
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
+    let denied: BTreeMap<i64, Vec<SeccompRule>> = DENIED_SYSCALLS
         .iter()
         .map(|&syscall| (syscall, Vec::new()))
         .collect();
+    let mut sockets = BTreeMap::new();
     if !policy.network {
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(backend_error)?;
-        rules.insert(
+        sockets.insert(
             libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(backend_error)?],
+            socket_rules(!policy.connect_ports.is_empty())?,
         );
     }
+    let refused = SeccompAction::Errno(libc::EPERM as u32);
+    if policy.kill_on_network {
+        apply_filter(denied, refused)?;
+        if !sockets.is_empty() {
+            apply_filter(sockets, SeccompAction::KillProcess)?;
+        }
+        Ok(())
+    } else {
+        let mut rules = denied;
+        rules.extend(sockets);
+        apply_filter(rules, refused)
+    }
+}
+
+/// The `socket()` calls to refuse: every family but Unix; with `tcp`, IPv4 and IPv6
+/// sockets that are not stream (TCP) sockets are refused and TCP ones let through
+/// (Landlock then limits their ports). Rules are alternatives; conditions in one rule
+/// all hold.
+fn socket_rules(tcp: bool) -> Result<Vec<SeccompRule>, SandboxError> {
+    let backend_error = |error: seccompiler::BackendError| SandboxError::Seccomp(error.to_string());
+    let family = |op, value: i32| {
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, op, value as u64).map_err(backend_error)
+    };
+    if !tcp {
+        return Ok(vec![SeccompRule::new(vec![family(
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX,
+        )?])
+        .map_err(backend_error)?]);
+    }
+    let mut rules = vec![SeccompRule::new(vec![
+        family(SeccompCmpOp::Ne, libc::AF_UNIX)?,
+        family(SeccompCmpOp::Ne, libc::AF_INET)?,
+        family(SeccompCmpOp::Ne, libc::AF_INET6)?,
+    ])
+    .map_err(backend_error)?];
+    // The socket type sits in the low bits of the second argument (the rest are
+    // SOCK_NONBLOCK and SOCK_CLOEXEC); every type but SOCK_STREAM is refused.
+    const TYPE_MASK: u64 = 0xf;
+    let not_stream = [
+        libc::SOCK_DGRAM,
+        libc::SOCK_RAW,
+        libc::SOCK_RDM,
+        libc::SOCK_SEQPACKET,
+        libc::SOCK_DCCP,
+    ];
+    for inet in [libc::AF_INET, libc::AF_INET6] {
+        for kind in not_stream {
+            let kind = SeccompCondition::new(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(TYPE_MASK),
+                kind as u64,
+            )
+            .map_err(backend_error)?;
+            rules.push(
+                SeccompRule::new(vec![family(SeccompCmpOp::Eq, inet)?, kind])
+                    .map_err(backend_error)?,
+            );
+        }
+    }
+    Ok(rules)
+}
+
+/// Installs one filter: `rules` get `on_match`, everything else is allowed.
+fn apply_filter(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    on_match: SeccompAction,
+) -> Result<(), SandboxError> {
+    let seccomp_error = |error: seccompiler::Error| SandboxError::Seccomp(error.to_string());
+    let backend_error = |error: seccompiler::BackendError| SandboxError::Seccomp(error.to_string());
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(backend_error)?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(backend_error)?;
+    let filter =
+        SeccompFilter::new(rules, SeccompAction::Allow, on_match, arch).map_err(backend_error)?;
     let program: BpfProgram = filter.try_into().map_err(backend_error)?;
     seccompiler::apply_filter(&program).map_err(seccomp_error)
 }

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::values::{
-    parse_agent, parse_slurm_args, parse_temperature, parse_tools, parse_usd, AgentArg, DirAsArg,
-    EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList,
-    ToolProtocolArg,
+    parse_agent, parse_endpoint, parse_slurm_args, parse_temperature, parse_tools, parse_usd,
+    AgentArg, DirAsArg, EndpointArg, EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg,
+    SandboxArg, SlurmArgs, ToolList, ToolProtocolArg,
 };
 
 /// The flags of `run` and `repl`: context, model, loop, sub-calls and budgets, output.
@@ -409,6 +409,17 @@ pub struct RunOptions {
         help_heading = "Sub-calls and budgets"
     )]
     pub agent_network: OnOffArg,
+
+    /// With --agent-network off: an endpoint confined agents may still reach, as
+    /// HOST:PORT or a URL (repeatable). Only its TCP port is enforced (any host), and
+    /// there is no DNS: give an IP address or a name in /etc/hosts.
+    #[arg(
+        long,
+        value_name = "HOST:PORT|URL",
+        value_parser = parse_endpoint,
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_allow_connect: Vec<EndpointArg>,
 
     /// Environment variable passed to external agents (repeatable); none are by default.
     #[arg(long, value_name = "NAME", help_heading = "Sub-calls and budgets")]

@@ -81,6 +81,41 @@ pub(super) fn parse_agent(spec: &str) -> Result<AgentArg, InvalidValue> {
         .map_err(|e| InvalidValue::new(e.to_string()))
 }
 
+/// `--agent-allow-connect`: the TCP port of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointArg(pub u16);
+
+/// Parses `--agent-allow-connect`: `HOST:PORT`, `:PORT`, or a URL (`http://h:8080/v1`;
+/// without a port, 80 for http and 443 for https).
+pub(super) fn parse_endpoint(text: &str) -> Result<EndpointArg, InvalidValue> {
+    let refused = || {
+        InvalidValue::new(format!(
+            "{text:?} names no TCP port: give HOST:PORT (127.0.0.1:8080) or a URL (http://127.0.0.1:8080/v1)"
+        ))
+    };
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
+        None => (None, text),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    // `[::1]:8080`, `host:8080`; a bare IPv6 address has no port.
+    let port = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') || host.ends_with(']') => Some(port),
+        _ => None,
+    };
+    let port = match (port, scheme.as_deref()) {
+        (Some(port), _) => port.parse::<u16>().map_err(|_| refused())?,
+        (None, Some("http")) => 80,
+        (None, Some("https")) => 443,
+        (None, _) => return Err(refused()),
+    };
+    if port == 0 {
+        return Err(refused());
+    }
+    Ok(EndpointArg(port))
+}
+
 /// `--sandbox`: how the Python kernel is confined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SandboxArg {
@@ -155,6 +190,23 @@ mod tests {
         assert_eq!(parse_usd("0"), Ok(0.0));
         for bad in ["NaN", "nan", "inf", "-inf", "-0.01", "1e999", "x"] {
             assert!(parse_usd(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn an_endpoint_is_its_tcp_port() {
+        for (text, port) in [
+            ("127.0.0.1:8080", 8080),
+            (":9000", 9000),
+            ("http://127.0.0.1:39000/v1", 39000),
+            ("https://gateway.internal/v1", 443),
+            ("http://localhost", 80),
+            ("http://user:pw@[::1]:8443/x", 8443),
+        ] {
+            assert_eq!(parse_endpoint(text).unwrap(), EndpointArg(port), "{text}");
+        }
+        for text in ["localhost", "host:http", "h:0", "h:70000", "::1"] {
+            assert!(parse_endpoint(text).is_err(), "{text}");
         }
     }
 }

@@ -246,7 +246,8 @@ pub struct SetArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Scope of the variable (default: global).
+    /// Scope of the variable (default: global; an agent storing its own result,
+    /// `$RLM_RESULT_KEY`, gets its parent's scope `agent:$RLM_PARENT_ID`).
     #[arg(long, value_name = "SCOPE")]
     pub scope: Option<String>,
 

@@ -270,7 +270,13 @@ impl Renderer<'_> {
         let inner = indent + INDENT;
         self.field(inner, "task", &agent.task)?;
         if let Some(path) = &agent.prompt_file {
-            self.field(inner, "prompt", &path.display().to_string())?;
+            // What the agent was told, whatever its template: the file, then its start.
+            let mut shown = path.display().to_string();
+            if let Some(prompt) = &agent.prompt_preview {
+                shown.push('\n');
+                shown.push_str(&preview_lines(prompt, PROMPT_LINES_SHOWN));
+            }
+            self.field(inner, "prompt", &shown)?;
         }
         if let Some(result) = &agent.result_preview {
             let mut shown = preview(result, 200);
@@ -367,6 +373,19 @@ fn variable_names(list: &[ReplVariable]) -> String {
         names.push(format!("… {} more", list.len() - VARIABLE_NAMES));
     }
     names.join(", ")
+}
+
+/// Lines of an agent's prompt `runs show` prints (the task and its first references).
+const PROMPT_LINES_SHOWN: usize = 8;
+
+/// The first `count` lines of `text`, with `…` when there are more.
+fn preview_lines(text: &str, count: usize) -> String {
+    let mut lines = text.lines();
+    let mut shown: Vec<&str> = lines.by_ref().take(count).collect();
+    if lines.next().is_some() || text.ends_with('…') {
+        shown.push("…");
+    }
+    shown.join("\n")
 }
 
 #[cfg(test)]

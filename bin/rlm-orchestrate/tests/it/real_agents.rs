@@ -385,7 +385,7 @@ fn fan_out(cli: Cli, sandbox_on: bool) {
         .filter(|r| {
             tool_outputs(&r.body)
                 .iter()
-                .any(|o| o.contains("sub-result-") && o.contains(", scope "))
+                .any(|o| o.contains("sub-result-") && o.contains(", scope agent:"))
         })
         .count();
     assert!(

@@ -13,16 +13,8 @@ use serde_json::Value;
 
 use crate::support::{Sandbox, BIN};
 
-/// An external agent: prints the sum of the numbers in the variable files its prompt
-/// names.
-const SUM_AGENT: &str = r#"
-import json, re, sys
-prompt = open(sys.argv[1]).read()
-total = 0
-for path in re.findall(r'read (/\S+\.json)', prompt):
-    total += sum(int(x) for x in json.load(open(path))["value"].split())
-print(total)
-"#;
+/// An external agent: prints the sum of the numbers in the files its prompt names.
+use crate::subagents::SUM_AGENT;
 
 /// Model text that must never become markup in the HTML page.
 const INJECTION: &str = "<script>alert(\"pwned\")</script> & <img src=x onerror=alert(1)>";

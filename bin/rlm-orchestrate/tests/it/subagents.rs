@@ -285,11 +285,11 @@ fn a_spent_budget_ends_the_run_with_a_forced_answer() {
 /// An agent in Python: reads the variable files named in its prompt file and prints
 /// the sum of the numbers in them.
 pub(crate) const SUM_AGENT: &str = r#"
-import json, re, sys
+import re, sys
 prompt = open(sys.argv[1]).read()
 total = 0
-for path in re.findall(r'read (/\S+\.json)', prompt):
-    total += sum(int(x) for x in json.load(open(path))["value"].split())
+for path in re.findall(r'read (/\S+) — plain UTF-8 text', prompt):
+    total += sum(int(x) for x in open(path).read().split())
 print(total)
 "#;
 

@@ -316,3 +316,22 @@ fn files_are_private() {
     assert_eq!(mode(&sb.data_dir().join("variables")), 0o700);
     assert_eq!(mode(&sb.data_dir().join("variables/secret.json")), 0o600);
 }
+
+#[test]
+fn an_agent_storing_its_own_result_gets_its_parents_scope() {
+    let sb = Sandbox::new();
+    let as_agent = |key: &str| {
+        sb.vars(&["set", key, "42"])
+            .env("RLM_RESULT_KEY", "sub-result-a1")
+            .env("RLM_PARENT_ID", "run-parent")
+            .assert()
+            .success();
+    };
+    as_agent("sub-result-a1");
+    as_agent("notes");
+    assert_eq!(
+        sb.show_json("sub-result-a1")["ref"]["scope"],
+        "agent:run-parent"
+    );
+    assert_eq!(sb.show_json("notes")["ref"]["scope"], "global");
+}

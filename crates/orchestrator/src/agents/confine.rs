@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use rlm_process::SpawnOptions;
+use rlm_process::{SpawnOptions, Termination};
 use rlm_sandbox::{Mode, Policy};
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +20,50 @@ pub struct AgentSandbox {
     pub launcher: PathBuf,
     /// `--agent-network`: they may open network sockets.
     pub network: bool,
+    /// `--agent-allow-connect`: without the network, TCP ports they may still connect
+    /// to (a model endpoint).
+    #[serde(default)]
+    pub connect_ports: Vec<u16>,
+}
+
+impl AgentSandbox {
+    /// Explains a confined agent's failure that the network rules caused or may have
+    /// caused: `SIGSYS` is how a denied socket ends a confined agent, and an agent
+    /// that timed out without the network may have been retrying a denied connection.
+    pub(super) fn explain(&self, error: &mut rlm_protocol::SubError, termination: &Termination) {
+        if self.network {
+            return;
+        }
+        let allow = "allow its model endpoint with --agent-allow-connect HOST:PORT, or use --agent-network on";
+        match termination {
+            Termination::Signaled(signal) if *signal == libc::SIGSYS => {
+                error.error = format!(
+                    "the agent was ended when it tried to open a network connection, which --agent-network off denies{}; {allow}",
+                    if self.connect_ports.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (only TCP to port {} is allowed, and no DNS)", ports(&self.connect_ports))
+                    }
+                );
+            }
+            Termination::TimedOut if !self.connect_ports.is_empty() => {
+                error.error.push_str(&format!(
+                    " (its network is off except TCP to port {}: a connection it retried may have been denied; {allow})",
+                    ports(&self.connect_ports)
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `8080` or `8080, 443`.
+fn ports(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Files a program with network access reads to resolve names and check
@@ -59,7 +103,7 @@ pub(super) fn confine_agent(
     // The files its prompt names: text views, and the files `file` variables refer to.
     read.extend(inputs.iter().cloned());
     read.extend(std::env::current_exe().ok());
-    if sandbox.network {
+    if sandbox.network || !sandbox.connect_ports.is_empty() {
         read.extend(NETWORK_FILES.iter().map(PathBuf::from));
     }
     let mut write = store_dirs.to_vec();
@@ -70,6 +114,10 @@ pub(super) fn confine_agent(
         read,
         write,
         network: sandbox.network,
+        connect_ports: sandbox.connect_ports.clone(),
+        // A denied connection ends the agent at once, with a message saying so,
+        // instead of a CLI retrying it until --agent-timeout.
+        kill_on_network: true,
         read_own_proc: true,
         limits: rlm_sandbox::Limits::default(),
         private_tmp: None,
@@ -163,6 +211,7 @@ mod tests {
         let sandbox = AgentSandbox {
             launcher: "/bin/rlm-orchestrate".into(),
             network: false,
+            connect_ports: Vec::new(),
         };
         let tmp = tempfile::tempdir().unwrap();
         confine_agent(

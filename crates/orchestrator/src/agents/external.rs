@@ -229,6 +229,9 @@ pub async fn run_external_agent(
                         Fallback::answer(Value::String(answer))
                     } else {
                         let mut error = failure(&run, timeout, DEFAULT_GRACE);
+                        if let Some(sandbox) = &spec.sandbox {
+                            sandbox.explain(&mut error, &run.termination);
+                        }
                         if let Some(failure) = spec.runner.failure(&run.stderr_tail) {
                             super::outcome::blame_the_scheduler(&mut error, failure);
                         }
