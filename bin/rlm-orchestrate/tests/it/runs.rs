@@ -159,6 +159,8 @@ fn freeze(sb: &Sandbox) -> Vec<(String, String)> {
         replacements.push((canonical.to_string_lossy().into_owned(), "[SANDBOX]".into()));
     }
     replacements.push((root, "[SANDBOX]".into()));
+    // The binary under test, as agent prompts name it.
+    replacements.push((crate::support::BIN.to_owned(), "[RLM_BIN]".into()));
     replacements
 }
 
