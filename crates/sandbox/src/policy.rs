@@ -82,9 +82,10 @@ pub struct Policy {
     /// then allowed besides Unix ones, so a host name needs `/etc/hosts` (no DNS).
     #[serde(default)]
     pub connect_ports: Vec<u16>,
-    /// Without `network`: a socket it may not open ends it with `SIGSYS` at once,
-    /// rather than failing with `EPERM` (which programs that retry take for a flaky
-    /// network until their timeout).
+    /// Without `network` or `connect_ports`: a socket it may not open ends it with
+    /// `SIGSYS` at once, rather than failing with `EPERM` (which programs that retry
+    /// take for a flaky network until their timeout). With `connect_ports`, other
+    /// sockets are refused with `EPERM` (resolvers probe with UDP sockets).
     #[serde(default)]
     pub kill_on_network: bool,
     /// It may read its own `/proc/<pid>` (the launcher's pid, which the program keeps
@@ -128,6 +129,8 @@ impl Policy {
             "/etc/timezone",
             "/etc/alternatives",
             "/etc/mime.types",
+            // Node and other OpenSSL programs read it at start, network or not.
+            "/etc/ssl/openssl.cnf",
             "/dev/urandom",
             "/dev/random",
             "/dev/zero",

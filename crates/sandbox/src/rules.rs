@@ -257,7 +257,9 @@ fn install_filter(policy: &Policy) -> Result<(), SandboxError> {
         );
     }
     let refused = SeccompAction::Errno(libc::EPERM as u32);
-    if policy.kill_on_network {
+    // With allowed ports a refused socket is a probe (a resolver trying a UDP socket
+    // to learn which address families are configured), not a connection: refused.
+    if policy.kill_on_network && policy.connect_ports.is_empty() {
         apply_filter(denied, refused)?;
         if !sockets.is_empty() {
             apply_filter(sockets, SeccompAction::KillProcess)?;

@@ -552,3 +552,88 @@ fn ctrl_c_ends_every_claude_agent() {
 fn ctrl_c_ends_every_codex_agent() {
     ctrl_c_ends_every_agent(Cli::Codex);
 }
+
+/// `--agent-network off`: without an allowed endpoint a confined agent is ended at its
+/// first connection with a message naming the network; with its model's port allowed
+/// (`--agent-allow-connect`) the fan-out works.
+fn network_off(cli: Cli) {
+    let Some(exe) = cli.find() else { return };
+    let sb = Sandbox::new();
+    let mock = start_mock(cli);
+    let started = Instant::now();
+    let out = agent_run(
+        &sb,
+        &mock,
+        cli,
+        &exe,
+        &[
+            "--agent-sandbox",
+            "on",
+            "--agent-network",
+            "off",
+            "--max-iterations",
+            "2",
+        ],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(100),
+        "a denied connection waited for the timeout"
+    );
+    let results = agent_results(&sb);
+    assert!(
+        results.contains("tried to open a network connection, which --agent-network off denies")
+            && results.contains("--agent-allow-connect"),
+        "{results}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        survivors(&sb.data_dir()).is_empty(),
+        "processes left behind"
+    );
+
+    let sb = Sandbox::new();
+    let (_, marked) = write_log(&sb);
+    let endpoint = mock.control().base_url();
+    let out = agent_run(
+        &sb,
+        &mock,
+        cli,
+        &exe,
+        &[
+            "--agent-sandbox",
+            "on",
+            "--agent-network",
+            "off",
+            "--agent-allow-connect",
+            &endpoint,
+        ],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        result["answer"],
+        marked.to_string(),
+        "the agents answered: {}",
+        agent_results(&sb)
+    );
+}
+
+#[test]
+fn claude_with_the_network_off_reaches_only_an_allowed_endpoint() {
+    network_off(Cli::Claude);
+}
+
+#[test]
+fn codex_with_the_network_off_reaches_only_an_allowed_endpoint() {
+    network_off(Cli::Codex);
+}

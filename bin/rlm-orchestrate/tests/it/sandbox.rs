@@ -296,6 +296,51 @@ fn a_confined_agent_reads_its_prompt_and_writes_the_store_but_nothing_else() {
     }
 }
 
+/// A shell agent probing the network with an allowed endpoint.
+const NETWORK_AGENT: &str = r#"#!/bin/sh
+probe() { label=$1; shift; if "$@" >/dev/null 2>&1; then echo "$label: ok"; else echo "$label: denied"; fi; }
+connect() { python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), timeout=2).close()"; }
+probe allowed-port connect "$ALLOWED_PORT"
+probe other-port connect "$OTHER_PORT"
+probe udp python3 -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"
+probe still-running true
+"#;
+
+#[test]
+fn with_the_network_off_a_confined_agent_reaches_only_the_allowed_port() {
+    if !confinement_available() || !rlm_sandbox::probe().landlock_network() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let agent = sb.file("agent.sh", NETWORK_AGENT);
+    let allowed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let allowed_port = allowed.local_addr().unwrap().port();
+    let other_port = other.local_addr().unwrap().port();
+    let code = "```repl\nprint(spawn_agent('probe', []))\n```".to_owned();
+    let mock = mock(&[code, "FINAL(done)".to_owned()]);
+    run_cmd(&sb, &mock, "auto")
+        .env("ALLOWED_PORT", allowed_port.to_string())
+        .env("OTHER_PORT", other_port.to_string())
+        .args(["--agent-env", "ALLOWED_PORT", "--agent-env", "OTHER_PORT"])
+        .arg("--agent-cmd")
+        .arg(format!("sh {} {{prompt_file}}", agent.display()))
+        .args(["--agent-sandbox", "on", "--agent-network", "off"])
+        .arg("--agent-allow-connect")
+        .arg(format!("http://127.0.0.1:{allowed_port}/v1"))
+        .assert()
+        .success();
+    let seen = repl_output(&mock);
+    for expected in [
+        "allowed-port: ok",
+        "other-port: denied",
+        "udp: denied",
+        "still-running: ok",
+    ] {
+        assert!(seen.contains(expected), "{expected}\n{seen}");
+    }
+}
+
 #[test]
 fn api_keys_cannot_be_read_from_the_orchestrators_environment() {
     let key = "sk-test-7c1e55-do-not-leak";

@@ -36,14 +36,10 @@ impl AgentSandbox {
         }
         let allow = "allow its model endpoint with --agent-allow-connect HOST:PORT, or use --agent-network on";
         match termination {
+            // Only without allowed ports does a denied socket end the agent.
             Termination::Signaled(signal) if *signal == libc::SIGSYS => {
                 error.error = format!(
-                    "the agent was ended when it tried to open a network connection, which --agent-network off denies{}; {allow}",
-                    if self.connect_ports.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (only TCP to port {} is allowed, and no DNS)", ports(&self.connect_ports))
-                    }
+                    "the agent was ended when it tried to open a network connection, which --agent-network off denies; {allow}"
                 );
             }
             Termination::TimedOut if !self.connect_ports.is_empty() => {
@@ -74,7 +70,7 @@ const NETWORK_FILES: &[&str] = &[
     "/etc/nsswitch.conf",
     "/etc/host.conf",
     "/etc/gai.conf",
-    "/etc/ssl",
+    "/etc/ssl/certs",
     "/etc/ca-certificates",
     "/etc/pki",
 ];
