@@ -223,3 +223,53 @@ fn every_help_of_every_subcommand_has_examples() {
     }
     assert!(checked >= 12, "only {checked} help texts found");
 }
+
+#[test]
+fn an_agent_preset_is_printed_as_toml_that_runs_again_as_a_file() {
+    let sb = Sandbox::new();
+    let out = sb
+        .bare()
+        .env_remove("OPENAI_API_KEY")
+        .args(["config", "show", "--agent", "codex"])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let start = text.find("name = \"codex\"").expect(&text);
+    let end = text.find("\nPassed to the agent when set:").expect(&text);
+    assert!(text[end..].contains("OPENAI_API_KEY (not set)"), "{text}");
+    // The printed preset, changed, is a preset file.
+    let changed = text[start..end].replace("name = \"codex\"", "name = \"my-codex\"");
+    let file = sb.file("my-codex.toml", changed);
+    let report = show(&sb, &[], &["--agent", file.to_str().unwrap()]);
+    assert_eq!(report["agent_preset"]["name"], "my-codex");
+    assert!(report["agent_preset"]["confined_command"]
+        .as_str()
+        .unwrap()
+        .contains("--dangerously-bypass-approvals-and-sandbox"));
+    // A wrong name or a broken file is a usage error naming the fix.
+    sb.bare()
+        .args(["config", "show", "--agent", "claud"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "the built-in ones are claude, codex, llm",
+        ));
+    let broken = sb.file("broken.toml", "name = \"x\"\ncommand = \"a '\"\n");
+    sb.bare()
+        .args(["config", "show", "--agent", broken.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("agent preset `x`"));
+    // --agent and --agent-cmd together are refused.
+    sb.bare()
+        .args([
+            "config",
+            "show",
+            "--agent",
+            "claude",
+            "--agent-cmd",
+            "x {prompt}",
+        ])
+        .assert()
+        .code(2);
+}
