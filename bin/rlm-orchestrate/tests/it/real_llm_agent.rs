@@ -11,6 +11,11 @@
 //! total is right only if llm really attached each file. Nothing is answered from the
 //! prompt, which names the file but holds none of its lines.
 //!
+//! llm creates and migrates `$LLM_USER_PATH/logs.db` even with `--no-log`: agents
+//! starting together on a fresh directory race on that (see
+//! [`llm_agents_with_their_own_logs_database_need_no_warm_up`]), so the built-in
+//! preset's tests run llm once first, as a user's earlier use of llm would have.
+//!
 //! `llm` is found through `RLM_LLM_BIN`, `PATH`, or `/opt/rlm-agents/llm-venv/bin/llm`
 //! (where `scripts/agent-clis.sh` installs it); when it is absent the tests say so and
 //! pass, except under `CI=true`, where they fail.
@@ -168,6 +173,7 @@ fn warm_up(exe: &Path, user_dir: &Path) {
     let out = output_within(
         Command::new(exe)
             .env("LLM_USER_PATH", user_dir)
+            .env_remove("LLM_MODEL")
             .env_remove("OPENAI_API_KEY")
             .args(["--no-log", "warm up"]),
         Duration::from_secs(60),
