@@ -23,6 +23,7 @@ mod cache;
 mod disk;
 mod error;
 mod file_ref;
+mod file_ref_checks;
 mod integrity;
 mod key;
 mod lock;

@@ -71,13 +71,13 @@ impl VariableFile {
             self.parsed.value_offset,
             recorded,
         )?;
-        let file = crate::store::decode_file_ref(&recorded.key, &value)?;
+        let file = crate::file_ref_checks::decode(&recorded.key, &value)?;
         let data_dir = self
             .path
             .parent()
             .and_then(Path::parent)
             .unwrap_or(Path::new("."));
-        crate::store::verify_file_ref(&file, &recorded.key, &self.path, data_dir)?;
+        crate::file_ref_checks::verify(&file, &recorded.key, &self.path, data_dir)?;
         Ok(Some(file))
     }
 
@@ -104,7 +104,7 @@ impl VariableFile {
             return file
                 .copy_to(out)
                 .map(drop)
-                .map_err(|e| crate::store::file_copy_error(&key, &file, &self.path, e));
+                .map_err(|e| crate::file_ref_checks::file_copy_error(&key, &file, &self.path, e));
         }
         disk::copy_value_in(
             clone(&self.file, &self.path)?,

@@ -17,6 +17,7 @@
 //! prints). `docs/architecture.md` maps the modules.
 
 pub mod accounting;
+pub mod agent_cli;
 pub mod agents;
 pub mod cache;
 pub mod context;

@@ -101,7 +101,7 @@ pub struct RunSettings {
     /// `--agent NAME|FILE`: the external agent preset of `spawn_agent` (wins over
     /// `agent_cmd`).
     #[serde(default)]
-    pub agent: Option<crate::agents::AgentPreset>,
+    pub agent: Option<crate::agent_cli::AgentPreset>,
     /// `--agent-env`: environment variables external agents may see.
     pub agent_env: Vec<String>,
     /// `--agent-timeout`: how long a sub-agent (external or nested run) may take.

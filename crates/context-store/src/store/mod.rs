@@ -42,7 +42,6 @@ mod views;
 mod watch;
 mod write;
 
-pub(crate) use files::{decode as decode_file_ref, file_copy_error, verify as verify_file_ref};
 pub use scan::{RefreshReport, ScanProblem};
 pub use views::STALE_VIEW_GRACE;
 

@@ -150,11 +150,48 @@ fn program_file(program: &OsString, env: &[(OsString, OsString)]) -> Vec<PathBuf
         // its platform package beside it (Codex's native binary): its whole
         // `node_modules` tree is its program.
         files.extend(node_modules_of(&resolved));
+        // A script's interpreter: a Python CLI in a virtual environment (`llm`) needs
+        // the environment and the Python it was made from.
+        files.extend(interpreter_dirs(&resolved));
         if !files.contains(&resolved) {
             files.push(resolved);
         }
     }
     files
+}
+
+/// The installations a script's interpreter (`#!/venv/bin/python3`) needs: the
+/// directory above the interpreter's `bin/` (a virtual environment), and the one above
+/// the `bin/` of the file it resolves to (the Python the environment was made from).
+/// Nothing for a binary, `/usr` (already readable) or `#!/usr/bin/env`.
+fn interpreter_dirs(program: &Path) -> Vec<PathBuf> {
+    let Some(interpreter) = shebang(program) else {
+        return Vec::new();
+    };
+    let resolved = std::fs::canonicalize(&interpreter).ok();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for path in std::iter::once(interpreter).chain(resolved) {
+        let Some(prefix) = path.parent().and_then(Path::parent) else {
+            continue;
+        };
+        let system = [Path::new("/"), Path::new("/usr"), Path::new("/usr/local")];
+        if !system.contains(&prefix) && !dirs.iter().any(|d| d == prefix) {
+            dirs.push(prefix.to_owned());
+        }
+    }
+    dirs
+}
+
+/// The interpreter named by a script's `#!` line (an absolute path), if any.
+fn shebang(program: &Path) -> Option<PathBuf> {
+    use std::io::Read as _;
+    let mut head = [0_u8; 256];
+    let read = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
+    let line = head[..read].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let interpreter = std::str::from_utf8(line).ok()?.split_whitespace().next()?;
+    let interpreter = PathBuf::from(interpreter);
+    (interpreter.is_absolute() && !interpreter.ends_with("env")).then_some(interpreter)
 }
 
 /// The `node_modules` directory a file is installed in, if any.
@@ -177,6 +214,33 @@ mod tests {
         let files = program_file(&OsString::from("sh"), &env);
         assert!(files[0].ends_with("sh"), "{files:?}");
         assert!(program_file(&OsString::from("no-such-program-here"), &env).is_empty());
+    }
+
+    #[test]
+    fn a_script_in_a_virtual_environment_may_read_it_and_its_python() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let base = root.join("pythons/3.11/bin");
+        let venv_bin = root.join("venv/bin");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::create_dir_all(&venv_bin).unwrap();
+        std::fs::write(base.join("python3.11"), "").unwrap();
+        std::os::unix::fs::symlink(base.join("python3.11"), venv_bin.join("python3")).unwrap();
+        let script = venv_bin.join("llm");
+        std::fs::write(
+            &script,
+            format!("#!{}\nimport llm\n", venv_bin.join("python3").display()),
+        )
+        .unwrap();
+        assert_eq!(
+            interpreter_dirs(&script),
+            [root.join("venv"), root.join("pythons/3.11")]
+        );
+        let system = root.join("sys.sh");
+        std::fs::write(&system, "#!/usr/bin/env python3\n").unwrap();
+        assert!(interpreter_dirs(&system).is_empty());
+        std::fs::write(&system, "#!/bin/sh\n").unwrap();
+        assert!(interpreter_dirs(&system).is_empty());
     }
 
     #[test]

@@ -17,13 +17,13 @@ use rlm_process::{
 };
 use serde_json::Value;
 
-use super::command::{render_value, AgentCommand, Substitutions, MAX_ARG_BYTES};
 use super::confine::AgentSandbox;
 use super::lineage::{EnvVars, Lineage};
 use super::outcome::{failure, stdout_text};
 use super::prepare_error::PrepareError;
 use super::prompt::{agent_prompt, AgentRef, AnswerChannel};
 use super::stored_result::{adopt, read_stored, Stored};
+use crate::agent_cli::{render_value, AgentCommand, Substitutions, MAX_ARG_BYTES};
 use crate::ids::AgentId;
 use rlm_protocol::{SubAnswer, SubError, SubResult};
 
@@ -65,6 +65,9 @@ pub struct ExternalAgentSpec {
     /// The `rlm-orchestrate` executable the prompt's commands name and `RLM_BIN` holds
     /// (`None`: this process, if it is `rlm-orchestrate`).
     pub rlm_bin: Option<PathBuf>,
+    /// Under `--agent-sandbox on`: more paths the agent may read, as templates (a
+    /// preset's `confined_read`); empty ones are skipped.
+    pub confined_read: Vec<String>,
     /// `--agent-sandbox on`: confine the agent (`None`: it runs as the user).
     pub sandbox: Option<AgentSandbox>,
     /// `--runner`: a local process or a Slurm job.
@@ -397,11 +400,22 @@ async fn prepare(
     };
     if let Some(sandbox) = &spec.sandbox {
         let store_dirs = [VARIABLES_DIR, LOCKS_DIR, SPILL_DIR].map(|dir| data_dir.join(dir));
+        let values = Substitutions {
+            env: &spawn.env,
+            ..values
+        };
+        let mut readable = read_paths.clone();
+        readable.extend(
+            spec.confined_read
+                .iter()
+                .map(|template| PathBuf::from(render_value(template, &values)))
+                .filter(|path| !path.as_os_str().is_empty()),
+        );
         super::confine::confine_agent(
             sandbox,
             &mut spawn,
             &store_dirs,
-            &read_paths,
+            &readable,
             &prompt_file,
             tmp.path(),
         );

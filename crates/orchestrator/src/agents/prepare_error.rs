@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use rlm_context_store::StoreError;
 
-use super::command::MAX_ARG_BYTES;
+use crate::agent_cli::MAX_ARG_BYTES;
 
 /// Why an agent could not be started; its message goes into the error object the
 /// model reads (exit code 126).

@@ -393,6 +393,7 @@ impl RunHost {
                 .map(|(name, value)| (name.clone(), value.clone()))
                 .collect(),
             rlm_bin: self.settings.delegation.rlm_bin.clone(),
+            confined_read: program.preset.confined_read.clone(),
             sandbox: self.settings.delegation.agent_sandbox.clone(),
             runner: self.settings.delegation.runner.clone(),
             cancel: Some(self.settings.cancel.clone()),

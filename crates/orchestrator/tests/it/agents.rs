@@ -141,6 +141,7 @@ impl Fixture {
             pass_env: Vec::new(),
             set_env: Vec::new(),
             rlm_bin: None,
+            confined_read: Vec::new(),
             cancel: None,
         }
     }

@@ -41,6 +41,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
+mod answer;
 mod responses;
 mod script;
 mod server;

@@ -15,7 +15,7 @@
 
 use serde_json::{json, Value};
 
-use super::wire::{named_event, split_arguments, split_deltas, Answer, WireCall};
+use super::answer::{named_event, split_arguments, split_deltas, Answer, WireCall};
 
 /// The response's id for request number `id`.
 fn response_id(id: u64) -> String {

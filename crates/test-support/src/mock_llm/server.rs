@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinSet;
 
 use super::script::{MockReply, MockRule, MockScript, MockUsage, ReplyKind, StreamCut, WhenEmpty};
-use super::{wire, Api, RecordedRequest, AUTH_HEADERS};
+use super::{answer, wire, Api, RecordedRequest, AUTH_HEADERS};
 
 /// Pending connections the kernel queues before `accept`.
 pub const LISTEN_BACKLOG: u32 = 1024;
@@ -335,11 +335,11 @@ async fn answer(
             Ok(true)
         }
         ReplyKind::Text(text) => {
-            let answer = wire::Answer::text(text);
+            let answer = answer::Answer::text(text);
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
         ReplyKind::ToolCalls { text, calls } => {
-            let answer = wire::Answer::tool_calls(api, request.index, text, calls)
+            let answer = answer::Answer::tool_calls(api, request.index, text, calls)
                 .with_custom_tools(&request);
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
@@ -360,7 +360,7 @@ async fn send_answer(
     api: Api,
     model: &str,
     reply: &MockReply,
-    answer: &wire::Answer<'_>,
+    answer: &answer::Answer<'_>,
     keep_alive: bool,
 ) -> io::Result<bool> {
     let usage = match reply.usage {

@@ -51,6 +51,10 @@ pub struct AgentPreset {
     /// Variables set only under `--agent-sandbox on` (after `set_env`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub confined_env: BTreeMap<String, String>,
+    /// Files or directories a confined agent may also read (its configuration),
+    /// as templates (`{env:LLM_USER_PATH}`); a value that renders empty is skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confined_read: Vec<String>,
 }
 
 /// Why a preset could not be used.
@@ -150,6 +154,7 @@ impl AgentPreset {
             pass_env: Vec::new(),
             set_env: BTreeMap::new(),
             confined_env: BTreeMap::new(),
+            confined_read: Vec::new(),
         }
     }
 
