@@ -47,7 +47,7 @@ pub(crate) fn decode(key: &str, value: &serde_json::Value) -> Result<FileRef> {
 /// Name of the data directory's signing key for file variables: in the directory
 /// itself, which confined children (the kernel, sandboxed agents) cannot read; they
 /// get `variables/` and `locks/` only.
-const SIGNING_KEY_FILE: &str = "file-ref.key";
+pub(crate) const SIGNING_KEY_FILE: &str = "file-ref.key";
 
 /// How the signing key is written: without an fsync. It is made on the path to a
 /// run's first model request (the first `--context` reference of a new data
@@ -58,7 +58,7 @@ const SIGNING_KEY_FILE: &str = "file-ref.key";
 const SIGNING_KEY_DURABILITY: Durability = Durability::Bulk;
 
 /// The shortest key accepted; a shorter file is a key a crash cut short.
-const SIGNING_KEY_BYTES: usize = 32;
+pub(crate) const SIGNING_KEY_BYTES: usize = 32;
 
 /// The data directory's signing key, made (32 random bytes, 0600) on first use.
 pub(crate) fn signing_key(data_dir: &Path) -> Result<Vec<u8>> {

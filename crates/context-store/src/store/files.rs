@@ -127,6 +127,7 @@ mod tests {
     use std::fs;
 
     use super::*;
+    use crate::file_ref_checks::{SIGNING_KEY_BYTES, SIGNING_KEY_FILE};
     use crate::integrity;
 
     /// Issue 22 item 11: referencing a context on a new data directory never waits for
