@@ -29,6 +29,7 @@ mod live;
 mod mcp_stdio;
 mod private_files;
 mod real_agents;
+mod real_cli_support;
 mod real_llm_agent;
 mod redaction;
 mod repl;

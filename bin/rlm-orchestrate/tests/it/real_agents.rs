@@ -23,16 +23,11 @@ use rlm_test_support::mock_llm::{
 };
 use serde_json::{json, Value};
 
+use crate::real_cli_support::{agent_results, find_cli, survivors, write_log, MARK};
 use crate::support::{Sandbox, BIN};
 
 /// Where `.ci/run` installs the CLIs.
 const NPM_BIN_DIR: &str = "/opt/rlm-agents/node_modules/.bin";
-
-/// Marks the lines the agents count.
-const MARK: &str = "FAILURE-MARK";
-
-/// Lines of the log, and which carry the mark (so each chunk has its own count).
-const LINES: usize = 400;
 
 /// Which agent CLI a test drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,32 +50,11 @@ impl Cli {
             Self::Claude => "RLM_CLAUDE_BIN",
             Self::Codex => "RLM_CODEX_BIN",
         };
-        let found = std::env::var_os(variable)
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("PATH").and_then(|path| {
-                    std::env::split_paths(&path)
-                        .map(|dir| dir.join(self.name()))
-                        .find(|candidate| candidate.is_file())
-                })
-            })
-            .or_else(|| Some(Path::new(NPM_BIN_DIR).join(self.name())))
-            .filter(|path| path.is_file());
-        if found.is_none() {
-            let reason = format!(
-                "skipped: `{}` is not installed (set {variable}, put it on PATH, or run .ci/run, which installs it under {NPM_BIN_DIR})",
-                self.name()
-            );
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{reason} — CI=true requires the real CLI"
-            );
-            #[allow(clippy::print_stderr, reason = "a skipped test says why")]
-            {
-                eprintln!("{reason}");
-            }
-        }
-        found
+        find_cli(
+            self.name(),
+            variable,
+            &Path::new(NPM_BIN_DIR).join(self.name()),
+        )
     }
 }
 
@@ -232,23 +206,6 @@ total = sum(int(str(a).strip()) for a in answers)
 print('TOTAL=', total)
 ```"#;
 
-/// A log of [`LINES`] lines; line `i` is marked when `i % 7 == 0` or `i % 11 == 0`.
-fn write_log(sb: &Sandbox) -> (PathBuf, usize) {
-    let mut text = String::new();
-    let mut marked = 0;
-    for i in 0..LINES {
-        if i % 7 == 0 || i % 11 == 0 {
-            text.push_str(&format!(
-                "2026-11-25 line {i} level=error {MARK} disk full\n"
-            ));
-            marked += 1;
-        } else {
-            text.push_str(&format!("2026-11-25 line {i} level=info request served\n"));
-        }
-    }
-    (sb.file("app.log", text), marked)
-}
-
 /// The mock: the root on chat completions, each agent on the CLI's API.
 fn start_mock(cli: Cli) -> MockLlmThread {
     let script = MockScript::new()
@@ -268,7 +225,7 @@ fn agent_run(
     exe: &Path,
     extra: &[&str],
 ) -> std::process::Command {
-    let (log, _) = write_log(sb);
+    let (log, _, _) = write_log(sb);
     let control = mock.control();
     let path = format!(
         "{}:{}",
@@ -312,56 +269,13 @@ fn agent_run(
     cmd
 }
 
-/// Every agent's result, for a failure message.
-fn agent_results(sb: &Sandbox) -> String {
-    let out = sb.vars(&["list", "--json"]).output().unwrap();
-    let vars: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    vars.iter()
-        .filter_map(|v| v["key"].as_str())
-        .filter(|key| key.starts_with("sub-result-"))
-        .map(|key| format!("{key}: {}", String::from_utf8_lossy(&sb.get(key))))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Processes still running with this data directory in their environment.
-fn survivors(data_dir: &Path) -> Vec<u32> {
-    let needle = format!("RLM_DATA_DIR={}", data_dir.display());
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-            stat.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        });
-        if !zombie
-            && environ
-                .split(|&b| b == 0)
-                .any(|var| var == needle.as_bytes())
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// Runs a four-agent fan-out through `cli`'s preset and checks the answer, the stored
 /// and printed results, and that nothing is left running.
 fn fan_out(cli: Cli, sandbox_on: bool) {
     let Some(exe) = cli.find() else { return };
     let sb = Sandbox::new();
     let mock = start_mock(cli);
-    let (_, marked) = write_log(&sb);
+    let (_, _, marked) = write_log(&sb);
     let sandbox = if sandbox_on { "on" } else { "off" };
     let out = agent_run(&sb, &mock, cli, &exe, &["--agent-sandbox", sandbox])
         .stdin(Stdio::null())
@@ -437,18 +351,24 @@ fn codex_fans_out_under_the_agent_sandbox() {
     fan_out(Cli::Codex, true);
 }
 
-/// An agent whose model never answers is ended at `--agent-timeout` with its whole
-/// process tree, and the run goes on.
-fn hanging_agent_times_out(cli: Cli) {
-    let Some(exe) = cli.find() else { return };
-    let sb = Sandbox::new();
+/// The mock with agents whose model takes two minutes to answer (longer than any test
+/// waits).
+fn start_hanging_mock() -> MockLlmThread {
     let script = MockScript::new()
         .rule(MockRule::function("the root run", root_model))
         .rule(MockRule::function("a model that hangs", |request| {
             AgentPrompt::read(&all_text(&request.body))
                 .map(|_| MockReply::text("late").with_delay(Duration::from_secs(120)))
         }));
-    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    MockLlm::spawn_blocking_thread(script).unwrap()
+}
+
+/// An agent whose model never answers is ended at `--agent-timeout` with its whole
+/// process tree, and the run goes on.
+fn hanging_agent_times_out(cli: Cli) {
+    let Some(exe) = cli.find() else { return };
+    let sb = Sandbox::new();
+    let mock = start_hanging_mock();
     let started = Instant::now();
     let out = agent_run(
         &sb,
@@ -493,13 +413,7 @@ fn a_hanging_codex_agent_is_timed_out_with_no_survivors() {
 fn ctrl_c_ends_every_agent(cli: Cli) {
     let Some(exe) = cli.find() else { return };
     let sb = Sandbox::new();
-    let script = MockScript::new()
-        .rule(MockRule::function("the root run", root_model))
-        .rule(MockRule::function("a slow model", |request| {
-            AgentPrompt::read(&all_text(&request.body))
-                .map(|_| MockReply::text("late").with_delay(Duration::from_secs(120)))
-        }));
-    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let mock = start_hanging_mock();
     let mut child = agent_run(&sb, &mock, cli, &exe, &[])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -595,7 +509,7 @@ fn network_off(cli: Cli) {
     );
 
     let sb = Sandbox::new();
-    let (_, marked) = write_log(&sb);
+    let (_, _, marked) = write_log(&sb);
     let endpoint = mock.control().base_url();
     let out = agent_run(
         &sb,

@@ -29,20 +29,11 @@ use std::time::{Duration, Instant};
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
+use crate::real_cli_support::{agent_results, find_cli, marked_lines, survivors, write_log, LINES};
 use crate::support::{Sandbox, BIN};
 
 /// Where `scripts/agent-clis.sh` installs `llm`.
 const LLM_VENV_BIN: &str = "/opt/rlm-agents/llm-venv/bin/llm";
-
-/// Marks the lines the agents count.
-const MARK: &str = "FAILURE-MARK";
-
-/// How every line of the log starts (so the prompt's own mention of the mark, or
-/// anything else in the request, is never counted).
-const LINE_START: &str = "2026-11-25 line ";
-
-/// Lines of the log.
-const LINES: usize = 400;
 
 /// The model name llm sends for the agents (the root's is `root-model`).
 const AGENT_MODEL: &str = "agent-model";
@@ -52,42 +43,6 @@ const TASK: &str = "Count the lines marked FAILURE-MARK in your chunk.";
 
 /// Longest a whole run may take before the test ends it and fails.
 const RUN_BOUND: Duration = Duration::from_secs(300);
-
-/// The `llm` executable, or `None` (with the reason printed) when it is absent.
-fn find_llm() -> Option<PathBuf> {
-    let found = std::env::var_os("RLM_LLM_BIN")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|path| {
-                std::env::split_paths(&path)
-                    .map(|dir| dir.join("llm"))
-                    .find(|candidate| candidate.is_file())
-            })
-        })
-        .or_else(|| Some(PathBuf::from(LLM_VENV_BIN)))
-        .filter(|path| path.is_file());
-    if found.is_none() {
-        let reason = format!(
-            "skipped: `llm` is not installed (set RLM_LLM_BIN, put it on PATH, or run scripts/agent-clis.sh, which installs it as {LLM_VENV_BIN})"
-        );
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{reason} — CI=true requires the real CLI"
-        );
-        #[allow(clippy::print_stderr, reason = "a skipped test says why")]
-        {
-            eprintln!("{reason}");
-        }
-    }
-    found
-}
-
-/// The marked log lines in `text`.
-fn marked_lines(text: &str) -> usize {
-    text.lines()
-        .filter(|line| line.starts_with(LINE_START) && line.contains(MARK))
-        .count()
-}
 
 /// The part of an agent's user message before its prompt: the fragments llm attached.
 fn fragment_text(message: &str) -> Option<&str> {
@@ -135,20 +90,6 @@ print('ANSWERS=', answers)
 total = sum(int(str(a).strip()) for a in answers)
 print('TOTAL=', total)
 ```"#;
-
-/// A log of [`LINES`] lines; line `i` is marked when `i % 7 == 0` or `i % 11 == 0`.
-fn write_log(sb: &Sandbox) -> (PathBuf, String, usize) {
-    let mut text = String::new();
-    for i in 0..LINES {
-        if i % 7 == 0 || i % 11 == 0 {
-            text.push_str(&format!("{LINE_START}{i} level=error {MARK} disk full\n"));
-        } else {
-            text.push_str(&format!("{LINE_START}{i} level=info request served\n"));
-        }
-    }
-    let marked = marked_lines(&text);
-    (sb.file("app.log", &text), text, marked)
-}
 
 /// llm's configuration directory: the mock as an OpenAI-compatible model, made the
 /// default.
@@ -204,47 +145,6 @@ fn output_within(cmd: &mut Command, bound: Duration) -> Output {
     }
 }
 
-/// Processes still running with this data directory in their environment.
-fn survivors(data_dir: &Path) -> Vec<u32> {
-    let needle = format!("RLM_DATA_DIR={}", data_dir.display());
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(entry.path().join("stat")).is_ok_and(|stat| {
-            stat.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        });
-        if !zombie
-            && environ
-                .split(|&b| b == 0)
-                .any(|var| var == needle.as_bytes())
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-/// Every agent's result, for a failure message.
-fn agent_results(sb: &Sandbox, vars: &[Value]) -> String {
-    vars.iter()
-        .filter_map(|v| v["key"].as_str())
-        .filter(|key| key.starts_with("sub-result-"))
-        .map(|key| format!("{key}: {}", String::from_utf8_lossy(&sb.get(key))))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// How a fan-out runs `llm`.
 struct Setup {
     /// `--agent-sandbox`.
@@ -255,7 +155,9 @@ struct Setup {
 /// agent's request, the results' scope, the prompts in `runs show`, and that nothing
 /// is left running.
 fn fan_out(setup: &Setup) {
-    let Some(exe) = find_llm() else { return };
+    let Some(exe) = find_cli("llm", "RLM_LLM_BIN", Path::new(LLM_VENV_BIN)) else {
+        return;
+    };
     let sb = Sandbox::new();
     let mock = start_mock();
     let (log, log_text, marked) = write_log(&sb);
@@ -298,7 +200,7 @@ fn fan_out(setup: &Setup) {
         result["answer"],
         marked.to_string(),
         "the agents answered:\n{}\n{stderr}",
-        agent_results(&sb, &vars)
+        agent_results(&sb)
     );
     assert_eq!(result["sub_agents"], 4, "{result:#}");
 
