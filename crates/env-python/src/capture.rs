@@ -130,13 +130,12 @@ fn watch(files: &[File; 2], limit: u64, discarded: &[AtomicU64; 2], stop: &Atomi
             let Ok(meta) = file.metadata() else { continue };
             let held = meta.len().max(meta.blocks().saturating_mul(512));
             if held > limit {
-                match file.set_len(0) {
-                    Ok(()) => {
-                        count.fetch_add(meta.len(), Ordering::SeqCst);
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "could not empty a Python capture file");
-                    }
+                // Counted before the file is emptied: a cell waiting for the empty
+                // file may end at once, and its output must carry the notice.
+                count.fetch_add(meta.len(), Ordering::SeqCst);
+                if let Err(error) = file.set_len(0) {
+                    count.fetch_sub(meta.len(), Ordering::SeqCst);
+                    tracing::warn!(%error, "could not empty a Python capture file");
                 }
             }
         }
