@@ -315,15 +315,9 @@ impl Runner<'_> {
         } else {
             self.baseline(&prepared).await?
         };
-        let (got, tokens, cost_usd, run_id, error) = match outcome {
-            Ok(answer) => (
-                answer.text,
-                answer.tokens,
-                answer.cost_usd,
-                answer.run_id,
-                None,
-            ),
-            Err(error) => (String::new(), 0, None, None, Some(error.to_string())),
+        let (answer, error) = match outcome {
+            Ok(answer) => (answer, None),
+            Err(error) => (Answer::default(), Some(error.to_string())),
         };
         Some(ItemResult {
             suite: item.suite,
@@ -332,13 +326,18 @@ impl Runner<'_> {
             seed: item.seed,
             arm: arm.to_owned(),
             question: item.question.clone(),
-            score: score(&item.expected, &got),
+            score: score(&item.expected, &answer.text),
             expected: item.expected.clone(),
-            got,
-            tokens,
-            cost_usd,
+            got: answer.text,
+            tokens: answer.usage.map(|u| u.total()),
+            input_tokens: answer.usage.map(|u| u.prompt_tokens),
+            output_tokens: answer.usage.map(|u| u.completion_tokens),
+            forced: answer.forced,
+            failed: answer.failed,
+            stderr_tail: answer.stderr_tail,
+            cost_usd: answer.cost_usd,
             seconds: started.elapsed().as_secs_f64(),
-            run_id,
+            run_id: answer.run_id,
             error,
         })
     }
@@ -359,9 +358,11 @@ impl Runner<'_> {
         match rlm_orchestrator::run::run(config, &prepared.item.question, Vec::new()).await {
             Ok(report) => Some(Ok(Answer {
                 text: report.answer,
-                tokens: report.totals.usage.total(),
+                usage: Some(report.totals.usage),
                 cost_usd: report.totals.cost_usd,
                 run_id: Some(report.run_id.to_string()),
+                forced: report.forced,
+                ..Answer::default()
             })),
             Err(RunError::Cancelled { .. }) => None,
             Err(error) => Some(Err(ArmError::Failed(Box::new(error)))),
@@ -394,10 +395,10 @@ impl Runner<'_> {
         Some(
             completion
                 .map(|completion| Answer {
-                    tokens: completion.usage.total(),
+                    usage: Some(completion.usage),
                     cost_usd: model.price.map(|p| p.cost_usd(&completion.usage)),
                     text: completion.text,
-                    run_id: None,
+                    ..Answer::default()
                 })
                 .map_err(|error| ArmError::Failed(Box::new(error))),
         )
@@ -405,11 +406,19 @@ impl Runner<'_> {
 }
 
 /// What an arm answered.
+#[derive(Default)]
 struct Answer {
     text: String,
-    tokens: u64,
+    /// Tokens, when the arm reported them.
+    usage: Option<rlm_orchestrator::provider::Usage>,
     cost_usd: Option<f64>,
     run_id: Option<String>,
+    /// The arm was made to answer (out of iterations).
+    forced: bool,
+    /// Why the arm failed at the item (scored 0, counted as failed).
+    failed: Option<String>,
+    /// The tail of a failed arm's stderr.
+    stderr_tail: Option<String>,
 }
 
 /// Why an arm has no answer. Its message is the item's `error` in `results.json` and

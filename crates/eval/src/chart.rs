@@ -1,6 +1,7 @@
 //! The accuracy-vs-context-length chart (the paper's figure 1, for the user's model):
-//! one line per suite and arm, lengths on a logarithmic axis, drawn with `plotters` as
-//! SVG (no system libraries or fonts needed to write it).
+//! one line per suite and arm, each point with its 95 % Wilson interval as an error
+//! bar, lengths on a logarithmic axis, drawn with `plotters` as SVG (no system
+//! libraries or fonts needed to write it).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,9 +12,12 @@ use crate::error::EvalError;
 use crate::report::SummaryRow;
 use crate::suite::{format_length, Suite};
 
-/// Writes the chart of `rows` to `path` (SVG); `window`, the baseline's window in
-/// characters, is marked with a vertical line. A suite keeps its colour in both arms:
-/// a thick line for the RLM, a thin one for the baseline.
+/// Writes the chart of `rows` to `path` (SVG): the accuracy of each row (items scored
+/// 1, see [`SummaryRow`]) with its 95 % Wilson interval as an error bar; `window`, the
+/// baseline's window in characters, is marked with a vertical line. A suite keeps its
+/// colour in every arm: a thick line for the RLM, a thin one for the baseline, a
+/// medium one for external arms; each arm's points are shifted a little sideways so
+/// that the bars of one length do not hide each other.
 pub fn write_chart(
     path: &Path,
     rows: &[SummaryRow],
@@ -24,12 +28,24 @@ pub fn write_chart(
         path: path.to_owned(),
         message: e.to_string(),
     };
-    let mut series: BTreeMap<(Suite, String), Vec<(f64, f64)>> = BTreeMap::new();
+    let mut arms: Vec<&str> = rows.iter().map(|r| r.arm.as_str()).collect();
+    arms.sort_by_key(|arm| (*arm != "rlm", *arm != "baseline", *arm));
+    arms.dedup();
+    // Points of arm i are at length × SHIFT^(i - middle): a few percent on a log axis.
+    const SHIFT: f64 = 1.06;
+    let middle = (arms.len() as f64 - 1.0) / 2.0;
+    let mut series: BTreeMap<(Suite, String), Vec<Point>> = BTreeMap::new();
     for row in rows {
+        let offset = arms.iter().position(|a| *a == row.arm).unwrap_or(0) as f64 - middle;
         series
             .entry((row.suite, row.arm.clone()))
             .or_default()
-            .push((row.length as f64, row.score * 100.0));
+            .push((
+                row.length as f64 * SHIFT.powf(offset),
+                row.accuracy * 100.0,
+                row.ci_low * 100.0,
+                row.ci_high * 100.0,
+            ));
     }
     let lengths: Vec<f64> = rows.iter().map(|r| r.length as f64).collect();
     let min = lengths
@@ -53,7 +69,7 @@ pub fn write_chart(
         .x_labels(8)
         .y_labels(6)
         .x_desc("context length (characters)")
-        .y_desc("score (%)")
+        .y_desc("accuracy (%), bars: 95 % Wilson interval")
         .x_label_formatter(&|x| short_length(*x))
         .draw()
         .map_err(|e| failed(&e))?;
@@ -72,18 +88,30 @@ pub fn write_chart(
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let index = Suite::ALL.iter().position(|s| *s == suite).unwrap_or(0);
         let color = Palette99::pick(index).to_rgba();
-        let style = if arm == "rlm" {
-            ShapeStyle::from(&color).stroke_width(3)
-        } else {
-            ShapeStyle::from(&color).stroke_width(1)
+        let width = match arm.as_str() {
+            "rlm" => 3,
+            "baseline" => 1,
+            _ => 2,
         };
+        let style = ShapeStyle::from(&color).stroke_width(width);
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), style))
+            .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), style))
             .map_err(|e| failed(&e))?
             .label(format!("{suite} · {arm}"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
         chart
-            .draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled())))
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.mix(0.6), 6)),
+            )
+            .map_err(|e| failed(&e))?;
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| Circle::new((p.0, p.1), 4, color.filled())),
+            )
             .map_err(|e| failed(&e))?;
     }
     chart
@@ -96,6 +124,9 @@ pub fn write_chart(
     root.present().map_err(|e| failed(&e))?;
     Ok(())
 }
+
+/// One point of a line: x (the length, shifted by arm), accuracy, interval low, high.
+type Point = (f64, f64, f64, f64);
 
 /// A length on the axis, in decimal units (the ticks of a log axis are powers of 10):
 /// `10K`, `1M`, `1.5M`.
@@ -122,10 +153,19 @@ mod tests {
             length,
             arm: arm.into(),
             items: 3,
+            correct: (score * 3.0) as usize,
+            accuracy: score,
+            ci_low: (score - 0.3).max(0.0),
+            ci_high: (score + 0.3).min(1.0),
             score,
-            mean_tokens: 10.0,
+            mean_input_tokens: Some(10.0),
+            mean_output_tokens: None,
+            tokens_reported: 3,
+            tokens_per_correct: None,
             cost_usd: None,
             mean_seconds: 1.0,
+            forced: 0,
+            failed: 0,
         };
         let rows = [
             row("rlm", 8192, 1.0),
@@ -138,6 +178,7 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
         assert!(svg.contains("sniah · rlm") && svg.contains("sniah · baseline"));
         assert!(svg.contains("context length"), "axis labels");
+        assert!(svg.contains("Wilson interval"), "the bars are named");
         assert!(
             svg.contains("baseline window (96k)"),
             "the window is marked"

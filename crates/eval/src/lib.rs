@@ -18,6 +18,7 @@ pub mod oracle;
 pub mod report;
 pub mod rng;
 pub mod score;
+pub mod stats;
 pub mod suite;
 
 pub use error::EvalError;

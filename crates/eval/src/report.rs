@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
 use crate::score::Expected;
+use crate::stats::wilson_interval;
 use crate::suite::{format_length, Suite};
 
 /// One item answered by one arm.
@@ -23,7 +24,7 @@ pub struct ItemResult {
     pub index: u32,
     /// The seed the item came from.
     pub seed: u64,
-    /// `rlm` or `baseline`.
+    /// `rlm`, `baseline` or the name of an external arm (`--arm NAME=COMMAND`).
     pub arm: String,
     /// The question.
     pub question: String,
@@ -33,15 +34,36 @@ pub struct ItemResult {
     pub got: String,
     /// Its score, 0 to 1.
     pub score: f64,
-    /// Tokens used (prompt + completion, sub-calls included).
-    pub tokens: u64,
+    /// Tokens used (prompt + completion, sub-calls included); `None` when the arm did
+    /// not report them (an external arm without a `usage`).
+    #[serde(default)]
+    pub tokens: Option<u64>,
+    /// Input (prompt) tokens, when reported.
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    /// Output (completion) tokens, when reported.
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    /// The answer was forced: the arm ran out of iterations (or another budget) and
+    /// was made to answer with what it had.
+    #[serde(default)]
+    pub forced: bool,
+    /// Why the arm failed at this item (an external arm that exited non-zero or timed
+    /// out): the item is scored 0, counted as failed, and not asked again by
+    /// `--resume`. Unlike `error`, which is not scored.
+    #[serde(default)]
+    pub failed: Option<String>,
+    /// The last lines of the arm's stderr, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_tail: Option<String>,
     /// Cost in USD, when prices are configured.
     pub cost_usd: Option<f64>,
     /// Wall time.
     pub seconds: f64,
     /// The RLM run's id (its trace is `runs show <id>`); none for the baseline.
     pub run_id: Option<String>,
-    /// Why the arm failed, if it did (the score is then 0).
+    /// Why there is no answer (the model unreachable, a run that broke, an arm that
+    /// could not start): such an item is not scored, and `--resume` asks it again.
     pub error: Option<String>,
 }
 
@@ -59,6 +81,10 @@ impl ItemResult {
 }
 
 /// One line of the table: a suite, a length and an arm.
+///
+/// An item is *correct* when its score is 1: for the binary suites that is the
+/// accuracy, and for the F1-scored ones (`multi-needle`) it counts only complete
+/// answers; [`SummaryRow::score`] is the mean score either way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
     /// The suite.
@@ -67,20 +93,41 @@ pub struct SummaryRow {
     pub length: u64,
     /// The arm.
     pub arm: String,
-    /// Items scored.
+    /// Items scored (failed ones included, at 0).
     pub items: usize,
+    /// Items whose score is 1.
+    pub correct: usize,
+    /// `correct / items`.
+    pub accuracy: f64,
+    /// Lower end of the 95 % Wilson score interval of the accuracy.
+    pub ci_low: f64,
+    /// Upper end of the 95 % Wilson score interval of the accuracy.
+    pub ci_high: f64,
     /// Mean score, 0 to 1.
     pub score: f64,
-    /// Mean tokens per item.
-    pub mean_tokens: f64,
+    /// Mean input tokens per item, over the items that reported them; `None` when
+    /// none did.
+    pub mean_input_tokens: Option<f64>,
+    /// Mean output tokens per item, over the items that reported them.
+    pub mean_output_tokens: Option<f64>,
+    /// Items that reported their tokens.
+    pub tokens_reported: usize,
+    /// All tokens of the cell over its correct answers; `None` when some item did not
+    /// report its tokens, or none was correct.
+    pub tokens_per_correct: Option<f64>,
     /// Total cost, when known.
     pub cost_usd: Option<f64>,
     /// Mean seconds per item.
     pub mean_seconds: f64,
+    /// Answers that were forced.
+    pub forced: usize,
+    /// Items the arm failed (scored 0).
+    pub failed: usize,
 }
 
-/// The table of `results`, in suite, length, arm order. Answers that failed (an
-/// `error`: the model unreachable, a run that broke) were not scored and are left out.
+/// The table of `results`, in suite, length, arm order. Answers that have an `error`
+/// (the model unreachable, a run that broke) were not scored and are left out; items
+/// an arm `failed` count, at 0.
 pub fn summarise(results: &[ItemResult]) -> Vec<SummaryRow> {
     let mut groups: BTreeMap<(Suite, u64, String), Vec<&ItemResult>> = BTreeMap::new();
     for result in results.iter().filter(|r| r.error.is_none()) {
@@ -94,40 +141,77 @@ pub fn summarise(results: &[ItemResult]) -> Vec<SummaryRow> {
         .map(|((suite, length, arm), items)| {
             let n = items.len() as f64;
             let costs: Vec<f64> = items.iter().filter_map(|r| r.cost_usd).collect();
+            let correct = items.iter().filter(|r| r.score >= 1.0).count();
+            let (ci_low, ci_high) =
+                wilson_interval(correct as u64, items.len() as u64).unwrap_or((0.0, 1.0));
+            let mean_of = |values: Vec<u64>| {
+                (!values.is_empty())
+                    .then(|| values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64)
+            };
+            let totals: Option<Vec<u64>> = items.iter().map(|r| r.tokens).collect();
             SummaryRow {
                 suite,
                 length,
                 arm,
                 items: items.len(),
+                correct,
+                accuracy: correct as f64 / n,
+                ci_low,
+                ci_high,
                 score: items.iter().map(|r| r.score).sum::<f64>() / n,
-                mean_tokens: items.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
+                mean_input_tokens: mean_of(items.iter().filter_map(|r| r.input_tokens).collect()),
+                mean_output_tokens: mean_of(items.iter().filter_map(|r| r.output_tokens).collect()),
+                tokens_reported: items.iter().filter(|r| r.tokens.is_some()).count(),
+                tokens_per_correct: totals
+                    .filter(|_| correct > 0)
+                    .map(|t| t.iter().sum::<u64>() as f64 / correct as f64),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 mean_seconds: items.iter().map(|r| r.seconds).sum::<f64>() / n,
+                forced: items.iter().filter(|r| r.forced).count(),
+                failed: items.iter().filter(|r| r.failed.is_some()).count(),
             }
         })
         .collect()
 }
 
-/// The table as Markdown (what the terminal shows and `table.md` holds).
+/// The header of [`markdown_table`].
+const TABLE_HEADER: &str = "| suite | length | arm | items | correct | accuracy | 95 % CI | mean score | mean input tokens | mean output tokens | tokens per correct | cost | mean seconds | forced | failed |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+
+/// The table as Markdown (what the terminal shows and `table.md` holds). Tokens an
+/// arm did not report are `unknown`; tokens per correct answer is `—` when no answer
+/// was correct.
 pub fn markdown_table(rows: &[SummaryRow]) -> String {
-    let mut out = String::from(
-        "| suite | length | arm | items | score | mean tokens | cost | mean seconds |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
+    let mut out = String::from(TABLE_HEADER);
+    let tokens =
+        |value: Option<f64>| value.map_or_else(|| "unknown".to_owned(), |v| format!("{v:.0}"));
     for row in rows {
         let cost = row
             .cost_usd
             .map_or_else(|| "—".to_owned(), |c| format!("${c:.4}"));
+        let per_correct = if row.correct == 0 {
+            "—".to_owned()
+        } else {
+            tokens(row.tokens_per_correct)
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {:.0} % | {:.0} | {} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {:.0} % | {:.0}–{:.0} % | {:.0} % | {} | {} | {} | {} | {:.1} | {} | {} |",
             row.suite,
             format_length(row.length),
             row.arm,
             row.items,
+            row.correct,
+            row.accuracy * 100.0,
+            row.ci_low * 100.0,
+            row.ci_high * 100.0,
             row.score * 100.0,
-            row.mean_tokens,
+            tokens(row.mean_input_tokens),
+            tokens(row.mean_output_tokens),
+            per_correct,
             cost,
-            row.mean_seconds
+            row.mean_seconds,
+            row.forced,
+            row.failed,
         );
     }
     out
@@ -175,7 +259,12 @@ mod tests {
             expected: Expected::Exact("1".into()),
             got: "1".into(),
             score,
-            tokens: 100,
+            tokens: Some(100),
+            input_tokens: Some(90),
+            output_tokens: Some(10),
+            forced: false,
+            failed: None,
+            stderr_tail: None,
             cost_usd: None,
             seconds: 1.0,
             run_id: None,
@@ -200,9 +289,67 @@ mod tests {
         assert_eq!((rlm.items, rlm.score), (2, 0.5));
         let table = markdown_table(&rows);
         assert!(
-            table.contains("| sniah | 8k | rlm | 2 | 50 % | 100 | — | 1.0 |"),
+            table.contains(
+                "| sniah | 8k | rlm | 2 | 1 | 50 % | 9–91 % | 50 % | 90 | 10 | 200 | — | 1.0 | 0 | 0 |"
+            ),
             "{table}"
         );
+    }
+
+    #[test]
+    fn partial_scores_are_not_correct_and_unknown_tokens_stay_unknown() {
+        let external = |score: f64| ItemResult {
+            tokens: None,
+            input_tokens: None,
+            output_tokens: None,
+            ..result("stub", 1024, score)
+        };
+        let failed = ItemResult {
+            failed: Some("timed out".into()),
+            ..external(0.0)
+        };
+        let forced = ItemResult {
+            forced: true,
+            ..external(1.0)
+        };
+        let rows = summarise(&[external(1.0), external(0.75), failed, forced]);
+        let row = &rows[0];
+        assert_eq!(
+            (row.items, row.correct, row.failed, row.forced),
+            (4, 2, 1, 1)
+        );
+        assert_eq!(row.accuracy, 0.5);
+        assert!((row.score - 2.75 / 4.0).abs() < 1e-12, "{}", row.score);
+        assert_eq!(row.mean_input_tokens, None);
+        assert_eq!(row.tokens_per_correct, None);
+        let (low, high) = wilson_interval(2, 4).unwrap();
+        assert_eq!((row.ci_low, row.ci_high), (low, high));
+        let table = markdown_table(&rows);
+        assert!(
+            table.contains(
+                "| sniah | 1k | stub | 4 | 2 | 50 % | 15–85 % | 69 % | unknown | unknown | unknown | — | 1.0 | 1 | 1 |"
+            ),
+            "{table}"
+        );
+        // Nothing correct: tokens per correct answer is a dash, not infinity or 0.
+        let none = summarise(&[result("rlm", 1024, 0.0)]);
+        assert_eq!(none[0].tokens_per_correct, None);
+        assert!(
+            markdown_table(&none).contains("| 90 | 10 | — |"),
+            "{}",
+            markdown_table(&none)
+        );
+    }
+
+    #[test]
+    fn results_of_an_older_version_still_read() {
+        let old = r#"[{"suite":"sniah","length":1024,"index":0,"seed":1,"arm":"rlm",
+            "question":"q","expected":{"kind":"exact","value":"1"},"got":"1","score":1.0,
+            "tokens":1500,"cost_usd":null,"seconds":0.4,"run_id":"r","error":null}]"#;
+        let results: Vec<ItemResult> = serde_json::from_str(old).unwrap();
+        assert_eq!(results[0].tokens, Some(1500));
+        assert_eq!((results[0].input_tokens, results[0].forced), (None, false));
+        assert_eq!(summarise(&results)[0].tokens_per_correct, Some(1500.0));
     }
 
     #[test]
