@@ -27,6 +27,8 @@ use rlm_process::CancellationToken;
 use crate::cli::{EvalArgs, GlobalArgs};
 use crate::exit::{annotate, bad_input, ExitStatus};
 
+mod arm;
+
 /// The arm that runs the RLM.
 const RLM_ARM: &str = "rlm";
 /// The arm that calls the model directly.
@@ -36,7 +38,9 @@ const BASELINE_ARM: &str = "baseline";
 struct Plan {
     suites: Vec<Suite>,
     lengths: Vec<u64>,
-    arms: Vec<&'static str>,
+    arms: Vec<String>,
+    /// The external arms (`--arm`), whether selected or not.
+    externals: Vec<arm::ExternalArm>,
     window: usize,
 }
 
@@ -83,12 +87,12 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     let mut results: Vec<ItemResult> = earlier.into_iter().filter(|r| r.error.is_none()).collect();
     let items = prepare_items(&plan, &args, &cancel)?;
     let done: std::collections::HashSet<_> = results.iter().map(ItemResult::key).collect();
-    let jobs: Vec<(Prepared, &'static str)> = items
+    let jobs: Vec<(Prepared, String)> = items
         .iter()
-        .flat_map(|p| plan.arms.iter().map(move |arm| (p.clone(), *arm)))
+        .flat_map(|p| plan.arms.iter().map(move |arm| (p.clone(), arm.clone())))
         .filter(|(p, arm)| {
             let i = &p.item;
-            !done.contains(&(i.suite, i.length, i.index, i.seed, (*arm).to_owned()))
+            !done.contains(&(i.suite, i.length, i.index, i.seed, arm.clone()))
         })
         .collect();
     let total = jobs.len();
@@ -101,6 +105,8 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         baseline_model: &baseline_model,
         window: plan.window,
         cancel: &cancel,
+        externals: &plan.externals,
+        arm_runner: arm_runner(&settings, &args, &cancel)?,
     };
     runtime.block_on(async {
         stream::iter(jobs)
@@ -193,17 +199,7 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
             args.baseline_window
         ))
     })?;
-    let arms = args
-        .arms
-        .iter()
-        .map(|arm| match arm.trim() {
-            RLM_ARM => Ok(RLM_ARM),
-            BASELINE_ARM => Ok(BASELINE_ARM),
-            other => Err(bad_input(format!(
-                "unknown arm `{other}`; use rlm, baseline or both"
-            ))),
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (arms, externals) = select_arms(args)?;
     if args.items == 0 || suites.is_empty() || lengths.is_empty() || arms.is_empty() {
         return Err(bad_input(
             "nothing to run: give at least one suite, length, arm and item",
@@ -213,8 +209,47 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
         suites,
         lengths,
         arms,
+        externals,
         window: usize::try_from(window).unwrap_or(usize::MAX),
     })
+}
+
+/// The arms to run (`--arms`, by default every arm: rlm, baseline and each `--arm`)
+/// and the external arms `--arm` defines.
+fn select_arms(args: &EvalArgs) -> anyhow::Result<(Vec<String>, Vec<arm::ExternalArm>)> {
+    let mut externals: Vec<arm::ExternalArm> = Vec::new();
+    for spec in &args.arm {
+        let external = arm::ExternalArm::parse(spec).map_err(bad_input)?;
+        if externals.iter().any(|e| e.name == external.name) {
+            return Err(bad_input(format!(
+                "--arm {}: two arms have this name; give each its own",
+                external.name
+            )));
+        }
+        externals.push(external);
+    }
+    let known: Vec<&str> = [RLM_ARM, BASELINE_ARM]
+        .into_iter()
+        .chain(externals.iter().map(|e| e.name.as_str()))
+        .collect();
+    let mut arms: Vec<String> = Vec::new();
+    let chosen: Vec<&str> = if args.arms.is_empty() {
+        known.clone()
+    } else {
+        args.arms.iter().map(|a| a.trim()).collect()
+    };
+    for name in chosen {
+        if !known.contains(&name) {
+            return Err(bad_input(format!(
+                "unknown arm `{name}`; use {} (an external arm is defined with --arm NAME=COMMAND)",
+                known.join(", ")
+            )));
+        }
+        if !arms.iter().any(|a| a == name) {
+            arms.push(name.to_owned());
+        }
+    }
+    Ok((arms, externals))
 }
 
 /// Generates every item's context (once: a context already in `OUT/contexts/` with
@@ -299,21 +334,62 @@ struct Runner<'a> {
     baseline_model: &'a Model,
     window: usize,
     cancel: &'a CancellationToken,
+    /// The external arms (`--arm`).
+    externals: &'a [arm::ExternalArm],
+    /// How they run.
+    arm_runner: arm::ArmRunner<'a>,
+}
+
+/// How external arms run: the eval's model, endpoint and key variables, their
+/// timeout, and `OUT/arms/` for their files.
+fn arm_runner<'a>(
+    settings: &'a RunSettings,
+    args: &EvalArgs,
+    cancel: &'a CancellationToken,
+) -> anyhow::Result<arm::ArmRunner<'a>> {
+    let model = &settings.model;
+    let base_url = model.base_url.as_deref().unwrap_or(match model.kind {
+        rlm_orchestrator::provider::ProviderKind::Anthropic => {
+            rlm_orchestrator::provider::AnthropicProvider::DEFAULT_BASE_URL
+        }
+        _ => rlm_orchestrator::provider::OpenAiProvider::DEFAULT_BASE_URL,
+    });
+    let mut key_envs: Vec<String> = Vec::new();
+    for name in [model.key_env(), settings.sub_model.key_env()]
+        .into_iter()
+        .flatten()
+    {
+        if !key_envs.iter().any(|k| k == name) {
+            key_envs.push(name.to_owned());
+        }
+    }
+    let cwd = std::env::current_dir()
+        .context("cannot read the working directory to run the external arms in")?;
+    Ok(arm::ArmRunner {
+        model: &model.model,
+        base_url,
+        api_key_env: model.key_env().unwrap_or(""),
+        env: arm::arm_environment(&key_envs),
+        timeout: Duration::from_secs(args.arm_timeout),
+        work_dir: cwd.join(&args.out).join("arms"),
+        cwd,
+        cancel,
+    })
 }
 
 impl Runner<'_> {
     /// The item answered by `arm`, scored; `None` when cancelled before it finished
     /// (it is not recorded, so `--resume` runs it again).
-    async fn answer(&self, prepared: Prepared, arm: &'static str) -> Option<ItemResult> {
+    async fn answer(&self, prepared: Prepared, arm: String) -> Option<ItemResult> {
         if self.cancel.is_cancelled() {
             return None;
         }
         let item = &prepared.item;
         let started = Instant::now();
-        let outcome = if arm == RLM_ARM {
-            self.rlm(&prepared).await?
-        } else {
-            self.baseline(&prepared).await?
+        let outcome = match self.externals.iter().find(|e| e.name == arm) {
+            Some(external) => self.arm_runner.answer(external, &prepared).await?,
+            None if arm == RLM_ARM => self.rlm(&prepared).await?,
+            None => self.baseline(&prepared).await?,
         };
         let (answer, error) = match outcome {
             Ok(answer) => (answer, None),
@@ -324,7 +400,7 @@ impl Runner<'_> {
             length: item.length,
             index: item.index,
             seed: item.seed,
-            arm: arm.to_owned(),
+            arm,
             question: item.question.clone(),
             score: score(&item.expected, &answer.text),
             expected: item.expected.clone(),
@@ -433,6 +509,17 @@ enum ArmError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// An external arm's command could not be started.
+    Start {
+        arm: String,
+        command: String,
+        message: String,
+    },
+    /// An external arm's question or answer file could not be written or read.
+    ArmFiles {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for ArmError {
@@ -442,6 +529,19 @@ impl std::fmt::Display for ArmError {
             Self::ReadContext { path, source } => {
                 write!(f, "cannot read {}: {source}", path.display())
             }
+            Self::Start {
+                arm,
+                command,
+                message,
+            } => write!(
+                f,
+                "cannot start arm {arm} (`{command}`): {message}; check the program of --arm {arm} (it runs with PATH and HOME of this shell)"
+            ),
+            Self::ArmFiles { path, source } => write!(
+                f,
+                "cannot write or read the external arm's file {}: {source}; check the --out directory",
+                path.display()
+            ),
         }
     }
 }

@@ -63,14 +63,27 @@ pub struct EvalArgs {
     )]
     pub parallel: usize,
 
-    /// Arms to run (comma-separated): rlm, baseline.
+    /// Arms to run (comma-separated): rlm, baseline and the names given with --arm
+    /// [default: all of them].
+    #[arg(long, value_delimiter = ',', help_heading = "Evaluation")]
+    pub arms: Vec<String>,
+
+    /// An external arm, NAME='COMMAND' (repeatable): a command answering each item,
+    /// split like a shell would, with {context_file}, {question}, {question_file},
+    /// {output_file}, {model}, {base_url} and {api_key_env} replaced inside its words.
+    /// Its answer is {output_file} if written, else its stdout (docs/eval.md).
+    #[arg(long = "arm", value_name = "NAME=COMMAND", help_heading = "Evaluation")]
+    pub arm: Vec<String>,
+
+    /// Bound on one answer of an external arm, in seconds; past it the item fails.
     #[arg(
         long,
-        value_delimiter = ',',
-        default_value = "rlm,baseline",
+        default_value_t = 3600,
+        value_name = "S",
+        value_parser = clap::value_parser!(u64).range(1..),
         help_heading = "Evaluation"
     )]
-    pub arms: Vec<String>,
+    pub arm_timeout: u64,
 
     /// Go on with OUT/results.json: items already scored are skipped.
     #[arg(long, help_heading = "Evaluation")]
