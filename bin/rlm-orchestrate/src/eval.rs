@@ -106,7 +106,7 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         window: plan.window,
         cancel: &cancel,
         externals: &plan.externals,
-        arm_runner: arm_runner(&settings, &args, &cancel)?,
+        arm_runner: arm::runner(&settings, &args, &cancel)?,
     };
     runtime.block_on(async {
         stream::iter(jobs)
@@ -130,6 +130,11 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
                             failures.push(line);
                         }
                         None => {
+                            if let Some(why) = &result.failed {
+                                // Scored (0) and counted, not an error of the eval.
+                                let line = format!("failed: {what}: {why} (scored 0; its stderr tail is in results.json)");
+                                progress.suspend(|| crate::live::write_stderr(&line));
+                            }
                             progress.set_message(format!("{what}: {:.0} %", result.score * 100.0))
                         }
                     }
@@ -199,7 +204,7 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
             args.baseline_window
         ))
     })?;
-    let (arms, externals) = select_arms(args)?;
+    let (arms, externals) = arm::select(args)?;
     if args.items == 0 || suites.is_empty() || lengths.is_empty() || arms.is_empty() {
         return Err(bad_input(
             "nothing to run: give at least one suite, length, arm and item",
@@ -212,44 +217,6 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
         externals,
         window: usize::try_from(window).unwrap_or(usize::MAX),
     })
-}
-
-/// The arms to run (`--arms`, by default every arm: rlm, baseline and each `--arm`)
-/// and the external arms `--arm` defines.
-fn select_arms(args: &EvalArgs) -> anyhow::Result<(Vec<String>, Vec<arm::ExternalArm>)> {
-    let mut externals: Vec<arm::ExternalArm> = Vec::new();
-    for spec in &args.arm {
-        let external = arm::ExternalArm::parse(spec).map_err(bad_input)?;
-        if externals.iter().any(|e| e.name == external.name) {
-            return Err(bad_input(format!(
-                "--arm {}: two arms have this name; give each its own",
-                external.name
-            )));
-        }
-        externals.push(external);
-    }
-    let known: Vec<&str> = [RLM_ARM, BASELINE_ARM]
-        .into_iter()
-        .chain(externals.iter().map(|e| e.name.as_str()))
-        .collect();
-    let mut arms: Vec<String> = Vec::new();
-    let chosen: Vec<&str> = if args.arms.is_empty() {
-        known.clone()
-    } else {
-        args.arms.iter().map(|a| a.trim()).collect()
-    };
-    for name in chosen {
-        if !known.contains(&name) {
-            return Err(bad_input(format!(
-                "unknown arm `{name}`; use {} (an external arm is defined with --arm NAME=COMMAND)",
-                known.join(", ")
-            )));
-        }
-        if !arms.iter().any(|a| a == name) {
-            arms.push(name.to_owned());
-        }
-    }
-    Ok((arms, externals))
 }
 
 /// Generates every item's context (once: a context already in `OUT/contexts/` with
@@ -338,43 +305,6 @@ struct Runner<'a> {
     externals: &'a [arm::ExternalArm],
     /// How they run.
     arm_runner: arm::ArmRunner<'a>,
-}
-
-/// How external arms run: the eval's model, endpoint and key variables, their
-/// timeout, and `OUT/arms/` for their files.
-fn arm_runner<'a>(
-    settings: &'a RunSettings,
-    args: &EvalArgs,
-    cancel: &'a CancellationToken,
-) -> anyhow::Result<arm::ArmRunner<'a>> {
-    let model = &settings.model;
-    let base_url = model.base_url.as_deref().unwrap_or(match model.kind {
-        rlm_orchestrator::provider::ProviderKind::Anthropic => {
-            rlm_orchestrator::provider::AnthropicProvider::DEFAULT_BASE_URL
-        }
-        _ => rlm_orchestrator::provider::OpenAiProvider::DEFAULT_BASE_URL,
-    });
-    let mut key_envs: Vec<String> = Vec::new();
-    for name in [model.key_env(), settings.sub_model.key_env()]
-        .into_iter()
-        .flatten()
-    {
-        if !key_envs.iter().any(|k| k == name) {
-            key_envs.push(name.to_owned());
-        }
-    }
-    let cwd = std::env::current_dir()
-        .context("cannot read the working directory to run the external arms in")?;
-    Ok(arm::ArmRunner {
-        model: &model.model,
-        base_url,
-        api_key_env: model.key_env().unwrap_or(""),
-        env: arm::arm_environment(&key_envs),
-        timeout: Duration::from_secs(args.arm_timeout),
-        work_dir: cwd.join(&args.out).join("arms"),
-        cwd,
-        cancel,
-    })
 }
 
 impl Runner<'_> {

@@ -28,7 +28,12 @@ use rlm_process::{
     SuperviseOptions, Termination,
 };
 
+use anyhow::Context as _;
+use rlm_orchestrator::settings::RunSettings;
+
 use super::{Answer, ArmError, Prepared};
+use crate::cli::EvalArgs;
+use crate::exit::bad_input;
 
 /// Characters of a failed arm's stderr kept in `results.json`.
 const STDERR_TAIL_CHARS: usize = 2000;
@@ -126,6 +131,81 @@ impl ExternalArm {
     fn uses(&self, piece: &Piece) -> bool {
         self.args.iter().flatten().any(|p| p == piece)
     }
+}
+
+/// The arms to run (`--arms`, by default every arm: rlm, baseline and each `--arm`)
+/// and the external arms `--arm` defines.
+pub(super) fn select(args: &EvalArgs) -> anyhow::Result<(Vec<String>, Vec<ExternalArm>)> {
+    let mut externals: Vec<ExternalArm> = Vec::new();
+    for spec in &args.arm {
+        let external = ExternalArm::parse(spec).map_err(bad_input)?;
+        if externals.iter().any(|e| e.name == external.name) {
+            return Err(bad_input(format!(
+                "--arm {}: two arms have this name; give each its own",
+                external.name
+            )));
+        }
+        externals.push(external);
+    }
+    let known: Vec<&str> = [super::RLM_ARM, super::BASELINE_ARM]
+        .into_iter()
+        .chain(externals.iter().map(|e| e.name.as_str()))
+        .collect();
+    let mut arms: Vec<String> = Vec::new();
+    let chosen: Vec<&str> = if args.arms.is_empty() {
+        known.clone()
+    } else {
+        args.arms.iter().map(|a| a.trim()).collect()
+    };
+    for name in chosen {
+        if !known.contains(&name) {
+            return Err(bad_input(format!(
+                "unknown arm `{name}`; use {} (an external arm is defined with --arm NAME=COMMAND)",
+                known.join(", ")
+            )));
+        }
+        if !arms.iter().any(|a| a == name) {
+            arms.push(name.to_owned());
+        }
+    }
+    Ok((arms, externals))
+}
+
+/// How external arms run: the eval's model, endpoint and key variables, their
+/// timeout, and `OUT/arms/` for their files.
+pub(super) fn runner<'a>(
+    settings: &'a RunSettings,
+    args: &EvalArgs,
+    cancel: &'a CancellationToken,
+) -> anyhow::Result<ArmRunner<'a>> {
+    let model = &settings.model;
+    let base_url = model.base_url.as_deref().unwrap_or(match model.kind {
+        rlm_orchestrator::provider::ProviderKind::Anthropic => {
+            rlm_orchestrator::provider::AnthropicProvider::DEFAULT_BASE_URL
+        }
+        _ => rlm_orchestrator::provider::OpenAiProvider::DEFAULT_BASE_URL,
+    });
+    let mut key_envs: Vec<String> = Vec::new();
+    for name in [model.key_env(), settings.sub_model.key_env()]
+        .into_iter()
+        .flatten()
+    {
+        if !key_envs.iter().any(|k| k == name) {
+            key_envs.push(name.to_owned());
+        }
+    }
+    let cwd = std::env::current_dir()
+        .context("cannot read the working directory to run the external arms in")?;
+    Ok(ArmRunner {
+        model: &model.model,
+        base_url,
+        api_key_env: model.key_env().unwrap_or(""),
+        env: arm_environment(&key_envs),
+        timeout: Duration::from_secs(args.arm_timeout),
+        work_dir: cwd.join(&args.out).join("arms"),
+        cwd,
+        cancel,
+    })
 }
 
 /// Splits a word into text and placeholders; other brace text is kept as it is.

@@ -114,7 +114,7 @@ fn the_oracle_scores_the_rlm_full_and_the_baseline_falls_off_past_its_window() {
         assert!(result["tokens"].as_u64().unwrap() > 0);
     }
     assert!(
-        stdout.contains("| sniah | 64k | rlm | 2 | 100 % |"),
+        stdout.contains("| sniah | 64k | rlm | 2 | 2 | 100 % | 34–100 % |"),
         "{stdout}"
     );
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();

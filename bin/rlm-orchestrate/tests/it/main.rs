@@ -13,6 +13,7 @@ mod config;
 mod context_limits;
 mod escapees;
 mod eval;
+mod eval_arms;
 mod example_data;
 mod faults;
 mod final_answers;
