@@ -167,16 +167,21 @@ Suites (generated locally from --seed, every answer checked automatically):
   multi-needle  four needles, all to be found          set F1
   aggregate     count / most frequent / sum of records numeric or exact
   pairs         same-city pairs of records (quadratic)  numeric
-Each item runs twice: the RLM (a normal run, with its trace) and the baseline (one
-direct call to the same model with the context cut to --baseline-window characters).
-Results: a table on the terminal and in OUT/table.md, every item in OUT/results.json,
-the accuracy-vs-length chart in OUT/accuracy.svg.
+Each item runs in every arm: the RLM (a normal run, with its trace), the baseline (one
+direct call to the same model with the context cut to --baseline-window characters),
+and any external arm (--arm NAME='COMMAND': any system, see docs/eval.md).
+Results: a table on the terminal and in OUT/table.md (accuracy with its 95 % Wilson
+interval, mean score, tokens, tokens per correct answer, seconds, forced and failed
+answers), every item in OUT/results.json, the accuracy-vs-length chart in
+OUT/accuracy.svg.
 
 Examples:
   rlm-orchestrate eval --suite sniah --lengths 8k,1m --base-url http://127.0.0.1:PORT/v1 --model oracle
       (with `mock-llm --oracle &` serving there: an offline model that writes the right code)
   rlm-orchestrate eval --suite sniah,aggregate --lengths 8k,64k --items 5 --model gpt-4o-mini --out eval-4o
   rlm-orchestrate eval --resume --out eval-4o ...   # skips the items already scored
+  rlm-orchestrate eval --arms baseline,stub --arm stub='python3 scripts/arms/stub.py \\
+      --context-file {context_file} --question {question}' ...
 Exit codes: 0 done, 1 failure, 2 bad usage, 130 interrupted (what was done is kept).")]
     Eval(Box<EvalArgs>),
 
