@@ -352,6 +352,12 @@ fn a_killed_evaluation_resumes_without_asking_the_external_arm_again() {
             "{item} was scored, then asked again"
         );
     }
+    // The names match (so the check above compares like with like): together they are
+    // the six items.
+    let mut every: Vec<&String> = scored.iter().chain(&asked_again).collect();
+    every.sort();
+    let want: Vec<String> = (0..6).map(|i| format!("sniah-2k-seed1-{i}.txt")).collect();
+    assert_eq!(every, want.iter().collect::<Vec<_>>());
     let all = results(&out);
     assert_eq!(all.len(), 6);
     assert!(all.iter().all(|r| r["score"] == 1.0));
