@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
 use crate::score::Expected;
-use crate::suite::{format_length, Suite};
+use crate::suite::{format_length, Suite, Variant};
 
 /// One item answered by one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +43,10 @@ pub struct ItemResult {
     pub run_id: Option<String>,
     /// Why the arm failed, if it did (the score is then 0).
     pub error: Option<String>,
+    /// The haystack (path and digest) and distractors the item was made with; absent
+    /// for generated filler without distractors. `--resume` refuses another variant.
+    #[serde(default, skip_serializing_if = "Variant::is_default")]
+    pub variant: Variant,
 }
 
 impl ItemResult {
@@ -180,6 +184,7 @@ mod tests {
             seconds: 1.0,
             run_id: None,
             error: None,
+            variant: Variant::default(),
         }
     }
 
