@@ -248,7 +248,11 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
     let haystack = match &args.haystack {
         Some(path) => Some(Haystack::load(path).map_err(bad_input)?),
         None => match suites.iter().find(|s| s.needs_haystack()) {
-            Some(suite) => return Err(bad_input(rlm_eval::EvalError::HaystackRequired(*suite))),
+            Some(suite) => {
+                return Err(bad_input(rlm_eval::EvalError::HaystackRequired(
+                    suite.name(),
+                )))
+            }
             None => None,
         },
     };

@@ -41,7 +41,7 @@ pub enum EvalError {
     },
     /// A suite that needs real text was asked for without a haystack.
     #[error("suite {0} counts words in real text: pass --haystack FILE|DIR (scripts/corpora.sh fetches corpora; crates/eval/fixtures/haystack is a small one)")]
-    HaystackRequired(crate::suite::Suite),
+    HaystackRequired(&'static str),
     /// A context could not be written.
     #[error("failed to write a context: {0}; check the space left and the permissions of the --out directory")]
     Write(#[source] std::io::Error),

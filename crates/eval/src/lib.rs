@@ -22,6 +22,8 @@ pub mod report;
 pub mod rng;
 pub mod score;
 pub mod suite;
+pub mod text;
+pub mod variant;
 
 pub use error::EvalError;
 pub use haystack::{Haystack, HaystackId};
