@@ -346,7 +346,8 @@ impl WordTally {
 /// The haystack's text from a seeded start, cycled, up to `length`; the question
 /// depends on `index`: how often a word occurs, how many lines hold it, which of five
 /// words is the most frequent. The word is drawn among those of four letters or more
-/// that occur at least twice (any word when there are none).
+/// that occur at least twice, the more frequent half of them when there are ten or
+/// more (any word when there are fewer than five).
 pub(crate) fn word_count(
     rng: &mut Rng,
     haystack: &Haystack,
@@ -379,6 +380,11 @@ pub(crate) fn word_count(
             .iter()
             .map(|(word, (n, lines))| (word.as_str(), *n, *lines))
             .collect();
+    } else if pool.len() >= 10 {
+        // The more frequent half: counts no single window holds.
+        pool.sort_by_key(|(word, n, _)| (*n, *word));
+        pool.drain(..pool.len() / 2);
+        pool.sort_by_key(|(word, _, _)| *word);
     }
     let count_question = |word: &str, n: u64| {
         (
