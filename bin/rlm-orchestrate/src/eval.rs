@@ -5,7 +5,9 @@
 //!
 //! Contexts are generated once into `OUT/contexts/` (the item's question and answer
 //! beside each). Every scored item is written to `OUT/results.json` as soon as it is
-//! done, so Ctrl-C keeps what was done and `--resume` goes on from there.
+//! done, so Ctrl-C keeps what was done and `--resume` goes on from there. With
+//! `--haystack` (real text) and `--distractors`, each item and result records the
+//! haystack's digest and the distractors, and `--resume` refuses results of another.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,8 +17,8 @@ use anyhow::Context as _;
 use futures::stream::{self, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_eval::report::{markdown_table, read_results, summarise, write_atomically, write_results};
-use rlm_eval::suite::{format_length, generate};
-use rlm_eval::{score, ItemResult, Suite};
+use rlm_eval::suite::{format_length, generate_with};
+use rlm_eval::{score, Haystack, ItemResult, Options, Suite};
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::launch;
 use rlm_orchestrator::provider::{ChatMessage, ChatRequest};
@@ -42,6 +44,20 @@ struct Plan {
     /// The external arms (`--arm`), whether selected or not.
     externals: Vec<arm::ExternalArm>,
     window: usize,
+    /// The real text of `--haystack`, loaded.
+    haystack: Option<Haystack>,
+    /// `--distractors`.
+    distractors: u32,
+}
+
+impl Plan {
+    /// How the contexts are made beyond suite, length, index and seed.
+    fn options(&self) -> Options<'_> {
+        Options {
+            haystack: self.haystack.as_ref(),
+            distractors: self.distractors,
+        }
+    }
 }
 
 /// One item of the plan, its context generated.
@@ -68,6 +84,26 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
+    let variant = plan.options().variant();
+    if let Some(other) = earlier.iter().find(|r| !r.variant.same_items_as(&variant)) {
+        return Err(bad_input(format!(
+            "{} holds results made with {}, but this run uses {}: pass the same --haystack and --distractors to --resume them, or choose another --out",
+            results_path.display(),
+            other.variant,
+            variant
+        )));
+    }
+    if let Some(haystack) = &plan.haystack {
+        if !global.quiet {
+            crate::live::write_stderr(&format!(
+                "haystack {}: {} files, {} bytes, sha256 {}",
+                haystack.id().path.display(),
+                haystack.files(),
+                haystack.bytes(),
+                haystack.id().digest
+            ));
+        }
+    }
 
     let cancel = CancellationToken::new();
     let runtime =
@@ -210,12 +246,25 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
             "nothing to run: give at least one suite, length, arm and item",
         ));
     }
+    let haystack = match &args.haystack {
+        Some(path) => Some(Haystack::load(path).map_err(bad_input)?),
+        None => match suites.iter().find(|s| s.needs_haystack()) {
+            Some(suite) => {
+                return Err(bad_input(rlm_eval::EvalError::HaystackRequired(
+                    suite.name(),
+                )))
+            }
+            None => None,
+        },
+    };
     Ok(Plan {
         suites,
         lengths,
         arms,
         externals,
         window: usize::try_from(window).unwrap_or(usize::MAX),
+        haystack,
+        distractors: args.distractors,
     })
 }
 
@@ -227,6 +276,16 @@ fn prepare_items(
     cancel: &CancellationToken,
 ) -> anyhow::Result<Vec<Prepared>> {
     let mut prepared = Vec::new();
+    let variant = plan.options().variant();
+    // Contexts of another haystack or distractors live under other names.
+    let mut suffix = String::new();
+    if let Some(haystack) = &variant.haystack {
+        suffix.push_str("-hay");
+        suffix.extend(haystack.digest.chars().take(12));
+    }
+    if variant.distractors > 0 {
+        suffix.push_str(&format!("-d{}", variant.distractors));
+    }
     for &suite in &plan.suites {
         for &length in &plan.lengths {
             for index in 0..args.items {
@@ -234,7 +293,7 @@ fn prepare_items(
                     return Ok(prepared);
                 }
                 let name = format!(
-                    "{suite}-{}-seed{}-{index}",
+                    "{suite}-{}-seed{}-{index}{suffix}",
                     format_length(length),
                     args.seed
                 );
@@ -243,11 +302,12 @@ fn prepare_items(
                 let known = std::fs::read(&meta)
                     .ok()
                     .and_then(|bytes| serde_json::from_slice::<rlm_eval::Item>(&bytes).ok())
-                    .filter(|_| context.exists());
+                    .filter(|item| item.variant.same_items_as(&variant) && context.exists());
                 let item = match known {
                     Some(item) => item,
                     None => {
-                        let item = write_context(suite, length, index, args, &context)?;
+                        let item =
+                            write_context(suite, length, index, args, &plan.options(), &context)?;
                         let json = serde_json::to_vec_pretty(&item)?;
                         write_atomically(&meta, &json)?;
                         item
@@ -266,14 +326,18 @@ fn write_context(
     length: u64,
     index: u32,
     args: &EvalArgs,
+    options: &Options<'_>,
     path: &Path,
 ) -> anyhow::Result<rlm_eval::Item> {
     let tmp = path.with_extension("tmp");
     let file = std::fs::File::create(&tmp)
         .with_context(|| format!("cannot write the context {}", tmp.display()))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let item = generate(suite, length, index, args.items, args.seed, &mut out)
-        .and_then(|item| out.flush().map(|()| item))
+    let item = generate_with(
+        suite, length, index, args.items, args.seed, options, &mut out,
+    )
+    .with_context(|| format!("cannot write the context {}", tmp.display()))?;
+    out.flush()
         .with_context(|| format!("cannot write the context {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(item)
@@ -345,6 +409,7 @@ impl Runner<'_> {
             seconds: started.elapsed().as_secs_f64(),
             run_id: answer.run_id,
             error,
+            variant: item.variant.clone(),
         })
     }
 

@@ -1,12 +1,14 @@
 //! Long-context benchmark suites for rlm, generated locally and scored automatically.
 //!
-//! Four suites, after the paper's benchmarks: a single needle at a chosen depth
+//! Five suites, after the paper's benchmarks: a single needle at a chosen depth
 //! ([`Suite::Sniah`], S-NIAH style), several needles that must all be found
 //! ([`Suite::MultiNeedle`]), aggregation over thousands of labelled records
-//! ([`Suite::Aggregate`], OOLONG style: a count, the most frequent label, a sum), and
-//! pairs of records that satisfy a condition ([`Suite::Pairs`], quadratic work). Every
-//! item is generated from a seed (the same seed gives the same bytes on every machine),
-//! has an exact answer and a [`score`]r.
+//! ([`Suite::Aggregate`], OOLONG style: a count, the most frequent label, a sum),
+//! pairs of records that satisfy a condition ([`Suite::Pairs`], quadratic work), and
+//! word counts over real text ([`Suite::WordCount`]). Every item is generated from a
+//! seed (the same seed gives the same bytes on every machine), has an exact answer and
+//! a [`score`]r. The needles can hide in real prose (a [`Haystack`], e.g. the corpora
+//! `scripts/corpora.sh` fetches) among distractor needles.
 //!
 //! The crate holds no runner: `rlm-orchestrate eval` runs the items (an RLM arm and a
 //! baseline arm), and [`oracle`] is the scripted model `mock-llm --oracle` uses to prove
@@ -14,14 +16,18 @@
 
 pub mod chart;
 pub mod error;
+pub mod haystack;
 pub mod oracle;
 pub mod report;
 pub mod rng;
 pub mod score;
 pub mod stats;
 pub mod suite;
+pub mod text;
+pub mod variant;
 
 pub use error::EvalError;
+pub use haystack::{Haystack, HaystackId};
 pub use report::{ItemResult, SummaryRow};
 pub use score::{score, Expected};
-pub use suite::{parse_length, Item, Suite};
+pub use suite::{generate_with, parse_length, Item, Options, Suite, Variant};

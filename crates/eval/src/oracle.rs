@@ -52,6 +52,9 @@ enum Question {
     MostFrequent,
     Sum(String),
     Pairs,
+    WordCount(String),
+    WordLines(String),
+    MostFrequentWord(Vec<String>),
 }
 
 fn read_question(question: &str) -> Option<Question> {
@@ -82,6 +85,21 @@ fn read_question(question: &str) -> Option<Question> {
     if let Some(label) = grab(r"sum of the amount fields of the records with label=(\w+)") {
         return Some(Question::Sum(label));
     }
+    if let Some(word) = grab(r#"How many times does the word "([a-z]+)" occur"#) {
+        return Some(Question::WordCount(word));
+    }
+    if let Some(word) = grab(r#"How many lines of the context contain the word "([a-z]+)""#) {
+        return Some(Question::WordLines(word));
+    }
+    if let Some(list) = grab(r"Which of the words (.+?) occurs most often") {
+        let words = list
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        return Some(Question::MostFrequentWord(words));
+    }
     question
         .contains("How many pairs of different persons")
         .then_some(Question::Pairs)
@@ -106,8 +124,33 @@ fn solve(question: &str, context: &str) -> Option<String> {
     };
     let amount_of =
         |line: &str| -> Option<u64> { line.rsplit("amount=").next()?.trim().parse().ok() };
+    let words_of = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_ascii_alphabetic())
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_lowercase)
+            .collect()
+    };
+    let count_of = |word: &str| words_of(context).iter().filter(|w| *w == word).count();
     Some(match read_question(question)? {
         Question::Needle(key) => needle(&key)?,
+        Question::WordCount(word) => count_of(&word).to_string(),
+        Question::WordLines(word) => context
+            .split('\n')
+            .filter(|line| words_of(line).contains(&word))
+            .count()
+            .to_string(),
+        Question::MostFrequentWord(words) => {
+            let counts: BTreeMap<String, usize> =
+                words_of(context)
+                    .into_iter()
+                    .fold(BTreeMap::new(), |mut m, w| {
+                        *m.entry(w).or_default() += 1;
+                        m
+                    });
+            words
+                .into_iter()
+                .max_by_key(|w| counts.get(w).copied().unwrap_or(0))?
+        }
         Question::Needles(keys) => keys
             .iter()
             .filter_map(|key| needle(key))
@@ -172,6 +215,15 @@ fn code_for(question: &str) -> Option<String> {
         Question::Sum(label) => format!(
             "import re\nanswer = str(sum(int(a) for a in re.findall(r' label={label} amount=(\\d+)', context)))\nprint(answer)"
         ),
+        Question::WordCount(word) => format!(
+            "import re\nwords = [w.lower() for w in re.findall(r'[A-Za-z]+', context)]\nanswer = str(words.count({word:?}))\nprint(answer)"
+        ),
+        Question::WordLines(word) => format!(
+            "import re\nanswer = str(sum(1 for line in context.split('\\n') if {word:?} in {{w.lower() for w in re.findall(r'[A-Za-z]+', line)}}))\nprint(answer)"
+        ),
+        Question::MostFrequentWord(words) => format!(
+            "import re\nfrom collections import Counter\ncounts = Counter(w.lower() for w in re.findall(r'[A-Za-z]+', context))\nanswer = max({words:?}, key=lambda w: counts[w])\nprint([(w, counts[w]) for w in {words:?}])"
+        ),
         Question::Pairs => "import re\nfrom collections import Counter\nyoung = Counter(city for city, year in re.findall(r'city=(\\w+) year=(\\d+)', context) if int(year) > 2000)\nanswer = str(sum(n * (n - 1) // 2 for n in young.values()))\nprint(young, answer)".to_owned(),
     })
 }
@@ -180,14 +232,19 @@ fn code_for(question: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::score::score;
-    use crate::suite::{generate, Suite};
+    use crate::suite::{generate, generate_with, Options, Suite};
 
     #[test]
     fn the_oracle_solves_every_suite_from_the_whole_context() {
+        let hay = crate::suite::tests::fixture();
         for suite in Suite::ALL {
-            for index in 0..3 {
+            for (index, distractors) in [(0, 0), (1, 3), (2, 1)] {
                 let mut text = Vec::new();
-                let item = generate(suite, 30_000, index, 3, 11, &mut text).unwrap();
+                let options = Options {
+                    haystack: Some(&hay).filter(|_| suite.needs_haystack() || index > 0),
+                    distractors,
+                };
+                let item = generate_with(suite, 30_000, index, 3, 11, &options, &mut text).unwrap();
                 let context = String::from_utf8(text).unwrap();
                 let prompt = baseline_prompt(&context, &item.question);
                 let answer = reply(&[&prompt]).unwrap();
@@ -220,6 +277,44 @@ mod tests {
             proptest::prop_assert_eq!(&generate(suite, length, index, 3, seed, &mut again).unwrap(), &item);
             proptest::prop_assert_eq!(&again, &text);
             let context = String::from_utf8(text).unwrap();
+            let answer = reply(&[&baseline_prompt(&context, &item.question)]).unwrap();
+            proptest::prop_assert_eq!(score(&item.expected, &answer), 1.0, "{} {}: {}", suite, item.question, answer);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+        /// With the fixture haystack and distractors too: every item is generated the
+        /// same twice, its needles are there once, and the oracle's answer, computed
+        /// from the text, scores 1.
+        #[test]
+        fn every_seed_gives_a_checkable_haystack_item(
+            seed in proptest::prelude::any::<u64>(),
+            suite in proptest::sample::select(vec![Suite::Sniah, Suite::MultiNeedle, Suite::WordCount]),
+            index in 0_u32..3,
+            length in 1024_u64..40_000,
+            distractors in 0_u32..5,
+        ) {
+            let hay = crate::suite::tests::fixture();
+            let options = Options { haystack: Some(&hay), distractors };
+            let mut text = Vec::new();
+            let item = generate_with(suite, length, index, 3, seed, &options, &mut text).unwrap();
+            let mut again = Vec::new();
+            proptest::prop_assert_eq!(&generate_with(suite, length, index, 3, seed, &options, &mut again).unwrap(), &item);
+            proptest::prop_assert_eq!(&again, &text);
+            let context = String::from_utf8(text).unwrap();
+            let needles = crate::suite::tests::needles_in(&context);
+            let asked = match suite {
+                Suite::Sniah => 1,
+                Suite::MultiNeedle => 4,
+                _ => 0,
+            };
+            let planted = if asked == 0 { 0 } else { asked + distractors as usize };
+            proptest::prop_assert_eq!(needles.len(), planted);
+            if suite == Suite::WordCount {
+                proptest::prop_assert_eq!(&crate::suite::tests::recount(&context, &item.question), &item.expected);
+            }
             let answer = reply(&[&baseline_prompt(&context, &item.question)]).unwrap();
             proptest::prop_assert_eq!(score(&item.expected, &answer), 1.0, "{} {}: {}", suite, item.question, answer);
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::EvalError;
 use crate::score::Expected;
 use crate::stats::wilson_interval;
-use crate::suite::{format_length, Suite};
+use crate::suite::{format_length, Suite, Variant};
 
 /// One item answered by one arm.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +65,10 @@ pub struct ItemResult {
     /// Why there is no answer (the model unreachable, a run that broke, an arm that
     /// could not start): such an item is not scored, and `--resume` asks it again.
     pub error: Option<String>,
+    /// The haystack (path and digest) and distractors the item was made with; absent
+    /// for generated filler without distractors. `--resume` refuses another variant.
+    #[serde(default, skip_serializing_if = "Variant::is_default")]
+    pub variant: Variant,
 }
 
 impl ItemResult {
@@ -269,6 +273,7 @@ mod tests {
             seconds: 1.0,
             run_id: None,
             error: None,
+            variant: Variant::default(),
         }
     }
 

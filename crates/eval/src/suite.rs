@@ -1,10 +1,13 @@
-//! The four suites: what each item's context, question and answer are, generated from
-//! a seed.
+//! The five suites: what each item's context, question and answer are, generated from
+//! a seed (and, with a [`Haystack`], from its text).
 //!
 //! A context is plain ASCII text (so characters and bytes count the same) of about the
 //! requested length, written to any [`Write`] as it is generated, so a 64 M-character
 //! context never sits in memory. Items of one suite and length differ by index: the
-//! needle's depth for `sniah` (10 % to 90 %), the question for `aggregate`.
+//! needle's depth for `sniah` (10 % to 90 %), the question for `aggregate` and
+//! `word-count`. The needles of `sniah` and `multi-needle` sit in generated filler or,
+//! with a haystack, in real prose, among optional distractor needles whose keys differ
+//! from the asked ones by a word or a digit.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,6 +19,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::EvalError;
 use crate::rng::Rng;
 use crate::score::Expected;
+use crate::text::{distractors, filler_with_needles, word_count, Counting, Needle};
+pub use crate::text::{WordTally, WORD_RULE};
+pub use crate::variant::{Options, Variant};
 
 /// A benchmark suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -30,11 +36,25 @@ pub enum Suite {
     Aggregate,
     /// Records of people and cities: how many pairs share a city (quadratic work).
     Pairs,
+    /// Real text (a haystack is required): how often a word occurs, how many lines
+    /// hold it, which of five words is the most frequent, over the whole context.
+    WordCount,
 }
 
 impl Suite {
     /// Every suite, in table order.
-    pub const ALL: [Suite; 4] = [Self::Sniah, Self::MultiNeedle, Self::Aggregate, Self::Pairs];
+    pub const ALL: [Suite; 5] = [
+        Self::Sniah,
+        Self::MultiNeedle,
+        Self::Aggregate,
+        Self::Pairs,
+        Self::WordCount,
+    ];
+
+    /// Whether its items can only be made from a haystack (`--haystack`).
+    pub fn needs_haystack(self) -> bool {
+        self == Self::WordCount
+    }
 
     /// The suite's name on the command line and in results.
     pub fn name(self) -> &'static str {
@@ -43,6 +63,7 @@ impl Suite {
             Self::MultiNeedle => "multi-needle",
             Self::Aggregate => "aggregate",
             Self::Pairs => "pairs",
+            Self::WordCount => "word-count",
         }
     }
 }
@@ -116,10 +137,14 @@ pub struct Item {
     pub expected: Expected,
     /// Where the needle is, in percent of the context (`sniah`).
     pub depth_percent: Option<u32>,
+    /// The haystack and distractors of the run it was made for (absent: generated
+    /// filler, no distractors).
+    #[serde(default, skip_serializing_if = "Variant::is_default")]
+    pub variant: Variant,
 }
 
 /// Writes the context of item `index` (of `count` per suite and length) of `suite` at
-/// `length` characters to `out`, and returns the item.
+/// `length` characters to `out`, from generated text, and returns the item.
 pub fn generate(
     suite: Suite,
     length: u64,
@@ -127,7 +152,22 @@ pub fn generate(
     count: u32,
     seed: u64,
     out: &mut dyn Write,
-) -> io::Result<Item> {
+) -> Result<Item, EvalError> {
+    generate_with(suite, length, index, count, seed, &Options::default(), out)
+}
+
+/// Writes the context of item `index` (of `count` per suite and length) of `suite` at
+/// `length` characters to `out`, with `options` (a haystack, distractors), and returns
+/// the item. Without options the bytes are those [`generate`] writes.
+pub fn generate_with(
+    suite: Suite,
+    length: u64,
+    index: u32,
+    count: u32,
+    seed: u64,
+    options: &Options<'_>,
+    out: &mut dyn Write,
+) -> Result<Item, EvalError> {
     let stream = (suite as u64) << 40 ^ length << 8 ^ u64::from(index);
     let mut rng = Rng::new(seed, stream);
     let mut out = Counting { out, written: 0 };
@@ -135,7 +175,15 @@ pub fn generate(
         Suite::Sniah => {
             let depth = depth_of(index, count);
             let needle = Needle::new(&mut rng);
-            filler_with_needles(&mut rng, &mut out, length, &[(depth, &needle)])?;
+            let mut placed = vec![(depth, needle.sentence())];
+            placed.extend(distractors(
+                &mut rng,
+                &[&needle],
+                depth,
+                options.distractors,
+            ));
+            filler_with_needles(&mut rng, options, &mut out, length, placed)
+                .map_err(EvalError::Write)?;
             (
                 format!(
                     "What is the special magic number for {} mentioned in the context?",
@@ -147,12 +195,16 @@ pub fn generate(
         }
         Suite::MultiNeedle => {
             let needles: Vec<Needle> = (0..4).map(|_| Needle::new(&mut rng)).collect();
-            let placed: Vec<(u32, &Needle)> = needles
+            let mut placed: Vec<(u32, String)> = needles
                 .iter()
                 .enumerate()
-                .map(|(j, needle)| ((10 + 25 * j as u32 + 7 * index) % 90 + 5, needle))
+                .map(|(j, needle)| ((10 + 25 * j as u32 + 7 * index) % 90 + 5, needle.sentence()))
                 .collect();
-            filler_with_needles(&mut rng, &mut out, length, &placed)?;
+            let first = placed.iter().map(|(depth, _)| *depth).min().unwrap_or(50);
+            let asked: Vec<&Needle> = needles.iter().collect();
+            placed.extend(distractors(&mut rng, &asked, first, options.distractors));
+            filler_with_needles(&mut rng, options, &mut out, length, placed)
+                .map_err(EvalError::Write)?;
             let keys: Vec<&str> = needles.iter().map(|n| n.key.as_str()).collect();
             (
                 format!(
@@ -164,15 +216,25 @@ pub fn generate(
             )
         }
         Suite::Aggregate => {
-            let (question, expected) = records(&mut rng, &mut out, length, index)?;
+            let (question, expected) =
+                records(&mut rng, &mut out, length, index).map_err(EvalError::Write)?;
             (question, expected, None)
         }
         Suite::Pairs => {
-            let (question, expected) = people(&mut rng, &mut out, length)?;
+            let (question, expected) =
+                people(&mut rng, &mut out, length).map_err(EvalError::Write)?;
+            (question, expected, None)
+        }
+        Suite::WordCount => {
+            let haystack = options
+                .haystack
+                .ok_or(EvalError::HaystackRequired(Suite::WordCount.name()))?;
+            let (question, expected) = word_count(&mut rng, haystack, &mut out, length, index)
+                .map_err(EvalError::Write)?;
             (question, expected, None)
         }
     };
-    out.flush()?;
+    out.flush().map_err(EvalError::Write)?;
     Ok(Item {
         suite,
         length,
@@ -181,6 +243,7 @@ pub fn generate(
         question,
         expected,
         depth_percent,
+        variant: options.variant(),
     })
 }
 
@@ -191,160 +254,6 @@ fn depth_of(index: u32, count: u32) -> u32 {
     } else {
         10 + 80 * index.min(count - 1) / (count - 1)
     }
-}
-
-/// A writer that counts what went through it.
-struct Counting<'a> {
-    out: &'a mut dyn Write,
-    written: u64,
-}
-
-impl Counting<'_> {
-    fn line(&mut self, text: &str) -> io::Result<()> {
-        self.out.write_all(text.as_bytes())?;
-        self.written += text.len() as u64;
-        Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-}
-
-const ADJECTIVES: [&str; 16] = [
-    "amber", "brisk", "cobalt", "dusty", "eager", "frosty", "gentle", "hollow", "ivory", "jolly",
-    "keen", "lunar", "mellow", "nimble", "olive", "proud",
-];
-const ANIMALS: [&str; 16] = [
-    "falcon", "badger", "heron", "lynx", "otter", "raven", "walrus", "gecko", "bison", "marten",
-    "ibis", "tapir", "viper", "yak", "quokka", "stoat",
-];
-const WORDS: [&str; 48] = [
-    "the",
-    "a",
-    "of",
-    "and",
-    "to",
-    "in",
-    "river",
-    "market",
-    "quietly",
-    "ledger",
-    "winter",
-    "station",
-    "people",
-    "often",
-    "built",
-    "small",
-    "across",
-    "harbour",
-    "letters",
-    "bright",
-    "under",
-    "garden",
-    "slowly",
-    "old",
-    "machines",
-    "answered",
-    "between",
-    "stone",
-    "every",
-    "morning",
-    "carried",
-    "maps",
-    "without",
-    "noise",
-    "town",
-    "kept",
-    "careful",
-    "records",
-    "while",
-    "travellers",
-    "waited",
-    "near",
-    "the",
-    "bridge",
-    "for",
-    "news",
-    "from",
-    "hills",
-];
-
-/// A needle: a key no filler word can form, and a seven-digit number.
-struct Needle {
-    key: String,
-    value: String,
-}
-
-impl Needle {
-    fn new(rng: &mut Rng) -> Self {
-        Self {
-            key: format!(
-                "{}-{}-{:02}",
-                rng.pick(&ADJECTIVES),
-                rng.pick(&ANIMALS),
-                rng.below(100)
-            ),
-            value: format!("{}", 1_000_000 + rng.below(9_000_000)),
-        }
-    }
-
-    fn sentence(&self) -> String {
-        format!(
-            "The special magic number for {} is {}.\n",
-            self.key, self.value
-        )
-    }
-}
-
-/// Filler sentences up to `length` characters, each needle placed at its depth (in
-/// percent of the length).
-fn filler_with_needles(
-    rng: &mut Rng,
-    out: &mut Counting<'_>,
-    length: u64,
-    needles: &[(u32, &Needle)],
-) -> io::Result<()> {
-    let mut pending: Vec<(u64, String)> = needles
-        .iter()
-        .map(|(depth, needle)| (length * u64::from(*depth) / 100, needle.sentence()))
-        .collect();
-    pending.sort();
-    let mut pending: std::collections::VecDeque<(u64, String)> = pending.into();
-    let mut sentence = String::new();
-    loop {
-        while pending.front().is_some_and(|(at, _)| *at <= out.written) {
-            if let Some((_, needle)) = pending.pop_front() {
-                out.line(&needle)?;
-            }
-        }
-        sentence.clear();
-        let words = 8 + rng.below(9);
-        for w in 0..words {
-            let word = rng.pick(&WORDS);
-            if w == 0 {
-                let mut chars = word.chars();
-                if let Some(first) = chars.next() {
-                    sentence.push(first.to_ascii_uppercase());
-                    sentence.push_str(chars.as_str());
-                }
-            } else {
-                sentence.push(' ');
-                sentence.push_str(word);
-            }
-        }
-        sentence.push_str(if rng.below(5) == 0 { ".\n" } else { ". " });
-        // Room is kept for the needles still to come.
-        let left: u64 = pending.iter().map(|(_, s)| s.len() as u64).sum();
-        if out.written + sentence.len() as u64 + left > length {
-            break;
-        }
-        out.line(&sentence)?;
-    }
-    for (_, needle) in pending {
-        out.line(&needle)?;
-    }
-    Ok(())
 }
 
 const LABELS: [&str; 8] = [
@@ -470,8 +379,11 @@ fn people(rng: &mut Rng, out: &mut Counting<'_>, length: u64) -> io::Result<(Str
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+    use crate::haystack::Haystack;
 
     fn make(suite: Suite, length: u64, index: u32, seed: u64) -> (Item, String) {
         let mut text = Vec::new();
@@ -491,9 +403,14 @@ mod tests {
         assert_eq!(format_length(64 << 20), "64m");
     }
 
+    /// The suites that need no haystack.
+    fn generated() -> impl Iterator<Item = Suite> {
+        Suite::ALL.into_iter().filter(|s| !s.needs_haystack())
+    }
+
     #[test]
     fn the_same_seed_gives_the_same_item_and_another_seed_another() {
-        for suite in Suite::ALL {
+        for suite in generated() {
             let (a, text_a) = make(suite, 8192, 1, 7);
             let (b, text_b) = make(suite, 8192, 1, 7);
             assert_eq!(a, b);
@@ -505,7 +422,7 @@ mod tests {
 
     #[test]
     fn contexts_have_about_the_length_asked_and_are_ascii() {
-        for suite in Suite::ALL {
+        for suite in generated() {
             for length in [1024, 8192, 100_000] {
                 let (_, text) = make(suite, length, 0, 1);
                 let len = text.len() as u64;
@@ -621,6 +538,279 @@ mod tests {
         }
         let pairs: u64 = young.values().map(|n| n * (n - 1) / 2).sum();
         assert_eq!(item.expected, Expected::Number(pairs as f64));
+    }
+
+    /// Pinned before haystacks and distractors came: without them, every suite's bytes
+    /// are what they were (SHA-256 of the context; changing these changes benchmarks).
+    #[test]
+    fn without_a_haystack_the_contexts_are_unchanged() {
+        use sha2::{Digest, Sha256};
+        let pinned = [
+            (
+                Suite::Sniah,
+                8192,
+                1,
+                7,
+                "37ccbfde7b9d6327dc8b2505717be6bbd2583f2fee5dd1fc1b420b7a3dc58b1e",
+            ),
+            (
+                Suite::Sniah,
+                100_000,
+                2,
+                3,
+                "2d672f3d3704158c3d9ad915747b7a649c4d167ba8ce51bfc58161c921aa8cdb",
+            ),
+            (
+                Suite::MultiNeedle,
+                8192,
+                1,
+                7,
+                "84bb05acc658705acf20ba18b9daa85792a6027fcb1180f9e7d1dbbda300b841",
+            ),
+            (
+                Suite::MultiNeedle,
+                100_000,
+                2,
+                3,
+                "9fd5d28d4a6fc78053941e311f9266a8d06c7d8101f65ec3c30c31696d9eb63e",
+            ),
+            (
+                Suite::Aggregate,
+                8192,
+                1,
+                7,
+                "fdf34634ed1e18028bdb8977e66a62a35dc969d5efdf7b12f96e513c6ef0c1cf",
+            ),
+            (
+                Suite::Aggregate,
+                100_000,
+                2,
+                3,
+                "bf2956e0e420c0f6912ac93df30d8195426a9e3a5e722dbe1839d75ead393f39",
+            ),
+            (
+                Suite::Pairs,
+                8192,
+                1,
+                7,
+                "f548c658315b46824eef2f5218491142b676f639e7a477aef733a218fbcd8c5e",
+            ),
+            (
+                Suite::Pairs,
+                100_000,
+                2,
+                3,
+                "1f51432b177ae5a4286618a12c77db082d09b787217b71f3f97d414fe37bfbb7",
+            ),
+        ];
+        for (suite, length, index, seed, want) in pinned {
+            let (item, text) = make(suite, length, index, seed);
+            let got: String = Sha256::digest(text.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(got, want, "{suite} {length} {index} {seed}");
+            assert!(item.variant.is_default());
+        }
+    }
+
+    /// The small committed corpus the tests use.
+    pub(crate) fn fixture() -> Haystack {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/haystack");
+        Haystack::load(&dir).unwrap()
+    }
+
+    pub(crate) fn make_with(
+        suite: Suite,
+        length: u64,
+        index: u32,
+        seed: u64,
+        haystack: &Haystack,
+        distractors: u32,
+    ) -> (Item, String) {
+        let options = Options {
+            haystack: Some(haystack),
+            distractors,
+        };
+        let mut text = Vec::new();
+        let item = generate_with(suite, length, index, 3, seed, &options, &mut text).unwrap();
+        (item, String::from_utf8(text).unwrap())
+    }
+
+    /// Every `The special magic number for KEY is N.` of `text`, as (key, number).
+    pub(crate) fn needles_in(text: &str) -> Vec<(String, String)> {
+        let re = regex::Regex::new(r"The special magic number for (\S+) is (\d+)\.").unwrap();
+        re.captures_iter(text)
+            .map(|c| (c[1].to_owned(), c[2].to_owned()))
+            .collect()
+    }
+
+    /// The keys a question asks for.
+    fn asked_keys(item: &Item) -> Vec<String> {
+        let re = regex::Regex::new(r"[a-z]+-[a-z]+-\d\d").unwrap();
+        re.find_iter(&item.question)
+            .map(|m| m.as_str().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn haystack_items_come_from_the_seed_and_the_text_and_record_the_digest() {
+        let hay = fixture();
+        for suite in [Suite::Sniah, Suite::MultiNeedle, Suite::WordCount] {
+            let (a, text_a) = make_with(suite, 20_000, 1, 7, &hay, 2);
+            let (b, text_b) = make_with(suite, 20_000, 1, 7, &hay, 2);
+            assert_eq!((&a, &text_a), (&b, &text_b), "{suite}");
+            let (_, text_c) = make_with(suite, 20_000, 1, 8, &hay, 2);
+            assert_ne!(text_a, text_c, "{suite}: another seed");
+            assert_eq!(a.variant.haystack.as_ref(), Some(hay.id()));
+            assert_eq!(a.variant.distractors, 2);
+            assert!(text_a.is_ascii());
+            let len = text_a.len() as u64;
+            assert!(
+                len <= 20_000 + 200 && len + crate::haystack::MAX_SEGMENT as u64 >= 20_000,
+                "{suite}: {len}"
+            );
+            // The prose is the haystack's: each of its lines is one of the haystack's
+            // (or a needle), cut at a sentence or a line.
+            let needles = needles_in(&text_a).len();
+            let prose_lines = text_a
+                .lines()
+                .filter(|l| !l.starts_with("The special magic number"))
+                .filter(|l| !l.is_empty())
+                .count();
+            assert!(prose_lines > 20, "{suite}");
+            assert!(needles <= 6, "{suite}");
+            let json = serde_json::to_string(&a).unwrap();
+            assert!(json.contains(&hay.id().digest), "{json}");
+            assert_eq!(serde_json::from_str::<Item>(&json).unwrap(), a);
+        }
+        // Another text (one file dropped) gives other contexts.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/haystack");
+        let one = Haystack::load(&dir.join("02-orchard.txt")).unwrap();
+        assert_ne!(one.id().digest, hay.id().digest);
+        let (_, text) = make_with(Suite::Sniah, 20_000, 1, 7, &one, 2);
+        assert_ne!(text, make_with(Suite::Sniah, 20_000, 1, 7, &hay, 2).1);
+    }
+
+    #[test]
+    fn in_prose_each_asked_needle_is_there_once_among_distractors_with_other_keys() {
+        let hay = fixture();
+        for (suite, distractors) in [
+            (Suite::Sniah, 0),
+            (Suite::Sniah, 3),
+            (Suite::MultiNeedle, 6),
+        ] {
+            for index in 0..3 {
+                let (item, text) = make_with(suite, 30_000, index, 5, &hay, distractors);
+                let found = needles_in(&text);
+                let keys = asked_keys(&item);
+                assert_eq!(found.len(), keys.len() + distractors as usize, "{suite}");
+                let values: Vec<String> = match &item.expected {
+                    Expected::Exact(v) => vec![v.clone()],
+                    Expected::Set(vs) => vs.clone(),
+                    Expected::Number(_) => panic!("{item:?}"),
+                };
+                for (key, value) in keys.iter().zip(&values) {
+                    let hits: Vec<_> = found.iter().filter(|(k, _)| k == key).collect();
+                    assert_eq!(hits.len(), 1, "{key} once");
+                    assert_eq!(&hits[0].1, value);
+                }
+                let wrong: Vec<_> = found.iter().filter(|(k, _)| !keys.contains(k)).collect();
+                assert_eq!(wrong.len(), distractors as usize);
+                let distinct: BTreeSet<&String> = wrong.iter().map(|(k, _)| k).collect();
+                assert_eq!(distinct.len(), wrong.len(), "distractor keys differ");
+                for (key, value) in &wrong {
+                    assert!(!values.contains(value), "a distractor has an asked number");
+                    // One word or one digit away from some asked key.
+                    let near = keys.iter().any(|asked| {
+                        let a: Vec<&str> = asked.split('-').collect();
+                        let b: Vec<&str> = key.split('-').collect();
+                        let words = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+                        let digits = a[2]
+                            .bytes()
+                            .zip(b[2].bytes())
+                            .filter(|(x, y)| x != y)
+                            .count();
+                        words == 1 && (a[2] == b[2] || digits == 1)
+                    });
+                    assert!(near, "{key} is not near {keys:?}");
+                }
+                if distractors > 0 {
+                    // The first needle of the text is a distractor.
+                    assert!(!keys.contains(&found[0].0), "{found:?}");
+                }
+            }
+        }
+    }
+
+    /// The word counts, recomputed here with a tokeniser of their own.
+    pub(crate) fn recount(text: &str, question: &str) -> Expected {
+        let words_of = |line: &str| -> Vec<String> {
+            line.split(|c: char| !c.is_ascii_alphabetic())
+                .filter(|w| !w.is_empty())
+                .map(str::to_ascii_lowercase)
+                .collect()
+        };
+        let quoted: Vec<String> = question
+            .split(" Words are")
+            .next()
+            .unwrap_or_default()
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        let count = |w: &str| words_of(text).iter().filter(|x| *x == w).count();
+        if question.starts_with("How many times") {
+            Expected::Number(count(&quoted[0]) as f64)
+        } else if question.starts_with("How many lines") {
+            let lines = text
+                .split('\n')
+                .filter(|l| words_of(l).contains(&quoted[0]))
+                .count();
+            Expected::Number(lines as f64)
+        } else {
+            assert_eq!(quoted.len(), 5, "{question}");
+            let best = quoted.iter().map(|w| count(w)).max().unwrap();
+            let top: Vec<&String> = quoted.iter().filter(|w| count(w) == best).collect();
+            assert_eq!(top.len(), 1, "a tie: {question}");
+            Expected::Exact(top[0].clone())
+        }
+    }
+
+    #[test]
+    fn word_counts_are_right_over_the_whole_text_and_need_a_haystack() {
+        let hay = fixture();
+        for length in [4096, 50_000] {
+            for index in 0..3 {
+                let (item, text) = make_with(Suite::WordCount, length, index, 9, &hay, 0);
+                assert!(item.question.contains(WORD_RULE), "{}", item.question);
+                assert_eq!(
+                    item.expected,
+                    recount(&text, &item.question),
+                    "{}",
+                    item.question
+                );
+                if let Expected::Number(n) = item.expected {
+                    assert!(n >= 2.0, "a useful count: {}", item.question);
+                }
+                assert_eq!(needles_in(&text).len(), 0);
+            }
+        }
+        let error = generate(Suite::WordCount, 4096, 0, 1, 1, &mut Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("--haystack"), "{error}");
+    }
+
+    #[test]
+    fn the_tally_counts_words_and_lines() {
+        let mut tally = WordTally::new();
+        // A word cut between two feeds is one word.
+        tally.feed("Don't stop; do");
+        tally.feed("n't\nSTOP stop\n\nstop");
+        let counts = tally.finish();
+        assert_eq!(counts["don"], (2, 1));
+        assert_eq!(counts["t"], (2, 1));
+        assert_eq!(counts["stop"], (4, 3));
     }
 
     #[test]

@@ -9,7 +9,8 @@ use super::RunOptions;
 #[derive(Debug, clap::Args)]
 #[command(args_override_self = true)]
 pub struct EvalArgs {
-    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs.
+    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs, and
+    /// word-count (needs --haystack).
     #[arg(
         long,
         value_delimiter = ',',
@@ -84,6 +85,23 @@ pub struct EvalArgs {
         help_heading = "Evaluation"
     )]
     pub arm_timeout: u64,
+
+    /// Real text for the contexts: a .txt file or a directory of .txt files (read in
+    /// name order). sniah and multi-needle hide their needles in it; word-count needs
+    /// it. scripts/corpora.sh fetches corpora.
+    #[arg(long, value_name = "PATH", help_heading = "Evaluation")]
+    pub haystack: Option<PathBuf>,
+
+    /// Distractor needles per sniah and multi-needle context: the needle's sentence
+    /// with a key one word or one digit away from an asked key, and another number.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(0..=100),
+        help_heading = "Evaluation"
+    )]
+    pub distractors: u32,
 
     /// Go on with OUT/results.json: items already scored are skipped.
     #[arg(long, help_heading = "Evaluation")]

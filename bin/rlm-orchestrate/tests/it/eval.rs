@@ -1,8 +1,9 @@
 //! `rlm-orchestrate eval` end to end against the oracle model: the RLM arm scores 100 %,
 //! the baseline falls off past its window; results, table and chart are written;
-//! `--resume` skips what was scored; Ctrl-C keeps it.
+//! `--resume` skips what was scored; Ctrl-C keeps it. With a haystack (real text) and
+//! distractors too, and `--resume` refuses results of another haystack or distractors.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rlm_test_support::mock_llm::{oracle_rule, MockLlm, MockLlmThread, MockReply, MockScript};
@@ -146,6 +147,15 @@ fn bad_flags_are_refused_with_a_clear_error() {
         (&["--lengths", "8q"][..], "bad context length `8q`"),
         (&["--arms", "both"][..], "unknown arm `both`"),
         (&["--context", "x.txt"][..], "eval generates its contexts"),
+        (
+            &["--suite", "sniah,word-count"][..],
+            "suite word-count counts words in real text: pass --haystack",
+        ),
+        (
+            &["--haystack", "no-such-corpus"][..],
+            "failed to read the haystack no-such-corpus",
+        ),
+        (&["--distractors", "101"][..], "--distractors"),
     ] {
         let output = eval_command(&sb, &mock, &out, flags).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -268,4 +278,152 @@ fn failed_answers_are_reported_not_scored_and_resume_asks_them_again() {
     let all = results(&out);
     assert_eq!(all.len(), 4);
     assert_eq!(mean_score(&all, "sniah", 2048, "rlm"), 1.0);
+}
+
+/// The small committed corpus (three short texts).
+fn fixture_haystack() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/eval/fixtures/haystack")
+}
+
+/// The haystack's digest computed here: its .txt files in name order, each as name,
+/// NUL, length in decimal, NUL, contents.
+fn digest_of(dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".txt"))
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 3);
+    let mut hasher = Sha256::new();
+    for name in names {
+        let bytes = std::fs::read(dir.join(&name)).unwrap();
+        hasher.update(format!("{name}\0{}\0", bytes.len()));
+        hasher.update(&bytes);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn in_real_text_with_distractors_the_oracle_scores_the_rlm_full() {
+    let sb = Sandbox::new();
+    let mock = oracle(Duration::ZERO);
+    let out = sb.root().join("eval");
+    let haystack = fixture_haystack();
+    let digest = digest_of(&haystack);
+    let flags = [
+        "--suite",
+        "sniah,multi-needle,word-count",
+        "--lengths",
+        "4k,32k",
+        "--items",
+        "2",
+        "--baseline-window",
+        "8k",
+        "--distractors",
+        "2",
+        "--haystack",
+        haystack.to_str().unwrap(),
+    ];
+    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("sha256 {digest}")), "{stderr}");
+    let all = results(&out);
+    assert_eq!(all.len(), 3 * 2 * 2 * 2, "suites × lengths × items × arms");
+    for suite in ["sniah", "multi-needle", "word-count"] {
+        for length in [4096, 32768] {
+            assert_eq!(
+                mean_score(&all, suite, length, "rlm"),
+                1.0,
+                "{suite} {length}"
+            );
+        }
+        assert_eq!(mean_score(&all, suite, 4096, "baseline"), 1.0, "{suite}");
+    }
+    // Counted over 32k, a word occurs more often than in the first 8k the baseline sees.
+    assert_eq!(mean_score(&all, "word-count", 32768, "baseline"), 0.0);
+    for result in &all {
+        assert_eq!(result["variant"]["haystack"]["digest"], digest.as_str());
+        assert_eq!(result["variant"]["distractors"], 2);
+    }
+    // Each context's item file records the same; the needles sit in the prose among
+    // their distractors.
+    let mut contexts = 0;
+    for entry in std::fs::read_dir(out.join("contexts")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let item: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            assert_eq!(item["variant"]["haystack"]["digest"], digest.as_str());
+            let text = std::fs::read_to_string(path.with_extension("txt")).unwrap();
+            assert!(
+                text.contains("The keeper") || text.contains("orchard") || text.contains("maps")
+            );
+            let needles = text.matches("The special magic number for ").count();
+            let want = match item["suite"].as_str().unwrap() {
+                "sniah" => 1 + 2,
+                "multi-needle" => 4 + 2,
+                _ => 0,
+            };
+            assert_eq!(needles, want, "{}", path.display());
+            contexts += 1;
+        }
+    }
+    assert_eq!(contexts, 3 * 2 * 2);
+
+    // Resumed with other distractors, or without the haystack, it refuses and asks
+    // nothing; with the same ones, it asks nothing either.
+    let asked = mock.control().request_count();
+    let mut other = flags.to_vec();
+    other[9] = "1";
+    let refused = eval_command(&sb, &mock, &out, &[&other[..], &["--resume"]].concat())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "sha256 {digest}) and 2 distractors, but this run uses"
+        )) && stderr.contains("and 1 distractors")
+            && stderr.contains("pass the same --haystack and --distractors"),
+        "{stderr}"
+    );
+    let refused = eval_command(
+        &sb,
+        &mock,
+        &out,
+        &[
+            "--suite",
+            "sniah",
+            "--lengths",
+            "4k",
+            "--items",
+            "2",
+            "--distractors",
+            "2",
+            "--resume",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("this run uses generated filler (no --haystack)"),
+        "{stderr}"
+    );
+    let resumed = eval_command(&sb, &mock, &out, &[&flags[..], &["--resume"]].concat())
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_eq!(mock.control().request_count(), asked);
 }
