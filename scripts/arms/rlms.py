@@ -49,6 +49,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--base-url", required=True, help="OpenAI-compatible endpoint ({base_url})")
     parser.add_argument("--model", required=True, help="model name ({model})")
+    parser.add_argument(
+        "--temperature", type=float, default=None,
+        help="sampling temperature for every call the library makes (its sampling_args); "
+             "default: the server's",
+    )
     parser.add_argument("--context-file", required=True, help="the item's context ({context_file})")
     question = parser.add_mutually_exclusive_group(required=True)
     question.add_argument("--question", help="the question ({question})")
@@ -93,6 +98,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     backend_kwargs = {"model_name": args.model, "base_url": args.base_url}
+    if args.temperature is not None:
+        backend_kwargs["sampling_args"] = {"temperature": args.temperature}
     if args.dry_run:
         print(json.dumps({
             "backend": "openai",

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The answer-quality measurement of docs/eval.md (issue 24): rlm's arms, the plain model
+# and the official library (`rlms`) on the same local model, the same items and the
+# same endpoint. It takes hours on two cores: run it in the background; every step is
+# resumable (`eval --resume`), so run it again after a crash, a Ctrl-C or a reboot and it
+# goes on where it stopped.
+#
+# The plan is fixed here, before any result is seen, and is the same for every arm:
+#   model      Qwen2.5-Coder-1.5B-Instruct Q4_K_M (scripts/local-model.sh), n_ctx 8192,
+#              temperature 0, served on 127.0.0.1:$PORT, one request at a time
+#   items      --seed 1, 5 items per cell
+#   sets       sniah         real text (Paul Graham's essays, scripts/corpora.sh)
+#              multi-needle  real text, 2 distractor needles per context
+#              word-count    real text: counts over the whole text
+#              aggregate, pairs   generated records
+#   lengths    32k characters (past the 8k-token window) first, then 4k (inside it),
+#              then 256k
+#   arms       rlm --env tools, rlm --env python, baseline (the first 24 000
+#              characters, what fits the window with the question and the answer), rlms
+#              (rlms 0.1.3, RLM(...).completion, scripts/arms/rlms.py)
+# Defaults of `run` otherwise (20 iterations, sub-calls on the same model).
+#
+# Usage:
+#   scripts/eval-local.sh run        install what is missing, start the model, run the plan
+#   scripts/eval-local.sh collect    copy results.json, table.md and accuracy.svg of every
+#                                    step into docs/eval-runs/ (to commit)
+#   scripts/eval-local.sh status     items scored so far per step
+# Work files (contexts, traces) live in $RLM_EVAL_DIR (default .local-models/eval), not git.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+MODEL=qwen2.5-coder-1.5b
+PORT="${RLM_EVAL_PORT:-8091}"
+WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/eval}"
+DOCS="$ROOT/docs/eval-runs/$MODEL"
+BIN="$ROOT/target/release/rlm-orchestrate"
+LENGTHS=(32k 4k 256k)
+BASE_URL="http://127.0.0.1:$PORT/v1"
+
+# name | suites | extra flags (haystack sets get --haystack)
+STEPS=(
+  "sniah|sniah|haystack"
+  "multi-needle|multi-needle|haystack --distractors 2"
+  "word-count|word-count|haystack"
+  "records|aggregate,pairs|"
+)
+
+log() { echo "eval-local: $*"; }
+
+prepare() {
+  if [ ! -x "$BIN" ] || [ -n "$(find crates bin -newer "$BIN" -name '*.rs' -print -quit)" ]; then
+    log "building the release binary"
+    cargo build --release --quiet -p rlm-orchestrate --bin rlm-orchestrate
+  fi
+  ESSAYS="$(bash scripts/corpora.sh | awk -F'\t' '/essays/ {print $1}')"
+  [ -d "$ESSAYS" ] || { echo "eval-local: the essays corpus is missing" >&2; exit 1; }
+  bash scripts/arms/setup-rlms.sh >/dev/null
+  RLMS_PYTHON="$(bash scripts/arms/setup-rlms.sh python)"
+  bash scripts/local-model.sh --model "$MODEL" install >/dev/null
+  if ! curl -sf "$BASE_URL/models" >/dev/null; then
+    bash scripts/local-model.sh --model "$MODEL" start "$PORT"
+  fi
+}
+
+# eval for one step, length and arm set.
+run_step() {
+  local name=$1 suites=$2 extra=$3 length=$4 env=$5 arms=$6
+  local out="$WORK/$name-$env"
+  local flags=()
+  case "$extra" in
+    haystack*) flags+=(--haystack "$ESSAYS"); extra=${extra#haystack} ;;
+  esac
+  # shellcheck disable=SC2206  # the extra flags are words written above
+  flags+=($extra)
+  log "$name · $length · env $env · arms $arms"
+  "$BIN" --data-dir "$WORK/data" eval \
+    --suite "$suites" --lengths "$length" --items 5 --seed 1 --parallel 1 \
+    --baseline-window 24000 --base-url "$BASE_URL" --model "$MODEL" \
+    --temperature 0 --request-timeout 900 --env "$env" \
+    --arms "$arms" \
+    --arm rlms="$RLMS_PYTHON $ROOT/scripts/arms/rlms.py --base-url {base_url} --model {model} --temperature 0 --context-file {context_file} --question-file {question_file} --output-file {output_file}" \
+    --arm-timeout 7200 --out "$out" --resume "${flags[@]}"
+}
+
+case "${1:-}" in
+  run)
+    prepare
+    mkdir -p "$WORK"
+    started=$(date +%s)
+    for length in "${LENGTHS[@]}"; do
+      for step in "${STEPS[@]}"; do
+        IFS='|' read -r name suites extra <<<"$step"
+        run_step "$name" "$suites" "$extra" "$length" tools rlm,baseline,rlms
+        run_step "$name" "$suites" "$extra" "$length" python rlm
+      done
+    done
+    log "the whole plan took $(( $(date +%s) - started )) s in this sitting"
+    ;;
+  collect)
+    for dir in "$WORK"/*/; do
+      [ -f "$dir/results.json" ] || continue
+      name=$(basename "$dir")
+      mkdir -p "$DOCS/$name"
+      cp "$dir/results.json" "$DOCS/$name/"
+      for f in table.md accuracy.svg; do [ -f "$dir/$f" ] && cp "$dir/$f" "$DOCS/$name/"; done
+      log "collected $name"
+    done
+    ;;
+  status)
+    for dir in "$WORK"/*/; do
+      [ -f "$dir/results.json" ] || continue
+      python3 - "$dir/results.json" <<'EOF'
+import collections, json, sys
+rows = json.load(open(sys.argv[1]))
+cells = collections.Counter((r["suite"], r["length"], r["arm"]) for r in rows if not r.get("error"))
+for (suite, length, arm), n in sorted(cells.items()):
+    print(f"{sys.argv[1].split('/')[-2]:24} {suite:13} {length:>7} {arm:9} {n} scored")
+EOF
+    done
+    ;;
+  *)
+    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
