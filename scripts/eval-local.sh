@@ -25,6 +25,7 @@
 #   scripts/eval-local.sh collect    copy results.json, table.md and accuracy.svg of every
 #                                    step into docs/eval-runs/ (to commit)
 #   scripts/eval-local.sh status     items scored so far per step
+#   scripts/eval-local.sh table      the cells scored so far as a markdown table
 # Work files (contexts, traces) live in $RLM_EVAL_DIR (default .local-models/eval), not git.
 set -euo pipefail
 
@@ -111,13 +112,52 @@ case "${1:-}" in
     for dir in "$WORK"/*/; do
       [ -f "$dir/results.json" ] || continue
       python3 - "$dir/results.json" <<'EOF'
-import collections, json, sys
+import collections, json, os, sys
 rows = json.load(open(sys.argv[1]))
-cells = collections.Counter((r["suite"], r["length"], r["arm"]) for r in rows if not r.get("error"))
-for (suite, length, arm), n in sorted(cells.items()):
-    print(f"{sys.argv[1].split('/')[-2]:24} {suite:13} {length:>7} {arm:9} {n} scored")
+step = os.path.basename(os.path.dirname(os.path.normpath(sys.argv[1])))
+cells = collections.defaultdict(list)
+for r in rows:
+    if not r.get("error"):
+        cells[(r["suite"], r["length"], r["arm"])].append(r["score"])
+for (suite, length, arm), scores in sorted(cells.items()):
+    right = sum(1 for s in scores if s == 1)
+    print(f"{step:16} {suite:13} {length:>7} {arm:9} {len(scores)} scored, {right} right")
 EOF
     done
+    ;;
+  table)
+    # The cells scored so far, as docs/eval.md shows them (the same definitions as
+    # `eval`'s table: correct = score 1, 95 % Wilson interval).
+    python3 - "$WORK" <<'EOF'
+import collections, glob, json, math, os, sys
+def wilson(k, n, z=1.959964):
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+print("| step | suite | length | arm | items | correct | accuracy | 95 % CI | mean in / out tokens | tokens per correct | mean s | forced | failed |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
+    step = os.path.basename(os.path.dirname(path))
+    cells = collections.defaultdict(list)
+    for r in json.load(open(path)):
+        if not r.get("error"):
+            cells[(r["suite"], r["length"], r["arm"])].append(r)
+    for (suite, length, arm), rows in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
+        n = len(rows)
+        k = sum(1 for r in rows if r["score"] == 1)
+        lo, hi = wilson(k, n)
+        ins = [r.get("input_tokens") for r in rows]
+        outs = [r.get("output_tokens") for r in rows]
+        known = all(i is not None for i in ins) and all(o is not None for o in outs)
+        tokens = f"{sum(ins) / n:.0f} / {sum(outs) / n:.0f}" if known else "unknown"
+        per = f"{(sum(ins) + sum(outs)) / k:.0f}" if known and k else ("—" if known else "unknown")
+        secs = sum(r["seconds"] for r in rows) / n
+        forced = sum(1 for r in rows if r.get("forced"))
+        failed = sum(1 for r in rows if r.get("failed"))
+        print(f"| {step} | {suite} | {length // 1024}k | {arm} | {n} | {k} | {100 * k / n:.0f} % | {100 * lo:.0f}–{100 * hi:.0f} % | {tokens} | {per} | {secs:.0f} | {forced} | {failed} |")
+EOF
     ;;
   *)
     sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
