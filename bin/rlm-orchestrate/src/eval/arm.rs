@@ -210,29 +210,11 @@ pub(super) fn runner<'a>(
 
 /// Splits a word into text and placeholders; other brace text is kept as it is.
 fn pieces(word: &str) -> Vec<Piece> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut rest = word;
-    'scan: while let Some(c) = rest.chars().next() {
-        if c == '{' {
-            for (name, piece) in PLACEHOLDERS {
-                if let Some(after) = rest.strip_prefix(name) {
-                    if !text.is_empty() {
-                        out.push(Piece::Text(std::mem::take(&mut text)));
-                    }
-                    out.push(piece.clone());
-                    rest = after;
-                    continue 'scan;
-                }
-            }
-        }
-        text.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    if !text.is_empty() || out.is_empty() {
-        out.push(Piece::Text(text));
-    }
-    out
+    rlm_orchestrator::agent_cli::split_word(word, Piece::Text, |rest| {
+        PLACEHOLDERS
+            .iter()
+            .find_map(|(name, piece)| rest.starts_with(name).then(|| (piece.clone(), name.len())))
+    })
 }
 
 /// What every invocation of an external arm shares.

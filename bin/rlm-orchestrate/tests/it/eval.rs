@@ -11,14 +11,16 @@ use serde_json::Value;
 
 use crate::support::{Sandbox, BIN};
 
-fn oracle(delay: Duration) -> MockLlmThread {
+/// The oracle model, answering after `delay`; `?` to whatever it does not know.
+pub(crate) fn oracle(delay: Duration) -> MockLlmThread {
     let mut script = MockScript::new().rule(oracle_rule());
     script.when_empty = rlm_test_support::mock_llm::WhenEmpty::Repeat(MockReply::text("?"));
     script.latency = delay;
     MockLlm::spawn_blocking_thread(script).unwrap()
 }
 
-fn eval_command(
+/// `rlm-orchestrate eval` against `mock` (model `oracle`) into `out`, with `extra`.
+pub(crate) fn eval_command(
     sb: &Sandbox,
     mock: &MockLlmThread,
     out: &Path,
@@ -39,7 +41,8 @@ fn eval_command(
     command
 }
 
-fn results(out: &Path) -> Vec<Value> {
+/// The records of `out/results.json`.
+pub(crate) fn results(out: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(out.join("results.json")).unwrap();
     serde_json::from_str::<Value>(&text)
         .unwrap()

@@ -8,10 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rlm_test_support::mock_llm::{oracle_rule, MockLlm, MockLlmThread, MockReply, MockScript};
+use rlm_test_support::mock_llm::MockLlmThread;
 use serde_json::Value;
 
-use crate::support::{Sandbox, BIN};
+use crate::eval::{eval_command as eval, results};
+use crate::support::Sandbox;
 
 /// The stub arm.
 const STUB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/arms/stub.py");
@@ -19,39 +20,12 @@ const STUB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/arms/stub
 const RLMS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/arms/rlms.py");
 
 fn oracle() -> MockLlmThread {
-    let mut script = MockScript::new().rule(oracle_rule());
-    script.when_empty = rlm_test_support::mock_llm::WhenEmpty::Repeat(MockReply::text("?"));
-    MockLlm::spawn_blocking_thread(script).unwrap()
+    crate::eval::oracle(Duration::ZERO)
 }
 
 /// `--arm NAME='python3 stub.py --context-file {context_file} EXTRA'`.
 fn stub_arm(name: &str, extra: &str) -> String {
     format!("{name}=python3 '{STUB}' --context-file {{context_file}} {extra}")
-}
-
-fn eval(sb: &Sandbox, mock: &MockLlmThread, out: &Path, extra: &[&str]) -> std::process::Command {
-    let mut command = std::process::Command::new(BIN);
-    command
-        .current_dir(sb.root())
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("RLM_DATA_DIR")
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args(["eval", "--base-url"])
-        .arg(mock.control().openai_base_url())
-        .args(["--model", "oracle", "--out"])
-        .arg(out)
-        .args(extra);
-    command
-}
-
-fn results(out: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
-    serde_json::from_str::<Value>(&text)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 fn of_arm<'a>(all: &'a [Value], arm: &str) -> Vec<&'a Value> {

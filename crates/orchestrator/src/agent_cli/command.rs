@@ -230,45 +230,53 @@ impl std::fmt::Display for AgentCommand {
 
 /// Splits a word into literal text and placeholders.
 fn pieces(word: &str) -> Vec<Piece> {
+    split_word(word, Piece::Text, |rest| {
+        env_placeholder(rest).or_else(|| {
+            PLACEHOLDERS.iter().find_map(|(name, piece)| {
+                rest.starts_with(name).then(|| (piece.clone(), name.len()))
+            })
+        })
+    })
+}
+
+/// Splits one word of a template into literal text (made with `text`) and the pieces
+/// `placeholder` recognises: given the rest of the word at a `{`, it returns the piece
+/// and how many bytes it spans, or `None` (the brace is text). Shared by the templates
+/// of agents (`--agent-cmd`) and of eval arms (`--arm`).
+pub fn split_word<P>(
+    word: &str,
+    text: impl Fn(String) -> P,
+    mut placeholder: impl FnMut(&str) -> Option<(P, usize)>,
+) -> Vec<P> {
     let mut out = Vec::new();
-    let mut text = String::new();
+    let mut literal = String::new();
     let mut rest = word;
-    'scan: while let Some(c) = rest.chars().next() {
+    while let Some(c) = rest.chars().next() {
         if c == '{' {
-            if let Some((piece, after)) = env_placeholder(rest) {
-                if !text.is_empty() {
-                    out.push(Piece::Text(std::mem::take(&mut text)));
+            if let Some((piece, len)) = placeholder(rest).filter(|(_, len)| *len > 0) {
+                if !literal.is_empty() {
+                    out.push(text(std::mem::take(&mut literal)));
                 }
                 out.push(piece);
-                rest = after;
-                continue 'scan;
-            }
-            for (name, piece) in PLACEHOLDERS {
-                if let Some(after) = rest.strip_prefix(name) {
-                    if !text.is_empty() {
-                        out.push(Piece::Text(std::mem::take(&mut text)));
-                    }
-                    out.push(piece.clone());
-                    rest = after;
-                    continue 'scan;
-                }
+                rest = rest.get(len..).unwrap_or_default();
+                continue;
             }
         }
-        text.push(c);
+        literal.push(c);
         rest = &rest[c.len_utf8()..];
     }
-    if !text.is_empty() || out.is_empty() {
-        out.push(Piece::Text(text));
+    if !literal.is_empty() || out.is_empty() {
+        out.push(text(literal));
     }
     out
 }
 
-/// `{env:NAME}` or `{env:NAME:-default}` at the start of `text`, and what follows it.
+/// `{env:NAME}` or `{env:NAME:-default}` at the start of `text`, and its length.
 /// `NAME` is letters, digits and `_`; anything else is not a placeholder.
-fn env_placeholder(text: &str) -> Option<(Piece, &str)> {
+fn env_placeholder(text: &str) -> Option<(Piece, usize)> {
     let inner = text.strip_prefix(ENV_PLACEHOLDER)?;
     let end = inner.find('}')?;
-    let (body, after) = (&inner[..end], &inner[end + 1..]);
+    let body = &inner[..end];
     let (name, default) = match body.split_once(":-") {
         Some((name, default)) => (name, default),
         None => (body, ""),
@@ -282,7 +290,7 @@ fn env_placeholder(text: &str) -> Option<(Piece, &str)> {
                 name: name.to_owned(),
                 default: default.to_owned(),
             },
-            after,
+            ENV_PLACEHOLDER.len() + end + 1,
         )
     })
 }

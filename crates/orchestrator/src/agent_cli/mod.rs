@@ -7,7 +7,7 @@
 mod command;
 mod preset;
 
-pub use command::{render_value, AgentCommand, Substitutions, MAX_ARG_BYTES};
+pub use command::{render_value, split_word, AgentCommand, Substitutions, MAX_ARG_BYTES};
 pub use preset::{built_in_names, AgentPreset, AgentProgram, PresetError, CUSTOM_PRESET_NAME};
 
 /// Why an agent command could not be used (a configuration error, before any agent
