@@ -92,8 +92,12 @@ case "${1:-}" in
     for length in "${LENGTHS[@]}"; do
       for step in "${STEPS[@]}"; do
         IFS='|' read -r name suites extra <<<"$step"
-        run_step "$name" "$suites" "$extra" "$length" tools rlm,baseline,rlms
-        run_step "$name" "$suites" "$extra" "$length" python rlm
+        # A step with unscored items (the server was down) does not stop the plan:
+        # run the script again and --resume asks them again.
+        run_step "$name" "$suites" "$extra" "$length" tools rlm,baseline,rlms ||
+          log "$name · $length · tools: items left unscored; run again to ask them"
+        run_step "$name" "$suites" "$extra" "$length" python rlm ||
+          log "$name · $length · python: items left unscored; run again to ask them"
       done
     done
     log "the whole plan took $(( $(date +%s) - started )) s in this sitting"

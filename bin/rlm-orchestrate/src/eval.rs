@@ -436,7 +436,7 @@ impl Runner<'_> {
                 ..Answer::default()
             })),
             Err(RunError::Cancelled { .. }) => None,
-            Err(error) => Some(Err(ArmError::Failed(Box::new(error)))),
+            Err(error) => Some(arm_failure(error)),
         }
     }
 
@@ -463,17 +463,56 @@ impl Runner<'_> {
             completion = model.provider.complete(&request, None) => completion,
             () = self.cancel.cancelled() => return None,
         };
-        Some(
-            completion
-                .map(|completion| Answer {
-                    usage: Some(completion.usage),
-                    cost_usd: model.price.map(|p| p.cost_usd(&completion.usage)),
-                    text: completion.text,
-                    ..Answer::default()
-                })
-                .map_err(|error| ArmError::Failed(Box::new(error))),
-        )
+        Some(match completion {
+            Ok(completion) => Ok(Answer {
+                usage: Some(completion.usage),
+                cost_usd: model.price.map(|p| p.cost_usd(&completion.usage)),
+                text: completion.text,
+                ..Answer::default()
+            }),
+            Err(error) => arm_failure(error),
+        })
     }
+}
+
+/// What a failed RLM run or baseline call means for the item. When the model could
+/// not be reached at all (its server is down), the item says nothing about the arm:
+/// it is not scored, and `--resume` asks it again. Any other failure — the server
+/// answered with an error or a broken answer (a request past its window, say), or the
+/// run failed — is the arm's own, as an external arm's failure is: scored 0 and
+/// counted as failed, so no arm skips the items it cannot do.
+fn arm_failure(
+    error: impl std::error::Error + Send + Sync + 'static,
+) -> Result<Answer, ArmError> {
+    if model_unreachable(&error) {
+        return Err(ArmError::Failed(Box::new(error)));
+    }
+    Ok(Answer {
+        failed: Some(error.to_string()),
+        ..Answer::default()
+    })
+}
+
+/// True when `error`, or one of its causes, is a model endpoint that could not be
+/// reached.
+fn model_unreachable(error: &(dyn std::error::Error + 'static)) -> bool {
+    use rlm_orchestrator::provider::ProviderError;
+    use rlm_orchestrator::rlm::LoopError;
+    let mut current = Some(error);
+    while let Some(error) = current {
+        let unreachable = matches!(
+            error.downcast_ref::<ProviderError>(),
+            Some(ProviderError::Unreachable { .. })
+        ) || matches!(
+            error.downcast_ref::<LoopError>(),
+            Some(LoopError::Provider(ProviderError::Unreachable { .. }))
+        );
+        if unreachable {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// What an arm answered.

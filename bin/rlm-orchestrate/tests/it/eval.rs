@@ -283,6 +283,40 @@ fn failed_answers_are_reported_not_scored_and_resume_asks_them_again() {
     assert_eq!(mean_score(&all, "sniah", 2048, "rlm"), 1.0);
 }
 
+/// Seen failing before the fix: a request the server refused (here, every request, as
+/// llama-cpp-python refuses one past its window) made the RLM's and the baseline's items
+/// unscored errors, asked again on every --resume, so an arm skipped the items it could
+/// not do. They fail now, scored 0 and counted, like an external arm's failure.
+#[test]
+fn answers_the_server_refuses_fail_scored_zero() {
+    let sb = Sandbox::new();
+    let out = sb.root().join("eval");
+    let mut script = MockScript::new();
+    script.when_empty = rlm_test_support::mock_llm::WhenEmpty::Repeat(MockReply::error(
+        400,
+        "Requested tokens (9000) exceed context window of 8192",
+    ));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let flags = ["--suite", "sniah", "--lengths", "2k", "--items", "1", "--retries", "0"];
+    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let all = results(&out);
+    assert_eq!(all.len(), 2, "both arms scored");
+    for record in &all {
+        assert_eq!(record["score"], 0.0, "{record}");
+        assert!(record["error"].is_null(), "{record}");
+        let failed = record["failed"].as_str().unwrap();
+        assert!(failed.contains("exceed context window"), "{failed}");
+    }
+    let asked = mock.control().request_count();
+    let resumed = eval_command(&sb, &mock, &out, &[&flags[..], &["--resume"]].concat())
+        .output()
+        .unwrap();
+    assert!(resumed.status.success());
+    assert_eq!(mock.control().request_count(), asked, "nothing asked again");
+}
+
 /// The small committed corpus (three short texts).
 fn fixture_haystack() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/eval/fixtures/haystack")
