@@ -481,9 +481,7 @@ impl Runner<'_> {
 /// answered with an error or a broken answer (a request past its window, say), or the
 /// run failed — is the arm's own, as an external arm's failure is: scored 0 and
 /// counted as failed, so no arm skips the items it cannot do.
-fn arm_failure(
-    error: impl std::error::Error + Send + Sync + 'static,
-) -> Result<Answer, ArmError> {
+fn arm_failure(error: impl std::error::Error + Send + Sync + 'static) -> Result<Answer, ArmError> {
     if model_unreachable(&error) {
         return Err(ArmError::Failed(Box::new(error)));
     }

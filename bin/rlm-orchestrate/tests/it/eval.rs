@@ -297,7 +297,16 @@ fn answers_the_server_refuses_fail_scored_zero() {
         "Requested tokens (9000) exceed context window of 8192",
     ));
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let flags = ["--suite", "sniah", "--lengths", "2k", "--items", "1", "--retries", "0"];
+    let flags = [
+        "--suite",
+        "sniah",
+        "--lengths",
+        "2k",
+        "--items",
+        "1",
+        "--retries",
+        "0",
+    ];
     let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
