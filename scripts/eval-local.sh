@@ -27,15 +27,20 @@
 #   scripts/eval-local.sh status     items scored so far per step
 #   scripts/eval-local.sh table      the cells scored so far as a markdown table
 # Work files (contexts, traces) live in $RLM_EVAL_DIR (default .local-models/eval), not git.
+# A reading under another name (the same plan with a later rlm, to compare):
+# RLM_EVAL_NAME=after-25 keeps its work in .local-models/eval-after-25 and collects into
+# docs/eval-runs/qwen2.5-coder-1.5b-after-25; RLM_EVAL_BIN runs a given binary instead
+# of building target/release/rlm-orchestrate.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 MODEL=qwen2.5-coder-1.5b
 PORT="${RLM_EVAL_PORT:-8091}"
-WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/eval}"
-DOCS="$ROOT/docs/eval-runs/$MODEL"
-BIN="$ROOT/target/release/rlm-orchestrate"
+NAME="${RLM_EVAL_NAME:-}"
+WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/eval${NAME:+-$NAME}}"
+DOCS="$ROOT/docs/eval-runs/$MODEL${NAME:+-$NAME}"
+BIN="${RLM_EVAL_BIN:-$ROOT/target/release/rlm-orchestrate}"
 LENGTHS=(32k 4k 256k)
 BASE_URL="http://127.0.0.1:$PORT/v1"
 
@@ -50,7 +55,9 @@ STEPS=(
 log() { echo "eval-local: $*"; }
 
 prepare() {
-  if [ ! -x "$BIN" ] || [ -n "$(find crates bin -newer "$BIN" -name '*.rs' -print -quit)" ]; then
+  if [ -n "${RLM_EVAL_BIN:-}" ]; then
+    [ -x "$BIN" ] || { echo "eval-local: RLM_EVAL_BIN=$BIN is not an executable" >&2; exit 1; }
+  elif [ ! -x "$BIN" ] || [ -n "$(find crates bin -newer "$BIN" -name '*.rs' -print -quit)" ]; then
     log "building the release binary"
     cargo build --release --quiet -p rlm-orchestrate --bin rlm-orchestrate
   fi

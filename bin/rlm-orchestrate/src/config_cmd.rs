@@ -18,6 +18,9 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde_json::{json, Value};
 
+use rlm_orchestrator::provider::window::resolve_window;
+use rlm_orchestrator::provider::ContextWindow;
+
 use crate::cli::{Cli, ConfigShowArgs, GlobalArgs, RunArgs};
 use crate::config_file::{self, CONFIG_FILE};
 use crate::exit::{annotate, ExitStatus};
@@ -47,6 +50,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
     let run_args = RunArgs::from_arg_matches(&effective)
         .map_err(|e| annotate(e.into(), Some(ExitStatus::BadInput), None))?;
     let keys = keys(&run_args);
+    let windows = windows(&run_args)?;
     let file_found = file.is_file();
     let preset = run_args.options.agent.as_ref().map(|arg| &arg.0);
 
@@ -62,11 +66,19 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
                 .map(|k| json!({"for": k.role, "variable": k.variable, "set": k.set}))
                 .collect::<Vec<_>>(),
             "config_file": {"path": CONFIG_FILE, "found": file_found},
+            "context_windows": windows
+                .iter()
+                .map(|(role, window)| json!({"for": role, "tokens": window.tokens, "source": window.source, "from": window.source.to_string()}))
+                .collect::<Vec<_>>(),
             "agent_preset": preset,
         });
         writeln!(out, "{object:#}")
     } else {
         let mut text = table(&settings, &keys, file_found);
+        text.push_str("\nContext windows (tokens per request, prompt and answer):\n");
+        for (role, window) in &windows {
+            text.push_str(&format!("  {role}: {window}\n"));
+        }
         if let Some(preset) = preset {
             text.push_str(&preset_section(preset));
         }
@@ -180,6 +192,20 @@ fn settings(typed: &ArgMatches, effective: &ArgMatches) -> Vec<Setting> {
             }
         })
         .collect()
+}
+
+/// The root and sub-model's context windows, as a run would find them: configured,
+/// else asked of the server (a few seconds at most), else known, else the default.
+fn windows(args: &RunArgs) -> anyhow::Result<Vec<(&'static str, ContextWindow)>> {
+    let root = crate::settings::root_provider_config(args);
+    let sub = crate::settings::sub_provider_config(args, &root);
+    let runtime = crate::runtime::build()?;
+    Ok(runtime.block_on(async {
+        vec![
+            ("model", resolve_window(&root).await),
+            ("sub_model", resolve_window(&sub).await),
+        ]
+    }))
 }
 
 /// Whether the variable holding a model's key is set.

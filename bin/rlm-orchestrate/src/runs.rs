@@ -254,7 +254,30 @@ fn warn_trace(global: &GlobalArgs, listing: &RunListing, trace: &RunTrace) {
 
 // ----- formatting shared by the views -----
 
-/// `$0.0123`, or `-` when no price was configured.
+/// A compaction in words: which steps, the estimated tokens before and after against
+/// the prompt's budget, what was cut, and where the full text is.
+fn compaction_summary(record: &rlm_orchestrator::events::CompactionRecord) -> String {
+    let steps = match record.steps.as_slice() {
+        [] => "no step".to_owned(),
+        [one] => format!("step {one}"),
+        [first, .., last] => format!("steps {first}–{last}"),
+    };
+    let mut text = format!(
+        "{steps} replaced by their records to fit the model's window: about {} → {} prompt tokens (budget {})",
+        record.tokens_before, record.tokens_after, record.budget
+    );
+    if record.cut_chars > 0 {
+        text.push_str(&format!(
+            "; {} characters cut from the last step",
+            record.cut_chars
+        ));
+    }
+    if let Some(variable) = &record.variable {
+        text.push_str(&format!("; full text in `{variable}`"));
+    }
+    text
+}
+
 /// Where a final answer came from, in words: `final_var`, `submit, forced`, `forced`…
 fn answer_label(record: &rlm_orchestrator::events::FinalRecord) -> String {
     use rlm_orchestrator::events::AnswerSource;

@@ -136,6 +136,7 @@ pub fn root_provider_config(args: &RunOptions) -> ProviderConfig {
         stream: !args.no_stream,
         temperature: args.temperature,
         prices,
+        context_window: args.context_window,
         ..ProviderConfig::new(kind(args.provider), args.model.clone())
     }
 }
@@ -160,5 +161,13 @@ pub fn sub_provider_config(args: &RunOptions, root: &ProviderConfig) -> Provider
     if let Some(cmd) = &args.sub_llm_cmd {
         sub.llm_cmd = Some(cmd.clone());
     }
+    // The root's window is the sub-model's only when it is the same model.
+    let same_model = sub.kind == root.kind
+        && sub.model == root.model
+        && sub.base_url == root.base_url
+        && sub.llm_cmd == root.llm_cmd;
+    sub.context_window = args
+        .sub_context_window
+        .or(root.context_window.filter(|_| same_model));
     sub
 }

@@ -43,7 +43,7 @@ const FENCE_TAGS: &[&str] = &["js", "javascript"];
 pub fn guide(features: PromptFeatures) -> EnvGuide {
     let chars = features.sub_context_chars;
     let mut delegate = format!(
-        "await llm_query(prompt, piece) asks a sub-model about a piece of at most about {chars} characters; await llm_query_parallel([...]) asks about many pieces at once; await sub_rlm(query, piece) runs a nested RLM over a large piece and await sub_rlm_parallel([[query, piece], ...]) runs several at once"
+        "await llm_query(prompt, piece) asks a sub-model about a piece of at most about {chars} characters (longer is refused; await llm_query(prompt, text, {{split: true}}) splits it for you and combines the answers); await llm_query_parallel([...]) asks about many pieces at once; await sub_rlm(query, piece) runs a nested RLM over a large piece and await sub_rlm_parallel([[query, piece], ...]) runs several at once"
     );
     if features.agents {
         delegate.push_str(
@@ -54,7 +54,7 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
     let mut helpers = vec![
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters: .length, [i], .slice(a, b), for…of), query, history"),
         "peek(value, start=0, end=10)  search(value, pattern, regex=false, max_results=10)  find_relevant(value, query, top_k=5)".to_owned(),
-        "await summarize(value, max_tokens=500)  await llm_query(prompt, context=null)  await llm_query_parallel(prompts)  await sub_rlm(query, context=null)  await sub_rlm_parallel(jobs)".to_owned(),
+        "await summarize(value, max_tokens=500)  await llm_query(prompt, context=null, {split: false})  await llm_query_parallel(prompts, {split: false})  await sub_rlm(query, context=null)  await sub_rlm_parallel(jobs)".to_owned(),
     ];
     if features.agents {
         helpers.push(

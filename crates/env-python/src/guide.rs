@@ -7,7 +7,7 @@ use rlm_env::{EnvGuide, PromptFeatures, CHUNK_CHARS};
 pub fn guide(features: PromptFeatures) -> EnvGuide {
     let chars = features.sub_context_chars;
     let mut delegate = format!(
-        "llm_query(prompt, context=piece) asks a sub-model about a piece of at most about {chars} characters; llm_query_parallel([...]) asks about many pieces at once; sub_rlm(query, context=piece) runs a nested RLM over a large piece and sub_rlm_parallel([(query, piece), ...]) runs several at once"
+        "llm_query(prompt, context=piece) asks a sub-model about a piece of at most about {chars} characters (longer is refused; llm_query(prompt, context=text, split=True) splits it for you and combines the answers); llm_query_parallel([...]) asks about many pieces at once; sub_rlm(query, context=piece) runs a nested RLM over a large piece and sub_rlm_parallel([(query, piece), ...]) runs several at once"
     );
     if features.agents {
         delegate.push_str(
@@ -19,7 +19,7 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters), query, history"),
         "peek(var, start=0, end=10)  search(var, pattern, regex=False, max_results=10)".to_owned(),
         "summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)".to_owned(),
-        "llm_query(prompt, context=None)  llm_query_parallel(prompts)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
+        "llm_query(prompt, context=None, split=False)  llm_query_parallel(prompts, split=False)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
     ];
     if features.agents {
         helpers.push("spawn_agent(task, refs=None)  spawn_agents([(task, refs), ...])".to_owned());

@@ -265,6 +265,8 @@ impl ToolsEnv {
                 HostCall::LlmQuery(PromptArgs {
                     prompt: args.instruction.clone(),
                     context: Some(Value::String(text)),
+                    // Past the sub-model's window: summarised piece by piece.
+                    split: true,
                 }),
                 format!(" (of its first {budget} characters: it is longer)"),
             ),
@@ -272,6 +274,8 @@ impl ToolsEnv {
                 HostCall::LlmQuery(PromptArgs {
                     prompt: args.instruction.clone(),
                     context: Some(Value::String(text)),
+                    // Past the sub-model's window: summarised piece by piece.
+                    split: true,
                 }),
                 String::new(),
             ),

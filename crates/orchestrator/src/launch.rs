@@ -20,6 +20,7 @@ use crate::rlm::LoopSettings;
 use crate::run::{RunConfig, RunError, RunReport};
 use crate::settings::{InvalidSetting, RunSettings};
 use crate::slots::{Slots, SlottedProvider};
+use crate::window::ModelWindow;
 use rlm_protocol::{SubAnswer, SubResult};
 
 /// Which of a run's two models a [`LaunchError::Model`] is about.
@@ -142,7 +143,11 @@ pub fn prepare(
         .max_requests
         .map(|count| Slots::new(&data_dir, "requests", count));
     let root = model(&settings.model, ModelRole::Root, request_slots.as_ref())?;
-    let sub = model(&settings.sub_model, ModelRole::Sub, request_slots.as_ref())?;
+    let mut sub = model(&settings.sub_model, ModelRole::Sub, request_slots.as_ref())?;
+    if settings.sub_model == settings.model {
+        // One model: one window to find, one token estimate to calibrate.
+        sub.window = Arc::clone(&root.window);
+    }
     let output_schema = settings
         .output_schema
         .as_deref()
@@ -262,6 +267,7 @@ fn model(
     Ok(Model {
         provider,
         price: config.prices,
+        window: Arc::new(ModelWindow::new(config)),
     })
 }
 

@@ -34,6 +34,7 @@ pub mod runner;
 pub mod settings;
 pub mod slots;
 pub mod trace;
+pub mod window;
 
 pub use rlm_context_store as store;
 pub use rlm_protocol as protocol;

@@ -6,7 +6,9 @@
 //! outside every fence. Text after a code block that imitates REPL output is cut, so
 //! the transcript only ever shows real output. A response that holds code the loop
 //! will not run (a bare fence, another language, a tool-call-looking blob) is flagged
-//! so the loop can tell the model which fence to use.
+//! so the loop can tell the model which fence to use — except a tool call that carries
+//! its code (`{"code": …}`, `<parameter name="code">…`, as models trained on tool
+//! calling write them): that code runs, as if fenced, and the model is told the form.
 
 /// A fenced block the environment should run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +48,8 @@ pub struct ParsedResponse {
     pub cut_imitated_output: bool,
     /// Set when no block will run but the response holds code in the wrong form.
     pub misfence: Option<Misfence>,
+    /// True when the one block to run was taken out of a tool call (XML or JSON).
+    pub from_tool_call: bool,
 }
 
 /// Tags executed by every environment.
@@ -141,8 +145,114 @@ pub fn parse_response(response: &str, language_tags: &[&str]) -> ParsedResponse 
     {
         parsed.misfence =
             other_fence.or_else(|| looks_like_tool_call(&outside).then_some(Misfence::ToolCall));
+        let xml_call = match &parsed.misfence {
+            Some(Misfence::ToolCall) => true,
+            Some(Misfence::OtherLanguage(tag)) => {
+                matches!(tag.as_str(), "xml" | "tool_call" | "tool_code")
+            }
+            _ => false,
+        };
+        let may_carry_code = xml_call
+            || parsed.misfence.is_none()
+            || matches!(&parsed.misfence, Some(Misfence::OtherLanguage(tag)) if tag == "json");
+        if may_carry_code {
+            if let Some(code) = tool_call_code(response, xml_call) {
+                parsed.blocks.push(CodeBlock {
+                    tag: REPL_TAG.to_owned(),
+                    code,
+                });
+                parsed.misfence = None;
+                parsed.from_tool_call = true;
+            }
+        }
     }
     parsed
+}
+
+/// Keys under which a tool call carries code.
+const CODE_KEYS: [&str; 4] = ["code", "source", "script", "command"];
+
+/// The code a tool call in `text` carries, if it carries any: a JSON object (the whole
+/// reply, in a ```json fence or in `<tool_call>` tags) with a code key at its top or
+/// under `arguments` / `parameters` / `input` (an object or a JSON string), or an XML
+/// call with `<parameter name="code">`, `<parameter=code>` or `<code>`.
+fn tool_call_code(text: &str, xml_call: bool) -> Option<String> {
+    json_objects(text)
+        .iter()
+        .find_map(code_in_json)
+        .or_else(|| xml_call.then(|| xml_code(text)).flatten())
+        .map(|code| code.trim_matches('\n').to_owned())
+        .filter(|code| !code.trim().is_empty())
+}
+
+/// Every JSON object that parses, found from each `{` that starts the reply, follows
+/// a tag (`<tool_call>`) or opens a ```json fence.
+fn json_objects(text: &str) -> Vec<serde_json::Value> {
+    let mut found = Vec::new();
+    for (start, _) in text.match_indices('{') {
+        let before = text[..start].trim_end();
+        if !(before.is_empty() || before.ends_with('>') || before.ends_with("```json")) {
+            continue;
+        }
+        let mut stream =
+            serde_json::Deserializer::from_str(&text[start..]).into_iter::<serde_json::Value>();
+        if let Some(Ok(value)) = stream.next() {
+            if value.is_object() {
+                found.push(value);
+            }
+        }
+    }
+    found
+}
+
+/// The code under a code key of `value`, or of its arguments.
+fn code_in_json(value: &serde_json::Value) -> Option<String> {
+    let direct = |object: &serde_json::Value| {
+        CODE_KEYS
+            .iter()
+            .find_map(|key| object.get(*key).and_then(serde_json::Value::as_str))
+            .map(str::to_owned)
+    };
+    if let Some(code) = direct(value) {
+        return Some(code);
+    }
+    let function = value.get("function").unwrap_or(value);
+    ["arguments", "parameters", "input", "args"]
+        .iter()
+        .filter_map(|key| function.get(*key))
+        .find_map(|arguments| match arguments {
+            serde_json::Value::String(text) => {
+                serde_json::from_str(text).ok().as_ref().and_then(direct)
+            }
+            other => direct(other),
+        })
+}
+
+/// The code of an XML-style call: `<parameter name="code">…</parameter>`,
+/// `<parameter=code>…</parameter>` (Qwen's form) or `<code>…</code>`.
+fn xml_code(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    for key in CODE_KEYS {
+        for open in [
+            format!("<parameter name=\"{key}\">"),
+            format!("<parameter name='{key}'>"),
+            format!("<parameter={key}>"),
+            format!("<{key}>"),
+        ] {
+            let Some(at) = lower.find(&open) else {
+                continue;
+            };
+            let body = &text[at + open.len()..];
+            let close = if open.starts_with("<parameter") {
+                "</parameter>".to_owned()
+            } else {
+                format!("</{key}>")
+            };
+            let end = body.to_ascii_lowercase().find(&close).unwrap_or(body.len());
+            return Some(body[..end].to_owned());
+        }
+    }
+    None
 }
 
 #[derive(Debug)]
@@ -250,7 +360,10 @@ fn find_call(text: &str, name: &str) -> Option<Call> {
     let mut found = None;
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
-        let lead = line.len() - line.trim_start_matches([' ', '\t', '*', '_', '>']).len();
+        let lead = line.len()
+            - line
+                .trim_start_matches([' ', '\t', '*', '_', '>', '`'])
+                .len();
         let rest = &line[lead..];
         if rest.starts_with(name) && rest[name.len()..].starts_with('(') {
             let start = offset + lead + name.len() + 1;
@@ -466,6 +579,69 @@ mod tests {
         let p = parse_response("FINAL(\"unterminated)", PY);
         assert_eq!(p.final_literal.as_deref(), Some("\"unterminated"));
         assert_eq!(p.unclosed_final, None);
+    }
+
+    #[test]
+    fn tool_calls_that_carry_code_run_as_code() {
+        let forms = [
+            // OpenAI-style JSON, arguments as a string.
+            r#"{"name": "python", "arguments": "{\"code\": \"print(len(context))\"}"}"#,
+            // Hermes / Qwen2.5 style.
+            "<tool_call>\n{\"name\": \"execute\", \"arguments\": {\"code\": \"print(len(context))\"}}\n</tool_call>",
+            // Claude-style XML (official library issue #179).
+            "<function_calls>\n<invoke name=\"repl\">\n<parameter name=\"code\">print(len(context))</parameter>\n</invoke>\n</function_calls>",
+            // Qwen3-Coder style.
+            "<tool_call>\n<function=python>\n<parameter=code>\nprint(len(context))\n</parameter>\n</function>\n</tool_call>",
+            // A bare JSON object with the code.
+            r#"{"code": "print(len(context))"}"#,
+            // The same in a json fence.
+            "```json\n{\"tool\": \"repl\", \"input\": {\"code\": \"print(len(context))\"}}\n```",
+        ];
+        for form in forms {
+            let p = parse_response(form, PY);
+            assert_eq!(
+                p.blocks,
+                vec![CodeBlock {
+                    tag: "repl".into(),
+                    code: "print(len(context))".into()
+                }],
+                "{form}"
+            );
+            assert!(p.from_tool_call, "{form}");
+            assert_eq!(p.misfence, None, "{form}");
+        }
+        // A tool call with no code is still corrected, never silently ignored.
+        let p = parse_response(
+            r#"<tool_call>{"name": "search", "arguments": {"q": "x"}}</tool_call>"#,
+            PY,
+        );
+        assert!(p.blocks.is_empty());
+        assert_eq!(p.misfence, Some(Misfence::ToolCall));
+        // Prose that mentions <code> is not a call.
+        let p = parse_response("Use <code>len(context)</code> to measure it.", PY);
+        assert!(p.blocks.is_empty());
+    }
+
+    #[test]
+    fn final_in_inline_code_or_emphasis_is_an_answer() {
+        for text in [
+            "`FINAL(42)`",
+            "**FINAL(42)**",
+            "__FINAL(42)__",
+            "> FINAL(42)",
+        ] {
+            assert_eq!(
+                parse_response(text, PY).final_literal.as_deref(),
+                Some("42"),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            parse_response("`FINAL_VAR(total)`", PY)
+                .final_var
+                .as_deref(),
+            Some("total")
+        );
     }
 
     #[test]

@@ -278,6 +278,22 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
     }
 }
 
+/// The form of a reply a correction was given for, in words (`a bare fence`…), for
+/// the message that stops a run after repeated corrections.
+pub fn misfence_form(misfence: Option<&Misfence>) -> String {
+    match misfence {
+        Some(Misfence::Bare) => "code in a fence without a tag".to_owned(),
+        Some(Misfence::OtherLanguage(tag)) => format!("code in a ```{tag} fence"),
+        Some(Misfence::ToolCall) => "a tool call, which does not run here".to_owned(),
+        None => "without code or a final answer".to_owned(),
+    }
+}
+
+/// Told when code came as a tool call (XML or JSON) and was run as code.
+pub fn tool_call_ran_as_code(language: &str) -> String {
+    format!("Your tool call was run as {language} code; there are no tool calls here. Next time write the code in a ```repl fence.")
+}
+
 /// Told when `FINAL(...)` came in the same message as code.
 pub const PREMATURE_FINAL: &str = "Your FINAL(...) was written in the same message as code, before that code ran, so it was not accepted. Read the output above, then answer with FINAL(...) or FINAL_VAR(name) in a message without code.";
 

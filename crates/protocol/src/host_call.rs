@@ -107,6 +107,10 @@ pub struct PromptArgs {
     /// Context appended to the prompt (text as is, anything else as JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// When the prompt does not fit the sub-model's window: split the context, ask
+    /// piece by piece and combine the answers, instead of refusing the call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub split: bool,
 }
 
 /// The arguments of `sub_rlm`.
@@ -207,7 +211,8 @@ mod tests {
             HostCall::parse("llm_query", json!({"prompt": "hi"})).unwrap(),
             HostCall::LlmQuery(PromptArgs {
                 prompt: "hi".into(),
-                context: None
+                context: None,
+                split: false,
             })
         );
         assert_eq!(
@@ -259,6 +264,7 @@ mod tests {
             HostCall::LlmQuery(PromptArgs {
                 prompt: "p".into(),
                 context: Some(json!([1, 2])),
+                split: true,
             }),
             HostCall::SubRlm(SubRlmArgs {
                 query: "q".into(),

@@ -142,6 +142,10 @@ pub struct ProviderConfig {
     pub temperature: Option<f32>,
     /// Prices for cost accounting, when known.
     pub prices: Option<Prices>,
+    /// The model's context window in tokens, when configured (`--context-window`,
+    /// `--sub-context-window`, `rlm.toml`); `None`: learned (see [`crate::window`]).
+    #[serde(default)]
+    pub context_window: Option<u32>,
 }
 
 impl Default for ProviderConfig {
@@ -159,6 +163,7 @@ impl Default for ProviderConfig {
             max_tokens: None,
             temperature: None,
             prices: None,
+            context_window: None,
         }
     }
 }

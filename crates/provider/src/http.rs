@@ -7,7 +7,7 @@
 //! Each provider describes its JSON with a [`WireFormat`].
 
 use std::error::Error as StdError;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::{RequestBuilder, Response};
@@ -19,7 +19,7 @@ use super::{ChatRequest, Completion, DeltaSink, ProviderError};
 
 mod stream;
 
-pub(crate) use stream::{read_stream, StreamFlow, StreamState, RETRY_NOTICE};
+pub(crate) use stream::{read_stream, StreamFlow, StreamState, EMPTY_STREAM, RETRY_NOTICE};
 
 /// Longest wait for a TCP (and TLS) connection before the attempt counts as failed.
 pub(crate) const CONNECT_TIMEOUT_SECS: u64 = 30;
@@ -403,6 +403,11 @@ impl HttpTarget {
     }
 
     /// Posts `body` (built from `request`) with retries and returns the completion.
+    ///
+    /// After a stream that ended without any data, the next attempt asks for the whole
+    /// answer instead: some servers (llama-cpp-python) fail a streamed request after
+    /// sending its headers — a request past the model's window, say — and only a
+    /// whole answer carries the error that says why.
     pub(crate) async fn complete<W: WireFormat>(
         &self,
         request: &ChatRequest,
@@ -412,11 +417,25 @@ impl HttpTarget {
         let started = Instant::now();
         let shown = AtomicUsize::new(0);
         let shown = &shown;
+        let whole = unstreamed(body);
+        let (whole, empty_stream) = (&whole, &AtomicBool::new(false));
         let (raw, attempts) = run_with_retries(
             &self.policy,
             &self.shown_endpoint,
             self.timeout,
-            move |_attempt| self.attempt::<W>(body, on_delta, shown),
+            move |_attempt| async move {
+                let body = match whole {
+                    Some(whole) if empty_stream.load(Ordering::Relaxed) => whole,
+                    _ => body,
+                };
+                let result = self.attempt::<W>(body, on_delta, shown).await;
+                if let Err(AttemptError::Interrupted(message)) = &result {
+                    if message.contains(EMPTY_STREAM) {
+                        empty_stream.store(true, Ordering::Relaxed);
+                    }
+                }
+                result
+            },
         )
         .await?;
         Ok(raw.finish(request, &self.model, started, attempts))
@@ -457,6 +476,19 @@ impl HttpTarget {
         )
         .await
     }
+}
+
+/// `body` asking for a whole answer instead of a stream; `None` when it asks for none.
+fn unstreamed(body: &Value) -> Option<Value> {
+    if body.get("stream") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    let mut whole = body.clone();
+    if let Some(object) = whole.as_object_mut() {
+        object.insert("stream".to_owned(), Value::Bool(false));
+        object.remove("stream_options");
+    }
+    Some(whole)
 }
 
 /// One attempt: sends the request, then reads the answer as a stream or as a whole

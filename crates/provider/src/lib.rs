@@ -43,6 +43,7 @@ pub mod openai;
 pub mod retry;
 #[cfg(test)]
 mod stream_fuzz;
+pub mod window;
 mod wire;
 
 pub use address::redact_url;
@@ -55,6 +56,7 @@ pub use config::{
 pub use openai::OpenAiProvider;
 pub use retry::RetryPolicy;
 pub use rlm_protocol::{ToolCall, ToolSpec, Usage};
+pub use window::{ContextWindow, TokenEstimator, WindowSource};
 
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

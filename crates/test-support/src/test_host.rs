@@ -61,7 +61,9 @@ impl Host for TestHost {
             .push((call.method().to_owned(), wire["args"].clone()));
         let for_model = |e: rlm_context_store::StoreError| HostError::RespondToModel(e.to_string());
         match call {
-            HostCall::LlmQuery(PromptArgs { prompt, context }) => {
+            HostCall::LlmQuery(PromptArgs {
+                prompt, context, ..
+            }) => {
                 if prompt == "fail" {
                     return Err(HostError::RespondToModel(
                         "the sub-model is unavailable".into(),

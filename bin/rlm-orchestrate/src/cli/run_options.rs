@@ -113,6 +113,28 @@ pub struct RunOptions {
     #[arg(long, value_name = "CMD", env = "RLM_LLM_CMD", help_heading = "Model")]
     pub llm_cmd: Option<String>,
 
+    /// The root model's context window in tokens (prompt and answer together); default:
+    /// what the server says, else the table of known models, else 8192.
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        env = "RLM_CONTEXT_WINDOW",
+        value_parser = clap::value_parser!(u32).range(1024..),
+        help_heading = "Model"
+    )]
+    pub context_window: Option<u32>,
+
+    /// The sub-model's context window in tokens; default: the root's when the sub-model
+    /// is the root model, else learned like the root's.
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        env = "RLM_SUB_CONTEXT_WINDOW",
+        value_parser = clap::value_parser!(u32).range(1024..),
+        help_heading = "Model"
+    )]
+    pub sub_context_window: Option<u32>,
+
     /// Model for sub-calls (llm_query, summarize); default: the root model.
     #[arg(long, value_name = "M", env = "RLM_SUB_MODEL", help_heading = "Model")]
     pub sub_model: Option<String>,

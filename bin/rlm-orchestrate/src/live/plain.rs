@@ -68,6 +68,10 @@ fn raw_line(event: &Event) -> Option<String> {
             )
         }
         EventData::CacheHit(hit) => format!("  {}: answered from the cache", hit.call),
+        EventData::Compacted(record) => format!(
+            "  compacted steps {:?} to fit the window (~{} → ~{} tokens)",
+            record.steps, record.tokens_before, record.tokens_after
+        ),
         EventData::Warning { message } => format!("warning: {message}"),
         EventData::Final(record) => {
             if record.forced {

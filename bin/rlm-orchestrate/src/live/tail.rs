@@ -171,6 +171,8 @@ mod tests {
             env: EnvKind::Python,
             context: None,
             pid: 1,
+            context_window: None,
+            sub_context_window: None,
         })
     }
 

@@ -78,6 +78,7 @@ impl Tree {
             | EventData::SubAgentFinished(_)
             | EventData::LlmCall(_)
             | EventData::CacheHit(_)
+            | EventData::Compacted(_)
             | EventData::Warning { .. }
             | EventData::Error { .. }
             | EventData::Final(_)
@@ -243,6 +244,8 @@ mod tests {
                 env: EnvKind::Python,
                 context: None,
                 pid: 1,
+                context_window: None,
+                sub_context_window: None,
             }),
         )
     }
@@ -272,6 +275,7 @@ mod tests {
                     attempts: 1,
                     request_bytes: 4000,
                     cost_usd: None,
+                    estimated_prompt_tokens: None,
                 }),
             ),
             root(

@@ -365,6 +365,13 @@ fn item_html(out: &mut String, item: &StepItem) {
                 esc(&hit.key)
             );
         }
+        StepItem::Compacted(record) => {
+            let _ = writeln!(
+                out,
+                "<div class=\"notice\"><strong>Compacted</strong> <span class=\"pre\">{}</span></div>",
+                esc(&super::compaction_summary(record))
+            );
+        }
         StepItem::Warning { message } => {
             let _ = writeln!(
                 out,

@@ -238,6 +238,9 @@ impl Renderer<'_> {
                 hit.call,
                 output::escape_controls(&hit.key)
             ),
+            StepItem::Compacted(record) => {
+                self.field(indent, "compacted", &super::compaction_summary(record))
+            }
             StepItem::Warning { message } => self.field(indent, "warning", message),
             StepItem::Error { message } => self.field(indent, "error", message),
             StepItem::Final(record) => {

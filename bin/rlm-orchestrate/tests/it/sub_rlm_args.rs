@@ -62,7 +62,14 @@ fn a_200_kb_sub_rlm_query_reaches_the_child_and_stays_off_its_command_line() {
         &sb,
         &mock.control().openai_base_url(),
         "delegate a long task",
-        &["--context", context.to_str().unwrap()],
+        // A sub-model whose window takes the 200 KB task (else the child refuses it,
+        // naming the sizes, before asking anything).
+        &[
+            "--context",
+            context.to_str().unwrap(),
+            "--sub-context-window",
+            "1000000",
+        ],
     );
     assert_eq!(
         result["answer"], "child got the whole task: true",

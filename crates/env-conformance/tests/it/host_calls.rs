@@ -33,6 +33,13 @@ async fn host_calls_round_trip<L: Lang>() {
             "[llm_query error: boom]"
         ]))
     );
+    run(&mut f.env, &L::call(L::QUERY_SPLIT)).await;
+    let split = f.host.calls("llm_query");
+    assert_eq!(
+        split.last().unwrap(),
+        &json!({"prompt": "hi", "context": "ctx", "split": true})
+    );
+    assert!(split[0].get("split").is_none(), "not asked: not sent");
     let parallel = f.host.calls("llm_query_parallel");
     assert_eq!(
         parallel[0]["prompts"],

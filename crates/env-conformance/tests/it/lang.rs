@@ -105,6 +105,8 @@ pub trait Lang: Sized + 'static {
     const SEARCH_REGEX_AT_MOST_2: &'static str;
     /// `llm_query('hi')` with the context `[1, 2]`, in the language's usual form.
     const QUERY_WITH_CONTEXT: &'static str;
+    /// `llm_query('hi', 'ctx')` asking to be split when it does not fit the window.
+    const QUERY_SPLIT: &'static str;
     /// `llm_query_parallel` of `a`, (`b` with the context `ctx`) and `fail`.
     const PARALLEL_QUERIES: &'static str;
     /// Calls `llm_query('fail')` and prints the JSON of `[message, is a HostError, is
@@ -249,6 +251,7 @@ impl Lang for Python {
     const SEARCH_REGEX_AT_MOST_2: &'static str =
         r"search(context, r'(?i)error\W', regex=True, max_results=2)";
     const QUERY_WITH_CONTEXT: &'static str = "llm_query('hi', context=[1, 2])";
+    const QUERY_SPLIT: &'static str = "llm_query('hi', 'ctx', split=True)";
     const PARALLEL_QUERIES: &'static str = "llm_query_parallel(['a', ('b', 'ctx'), 'fail'])";
     const CATCH_HOST_ERROR: &'static str = "import json\ntry:\n    llm_query('fail')\nexcept HostError as e:\n    print(json.dumps([str(e), isinstance(e, HostError), isinstance(e, RuntimeError)]))";
     const CATCH_FATAL: &'static str =
@@ -370,6 +373,7 @@ impl Lang for Js {
     const SEARCH_REGEX_AT_MOST_2: &'static str =
         r"search(context, '[Ee][Rr][Rr][Oo][Rr]\\W', true, 2)";
     const QUERY_WITH_CONTEXT: &'static str = "llm_query('hi', [1, 2])";
+    const QUERY_SPLIT: &'static str = "llm_query('hi', 'ctx', {split: true})";
     const PARALLEL_QUERIES: &'static str = "llm_query_parallel(['a', ['b', 'ctx'], 'fail'])";
     const CATCH_HOST_ERROR: &'static str = "try { await llm_query('fail') } catch (e) { print(JSON.stringify([e.message, e instanceof HostError, e instanceof Error])) }";
     const CATCH_FATAL: &'static str =

@@ -98,6 +98,15 @@ async fn final_var_and_submit_finish_from_code<L: Lang>() {
             value: "{\"n\":[1,2]}".into()
         })
     );
+    // FINAL called from code answers with its value, as models often write it.
+    let outcome = f.env.execute("FINAL(6 * 7)").await.unwrap();
+    assert_eq!(
+        outcome.final_answer,
+        Some(FinalAnswer::Var {
+            name: "<FINAL>".into(),
+            value: "42".into()
+        })
+    );
     let outcome = f.env.execute("FINAL_VAR('nope')").await.unwrap();
     assert_eq!(outcome.final_answer, None);
     let error = outcome.error.unwrap();

@@ -3,11 +3,12 @@
 // SUBMIT, SHOW_VARS. Argument shapes mirror the Python helpers; pairs are arrays.
 "use strict";
 
-function __rlm_prompt_args(prompt, context) {
+function __rlm_prompt_args(prompt, context, split) {
   const args = { prompt: __rlm_safe.String(prompt) };
   if (context !== undefined && context !== null) {
     args.context = typeof context === "string" ? context : __rlm_plain(context);
   }
+  if (split === true) args.split = true;
   return args;
 }
 
@@ -17,20 +18,24 @@ function __rlm_refs(refs) {
   return __rlm_safe.arrayFrom(refs, (ref) => __rlm_safe.String(ref));
 }
 
-/** One plain call to the sub-model; resolves to its text. */
-globalThis.llm_query = async function llm_query(prompt, context = null) {
-  return __rlm_text(await __rlm_call("llm_query", __rlm_prompt_args(prompt, context)));
+/** One plain call to the sub-model; resolves to its text. A prompt past the
+ * sub-model's window is refused with the sizes; with {split: true} its context is split
+ * instead, asked piece by piece, and the answers combined. */
+globalThis.llm_query = async function llm_query(prompt, context = null, options = null) {
+  const split = options !== null && typeof options === "object" && options.split === true;
+  return __rlm_text(await __rlm_call("llm_query", __rlm_prompt_args(prompt, context, split)));
 };
 
 /** Several sub-model calls at once (prompts: strings or [prompt, context] pairs);
  * answers in order. A failed call's answer is "[llm_query error: ...]". */
-globalThis.llm_query_parallel = async function llm_query_parallel(prompts) {
+globalThis.llm_query_parallel = async function llm_query_parallel(prompts, options = null) {
+  const split = options !== null && typeof options === "object" && options.split === true;
   const jobs = __rlm_safe.arrayFrom(prompts, (entry) => {
-    if (__rlm_safe.isArray(entry) && entry.length === 2) return __rlm_prompt_args(entry[0], entry[1]);
+    if (__rlm_safe.isArray(entry) && entry.length === 2) return __rlm_prompt_args(entry[0], entry[1], split);
     if (entry !== null && typeof entry === "object" && "prompt" in entry) {
-      return __rlm_prompt_args(entry.prompt, entry.context);
+      return __rlm_prompt_args(entry.prompt, entry.context, entry.split === true || split);
     }
-    return __rlm_prompt_args(entry, null);
+    return __rlm_prompt_args(entry, null, split);
   });
   const answers = await __rlm_call("llm_query_parallel", { prompts: jobs });
   return __rlm_safe.map(answers || [], (answer) =>
@@ -139,6 +144,13 @@ globalThis.FINAL_VAR = function FINAL_VAR(name) {
     if (globalThis[keys[i]] === name && !__rlm_is_provided(keys[i])) owner = keys[i];
   }
   globalThis.__rlm_final = { kind: "var", name: owner || "<value>", value: __rlm_render(name) };
+  return undefined;
+};
+
+/** Finishes the run with `value` when called from code (models write FINAL(x) in code
+ * as often as in text): a string as is, anything else as JSON. */
+globalThis.FINAL = function FINAL(value) {
+  globalThis.__rlm_final = { kind: "var", name: "<FINAL>", value: __rlm_render(value) };
   return undefined;
 };
 

@@ -330,6 +330,7 @@ def _install(init):
         "store": _Store(),
         "SHOW_VARS": SHOW_VARS,
         "FINAL_VAR": FINAL_VAR,
+        "FINAL": FINAL,
         "SUBMIT": SUBMIT,
         "HostError": HostError,
         "LazyText": LazyText,

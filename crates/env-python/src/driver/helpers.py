@@ -28,31 +28,36 @@ def _sub_context(args, context):
         args["context"] = context if isinstance(context, str) else _jsonable(context)
 
 
-def _prompt_args(prompt, context):
+def _prompt_args(prompt, context, split=False):
     args = {"prompt": str(prompt)}
     if isinstance(context, LazyText):
         raise _lazy_whole(context, "llm_query")
     if context is not None:
         args["context"] = _jsonable(context) if not isinstance(context, str) else context
+    if split:
+        args["split"] = True
     return args
 
 
-def llm_query(prompt, context=None):
-    """One plain call to the sub-model; returns its text."""
-    return _as_text(_host("llm_query", _prompt_args(prompt, context)))
+def llm_query(prompt, context=None, split=False):
+    """One plain call to the sub-model; returns its text. A prompt past the sub-model's
+    window is refused with the sizes; with split=True its context is split instead,
+    asked piece by piece, and the answers combined."""
+    return _as_text(_host("llm_query", _prompt_args(prompt, context, split)))
 
 
-def llm_query_parallel(prompts):
+def llm_query_parallel(prompts, split=False):
     """Several sub-model calls at once (prompts: str or (prompt, context)); answers in
-    order. A failed call's answer is the string "[llm_query error: ...]"."""
+    order. A failed call's answer is the string "[llm_query error: ...]". split=True
+    splits each call that does not fit the sub-model's window (see llm_query)."""
     jobs = []
     for entry in prompts:
         if isinstance(entry, (tuple, list)) and len(entry) == 2:
-            jobs.append(_prompt_args(entry[0], entry[1]))
+            jobs.append(_prompt_args(entry[0], entry[1], split))
         elif isinstance(entry, dict) and "prompt" in entry:
-            jobs.append(_prompt_args(entry["prompt"], entry.get("context")))
+            jobs.append(_prompt_args(entry["prompt"], entry.get("context"), entry.get("split", split)))
         else:
-            jobs.append(_prompt_args(entry, None))
+            jobs.append(_prompt_args(entry, None, split))
     answers = _host("llm_query_parallel", {"prompts": jobs})
     out = []
     for answer in answers or []:
@@ -200,6 +205,15 @@ def FINAL_VAR(name):
             "first (answer = ...) and call FINAL_VAR('answer'), or use SUBMIT(value)"
         )
     _final = {"kind": "var", "name": "<value>", "value": _render(name)}
+    return None
+
+
+def FINAL(value):
+    """Finishes the run with `value` when called from code (models write FINAL(x) in
+    code as often as in text): a str as is, anything else as JSON. As text outside
+    code, FINAL(...) is read by the orchestrator instead."""
+    global _final
+    _final = {"kind": "var", "name": "<FINAL>", "value": _render(value)}
     return None
 
 

@@ -24,7 +24,7 @@ pub use summary::{RunSummaryFile, SUMMARY_FILE, SUMMARY_FORMAT_VERSION};
 
 use crate::env::{EnvKind, ReplVariable};
 use crate::ids::{AgentId, RunId};
-use crate::provider::Usage;
+use crate::provider::{ContextWindow, Usage};
 use rlm_protocol::RunTotals;
 
 /// How a run ended.
@@ -129,6 +129,17 @@ impl CallPurpose {
             Self::SubRlmOneShot => "sub_rlm_one_shot",
         }
     }
+
+    /// The helper that made a call of this purpose, as the model knows it (for
+    /// messages to the model).
+    pub fn helper(self) -> &'static str {
+        match self {
+            Self::Root | Self::ForcedFinal => "the root model's turn",
+            Self::LlmQuery => "llm_query",
+            Self::Summarize => "summarize",
+            Self::SubRlmOneShot => "sub_rlm (a plain sub-model call at the maximum depth)",
+        }
+    }
 }
 
 impl std::fmt::Display for CallPurpose {
@@ -206,6 +217,8 @@ pub enum EventData {
     LlmCall(LlmCall),
     /// A sub-call was answered from the cache.
     CacheHit(CacheHit),
+    /// Older steps of the root conversation were compacted to fit the model's window.
+    Compacted(CompactionRecord),
     /// Something the user should know.
     Warning {
         /// In words.
@@ -242,6 +255,37 @@ pub struct RunStarted {
     pub context: Option<Value>,
     /// Process id of the orchestrator.
     pub pid: u32,
+    /// The root model's context window and where it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<ContextWindow>,
+    /// The sub-model's context window and where it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_context_window: Option<ContextWindow>,
+}
+
+/// `compacted`: steps of the root conversation replaced by their records so the next
+/// request fits the model's window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// The iteration about to ask the model.
+    pub iteration: u32,
+    /// The iterations whose steps were compacted.
+    pub steps: Vec<u32>,
+    /// Estimated prompt tokens before.
+    pub tokens_before: u64,
+    /// Estimated prompt tokens after.
+    pub tokens_after: u64,
+    /// Tokens the window leaves for the prompt (the window less the answer's room).
+    pub budget: u64,
+    /// Characters cut from the last step's longest messages (0: none).
+    #[serde(default)]
+    pub cut_chars: usize,
+    /// The store variable holding the compacted steps' full text, if stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variable: Option<String>,
+    /// The compacted steps, whole (`{iteration, messages}` each).
+    #[serde(default)]
+    pub archived: Vec<Value>,
 }
 
 /// `text`: what the model wrote.
@@ -328,6 +372,10 @@ pub struct LlmCall {
     pub request_bytes: u64,
     /// Cost, when prices are configured.
     pub cost_usd: Option<f64>,
+    /// The prompt tokens rlm estimated before the call (to fit the window), beside the
+    /// reported `prompt_tokens`: how good the estimate is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_prompt_tokens: Option<u64>,
 }
 
 impl LlmCall {

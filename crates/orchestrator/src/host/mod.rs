@@ -8,6 +8,7 @@
 
 mod fan_out;
 mod serve;
+mod sub_fit;
 
 use std::sync::Arc;
 
@@ -24,14 +25,17 @@ pub use serve::{
 use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
 use crate::provider::{ChatMessage, ChatRequest, Completion, Prices, Provider};
+use crate::window::ModelWindow;
 
-/// A model with its price.
+/// A model with its price and its window.
 #[derive(Clone)]
 pub struct Model {
     /// The provider.
     pub provider: Arc<dyn Provider>,
     /// Its price, if configured.
     pub price: Option<Prices>,
+    /// Its context window and token estimate.
+    pub window: Arc<ModelWindow>,
 }
 
 impl std::fmt::Debug for Model {
@@ -39,6 +43,7 @@ impl std::fmt::Debug for Model {
         f.debug_struct("Model")
             .field("provider", &self.provider.describe())
             .field("price", &self.price)
+            .field("window", &self.window)
             .finish()
     }
 }
@@ -67,6 +72,14 @@ pub(crate) fn record_call(
     sink: &EventSink,
 ) {
     let cost = model.price.map(|p| p.cost_usd(&completion.usage));
+    // The estimate the window was fitted with, before this call calibrates it.
+    let estimated_prompt_tokens = model.window.estimator.request_tokens(request);
+    if completion.usage_reported {
+        model
+            .window
+            .estimator
+            .observe(request, completion.usage.prompt_tokens);
+    }
     accounting.record_call(completion.usage, cost, reserved);
     sink.emit(EventData::LlmCall(LlmCall {
         model: completion.model.clone(),
@@ -82,5 +95,6 @@ pub(crate) fn record_call(
             .map(|m| m.content.len() as u64)
             .sum(),
         cost_usd: cost,
+        estimated_prompt_tokens: Some(estimated_prompt_tokens),
     }));
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use rlm_protocol::host_call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
 use rlm_protocol::SubResult;
 
+use super::sub_fit::{self, SubFit};
 use super::{expected_cost, fan_out, record_call, Host, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
@@ -29,6 +30,9 @@ use crate::events::{
 };
 use crate::ids::AgentId;
 use crate::provider::{ChatMessage, ChatRequest, Usage};
+
+/// Tokens a chat template adds around a sub-call's one message.
+const SUB_TEMPLATE_TOKENS: u64 = 16;
 
 /// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
 pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
@@ -133,20 +137,24 @@ impl RunHost {
         }));
     }
 
-    /// One plain sub-model call.
+    /// One plain sub-model call, checked against `--sub-context-chars` and the
+    /// sub-model's window: a prompt that does not fit is refused with the sizes, or,
+    /// when `args.split` asks for it, its context is split, asked piece by piece, and
+    /// the answers combined.
     async fn llm_query(
         &self,
         args: &PromptArgs,
         purpose: CallPurpose,
     ) -> Result<String, HostError> {
-        let mut content = args.prompt.clone();
-        if let Some(context) = args.context.as_ref().filter(|c| !c.is_null()) {
-            content.push_str("\n\nContext:\n");
-            match context {
-                Value::String(s) => content.push_str(s),
-                other => content.push_str(&other.to_string()),
-            }
-        }
+        let context = args
+            .context
+            .as_ref()
+            .filter(|c| !c.is_null())
+            .map(|context| match context {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        let content = sub_fit::with_context(&args.prompt, context.as_deref());
         let chars = content.chars().count();
         if chars > self.settings.delegation.sub_context_chars {
             return Err(HostError::RespondToModel(format!(
@@ -154,6 +162,82 @@ impl RunHost {
                 self.settings.delegation.sub_context_chars
             )));
         }
+        let fit = self.sub_fit(&content).await;
+        if fit.fits() {
+            return self.ask_sub(content, purpose).await;
+        }
+        let window = &self.sub_model.window;
+        let piece = sub_fit::piece_chars(&args.prompt, fit.budget, &window.estimator);
+        match (args.split, context, piece) {
+            (true, Some(context), Some(piece)) => {
+                self.split_query(&args.prompt, &context, piece, fit, purpose)
+                    .await
+            }
+            (_, context, piece) => Err(HostError::RespondToModel(
+                fit.refusal(purpose.helper(), context.and(piece)),
+            )),
+        }
+    }
+
+    /// How `content` compares with the sub-model's window.
+    async fn sub_fit(&self, content: &str) -> SubFit {
+        let window = &self.sub_model.window;
+        SubFit {
+            tokens: window.estimator.tokens_of(content) + SUB_TEMPLATE_TOKENS,
+            chars: content.chars().count(),
+            budget: window.prompt_budget().await,
+            window: window.window().await,
+        }
+    }
+
+    /// `prompt` over `context` split into pieces that fit (see
+    /// [`sub_fit::split_and_combine`]), each piece and each combination a sub-call.
+    async fn split_query(
+        &self,
+        prompt: &str,
+        context: &str,
+        piece: usize,
+        fit: SubFit,
+        purpose: CallPurpose,
+    ) -> Result<String, HostError> {
+        let limit = self.settings.delegation.max_parallel;
+        let (answer, pieces) = sub_fit::split_and_combine(
+            sub_fit::Split {
+                prompt,
+                context,
+                piece,
+                budget: fit.budget,
+                estimator: &self.sub_model.window.estimator,
+            },
+            |jobs| async move {
+                fan_out::in_order(jobs, limit, |content| self.ask_sub(content, purpose))
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<String>, HostError>>()
+            },
+        )
+        .await
+        .map_err(|error| {
+            HostError::RespondToModel(format!(
+                "{}: {error} (the sub-model's window is {} tokens)",
+                purpose.helper(),
+                fit.window.tokens
+            ))
+        })?;
+        self.sink.emit(EventData::Warning {
+            message: format!(
+                "{}: about {} tokens did not fit the sub-model's window of {}; split into {pieces} pieces of at most {piece} characters, asked {limit} at a time, answers combined",
+                purpose.helper(),
+                fit.tokens,
+                fit.window.tokens,
+            ),
+        });
+        Ok(answer)
+    }
+
+    /// One sub-model call with `content` as it is: answered from the cache when asked
+    /// before, else within the budgets, accounted and cached.
+    async fn ask_sub(&self, content: String, purpose: CallPurpose) -> Result<String, HostError> {
         let key = CallKey::new(
             CachedCall::LlmQuery,
             &[self.sub_model.provider.model(), &content],
@@ -227,9 +311,12 @@ impl RunHost {
             (None, Some(OneShotContext::Whole(value))) => Some(cut_for_one_shot(&value)),
             (None, None) => None,
         };
+        // A nested run would have worked through its context whatever its size: the
+        // plain call in its place splits what does not fit the window.
         let prompt = PromptArgs {
             prompt: args.query.clone(),
             context,
+            split: true,
         };
         self.llm_query(&prompt, CallPurpose::SubRlmOneShot).await
     }
@@ -556,9 +643,12 @@ impl Host for RunHost {
                 .map(Value::String),
             HostCall::LlmQueryParallel { prompts } => self.llm_query_parallel(prompts).await,
             HostCall::Summarize { text, max_tokens } => {
+                // A summary of a text too long for one call is a summary of its
+                // pieces' summaries.
                 let prompt = PromptArgs {
                     prompt: format!("Summarize the following in at most {max_tokens} tokens. Keep names, numbers and anything unusual."),
                     context: Some(text),
+                    split: true,
                 };
                 self.llm_query(&prompt, CallPurpose::Summarize)
                     .await

@@ -14,6 +14,9 @@ use crate::provider::ChatMessage;
 /// Where the turn stands.
 pub(super) struct Step<'a> {
     pub iteration: u32,
+    /// The most characters of a block's output shown (`--max-output-chars`, bounded
+    /// by the window).
+    pub max_output_chars: usize,
     pub settings: &'a LoopSettings,
     /// The context's size, for the redaction guard.
     pub context_chars: u64,
@@ -31,6 +34,7 @@ pub(super) async fn run(
 ) -> Result<Turn, LoopError> {
     let Step {
         iteration,
+        max_output_chars,
         settings,
         context_chars,
         truncated,
@@ -56,12 +60,16 @@ pub(super) async fn run(
         // Its last block or its FINAL( may be cut anywhere: nothing of it is acted on.
         let mut turn = Turn::default();
         turn.notices.push(prompt::TRUNCATED_REPLY.to_owned());
+        turn.correction = Some("cut at the output-token limit".to_owned());
         return Ok(turn);
     }
     let mut turn = Turn {
         ran_code: !parsed.blocks.is_empty(),
         ..Turn::default()
     };
+    if parsed.from_tool_call {
+        turn.notices.push(prompt::tool_call_ran_as_code(language));
+    }
     for (block, code) in parsed.blocks.iter().enumerate() {
         sink.emit(EventData::Code(CodeRecord {
             iteration,
@@ -71,7 +79,7 @@ pub(super) async fn run(
         let outcome = env.execute(&code.code).await?;
         let shaped = shape_output(
             &outcome.combined_output(),
-            settings.max_output_chars,
+            max_output_chars,
             context_chars,
             settings.redact_ratio,
         );
@@ -131,9 +139,11 @@ pub(super) async fn run(
     }
     if let Some(name) = parsed.unclosed_final {
         turn.notices.push(prompt::unclosed_final(name));
+        turn.correction = Some(format!("an unclosed {name}("));
     } else if parsed.blocks.is_empty() && parsed.final_var.is_none() {
         turn.notices
             .push(prompt::correction(parsed.misfence.as_ref(), language));
+        turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)
 }

@@ -6,7 +6,12 @@
 //! budgets, the trace, the forced last answer — is the same for both.
 
 mod code_turn;
+mod compact;
+mod fit;
 mod tool_turn;
+
+pub use compact::WindowTooSmall;
+pub use fit::HistoryArchive;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -87,6 +92,9 @@ pub enum LoopError {
     /// The REPL broke for good.
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// Not even the system prompt and the task fit the root model's window.
+    #[error(transparent)]
+    Window(WindowTooSmall),
 }
 
 /// Everything the loop works with.
@@ -99,6 +107,9 @@ pub struct LoopParts<'a> {
     pub sink: &'a EventSink,
     /// Usage and budgets (shared with the host).
     pub accounting: &'a Accounting,
+    /// Where steps compacted to fit the window are stored for the model to read back
+    /// (`None`: only the trace keeps them).
+    pub archive: Option<HistoryArchive>,
 }
 
 /// What the model works through: code in a REPL, or the environment's tools.
@@ -158,7 +169,14 @@ struct Turn {
     final_answer: Option<LoopOutcome>,
     /// Code ran, so the model's variables may have changed.
     ran_code: bool,
+    /// The form of a reply that neither ran nor answered and got a correction (a bare
+    /// fence, an unclosed `FINAL(`, a cut reply…), for counting repeats.
+    correction: Option<String>,
 }
+
+/// Corrections of the same form in a row after which the run stops asking and forces
+/// an answer: a third reply in a form two corrections did not fix is not a fourth try.
+const MAX_SAME_CORRECTIONS: u32 = 2;
 
 /// Runs the loop for `query` over a context described by `context` (the latest slot
 /// of a session); `session` tells the model what earlier queries left in the REPL.
@@ -174,6 +192,7 @@ pub async fn run_loop(
         env,
         sink,
         accounting,
+        archive,
     } = parts;
     let mut medium = Medium::of(env, settings.tool_protocol);
     let mut budget = Budget {
@@ -208,6 +227,8 @@ pub async fn run_loop(
             query, context, &budget, session, access,
         )),
     ];
+    let mut fitter = fit::Fitter::new(&messages[1].content, archive);
+    let mut known_variables = std::collections::HashSet::new();
     let context_chars = context.map_or(0, |c| c.total_chars);
     let caller = Caller {
         model,
@@ -216,6 +237,7 @@ pub async fn run_loop(
     };
     let mut iterations = 0;
     let mut stop_reason = None;
+    let mut same_corrections: Option<(String, u32)> = None;
     for iteration in 1..=settings.max_iterations {
         let reserved = crate::host::expected_cost(model, &messages);
         if let Some(reason) = accounting.start_call(reserved) {
@@ -229,13 +251,22 @@ pub async fn run_loop(
             specs: medium.native_specs(),
             required: None,
         };
-        let completion = caller
-            .ask(&messages, offer, (CallPurpose::Root, reserved), iteration)
-            .await?;
+        let completion = fit::ask_fitted(
+            caller,
+            &mut fitter,
+            &mut messages,
+            offer,
+            (CallPurpose::Root, reserved),
+            iteration,
+        )
+        .await?;
+        fitter.history().begin_step(iteration, messages.len());
+        let max_output_chars = output_cap(settings.max_output_chars, model).await;
         let turn = match &mut medium {
             Medium::Code(repl) => {
                 let step = code_turn::Step {
                     iteration,
+                    max_output_chars,
                     settings,
                     context_chars,
                     truncated: completion.truncated,
@@ -247,7 +278,7 @@ pub async fn run_loop(
             } => {
                 let step = tool_turn::Step {
                     iteration,
-                    settings,
+                    max_output_chars,
                     protocol: *protocol,
                 };
                 tool_turn::run(step, &completion, &mut **tools, sink, &mut messages).await?
@@ -269,6 +300,23 @@ pub async fn run_loop(
                 ..done
             });
         }
+        same_corrections = match (turn.correction.clone(), same_corrections.take()) {
+            (Some(form), Some((last, count))) if form == last => Some((form, count + 1)),
+            (Some(form), _) => Some((form, 1)),
+            (None, _) => None,
+        };
+        if let Some((form, count)) = &same_corrections {
+            if *count > MAX_SAME_CORRECTIONS {
+                stop_reason = Some(format!(
+                    "the reply was again {form}, after {MAX_SAME_CORRECTIONS} corrections"
+                ));
+                sink.emit(EventData::StepCompleted {
+                    iteration,
+                    duration_ms: step_start.elapsed().as_millis() as u64,
+                });
+                break;
+            }
+        }
         let variables = match &mut medium {
             Medium::Code(repl) => repl.variables().await.unwrap_or_default(),
             Medium::Tools { .. } => Vec::new(),
@@ -279,6 +327,12 @@ pub async fn run_loop(
                 variables: variables.clone(),
             });
         }
+        let made = variables
+            .iter()
+            .filter(|v| known_variables.insert(v.name.clone()))
+            .map(|v| v.name.clone())
+            .collect();
+        fitter.history().made(made);
         budget.iteration = iteration + 1;
         budget.tokens_used = accounting.totals().usage.total();
         messages.push(ChatMessage::user(prompt::turn_message(
@@ -303,7 +357,16 @@ pub async fn run_loop(
         iterations,
         stop_reason,
     };
-    force_final(ending, &mut medium, &mut messages).await
+    force_final(ending, &mut medium, &mut fitter, &mut messages).await
+}
+
+/// The most characters of one step's output shown to the model: `--max-output-chars`,
+/// and no more than a third of what the window leaves for the prompt.
+async fn output_cap(max_output_chars: usize, model: &Model) -> usize {
+    let window = &model.window;
+    let (chars_per_token, _) = window.estimator.calibration();
+    let third = (window.prompt_budget().await as f64 / 3.0 * chars_per_token) as usize;
+    max_output_chars.min(third.max(1_000))
 }
 
 /// A final answer the turn accepted (its iteration count is set by the loop).
@@ -392,6 +455,7 @@ struct Ending<'a> {
 async fn force_final(
     ending: Ending<'_>,
     medium: &mut Medium<'_>,
+    fitter: &mut fit::Fitter,
     messages: &mut Vec<ChatMessage>,
 ) -> Result<LoopOutcome, LoopError> {
     let Ending {
@@ -415,14 +479,15 @@ async fn force_final(
             .any(|spec| spec.name == final_answer)
             .then_some(final_answer),
     };
-    let mut completion = caller
-        .ask(
-            messages,
-            offer,
-            (CallPurpose::ForcedFinal, Reservation::default()),
-            iterations + 1,
-        )
-        .await?;
+    let mut completion = fit::ask_fitted(
+        caller,
+        fitter,
+        messages,
+        offer,
+        (CallPurpose::ForcedFinal, Reservation::default()),
+        iterations + 1,
+    )
+    .await?;
     if completion.truncated {
         // A reply cut at its limit is not an answer: ask once more, for a shorter one.
         messages.push(ChatMessage::assistant(completion.text.clone()));
@@ -434,14 +499,15 @@ async fn force_final(
             },
             forced_instruction(medium)
         )));
-        completion = caller
-            .ask(
-                messages,
-                offer,
-                (CallPurpose::ForcedFinal, Reservation::default()),
-                iterations + 1,
-            )
-            .await?;
+        completion = fit::ask_fitted(
+            caller,
+            fitter,
+            messages,
+            offer,
+            (CallPurpose::ForcedFinal, Reservation::default()),
+            iterations + 1,
+        )
+        .await?;
         if completion.truncated {
             caller.sink.emit(EventData::Warning {
                 message: "the forced final answer was cut at the model's output-token limit twice: it is given as it came, cut short".to_owned(),

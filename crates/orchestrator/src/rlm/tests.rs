@@ -189,6 +189,7 @@ async fn run_with(replies: &[&str], settings: LoopSettings, limits: Limits) -> H
     let model = Model {
         provider: provider.clone(),
         price: None,
+        window: std::sync::Arc::new(crate::window::ModelWindow::fixed(128_000)),
     };
     let dir = tempfile::tempdir().unwrap();
     let identity = RunIdentity {
@@ -205,6 +206,7 @@ async fn run_with(replies: &[&str], settings: LoopSettings, limits: Limits) -> H
         env: EnvMut::Code(&mut env),
         sink: &sink,
         accounting: &accounting,
+        archive: None,
     };
     let context = crate::context::describe_value(&Value::String("x".repeat(5_000)), "t".into());
     let outcome = run_loop(
@@ -390,11 +392,13 @@ async fn submit_is_validated_against_the_schema() {
 #[tokio::test]
 async fn iterations_run_out_into_a_forced_answer() {
     let h = run_with(
+        // Four replies that run nothing, in changing forms (the same form three times
+        // in a row would stop the run before the iterations run out).
         &[
             "thinking",
-            "still thinking",
+            "```\nprint(1)\n```",
             "more",
-            "and more",
+            "```text\nnotes\n```",
             "FINAL(best guess)",
         ],
         settings(),
@@ -528,6 +532,7 @@ mod tools_medium {
         let model = Model {
             provider: provider.clone(),
             price: None,
+            window: std::sync::Arc::new(crate::window::ModelWindow::fixed(128_000)),
         };
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
@@ -572,6 +577,7 @@ mod tools_medium {
                 env: EnvMut::Tools(&mut env),
                 sink: &sink,
                 accounting: &accounting,
+                archive: None,
             },
             &settings,
         )

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use super::{outcome_of, LoopError, LoopSettings, Turn};
+use super::{outcome_of, LoopError, Turn};
 use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
 use crate::env::{ToolBox, ToolOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
@@ -16,16 +16,18 @@ use crate::prompt::{self, ToolsMiss};
 use crate::provider::{ChatMessage, Completion, ToolCall};
 
 /// Where the turn stands.
-pub(super) struct Step<'a> {
+pub(super) struct Step {
     pub iteration: u32,
-    pub settings: &'a LoopSettings,
+    /// The most characters of a result shown (`--max-output-chars`, bounded by the
+    /// window).
+    pub max_output_chars: usize,
     pub protocol: ToolProtocol,
 }
 
 /// Runs the calls of the model's reply; the reply and the results go into `messages`
 /// (results written as text come back in the turn's reports instead).
 pub(super) async fn run(
-    step: Step<'_>,
+    step: Step,
     completion: &Completion,
     env: &mut dyn ToolBox,
     sink: &EventSink,
@@ -33,7 +35,7 @@ pub(super) async fn run(
 ) -> Result<Turn, LoopError> {
     let Step {
         iteration,
-        settings,
+        max_output_chars,
         protocol,
     } = step;
     let text = completion.text.trim();
@@ -52,6 +54,7 @@ pub(super) async fn run(
         messages.push(ChatMessage::assistant(text));
         let mut turn = Turn::default();
         turn.notices.push(prompt::TRUNCATED_REPLY_TOOLS.to_owned());
+        turn.correction = Some("cut at the output-token limit".to_owned());
         return Ok(turn);
     }
     let native = protocol == ToolProtocol::Native && !completion.tool_calls.is_empty();
@@ -72,7 +75,10 @@ pub(super) async fn run(
             (Some(answer), _) => {
                 turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
             }
-            (None, Some(name)) => turn.notices.push(prompt::unclosed_final(name)),
+            (None, Some(name)) => {
+                turn.notices.push(prompt::unclosed_final(name));
+                turn.correction = Some(format!("an unclosed {name}("));
+            }
             (None, None) => {
                 let miss = if !parsed.blocks.is_empty() {
                     ToolsMiss::Code
@@ -82,6 +88,14 @@ pub(super) async fn run(
                     ToolsMiss::Nothing
                 };
                 turn.notices.push(prompt::tools_correction(miss));
+                turn.correction = Some(
+                    match miss {
+                        ToolsMiss::Code => "code, which does not run here",
+                        ToolsMiss::UnreadableCall => "a tool call that could not be read",
+                        ToolsMiss::Nothing => "without a tool call or a final answer",
+                    }
+                    .to_owned(),
+                );
             }
         }
         return Ok(turn);
@@ -105,7 +119,7 @@ pub(super) async fn run(
         };
         // Tool results are bounded by the tools themselves and are what the model
         // asked to read, so they are never redacted; only `--max-output-chars` holds.
-        let content = shape_output(&outcome.content, settings.max_output_chars, 0, 0.0);
+        let content = shape_output(&outcome.content, max_output_chars, 0, 0.0);
         sink.emit(EventData::Exec(ExecRecord {
             iteration,
             block: index,

@@ -32,7 +32,7 @@ use crate::events::{
 use crate::host::{Host, HostCall, HostError, HostReply, HostSettings, RunHost};
 use crate::ids::{AgentId, RunId};
 use crate::prompt::SessionState;
-use crate::rlm::{run_loop, LoopError, LoopOutcome, LoopParts};
+use crate::rlm::{run_loop, HistoryArchive, LoopError, LoopOutcome, LoopParts};
 use rlm_protocol::RunTotals;
 
 /// What a session remembers of one of its runs (`:runs` in the REPL).
@@ -229,12 +229,18 @@ impl Session {
             parent_id: self.lineage.parent_id.clone(),
         };
         let sink = EventSink::create(self.store.data_dir(), identity, self.listeners.clone())?;
+        // Found once per model (configured, served, known or the default), so the
+        // trace says from the start which windows the run works within.
+        let context_window = Some(self.config.root.window.window().await);
+        let sub_context_window = Some(self.config.sub.window.window().await);
         sink.emit(EventData::RunStarted(RunStarted {
             task: text.to_owned(),
             model: self.config.root.provider.model().to_owned(),
             env: self.config.env.kind(),
             context: info.as_ref().and_then(|i| serde_json::to_value(i).ok()),
             pid: std::process::id(),
+            context_window,
+            sub_context_window,
         }));
         let accounting = Arc::new(Accounting::with_tree(
             self.config.limits,
@@ -358,13 +364,27 @@ impl Session {
         for message in env.env_mut().take_notices() {
             sink.emit(EventData::Warning { message });
         }
+        let archive = HistoryArchive {
+            store: Arc::clone(&self.store),
+            key: format!("run-{}-history", sink.identity().run_id),
+            scope: self.lineage.agent_id.scope(),
+        };
         let parts = LoopParts {
             model: &self.config.root,
             env: env.by_capability(),
             sink,
             accounting,
+            archive: Some(archive),
         };
-        let looped = run_loop(text, info, state, parts, &self.config.loop_settings);
+        // The system prompt names the largest piece a sub-call takes: the smaller of
+        // --sub-context-chars and what the sub-model's window holds.
+        let mut loop_settings = self.config.loop_settings.clone();
+        let sub_window = &self.config.sub.window;
+        let (chars_per_token, _) = sub_window.estimator.calibration();
+        let window_chars =
+            (sub_window.prompt_budget().await as f64 * chars_per_token * 0.9) as usize;
+        loop_settings.sub_context_chars = loop_settings.sub_context_chars.min(window_chars);
+        let looped = run_loop(text, info, state, parts, &loop_settings);
         let result = tokio::select! {
             result = looped => Some(result),
             () = cancel.cancelled() => None,

@@ -141,6 +141,7 @@ impl RunFold {
                 self.cache_hits += 1;
                 Some(StepItem::CacheHit(hit.clone()))
             }
+            EventData::Compacted(record) => Some(StepItem::Compacted(record.clone())),
             EventData::Warning { message } => Some(StepItem::Warning {
                 message: message.clone(),
             }),
@@ -244,6 +245,7 @@ fn step_of(data: &EventData) -> Option<u32> {
         EventData::Code(record) => Some(record.iteration),
         EventData::Exec(record) => Some(record.iteration),
         EventData::VariablesUpdated { iteration, .. } => Some(*iteration),
+        EventData::Compacted(record) => Some(record.iteration),
         EventData::RunStarted(_)
         | EventData::StepStarted { .. }
         | EventData::TextDelta { .. }

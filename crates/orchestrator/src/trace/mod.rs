@@ -30,8 +30,8 @@ use serde_json::Value;
 use crate::agents::{result_key, AGENTS_DIR, PROMPT_FILE_NAME};
 use crate::env::{EnvKind, ReplVariable};
 use crate::events::{
-    AgentMode, CacheHit, CodeRecord, ExecRecord, FinalRecord, LlmCall, RunStatus, SubAgentSpawned,
-    RUNS_DIR,
+    AgentMode, CacheHit, CodeRecord, CompactionRecord, ExecRecord, FinalRecord, LlmCall, RunStatus,
+    SubAgentSpawned, RUNS_DIR,
 };
 use crate::format::Capture;
 use crate::ids::{AgentId, RunId};
@@ -418,6 +418,8 @@ pub enum StepItem {
     SubAgent(SubAgent),
     /// A sub-call answered from the cache.
     CacheHit(CacheHit),
+    /// Older steps were compacted to fit the model's window.
+    Compacted(CompactionRecord),
     /// A warning.
     Warning {
         /// In words.
@@ -648,6 +650,8 @@ mod tests {
             context: None,
             // No such process: a run without an ending is not running.
             pid: u32::MAX,
+            context_window: None,
+            sub_context_window: None,
         }));
         sink
     }
@@ -663,6 +667,7 @@ mod tests {
             attempts: 1,
             request_bytes: 10,
             cost_usd: Some(0.5),
+            estimated_prompt_tokens: None,
         }));
     }
 

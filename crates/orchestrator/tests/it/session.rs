@@ -32,6 +32,7 @@ fn model(base_url: &str) -> Model {
     Model {
         provider: Arc::new(OpenAiProvider::new(&config, None).unwrap()),
         price: None,
+        window: Arc::new(rlm_orchestrator::window::ModelWindow::new(&config)),
     }
 }
 

@@ -76,6 +76,9 @@ impl StreamState<'_> {
     }
 }
 
+/// How a stream that ended before its first message is described.
+pub(crate) const EMPTY_STREAM: &str = "the stream ended without data";
+
 /// How long to wait for the end of a stream after its last event, so the connection
 /// goes back to the pool instead of being closed (keep-alive matters for latency).
 pub(crate) const STREAM_DRAIN_MILLIS: u64 = 500;
@@ -136,7 +139,7 @@ pub(crate) async fn read_stream<W: WireFormat>(
         }
     }
     let message = if messages == 0 {
-        "the stream ended without data".to_owned()
+        EMPTY_STREAM.to_owned()
     } else {
         format!(
             "the stream ended after {messages} {}(s) without {}",

@@ -21,10 +21,12 @@ Serves OpenAI POST /v1/chat/completions (and /chat/completions), OpenAI Response
 POST /v1/responses (and /responses; what the Codex CLI speaks) and Anthropic
 POST /v1/messages, streamed (SSE) or not, on 127.0.0.1. WebSocket upgrades are
 refused with 426 so clients fall back to HTTP. Every answer comes from the script;
-GET /_mock/requests lists the requests received (auth header values are never kept).
+GET /_mock/requests lists the completion requests received (auth header values are never
+kept; GETs such as /v1/models are not listed).
 
 Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT]
                 [--model NAME] [--record-limit N] [--no-stdin-watch] [--oracle]
+                [--context-window TOKENS [--window-silent]]
 
   --port N          port on 127.0.0.1 (default 0: a free port)
   --script FILE     JSON: [reply, ...] or {\"replies\": [...], \"rules\": [{CONDITIONS,
@@ -54,6 +56,13 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
   --latency-ms N    wait N ms before every reply
   --default TEXT    answer TEXT once the script is used up (else HTTP 500 \"script exhausted\")
   --model NAME      model name reported in answers (default mock-llm)
+  --context-window TOKENS
+                    refuse a request longer than TOKENS (prompt characters / 4 plus
+                    its max_tokens) as llama-cpp-python's server does: streamed, an
+                    event stream without data; whole, HTTP 400 \"This model's maximum
+                    context length is TOKENS tokens…\"; /v1/models gives TOKENS as
+                    max_model_len, as vLLM does
+  --window-silent   with --context-window: do not give it in /v1/models
   --record-limit N  keep the last N requests for /_mock/requests (default 10000)
   --no-stdin-watch  do not exit when stdin closes
   --oracle          answer the items of `rlm-orchestrate eval` right when the data is in
@@ -76,6 +85,8 @@ struct Args {
     record_limit: Option<usize>,
     watch_stdin: bool,
     oracle: bool,
+    context_window: Option<u32>,
+    window_silent: bool,
     help: bool,
 }
 
@@ -121,6 +132,13 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--no-stdin-watch" => args.watch_stdin = false,
             "--oracle" => args.oracle = true,
+            "--context-window" => {
+                let text = value("--context-window")?;
+                args.context_window = Some(text.parse().map_err(|_| {
+                    format!("--context-window takes a number of tokens, not {text:?}")
+                })?);
+            }
+            "--window-silent" => args.window_silent = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -176,6 +194,8 @@ async fn serve(args: Args) -> Result<(), String> {
         script.model = model;
     }
     script.record_limit = args.record_limit.unwrap_or(DEFAULT_RECORD_LIMIT);
+    script.context_window = args.context_window;
+    script.advertise_window = !args.window_silent;
     if args.oracle {
         script = script.rule(oracle_rule());
         if matches!(script.when_empty, WhenEmpty::Error) {

@@ -325,14 +325,22 @@ impl MockControl {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Every request recorded so far, oldest first.
+    /// Every request for a completion recorded so far (chat completions, messages,
+    /// responses), oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.requests()
     }
 
-    /// How many requests arrived (including any dropped by the record limit).
+    /// How many requests for a completion arrived (including any dropped by the record
+    /// limit).
     pub fn request_count(&self) -> u64 {
         self.shared.request_count()
+    }
+
+    /// Every other request recorded so far (`/v1/models`, `/props`, health checks,
+    /// unknown paths), oldest first.
+    pub fn side_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.side_requests()
     }
 
     /// Appends a reply to the queue.
@@ -556,8 +564,14 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         let chunked = "POST /v1/messages HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
         assert!(exchange(mock.addr(), chunked).starts_with("HTTP/1.1 411"));
-        // Only the three well-formed requests were recorded.
-        assert_eq!(mock.request_count(), 3);
+        // Only the three well-formed requests were recorded: the model call as one,
+        // the other two apart.
+        assert_eq!(mock.request_count(), 1);
+        let side = mock.control().side_requests();
+        assert_eq!(
+            side.iter().map(|r| r.method.as_str()).collect::<Vec<_>>(),
+            ["POST", "HEAD"]
+        );
     }
 
     #[test]
@@ -573,11 +587,13 @@ mod tests {
         let answer = exchange(mock.addr(), &post("/responses", body, "close"));
         assert!(answer.contains(r#""object":"response""#), "{answer}");
         assert!(answer.contains(r#""text":"hi""#), "{answer}");
+        let side = mock.control().side_requests();
+        assert_eq!(side[0].method, "GET");
+        assert_eq!(side[0].header("upgrade"), Some("websocket"));
         let requests = mock.requests();
-        assert_eq!(requests[0].method, "GET");
-        assert_eq!(requests[0].header("upgrade"), Some("websocket"));
-        assert_eq!(requests[1].api, Some(Api::Responses));
-        assert_eq!(requests[1].last_user_message().as_deref(), Some("hello"));
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].api, Some(Api::Responses));
+        assert_eq!(requests[0].last_user_message().as_deref(), Some("hello"));
     }
 
     #[test]

@@ -506,6 +506,14 @@ pub struct MockScript {
     pub model: String,
     /// Keep at most this many recorded requests (the oldest are dropped).
     pub record_limit: usize,
+    /// The served model's context window, in the tokens the mock counts (characters
+    /// / 4 of the prompt, plus `max_tokens` when the request sets it): a longer request
+    /// is refused as llama-cpp-python's server refuses it — streamed, an event stream
+    /// without data; whole, HTTP 400 naming the window.
+    pub context_window: Option<u32>,
+    /// Give `context_window` in `/v1/models` as `max_model_len`, as vLLM does (false:
+    /// say nothing, as llama-cpp-python's server does).
+    pub advertise_window: bool,
 }
 
 /// The model name reported unless the script names another.
@@ -520,6 +528,8 @@ impl Default for MockScript {
             latency: Duration::ZERO,
             model: DEFAULT_MOCK_MODEL.to_owned(),
             record_limit: usize::MAX,
+            context_window: None,
+            advertise_window: true,
         }
     }
 }

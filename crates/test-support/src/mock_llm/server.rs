@@ -40,8 +40,12 @@ pub(crate) struct Shared {
 #[derive(Debug)]
 struct State {
     script: MockScript,
+    /// Requests for a completion (chat, messages, responses).
     requests: VecDeque<RecordedRequest>,
     received: u64,
+    /// Every other request (`/v1/models`, `/props`, health checks): kept apart, so the
+    /// tests' counts of model calls do not depend on what a client asks besides.
+    side_requests: VecDeque<RecordedRequest>,
     connections: u64,
 }
 
@@ -52,6 +56,7 @@ impl Shared {
                 script,
                 requests: VecDeque::new(),
                 received: 0,
+                side_requests: VecDeque::new(),
                 connections: 0,
             }),
         }
@@ -68,6 +73,22 @@ impl Shared {
 
     pub(crate) fn request_count(&self) -> u64 {
         self.lock().received
+    }
+
+    pub(crate) fn side_requests(&self) -> Vec<RecordedRequest> {
+        self.lock().side_requests.iter().cloned().collect()
+    }
+
+    /// Keeps a request that asks for no completion, apart from the model calls.
+    fn record_side(&self, request: RecordedRequest) -> RecordedRequest {
+        let mut state = self.lock();
+        if state.script.record_limit > 0 {
+            while state.side_requests.len() >= state.script.record_limit {
+                state.side_requests.pop_front();
+            }
+            state.side_requests.push_back(request.clone());
+        }
+        request
     }
 
     pub(crate) fn push_reply(&self, reply: MockReply) {
@@ -242,7 +263,10 @@ async fn answer(
         ("POST", p) if p.ends_with("/responses") => Some(Api::Responses),
         _ => None,
     };
-    let request = shared.record(recorded(connection, &incoming, api));
+    let request = match api {
+        Some(_) => shared.record(recorded(connection, &incoming, api)),
+        None => shared.record_side(recorded(connection, &incoming, api)),
+    };
     if request
         .header("upgrade")
         .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
@@ -269,11 +293,19 @@ async fn answer(
                 json!({"status": "ok", "note": "mock-llm is a scripted stand-in, not a model"}),
             ),
             ("GET", p) if p.ends_with("/models") => {
-                let model = shared.lock().script.model.clone();
-                (
-                    200,
-                    json!({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mock-llm"}]}),
-                )
+                let (model, window) = {
+                    let state = shared.lock();
+                    let script = &state.script;
+                    (
+                        script.model.clone(),
+                        script.context_window.filter(|_| script.advertise_window),
+                    )
+                };
+                let mut entry = json!({"id": model, "object": "model", "owned_by": "mock-llm"});
+                if let Some(window) = window {
+                    entry["max_model_len"] = json!(window);
+                }
+                (200, json!({"object": "list", "data": [entry]}))
             }
             _ => (
                 404,
@@ -299,7 +331,11 @@ async fn answer(
         return Ok(true);
     };
 
-    let (reply, latency, model) = shared.choose(&request);
+    let window = shared.lock().script.context_window;
+    let (reply, latency, model) = match window.and_then(|w| overflow(&request, w)) {
+        Some(refusal) => (refusal, Duration::ZERO, String::new()),
+        None => shared.choose(&request),
+    };
     let wait = latency + reply.delay;
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
@@ -344,6 +380,32 @@ async fn answer(
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
     }
+}
+
+/// The refusal of a request longer than `window` tokens (prompt characters / 4, plus
+/// the answer's `max_tokens`) as llama-cpp-python's server gives it: a streamed request
+/// gets an event stream that ends without data (the server fails after sending its
+/// headers), a whole one HTTP 400 naming the window. `None` when it fits.
+fn overflow(request: &RecordedRequest, window: u32) -> Option<MockReply> {
+    let prompt = u64::try_from(request.prompt_chars().div_ceil(4)).unwrap_or(u64::MAX);
+    let answer = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|field| request.body.get(*field).and_then(Value::as_u64))
+        .unwrap_or(0);
+    let requested = prompt.saturating_add(answer);
+    if requested <= u64::from(window) {
+        return None;
+    }
+    if request.stream() {
+        return Some(MockReply::raw("text/event-stream", ""));
+    }
+    let body = json!({"error": {
+        "message": format!("This model's maximum context length is {window} tokens. However, you requested {requested} tokens ({prompt} in the messages, {answer} in the completion). Please reduce the length of the messages or completion."),
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }});
+    Some(MockReply::error(400, body.to_string()))
 }
 
 /// The status a WebSocket upgrade request is refused with: `426 Upgrade Required`.

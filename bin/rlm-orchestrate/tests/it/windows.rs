@@ -1,0 +1,304 @@
+//! The root conversation within the model's window, end to end through `run` against
+//! a mock server with a small window: one that refuses longer requests the way
+//! llama-cpp-python's server does and says nothing about its window (a streamed
+//! request gets an empty stream; the run asks again for a whole answer, whose error
+//! names the window, and learns it), one that gives it in `/v1/models` as vLLM does, and a window
+//! configured with `--context-window`. Older steps are compacted, every compaction is
+//! traced and shown by `runs show`, and the compacted text is readable from the store.
+//! Sub-calls are checked against the sub-model's window: refused with the sizes, or
+//! split, asked piece by piece and combined when the code asks for it.
+
+use std::process::Output;
+
+use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
+use serde_json::Value;
+
+use crate::support::Sandbox;
+
+/// The mock's window: small, so a few steps of output overflow it.
+const WINDOW: u32 = 4_096;
+
+/// Steps that each print 5 000 characters, then the answer.
+fn script(window: u32, advertise: bool) -> MockScript {
+    let mut script = MockScript::new();
+    for step in 1..=5 {
+        script = script.then(MockReply::text(format!(
+            "Step {step}.\n```repl\nbig{step} = 'step{step} ' + 'a' * 5000\nprint(big{step})\n```"
+        )));
+    }
+    script = script.then(MockReply::text("FINAL(counted)"));
+    script.context_window = Some(window);
+    script.advertise_window = advertise;
+    script
+}
+
+/// `run` against `mock` with `extra` flags.
+fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
+    let context = sb.file("context.txt", "apples and pears\n".repeat(3_000));
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the apples", "--model", "mock"])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .arg("--context")
+        .arg(&context)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The id of the only run in the data directory.
+fn run_id(sb: &Sandbox) -> String {
+    let runs = sb.data_dir().join("runs");
+    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap();
+    run.file_name().to_string_lossy().into_owned()
+}
+
+/// The events of the only run in the data directory.
+fn events(sb: &Sandbox) -> Vec<Value> {
+    let run = sb.data_dir().join("runs").join(run_id(sb));
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// Requests the mock received that were longer than its window (as it counts).
+fn overflowing(mock: &MockLlmThread, window: u32) -> usize {
+    mock.control()
+        .requests()
+        .iter()
+        .filter(|r| r.api.is_some() && r.prompt_chars().div_ceil(4) > window as usize)
+        .count()
+}
+
+#[test]
+fn a_refusal_teaches_the_window_and_older_steps_are_compacted() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(WINDOW, false)).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "counted");
+
+    let events = events(&sb);
+    let started = of_kind(&events, "run_started");
+    // The mock is unknown and silent: the stated default, until the refusal.
+    assert_eq!(started[0]["context_window"]["source"]["kind"], "default");
+    let warnings: Vec<String> = of_kind(&events, "warning")
+        .iter()
+        .map(|w| w["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("refused") && w.contains("4096 tokens")),
+        "{warnings:?}"
+    );
+    // One request was too long, asked twice: streamed (an empty stream), then whole
+    // (the error naming the window); every one after it fit.
+    assert_eq!(overflowing(&mock, WINDOW), 2);
+    let refused: Vec<bool> = mock
+        .control()
+        .requests()
+        .iter()
+        .filter(|r| r.prompt_chars().div_ceil(4) > WINDOW as usize)
+        .map(|r| r.stream())
+        .collect();
+    assert_eq!(refused, [true, false]);
+    let compactions = of_kind(&events, "compacted");
+    assert!(!compactions.is_empty(), "no compaction traced");
+    let first = compactions[0];
+    assert!(first["tokens_after"].as_u64() <= first["budget"].as_u64());
+    assert_eq!(first["steps"][0], 1, "the oldest step goes first");
+    let key = first["variable"].as_str().unwrap().to_owned();
+    assert!(
+        key.starts_with("run-") && key.ends_with("-history"),
+        "{key}"
+    );
+
+    // The compacted steps' full text is in the store, for the model to read back.
+    let stored = String::from_utf8(sb.get(&key)).unwrap();
+    assert!(stored.contains("big1 = 'step1 '"), "{stored:.300}");
+    // The model was shown a record of step 1 in place of its messages.
+    let last = mock.control().requests().last().unwrap().clone();
+    let texts = last.message_texts().join("\n");
+    assert!(texts.contains("- step 1: big1 = 'step1 '"), "{texts:.2000}");
+    assert!(texts.contains(&key));
+
+    let show = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["runs", "show", &run_id(&sb)])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains("compacted") && shown.contains("to fit the model's window"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_window_the_server_gives_is_never_exceeded() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(WINDOW, true)).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = events(&sb);
+    let window = &of_kind(&events, "run_started")[0]["context_window"];
+    assert_eq!(window["tokens"], WINDOW);
+    assert_eq!(window["source"]["field"], "max_model_len");
+    assert_eq!(overflowing(&mock, WINDOW), 0, "no request was refused");
+    assert!(!of_kind(&events, "compacted").is_empty());
+}
+
+#[test]
+fn a_configured_window_is_used_as_given() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(WINDOW, false)).unwrap();
+    let out = run(&sb, &mock, &["--context-window", "4096"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = events(&sb);
+    let window = &of_kind(&events, "run_started")[0]["context_window"];
+    assert_eq!(window["source"]["kind"], "configured");
+    assert_eq!(overflowing(&mock, WINDOW), 0);
+}
+
+#[test]
+fn a_task_that_cannot_fit_fails_naming_the_sizes() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(MockScript::always("FINAL(x)")).unwrap();
+    let task = "count the apples ".repeat(1_000);
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", &task, "--model", "mock", "--no-stream"])
+        .args(["--context-window", "1024"])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tokens") && stderr.contains("--context-window"),
+        "{stderr}"
+    );
+    assert_eq!(mock.control().request_count(), 0, "nothing was sent");
+}
+
+#[test]
+fn config_show_says_which_window_and_from_where() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(WINDOW, true)).unwrap();
+    let out = sb
+        .bare()
+        .args(["config", "show", "--model", "mock", "--base-url"])
+        .arg(mock.control().openai_base_url())
+        .args([
+            "--sub-provider",
+            "anthropic",
+            "--sub-model",
+            "claude-sonnet-4-5",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("model: 4096 tokens (from the server: `max_model_len`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sub_model: 200000 tokens (from the table of known models: claude)"),
+        "{text}"
+    );
+}
+
+/// What a piece of a split call and a combining call say in their prompts.
+const PIECE_MARK: &str = "(The context below is part";
+const COMBINE_MARK: &str = "Combine them into one answer";
+
+#[test]
+fn a_sub_call_past_the_window_is_refused_with_the_sizes_or_split_when_asked() {
+    let sb = Sandbox::new();
+    let mut script = MockScript::new()
+        .rule(MockRule::contains(PIECE_MARK, "3 apples"))
+        .rule(MockRule::contains(COMBINE_MARK, "12 apples in all"))
+        .then(MockReply::text(
+            "```repl\nprint(llm_query('How many apples?', context[:40000]))\n```",
+        ))
+        .then(MockReply::text(
+            "```repl\ntotal = llm_query('How many apples?', context[:40000], split=True)\nprint(total)\n```",
+        ))
+        .then(MockReply::text("FINAL_VAR(total)"));
+    script.context_window = Some(WINDOW);
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "12 apples in all"
+    );
+
+    let events = events(&sb);
+    let outputs: Vec<&str> = of_kind(&events, "exec")
+        .iter()
+        .map(|e| e["output"].as_str().unwrap())
+        .collect();
+    // Refused, naming the sizes and both ways out; nothing was sent for it.
+    assert!(
+        outputs[0].contains("over the sub-model's window of 4096")
+            && outputs[0].contains("characters")
+            && outputs[0].contains("split=True"),
+        "{}",
+        outputs[0]
+    );
+    let requests = mock.control().requests();
+    let pieces = requests
+        .iter()
+        .filter(|r| {
+            r.last_user_message()
+                .unwrap_or_default()
+                .contains(PIECE_MARK)
+        })
+        .count();
+    let combines = requests
+        .iter()
+        .filter(|r| {
+            r.last_user_message()
+                .unwrap_or_default()
+                .contains(COMBINE_MARK)
+        })
+        .count();
+    assert!(
+        pieces >= 3,
+        "40 000 characters in pieces that fit: {pieces}"
+    );
+    assert!(combines >= 1);
+    assert_eq!(overflowing(&mock, WINDOW), 0, "no request past the window");
+    assert!(outputs[1].contains("12 apples in all"));
+}

@@ -1,0 +1,285 @@
+//! Sub-calls within the sub-model's window: the check a prompt must pass, the error
+//! that names the sizes when it does not, and the pieces and combining prompts of a
+//! call asked to split (`split=True`): the context cut on line ends into pieces that
+//! fit, one call per piece, then the answers combined in rounds until one is left.
+
+use std::fmt::Write as _;
+use std::future::Future;
+
+use crate::provider::{ContextWindow, TokenEstimator};
+
+/// Tokens kept beside a piece for the prompt's own text and the template.
+const PIECE_MARGIN_TOKENS: u64 = 64;
+/// Pieces are made this much smaller than the estimate allows, against a tokenizer
+/// that counts the piece denser than the calibrated average.
+const PIECE_SAFETY: f64 = 0.9;
+/// The smallest piece worth a call.
+const MIN_PIECE_CHARS: usize = 200;
+
+/// How a prompt compares with the sub-model's window.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SubFit {
+    /// Estimated prompt tokens.
+    pub tokens: u64,
+    /// Its characters.
+    pub chars: usize,
+    /// Tokens the window leaves for the prompt.
+    pub budget: u64,
+    /// The window.
+    pub window: ContextWindow,
+}
+
+impl SubFit {
+    /// True when the prompt fits.
+    pub(crate) fn fits(&self) -> bool {
+        self.tokens <= self.budget
+    }
+
+    /// The error for a prompt that does not fit: the sizes, and what to do.
+    pub(crate) fn refusal(&self, helper: &str, piece_chars: Option<usize>) -> String {
+        let mut text = format!(
+            "{helper}: this prompt is about {} tokens ({} characters), over the sub-model's window of {} (from {}), which leaves {} tokens for the prompt after the answer's room; nothing was sent.",
+            self.tokens, self.chars, self.window.tokens, self.window.source, self.budget
+        );
+        match piece_chars {
+            Some(chars) => {
+                let _ = write!(
+                    text,
+                    " Split the context into pieces of at most about {chars} characters (llm_query_parallel over the pieces, then combine the answers), or pass split=True to have it split, asked piece by piece and the answers combined."
+                );
+            }
+            None => {
+                text.push_str(" The prompt itself, without its context, does not fit: shorten it.")
+            }
+        }
+        text
+    }
+}
+
+/// A sub-call's prompt: `prompt`, then its context, if any.
+pub(crate) fn with_context(prompt: &str, context: Option<&str>) -> String {
+    match context {
+        Some(context) => format!("{prompt}\n\nContext:\n{context}"),
+        None => prompt.to_owned(),
+    }
+}
+
+/// A call to split: the prompt, its context, the piece size and the window's budget.
+pub(crate) struct Split<'a> {
+    pub prompt: &'a str,
+    pub context: &'a str,
+    /// Characters of context per piece.
+    pub piece: usize,
+    /// Tokens a call's prompt may take.
+    pub budget: u64,
+    pub estimator: &'a TokenEstimator,
+}
+
+/// Why a split call has no answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SplitError<E> {
+    /// A piece's or a combining call failed.
+    #[error("{0}")]
+    Call(E),
+    /// One piece's answer alone is too long to be combined within the window.
+    #[error("the answers of the {pieces} pieces are too long to combine within the window; ask for shorter answers")]
+    TooLong {
+        /// How many pieces there were.
+        pieces: usize,
+    },
+}
+
+/// Asks `split.prompt` about each piece of `split.context`, then combines the answers
+/// — as many as one combining prompt holds per call, in rounds — until one is left.
+/// `ask` asks a batch of prompts (in parallel, as it likes) and returns the answers in
+/// order. Returns the answer and the number of pieces.
+pub(crate) async fn split_and_combine<E, F, Fut>(
+    split: Split<'_>,
+    ask: F,
+) -> Result<(String, usize), SplitError<E>>
+where
+    F: Fn(Vec<String>) -> Fut,
+    Fut: Future<Output = Result<Vec<String>, E>>,
+{
+    let pieces = split_text(split.context, split.piece);
+    let count = pieces.len();
+    let jobs = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, text)| with_context(&piece_prompt(split.prompt, i, count), Some(text)))
+        .collect();
+    let mut answers = ask(jobs).await.map_err(SplitError::Call)?;
+    while answers.len() > 1 {
+        let groups = combine_groups(split.prompt, &answers, split.budget, split.estimator)
+            .ok_or(SplitError::TooLong { pieces: count })?;
+        let jobs = groups
+            .into_iter()
+            .map(|range| {
+                let first = range.start;
+                combine_prompt(split.prompt, &answers[range], first)
+            })
+            .collect();
+        answers = ask(jobs).await.map_err(SplitError::Call)?;
+    }
+    Ok((answers.pop().unwrap_or_default(), count))
+}
+
+/// Characters of context a piece may hold beside `prompt` within `budget` tokens;
+/// `None` when the prompt leaves no useful room.
+pub(crate) fn piece_chars(prompt: &str, budget: u64, estimator: &TokenEstimator) -> Option<usize> {
+    let prompt_tokens = estimator.tokens_of(prompt) + PIECE_MARGIN_TOKENS;
+    let room = budget.checked_sub(prompt_tokens)?;
+    let (chars_per_token, _) = estimator.calibration();
+    let chars = (room as f64 * chars_per_token * PIECE_SAFETY) as usize;
+    (chars >= MIN_PIECE_CHARS).then_some(chars)
+}
+
+/// `text` cut into pieces of at most `max_chars` characters, each ending at a line end
+/// when one falls in its last fifth, else at a character boundary. Nothing is lost:
+/// the pieces joined are `text`.
+pub(crate) fn split_text(text: &str, max_chars: usize) -> Vec<&str> {
+    let max_chars = max_chars.max(1);
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let Some((limit, _)) = rest.char_indices().nth(max_chars) else {
+            pieces.push(rest);
+            break;
+        };
+        let floor = rest
+            .char_indices()
+            .nth(max_chars * 4 / 5)
+            .map_or(0, |(i, _)| i);
+        let cut = rest[..limit]
+            .rfind('\n')
+            .map(|i| i + 1)
+            .filter(|&i| i > floor)
+            .unwrap_or(limit);
+        pieces.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    pieces
+}
+
+/// The prompt of the call on piece `index` (0-based) of `count`.
+pub(crate) fn piece_prompt(prompt: &str, index: usize, count: usize) -> String {
+    format!(
+        "{prompt}\n\n(The context below is part {} of {count} of a longer text, cut to fit; answer from this part only, and say so when it holds nothing relevant.)",
+        index + 1
+    )
+}
+
+/// The prompt combining `answers` (each from a part of the context, in order) into one.
+pub(crate) fn combine_prompt(prompt: &str, answers: &[String], first_part: usize) -> String {
+    let mut text = format!(
+        "A question was asked about a long text, one part at a time. The question:\n{prompt}\n\nThe answers from the parts, in order:\n"
+    );
+    for (i, answer) in answers.iter().enumerate() {
+        let _ = writeln!(text, "[part {}] {}", first_part + i + 1, answer.trim());
+    }
+    text.push_str("\nCombine them into one answer to the question: add up counts, merge lists, keep every relevant finding, and ignore parts that found nothing.");
+    text
+}
+
+/// `answers` grouped so that each group's combining prompt fits `budget` tokens; `None`
+/// when one answer alone does not.
+pub(crate) fn combine_groups(
+    prompt: &str,
+    answers: &[String],
+    budget: u64,
+    estimator: &TokenEstimator,
+) -> Option<Vec<std::ops::Range<usize>>> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while start < answers.len() {
+        let mut end = start + 1;
+        if estimator.tokens_of(&combine_prompt(prompt, &answers[start..end], start)) > budget {
+            return None;
+        }
+        while end < answers.len()
+            && estimator.tokens_of(&combine_prompt(prompt, &answers[start..=end], start)) <= budget
+        {
+            end += 1;
+        }
+        groups.push(start..end);
+        start = end;
+    }
+    Some(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_end_on_lines_and_lose_nothing() {
+        let text = "alpha\nbravo\ncharlie\ndelta\necho\n".repeat(40);
+        let pieces = split_text(&text, 100);
+        assert_eq!(pieces.concat(), text);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 100));
+        assert!(pieces[..pieces.len() - 1].iter().all(|p| p.ends_with('\n')));
+        // No line end in reach: cut at the limit, on a character boundary.
+        let wide = "é".repeat(250);
+        let pieces = split_text(&wide, 100);
+        assert_eq!(pieces.len(), 3);
+        assert_eq!(pieces.concat(), wide);
+        assert!(split_text("", 10).is_empty());
+    }
+
+    #[test]
+    fn a_piece_leaves_room_for_the_prompt() {
+        let estimator = TokenEstimator::default();
+        // 1 000 tokens, the prompt ~10 + 64 margin: ~926 tokens × 3 × 0.9.
+        let chars = piece_chars("count the apples here", 1_000, &estimator).unwrap();
+        assert!((2_400..2_550).contains(&chars), "{chars}");
+        assert_eq!(piece_chars(&"x".repeat(3_000), 1_000, &estimator), None);
+    }
+
+    #[tokio::test]
+    async fn a_split_call_asks_every_piece_then_combines_in_rounds() {
+        let estimator = TokenEstimator::default();
+        let context = "one apple\n".repeat(1_000);
+        let asked = std::sync::Mutex::new(Vec::new());
+        let (answer, pieces) = split_and_combine(
+            Split {
+                prompt: "How many apples?",
+                context: &context,
+                piece: 1_000,
+                budget: 120,
+                estimator: &estimator,
+            },
+            |jobs: Vec<String>| {
+                asked.lock().unwrap().push(jobs.len());
+                async move { Ok::<_, ()>(jobs.iter().map(|_| "100 apples".to_owned()).collect()) }
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(pieces, 10);
+        assert_eq!(answer, "100 apples");
+        let asked = asked.into_inner().unwrap();
+        assert_eq!(asked[0], 10, "every piece first");
+        assert!(
+            asked.len() > 2,
+            "a small window combines in rounds: {asked:?}"
+        );
+        assert_eq!(*asked.last().unwrap(), 1);
+    }
+
+    #[test]
+    fn answers_are_combined_in_groups_that_fit() {
+        let estimator = TokenEstimator::default();
+        let answers: Vec<String> = (0..10)
+            .map(|i| format!("{i} apples. {}", "x".repeat(300)))
+            .collect();
+        let groups = combine_groups("How many apples?", &answers, 400, &estimator).unwrap();
+        assert!(groups.len() > 1 && groups.len() < 10, "{groups:?}");
+        assert_eq!(groups.first().unwrap().start, 0);
+        assert_eq!(groups.last().unwrap().end, 10);
+        assert!(groups.windows(2).all(|w| w[0].end == w[1].start));
+        let huge = vec!["y".repeat(5_000)];
+        assert_eq!(combine_groups("q", &huge, 400, &estimator), None);
+        let prompt = combine_prompt("How many?", &answers[2..4], 2);
+        assert!(prompt.contains("[part 3] 2 apples.") && prompt.contains("[part 4] 3 apples."));
+    }
+}

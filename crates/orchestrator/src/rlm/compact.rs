@@ -1,0 +1,487 @@
+//! Keeping the root conversation inside the model's window (docs/windows.md).
+//!
+//! Before each request the loop calls [`History::fit`]. When the conversation, with
+//! room kept for the answer, would not fit the window, the oldest steps are compacted:
+//! their messages leave the conversation and a one-line record of each — what was run,
+//! what it found, which variables it made — joins the first user message. The system
+//! prompt, the task with the context's metadata, and the last step always stay; when
+//! even they do not fit, the last step's longest message is cut in the middle. The
+//! full text of every compacted step is handed back to the loop, which keeps it in the
+//! trace and in a store variable the model can read.
+
+use serde_json::{json, Value};
+
+use crate::format::one_line;
+use crate::provider::{ChatMessage, ChatRequest, Role, TokenEstimator, ToolSpec};
+
+/// Characters of each part of a record (what ran, what it found).
+const RECORD_PART_CHARS: usize = 160;
+/// Records shown one per line; older ones are counted on one line.
+const RECORDS_SHOWN: usize = 12;
+/// The last step's messages are never cut below this many characters each.
+const MIN_CUT_CHARS: usize = 400;
+
+/// One step of the conversation: the messages of an iteration, from the model's reply
+/// to the message that fed its results back.
+#[derive(Debug, Clone)]
+struct Span {
+    iteration: u32,
+    /// Index in the conversation of the step's first message.
+    start: usize,
+    /// Variables the step made (names the model did not have before it).
+    made: Vec<String>,
+}
+
+/// What one call of [`History::fit`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Compaction {
+    /// The iterations whose steps were compacted.
+    pub iterations: Vec<u32>,
+    /// Estimated prompt tokens before and after.
+    pub tokens_before: u64,
+    /// Estimated prompt tokens after.
+    pub tokens_after: u64,
+    /// Characters cut from the last step's longest messages to make it fit (0: none).
+    pub cut_chars: usize,
+    /// The compacted steps, whole: `{iteration, messages: [{role, content}]}` each.
+    pub archived: Vec<Value>,
+}
+
+/// The conversation's steps and the records of those compacted.
+#[derive(Debug)]
+pub(super) struct History {
+    /// The first user message as first written (the records follow it).
+    first_message: String,
+    /// Steps still in the conversation, oldest first.
+    spans: Vec<Span>,
+    /// One line per compacted step.
+    records: Vec<String>,
+    /// Where the compacted steps' full text is kept (named in the records' header).
+    archive_key: Option<String>,
+}
+
+/// The conversation does not fit even with every step compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the system prompt and the task alone take about {needed} tokens, over the {budget} tokens the model's window leaves before the answer's room; shorten the task or --system-prompt, or use a model with a larger window (--context-window, if the server's is larger than rlm thinks)")]
+pub struct WindowTooSmall {
+    /// Estimated tokens of what must stay.
+    pub needed: u64,
+    /// Tokens the window leaves for the prompt.
+    pub budget: u64,
+}
+
+impl History {
+    /// A conversation whose first user message is `first_message`; compacted steps are
+    /// said to be kept in the store variable `archive_key`, when there is one.
+    pub(super) fn new(first_message: &str, archive_key: Option<String>) -> Self {
+        Self {
+            first_message: first_message.to_owned(),
+            spans: Vec::new(),
+            records: Vec::new(),
+            archive_key,
+        }
+    }
+
+    /// Marks the start of iteration `iteration`'s step at message index `start`.
+    pub(super) fn begin_step(&mut self, iteration: u32, start: usize) {
+        self.spans.push(Span {
+            iteration,
+            start,
+            made: Vec::new(),
+        });
+    }
+
+    /// Notes the variables the current step made.
+    pub(super) fn made(&mut self, names: Vec<String>) {
+        if let Some(span) = self.spans.last_mut() {
+            span.made = names;
+        }
+    }
+
+    /// Makes `messages` (sent with `tools`) fit `budget` estimated tokens: compacts the
+    /// oldest steps (all but the last), then cuts the last step's longest messages.
+    /// `Ok(None)` when it already fit.
+    pub(super) fn fit(
+        &mut self,
+        messages: &mut Vec<ChatMessage>,
+        tools: &[ToolSpec],
+        budget: u64,
+        estimator: &TokenEstimator,
+    ) -> Result<Option<Compaction>, WindowTooSmall> {
+        let estimate = |messages: &[ChatMessage]| {
+            estimator.request_tokens(&ChatRequest {
+                messages: messages.to_vec(),
+                tools: tools.to_vec(),
+                ..ChatRequest::default()
+            })
+        };
+        let tokens_before = estimate(messages);
+        if tokens_before <= budget {
+            return Ok(None);
+        }
+        let mut compaction = Compaction {
+            iterations: Vec::new(),
+            tokens_before,
+            tokens_after: tokens_before,
+            cut_chars: 0,
+            archived: Vec::new(),
+        };
+        while self.spans.len() > 1 && estimate(messages) > budget {
+            let span = self.spans.remove(0);
+            let end = self.spans[0].start;
+            let removed: Vec<ChatMessage> = messages.drain(span.start..end).collect();
+            for later in &mut self.spans {
+                later.start -= removed.len();
+            }
+            self.records.push(record(&span, &removed));
+            compaction.iterations.push(span.iteration);
+            compaction.archived.push(archive(span.iteration, &removed));
+            self.rewrite_first(messages);
+        }
+        if estimate(messages) > budget {
+            compaction.cut_chars = self.cut_last_step(messages, budget, &estimate);
+        }
+        compaction.tokens_after = estimate(messages);
+        if compaction.tokens_after > budget {
+            let kept = messages.len().min(2);
+            return Err(WindowTooSmall {
+                needed: estimate(&messages[..kept]),
+                budget,
+            });
+        }
+        Ok(Some(compaction))
+    }
+
+    /// The first user message: as written, then the records of the compacted steps.
+    fn rewrite_first(&self, messages: &mut [ChatMessage]) {
+        let Some(first) = messages.get_mut(1) else {
+            return;
+        };
+        let mut text = self.first_message.clone();
+        let where_kept = match &self.archive_key {
+            Some(key) => format!("; their full text is in the store variable `{key}`"),
+            None => String::new(),
+        };
+        text.push_str(&format!(
+            "\n\nEarlier steps, compacted to fit the model's window (what ran → what it found){where_kept}:\n"
+        ));
+        let hidden = self.records.len().saturating_sub(RECORDS_SHOWN);
+        if hidden > 0 {
+            text.push_str(&format!("- {hidden} earlier steps, not listed\n"));
+        }
+        for line in &self.records[hidden..] {
+            text.push_str(line);
+            text.push('\n');
+        }
+        first.content = text;
+    }
+
+    /// Cuts the middle of the last step's longest messages until the conversation fits
+    /// or they are down to [`MIN_CUT_CHARS`]; returns the characters cut.
+    fn cut_last_step(
+        &self,
+        messages: &mut [ChatMessage],
+        budget: u64,
+        estimate: &dyn Fn(&[ChatMessage]) -> u64,
+    ) -> usize {
+        let Some(start) = self.spans.last().map(|s| s.start) else {
+            return 0;
+        };
+        let mut cut = 0;
+        // Each pass cuts one message for good (to what the excess asks, or to
+        // MIN_CUT_CHARS), so the passes end.
+        let mut cuttable: Vec<usize> = (start..messages.len()).collect();
+        loop {
+            let over = estimate(messages).saturating_sub(budget);
+            if over == 0 {
+                return cut;
+            }
+            let longest = cuttable
+                .iter()
+                .copied()
+                .enumerate()
+                .max_by_key(|&(_, i)| messages[i].content.chars().count())
+                .filter(|&(_, i)| messages[i].content.chars().count() > 2 * MIN_CUT_CHARS);
+            let Some((slot, index)) = longest else {
+                return cut;
+            };
+            cuttable.remove(slot);
+            let ratio = estimator_ratio(estimate, &messages[index]);
+            let chars = messages[index].content.chars().count();
+            // Cut what the excess takes, and a little more for the marker.
+            let excess = ((over as f64 * ratio).ceil() as usize).saturating_add(200);
+            let keep = chars.saturating_sub(excess).max(MIN_CUT_CHARS);
+            cut += chars - keep;
+            messages[index].content = cut_middle(&messages[index].content, keep);
+        }
+    }
+}
+
+/// Characters per estimated token of `message` (for sizing a cut).
+fn estimator_ratio(estimate: &dyn Fn(&[ChatMessage]) -> u64, message: &ChatMessage) -> f64 {
+    let tokens = estimate(std::slice::from_ref(message)).max(1);
+    let chars = message.content.chars().count().max(1);
+    chars as f64 / tokens as f64
+}
+
+/// `text` cut to about `keep` characters: its start and end, with a marker between.
+fn cut_middle(text: &str, keep: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= keep {
+        return text.to_owned();
+    }
+    let head = keep * 2 / 3;
+    let tail = keep - head;
+    let removed = chars.len() - head - tail;
+    let mut out: String = chars[..head].iter().collect();
+    out.push_str(&format!(
+        "\n[… {removed} characters cut here to fit the model's window …]\n"
+    ));
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// One line for a compacted step: what ran, what it found, what it made.
+fn record(span: &Span, messages: &[ChatMessage]) -> String {
+    let mut ran = Vec::new();
+    let mut found = Vec::new();
+    for message in messages {
+        match message.role {
+            Role::Assistant if !message.tool_calls.is_empty() => {
+                for call in &message.tool_calls {
+                    ran.push(format!("{}({})", call.name, call.arguments.trim()));
+                }
+            }
+            Role::Assistant => ran.extend(code_of(&message.content)),
+            Role::Tool => found.push(message.content.clone()),
+            Role::User => found.extend(results_of(&message.content)),
+            Role::System => {}
+        }
+    }
+    let ran = if ran.is_empty() {
+        "no code".to_owned()
+    } else {
+        one_line(&ran.join(" ; "), RECORD_PART_CHARS)
+    };
+    let found = if found.is_empty() {
+        "nothing".to_owned()
+    } else {
+        one_line(&found.join(" | "), RECORD_PART_CHARS)
+    };
+    let made = if span.made.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; made {}",
+            one_line(&span.made.join(", "), RECORD_PART_CHARS)
+        )
+    };
+    format!("- step {}: {ran} → {found}{made}", span.iteration)
+}
+
+/// The code of a reply's fenced blocks, or its text when it has none.
+fn code_of(reply: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut inside: Option<String> = None;
+    for line in reply.lines() {
+        let fence = line.trim_start().starts_with("```");
+        match (&mut inside, fence) {
+            (None, true) => inside = Some(String::new()),
+            (Some(code), true) => {
+                blocks.push(std::mem::take(code));
+                inside = None;
+            }
+            (Some(code), false) => {
+                if !code.is_empty() {
+                    code.push_str("; ");
+                }
+                code.push_str(line.trim());
+            }
+            (None, false) => {}
+        }
+    }
+    if let Some(code) = inside.filter(|c| !c.is_empty()) {
+        blocks.push(code);
+    }
+    if blocks.is_empty() && !reply.trim().is_empty() {
+        blocks.push(format!("(said) {}", reply.trim()));
+    }
+    blocks
+}
+
+/// What a message feeding results back reported: each block's output or each call's
+/// result, else its notices (the state block is left out).
+fn results_of(message: &str) -> Vec<String> {
+    let body = message.split("\n\nState: ").next().unwrap_or(message);
+    let body = body.strip_prefix("State: ").map_or(body, |_| "");
+    let mut results = Vec::new();
+    for part in body.split("\n\nCode executed:") {
+        if let Some((_, output)) = part.split_once("REPL output:\n") {
+            results.push(output.trim().to_owned());
+        } else if let Some((_, result)) = part
+            .split_once(":\n")
+            .filter(|(label, _)| label.starts_with("Result of") || label.starts_with("Error from"))
+        {
+            results.push(result.trim().to_owned());
+        } else if !part.trim().is_empty() && !part.trim_start().starts_with("Code executed:") {
+            results.push(part.trim().to_owned());
+        }
+    }
+    results
+}
+
+/// A compacted step, whole, for the trace and the store.
+fn archive(iteration: u32, messages: &[ChatMessage]) -> Value {
+    json!({
+        "iteration": iteration,
+        "messages": messages.iter().map(|m| json!({
+            "role": m.role,
+            "content": m.content,
+            "tool_calls": m.tool_calls,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(code: &str, output: &str) -> [ChatMessage; 2] {
+        [
+            ChatMessage::assistant(format!("Let me look.\n```repl\n{code}\n```")),
+            ChatMessage::user(format!(
+                "Code executed:\n```python\n{code}\n```\n\nREPL output:\n{output}\n\nState: iteration 2 of 20 · depth 0 of 1 · tokens used 10\nYour variables: none yet\n"
+            )),
+        ]
+    }
+
+    /// A conversation of `steps` steps of `output_chars` characters of output each.
+    fn conversation(steps: u32, output_chars: usize) -> (Vec<ChatMessage>, History) {
+        let mut messages = vec![
+            ChatMessage::system("You are an RLM."),
+            ChatMessage::user("Task: count the apples."),
+        ];
+        let mut history = History::new("Task: count the apples.", Some("run-1-history".into()));
+        for iteration in 1..=steps {
+            history.begin_step(iteration, messages.len());
+            messages.extend(step(
+                &format!("print(context.count('apple{iteration}'))"),
+                &format!("{iteration}{}", "x".repeat(output_chars)),
+            ));
+            history.made(vec![format!("hits_{iteration}")]);
+        }
+        (messages, history)
+    }
+
+    #[test]
+    fn a_conversation_that_fits_is_left_alone() {
+        let (mut messages, mut history) = conversation(3, 100);
+        let before = messages.clone();
+        let fitted = history.fit(&mut messages, &[], 10_000, &TokenEstimator::default());
+        assert_eq!(fitted, Ok(None));
+        assert_eq!(messages, before);
+    }
+
+    #[test]
+    fn the_oldest_steps_become_records_and_the_last_stays() {
+        let (mut messages, mut history) = conversation(6, 3_000);
+        let estimator = TokenEstimator::default();
+        let compaction = history
+            .fit(&mut messages, &[], 3_000, &estimator)
+            .unwrap()
+            .expect("it did not fit");
+        assert!(compaction.tokens_before > 3_000 && compaction.tokens_after <= 3_000);
+        assert_eq!(compaction.iterations, [1, 2, 3, 4]);
+        assert_eq!(compaction.archived.len(), 4);
+        assert_eq!(compaction.cut_chars, 0);
+        // System, task with the records, then steps 5 and 6 whole.
+        assert_eq!(messages.len(), 2 + 4);
+        assert_eq!(messages[0].content, "You are an RLM.");
+        let first = &messages[1].content;
+        assert!(first.starts_with("Task: count the apples."), "{first}");
+        assert!(first.contains("`run-1-history`"), "{first}");
+        assert!(
+            first.contains("- step 1: print(context.count('apple1')) → 1xxx"),
+            "{first}"
+        );
+        assert!(first.contains("; made hits_1"), "{first}");
+        assert!(
+            !first.contains("State:"),
+            "the state block is not a finding: {first}"
+        );
+        assert!(messages[2].content.contains("apple5"));
+        assert!(messages[4].content.contains("apple6"));
+        // The archive holds the whole text of what left.
+        let archived = compaction.archived[0]["messages"][1]["content"]
+            .as_str()
+            .unwrap();
+        assert!(archived.contains(&"x".repeat(3_000)));
+    }
+
+    #[test]
+    fn a_last_step_too_long_for_the_window_is_cut_in_the_middle() {
+        let (mut messages, mut history) = conversation(2, 30_000);
+        let compaction = history
+            .fit(&mut messages, &[], 4_000, &TokenEstimator::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(compaction.iterations, [1]);
+        assert!(compaction.cut_chars > 0);
+        assert!(compaction.tokens_after <= 4_000);
+        let last = &messages.last().unwrap().content;
+        assert!(last.contains("characters cut here to fit the model's window"));
+        assert!(last.starts_with("Code executed:"), "the start stays");
+        assert!(last.contains("Your variables"), "the end stays");
+    }
+
+    #[test]
+    fn a_task_too_long_for_the_window_is_an_error_naming_the_sizes() {
+        let mut messages = vec![
+            ChatMessage::system("s".repeat(3_000)),
+            ChatMessage::user("t".repeat(3_000)),
+        ];
+        let mut history = History::new(&messages[1].content.clone(), None);
+        let error = history
+            .fit(&mut messages, &[], 1_000, &TokenEstimator::default())
+            .unwrap_err();
+        assert_eq!(error.budget, 1_000);
+        assert!(error.needed > 1_900, "{error:?}");
+        assert!(error.to_string().contains("--context-window"));
+    }
+
+    #[test]
+    fn many_records_are_bounded() {
+        let (mut messages, mut history) = conversation(30, 600);
+        history
+            .fit(&mut messages, &[], 1_600, &TokenEstimator::default())
+            .unwrap()
+            .unwrap();
+        let first = &messages[1].content;
+        assert!(first.contains("earlier steps, not listed"), "{first}");
+        assert_eq!(first.matches("- step ").count(), RECORDS_SHOWN);
+    }
+
+    #[test]
+    fn tool_steps_record_their_calls_and_results() {
+        let span = Span {
+            iteration: 3,
+            start: 2,
+            made: Vec::new(),
+        };
+        let call = crate::provider::ToolCall {
+            id: "c1".into(),
+            name: "ctx_grep".into(),
+            arguments: r#"{"variable":"context","pattern":"apple"}"#.into(),
+        };
+        let messages = [
+            ChatMessage::assistant_calls("", vec![call]),
+            ChatMessage::tool_result("c1", "line 4: an apple", false),
+            ChatMessage::user("State: iteration 4 of 20"),
+        ];
+        let line = record(&span, &messages);
+        assert_eq!(
+            line,
+            r#"- step 3: ctx_grep({"variable":"context","pattern":"apple"}) → line 4: an apple"#
+        );
+    }
+}

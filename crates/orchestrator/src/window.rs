@@ -1,0 +1,164 @@
+//! What a model can take: its context window (configured, served, known or the
+//! default — see [`rlm_provider::window`]), the calibrated token estimate, and the room
+//! each request keeps for the answer.
+//!
+//! One [`ModelWindow`] belongs to each model a run asks. Its window is found once, on
+//! first use; a server's refusal of a too-long request that names a smaller window
+//! replaces it for the rest of the run.
+
+use std::sync::Mutex;
+
+use tokio::sync::OnceCell;
+
+use crate::provider::window::{
+    is_overflow_refusal, offline_window, resolve_window, window_in_refusal,
+};
+use crate::provider::{
+    ChatRequest, ContextWindow, ProviderConfig, ProviderError, TokenEstimator, WindowSource,
+};
+
+/// Tokens kept free for the answer: an eighth of the window, between 512 and 4096.
+pub fn answer_reserve(window_tokens: u32) -> u64 {
+    u64::from(window_tokens / 8).clamp(512, 4096)
+}
+
+/// The window of one model, found on first use, and its token estimate.
+#[derive(Debug)]
+pub struct ModelWindow {
+    /// How to ask the server (and the configured window, if any).
+    config: Option<ProviderConfig>,
+    /// The window found on first use.
+    found: OnceCell<ContextWindow>,
+    /// A smaller window a refusal named (or implied), which wins over `found`.
+    learned: Mutex<Option<ContextWindow>>,
+    /// Characters to tokens, calibrated by reported usage.
+    pub estimator: TokenEstimator,
+}
+
+impl ModelWindow {
+    /// The window of the model `config` describes, found on first use.
+    pub fn new(config: &ProviderConfig) -> Self {
+        Self {
+            config: Some(config.clone()),
+            found: OnceCell::new(),
+            learned: Mutex::new(None),
+            estimator: TokenEstimator::default(),
+        }
+    }
+
+    /// A window of `tokens`, as if configured.
+    pub fn fixed(tokens: u32) -> Self {
+        Self {
+            config: None,
+            found: OnceCell::new_with(Some(ContextWindow {
+                tokens,
+                source: WindowSource::Configured,
+            })),
+            learned: Mutex::new(None),
+            estimator: TokenEstimator::default(),
+        }
+    }
+
+    /// The window: learned from a refusal, else found (configured, served, known, the
+    /// default).
+    pub async fn window(&self) -> ContextWindow {
+        if let Some(learned) = self.learned() {
+            return learned;
+        }
+        self.found
+            .get_or_init(|| async {
+                match &self.config {
+                    Some(config) => resolve_window(config).await,
+                    None => offline_window(""),
+                }
+            })
+            .await
+            .clone()
+    }
+
+    fn learned(&self) -> Option<ContextWindow> {
+        self.learned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Tokens a request may hold before the answer's room: the window less
+    /// [`answer_reserve`].
+    pub async fn prompt_budget(&self) -> u64 {
+        let window = self.window().await.tokens;
+        u64::from(window).saturating_sub(answer_reserve(window))
+    }
+
+    /// When `error` is a server's refusal of `request` for being too long: shrinks the
+    /// window to what the refusal names (or, when it names none, to three quarters of
+    /// the request's estimate) and returns the new window. `None` for any other error.
+    pub async fn learn_from_refusal(
+        &self,
+        error: &ProviderError,
+        request: &ChatRequest,
+    ) -> Option<ContextWindow> {
+        let ProviderError::Http { status, body, .. } = error else {
+            return None;
+        };
+        if !(400..500).contains(status) || !is_overflow_refusal(body) {
+            return None;
+        }
+        let current = self.window().await.tokens;
+        let estimate = self.estimator.request_tokens(request);
+        let named = window_in_refusal(body);
+        let tokens = named
+            .unwrap_or_else(|| u32::try_from(estimate * 3 / 4).unwrap_or(u32::MAX))
+            .min(current.saturating_sub(1))
+            .max(crate::provider::window::MIN_CONTEXT_WINDOW);
+        let window = ContextWindow {
+            tokens,
+            source: WindowSource::Refusal,
+        };
+        *self.learned.lock().unwrap_or_else(|p| p.into_inner()) = Some(window.clone());
+        Some(window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ChatMessage;
+
+    #[test]
+    fn the_answer_keeps_an_eighth_within_bounds() {
+        assert_eq!(answer_reserve(2_048), 512);
+        assert_eq!(answer_reserve(8_192), 1_024);
+        assert_eq!(answer_reserve(200_000), 4_096);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_shrinks_the_window_once_named() {
+        let window = ModelWindow::fixed(32_768);
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user("x".repeat(40_000))],
+            ..ChatRequest::default()
+        };
+        let refusal = |body: &str| ProviderError::Http {
+            endpoint: "http://127.0.0.1:1/v1/chat/completions".into(),
+            status: 400,
+            body: body.into(),
+            attempts: 1,
+        };
+        let other = refusal("bad request: unknown field");
+        assert_eq!(window.learn_from_refusal(&other, &request).await, None);
+        let named = refusal("Requested tokens (13339) exceed context window of 8192");
+        let learned = window.learn_from_refusal(&named, &request).await;
+        assert_eq!(learned.map(|w| w.tokens), Some(8_192));
+        assert_eq!(window.window().await.source, WindowSource::Refusal);
+        assert_eq!(window.prompt_budget().await, 8_192 - 1_024);
+        // A refusal that names no window: three quarters of what was sent.
+        let unnamed = refusal("context_length_exceeded");
+        let small = ChatRequest {
+            messages: vec![ChatMessage::user("x".repeat(8_000))],
+            ..ChatRequest::default()
+        };
+        let learned = window.learn_from_refusal(&unnamed, &small).await;
+        assert_eq!(learned.map(|w| w.tokens), Some(2_004));
+    }
+}

@@ -1,0 +1,510 @@
+//! A model's context window — how many tokens one request may hold, prompt and answer
+//! together — where that figure comes from, and how many tokens a text is estimated to
+//! take.
+//!
+//! The window is found in this order, the first answer wins (docs/windows.md):
+//! 1. configured (`--context-window`, `--sub-context-window`, `rlm.toml`);
+//! 2. the server, where it says: `/v1/models` fields (vLLM's `max_model_len`,
+//!    `context_length`, `max_context_length`, `context_window`) and llama.cpp's
+//!    `/props` (`n_ctx`);
+//! 3. a table of well-known models ([`known_window`]);
+//! 4. [`DEFAULT_CONTEXT_WINDOW`], stated as the default.
+//!
+//! A server that refuses a request for being too long usually names its window in the
+//! error ("exceed context window of 8192", "maximum context length is 8192 tokens",
+//! `"n_ctx": 8192`); [`window_in_refusal`] reads it, so a wrong guess is corrected by the
+//! first refusal.
+//!
+//! Tokens are estimated by [`TokenEstimator`]: characters over a characters-per-token
+//! ratio that starts conservative and is calibrated by the usage the server reports.
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::{ApiKey, ProviderConfig, ProviderKind};
+use crate::ChatRequest;
+
+/// The window assumed when nothing configured, served or known says otherwise: small
+/// enough for the local models people run (llama.cpp's servers are often started with
+/// 8k), and a refusal naming a smaller one corrects it.
+pub const DEFAULT_CONTEXT_WINDOW: u32 = 8_192;
+
+/// The smallest window accepted from a flag, a file or a server: below it not even the
+/// system prompt fits.
+pub const MIN_CONTEXT_WINDOW: u32 = 1_024;
+
+/// How long discovery waits for each of the server's answers.
+const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Where a window's size came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WindowSource {
+    /// `--context-window` / `--sub-context-window` or `rlm.toml`.
+    Configured,
+    /// The server said so.
+    Server {
+        /// The URL that said it.
+        url: String,
+        /// The field that held it.
+        field: String,
+    },
+    /// The table of well-known models.
+    KnownModel {
+        /// The table entry that matched the model's name.
+        family: String,
+    },
+    /// Nothing said otherwise.
+    Default,
+    /// The server refused a request for being too long and named its window.
+    Refusal,
+}
+
+impl fmt::Display for WindowSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Configured => f.write_str("configured"),
+            Self::Server { url, field } => write!(f, "the server: `{field}` at {url}"),
+            Self::KnownModel { family } => write!(f, "the table of known models: {family}"),
+            Self::Default => write!(
+                f,
+                "the default (nothing configured, served or known; set --context-window)"
+            ),
+            Self::Refusal => f.write_str("the server's refusal of a longer request"),
+        }
+    }
+}
+
+/// A model's context window in tokens, and where that figure comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextWindow {
+    /// Tokens one request may hold, prompt and answer together.
+    pub tokens: u32,
+    /// Where the figure comes from.
+    pub source: WindowSource,
+}
+
+impl fmt::Display for ContextWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} tokens (from {})", self.tokens, self.source)
+    }
+}
+
+/// Well-known model families and their windows, most specific first: the first entry
+/// whose name the model's (lower-cased) name contains wins. Windows are the families'
+/// published ones; a server started with a smaller one says so, or refuses and names it.
+const KNOWN_WINDOWS: &[(&str, u32)] = &[
+    ("gpt-4.1", 1_047_576),
+    ("gpt-5", 400_000),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("o4-mini", 200_000),
+    ("o3", 200_000),
+    ("o1", 200_000),
+    ("claude", 200_000),
+    ("gemini", 1_048_576),
+    ("qwen3", 32_768),
+    ("qwen2.5", 32_768),
+    ("qwen2", 32_768),
+    ("llama-3.3", 131_072),
+    ("llama-3.2", 131_072),
+    ("llama-3.1", 131_072),
+    ("llama3.3", 131_072),
+    ("llama3.2", 131_072),
+    ("llama3.1", 131_072),
+    ("llama-3", 8_192),
+    ("llama3", 8_192),
+    ("mixtral", 32_768),
+    ("mistral", 32_768),
+    ("gemma-3", 131_072),
+    ("gemma3", 131_072),
+    ("gemma-2", 8_192),
+    ("gemma2", 8_192),
+    ("phi-4", 16_384),
+    ("smollm2", 8_192),
+    ("deepseek", 65_536),
+];
+
+/// The window of a well-known model family, with the table entry that matched.
+pub fn known_window(model: &str) -> Option<(u32, &'static str)> {
+    let name = model.to_ascii_lowercase();
+    KNOWN_WINDOWS
+        .iter()
+        .find(|(family, _)| name.contains(family))
+        .map(|(family, tokens)| (*tokens, *family))
+}
+
+/// The window from the table, else the default (no network).
+pub fn offline_window(model: &str) -> ContextWindow {
+    match known_window(model) {
+        Some((tokens, family)) => ContextWindow {
+            tokens,
+            source: WindowSource::KnownModel {
+                family: family.to_owned(),
+            },
+        },
+        None => ContextWindow {
+            tokens: DEFAULT_CONTEXT_WINDOW,
+            source: WindowSource::Default,
+        },
+    }
+}
+
+/// The window of the model `config` describes: configured, else what the server says,
+/// else the table, else the default. Asks the server only for an OpenAI-compatible
+/// endpoint with a base URL of its own; a server that does not answer within a few
+/// seconds is passed over.
+pub async fn resolve_window(config: &ProviderConfig) -> ContextWindow {
+    if let Some(tokens) = config.context_window {
+        return ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        };
+    }
+    if let Some(window) = served_window(config).await {
+        return window;
+    }
+    offline_window(&config.model)
+}
+
+/// What the server says about the window of `config`'s model, if anything.
+pub async fn served_window(config: &ProviderConfig) -> Option<ContextWindow> {
+    if config.kind != ProviderKind::OpenAi {
+        return None;
+    }
+    let base = config.base_url.as_deref()?.trim_end_matches('/').to_owned();
+    crate::config::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .timeout(DISCOVERY_TIMEOUT)
+        .no_proxy()
+        .build()
+        .ok()?;
+    let key = config.key_env().and_then(ApiKey::from_env);
+    let get = |url: String| {
+        let mut request = client.get(&url);
+        if let Some(key) = &key {
+            request = request.bearer_auth(key.expose());
+        }
+        async move {
+            let response = request.send().await.ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            let body: Value = response.json().await.ok()?;
+            Some((url, body))
+        }
+    };
+    let models_url = format!("{base}/models");
+    if let Some((url, body)) = get(models_url).await {
+        if let Some((tokens, field)) = window_in_models(&body, &config.model) {
+            return Some(ContextWindow {
+                tokens,
+                source: WindowSource::Server { url, field },
+            });
+        }
+    }
+    // llama.cpp's server answers `/props` at its root, beside `/v1`.
+    let root = base.strip_suffix("/v1").unwrap_or(&base);
+    let (url, body) = get(format!("{root}/props")).await?;
+    let (tokens, field) = window_in_props(&body)?;
+    Some(ContextWindow {
+        tokens,
+        source: WindowSource::Server { url, field },
+    })
+}
+
+/// Fields of a `/v1/models` entry that hold the window, most specific first.
+const MODEL_WINDOW_FIELDS: [&str; 5] = [
+    "max_model_len",
+    "context_length",
+    "max_context_length",
+    "context_window",
+    "n_ctx",
+];
+
+/// The window a `/v1/models` listing gives for `model` (its entry, or the only entry),
+/// with the field that held it.
+pub fn window_in_models(listing: &Value, model: &str) -> Option<(u32, String)> {
+    let entries = listing.get("data")?.as_array()?;
+    let entry = entries
+        .iter()
+        .find(|e| e.get("id").and_then(Value::as_str) == Some(model))
+        .or_else(|| (entries.len() == 1).then(|| &entries[0]))?;
+    let places = [entry, entry.get("meta").unwrap_or(&Value::Null)];
+    for place in places {
+        for field in MODEL_WINDOW_FIELDS {
+            if let Some(tokens) = window_number(place.get(field)) {
+                return Some((tokens, field.to_owned()));
+            }
+        }
+    }
+    None
+}
+
+/// The window llama.cpp's `/props` gives (`default_generation_settings.n_ctx`, or
+/// `n_ctx`), with the field that held it.
+pub fn window_in_props(props: &Value) -> Option<(u32, String)> {
+    let nested = props
+        .get("default_generation_settings")
+        .and_then(|s| s.get("n_ctx"));
+    if let Some(tokens) = window_number(nested) {
+        return Some((tokens, "default_generation_settings.n_ctx".to_owned()));
+    }
+    window_number(props.get("n_ctx")).map(|tokens| (tokens, "n_ctx".to_owned()))
+}
+
+/// A plausible window from a JSON number.
+fn window_number(value: Option<&Value>) -> Option<u32> {
+    let tokens = u32::try_from(value?.as_u64()?).ok()?;
+    (tokens >= MIN_CONTEXT_WINDOW).then_some(tokens)
+}
+
+/// The window a server's refusal of a too-long request names, if it names one:
+/// llama-cpp-python ("Requested tokens (9000) exceed context window of 8192"),
+/// llama.cpp (`"n_ctx": 8192`), vLLM and OpenAI ("maximum context length is 8192
+/// tokens"), Anthropic ("prompt is too long: 210000 tokens > 200000 maximum").
+pub fn window_in_refusal(body: &str) -> Option<u32> {
+    let lower = body.to_ascii_lowercase();
+    let after = |marker: &str| -> Option<u32> {
+        let at = lower.find(marker)? + marker.len();
+        leading_number(&lower[at..])
+    };
+    let tokens = after("exceed context window of")
+        .or_else(|| after("maximum context length is"))
+        .or_else(|| after("\"n_ctx\":"))
+        .or_else(|| after("context window of"))
+        .or_else(|| {
+            // Anthropic: "prompt is too long: 210000 tokens > 200000 maximum".
+            let at = lower.find("prompt is too long")?;
+            let rest = &lower[at..];
+            let gt = rest.find('>')?;
+            leading_number(&rest[gt + 1..])
+        })?;
+    (tokens >= MIN_CONTEXT_WINDOW).then_some(tokens)
+}
+
+/// True when an error body says the request was too long for the model.
+pub fn is_overflow_refusal(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    [
+        "exceed context window",
+        "exceeds the available context size",
+        "maximum context length",
+        "context_length_exceeded",
+        "exceed_context_size",
+        "prompt is too long",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|marker| lower.contains(marker))
+}
+
+/// The number at the start of `text` (after spaces, quotes and `(`), digits only.
+fn leading_number(text: &str) -> Option<u32> {
+    let text = text.trim_start_matches([' ', '"', '(', ':']);
+    let digits: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Characters per token assumed before any usage is reported: below English prose's
+/// ~4, because code, JSON and numbers take more tokens per character.
+pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.0;
+
+/// Characters counted for each message besides its text: the chat template's role
+/// markers and separators.
+const MESSAGE_OVERHEAD_CHARS: usize = 16;
+
+/// Estimates how many tokens a request takes: its characters over a ratio that starts
+/// at [`DEFAULT_CHARS_PER_TOKEN`] and is calibrated by the prompt tokens the server
+/// reports — the lowest ratio seen, so the estimate errs towards more tokens.
+#[derive(Debug)]
+pub struct TokenEstimator {
+    state: Mutex<Calibration>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Calibration {
+    chars_per_token: f64,
+    samples: u32,
+}
+
+impl Default for TokenEstimator {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(Calibration {
+                chars_per_token: DEFAULT_CHARS_PER_TOKEN,
+                samples: 0,
+            }),
+        }
+    }
+}
+
+impl TokenEstimator {
+    /// The current ratio, and how many reported usages calibrated it.
+    pub fn calibration(&self) -> (f64, u32) {
+        let state = *self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (state.chars_per_token, state.samples)
+    }
+
+    /// Estimated tokens of `chars` characters.
+    pub fn tokens_of_chars(&self, chars: usize) -> u64 {
+        let (ratio, _) = self.calibration();
+        (chars as f64 / ratio).ceil() as u64
+    }
+
+    /// Estimated tokens of `text`.
+    pub fn tokens_of(&self, text: &str) -> u64 {
+        self.tokens_of_chars(text.chars().count())
+    }
+
+    /// Estimated prompt tokens of `request`: its messages, tool calls and tool specs.
+    pub fn request_tokens(&self, request: &ChatRequest) -> u64 {
+        self.tokens_of_chars(request_chars(request))
+    }
+
+    /// Calibrates with the prompt tokens the server reported for `request`. The first
+    /// report replaces the default; later ones only lower the ratio. Implausible
+    /// reports (fewer than one token per eight characters, or more than one per
+    /// character) are ignored.
+    pub fn observe(&self, request: &ChatRequest, reported_prompt_tokens: u64) {
+        if reported_prompt_tokens == 0 {
+            return;
+        }
+        let ratio = request_chars(request) as f64 / reported_prompt_tokens as f64;
+        if !(1.0..=8.0).contains(&ratio) {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.chars_per_token = if state.samples == 0 {
+            ratio
+        } else {
+            state.chars_per_token.min(ratio)
+        };
+        state.samples = state.samples.saturating_add(1);
+    }
+}
+
+/// Characters of `request` as [`TokenEstimator`] counts them.
+pub fn request_chars(request: &ChatRequest) -> usize {
+    let messages: usize = request
+        .messages
+        .iter()
+        .map(|m| {
+            MESSAGE_OVERHEAD_CHARS
+                + m.content.chars().count()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.chars().count())
+                    .sum::<usize>()
+        })
+        .sum();
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| {
+            t.name.len() + t.description.chars().count() + t.parameters.to_string().chars().count()
+        })
+        .sum();
+    messages + tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ChatMessage;
+    use serde_json::json;
+
+    #[test]
+    fn the_table_matches_families_most_specific_first() {
+        assert_eq!(known_window("gpt-4o-mini"), Some((128_000, "gpt-4o")));
+        assert_eq!(known_window("gpt-4-0613"), Some((8_192, "gpt-4")));
+        assert_eq!(
+            known_window("Qwen2.5-Coder-1.5B-Instruct"),
+            Some((32_768, "qwen2.5"))
+        );
+        assert_eq!(known_window("claude-sonnet-4-5"), Some((200_000, "claude")));
+        assert_eq!(known_window("my-own-model"), None);
+        assert_eq!(offline_window("my-own-model").source, WindowSource::Default);
+    }
+
+    #[test]
+    fn servers_say_it_in_their_own_fields() {
+        let vllm = json!({"data": [{"id": "m", "max_model_len": 32768}]});
+        assert_eq!(
+            window_in_models(&vllm, "m"),
+            Some((32_768, "max_model_len".into()))
+        );
+        let two = json!({"data": [
+            {"id": "a", "context_length": 4096},
+            {"id": "b", "context_length": 16384}
+        ]});
+        assert_eq!(
+            window_in_models(&two, "b"),
+            Some((16_384, "context_length".into()))
+        );
+        assert_eq!(window_in_models(&two, "c"), None, "two entries, none named");
+        let silent = json!({"data": [{"id": "x", "object": "model"}]});
+        assert_eq!(window_in_models(&silent, "x"), None);
+        let llama = json!({"default_generation_settings": {"n_ctx": 8192}});
+        assert_eq!(
+            window_in_props(&llama),
+            Some((8_192, "default_generation_settings.n_ctx".into()))
+        );
+        assert_eq!(
+            window_in_props(&json!({"n_ctx": 2048})),
+            Some((2_048, "n_ctx".into()))
+        );
+        assert_eq!(window_in_props(&json!({"n_ctx": 12})), None, "implausible");
+    }
+
+    #[test]
+    fn refusals_name_the_window() {
+        let cases = [
+            ("Requested tokens (9123) exceed context window of 8192", 8_192),
+            (
+                "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens",
+                4_096,
+            ),
+            (
+                r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}"#,
+                8_192,
+            ),
+            ("prompt is too long: 210000 tokens > 200000 maximum", 200_000),
+        ];
+        for (body, tokens) in cases {
+            assert!(is_overflow_refusal(body), "{body}");
+            assert_eq!(window_in_refusal(body), Some(tokens), "{body}");
+        }
+        assert!(!is_overflow_refusal("rate limited"));
+        assert_eq!(window_in_refusal("internal error"), None);
+    }
+
+    #[test]
+    fn the_estimate_starts_conservative_and_calibrates_down_only() {
+        let estimator = TokenEstimator::default();
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user("x".repeat(284))],
+            ..ChatRequest::default()
+        };
+        assert_eq!(estimator.request_tokens(&request), 100, "(284 + 16) / 3");
+        estimator.observe(&request, 75); // 4 characters a token
+        assert_eq!(estimator.calibration(), (4.0, 1));
+        estimator.observe(&request, 60); // 5: higher, ignored
+        assert_eq!(estimator.calibration().0, 4.0);
+        estimator.observe(&request, 100); // 3: lower, kept
+        assert_eq!(estimator.calibration(), (3.0, 3));
+        estimator.observe(&request, 1); // 300 characters a token: implausible
+        assert_eq!(estimator.calibration().0, 3.0);
+    }
+}
