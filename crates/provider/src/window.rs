@@ -67,7 +67,7 @@ pub enum WindowSource {
 impl fmt::Display for WindowSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Configured => f.write_str("configured"),
+            Self::Configured => f.write_str("the configuration"),
             Self::Server { url, field } => write!(f, "the server: `{field}` at {url}"),
             Self::KnownModel { family } => write!(f, "the table of known models: {family}"),
             Self::Default => write!(
@@ -481,6 +481,11 @@ mod tests {
                 8_192,
             ),
             ("prompt is too long: 210000 tokens > 200000 maximum", 200_000),
+            // llama-cpp-python 0.3.36's own answer to a whole (unstreamed) request.
+            (
+                r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9035 tokens (9030 in the messages, 5 in the completion). Please reduce the length of the messages or completion.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+                8_192,
+            ),
         ];
         for (body, tokens) in cases {
             assert!(is_overflow_refusal(body), "{body}");

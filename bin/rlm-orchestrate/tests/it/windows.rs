@@ -302,3 +302,44 @@ fn a_sub_call_past_the_window_is_refused_with_the_sizes_or_split_when_asked() {
     assert_eq!(overflowing(&mock, WINDOW), 0, "no request past the window");
     assert!(outputs[1].contains("12 apples in all"));
 }
+
+#[test]
+fn a_sub_call_the_server_refuses_teaches_the_window_for_the_next() {
+    let sb = Sandbox::new();
+    // 20 000 characters: within the 8 192 tokens rlm assumes for an unknown silent
+    // model, past the mock's 4 096.
+    let mut script = MockScript::new()
+        .rule(MockRule::contains(PIECE_MARK, "3 apples"))
+        .rule(MockRule::contains(COMBINE_MARK, "6 apples in all"))
+        .then(MockReply::text(
+            "```repl\nprint(llm_query('How many apples?', context[:20000]))\n```",
+        ))
+        .then(MockReply::text(
+            "```repl\ntotal = llm_query('How many apples?', context[:20000], split=True)\n```",
+        ))
+        .then(MockReply::text("FINAL_VAR(total)"));
+    script.context_window = Some(WINDOW);
+    script.advertise_window = false;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "6 apples in all"
+    );
+    let events = events(&sb);
+    let first = of_kind(&events, "exec")[0]["output"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        first.contains("refused this prompt") && first.contains("its window is 4096 tokens"),
+        "{first}"
+    );
+    // The refused prompt was sent twice (streamed, then whole); the split calls fit.
+    assert_eq!(overflowing(&mock, WINDOW), 2);
+}

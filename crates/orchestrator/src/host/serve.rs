@@ -260,6 +260,14 @@ impl RunHost {
             Ok(completion) => completion,
             Err(error) => {
                 self.accounting.release(reserved);
+                let window = &self.sub_model.window;
+                if let Some(learned) = window.learn_from_refusal(&error, &request).await {
+                    // Known from now on: the next call is checked before it is sent.
+                    return Err(HostError::RespondToModel(format!(
+                        "the sub-model refused this prompt (about {} tokens) as too long: its window is {learned}; ask again with a shorter context, or with split=True to have it split",
+                        window.estimator.request_tokens(&request)
+                    )));
+                }
                 return Err(HostError::RespondToModel(error.to_string()));
             }
         };
