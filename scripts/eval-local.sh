@@ -30,7 +30,8 @@
 # A reading under another name (the same plan with a later rlm, to compare):
 # RLM_EVAL_NAME=after-25 keeps its work in .local-models/eval-after-25 and collects into
 # docs/eval-runs/qwen2.5-coder-1.5b-after-25; RLM_EVAL_BIN runs a given binary instead
-# of building target/release/rlm-orchestrate.
+# of building target/release/rlm-orchestrate; RLM_EVAL_ARMS=rlm asks only the RLM arms
+# (the baseline and rlms do not change with rlm's loop).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -101,7 +102,7 @@ case "${1:-}" in
         IFS='|' read -r name suites extra <<<"$step"
         # A step with unscored items (the server was down) does not stop the plan:
         # run the script again and --resume asks them again.
-        run_step "$name" "$suites" "$extra" "$length" tools rlm,baseline,rlms ||
+        run_step "$name" "$suites" "$extra" "$length" tools "${RLM_EVAL_ARMS:-rlm,baseline,rlms}" ||
           log "$name · $length · tools: items left unscored; run again to ask them"
         run_step "$name" "$suites" "$extra" "$length" python rlm ||
           log "$name · $length · python: items left unscored; run again to ask them"

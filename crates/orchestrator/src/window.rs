@@ -11,11 +11,14 @@ use std::sync::Mutex;
 use tokio::sync::OnceCell;
 
 use crate::provider::window::{
-    is_overflow_refusal, offline_window, resolve_window, window_in_refusal,
+    is_overflow_refusal, offline_window, resolve_window, server_token_count, window_in_refusal,
 };
 use crate::provider::{
     ChatRequest, ContextWindow, ProviderConfig, ProviderError, TokenEstimator, WindowSource,
 };
+
+/// Characters of a request's text the server's tokenizer is asked to count, once.
+const CALIBRATION_SAMPLE_CHARS: usize = 32_000;
 
 /// Tokens kept free for the answer: an eighth of the window, between 512 and 4096.
 pub fn answer_reserve(window_tokens: u32) -> u64 {
@@ -31,6 +34,8 @@ pub struct ModelWindow {
     found: OnceCell<ContextWindow>,
     /// A smaller window a refusal named (or implied), which wins over `found`.
     learned: Mutex<Option<ContextWindow>>,
+    /// Set once the server's tokenizer was asked (whatever it answered).
+    tokenizer_asked: OnceCell<()>,
     /// Characters to tokens, calibrated by reported usage.
     pub estimator: TokenEstimator,
 }
@@ -42,6 +47,7 @@ impl ModelWindow {
             config: Some(config.clone()),
             found: OnceCell::new(),
             learned: Mutex::new(None),
+            tokenizer_asked: OnceCell::new(),
             estimator: TokenEstimator::default(),
         }
     }
@@ -55,6 +61,7 @@ impl ModelWindow {
                 source: WindowSource::Configured,
             })),
             learned: Mutex::new(None),
+            tokenizer_asked: OnceCell::new(),
             estimator: TokenEstimator::default(),
         }
     }
@@ -81,6 +88,43 @@ impl ModelWindow {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Before the first request: when no usage has calibrated the estimate yet and the
+    /// server offers its tokenizer, calibrates it with the tokens the server counts in
+    /// `request`'s text. Asked once per model; servers that report usage calibrate it
+    /// after each call anyway, but llama.cpp's servers report none when streaming.
+    pub async fn calibrate_once(&self, request: &ChatRequest) {
+        let Some(config) = &self.config else {
+            return;
+        };
+        if self.estimator.is_calibrated() {
+            return;
+        }
+        self.tokenizer_asked
+            .get_or_init(|| async {
+                let text: String = request
+                    .messages
+                    .iter()
+                    .map(|m| m.content.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                // A sample is enough for a ratio: at most the first 32 000 characters.
+                let sample: String = text.chars().take(CALIBRATION_SAMPLE_CHARS).collect();
+                if let Some(count) = server_token_count(config, &sample).await {
+                    let sampled = ChatRequest {
+                        messages: vec![crate::provider::ChatMessage::user(sample)],
+                        ..ChatRequest::default()
+                    };
+                    // The template's few tokens around the one message.
+                    self.estimator.observe(&sampled, count + 4);
+                    tracing::debug!(
+                        count,
+                        "the token estimate was calibrated by the server's tokenizer"
+                    );
+                }
+            })
+            .await;
     }
 
     /// Tokens a request may hold before the answer's room: the window less

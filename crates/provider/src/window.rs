@@ -220,6 +220,59 @@ pub async fn served_window(config: &ProviderConfig) -> Option<ContextWindow> {
     })
 }
 
+/// How long a count of tokens by the server's own tokenizer may take (a server that
+/// answers one request at a time makes it wait for the one in progress).
+const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The tokens of `text` counted by the server's own tokenizer, when it offers one:
+/// llama-cpp-python's `POST /extras/tokenize/count` or llama.cpp's `POST /tokenize`
+/// (OpenAI-compatible endpoints with their own base URL only). `None` when neither
+/// answers.
+pub async fn server_token_count(config: &ProviderConfig, text: &str) -> Option<u64> {
+    if config.kind != ProviderKind::OpenAi {
+        return None;
+    }
+    let base = config.base_url.as_deref()?.trim_end_matches('/');
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    crate::config::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .timeout(TOKENIZE_TIMEOUT)
+        .no_proxy()
+        .build()
+        .ok()?;
+    let key = config.key_env().and_then(ApiKey::from_env);
+    let post = |url: String, body: Value| {
+        let mut request = client.post(url).json(&body);
+        if let Some(key) = &key {
+            request = request.bearer_auth(key.expose());
+        }
+        async move {
+            let response = request.send().await.ok()?;
+            if !response.status().is_success() {
+                return None;
+            }
+            response.json::<Value>().await.ok()
+        }
+    };
+    let python = post(
+        format!("{root}/extras/tokenize/count"),
+        serde_json::json!({"input": text, "model": config.model}),
+    )
+    .await;
+    if let Some(count) = python.as_ref().and_then(|v| v.get("count")?.as_u64()) {
+        return Some(count);
+    }
+    let cpp = post(
+        format!("{root}/tokenize"),
+        serde_json::json!({"content": text}),
+    )
+    .await?;
+    cpp.get("tokens")?
+        .as_array()
+        .map(|tokens| tokens.len() as u64)
+}
+
 /// Fields of a `/v1/models` entry that hold the window, most specific first.
 const MODEL_WINDOW_FIELDS: [&str; 5] = [
     "max_model_len",
@@ -371,6 +424,11 @@ impl TokenEstimator {
     /// Estimated prompt tokens of `request`: its messages, tool calls and tool specs.
     pub fn request_tokens(&self, request: &ChatRequest) -> u64 {
         self.tokens_of_chars(request_chars(request))
+    }
+
+    /// True once a count calibrated the estimate.
+    pub fn is_calibrated(&self) -> bool {
+        self.calibration().1 > 0
     }
 
     /// Calibrates with the prompt tokens the server reported for `request`. The first

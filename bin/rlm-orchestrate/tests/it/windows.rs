@@ -165,6 +165,24 @@ fn a_window_the_server_gives_is_never_exceeded() {
     assert_eq!(window["source"]["field"], "max_model_len");
     assert_eq!(overflowing(&mock, WINDOW), 0, "no request was refused");
     assert!(!of_kind(&events, "compacted").is_empty());
+    // The estimate, calibrated by the server's tokenizer before the first request and
+    // by reported usage after, against what the server reported for each call.
+    for call in of_kind(&events, "llm_call") {
+        let reported = call["prompt_tokens"].as_f64().unwrap();
+        let estimated = call["estimated_prompt_tokens"].as_f64().unwrap();
+        let error = (estimated - reported) / reported;
+        assert!(
+            (0.0..0.15).contains(&error),
+            "estimated {estimated}, reported {reported}"
+        );
+    }
+    let tokenized = mock
+        .control()
+        .side_requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/extras/tokenize/count"))
+        .count();
+    assert_eq!(tokenized, 1, "the tokenizer is asked once per model");
 }
 
 #[test]

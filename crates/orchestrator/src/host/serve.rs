@@ -31,9 +31,6 @@ use crate::events::{
 use crate::ids::AgentId;
 use crate::provider::{ChatMessage, ChatRequest, Usage};
 
-/// Tokens a chat template adds around a sub-call's one message.
-const SUB_TEMPLATE_TOKENS: u64 = 16;
-
 /// Characters of context kept when `sub_rlm` becomes a plain call at max depth.
 pub const ONE_SHOT_CONTEXT_CHARS: usize = 8_000;
 
@@ -162,7 +159,7 @@ impl RunHost {
                 self.settings.delegation.sub_context_chars
             )));
         }
-        let fit = self.sub_fit(&content).await;
+        let fit = sub_fit::measure(&self.sub_model.window, &content).await;
         if fit.fits() {
             return self.ask_sub(content, purpose).await;
         }
@@ -176,17 +173,6 @@ impl RunHost {
             (_, context, piece) => Err(HostError::RespondToModel(
                 fit.refusal(purpose.helper(), context.and(piece)),
             )),
-        }
-    }
-
-    /// How `content` compares with the sub-model's window.
-    async fn sub_fit(&self, content: &str) -> SubFit {
-        let window = &self.sub_model.window;
-        SubFit {
-            tokens: window.estimator.tokens_of(content) + SUB_TEMPLATE_TOKENS,
-            chars: content.chars().count(),
-            budget: window.prompt_budget().await,
-            window: window.window().await,
         }
     }
 

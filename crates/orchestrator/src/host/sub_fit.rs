@@ -6,7 +6,11 @@
 use std::fmt::Write as _;
 use std::future::Future;
 
-use crate::provider::{ContextWindow, TokenEstimator};
+use crate::provider::{ChatMessage, ChatRequest, ContextWindow, TokenEstimator};
+use crate::window::ModelWindow;
+
+/// Tokens a chat template adds around a sub-call's one message.
+const SUB_TEMPLATE_TOKENS: u64 = 16;
 
 /// Tokens kept beside a piece for the prompt's own text and the template.
 const PIECE_MARGIN_TOKENS: u64 = 64;
@@ -27,6 +31,23 @@ pub(crate) struct SubFit {
     pub budget: u64,
     /// The window.
     pub window: ContextWindow,
+}
+
+/// How `content`, sent as one message, compares with `window` (calibrating the
+/// estimate by the server's tokenizer first, once per model).
+pub(crate) async fn measure(window: &ModelWindow, content: &str) -> SubFit {
+    window
+        .calibrate_once(&ChatRequest {
+            messages: vec![ChatMessage::user(content)],
+            ..ChatRequest::default()
+        })
+        .await;
+    SubFit {
+        tokens: window.estimator.tokens_of(content) + SUB_TEMPLATE_TOKENS,
+        chars: content.chars().count(),
+        budget: window.prompt_budget().await,
+        window: window.window().await,
+    }
 }
 
 impl SubFit {

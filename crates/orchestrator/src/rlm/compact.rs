@@ -4,10 +4,11 @@
 //! room kept for the answer, would not fit the window, the oldest steps are compacted:
 //! their messages leave the conversation and a one-line record of each — what was run,
 //! what it found, which variables it made — joins the first user message. The system
-//! prompt, the task with the context's metadata, and the last step always stay; when
-//! even they do not fit, the last step's longest message is cut in the middle. The
-//! full text of every compacted step is handed back to the loop, which keeps it in the
-//! trace and in a store variable the model can read.
+//! prompt and the task with the context's metadata always stay, and the last step too
+//! unless nothing else helps: its longest message is cut in the middle first, and only
+//! when that is not enough (a window barely larger than the task) does it become a
+//! record as well. The full text of every compacted step is handed back to the loop,
+//! which keeps it in the trace and in a store variable the model can read.
 
 use serde_json::{json, Value};
 
@@ -140,6 +141,17 @@ impl History {
         }
         if estimate(messages) > budget {
             compaction.cut_chars = self.cut_last_step(messages, budget, &estimate);
+        }
+        if estimate(messages) > budget {
+            // Even cut, the last step does not fit beside the task: it becomes a record
+            // too, rather than the run failing.
+            if let Some(span) = self.spans.pop() {
+                let removed: Vec<ChatMessage> = messages.drain(span.start..).collect();
+                self.records.push(record(&span, &removed));
+                compaction.iterations.push(span.iteration);
+                compaction.archived.push(archive(span.iteration, &removed));
+                self.rewrite_first(messages);
+            }
         }
         compaction.tokens_after = estimate(messages);
         if compaction.tokens_after > budget {
@@ -432,6 +444,29 @@ mod tests {
         assert!(last.contains("characters cut here to fit the model's window"));
         assert!(last.starts_with("Code executed:"), "the start stays");
         assert!(last.contains("Your variables"), "the end stays");
+    }
+
+    #[test]
+    fn a_last_step_that_cannot_be_cut_enough_becomes_a_record_too() {
+        let mut messages = vec![
+            ChatMessage::system("s".repeat(2_100)),
+            ChatMessage::user("Task: count."),
+        ];
+        let mut history = History::new("Task: count.", None);
+        history.begin_step(1, messages.len());
+        // An output too short to cut (under 800 characters), too long to keep.
+        messages.extend(step("print(len(context))", &"x".repeat(500)));
+        // System and task take ~720 tokens; the step's ~250 more do not fit 900.
+        let compaction = history
+            .fit(&mut messages, &[], 900, &TokenEstimator::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(compaction.iterations, [1]);
+        assert_eq!(compaction.cut_chars, 0);
+        assert_eq!(messages.len(), 2);
+        assert!(messages[1]
+            .content
+            .contains("- step 1: print(len(context)) → xxxx"));
     }
 
     #[test]

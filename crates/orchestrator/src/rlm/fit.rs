@@ -69,6 +69,13 @@ impl Fitter {
         iteration: u32,
     ) -> Result<(), LoopError> {
         let window = &caller.model.window;
+        window
+            .calibrate_once(&ChatRequest {
+                messages: messages.clone(),
+                tools: specs.to_vec(),
+                ..ChatRequest::default()
+            })
+            .await;
         let budget = window.prompt_budget().await;
         let Some(compaction) = self
             .history

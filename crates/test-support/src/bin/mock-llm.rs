@@ -21,7 +21,8 @@ Serves OpenAI POST /v1/chat/completions (and /chat/completions), OpenAI Response
 POST /v1/responses (and /responses; what the Codex CLI speaks) and Anthropic
 POST /v1/messages, streamed (SSE) or not, on 127.0.0.1. WebSocket upgrades are
 refused with 426 so clients fall back to HTTP. Every answer comes from the script;
-GET /_mock/requests lists the completion requests received (auth header values are never
+POST /extras/tokenize/count answers {\"count\": characters / 4} as llama-cpp-python's
+tokenizer endpoint does. GET /_mock/requests lists the completion requests received (auth header values are never
 kept; GETs such as /v1/models are not listed).
 
 Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT]

@@ -288,6 +288,16 @@ async fn answer(
     }
     let Some(api) = api else {
         let (status, body) = match (incoming.method.as_str(), path.as_str()) {
+            ("POST", p) if p.ends_with("/extras/tokenize/count") => {
+                // llama-cpp-python's tokenizer endpoint, counting as the mock's usage
+                // does: characters / 4, rounded up.
+                let input = request
+                    .body
+                    .get("input")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                (200, json!({"count": input.chars().count().div_ceil(4)}))
+            }
             ("GET", "/" | "/health") => (
                 200,
                 json!({"status": "ok", "note": "mock-llm is a scripted stand-in, not a model"}),
