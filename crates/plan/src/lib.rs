@@ -1,0 +1,22 @@
+//! Combinator plans (docs/plans.md): `split` the input into pieces, `filter` them,
+//! `map` each to a result (a sub-model answer, a count, a nested run…), `reduce` the
+//! results to one. A plan is data — JSON the model writes, or the helpers build — so
+//! before anything runs its pieces are counted and sized against the sub-model's
+//! window, and its calls, tokens and cost estimated and checked against the budgets
+//! ([`price`]). Running it is the orchestrator's; this crate holds what needs no
+//! model: the types ([`spec`]), the splitter ([`split`], streaming: a file of any size
+//! is cut in one pass with bounded memory), and the deterministic reductions
+//! ([`reduce`]).
+
+pub mod error;
+pub mod pattern;
+pub mod price;
+pub mod reduce;
+pub mod spec;
+pub mod split;
+
+pub use error::PlanError;
+pub use spec::{Filter, Map, Plan, Reduce, Split, SplitBy};
+
+/// How deep plans may nest (`map: {"plan": …}`), whatever `--max-depth` allows.
+pub const MAX_NESTING: u32 = 3;

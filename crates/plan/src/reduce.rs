@@ -1,0 +1,290 @@
+//! The deterministic reductions: the pieces' results (texts, in piece order) to one
+//! answer, with no model call. Numbers are read from the results as a small model
+//! writes them ("There are 1,432 errors." → 1432); items are the results' lines, or
+//! their comma-separated parts.
+
+use std::collections::HashMap;
+
+use crate::spec::Reduce;
+
+/// Why results cannot be reduced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReduceError {
+    /// `ask` needs the sub-model: the orchestrator reduces it.
+    #[error("the `ask` reduction needs the sub-model")]
+    NeedsModel,
+    /// A numeric reduction found no number in any result.
+    #[error("`{op}` found no number in any of the {results} results (the first: {first:?}); ask the map for a number only")]
+    NoNumbers {
+        /// The reduction.
+        op: &'static str,
+        /// How many results there were.
+        results: usize,
+        /// The first result, shortened.
+        first: String,
+    },
+}
+
+/// Reduces `results` (in piece order) as `reduce` says.
+pub fn reduce(reduce: &Reduce, results: &[String]) -> Result<String, ReduceError> {
+    match reduce {
+        Reduce::Sum => numeric("sum", results, |n| n.iter().sum()),
+        Reduce::Min => numeric("min", results, |n| {
+            n.iter().copied().fold(f64::INFINITY, f64::min)
+        }),
+        Reduce::Max => numeric("max", results, |n| {
+            n.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        }),
+        Reduce::Count => Ok(results.iter().filter(|r| says_yes(r)).count().to_string()),
+        Reduce::Concat { separator } => Ok(results.join(separator.as_deref().unwrap_or("\n\n"))),
+        Reduce::Vote => Ok(vote(results)),
+        Reduce::Union => Ok(distinct_items(results).join("\n")),
+        Reduce::Join { separator } => {
+            Ok(distinct_items(results).join(separator.as_deref().unwrap_or(", ")))
+        }
+        Reduce::TopK { k } => Ok(top_k(results, *k)),
+        Reduce::Ask { .. } => Err(ReduceError::NeedsModel),
+    }
+}
+
+/// A reduction over the numbers of the results (results without one are skipped).
+fn numeric(
+    op: &'static str,
+    results: &[String],
+    fold: impl Fn(&[f64]) -> f64,
+) -> Result<String, ReduceError> {
+    let numbers: Vec<f64> = results.iter().filter_map(|r| first_number(r)).collect();
+    if numbers.is_empty() {
+        return Err(ReduceError::NoNumbers {
+            op,
+            results: results.len(),
+            first: results
+                .first()
+                .map(|r| r.chars().take(80).collect())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(format_number(fold(&numbers)))
+}
+
+/// The first number in `text`: digits with optional thousands separators (`1,432`),
+/// a decimal part and a sign.
+pub fn first_number(text: &str) -> Option<f64> {
+    let bytes = text.as_bytes();
+    let start = bytes.iter().position(u8::is_ascii_digit)?;
+    let negative = start > 0 && bytes[start - 1] == b'-';
+    let mut digits = String::new();
+    let mut i = start;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let grouped = b == b','
+            && i + 3 < bytes.len() + 1
+            && bytes[i + 1..].iter().take(3).all(u8::is_ascii_digit)
+            && bytes.get(i + 4).is_none_or(|b| !b.is_ascii_digit());
+        if b.is_ascii_digit() {
+            digits.push(b as char);
+        } else if grouped {
+            // "1,432": a thousands separator, skipped.
+        } else if b == b'.'
+            && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
+            && !digits.contains('.')
+        {
+            digits.push('.');
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let value: f64 = digits.parse().ok()?;
+    Some(if negative { -value } else { value })
+}
+
+/// A whole number without a decimal part, else the number as is.
+fn format_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// True when a result answers yes: "yes", "true", a number above zero, or any other
+/// non-empty text that is not a no ("no", "none", "false", "0", "n/a", "nothing").
+fn says_yes(result: &str) -> bool {
+    let word = normalise(result);
+    let first = word.split_whitespace().next().unwrap_or("");
+    if let Some(n) = first_number(&word).filter(|_| {
+        first
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
+    }) {
+        return n > 0.0;
+    }
+    !word.is_empty()
+        && ![
+            "no",
+            "none",
+            "false",
+            "0",
+            "n/a",
+            "nothing",
+            "not found",
+            "no.",
+        ]
+        .iter()
+        .any(|no| first == *no || word == *no)
+}
+
+/// `text` lower-cased, trimmed, its whitespace made single spaces and its trailing
+/// full stop dropped.
+fn normalise(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .join(" ")
+        .to_lowercase()
+        .trim_end_matches('.')
+        .to_owned()
+}
+
+/// The most frequent result (normalised), the first of a tie; returned as first
+/// written.
+fn vote(results: &[String]) -> String {
+    let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
+    for (i, r) in results.iter().enumerate() {
+        let entry = counts.entry(normalise(r)).or_insert((0, i));
+        entry.0 += 1;
+    }
+    counts
+        .values()
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(_, first)| results[*first].trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The items of every result (lines, or comma-separated parts of a one-line result;
+/// list markers dropped), distinct (normalised), in the order first seen.
+fn distinct_items(results: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    items(results)
+        .filter(|item| seen.insert(normalise(item)))
+        .collect()
+}
+
+fn items(results: &[String]) -> impl Iterator<Item = String> + '_ {
+    results.iter().flat_map(|r| {
+        let lines: Vec<&str> = r.lines().filter(|l| !l.trim().is_empty()).collect();
+        let parts: Vec<String> = if lines.len() == 1 {
+            lines[0].split(',').map(str::to_owned).collect()
+        } else {
+            lines.into_iter().map(str::to_owned).collect()
+        };
+        parts
+            .into_iter()
+            .map(|p| {
+                p.trim()
+                    .trim_start_matches(['-', '*', '•'])
+                    .trim()
+                    .to_owned()
+            })
+            .filter(|p| !p.is_empty() && !says_nothing(p))
+    })
+}
+
+/// True for an item that only says the piece had nothing.
+fn says_nothing(item: &str) -> bool {
+    matches!(normalise(item).as_str(), "none" | "nothing" | "n/a" | "no")
+}
+
+/// The `k` most frequent items, `item (count)` one per line, ties in the order first
+/// seen.
+fn top_k(results: &[String], k: usize) -> String {
+    let mut order: Vec<String> = Vec::new();
+    let mut counts: HashMap<String, (usize, String)> = HashMap::new();
+    for item in items(results) {
+        let key = normalise(&item);
+        let entry = counts.entry(key.clone()).or_insert_with(|| {
+            order.push(key.clone());
+            (0, item.clone())
+        });
+        entry.0 += 1;
+    }
+    let mut ranked: Vec<(usize, usize, &String)> = order
+        .iter()
+        .enumerate()
+        .filter_map(|(i, key)| counts.get(key).map(|(n, item)| (*n, i, item)))
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked
+        .into_iter()
+        .take(k)
+        .map(|(n, _, item)| format!("{item} ({n})"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn numbers_are_read_as_small_models_write_them() {
+        assert_eq!(first_number("There are 1,432 errors."), Some(1432.0));
+        assert_eq!(first_number("about 3.5 per line"), Some(3.5));
+        assert_eq!(first_number("-7 degrees"), Some(-7.0));
+        assert_eq!(first_number("2, 3 and 4"), Some(2.0));
+        assert_eq!(first_number("none"), None);
+    }
+
+    #[test]
+    fn numeric_reductions_skip_results_without_a_number() {
+        let results = strings(&["12 errors", "none here", "There are 1,000.", "3"]);
+        assert_eq!(reduce(&Reduce::Sum, &results).unwrap(), "1015");
+        assert_eq!(reduce(&Reduce::Min, &results).unwrap(), "3");
+        assert_eq!(reduce(&Reduce::Max, &results).unwrap(), "1000");
+        let error = reduce(&Reduce::Sum, &strings(&["no", "nothing"])).unwrap_err();
+        assert!(error.to_string().contains("found no number"), "{error}");
+    }
+
+    #[test]
+    fn count_vote_and_lists() {
+        let answers = strings(&["Yes", "no", "yes.", "None", "3", "0", "It mentions it"]);
+        assert_eq!(reduce(&Reduce::Count, &answers).unwrap(), "4");
+        assert_eq!(
+            reduce(&Reduce::Vote, &strings(&["Paris", "paris.", "Lyon"])).unwrap(),
+            "Paris"
+        );
+        let lists = strings(&["- alice\n- bob", "Bob, carol", "none", "alice"]);
+        assert_eq!(reduce(&Reduce::Union, &lists).unwrap(), "alice\nbob\ncarol");
+        assert_eq!(
+            reduce(&Reduce::Join { separator: None }, &lists).unwrap(),
+            "alice, bob, carol"
+        );
+        assert_eq!(
+            reduce(&Reduce::TopK { k: 2 }, &lists).unwrap(),
+            "alice (2)\nbob (2)"
+        );
+        assert_eq!(
+            reduce(
+                &Reduce::Concat {
+                    separator: Some(" | ".into())
+                },
+                &strings(&["a", "b"])
+            )
+            .unwrap(),
+            "a | b"
+        );
+        assert_eq!(
+            reduce(
+                &Reduce::Ask {
+                    instruction: "x".into()
+                },
+                &lists
+            ),
+            Err(ReduceError::NeedsModel)
+        );
+    }
+}

@@ -1,0 +1,341 @@
+//! What a plan says, as the model writes it (JSON) and as the python, js and tools
+//! helpers build it: what to read, how to cut it into pieces, which pieces to keep,
+//! what to ask of each, and how to reduce the answers to one.
+//!
+//! ```json
+//! {"input": "context",
+//!  "split": {"by": "chars", "size": 8000},
+//!  "filter": {"regex": "ERROR"},
+//!  "map": {"ask": "How many failed payments does this piece list? Answer with a number."},
+//!  "reduce": {"op": "sum"}}
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PlanError;
+
+/// Longest regular expression a plan may hold, in bytes (compiled size is bounded too).
+pub const MAX_PATTERN_BYTES: usize = 1_000;
+
+/// A plan: split the input, keep some pieces, map each, reduce the answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The variable the plan reads (`context` unless said).
+    #[serde(default = "context")]
+    pub input: String,
+    /// How the input is cut into pieces.
+    pub split: Split,
+    /// Which pieces are kept (all when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Filter>,
+    /// What each kept piece becomes.
+    pub map: Map,
+    /// How the pieces' results become one.
+    pub reduce: Reduce,
+}
+
+fn context() -> String {
+    "context".to_owned()
+}
+
+/// How to cut the input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Split {
+    /// The unit.
+    pub by: SplitBy,
+    /// Pieces of at most this many units (characters, lines, tokens); for `regex`, the
+    /// records that start at each match are grouped up to this many characters (one
+    /// record a piece when absent). Absent for `chars` and `tokens`: as large as the
+    /// sub-model's window allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Units each piece repeats from the end of the one before (`chars`, `lines`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overlap: u64,
+    /// For `regex`: a record starts at each line this matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The unit a split counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitBy {
+    /// Characters; a piece ends at a line end when one is near.
+    Chars,
+    /// Whole lines.
+    Lines,
+    /// Tokens, as the sub-model's estimate counts them.
+    Tokens,
+    /// Records that start at lines matching `pattern`.
+    Regex,
+    /// The items of a JSON list, `size` items a piece (one when absent).
+    Records,
+}
+
+/// Which pieces are kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Filter {
+    /// Pieces with a match (case-insensitive); no model call.
+    Regex(String),
+    /// Pieces the sub-model answers yes about (one call a piece).
+    Ask(String),
+}
+
+/// What each kept piece becomes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Map {
+    /// The sub-model's answer to this instruction about the piece.
+    Ask(String),
+    /// How many times the pattern matches in the piece (case-insensitive); no call.
+    Count(String),
+    /// The pattern's matches in the piece, one per line (the first group when it has
+    /// one); no call.
+    Extract(String),
+    /// A nested run (`sub_rlm`) on the piece with this query.
+    SubRlm(String),
+    /// The external agent on the piece with this task.
+    Agent(String),
+    /// A plan over the piece (its `input` is the piece).
+    Plan(Box<Plan>),
+}
+
+impl Map {
+    /// True when mapping a piece asks a model or an agent.
+    pub fn calls_a_model(&self) -> bool {
+        !matches!(self, Self::Count(_) | Self::Extract(_))
+    }
+}
+
+/// How the pieces' results become one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reduce {
+    /// The numbers of the results added up.
+    Sum,
+    /// How many results say yes (or are non-empty and not "no"/"none"/"0").
+    Count,
+    /// The smallest number.
+    Min,
+    /// The largest number.
+    Max,
+    /// The results in order, joined by `separator` (a blank line unless said).
+    Concat {
+        /// Between two results.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        separator: Option<String>,
+    },
+    /// The most frequent result (case and spacing ignored); ties go to the first.
+    Vote,
+    /// Every distinct item of the results (items: lines, or comma-separated), in the
+    /// order first seen.
+    Union,
+    /// The `k` most frequent items with their counts.
+    TopK {
+        /// How many.
+        k: usize,
+    },
+    /// The distinct items, joined by `separator` (", " unless said).
+    Join {
+        /// Between two items.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        separator: Option<String>,
+    },
+    /// The sub-model combines the results with this instruction, as many per call as
+    /// fit its window, in rounds until one is left.
+    Ask {
+        /// What to do with the results.
+        instruction: String,
+    },
+}
+
+impl Plan {
+    /// Parses a plan from JSON, with errors that say where.
+    pub fn from_json(text: &str) -> Result<Self, PlanError> {
+        let plan: Self = serde_json::from_str(text).map_err(|e| PlanError::Json(e.to_string()))?;
+        plan.check_shape(0)?;
+        Ok(plan)
+    }
+
+    /// Checks what JSON cannot: sizes, patterns, combinations, nesting (at most
+    /// `depth_left` nested plans). Says what is wrong and how to write it.
+    pub fn check_shape(&self, depth: u32) -> Result<(), PlanError> {
+        let split = &self.split;
+        if self.input.trim().is_empty() {
+            return Err(PlanError::Shape(
+                "`input` is empty: name a variable, e.g. \"context\"".into(),
+            ));
+        }
+        if split.size == Some(0) {
+            return Err(PlanError::Shape(
+                "`split.size` is 0: give a positive size or leave it out".into(),
+            ));
+        }
+        if let Some(size) = split.size {
+            if split.overlap >= size {
+                return Err(PlanError::Shape(format!(
+                    "`split.overlap` ({}) must be smaller than `split.size` ({size})",
+                    split.overlap
+                )));
+            }
+        }
+        match (split.by, &split.pattern) {
+            (SplitBy::Regex, None) => {
+                return Err(PlanError::Shape(
+                    "`split.by` is \"regex\" but there is no `split.pattern` (the start of a record, e.g. \"^\\\\d{4}-\\\\d{2}-\\\\d{2}\")".into(),
+                ))
+            }
+            (SplitBy::Regex, Some(pattern)) => crate::pattern::compile(pattern)
+                .map(|_| ())
+                .map_err(|e| PlanError::Shape(format!("`split.pattern`: {e}")))?,
+            (_, Some(_)) => {
+                return Err(PlanError::Shape(
+                    "`split.pattern` only goes with `\"by\": \"regex\"`".into(),
+                ))
+            }
+            (_, None) => {}
+        }
+        if split.overlap > 0 && !matches!(split.by, SplitBy::Chars | SplitBy::Lines) {
+            return Err(PlanError::Shape(
+                "`split.overlap` works with `chars` and `lines` only".into(),
+            ));
+        }
+        match &self.filter {
+            Some(Filter::Regex(p)) => crate::pattern::compile(p)
+                .map(|_| ())
+                .map_err(|e| PlanError::Shape(format!("`filter.regex`: {e}")))?,
+            Some(Filter::Ask(q)) if q.trim().is_empty() => {
+                return Err(PlanError::Shape("`filter.ask` is empty".into()))
+            }
+            _ => {}
+        }
+        match &self.map {
+            Map::Count(p) | Map::Extract(p) => crate::pattern::compile(p)
+                .map(|_| ())
+                .map_err(|e| PlanError::Shape(format!("`map`: {e}")))?,
+            Map::Ask(text) | Map::SubRlm(text) | Map::Agent(text) if text.trim().is_empty() => {
+                return Err(PlanError::Shape("the `map` instruction is empty".into()))
+            }
+            Map::Plan(inner) => {
+                if depth >= crate::MAX_NESTING {
+                    return Err(PlanError::Shape(format!(
+                        "plans nest at most {} deep",
+                        crate::MAX_NESTING
+                    )));
+                }
+                inner.check_shape(depth + 1)?;
+            }
+            _ => {}
+        }
+        match &self.reduce {
+            Reduce::TopK { k: 0 } => Err(PlanError::Shape("`reduce.k` must be at least 1".into())),
+            Reduce::Ask { instruction } if instruction.trim().is_empty() => {
+                Err(PlanError::Shape("`reduce.instruction` is empty".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_plan_parses() {
+        let plan = Plan::from_json(
+            r#"{"split": {"by": "chars", "size": 8000},
+                "filter": {"regex": "ERROR"},
+                "map": {"ask": "How many failed payments? Answer with a number."},
+                "reduce": {"op": "sum"}}"#,
+        )
+        .unwrap();
+        assert_eq!(plan.input, "context");
+        assert_eq!(plan.split.size, Some(8000));
+        assert_eq!(plan.filter, Some(Filter::Regex("ERROR".into())));
+        assert_eq!(plan.reduce, Reduce::Sum);
+        let again: Plan = serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+        assert_eq!(again, plan);
+    }
+
+    #[test]
+    fn every_reduction_and_map_has_its_json_form() {
+        for (json, reduce) in [
+            (r#"{"op": "top_k", "k": 3}"#, Reduce::TopK { k: 3 }),
+            (r#"{"op": "concat"}"#, Reduce::Concat { separator: None }),
+            (
+                r#"{"op": "ask", "instruction": "merge"}"#,
+                Reduce::Ask {
+                    instruction: "merge".into(),
+                },
+            ),
+        ] {
+            assert_eq!(serde_json::from_str::<Reduce>(json).unwrap(), reduce);
+        }
+        let nested: Map = serde_json::from_str(
+            r#"{"plan": {"split": {"by": "lines", "size": 10}, "map": {"count": "x"}, "reduce": {"op": "sum"}}}"#,
+        )
+        .unwrap();
+        assert!(matches!(nested, Map::Plan(_)));
+        assert!(!Map::Count("x".into()).calls_a_model());
+        assert!(Map::SubRlm("q".into()).calls_a_model());
+    }
+
+    #[test]
+    fn bad_plans_say_what_to_fix() {
+        let cases = [
+            (
+                r#"{"split": {"by": "regex"}, "map": {"ask": "q"}, "reduce": {"op": "sum"}}"#,
+                "split.pattern",
+            ),
+            (
+                r#"{"split": {"by": "chars", "size": 10, "overlap": 10}, "map": {"ask": "q"}, "reduce": {"op": "sum"}}"#,
+                "overlap",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"count": "("}, "reduce": {"op": "sum"}}"#,
+                "`map`",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": " "}, "reduce": {"op": "sum"}}"#,
+                "empty",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": "q"}, "reduce": {"op": "top_k", "k": 0}}"#,
+                "reduce.k",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": "q"}, "reduce": {"op": "median"}}"#,
+                "unknown variant",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": "q"}, "reduce": {"op": "sum"}, "extra": 1}"#,
+                "unknown field",
+            ),
+        ];
+        for (json, says) in cases {
+            let error = Plan::from_json(json).unwrap_err().to_string();
+            assert!(error.contains(says), "{json}: {error}");
+        }
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let mut json = r#"{"split": {"by": "lines", "size": 2}, "map": {"count": "x"}, "reduce": {"op": "sum"}}"#.to_owned();
+        for _ in 0..=crate::MAX_NESTING {
+            json = format!(
+                r#"{{"split": {{"by": "lines", "size": 2}}, "map": {{"plan": {json}}}, "reduce": {{"op": "sum"}}}}"#
+            );
+        }
+        let error = Plan::from_json(&json).unwrap_err().to_string();
+        assert!(error.contains("nest at most"), "{error}");
+    }
+}

@@ -1,0 +1,530 @@
+//! Cutting text into pieces in one streaming pass: the input is read once, in
+//! segments of at most a line or 64 KiB, so a file of any size is cut with bounded
+//! memory, and each piece is a byte range of it (a reference, not a copy).
+//!
+//! - `chars`: at most `size` characters a piece; a piece ends at a line end when one
+//!   falls in its last fifth, else at the limit (on a character boundary).
+//! - `lines`: `size` whole lines a piece.
+//! - records: a record starts at each line the pattern matches (text before the first
+//!   match is a record too); records are grouped whole, up to `size` characters a
+//!   piece (one record a piece without a size; a record longer than `size` is a piece
+//!   of its own).
+//!
+//! With an overlap, each piece after the first also starts that many characters (or
+//! lines) before where the one before it ended.
+
+use std::collections::VecDeque;
+use std::io::BufRead;
+
+use regex::Regex;
+
+/// Bytes of a segment when a line is longer.
+const SEGMENT_MAX_BYTES: usize = 64 * 1024;
+
+/// A piece: bytes `start..end` of the input, holding `chars` characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// Characters (UTF-8 sequences; an invalid byte counts as one).
+    pub chars: u64,
+}
+
+/// How pieces are cut.
+#[derive(Debug, Clone)]
+pub enum Cut {
+    /// At most `size` characters, `overlap` of them repeated from the piece before.
+    Chars {
+        /// Characters a piece.
+        size: u64,
+        /// Characters repeated.
+        overlap: u64,
+    },
+    /// `size` lines, `overlap` of them repeated.
+    Lines {
+        /// Lines a piece.
+        size: u64,
+        /// Lines repeated.
+        overlap: u64,
+    },
+    /// Whole records, starting at lines `start` matches, grouped up to `size`
+    /// characters.
+    Records {
+        /// Where a record starts.
+        start: Regex,
+        /// Characters a piece may gather (one record a piece when absent).
+        size: Option<u64>,
+    },
+}
+
+/// A point of the input: a byte offset and the characters before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Mark {
+    byte: u64,
+    chars: u64,
+}
+
+/// Cuts what `reader` yields into pieces. An empty input has no pieces.
+pub fn split_reader<R: BufRead>(mut reader: R, cut: &Cut) -> std::io::Result<Vec<Piece>> {
+    let mut cutter = Cutter::new(cut);
+    let mut segment: Vec<u8> = Vec::new();
+    let mut line_start = true;
+    loop {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        let newline = buffer.iter().position(|&b| b == b'\n');
+        let room = SEGMENT_MAX_BYTES - segment.len();
+        let (take, ends_line) = match newline {
+            Some(i) if i < room => (i + 1, true),
+            _ => (buffer.len().min(room), false),
+        };
+        segment.extend_from_slice(&buffer[..take]);
+        reader.consume(take);
+        if ends_line || segment.len() >= SEGMENT_MAX_BYTES {
+            // A long line is cut on a character boundary; the rest starts the next.
+            let keep = if ends_line {
+                segment.len()
+            } else {
+                char_boundary(&segment)
+            };
+            let rest = segment.split_off(keep);
+            cutter.segment(&segment, line_start, ends_line);
+            line_start = ends_line;
+            segment = rest;
+        }
+    }
+    if !segment.is_empty() {
+        cutter.segment(&segment, line_start, true);
+    }
+    Ok(cutter.finish())
+}
+
+/// Cuts `text` into pieces (an in-memory input).
+pub fn split_str(text: &str, cut: &Cut) -> Vec<Piece> {
+    // Reading from a slice cannot fail.
+    split_reader(text.as_bytes(), cut).unwrap_or_default()
+}
+
+/// The largest prefix length of `bytes` that ends on a UTF-8 character boundary: all
+/// of it unless its last character is unfinished.
+fn char_boundary(bytes: &[u8]) -> usize {
+    let len = bytes.len();
+    let mut i = len;
+    while i > 0 && len - i < 4 {
+        i -= 1;
+        let lead = bytes[i];
+        if lead & 0xC0 != 0x80 {
+            let need = match lead {
+                0xF0.. => 4,
+                0xE0.. => 3,
+                0xC0.. => 2,
+                _ => 1,
+            };
+            return if i + need <= len { len } else { i };
+        }
+    }
+    len
+}
+
+/// Characters of `bytes`: bytes that start a UTF-8 sequence (an invalid byte counts
+/// as one).
+fn chars_of(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u64
+}
+
+/// The streaming state of a cut.
+struct Cutter<'c> {
+    cut: &'c Cut,
+    pieces: Vec<Piece>,
+    /// Where the piece being gathered starts.
+    start: Mark,
+    /// Where the input read so far ends.
+    here: Mark,
+    /// Lines in the piece being gathered.
+    lines: u64,
+    /// Recent character or line starts, for overlaps.
+    recent: VecDeque<Mark>,
+    /// Records: where the record being read started.
+    record: Option<Mark>,
+    /// Where the last piece ended: a piece must reach past it (with an overlap, the
+    /// text after the last piece may be only what it repeats).
+    last_end: Mark,
+}
+
+impl<'c> Cutter<'c> {
+    fn new(cut: &'c Cut) -> Self {
+        Self {
+            cut,
+            pieces: Vec::new(),
+            start: Mark::default(),
+            here: Mark::default(),
+            lines: 0,
+            recent: VecDeque::new(),
+            record: None,
+            last_end: Mark::default(),
+        }
+    }
+
+    /// Closes the piece at `end`; the next starts at `next` (`end`, or an overlap
+    /// before it).
+    fn close(&mut self, end: Mark, next: Mark) {
+        if end.byte > self.start.byte && end.byte > self.last_end.byte {
+            self.pieces.push(Piece {
+                start: self.start.byte,
+                end: end.byte,
+                chars: end.chars - self.start.chars,
+            });
+            self.last_end = end;
+        }
+        // Lines repeated from this piece count in the next.
+        self.lines = match self.cut {
+            Cut::Lines { .. } if next.byte < end.byte => {
+                self.recent.iter().filter(|m| m.byte >= next.byte).count() as u64
+            }
+            _ => 0,
+        };
+        self.start = next;
+    }
+
+    fn segment(&mut self, bytes: &[u8], starts_line: bool, ends_line: bool) {
+        match self.cut {
+            Cut::Chars { size, overlap } => self.chars(bytes, *size, *overlap),
+            Cut::Lines { size, overlap } => {
+                if starts_line && *overlap > 0 {
+                    self.remember(self.here, *overlap);
+                }
+                self.advance(bytes);
+                if ends_line {
+                    self.lines += 1;
+                    if self.lines >= *size {
+                        let next = self.overlap_start(*overlap);
+                        self.close(self.here, next);
+                    }
+                }
+            }
+            Cut::Records { start, size } => {
+                let opens = starts_line && start.is_match(&String::from_utf8_lossy(bytes));
+                if opens {
+                    self.end_record(*size);
+                }
+                if self.record.is_none() {
+                    self.record = Some(self.here);
+                }
+                self.advance(bytes);
+            }
+        }
+    }
+
+    /// Moves past `bytes` without cutting.
+    fn advance(&mut self, bytes: &[u8]) {
+        self.here.byte += bytes.len() as u64;
+        self.here.chars += chars_of(bytes);
+    }
+
+    /// Keeps `mark` among the last `keep + 1` starts (for an overlap of `keep`).
+    fn remember(&mut self, mark: Mark, keep: u64) {
+        self.recent.push_back(mark);
+        while self.recent.len() as u64 > keep + 1 {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Where the next piece starts: `overlap` units before here (kept in `recent`), but
+    /// after the current piece's start.
+    fn overlap_start(&self, overlap: u64) -> Mark {
+        if overlap == 0 {
+            return self.here;
+        }
+        let back = self
+            .recent
+            .iter()
+            .rev()
+            .nth(overlap as usize - 1)
+            .or_else(|| self.recent.front())
+            .copied()
+            .unwrap_or(self.here);
+        if back.byte > self.start.byte {
+            back
+        } else {
+            self.here
+        }
+    }
+
+    fn chars(&mut self, bytes: &[u8], size: u64, overlap: u64) {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let gathered = self.here.chars - self.start.chars;
+            let count = chars_of(rest);
+            if gathered + count <= size {
+                self.take(rest, overlap);
+                return;
+            }
+            if gathered > 0 && gathered >= size * 4 / 5 {
+                // A line end is near enough: the piece ends before this segment.
+                let next = self.overlap_start(overlap);
+                self.close(self.here, next);
+                continue;
+            }
+            // Cut inside the segment, after the characters that fill the piece.
+            let fill = size - gathered;
+            let cut = byte_after_chars(rest, fill);
+            let (head, tail) = rest.split_at(cut);
+            self.take(head, overlap);
+            let next = self.overlap_start(overlap);
+            self.close(self.here, next);
+            rest = tail;
+        }
+    }
+
+    /// Moves past `bytes`, remembering character starts for an overlap.
+    fn take(&mut self, bytes: &[u8], overlap: u64) {
+        if overlap == 0 {
+            self.advance(bytes);
+            return;
+        }
+        for (i, &b) in bytes.iter().enumerate() {
+            if b & 0xC0 != 0x80 {
+                let mark = Mark {
+                    byte: self.here.byte + i as u64,
+                    chars: self.here.chars,
+                };
+                self.remember(mark, overlap);
+                self.here.chars += 1;
+            }
+        }
+        self.here.byte += bytes.len() as u64;
+        // `here.chars` was counted character by character above.
+    }
+
+    /// The record being read ends here: it joins the piece, or starts the next one.
+    fn end_record(&mut self, size: Option<u64>) {
+        let Some(record) = self.record.take() else {
+            return;
+        };
+        let record_chars = self.here.chars - record.chars;
+        let gathered = record.chars - self.start.chars;
+        match size {
+            None => {
+                self.close(record, record);
+                self.close(self.here, self.here);
+            }
+            Some(size) if gathered > 0 && gathered + record_chars > size => {
+                self.close(record, record);
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn finish(mut self) -> Vec<Piece> {
+        if let Cut::Records { size, .. } = self.cut {
+            self.end_record(*size);
+        }
+        let here = self.here;
+        self.close(here, here);
+        self.pieces
+    }
+}
+
+/// The byte offset in `bytes` after its first `chars` characters.
+fn byte_after_chars(bytes: &[u8], chars: u64) -> usize {
+    let mut seen = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b & 0xC0 != 0x80 {
+            if seen == chars {
+                return i;
+            }
+            seen += 1;
+        }
+    }
+    bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn texts(text: &str, pieces: &[Piece]) -> Vec<String> {
+        pieces
+            .iter()
+            .map(|p| text[p.start as usize..p.end as usize].to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn chars_end_on_lines_when_near_else_at_the_limit() {
+        let text = "aaaa\nbbbb\ncccc\n";
+        let pieces = split_str(
+            text,
+            &Cut::Chars {
+                size: 11,
+                overlap: 0,
+            },
+        );
+        assert_eq!(texts(text, &pieces), ["aaaa\nbbbb\n", "cccc\n"]);
+        let long = "x".repeat(25);
+        let pieces = split_str(
+            &long,
+            &Cut::Chars {
+                size: 10,
+                overlap: 0,
+            },
+        );
+        assert_eq!(
+            pieces.iter().map(|p| p.chars).collect::<Vec<_>>(),
+            [10, 10, 5]
+        );
+        assert!(split_str(
+            "",
+            &Cut::Chars {
+                size: 10,
+                overlap: 0
+            }
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn multibyte_characters_are_never_split() {
+        let text = "é".repeat(30);
+        let pieces = split_str(
+            &text,
+            &Cut::Chars {
+                size: 7,
+                overlap: 0,
+            },
+        );
+        assert_eq!(texts(&text, &pieces).concat(), text);
+        assert!(pieces.iter().all(|p| p.chars <= 7));
+    }
+
+    #[test]
+    fn overlaps_repeat_the_end_of_the_piece_before() {
+        let text = "0123456789abcdefghij";
+        let pieces = split_str(
+            text,
+            &Cut::Chars {
+                size: 8,
+                overlap: 3,
+            },
+        );
+        let got = texts(text, &pieces);
+        assert_eq!(got[0], "01234567");
+        assert_eq!(&got[1][..3], "567", "{got:?}");
+        assert!(got.last().unwrap().ends_with('j'));
+        let lines = "l1\nl2\nl3\nl4\nl5\n";
+        let pieces = split_str(
+            lines,
+            &Cut::Lines {
+                size: 2,
+                overlap: 1,
+            },
+        );
+        assert_eq!(
+            texts(lines, &pieces),
+            ["l1\nl2\n", "l2\nl3\n", "l3\nl4\n", "l4\nl5\n"]
+        );
+    }
+
+    #[test]
+    fn records_start_at_matching_lines_and_group_whole() {
+        let log = "intro\n2026-01-01 a\nmore a\n2026-01-02 b\n2026-01-03 c\nmore c\n";
+        let start = crate::pattern::compile(r"^\d{4}-").unwrap();
+        let one = split_str(
+            log,
+            &Cut::Records {
+                start: start.clone(),
+                size: None,
+            },
+        );
+        assert_eq!(
+            texts(log, &one),
+            [
+                "intro\n",
+                "2026-01-01 a\nmore a\n",
+                "2026-01-02 b\n",
+                "2026-01-03 c\nmore c\n"
+            ]
+        );
+        let grouped = split_str(
+            log,
+            &Cut::Records {
+                start,
+                size: Some(35),
+            },
+        );
+        assert_eq!(
+            texts(log, &grouped),
+            [
+                "intro\n2026-01-01 a\nmore a\n",
+                "2026-01-02 b\n2026-01-03 c\nmore c\n"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_line_longer_than_a_segment_is_read_in_bounded_pieces() {
+        let text = format!("{}\nend\n", "y".repeat(200_000));
+        let pieces = split_reader(
+            std::io::BufReader::with_capacity(4096, text.as_bytes()),
+            &Cut::Chars {
+                size: 100_000,
+                overlap: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(texts(&text, &pieces).concat(), text);
+        assert_eq!(pieces[0].chars, 100_000);
+    }
+
+    proptest! {
+        /// With an overlap the pieces still cover the input, in order, each starting
+        /// before the one before it ended and within its size.
+        #[test]
+        fn overlapping_pieces_cover_the_input(
+            text in "(\\PC{0,30}\n?){1,20}",
+            size in 2u64..40,
+            overlap_share in 0u64..100,
+        ) {
+            let overlap = (size - 1) * overlap_share / 100;
+            for cut in [Cut::Chars { size, overlap }, Cut::Lines { size, overlap }] {
+                let pieces = split_reader(
+                    std::io::BufReader::with_capacity(5, text.as_bytes()),
+                    &cut,
+                ).unwrap();
+                prop_assert_eq!(pieces.first().map(|p| p.start), Some(0));
+                prop_assert_eq!(pieces.last().map(|p| p.end), Some(text.len() as u64));
+                for pair in pieces.windows(2) {
+                    prop_assert!(pair[1].start <= pair[0].end);
+                    prop_assert!(pair[1].start > pair[0].start);
+                    prop_assert!(pair[1].end > pair[0].end);
+                }
+                if let Cut::Chars { size, .. } = cut {
+                    prop_assert!(pieces.iter().all(|p| p.chars <= size));
+                }
+            }
+        }
+
+        /// Without overlap the pieces tile the input exactly, each within its size.
+        #[test]
+        fn pieces_tile_the_input(text in "(\\PC{0,40}\n?){0,30}", size in 1u64..50) {
+            for cut in [Cut::Chars { size, overlap: 0 }, Cut::Lines { size, overlap: 0 }] {
+                let pieces = split_reader(
+                    std::io::BufReader::with_capacity(7, text.as_bytes()),
+                    &cut,
+                ).unwrap();
+                prop_assert_eq!(texts(&text, &pieces).concat(), text.clone());
+                for p in &pieces {
+                    prop_assert_eq!(p.chars, text[p.start as usize..p.end as usize].chars().count() as u64);
+                    if let Cut::Chars { size, .. } = cut {
+                        prop_assert!(p.chars <= size);
+                    }
+                }
+            }
+        }
+    }
+}
