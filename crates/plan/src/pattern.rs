@@ -3,7 +3,8 @@
 
 use regex::{Regex, RegexBuilder};
 
-use crate::spec::MAX_PATTERN_BYTES;
+/// Longest regular expression a plan may hold, in bytes (compiled size is bounded too).
+pub const MAX_PATTERN_BYTES: usize = 1_000;
 
 /// Compiled size a plan's pattern may take.
 const MAX_COMPILED_BYTES: usize = 1 << 20;

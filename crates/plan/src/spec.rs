@@ -14,9 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PlanError;
 
-/// Longest regular expression a plan may hold, in bytes (compiled size is bounded too).
-pub const MAX_PATTERN_BYTES: usize = 1_000;
-
 /// A plan: split the input, keep some pieces, map each, reduce the answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
