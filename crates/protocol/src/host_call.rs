@@ -57,6 +57,10 @@ pub enum HostCall {
         /// The agents to run.
         jobs: Vec<AgentJob>,
     },
+    /// `map_reduce(plan)`: a combinator plan (docs/plans.md) the orchestrator prices,
+    /// checks against the budgets and runs; replies with `{answer, pieces, kept, calls,
+    /// results}` (`results`: the variable holding each piece's result).
+    RunPlan(PlanArgs),
     /// `store.set(key, value)`: replies with the variable's reference.
     StoreSet {
         /// The variable's key.
@@ -113,6 +117,17 @@ pub struct PromptArgs {
     pub split: bool,
 }
 
+/// The arguments of `map_reduce`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanArgs {
+    /// The plan, as JSON; its `input` names a store variable unless `text` is given.
+    pub plan: Value,
+    /// The input itself, when it is a value of the REPL rather than a store variable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
 /// The arguments of `sub_rlm`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +178,7 @@ impl HostCall {
             Self::SubRlmParallel { .. } => "sub_rlm_parallel",
             Self::SpawnAgent(_) => "spawn_agent",
             Self::SpawnAgents { .. } => "spawn_agents",
+            Self::RunPlan(_) => "run_plan",
             Self::StoreSet { .. } => "store_set",
             Self::StoreSetRef { .. } => "store_set_ref",
             Self::StoreGet { .. } => "store_get",

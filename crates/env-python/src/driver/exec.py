@@ -324,6 +324,7 @@ def _install(init):
         "llm_query": llm_query,
         "llm_query_parallel": llm_query_parallel,
         "sub_rlm": sub_rlm,
+        "map_reduce": map_reduce,
         "sub_rlm_parallel": sub_rlm_parallel,
         "spawn_agent": spawn_agent,
         "spawn_agents": spawn_agents,

@@ -68,6 +68,35 @@ def llm_query_parallel(prompts, split=False):
     return out
 
 
+def map_reduce(plan=None, **parts):
+    """Runs a combinator plan in the orchestrator (docs/plans.md): split the input,
+    keep some pieces, map each (ask the sub-model, count or extract a pattern, a nested
+    run, an agent) and reduce the results. It is priced and checked against the budgets
+    and the sub-model's window before any call. Returns the answer; the figures (pieces,
+    kept, calls, and the variable holding each piece's result) are in map_reduce.last.
+
+        map_reduce(split={"by": "chars", "size": 8000},
+                   map={"ask": "How many errors? Answer with a number."},
+                   reduce={"op": "sum"})
+    """
+    plan = dict(plan or {}, **parts)
+    name = plan.get("input", "context")
+    args = {"plan": plan}
+    value = _MAIN.get(name, _MISSING) if isinstance(name, str) else _MISSING
+    if isinstance(value, LazyText):
+        if not value._key:
+            raise _lazy_whole(value, "map_reduce")
+        plan["input"] = value._key
+    elif value is not _MISSING:
+        args["text"] = value if isinstance(value, str) else _dumps(value)
+    reply = _host("run_plan", args)
+    map_reduce.last = reply
+    return _as_text(reply.get("answer") if isinstance(reply, dict) else reply)
+
+
+map_reduce.last = None
+
+
 def sub_rlm(query, context=None):
     """A nested RLM (a child process at depth+1) on `query`; returns its answer."""
     args = {"query": str(query)}

@@ -7,6 +7,7 @@
 //! the calls of one run.
 
 mod fan_out;
+mod plan_run;
 mod serve;
 mod sub_fit;
 

@@ -84,10 +84,10 @@ pub struct HostSettings {
 pub struct RunHost {
     store: Arc<Store>,
     cache: CallCache,
-    sub_model: Model,
-    sink: EventSink,
-    accounting: Arc<Accounting>,
-    settings: HostSettings,
+    pub(super) sub_model: Model,
+    pub(super) sink: EventSink,
+    pub(super) accounting: Arc<Accounting>,
+    pub(super) settings: HostSettings,
 }
 
 impl RunHost {
@@ -110,13 +110,13 @@ impl RunHost {
     }
 
     /// The scope of variables this run's code writes: `agent:<agent id>`.
-    fn scope(&self) -> String {
+    pub(super) fn scope(&self) -> String {
         self.settings.lineage.agent_id.scope()
     }
 
     /// Store work off the async threads; a panic there is fatal, a store error is for
     /// the model.
-    async fn blocking<T: Send + 'static>(
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, HostError> {
@@ -223,7 +223,11 @@ impl RunHost {
 
     /// One sub-model call with `content` as it is: answered from the cache when asked
     /// before, else within the budgets, accounted and cached.
-    async fn ask_sub(&self, content: String, purpose: CallPurpose) -> Result<String, HostError> {
+    pub(super) async fn ask_sub(
+        &self,
+        content: String,
+        purpose: CallPurpose,
+    ) -> Result<String, HostError> {
         let key = CallKey::new(
             CachedCall::LlmQuery,
             &[self.sub_model.provider.model(), &content],
@@ -317,7 +321,7 @@ impl RunHost {
 
     /// `sub_rlm`: a child `rlm-orchestrate run` one level deeper, unless this run is at
     /// the maximum depth (or children are disabled): then one plain sub-model call.
-    async fn sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
+    pub(super) async fn sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
         let lineage = &self.settings.lineage;
         let Some(launcher) = self
             .settings
@@ -414,7 +418,7 @@ impl RunHost {
     /// `spawn_agent`: the external agent command on `job.task` with the variables
     /// `job.refs` passed by file path. Returns its answer, or the error object
     /// describing how it failed (also stored as its `sub-result-<id>`).
-    async fn spawn_agent(&self, job: &AgentJob) -> Result<Value, HostError> {
+    pub(super) async fn spawn_agent(&self, job: &AgentJob) -> Result<Value, HostError> {
         let Some(program) = &self.settings.delegation.agent else {
             return Err(HostError::RespondToModel("no external agent is configured: start the run with --agent claude (or codex, llm) or --agent-cmd TEMPLATE".to_owned()));
         };
@@ -652,6 +656,7 @@ impl Host for RunHost {
             HostCall::SubRlmParallel { jobs } => self.sub_rlm_parallel(jobs).await,
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
+            HostCall::RunPlan(args) => self.run_plan(args).await,
             HostCall::StoreSet { key, value } => self.store_set(key, value).await,
             HostCall::StoreSetRef { key, from } => self.store_set_ref(key, from).await,
             HostCall::StoreGet { key } => {

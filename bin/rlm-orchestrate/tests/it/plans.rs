@@ -1,0 +1,169 @@
+//! Combinator plans (`map_reduce`) end to end through `run` against the mock: leaves
+//! asked in parallel (visible in the mock's arrival times), a plan over budget refused
+//! before any call, leaves memoised across runs, deterministic maps with no call.
+
+use std::process::Output;
+use std::time::Duration;
+
+use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
+use serde_json::Value;
+
+use crate::support::Sandbox;
+
+/// What only a leaf's prompt holds: its piece of the log, after the instruction.
+const LEAF: &str = "\n\nContext:\nline ";
+
+/// 100 lines, 3 errors in every 10.
+fn log() -> String {
+    (0..100)
+        .map(|i| {
+            if i % 10 < 3 {
+                format!("line {i}: error\n")
+            } else {
+                format!("line {i}: ok\n")
+            }
+        })
+        .collect()
+}
+
+/// A root model that runs `code`, then answers with what it printed.
+fn script(code: &str) -> MockScript {
+    MockScript::new()
+        .rule(MockRule::contains(
+            LEAF,
+            MockReply::text("3 errors").with_delay(Duration::from_millis(150)),
+        ))
+        .then(MockReply::text(format!("```repl\n{code}\n```")))
+        .then(MockReply::text("FINAL(done)"))
+}
+
+fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
+    let context = sb.file("app.log", log());
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the errors", "--model", "mock", "--no-stream"])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .arg("--context")
+        .arg(&context)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// What the code printed in the run's first step.
+fn printed(sb: &Sandbox) -> String {
+    let runs = sb.data_dir().join("runs");
+    let mut outputs = String::new();
+    for run in std::fs::read_dir(runs).unwrap() {
+        let events = std::fs::read_to_string(run.unwrap().path().join("events.jsonl")).unwrap();
+        for line in events.lines() {
+            let event: Value = serde_json::from_str(line).unwrap();
+            if event["kind"] == "exec" {
+                outputs.push_str(event["output"].as_str().unwrap());
+            }
+        }
+    }
+    outputs
+}
+
+fn leaf_requests(mock: &MockLlmThread) -> Vec<u64> {
+    mock.control()
+        .requests()
+        .iter()
+        .filter(|r| r.last_user_message().unwrap_or_default().contains(LEAF))
+        .map(|r| r.received_unix_us)
+        .collect()
+}
+
+const PLAN: &str = "print(map_reduce(split={'by': 'lines', 'size': 10}, filter={'regex': 'error'}, map={'ask': 'How many errors are in this piece? Answer with a number.'}, reduce={'op': 'sum'}))\nprint(map_reduce.last)";
+
+#[test]
+fn a_plan_asks_its_leaves_in_parallel_and_sums_them() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(PLAN)).unwrap();
+    let out = run(&sb, &mock, &["--max-parallel", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    assert!(printed.starts_with("30\n"), "{printed}");
+    assert!(
+        printed.contains("'pieces': 10") && printed.contains("'calls': 10"),
+        "{printed}"
+    );
+    let arrivals = leaf_requests(&mock);
+    assert_eq!(arrivals.len(), 10);
+    // Four at a time: the first four arrive before the first answer (150 ms) is back.
+    let mut sorted = arrivals.clone();
+    sorted.sort_unstable();
+    assert!(sorted[3] - sorted[0] < 150_000, "{sorted:?}");
+
+    // The same plan again over the same data: every leaf is memoised.
+    let again = MockLlm::spawn_blocking_thread(script(PLAN)).unwrap();
+    let out = run(&sb, &again, &["--max-parallel", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        leaf_requests(&again).is_empty(),
+        "memoised leaves are not asked again"
+    );
+}
+
+#[test]
+fn a_plan_over_budget_is_refused_before_any_call() {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(PLAN)).unwrap();
+    let out = run(&sb, &mock, &["--max-llm-calls", "6"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    assert!(
+        printed.contains("refused before any call") && printed.contains("10 model calls"),
+        "{printed}"
+    );
+    assert!(leaf_requests(&mock).is_empty());
+}
+
+#[test]
+fn a_deterministic_map_makes_no_call() {
+    let sb = Sandbox::new();
+    let code = "print(map_reduce(split={'by': 'chars', 'size': 300}, map={'count': 'error'}, reduce={'op': 'sum'}))";
+    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(printed(&sb).starts_with("30\n"), "{}", printed(&sb));
+    assert_eq!(
+        mock.control().request_count(),
+        2,
+        "the root's two turns only"
+    );
+}
+
+#[test]
+fn a_bad_plan_says_what_to_write() {
+    let sb = Sandbox::new();
+    let code = "map_reduce(split={'by': 'regex'}, map={'ask': 'q'}, reduce={'op': 'sum'})";
+    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    assert!(printed.contains("split.pattern"), "{printed}");
+}

@@ -1,0 +1,418 @@
+//! Running a combinator plan (`map_reduce`, docs/plans.md): the input is cut into
+//! pieces in one streaming pass (byte ranges of its text view: a file is never copied
+//! or loaded whole), the pieces filtered, the plan priced and checked against the
+//! budgets and the sub-model's window — and refused with the figures before any call
+//! — then every kept piece mapped (`--max-parallel` at a time, each model call a normal
+//! sub-call: cached per leaf, accounted, traced) and the results reduced.
+
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use rlm_plan::price::{Estimate, Limits};
+use rlm_plan::split::{split_reader, Cut, Piece};
+use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy};
+use rlm_protocol::host_call::{AgentJob, HostError, PlanArgs, SubRlmArgs};
+use serde_json::{json, Value};
+
+use super::serve::RunHost;
+use super::{fan_out, sub_fit};
+use crate::events::{CallPurpose, EventData};
+use crate::window::answer_reserve;
+
+/// Where the plan's input is read from.
+enum Source {
+    /// A file: the store's text view of a variable (the file itself for a `file`
+    /// variable).
+    File(PathBuf),
+    /// Text the REPL sent.
+    Text(String),
+}
+
+impl Source {
+    /// The text of `piece`.
+    fn read(&self, piece: &Piece) -> Result<String, HostError> {
+        match self {
+            Self::Text(text) => Ok(text
+                .get(piece.start as usize..piece.end as usize)
+                .unwrap_or_default()
+                .to_owned()),
+            Self::File(path) => {
+                let fail = |e: std::io::Error| {
+                    HostError::RespondToModel(format!(
+                        "the plan's input {} could not be read: {e}",
+                        path.display()
+                    ))
+                };
+                let mut file = std::fs::File::open(path).map_err(fail)?;
+                file.seek(SeekFrom::Start(piece.start)).map_err(fail)?;
+                let mut bytes = Vec::new();
+                file.take(piece.end - piece.start)
+                    .read_to_end(&mut bytes)
+                    .map_err(fail)?;
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        }
+    }
+
+    /// Cuts the input.
+    fn split(&self, cut: &Cut) -> Result<Vec<Piece>, HostError> {
+        let split = match self {
+            Self::Text(text) => split_reader(text.as_bytes(), cut),
+            Self::File(path) => std::fs::File::open(path)
+                .and_then(|file| split_reader(BufReader::with_capacity(1 << 20, file), cut)),
+        };
+        split.map_err(|e| HostError::RespondToModel(PlanError::Read(e.to_string()).to_string()))
+    }
+}
+
+/// The model's error for a plan that cannot run.
+fn refused(error: PlanError) -> HostError {
+    HostError::RespondToModel(error.to_string())
+}
+
+impl RunHost {
+    /// Runs `map_reduce`: prices the plan, checks it, runs it; replies with the answer
+    /// and the figures.
+    pub(super) async fn run_plan(&self, args: PlanArgs) -> Result<Value, HostError> {
+        let plan: Plan = serde_json::from_value(args.plan)
+            .map_err(|e| refused(PlanError::Json(e.to_string())))?;
+        plan.check_shape(0).map_err(refused)?;
+        if plan.split.by == SplitBy::Records {
+            return Err(refused(PlanError::Shape(
+                "`records` splits a JSON list; this input is read as text: use `lines` or `regex`"
+                    .into(),
+            )));
+        }
+        if matches!(plan.map, Map::Plan(_)) {
+            return Err(refused(PlanError::Shape(
+                "nested plans are not run yet: map each piece with `ask`, `count`, `extract`, `sub_rlm` or `agent`".into(),
+            )));
+        }
+        let source = match args.text {
+            Some(text) => Source::Text(text),
+            None => {
+                let key = plan.input.clone();
+                Source::File(self.blocking(move |store| store.text_view(&key)).await?)
+            }
+        };
+        let window = &self.sub_model.window;
+        let budget = window.prompt_budget().await;
+        let (chars_per_token, _) = window.estimator.calibration();
+        let instruction = leaf_instruction(&plan.map);
+        let fitting = sub_fit::piece_chars(instruction, budget, &window.estimator).unwrap_or(1_000);
+        let cut = cut_of(&plan, fitting as u64, chars_per_token)?;
+        let pieces = source.split(&cut)?;
+        // A regex filter needs no model: applied before the plan is priced.
+        let mut kept = Vec::new();
+        let filter_regex = match &plan.filter {
+            Some(Filter::Regex(p)) => {
+                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
+            }
+            _ => None,
+        };
+        for (index, piece) in pieces.iter().enumerate() {
+            if let Some(regex) = &filter_regex {
+                if !regex.is_match(&source.read(piece)?) {
+                    continue;
+                }
+            }
+            kept.push((index, *piece));
+        }
+        let limits = self.plan_limits(budget, chars_per_token).await;
+        let estimate = self.price(&plan, &pieces, &kept, &limits)?;
+        estimate.check(&limits).map_err(refused)?;
+        self.sink.emit(EventData::Warning {
+            message: format!(
+                "plan: {} pieces, {} kept, {} calls, about {} prompt tokens; running",
+                estimate.pieces, estimate.kept, estimate.calls, estimate.prompt_tokens
+            ),
+        });
+
+        let kept = self.ask_filter(&plan, &source, kept).await?;
+        let results = self.map_pieces(&plan.map, &source, &kept).await?;
+        let texts: Vec<String> = results.iter().map(|(_, r)| r.clone()).collect();
+        let answer = match &plan.reduce {
+            Reduce::Ask { instruction } => self.combine(instruction, texts).await?,
+            other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
+                HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
+            })?,
+        };
+        let key = format!("plan-{}-results", crate::ids::AgentId::generate());
+        let stored = json!(results
+            .iter()
+            .map(|(piece, result)| json!({"start": piece.start, "end": piece.end, "chars": piece.chars, "result": result}))
+            .collect::<Vec<_>>());
+        let scope = self.scope();
+        let k = key.clone();
+        self.blocking(move |store| {
+            store.set(
+                &k,
+                stored,
+                rlm_context_store::SetOptions::default().scope(scope),
+            )
+        })
+        .await?;
+        Ok(json!({
+            "answer": answer,
+            "pieces": pieces.len(),
+            "kept": results.len(),
+            "calls": estimate.calls,
+            "results": key,
+        }))
+    }
+
+    /// What the run's budgets leave for the plan.
+    async fn plan_limits(&self, prompt_budget: u64, chars_per_token: f64) -> Limits {
+        let totals = self.accounting.totals();
+        let limits = self.accounting.limits();
+        let window = self.sub_model.window.window().await.tokens;
+        Limits {
+            prompt_budget,
+            answer_tokens: answer_reserve(window).min(512),
+            chars_per_token,
+            calls_left: limits
+                .max_llm_calls
+                .map(|max| max.saturating_sub(totals.llm_calls)),
+            tokens_left: limits
+                .max_tokens
+                .map(|max| max.saturating_sub(totals.usage.total())),
+            cost_left_usd: limits
+                .max_cost_usd
+                .map(|max| (max - totals.cost_usd).max(0.0)),
+            usd_per_million: self
+                .sub_model
+                .price
+                .map(|p| (p.input_usd_per_million, p.output_usd_per_million)),
+        }
+    }
+
+    /// Every call the plan will make, added up; a piece too large for the window
+    /// fails here, before any call.
+    fn price(
+        &self,
+        plan: &Plan,
+        pieces: &[Piece],
+        kept: &[(usize, Piece)],
+        limits: &Limits,
+    ) -> Result<Estimate, HostError> {
+        let estimator = &self.sub_model.window.estimator;
+        let mut estimate = Estimate {
+            pieces: pieces.len() as u64,
+            kept: kept.len() as u64,
+            ..Estimate::default()
+        };
+        let tokens_of = |instruction: &str, piece: &Piece| {
+            estimator.tokens_of(instruction) + estimator.tokens_of_chars(piece.chars as usize) + 32
+        };
+        if let Some(Filter::Ask(question)) = &plan.filter {
+            for (index, piece) in kept {
+                estimate
+                    .call(*index, tokens_of(question, piece), false, limits)
+                    .map_err(refused)?;
+            }
+        }
+        for (index, piece) in kept {
+            match &plan.map {
+                Map::Ask(instruction) => estimate
+                    .call(*index, tokens_of(instruction, piece), false, limits)
+                    .map_err(refused)?,
+                Map::SubRlm(query) | Map::Agent(query) => estimate
+                    .call(*index, estimator.tokens_of(query), true, limits)
+                    .map_err(refused)?,
+                Map::Count(_) | Map::Extract(_) | Map::Plan(_) => {}
+            }
+        }
+        if let Reduce::Ask { instruction } = &plan.reduce {
+            estimate
+                .combine(kept.len() as u64, estimator.tokens_of(instruction), limits)
+                .map_err(refused)?;
+        }
+        Ok(estimate)
+    }
+
+    /// The pieces a yes/no filter keeps (all, without one).
+    async fn ask_filter(
+        &self,
+        plan: &Plan,
+        source: &Source,
+        kept: Vec<(usize, Piece)>,
+    ) -> Result<Vec<(usize, Piece)>, HostError> {
+        let Some(Filter::Ask(question)) = &plan.filter else {
+            return Ok(kept);
+        };
+        let prompt = format!("{question}\nAnswer yes or no only.");
+        let answers = fan_out::in_order(
+            kept.clone(),
+            self.settings.delegation.max_parallel,
+            |(_, piece)| {
+                let prompt = prompt.clone();
+                async move {
+                    let text = source.read(&piece)?;
+                    self.ask_sub(
+                        sub_fit::with_context(&prompt, Some(&text)),
+                        CallPurpose::LlmQuery,
+                    )
+                    .await
+                }
+            },
+        )
+        .await;
+        let mut out = Vec::new();
+        for (piece, answer) in kept.into_iter().zip(answers) {
+            if answer?.trim_start().to_ascii_lowercase().starts_with("yes") {
+                out.push(piece);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each kept piece's result, in order.
+    async fn map_pieces(
+        &self,
+        map: &Map,
+        source: &Source,
+        kept: &[(usize, Piece)],
+    ) -> Result<Vec<(Piece, String)>, HostError> {
+        let results = fan_out::in_order(
+            kept.to_vec(),
+            self.settings.delegation.max_parallel,
+            |(index, piece)| async move {
+                let text = source.read(&piece)?;
+                let result = match map {
+                    Map::Ask(instruction) => {
+                        self.ask_sub(
+                            sub_fit::with_context(instruction, Some(&text)),
+                            CallPurpose::LlmQuery,
+                        )
+                        .await?
+                    }
+                    Map::Count(pattern) => rlm_plan::pattern::compile(pattern)
+                        .map_err(|e| refused(PlanError::Shape(e)))?
+                        .find_iter(&text)
+                        .count()
+                        .to_string(),
+                    Map::Extract(pattern) => extract(pattern, &text)?,
+                    Map::SubRlm(query) => {
+                        self.sub_rlm(&SubRlmArgs {
+                            query: query.clone(),
+                            context: Some(Value::String(text)),
+                            context_key: None,
+                        })
+                        .await?
+                    }
+                    Map::Agent(task) => {
+                        let key = format!("plan-piece-{}-{index}", crate::ids::AgentId::generate());
+                        let scope = self.scope();
+                        let k = key.clone();
+                        self.blocking(move |store| {
+                            store.set(
+                                &k,
+                                Value::String(text),
+                                rlm_context_store::SetOptions::default().scope(scope),
+                            )
+                        })
+                        .await?;
+                        let answer = self
+                            .spawn_agent(&AgentJob {
+                                task: task.clone(),
+                                refs: vec![key],
+                            })
+                            .await?;
+                        match answer {
+                            Value::String(text) => text,
+                            other => other.to_string(),
+                        }
+                    }
+                    Map::Plan(_) => String::new(),
+                };
+                Ok::<_, HostError>((piece, result))
+            },
+        )
+        .await;
+        results.into_iter().collect()
+    }
+
+    /// An `ask` reduction: the sub-model combines the results in rounds that fit.
+    async fn combine(
+        &self,
+        instruction: &str,
+        mut answers: Vec<String>,
+    ) -> Result<String, HostError> {
+        let window = &self.sub_model.window;
+        let budget = window.prompt_budget().await;
+        while answers.len() > 1 {
+            let groups = sub_fit::combine_groups(instruction, &answers, budget, &window.estimator)
+                .ok_or_else(|| {
+                    HostError::RespondToModel(
+                        "the plan's results are too long to combine within the sub-model's window; use a deterministic reduction".into(),
+                    )
+                })?;
+            let jobs: Vec<String> = groups
+                .into_iter()
+                .map(|range| {
+                    let first = range.start;
+                    sub_fit::combine_prompt(instruction, &answers[range], first)
+                })
+                .collect();
+            answers = fan_out::in_order(jobs, self.settings.delegation.max_parallel, |content| {
+                self.ask_sub(content, CallPurpose::LlmQuery)
+            })
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        }
+        Ok(answers.pop().unwrap_or_default())
+    }
+}
+
+/// The instruction a leaf call carries (for sizing the pieces around it).
+fn leaf_instruction(map: &Map) -> &str {
+    match map {
+        Map::Ask(text) | Map::SubRlm(text) | Map::Agent(text) => text,
+        Map::Count(_) | Map::Extract(_) | Map::Plan(_) => "",
+    }
+}
+
+/// The cut a plan's split asks for; `fitting`: characters of a piece the sub-model's
+/// window takes beside the instruction (the size when none is given).
+fn cut_of(plan: &Plan, fitting: u64, chars_per_token: f64) -> Result<Cut, HostError> {
+    let split = &plan.split;
+    Ok(match split.by {
+        SplitBy::Chars => Cut::Chars {
+            size: split.size.unwrap_or(fitting),
+            overlap: split.overlap,
+        },
+        SplitBy::Tokens => Cut::Chars {
+            size: split
+                .size
+                .map_or(fitting, |tokens| (tokens as f64 * chars_per_token) as u64)
+                .max(1),
+            overlap: 0,
+        },
+        SplitBy::Lines => Cut::Lines {
+            size: split.size.unwrap_or(100),
+            overlap: split.overlap,
+        },
+        SplitBy::Regex => Cut::Records {
+            start: rlm_plan::pattern::compile(split.pattern.as_deref().unwrap_or_default())
+                .map_err(|e| refused(PlanError::Shape(e)))?,
+            size: split.size,
+        },
+        SplitBy::Records => {
+            return Err(refused(PlanError::Shape(
+                "`records` is not a text split".into(),
+            )))
+        }
+    })
+}
+
+/// The matches of `pattern` in `text`, one per line (the first group when it has one).
+fn extract(pattern: &str, text: &str) -> Result<String, HostError> {
+    let regex = rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?;
+    Ok(regex
+        .captures_iter(text)
+        .filter_map(|c| c.get(1).or_else(|| c.get(0)))
+        .map(|m| m.as_str().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n"))
+}
