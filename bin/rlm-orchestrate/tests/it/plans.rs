@@ -167,3 +167,14 @@ fn a_bad_plan_says_what_to_write() {
     let printed = printed(&sb);
     assert!(printed.contains("split.pattern"), "{printed}");
 }
+
+#[test]
+fn javascript_runs_the_same_plans() {
+    let sb = Sandbox::new();
+    let code = "console.log(await map_reduce({split: {by: 'chars', size: 300}, map: {count: 'error'}, reduce: {op: 'sum'}}))\nconsole.log(map_reduce.last.pieces)";
+    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
+    let out = run(&sb, &mock, &["--env", "js"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = printed(&sb);
+    assert!(printed.starts_with("30\n"), "{printed}");
+}

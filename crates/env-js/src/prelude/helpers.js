@@ -50,6 +50,23 @@ globalThis.summarize = async function summarize(value, max_tokens = 500) {
   return __rlm_text(await __rlm_call("summarize", { text: __rlm_text(value), max_tokens: max_tokens | 0 }));
 };
 
+/** Runs a combinator plan in the orchestrator (docs/plans.md): split the input, keep
+ * some pieces, map each, reduce the results; priced and checked against the budgets and
+ * the sub-model's window before any call. Resolves to the answer; the figures are in
+ * map_reduce.last. */
+globalThis.map_reduce = async function map_reduce(plan = {}) {
+  const spec = __rlm_plain(plan);
+  const name = typeof spec.input === "string" ? spec.input : "context";
+  const args = { plan: spec };
+  if (name in globalThis) {
+    const value = globalThis[name];
+    args.text = typeof value === "string" ? value : __rlm_safe.stringify(__rlm_plain(value));
+  }
+  const reply = await __rlm_call("run_plan", args);
+  globalThis.map_reduce.last = reply;
+  return __rlm_text(reply !== null && typeof reply === "object" ? reply.answer : reply);
+};
+
 /** A nested RLM (a child process at depth+1) on `query`; resolves to its answer. */
 globalThis.sub_rlm = async function sub_rlm(query, context = null) {
   const args = { query: __rlm_safe.String(query) };
