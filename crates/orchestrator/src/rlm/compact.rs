@@ -63,7 +63,7 @@ pub(super) struct History {
 
 /// The conversation does not fit even with every step compacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the system prompt and the task alone take about {needed} tokens, over the {budget} tokens the model's window leaves before the answer's room; shorten the task or --system-prompt, or use a model with a larger window (--context-window, if the server's is larger than rlm thinks)")]
+#[error("the system prompt and the task (with the records of any compacted steps) take about {needed} tokens, over the {budget} tokens the model's window leaves before the answer's room; shorten the task or --system-prompt, or use a model with a larger window (--context-window, if the server's is larger than rlm thinks)")]
 pub struct WindowTooSmall {
     /// Estimated tokens of what must stay.
     pub needed: u64,
