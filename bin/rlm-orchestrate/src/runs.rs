@@ -278,6 +278,30 @@ fn compaction_summary(record: &rlm_orchestrator::events::CompactionRecord) -> St
     text
 }
 
+/// One moment of a plan on one line: priced (the figures), a leaf (its bytes, time
+/// and result, indented under the plan), refused, done.
+fn plan_line(record: &rlm_orchestrator::events::PlanRecord) -> String {
+    use rlm_orchestrator::events::PlanStage;
+    let id = &record.plan_id;
+    match &record.stage {
+        PlanStage::Priced { spec, pieces, kept, calls, prompt_tokens } => format!(
+            "plan {id}: {pieces} pieces, {kept} kept, {calls} calls, about {prompt_tokens} prompt tokens · map {} · reduce {}",
+            format::one_line(&spec["map"].to_string(), 80),
+            format::one_line(&spec["reduce"].to_string(), 40)
+        ),
+        PlanStage::Refused { reason } => format!("plan {id} refused: {reason}"),
+        PlanStage::Leaf { index, start, end, duration_ms, result, failed } => format!(
+            "  leaf {index} · bytes {start}–{end} · {duration_ms} ms {} {}",
+            if *failed { "✗" } else { "→" },
+            format::one_line(result, 100)
+        ),
+        PlanStage::Done { answer, results, duration_ms } => format!(
+            "plan {id} → {} ({duration_ms} ms; each piece's result in `{results}`)",
+            format::one_line(answer, 120)
+        ),
+    }
+}
+
 /// Where a final answer came from, in words: `final_var`, `submit, forced`, `forced`…
 fn answer_label(record: &rlm_orchestrator::events::FinalRecord) -> String {
     use rlm_orchestrator::events::AnswerSource;

@@ -68,6 +68,28 @@ fn raw_line(event: &Event) -> Option<String> {
             )
         }
         EventData::CacheHit(hit) => format!("  {}: answered from the cache", hit.call),
+        EventData::Plan(record) => match &record.stage {
+            rlm_orchestrator::events::PlanStage::Priced {
+                pieces,
+                kept,
+                calls,
+                ..
+            } => format!(
+                "  plan {}: {pieces} pieces, {kept} kept, {calls} calls",
+                record.plan_id
+            ),
+            rlm_orchestrator::events::PlanStage::Refused { reason } => {
+                format!("  plan {} refused: {reason}", record.plan_id)
+            }
+            rlm_orchestrator::events::PlanStage::Leaf {
+                index, duration_ms, ..
+            } => {
+                format!("    leaf {index} done in {duration_ms} ms")
+            }
+            rlm_orchestrator::events::PlanStage::Done { duration_ms, .. } => {
+                format!("  plan {} done in {duration_ms} ms", record.plan_id)
+            }
+        },
         EventData::Compacted(record) => format!(
             "  compacted steps {:?} to fit the window (~{} → ~{} tokens)",
             record.steps, record.tokens_before, record.tokens_after

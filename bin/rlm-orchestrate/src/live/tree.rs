@@ -79,6 +79,7 @@ impl Tree {
             | EventData::LlmCall(_)
             | EventData::CacheHit(_)
             | EventData::Compacted(_)
+            | EventData::Plan(_)
             | EventData::Warning { .. }
             | EventData::Error { .. }
             | EventData::Final(_)

@@ -365,6 +365,13 @@ fn item_html(out: &mut String, item: &StepItem) {
                 esc(&hit.key)
             );
         }
+        StepItem::Plan(record) => {
+            let _ = writeln!(
+                out,
+                "<div class=\"call\"><span class=\"tag\">plan</span> {}</div>",
+                esc(&super::plan_line(record))
+            );
+        }
         StepItem::Compacted(record) => {
             let _ = writeln!(
                 out,

@@ -241,6 +241,11 @@ impl Renderer<'_> {
             StepItem::Compacted(record) => {
                 self.field(indent, "compacted", &super::compaction_summary(record))
             }
+            StepItem::Plan(record) => writeln!(
+                self.out,
+                "{pad}{}",
+                output::escape_controls(&super::plan_line(record))
+            ),
             StepItem::Warning { message } => self.field(indent, "warning", message),
             StepItem::Error { message } => self.field(indent, "error", message),
             StepItem::Final(record) => {

@@ -68,6 +68,40 @@ fn printed(sb: &Sandbox) -> String {
     outputs
 }
 
+/// The stages of every plan event of the runs in `sb`, in order.
+fn plan_stages(sb: &Sandbox) -> Vec<String> {
+    let mut stages = Vec::new();
+    for run in std::fs::read_dir(sb.data_dir().join("runs")).unwrap() {
+        let events = std::fs::read_to_string(run.unwrap().path().join("events.jsonl")).unwrap();
+        for line in events.lines() {
+            let event: Value = serde_json::from_str(line).unwrap();
+            if event["kind"] == "plan" {
+                stages.push(event["stage"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    stages
+}
+
+/// `runs show` of the first run.
+fn runs_show(sb: &Sandbox) -> String {
+    let run = std::fs::read_dir(sb.data_dir().join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name();
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["runs", "show"])
+        .arg(run)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn leaf_requests(mock: &MockLlmThread) -> Vec<u64> {
     mock.control()
         .requests()
@@ -97,6 +131,17 @@ fn a_plan_asks_its_leaves_in_parallel_and_sums_them() {
     );
     let arrivals = leaf_requests(&mock);
     assert_eq!(arrivals.len(), 10);
+    // The trace holds the plan: priced, each leaf, done; `runs show` draws it.
+    let stages = plan_stages(&sb);
+    assert_eq!(stages.first().map(String::as_str), Some("priced"));
+    assert_eq!(stages.iter().filter(|s| *s == "leaf").count(), 10);
+    assert_eq!(stages.last().map(String::as_str), Some("done"));
+    let shown = runs_show(&sb);
+    assert!(
+        shown.contains("10 pieces, 10 kept, 10 calls") && shown.contains("leaf 9 · bytes"),
+        "{shown}"
+    );
+    assert!(shown.contains("→ 30 ("), "{shown}");
     // Four at a time: the first four arrive before the first answer (150 ms) is back.
     let mut sorted = arrivals.clone();
     sorted.sort_unstable();
@@ -132,6 +177,7 @@ fn a_plan_over_budget_is_refused_before_any_call() {
         "{printed}"
     );
     assert!(leaf_requests(&mock).is_empty());
+    assert_eq!(plan_stages(&sb), ["refused"]);
 }
 
 #[test]
@@ -174,7 +220,11 @@ fn javascript_runs_the_same_plans() {
     let code = "console.log(await map_reduce({split: {by: 'chars', size: 300}, map: {count: 'error'}, reduce: {op: 'sum'}}))\nconsole.log(map_reduce.last.pieces)";
     let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
     let out = run(&sb, &mock, &["--env", "js"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = printed(&sb);
     assert!(printed.starts_with("30\n"), "{printed}");
 }

@@ -219,6 +219,8 @@ pub enum EventData {
     CacheHit(CacheHit),
     /// Older steps of the root conversation were compacted to fit the model's window.
     Compacted(CompactionRecord),
+    /// A combinator plan (`map_reduce`) was priced, refused, ran a leaf, or finished.
+    Plan(PlanRecord),
     /// Something the user should know.
     Warning {
         /// In words.
@@ -261,6 +263,65 @@ pub struct RunStarted {
     /// The sub-model's context window and where it comes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_context_window: Option<ContextWindow>,
+}
+
+/// `plan`: one moment of a combinator plan (`map_reduce`, docs/plans.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanRecord {
+    /// Which plan (the id in its results variable's name).
+    pub plan_id: String,
+    /// What happened (`stage` and its fields, beside `plan_id`).
+    #[serde(flatten)]
+    pub stage: PlanStage,
+}
+
+/// What happened to a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "stage", rename_all = "snake_case")]
+pub enum PlanStage {
+    /// Priced and checked: it runs.
+    Priced {
+        /// The plan as given.
+        spec: Value,
+        /// Pieces the input was cut into.
+        pieces: u64,
+        /// Pieces kept by a regex filter.
+        kept: u64,
+        /// Model calls it will make (nested runs and agents one each).
+        calls: u64,
+        /// Their estimated prompt tokens.
+        prompt_tokens: u64,
+    },
+    /// Refused before any call: the reason, with the figures.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// One leaf mapped.
+    Leaf {
+        /// The piece (0-based, among all pieces).
+        index: usize,
+        /// Its first byte in the input.
+        start: u64,
+        /// One past its last byte.
+        end: u64,
+        /// Wall time.
+        duration_ms: u64,
+        /// Its result, or the error, on at most 200 characters.
+        result: String,
+        /// True when the leaf failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        failed: bool,
+    },
+    /// Reduced to the answer.
+    Done {
+        /// The answer, on at most 500 characters.
+        answer: String,
+        /// The variable holding every piece's result.
+        results: String,
+        /// Wall time of the whole plan.
+        duration_ms: u64,
+    },
 }
 
 /// `compacted`: steps of the root conversation replaced by their records so the next

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::serve::RunHost;
 use super::{fan_out, sub_fit};
-use crate::events::{CallPurpose, EventData};
+use crate::events::{CallPurpose, EventData, PlanRecord, PlanStage};
 use crate::window::answer_reserve;
 
 /// Where the plan's input is read from.
@@ -74,6 +74,9 @@ impl RunHost {
     /// Runs `map_reduce`: prices the plan, checks it, runs it; replies with the answer
     /// and the figures.
     pub(super) async fn run_plan(&self, args: PlanArgs) -> Result<Value, HostError> {
+        let started = std::time::Instant::now();
+        let plan_id = crate::ids::AgentId::generate().to_string();
+        let spec = args.plan.clone();
         let plan: Plan = serde_json::from_value(args.plan)
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
@@ -119,17 +122,34 @@ impl RunHost {
             kept.push((index, *piece));
         }
         let limits = self.plan_limits(budget, chars_per_token).await;
-        let estimate = self.price(&plan, &pieces, &kept, &limits)?;
-        estimate.check(&limits).map_err(refused)?;
-        self.sink.emit(EventData::Warning {
-            message: format!(
-                "plan: {} pieces, {} kept, {} calls, about {} prompt tokens; running",
-                estimate.pieces, estimate.kept, estimate.calls, estimate.prompt_tokens
-            ),
-        });
+        let checked = self
+            .price(&plan, &pieces, &kept, &limits)
+            .and_then(|estimate| estimate.check(&limits).map(|()| estimate).map_err(refused));
+        let estimate = match checked {
+            Ok(estimate) => estimate,
+            Err(error) => {
+                self.plan_event(
+                    &plan_id,
+                    PlanStage::Refused {
+                        reason: error.to_string(),
+                    },
+                );
+                return Err(error);
+            }
+        };
+        self.plan_event(
+            &plan_id,
+            PlanStage::Priced {
+                spec,
+                pieces: estimate.pieces,
+                kept: estimate.kept,
+                calls: estimate.calls,
+                prompt_tokens: estimate.prompt_tokens,
+            },
+        );
 
         let kept = self.ask_filter(&plan, &source, kept).await?;
-        let results = self.map_pieces(&plan.map, &source, &kept).await?;
+        let results = self.map_pieces(&plan_id, &plan.map, &source, &kept).await?;
         let texts: Vec<String> = results.iter().map(|(_, r)| r.clone()).collect();
         let answer = match &plan.reduce {
             Reduce::Ask { instruction } => self.combine(instruction, texts).await?,
@@ -137,7 +157,7 @@ impl RunHost {
                 HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
             })?,
         };
-        let key = format!("plan-{}-results", crate::ids::AgentId::generate());
+        let key = format!("plan-{plan_id}-results");
         let stored = json!(results
             .iter()
             .map(|(piece, result)| json!({"start": piece.start, "end": piece.end, "chars": piece.chars, "result": result}))
@@ -152,6 +172,14 @@ impl RunHost {
             )
         })
         .await?;
+        self.plan_event(
+            &plan_id,
+            PlanStage::Done {
+                answer: crate::format::clip(&answer, 500),
+                results: key.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            },
+        );
         Ok(json!({
             "answer": answer,
             "pieces": pieces.len(),
@@ -159,6 +187,13 @@ impl RunHost {
             "calls": estimate.calls,
             "results": key,
         }))
+    }
+
+    fn plan_event(&self, plan_id: &str, stage: PlanStage) {
+        self.sink.emit(EventData::Plan(PlanRecord {
+            plan_id: plan_id.to_owned(),
+            stage,
+        }));
     }
 
     /// What the run's budgets leave for the plan.
@@ -269,6 +304,7 @@ impl RunHost {
     /// Each kept piece's result, in order.
     async fn map_pieces(
         &self,
+        plan_id: &str,
         map: &Map,
         source: &Source,
         kept: &[(usize, Piece)],
@@ -277,59 +313,87 @@ impl RunHost {
             kept.to_vec(),
             self.settings.delegation.max_parallel,
             |(index, piece)| async move {
-                let text = source.read(&piece)?;
-                let result = match map {
-                    Map::Ask(instruction) => {
-                        self.ask_sub(
-                            sub_fit::with_context(instruction, Some(&text)),
-                            CallPurpose::LlmQuery,
-                        )
-                        .await?
-                    }
-                    Map::Count(pattern) => rlm_plan::pattern::compile(pattern)
-                        .map_err(|e| refused(PlanError::Shape(e)))?
-                        .find_iter(&text)
-                        .count()
-                        .to_string(),
-                    Map::Extract(pattern) => extract(pattern, &text)?,
-                    Map::SubRlm(query) => {
-                        self.sub_rlm(&SubRlmArgs {
-                            query: query.clone(),
-                            context: Some(Value::String(text)),
-                            context_key: None,
-                        })
-                        .await?
-                    }
-                    Map::Agent(task) => {
-                        let key = format!("plan-piece-{}-{index}", crate::ids::AgentId::generate());
-                        let scope = self.scope();
-                        let k = key.clone();
-                        self.blocking(move |store| {
-                            store.set(
-                                &k,
-                                Value::String(text),
-                                rlm_context_store::SetOptions::default().scope(scope),
-                            )
-                        })
-                        .await?;
-                        let answer = self
-                            .spawn_agent(&AgentJob {
-                                task: task.clone(),
-                                refs: vec![key],
-                            })
-                            .await?;
-                        match answer {
-                            Value::String(text) => text,
-                            other => other.to_string(),
-                        }
-                    }
-                    Map::Plan(_) => String::new(),
+                let started = std::time::Instant::now();
+                let result = self.map_piece(map, source, index, piece).await;
+                let (shown, failed) = match &result {
+                    Ok(text) => (crate::format::clip(text, 200), false),
+                    Err(error) => (crate::format::clip(&error.to_string(), 200), true),
                 };
-                Ok::<_, HostError>((piece, result))
+                self.plan_event(
+                    plan_id,
+                    PlanStage::Leaf {
+                        index,
+                        start: piece.start,
+                        end: piece.end,
+                        duration_ms: started.elapsed().as_millis() as u64,
+                        result: shown,
+                        failed,
+                    },
+                );
+                result.map(|text| (piece, text))
             },
         )
         .await;
         results.into_iter().collect()
+    }
+
+    /// One kept piece's result.
+    async fn map_piece(
+        &self,
+        map: &Map,
+        source: &Source,
+        index: usize,
+        piece: Piece,
+    ) -> Result<String, HostError> {
+        let text = source.read(&piece)?;
+        let result = match map {
+            Map::Ask(instruction) => {
+                self.ask_sub(
+                    sub_fit::with_context(instruction, Some(&text)),
+                    CallPurpose::LlmQuery,
+                )
+                .await?
+            }
+            Map::Count(pattern) => rlm_plan::pattern::compile(pattern)
+                .map_err(|e| refused(PlanError::Shape(e)))?
+                .find_iter(&text)
+                .count()
+                .to_string(),
+            Map::Extract(pattern) => extract(pattern, &text)?,
+            Map::SubRlm(query) => {
+                self.sub_rlm(&SubRlmArgs {
+                    query: query.clone(),
+                    context: Some(Value::String(text)),
+                    context_key: None,
+                })
+                .await?
+            }
+            Map::Agent(task) => {
+                let key = format!("plan-piece-{}-{index}", crate::ids::AgentId::generate());
+                let scope = self.scope();
+                let k = key.clone();
+                self.blocking(move |store| {
+                    store.set(
+                        &k,
+                        Value::String(text),
+                        rlm_context_store::SetOptions::default().scope(scope),
+                    )
+                })
+                .await?;
+                let answer = self
+                    .spawn_agent(&AgentJob {
+                        task: task.clone(),
+                        refs: vec![key],
+                    })
+                    .await?;
+                match answer {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }
+            }
+            Map::Plan(_) => String::new(),
+        };
+        Ok(result)
     }
 
     /// An `ask` reduction: the sub-model combines the results in rounds that fit.

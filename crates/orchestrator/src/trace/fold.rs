@@ -142,6 +142,7 @@ impl RunFold {
                 Some(StepItem::CacheHit(hit.clone()))
             }
             EventData::Compacted(record) => Some(StepItem::Compacted(record.clone())),
+            EventData::Plan(record) => Some(StepItem::Plan(record.clone())),
             EventData::Warning { message } => Some(StepItem::Warning {
                 message: message.clone(),
             }),
@@ -252,6 +253,7 @@ fn step_of(data: &EventData) -> Option<u32> {
         | EventData::SubAgentSpawned(_)
         | EventData::SubAgentFinished(_)
         | EventData::LlmCall(_)
+        | EventData::Plan(_)
         | EventData::CacheHit(_)
         | EventData::Warning { .. }
         | EventData::Error { .. }

@@ -30,8 +30,8 @@ use serde_json::Value;
 use crate::agents::{result_key, AGENTS_DIR, PROMPT_FILE_NAME};
 use crate::env::{EnvKind, ReplVariable};
 use crate::events::{
-    AgentMode, CacheHit, CodeRecord, CompactionRecord, ExecRecord, FinalRecord, LlmCall, RunStatus,
-    SubAgentSpawned, RUNS_DIR,
+    AgentMode, CacheHit, CodeRecord, CompactionRecord, ExecRecord, FinalRecord, LlmCall,
+    PlanRecord, RunStatus, SubAgentSpawned, RUNS_DIR,
 };
 use crate::format::Capture;
 use crate::ids::{AgentId, RunId};
@@ -420,6 +420,8 @@ pub enum StepItem {
     CacheHit(CacheHit),
     /// Older steps were compacted to fit the model's window.
     Compacted(CompactionRecord),
+    /// A moment of a combinator plan.
+    Plan(PlanRecord),
     /// A warning.
     Warning {
         /// In words.
