@@ -37,6 +37,10 @@ pub enum MicroTool {
     /// `ctx_summarize(variable, instruction)`: a sub-model's summary.
     #[serde(rename = "ctx_summarize")]
     Summarize,
+    /// `ctx_map_reduce(variable, split, filter, map, reduce)`: a combinator plan run by
+    /// the orchestrator over the whole variable (docs/plans.md).
+    #[serde(rename = "ctx_map_reduce")]
+    MapReduce,
     /// `final_answer(answer)`: ends the run.
     #[serde(rename = "final_answer")]
     FinalAnswer,
@@ -44,11 +48,12 @@ pub enum MicroTool {
 
 impl MicroTool {
     /// Every tool, in the order they are offered.
-    pub const ALL: [MicroTool; 5] = [
+    pub const ALL: [MicroTool; 6] = [
         Self::Length,
         Self::Grep,
         Self::Slice,
         Self::Summarize,
+        Self::MapReduce,
         Self::FinalAnswer,
     ];
 
@@ -59,6 +64,7 @@ impl MicroTool {
             Self::Slice => "ctx_slice",
             Self::Grep => "ctx_grep",
             Self::Summarize => "ctx_summarize",
+            Self::MapReduce => "ctx_map_reduce",
             Self::FinalAnswer => "final_answer",
         }
     }
@@ -100,6 +106,17 @@ impl MicroTool {
                 }),
                 vec!["variable", "instruction"],
             ),
+            Self::MapReduce => (
+                "Counts, sums or lists over a whole variable: it is cut into pieces, each piece asked (or counted) on its own, and the results reduced to one answer. Priced first: refused with the figures if over budget. Example: split {\"by\": \"chars\", \"size\": 20000}, map {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, reduce {\"op\": \"sum\"}.",
+                json!({
+                    "variable": variable,
+                    "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
+                    "filter": {"type": "object", "description": "optional, which pieces to keep: {\"regex\": P} or {\"ask\": a yes/no question}"},
+                    "map": {"type": "object", "description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}"},
+                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string"}}, "required": ["op"]},
+                }),
+                vec!["variable", "split", "map", "reduce"],
+            ),
             Self::FinalAnswer => (
                 "Ends the task with your answer.",
                 json!({ "answer": {"type": "string", "description": "the final answer"} }),
@@ -125,6 +142,7 @@ impl MicroTool {
             Self::Slice => "ctx_slice(variable, start, end)",
             Self::Grep => "ctx_grep(variable, pattern)",
             Self::Summarize => "ctx_summarize(variable, instruction)",
+            Self::MapReduce => "ctx_map_reduce(variable, split, filter, map, reduce)",
             Self::FinalAnswer => "final_answer(answer)",
         }
     }
@@ -138,7 +156,7 @@ impl fmt::Display for MicroTool {
 
 /// A name that is not one of the tools.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tool `{name}`; the tools are ctx_length, ctx_grep, ctx_slice, ctx_summarize and final_answer")]
+#[error("unknown tool `{name}`; the tools are ctx_length, ctx_grep, ctx_slice, ctx_summarize, ctx_map_reduce and final_answer")]
 pub struct UnknownTool {
     /// The name given.
     pub name: String,
@@ -195,6 +213,23 @@ pub struct SummarizeArgs {
     pub variable: String,
     /// What the summary must focus on.
     pub instruction: String,
+}
+
+/// `ctx_map_reduce`: the plan's parts, checked by the orchestrator.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapReduceArgs {
+    /// `context` or a store key.
+    pub variable: String,
+    /// How to cut it.
+    pub split: Value,
+    /// Which pieces to keep.
+    #[serde(default)]
+    pub filter: Option<Value>,
+    /// What each piece becomes.
+    pub map: Value,
+    /// How the results become one.
+    pub reduce: Value,
 }
 
 /// `final_answer`.
@@ -267,6 +302,9 @@ fn example(tool: MicroTool) -> &'static str {
         MicroTool::Slice => r#"{"variable": "context", "start": 0, "end": 2000}"#,
         MicroTool::Grep => r#"{"variable": "context", "pattern": "error"}"#,
         MicroTool::Summarize => r#"{"variable": "context", "instruction": "list the errors"}"#,
+        MicroTool::MapReduce => {
+            r#"{"variable": "context", "split": {"by": "chars", "size": 20000}, "map": {"count": "error"}, "reduce": {"op": "sum"}}"#
+        }
         MicroTool::FinalAnswer => r#"{"answer": "..."}"#,
     }
 }

@@ -37,6 +37,9 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
             features.sub_context_chars
         );
     }
+    if offers(MicroTool::MapReduce) {
+        text.push_str("- For a count, a sum or a list over the whole context (more than one match could hold), use ctx_map_reduce rather than reading it piece by piece.\n");
+    }
     text.push_str(
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );

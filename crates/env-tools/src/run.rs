@@ -7,16 +7,16 @@
 
 use regex::{Regex, RegexBuilder};
 use rlm_context_store::{Store, StoreError};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 use crate::catalog::{
-    parse_args, ArgsError, FinalAnswerArgs, GrepArgs, MicroTool, SliceArgs, SummarizeArgs,
-    VariableArgs, GREP_MAX_LINES, SLICE_MAX_CHARS, SUMMARY_FALLBACK_CHARS,
+    parse_args, ArgsError, FinalAnswerArgs, GrepArgs, MapReduceArgs, MicroTool, SliceArgs,
+    SummarizeArgs, VariableArgs, GREP_MAX_LINES, SLICE_MAX_CHARS, SUMMARY_FALLBACK_CHARS,
 };
 use crate::read::{grep, render_hit, Source};
 use crate::ToolsEnv;
-use rlm_env::{HostCall, HostError, PromptArgs, SubRlmArgs, ToolOutcome};
+use rlm_env::{HostCall, HostError, PlanArgs, PromptArgs, SubRlmArgs, ToolOutcome};
 
 /// Why a call could not be answered: the model is told, the run goes on.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +128,7 @@ impl ToolsEnv {
             MicroTool::Grep => self.grep(arguments).await,
             MicroTool::Slice => self.slice(arguments).await,
             MicroTool::Summarize => return self.summarize(arguments).await,
+            MicroTool::MapReduce => return self.map_reduce(arguments).await,
             MicroTool::FinalAnswer => {
                 return Ok(match parse_args::<FinalAnswerArgs>(tool, arguments) {
                     Ok(args) => ToolOutcome {
@@ -293,6 +294,49 @@ impl ToolsEnv {
             }
             Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(
                 "ctx_summarize failed: {message}"
+            ))),
+            Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+        }
+    }
+
+    /// `ctx_map_reduce`: the plan goes to the orchestrator, over the variable's key.
+    async fn map_reduce(&self, arguments: &str) -> Result<ToolOutcome, HostError> {
+        let args: MapReduceArgs = match parse_args(MicroTool::MapReduce, arguments) {
+            Ok(args) => args,
+            Err(error) => return Ok(ToolOutcome::error(error.to_string())),
+        };
+        let source = match self.source(&args.variable) {
+            Ok(source) => source,
+            Err(error) => return Ok(ToolOutcome::error(error.to_string())),
+        };
+        let Some(key) = self.key_of(&args.variable, &source) else {
+            return Ok(ToolOutcome::error(format!(
+                "ctx_map_reduce reads one text: `{}` holds several files; give the key of one stored variable",
+                args.variable
+            )));
+        };
+        let mut plan =
+            json!({"input": key, "split": args.split, "map": args.map, "reduce": args.reduce});
+        if let Some(filter) = args.filter.filter(|f| !f.is_null()) {
+            plan["filter"] = filter;
+        }
+        match self
+            .host
+            .call(HostCall::RunPlan(PlanArgs { plan, text: None }))
+            .await
+        {
+            Ok(reply) => {
+                let answer = match &reply["answer"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                Ok(ToolOutcome::result(format!(
+                    "{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
+                    reply["pieces"], reply["kept"], reply["calls"], reply["results"]
+                )))
+            }
+            Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(
+                "ctx_map_reduce failed: {message}"
             ))),
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }

@@ -99,7 +99,10 @@ fn arguments_of(tool: MicroTool, value: &Value) -> Map<String, Value> {
             _ => match tool {
                 MicroTool::FinalAnswer => Map::from_iter([("answer".to_owned(), value.clone())]),
                 MicroTool::Length => Map::from_iter([("variable".to_owned(), value.clone())]),
-                MicroTool::Grep | MicroTool::Slice | MicroTool::Summarize => Map::new(),
+                MicroTool::Grep
+                | MicroTool::Slice
+                | MicroTool::Summarize
+                | MicroTool::MapReduce => Map::new(),
             },
         },
         _ => Map::new(),
@@ -207,6 +210,7 @@ fn parameters(tool: MicroTool) -> &'static [&'static str] {
         MicroTool::Slice => &["variable", "start", "end"],
         MicroTool::Grep => &["variable", "pattern"],
         MicroTool::Summarize => &["variable", "instruction"],
+        MicroTool::MapReduce => &["variable", "split", "filter", "map", "reduce"],
         MicroTool::FinalAnswer => &["answer"],
     }
 }

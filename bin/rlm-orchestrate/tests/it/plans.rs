@@ -228,3 +228,38 @@ fn javascript_runs_the_same_plans() {
     let printed = printed(&sb);
     assert!(printed.starts_with("30\n"), "{printed}");
 }
+
+#[test]
+fn the_tools_environment_runs_plans_as_a_micro_tool() {
+    use rlm_test_support::mock_llm::MockToolCall;
+    let sb = Sandbox::new();
+    let call = MockToolCall::new(
+        "ctx_map_reduce",
+        serde_json::json!({
+            "variable": "context",
+            "split": {"by": "lines", "size": 25},
+            "map": {"ask": "How many errors are in this piece? Answer with a number."},
+            "reduce": {"op": "sum"},
+        }),
+    );
+    let script = MockScript::new()
+        .rule(MockRule::contains(LEAF, "7 errors"))
+        .then(MockReply::tool_calls("", [call]))
+        .then(MockReply::text("FINAL(done)"));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &["--env", "tools"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    assert!(
+        printed.starts_with("28\n(plan: 4 pieces, 4 kept, 4 calls;"),
+        "{printed}"
+    );
+    assert_eq!(leaf_requests(&mock).len(), 4);
+    // The tool is offered by default, with its schema.
+    let first = &mock.control().requests()[0];
+    assert!(first.tool_names().contains(&"ctx_map_reduce".to_owned()));
+}

@@ -83,6 +83,7 @@ fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
             "ctx_grep",
             "ctx_slice",
             "ctx_summarize",
+            "ctx_map_reduce",
             "final_answer"
         ]
     );
@@ -443,6 +444,7 @@ fn ctx_summarize_over_a_large_context_is_a_nested_run_with_the_tools() {
             "ctx_grep",
             "ctx_slice",
             "ctx_summarize",
+            "ctx_map_reduce",
             "final_answer"
         ]
     );

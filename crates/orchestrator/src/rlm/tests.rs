@@ -629,6 +629,7 @@ mod tools_medium {
                 "ctx_grep",
                 "ctx_slice",
                 "ctx_summarize",
+                "ctx_map_reduce",
                 "final_answer"
             ]
         );
