@@ -165,7 +165,7 @@ _PROVIDERS = {
     "anthropic": ("anthropic", None),
 }
 _KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-_ENVIRONMENTS = {"local": "python", "python": "python", "js": "js", "tools": "tools"}
+_ENVIRONMENTS = {"local": "python", "python": "python", "js": "js", "tools": "tools", "plan": "plan"}
 
 
 @dataclass
@@ -209,7 +209,7 @@ class RLM:
         if environment not in _ENVIRONMENTS:
             raise ValueError(
                 f"environment {environment!r} is not supported: rlm runs code in a local REPL "
-                "confined by the kernel (Landlock, seccomp) — use 'local' (or 'js', 'tools')")
+                "confined by the kernel (Landlock, seccomp) — use 'local' (or 'js', 'tools', 'plan')")
         kwargs = dict(backend_kwargs or {})
         provider, default_url = _PROVIDERS[backend]
         self.root_model = kwargs.get("model_name") or settings.pop("model", None) or "gpt-4o-mini"

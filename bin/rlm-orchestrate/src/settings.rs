@@ -56,6 +56,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
             EnvArg::Python => EnvKind::Python,
             EnvArg::Js => EnvKind::Js,
             EnvArg::Tools => EnvKind::Tools,
+            EnvArg::Plan => EnvKind::Plan,
         },
         python: args.python.clone(),
         js_memory_mb: args.js_memory_mb,

@@ -77,12 +77,38 @@ impl ToolProtocol {
 pub struct ToolsOptions {
     /// `--tools`: the micro-tools offered (`final_answer` always is).
     pub tools: Vec<MicroTool>,
+    /// `--env plan`: the model's one action is a plan (`ctx_map_reduce`), with the
+    /// size of the context to plan by and the final answer.
+    pub plan_only: bool,
 }
 
 impl Default for ToolsOptions {
     fn default() -> Self {
         Self {
             tools: MicroTool::ALL.to_vec(),
+            plan_only: false,
+        }
+    }
+}
+
+impl ToolsOptions {
+    /// The options of `--env plan`.
+    pub fn plan() -> Self {
+        Self {
+            tools: vec![
+                MicroTool::Length,
+                MicroTool::MapReduce,
+                MicroTool::FinalAnswer,
+            ],
+            plan_only: true,
+        }
+    }
+
+    fn kind(&self) -> EnvKind {
+        if self.plan_only {
+            EnvKind::Plan
+        } else {
+            EnvKind::Tools
         }
     }
 }
@@ -103,7 +129,7 @@ impl ToolsFactory {
 #[async_trait::async_trait]
 impl EnvironmentFactory for ToolsFactory {
     fn kind(&self) -> EnvKind {
-        EnvKind::Tools
+        self.options.kind()
     }
 
     async fn start(&self, config: EnvConfig, host: Arc<dyn Host>) -> Result<Started, EnvError> {
@@ -121,6 +147,8 @@ pub struct ToolsEnv {
     host: Arc<dyn Host>,
     store: Arc<Store>,
     tools: Vec<MicroTool>,
+    /// `--env plan`: plans are the model's action.
+    plan_only: bool,
     /// Context slots: the initial context, then one per later query that brought one.
     slots: Vec<ContextSource>,
     history: Vec<HistoryEntry>,
@@ -146,6 +174,7 @@ impl ToolsEnv {
             config,
             host,
             store: Arc::new(store),
+            plan_only: options.plan_only,
             tools: options.tools,
             seen: HashMap::new(),
         })
@@ -172,11 +201,19 @@ fn call_key(call: &ToolCall) -> (String, String) {
 #[async_trait::async_trait]
 impl Environment for ToolsEnv {
     fn kind(&self) -> EnvKind {
-        EnvKind::Tools
+        if self.plan_only {
+            EnvKind::Plan
+        } else {
+            EnvKind::Tools
+        }
     }
 
     fn system_prompt(&self, features: PromptFeatures) -> String {
-        system_prompt(features, &self.tools)
+        if self.plan_only {
+            prompt::plan_system_prompt(features)
+        } else {
+            system_prompt(features, &self.tools)
+        }
     }
 
     async fn push_history(&mut self, entry: HistoryEntry) -> Result<(), EnvError> {
@@ -309,7 +346,15 @@ mod tests {
             sub_context_chars: 1000,
             lazy_above: None,
         };
-        let env = ToolsEnv::start(config, Arc::new(EchoHost), ToolsOptions { tools }).unwrap();
+        let env = ToolsEnv::start(
+            config,
+            Arc::new(EchoHost),
+            ToolsOptions {
+                tools,
+                plan_only: false,
+            },
+        )
+        .unwrap();
         (dir, env)
     }
 

@@ -50,3 +50,26 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     }
     text
 }
+
+/// The system prompt of `--env plan`: the model's one action is a plan; a worked
+/// example; the plan's parts.
+pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
+    let mut text = String::from(
+        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation. You do not read it yourself: each step you give one plan, the orchestrator runs it over the whole context — cutting it into pieces, asking a helper model about each piece or counting a pattern in it, and reducing the results to one — and its result comes back in the next message.\n\nTools:\n",
+    );
+    for tool in [
+        MicroTool::Length,
+        MicroTool::MapReduce,
+        MicroTool::FinalAnswer,
+    ] {
+        let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
+    }
+    text.push_str(
+        "\nA plan:\n- split: {\"by\": \"chars\", \"size\": 20000} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {\"regex\": \"payment\"} keeps the pieces that mention it.\n- map: {\"ask\": \"How many failed payments are listed? Answer with a number.\"} asks the helper model about each piece; {\"count\": \"ERROR\"} counts matches and {\"extract\": \"id=(\\\\d+)\"} lists them, with no model.\n- reduce: {\"op\": \"sum\"} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k), or {\"op\": \"ask\", \"instruction\": \"…\"} to let the helper model combine the answers.\n\nExample: to count the failed payments in a log, call ctx_map_reduce with {\"variable\": \"context\", \"split\": {\"by\": \"chars\", \"size\": 20000}, \"filter\": {\"regex\": \"payment\"}, \"map\": {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, \"reduce\": {\"op\": \"sum\"}}.\n\nRules:\n- Ask the helper model short, exact questions that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line.\n",
+    );
+    if features.text_tool_protocol {
+        text.push('\n');
+        text.push_str(text_protocol::PROTOCOL);
+    }
+    text
+}

@@ -332,7 +332,10 @@ impl ToolsEnv {
                 };
                 Ok(ToolOutcome::result(format!(
                     "{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
-                    reply["pieces"], reply["kept"], reply["calls"], reply["results"]
+                    reply["pieces"],
+                    reply["kept"],
+                    reply["calls"],
+                    reply["results"].as_str().unwrap_or("?")
                 )))
             }
             Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(

@@ -14,6 +14,9 @@ pub enum EnvKind {
     Js,
     /// No code: bounded micro-tools called through tool calling (`rlm-env-tools`).
     Tools,
+    /// No code: each step is one typed combinator plan (`ctx_map_reduce`), run by the
+    /// orchestrator (`rlm-env-tools`, docs/plans.md).
+    Plan,
 }
 
 impl EnvKind {
@@ -23,6 +26,7 @@ impl EnvKind {
             Self::Python => "python",
             Self::Js => "js",
             Self::Tools => "tools",
+            Self::Plan => "plan",
         }
     }
 }

@@ -27,6 +27,10 @@ pub enum EnvArg {
     /// No code at all: bounded micro-tools (ctx_grep, ctx_slice, …) called through
     /// tool calling, for small local models.
     Tools,
+    /// No code at all: each step is one combinator plan (split, filter, map, reduce)
+    /// the orchestrator prices and runs (docs/plans.md), for models that should not
+    /// write code.
+    Plan,
 }
 
 /// How tool calls travel under --env tools.

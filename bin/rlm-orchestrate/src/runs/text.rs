@@ -43,7 +43,7 @@ struct Words {
 impl Words {
     fn of(trace: &RunTrace) -> Self {
         match trace.env {
-            Some(EnvKind::Tools) => Self {
+            Some(EnvKind::Tools | EnvKind::Plan) => Self {
                 code: "tool call",
                 output: "result",
                 error: " · error",

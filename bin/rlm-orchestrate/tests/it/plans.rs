@@ -263,3 +263,44 @@ fn the_tools_environment_runs_plans_as_a_micro_tool() {
     let first = &mock.control().requests()[0];
     assert!(first.tool_names().contains(&"ctx_map_reduce".to_owned()));
 }
+
+#[test]
+fn env_plan_makes_a_plan_the_models_one_action() {
+    use rlm_test_support::mock_llm::MockToolCall;
+    let sb = Sandbox::new();
+    let plan = MockToolCall::new(
+        "ctx_map_reduce",
+        serde_json::json!({
+            "variable": "context",
+            "split": {"by": "chars", "size": 500},
+            "map": {"count": "error"},
+            "reduce": {"op": "sum"},
+        }),
+    );
+    let answer = MockToolCall::new("final_answer", serde_json::json!({"answer": "30 errors"}));
+    let script = MockScript::new()
+        .then(MockReply::tool_calls("", [plan]))
+        .then(MockReply::tool_calls("", [answer]));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &["--env", "plan"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30 errors");
+    let requests = mock.control().requests();
+    assert_eq!(
+        requests[0].tool_names(),
+        ["ctx_length", "ctx_map_reduce", "final_answer"]
+    );
+    let system = requests[0].system_prompt().unwrap();
+    assert!(system.contains("each step you give one plan"), "{system}");
+    // The plan's result is what the model read next.
+    let second = requests[1].message_texts().join("\n");
+    assert!(
+        second.contains("30\n(plan: 3 pieces, 3 kept, 0 calls"),
+        "{second}"
+    );
+    assert!(runs_show(&sb).contains("env plan"), "{}", runs_show(&sb));
+}

@@ -54,6 +54,8 @@ pub fn factory_for(kind: EnvKind, options: &EnvOptions) -> Arc<dyn EnvironmentFa
         })),
         EnvKind::Tools => Arc::new(tools::ToolsFactory::new(tools::ToolsOptions {
             tools: options.tools.clone(),
+            plan_only: false,
         })),
+        EnvKind::Plan => Arc::new(tools::ToolsFactory::new(tools::ToolsOptions::plan())),
     }
 }
