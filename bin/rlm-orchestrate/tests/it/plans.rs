@@ -304,3 +304,62 @@ fn env_plan_makes_a_plan_the_models_one_action() {
     );
     assert!(runs_show(&sb).contains("env plan"), "{}", runs_show(&sb));
 }
+
+/// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it
+/// is gone.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn a_1_gib_referenced_file_is_mapped_in_pieces_without_loading_it_whole() {
+    use std::io::{Seek, SeekFrom, Write};
+    let sb = Sandbox::new();
+    let big = sb.root().join("huge.log");
+    // Sparse: the holes cost the disk nothing and read as NUL characters.
+    let mut file = std::fs::File::create(&big).unwrap();
+    file.seek(SeekFrom::Start(700 << 20)).unwrap();
+    file.write_all(b"\nNEEDLE-1GB\n").unwrap();
+    file.set_len(1 << 30).unwrap();
+    drop(file);
+    let code = "print(map_reduce(split={'by': 'chars', 'size': 64000000}, map={'count': 'NEEDLE-1GB'}, reduce={'op': 'sum'}))\nprint(map_reduce.last['pieces'])";
+    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .current_dir(sb.root())
+        .env_remove("RLM_DATA_DIR")
+        .env_remove("RUST_LOG")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the needles", "--model", "mock", "--no-stream"])
+        .args(["--lazy-context", "always", "--max-parallel", "2"])
+        .args(["--exec-timeout", "600"])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .arg("--context")
+        .arg(&big)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak = 0;
+    // Bounded: a working build is done in seconds.
+    for _ in 0..6_000 {
+        if let Some(kib) = peak_rss_kib(pid) {
+            peak = peak.max(kib);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = printed(&sb);
+    assert!(printed.starts_with("1\n17\n"), "{printed}");
+    // Two 64 MB pieces in flight, never the 1 GiB whole.
+    assert!(peak < 512 * 1024, "the orchestrator peaked at {peak} KiB");
+    assert!(leaf_requests(&mock).is_empty(), "a count needs no model");
+}
