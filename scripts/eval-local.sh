@@ -160,11 +160,16 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
         n = len(rows)
         k = sum(1 for r in rows if r["score"] == 1)
         lo, hi = wilson(k, n)
-        ins = [r.get("input_tokens") for r in rows]
-        outs = [r.get("output_tokens") for r in rows]
-        known = all(i is not None for i in ins) and all(o is not None for o in outs)
-        tokens = f"{sum(ins) / n:.0f} / {sum(outs) / n:.0f}" if known else "unknown"
-        per = f"{(sum(ins) + sum(outs)) / k:.0f}" if known and k else ("—" if known else "unknown")
+        # Tokens over the items that report them (a failed run reports none): marked
+        # with the count when some do not.
+        usage = [(r["input_tokens"], r["output_tokens"]) for r in rows
+                 if r.get("input_tokens") is not None and r.get("output_tokens") is not None]
+        mark = "" if len(usage) == n else f" ({len(usage)} of {n})"
+        if usage:
+            tokens = f"{sum(i for i, _ in usage) / len(usage):.0f} / {sum(o for _, o in usage) / len(usage):.0f}{mark}"
+            per = f"{sum(i + o for i, o in usage) / k:.0f}{mark}" if k else "—"
+        else:
+            tokens, per = "unknown", "unknown"
         secs = sum(r["seconds"] for r in rows) / n
         forced = sum(1 for r in rows if r.get("forced"))
         failed = sum(1 for r in rows if r.get("failed"))
