@@ -356,10 +356,52 @@ fn a_1_gib_referenced_file_is_mapped_in_pieces_without_loading_it_whole() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = printed(&sb);
     assert!(printed.starts_with("1\n17\n"), "{printed}");
     // Two 64 MB pieces in flight, never the 1 GiB whole.
     assert!(peak < 512 * 1024, "the orchestrator peaked at {peak} KiB");
     assert!(leaf_requests(&mock).is_empty(), "a count needs no model");
+}
+
+#[test]
+fn plans_compose_and_their_depth_is_bounded() {
+    let sb = Sandbox::new();
+    let inner = "{'split': {'by': 'lines', 'size': 10}, 'map': {'count': 'error'}, 'reduce': {'op': 'sum'}}";
+    let code = format!(
+        "print(map_reduce(split={{'by': 'lines', 'size': 50}}, map={{'plan': {inner}}}, reduce={{'op': 'sum'}}))\nprint(map_reduce.last['pieces'])"
+    );
+    let mock = MockLlm::spawn_blocking_thread(script(&code)).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let composed = printed(&sb);
+    assert!(composed.starts_with("30\n2\n"), "{composed}");
+    // Priced as a whole before it ran: the outer 2 pieces and the inner 10.
+    assert!(
+        runs_show(&sb).contains("12 pieces, 12 kept, 0 calls"),
+        "{}",
+        runs_show(&sb)
+    );
+
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(&code)).unwrap();
+    let out = run(&sb, &mock, &["--max-depth", "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = printed(&sb);
+    assert!(
+        refused.contains("nests 1 plans deep, over --max-depth 0"),
+        "{refused}"
+    );
 }

@@ -65,6 +65,24 @@ impl Source {
     }
 }
 
+/// A boxed future of the host (recursion through nested plans needs one).
+type Boxed<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, HostError>> + Send + 'a>>;
+
+/// A plan's input cut into pieces, and the pieces its regex filter keeps.
+struct Prepared {
+    pieces: Vec<Piece>,
+    kept: Vec<(usize, Piece)>,
+}
+
+/// How many plans deep `plan` nests (0: it maps with no plan).
+fn nesting_of(plan: &Plan) -> u32 {
+    match &plan.map {
+        Map::Plan(inner) => 1 + nesting_of(inner),
+        _ => 0,
+    }
+}
+
 /// The model's error for a plan that cannot run.
 fn refused(error: PlanError) -> HostError {
     HostError::RespondToModel(error.to_string())
@@ -86,10 +104,12 @@ impl RunHost {
                     .into(),
             )));
         }
-        if matches!(plan.map, Map::Plan(_)) {
-            return Err(refused(PlanError::Shape(
-                "nested plans are not run yet: map each piece with `ask`, `count`, `extract`, `sub_rlm` or `agent`".into(),
-            )));
+        let nesting = nesting_of(&plan);
+        let max_depth = self.settings.delegation.max_depth;
+        if nesting > max_depth {
+            return Err(refused(PlanError::Shape(format!(
+                "the plan nests {nesting} plans deep, over --max-depth {max_depth}"
+            ))));
         }
         let source = match args.text {
             Some(text) => Source::Text(text),
@@ -101,42 +121,22 @@ impl RunHost {
         let window = &self.sub_model.window;
         let budget = window.prompt_budget().await;
         let (chars_per_token, _) = window.estimator.calibration();
-        let instruction = leaf_instruction(&plan.map);
-        let fitting = sub_fit::piece_chars(instruction, budget, &window.estimator).unwrap_or(1_000);
-        let cut = cut_of(&plan, fitting as u64, chars_per_token)?;
-        let pieces = source.split(&cut)?;
-        // A regex filter needs no model: applied before the plan is priced.
-        let mut kept = Vec::new();
-        let filter_regex = match &plan.filter {
-            Some(Filter::Regex(p)) => {
-                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
-            }
-            _ => None,
-        };
-        for (index, piece) in pieces.iter().enumerate() {
-            if let Some(regex) = &filter_regex {
-                if !regex.is_match(&source.read(piece)?) {
-                    continue;
-                }
-            }
-            kept.push((index, *piece));
-        }
+        let prepared = self.prepare(&plan, &source).await?;
         let limits = self.plan_limits(budget, chars_per_token).await;
+        let mut estimate = Estimate::default();
         let checked = self
-            .price(&plan, &pieces, &kept, &limits)
-            .and_then(|estimate| estimate.check(&limits).map(|()| estimate).map_err(refused));
-        let estimate = match checked {
-            Ok(estimate) => estimate,
-            Err(error) => {
-                self.plan_event(
-                    &plan_id,
-                    PlanStage::Refused {
-                        reason: error.to_string(),
-                    },
-                );
-                return Err(error);
-            }
-        };
+            .price_into(&plan, &source, &prepared, &limits, &mut estimate)
+            .await
+            .and_then(|()| estimate.check(&limits).map_err(refused));
+        if let Err(error) = checked {
+            self.plan_event(
+                &plan_id,
+                PlanStage::Refused {
+                    reason: error.to_string(),
+                },
+            );
+            return Err(error);
+        }
         self.plan_event(
             &plan_id,
             PlanStage::Priced {
@@ -147,16 +147,8 @@ impl RunHost {
                 prompt_tokens: estimate.prompt_tokens,
             },
         );
-
-        let kept = self.ask_filter(&plan, &source, kept).await?;
-        let results = self.map_pieces(&plan_id, &plan.map, &source, &kept).await?;
-        let texts: Vec<String> = results.iter().map(|(_, r)| r.clone()).collect();
-        let answer = match &plan.reduce {
-            Reduce::Ask { instruction } => self.combine(instruction, texts).await?,
-            other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
-                HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
-            })?,
-        };
+        let pieces = prepared.pieces.len();
+        let (answer, results) = self.execute(&plan, &source, prepared, &plan_id).await?;
         let key = format!("plan-{plan_id}-results");
         let stored = json!(results
             .iter()
@@ -182,11 +174,86 @@ impl RunHost {
         );
         Ok(json!({
             "answer": answer,
-            "pieces": pieces.len(),
+            "pieces": pieces,
             "kept": results.len(),
             "calls": estimate.calls,
             "results": key,
         }))
+    }
+
+    /// Cuts `source` as `plan` says and applies its regex filter (no model).
+    async fn prepare(&self, plan: &Plan, source: &Source) -> Result<Prepared, HostError> {
+        let window = &self.sub_model.window;
+        let budget = window.prompt_budget().await;
+        let (chars_per_token, _) = window.estimator.calibration();
+        let instruction = leaf_instruction(&plan.map);
+        let fitting = sub_fit::piece_chars(instruction, budget, &window.estimator).unwrap_or(1_000);
+        let cut = cut_of(plan, fitting as u64, chars_per_token)?;
+        let pieces = source.split(&cut)?;
+        let filter_regex = match &plan.filter {
+            Some(Filter::Regex(p)) => {
+                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
+            }
+            _ => None,
+        };
+        let mut kept = Vec::new();
+        for (index, piece) in pieces.iter().enumerate() {
+            if let Some(regex) = &filter_regex {
+                if !regex.is_match(&source.read(piece)?) {
+                    continue;
+                }
+            }
+            kept.push((index, *piece));
+        }
+        Ok(Prepared { pieces, kept })
+    }
+
+    /// Adds every call of `plan` over `prepared` to `estimate` — a nested plan's over
+    /// each of its pieces, cut here already — and fails on a piece too large for the
+    /// window.
+    fn price_into<'a>(
+        &'a self,
+        plan: &'a Plan,
+        source: &'a Source,
+        prepared: &'a Prepared,
+        limits: &'a Limits,
+        estimate: &'a mut Estimate,
+    ) -> Boxed<'a, ()> {
+        Box::pin(async move {
+            self.price(plan, &prepared.pieces, &prepared.kept, limits, estimate)?;
+            if let Map::Plan(inner) = &plan.map {
+                for (_, piece) in &prepared.kept {
+                    let text = Source::Text(source.read(piece)?);
+                    let inner_prepared = self.prepare(inner, &text).await?;
+                    self.price_into(inner, &text, &inner_prepared, limits, estimate)
+                        .await?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `plan` over `prepared`: the yes/no filter, the map, the reduction; the
+    /// answer and each piece's result.
+    fn execute<'a>(
+        &'a self,
+        plan: &'a Plan,
+        source: &'a Source,
+        prepared: Prepared,
+        plan_id: &'a str,
+    ) -> Boxed<'a, (String, Vec<(Piece, String)>)> {
+        Box::pin(async move {
+            let kept = self.ask_filter(plan, source, prepared.kept).await?;
+            let results = self.map_pieces(plan_id, &plan.map, source, &kept).await?;
+            let texts: Vec<String> = results.iter().map(|(_, r)| r.clone()).collect();
+            let answer = match &plan.reduce {
+                Reduce::Ask { instruction } => self.combine(instruction, texts).await?,
+                other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
+                    HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
+                })?,
+            };
+            Ok((answer, results))
+        })
     }
 
     fn plan_event(&self, plan_id: &str, stage: PlanStage) {
@@ -229,13 +296,11 @@ impl RunHost {
         pieces: &[Piece],
         kept: &[(usize, Piece)],
         limits: &Limits,
-    ) -> Result<Estimate, HostError> {
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
         let estimator = &self.sub_model.window.estimator;
-        let mut estimate = Estimate {
-            pieces: pieces.len() as u64,
-            kept: kept.len() as u64,
-            ..Estimate::default()
-        };
+        estimate.pieces += pieces.len() as u64;
+        estimate.kept += kept.len() as u64;
         let tokens_of = |instruction: &str, piece: &Piece| {
             estimator.tokens_of(instruction) + estimator.tokens_of_chars(piece.chars as usize) + 32
         };
@@ -262,7 +327,7 @@ impl RunHost {
                 .combine(kept.len() as u64, estimator.tokens_of(instruction), limits)
                 .map_err(refused)?;
         }
-        Ok(estimate)
+        Ok(())
     }
 
     /// The pieces a yes/no filter keeps (all, without one).
@@ -314,7 +379,7 @@ impl RunHost {
             self.settings.delegation.max_parallel,
             |(index, piece)| async move {
                 let started = std::time::Instant::now();
-                let result = self.map_piece(map, source, index, piece).await;
+                let result = self.map_piece(plan_id, map, source, index, piece).await;
                 let (shown, failed) = match &result {
                     Ok(text) => (crate::format::clip(text, 200), false),
                     Err(error) => (crate::format::clip(&error.to_string(), 200), true),
@@ -340,6 +405,7 @@ impl RunHost {
     /// One kept piece's result.
     async fn map_piece(
         &self,
+        plan_id: &str,
         map: &Map,
         source: &Source,
         index: usize,
@@ -391,7 +457,13 @@ impl RunHost {
                     other => other.to_string(),
                 }
             }
-            Map::Plan(_) => String::new(),
+            Map::Plan(inner) => {
+                let text = Source::Text(text);
+                let prepared = self.prepare(inner, &text).await?;
+                // The nested plan's leaves are traced as `<plan>.<piece>`.
+                let nested = format!("{plan_id}.{index}");
+                self.execute(inner, &text, prepared, &nested).await?.0
+            }
         };
         Ok(result)
     }
