@@ -98,12 +98,6 @@ impl RunHost {
         let plan: Plan = serde_json::from_value(args.plan)
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
-        if plan.split.by == SplitBy::Records {
-            return Err(refused(PlanError::Shape(
-                "`records` splits a JSON list; this input is read as text: use `lines` or `regex`"
-                    .into(),
-            )));
-        }
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {
@@ -111,9 +105,11 @@ impl RunHost {
                 "the plan nests {nesting} plans deep, over --max-depth {max_depth}"
             ))));
         }
-        let source = match args.text {
-            Some(text) => Source::Text(text),
-            None => {
+        let source = match (args.text, plan.split.by) {
+            // A JSON list's items, one per line: `records` then cuts lines.
+            (text, SplitBy::Records) => Source::Text(self.records_of(&plan.input, text).await?),
+            (Some(text), _) => Source::Text(text),
+            (None, _) => {
                 let key = plan.input.clone();
                 Source::File(self.blocking(move |store| store.text_view(&key)).await?)
             }
@@ -179,6 +175,29 @@ impl RunHost {
             "calls": estimate.calls,
             "results": key,
         }))
+    }
+
+    /// The items of the JSON list `input` names (or `text` holds), one compact JSON
+    /// value a line, for a `records` split.
+    async fn records_of(&self, input: &str, text: Option<String>) -> Result<String, HostError> {
+        let value = match text {
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                refused(PlanError::Shape(format!(
+                    "`records` splits a JSON list, and the input is not JSON ({e}): use `lines` or `regex`"
+                )))
+            })?,
+            None => {
+                let key = input.to_owned();
+                Value::clone(&*self.blocking(move |store| store.get(&key)).await?)
+            }
+        };
+        let Value::Array(items) = value else {
+            return Err(refused(PlanError::Shape(
+                "`records` splits a JSON list, and the input is not a list: use `lines` or `regex`"
+                    .into(),
+            )));
+        };
+        Ok(items.iter().map(|item| format!("{item}\n")).collect())
     }
 
     /// Cuts `source` as `plan` says and applies its regex filter (no model).
@@ -534,11 +553,11 @@ fn cut_of(plan: &Plan, fitting: u64, chars_per_token: f64) -> Result<Cut, HostEr
                 .map_err(|e| refused(PlanError::Shape(e)))?,
             size: split.size,
         },
-        SplitBy::Records => {
-            return Err(refused(PlanError::Shape(
-                "`records` is not a text split".into(),
-            )))
-        }
+        // The input was made one item a line (`records_of`).
+        SplitBy::Records => Cut::Lines {
+            size: split.size.unwrap_or(1),
+            overlap: 0,
+        },
     })
 }
 
