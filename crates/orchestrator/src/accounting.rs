@@ -113,7 +113,53 @@ struct Ledger {
     reserved_cost_usd: f64,
 }
 
+/// What budgets leave: calls, tokens, dollars (`None`: no such budget).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetLeft {
+    /// Model calls left.
+    pub calls: Option<u64>,
+    /// Tokens left.
+    pub tokens: Option<u64>,
+    /// Dollars left.
+    pub cost_usd: Option<f64>,
+}
+
+impl BudgetLeft {
+    /// The tighter of two: each budget's smaller remainder.
+    fn min(self, other: Self) -> Self {
+        fn least<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+                (a, b) => a.or(b),
+            }
+        }
+        Self {
+            calls: least(self.calls, other.calls),
+            tokens: least(self.tokens, other.tokens),
+            cost_usd: least(self.cost_usd, other.cost_usd),
+        }
+    }
+}
+
 impl TreeBudget {
+    /// What the tree's budgets leave, counting the calls in flight as spent.
+    pub fn left(&self) -> std::io::Result<BudgetLeft> {
+        self.update(|ledger| {
+            let limits = ledger.limits;
+            BudgetLeft {
+                calls: limits
+                    .max_llm_calls
+                    .map(|max| max.saturating_sub(ledger.llm_calls)),
+                tokens: limits
+                    .max_tokens
+                    .map(|max| max.saturating_sub(ledger.tokens + ledger.reserved_tokens)),
+                cost_usd: limits
+                    .max_cost_usd
+                    .map(|max| (max - ledger.cost_usd - ledger.reserved_cost_usd).max(0.0)),
+            }
+        })
+    }
+
     /// A new ledger for the tree rooted at run `run_id`, with the root's `limits`.
     pub fn create(data_dir: &Path, run_id: &str, limits: Limits) -> std::io::Result<Self> {
         let path = data_dir.join(BUDGETS_DIR).join(format!("{run_id}.json"));
@@ -237,6 +283,32 @@ pub struct Accounting {
 }
 
 impl Accounting {
+    /// What this run's budgets and its tree's leave, the tighter of each (for pricing a
+    /// plan before it runs). A tree ledger that cannot be read counts this run only.
+    pub fn left(&self) -> BudgetLeft {
+        let totals = self.totals();
+        let limits = &self.limits;
+        let run = BudgetLeft {
+            calls: limits
+                .max_llm_calls
+                .map(|max| max.saturating_sub(totals.llm_calls)),
+            tokens: limits
+                .max_tokens
+                .map(|max| max.saturating_sub(totals.usage.total())),
+            cost_usd: limits
+                .max_cost_usd
+                .map(|max| (max - totals.cost_usd).max(0.0)),
+        };
+        match self.tree.as_ref().map(TreeBudget::left) {
+            Some(Ok(tree)) => run.min(tree),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "the tree budget could not be read; counting this run only");
+                run
+            }
+            None => run,
+        }
+    }
+
     /// Starts accounting now.
     pub fn new(limits: Limits) -> Self {
         Self {
@@ -438,6 +510,43 @@ mod tests {
             .exhausted()
             .unwrap_or_default()
             .contains("token budget"));
+    }
+
+    #[test]
+    fn what_is_left_is_the_tighter_of_the_run_and_its_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree_limits = Limits {
+            max_llm_calls: Some(10),
+            max_tokens: Some(1_000),
+            ..Limits::default()
+        };
+        let tree = TreeBudget::create(dir.path(), "r1", tree_limits).unwrap();
+        // A sibling elsewhere in the tree has a call in flight.
+        let sibling = Accounting::with_tree(tree_limits, Some(TreeBudget::open(tree.path())));
+        let reservation = Reservation {
+            tokens: 300,
+            cost_usd: 0.0,
+        };
+        assert_eq!(sibling.start_call(reservation), None);
+        let run = Accounting::with_tree(
+            Limits {
+                max_llm_calls: Some(5),
+                ..Limits::default()
+            },
+            Some(tree),
+        );
+        let left = run.left();
+        assert_eq!(left.calls, Some(5), "the run's own budget is tighter");
+        assert_eq!(
+            left.tokens,
+            Some(700),
+            "the tree's, less the call in flight"
+        );
+        assert_eq!(left.cost_usd, None);
+        assert_eq!(
+            Accounting::new(Limits::default()).left(),
+            BudgetLeft::default()
+        );
     }
 
     #[test]

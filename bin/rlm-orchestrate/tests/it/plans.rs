@@ -412,9 +412,16 @@ fn records_split_a_json_list_by_items() {
     let code = "rows = [{'status': 'failed' if i % 3 == 0 else 'ok'} for i in range(30)]\nprint(map_reduce(input='rows', split={'by': 'records', 'size': 4}, map={'count': 'failed'}, reduce={'op': 'sum'}))\nprint(map_reduce.last['pieces'])\nmap_reduce(split={'by': 'records'}, map={'count': 'x'}, reduce={'op': 'sum'})";
     let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
     let out = run(&sb, &mock, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = printed(&sb);
     assert!(printed.starts_with("10\n8\n"), "{printed}");
     // The context is text, not a list: the error says what to use.
-    assert!(printed.contains("`records` splits a JSON list"), "{printed}");
+    assert!(
+        printed.contains("`records` splits a JSON list"),
+        "{printed}"
+    );
 }

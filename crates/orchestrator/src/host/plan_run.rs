@@ -282,24 +282,18 @@ impl RunHost {
         }));
     }
 
-    /// What the run's budgets leave for the plan.
+    /// What the run's and its tree's budgets leave for the plan.
     async fn plan_limits(&self, prompt_budget: u64, chars_per_token: f64) -> Limits {
-        let totals = self.accounting.totals();
-        let limits = self.accounting.limits();
+        // This run's budgets and the whole tree's, the tighter of each.
+        let left = self.accounting.left();
         let window = self.sub_model.window.window().await.tokens;
         Limits {
             prompt_budget,
             answer_tokens: answer_reserve(window).min(512),
             chars_per_token,
-            calls_left: limits
-                .max_llm_calls
-                .map(|max| max.saturating_sub(totals.llm_calls)),
-            tokens_left: limits
-                .max_tokens
-                .map(|max| max.saturating_sub(totals.usage.total())),
-            cost_left_usd: limits
-                .max_cost_usd
-                .map(|max| (max - totals.cost_usd).max(0.0)),
+            calls_left: left.calls,
+            tokens_left: left.tokens,
+            cost_left_usd: left.cost_usd,
             usd_per_million: self
                 .sub_model
                 .price
