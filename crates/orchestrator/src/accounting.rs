@@ -286,18 +286,11 @@ impl Accounting {
     /// What this run's budgets and its tree's leave, the tighter of each (for pricing a
     /// plan before it runs). A tree ledger that cannot be read counts this run only.
     pub fn left(&self) -> BudgetLeft {
-        let totals = self.totals();
-        let limits = &self.limits;
+        let remaining = self.remaining();
         let run = BudgetLeft {
-            calls: limits
-                .max_llm_calls
-                .map(|max| max.saturating_sub(totals.llm_calls)),
-            tokens: limits
-                .max_tokens
-                .map(|max| max.saturating_sub(totals.usage.total())),
-            cost_usd: limits
-                .max_cost_usd
-                .map(|max| (max - totals.cost_usd).max(0.0)),
+            calls: remaining.max_llm_calls,
+            tokens: remaining.max_tokens,
+            cost_usd: remaining.max_cost_usd,
         };
         match self.tree.as_ref().map(TreeBudget::left) {
             Some(Ok(tree)) => run.min(tree),

@@ -68,6 +68,21 @@ fn printed(sb: &Sandbox) -> String {
     outputs
 }
 
+/// A run whose root model runs `code` then answers, against a fresh mock, with
+/// `extra` flags; it must succeed. The sandbox, the mock, and what the code printed.
+fn run_code(code: &str, extra: &[&str]) -> (Sandbox, MockLlmThread, String) {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
+    let out = run(&sb, &mock, extra);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    (sb, mock, printed)
+}
+
 /// The stages of every plan event of the runs in `sb`, in order.
 fn plan_stages(sb: &Sandbox) -> Vec<String> {
     let mut stages = Vec::new();
@@ -115,15 +130,7 @@ const PLAN: &str = "print(map_reduce(split={'by': 'lines', 'size': 10}, filter={
 
 #[test]
 fn a_plan_asks_its_leaves_in_parallel_and_sums_them() {
-    let sb = Sandbox::new();
-    let mock = MockLlm::spawn_blocking_thread(script(PLAN)).unwrap();
-    let out = run(&sb, &mock, &["--max-parallel", "4"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = printed(&sb);
+    let (sb, mock, printed) = run_code(PLAN, &["--max-parallel", "4"]);
     assert!(printed.starts_with("30\n"), "{printed}");
     assert!(
         printed.contains("'pieces': 10") && printed.contains("'calls': 10"),
@@ -163,15 +170,7 @@ fn a_plan_asks_its_leaves_in_parallel_and_sums_them() {
 
 #[test]
 fn a_plan_over_budget_is_refused_before_any_call() {
-    let sb = Sandbox::new();
-    let mock = MockLlm::spawn_blocking_thread(script(PLAN)).unwrap();
-    let out = run(&sb, &mock, &["--max-llm-calls", "6"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = printed(&sb);
+    let (sb, mock, printed) = run_code(PLAN, &["--max-llm-calls", "6"]);
     assert!(
         printed.contains("refused before any call") && printed.contains("10 model calls"),
         "{printed}"
@@ -201,31 +200,15 @@ fn a_deterministic_map_makes_no_call() {
 
 #[test]
 fn a_bad_plan_says_what_to_write() {
-    let sb = Sandbox::new();
     let code = "map_reduce(split={'by': 'regex'}, map={'ask': 'q'}, reduce={'op': 'sum'})";
-    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = printed(&sb);
+    let (_, _, printed) = run_code(code, &[]);
     assert!(printed.contains("split.pattern"), "{printed}");
 }
 
 #[test]
 fn javascript_runs_the_same_plans() {
-    let sb = Sandbox::new();
     let code = "console.log(await map_reduce({split: {by: 'chars', size: 300}, map: {count: 'error'}, reduce: {op: 'sum'}}))\nconsole.log(map_reduce.last.pieces)";
-    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
-    let out = run(&sb, &mock, &["--env", "js"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = printed(&sb);
+    let (_, _, printed) = run_code(code, &["--env", "js"]);
     assert!(printed.starts_with("30\n"), "{printed}");
 }
 
@@ -391,15 +374,7 @@ fn plans_compose_and_their_depth_is_bounded() {
         runs_show(&sb)
     );
 
-    let sb = Sandbox::new();
-    let mock = MockLlm::spawn_blocking_thread(script(&code)).unwrap();
-    let out = run(&sb, &mock, &["--max-depth", "0"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let refused = printed(&sb);
+    let (_, _, refused) = run_code(&code, &["--max-depth", "0"]);
     assert!(
         refused.contains("nests 1 plans deep, over --max-depth 0"),
         "{refused}"
@@ -408,16 +383,8 @@ fn plans_compose_and_their_depth_is_bounded() {
 
 #[test]
 fn records_split_a_json_list_by_items() {
-    let sb = Sandbox::new();
     let code = "rows = [{'status': 'failed' if i % 3 == 0 else 'ok'} for i in range(30)]\nprint(map_reduce(input='rows', split={'by': 'records', 'size': 4}, map={'count': 'failed'}, reduce={'op': 'sum'}))\nprint(map_reduce.last['pieces'])\nmap_reduce(split={'by': 'records'}, map={'count': 'x'}, reduce={'op': 'sum'})";
-    let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed = printed(&sb);
+    let (_, _, printed) = run_code(code, &[]);
     assert!(printed.starts_with("10\n8\n"), "{printed}");
     // The context is text, not a list: the error says what to use.
     assert!(
