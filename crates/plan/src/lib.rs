@@ -20,3 +20,8 @@ pub use spec::{Filter, Map, Plan, Reduce, Split, SplitBy};
 
 /// How deep plans may nest (`map: {"plan": …}`), whatever `--max-depth` allows.
 pub const MAX_NESTING: u32 = 3;
+
+/// Pieces a plan may cut its input into, all levels together: a hostile or careless
+/// `size` (one character) must not cut a large file into a billion pieces, each held
+/// in memory and traced.
+pub const MAX_PIECES: usize = 10_000;

@@ -66,8 +66,27 @@ struct Mark {
     chars: u64,
 }
 
-/// Cuts what `reader` yields into pieces. An empty input has no pieces.
-pub fn split_reader<R: BufRead>(mut reader: R, cut: &Cut) -> std::io::Result<Vec<Piece>> {
+/// Why an input was not cut.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitError {
+    /// The input could not be read.
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    /// The cut would make more than `max` pieces; reading stopped there.
+    #[error("the split cuts the input into more than {max} pieces; use a larger `split.size`")]
+    TooMany {
+        /// The bound.
+        max: usize,
+    },
+}
+
+/// Cuts what `reader` yields into at most `max_pieces` pieces (reading stops, and the
+/// cut fails, at one more). An empty input has no pieces.
+pub fn split_reader<R: BufRead>(
+    mut reader: R,
+    cut: &Cut,
+    max_pieces: usize,
+) -> Result<Vec<Piece>, SplitError> {
     let mut cutter = Cutter::new(cut);
     let mut segment: Vec<u8> = Vec::new();
     let mut line_start = true;
@@ -93,6 +112,9 @@ pub fn split_reader<R: BufRead>(mut reader: R, cut: &Cut) -> std::io::Result<Vec
             };
             let rest = segment.split_off(keep);
             cutter.segment(&segment, line_start, ends_line);
+            if cutter.pieces.len() > max_pieces {
+                return Err(SplitError::TooMany { max: max_pieces });
+            }
             line_start = ends_line;
             segment = rest;
         }
@@ -100,13 +122,17 @@ pub fn split_reader<R: BufRead>(mut reader: R, cut: &Cut) -> std::io::Result<Vec
     if !segment.is_empty() {
         cutter.segment(&segment, line_start, true);
     }
-    Ok(cutter.finish())
+    let pieces = cutter.finish();
+    if pieces.len() > max_pieces {
+        return Err(SplitError::TooMany { max: max_pieces });
+    }
+    Ok(pieces)
 }
 
-/// Cuts `text` into pieces (an in-memory input).
+/// Cuts `text` into pieces (an in-memory input), however many.
 pub fn split_str(text: &str, cut: &Cut) -> Vec<Piece> {
-    // Reading from a slice cannot fail.
-    split_reader(text.as_bytes(), cut).unwrap_or_default()
+    // Reading from a slice cannot fail, and there is no bound to pass.
+    split_reader(text.as_bytes(), cut, usize::MAX).unwrap_or_default()
 }
 
 /// The largest prefix length of `bytes` that ends on a UTF-8 character boundary: all
@@ -467,6 +493,29 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_into_too_many_pieces_stops_reading_and_fails() {
+        // Found trying a one-character size as a user would: a 950 KB log became
+        // 950 000 pieces, 1.7 GB of memory and a 239 MB trace.
+        let text = "a line of log text\n".repeat(50_000);
+        let cut = Cut::Chars {
+            size: 1,
+            overlap: 0,
+        };
+        let error = split_reader(text.as_bytes(), &cut, 1_000).unwrap_err();
+        assert!(matches!(error, SplitError::TooMany { max: 1_000 }));
+        assert!(error.to_string().contains("larger `split.size`"));
+        let fits = Cut::Chars {
+            size: 10_000,
+            overlap: 0,
+        };
+        // 950 000 characters in pieces ending on line ends, a little under 10 000 each.
+        assert_eq!(
+            split_reader(text.as_bytes(), &fits, 1_000).unwrap().len(),
+            96
+        );
+    }
+
+    #[test]
     fn a_line_longer_than_a_segment_is_read_in_bounded_pieces() {
         let text = format!("{}\nend\n", "y".repeat(200_000));
         let pieces = split_reader(
@@ -475,6 +524,7 @@ mod tests {
                 size: 100_000,
                 overlap: 0,
             },
+            usize::MAX,
         )
         .unwrap();
         assert_eq!(texts(&text, &pieces).concat(), text);
@@ -490,11 +540,14 @@ mod tests {
             size in 2u64..40,
             overlap_share in 0u64..100,
         ) {
+            // An empty input has no pieces (and nothing to cover).
+            prop_assume!(!text.is_empty());
             let overlap = (size - 1) * overlap_share / 100;
             for cut in [Cut::Chars { size, overlap }, Cut::Lines { size, overlap }] {
                 let pieces = split_reader(
                     std::io::BufReader::with_capacity(5, text.as_bytes()),
                     &cut,
+                    usize::MAX,
                 ).unwrap();
                 prop_assert_eq!(pieces.first().map(|p| p.start), Some(0));
                 prop_assert_eq!(pieces.last().map(|p| p.end), Some(text.len() as u64));
@@ -516,6 +569,7 @@ mod tests {
                 let pieces = split_reader(
                     std::io::BufReader::with_capacity(7, text.as_bytes()),
                     &cut,
+                    usize::MAX,
                 ).unwrap();
                 prop_assert_eq!(texts(&text, &pieces).concat(), text.clone());
                 for p in &pieces {

@@ -9,8 +9,8 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use rlm_plan::price::{Estimate, Limits};
-use rlm_plan::split::{split_reader, Cut, Piece};
-use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy};
+use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
+use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::{AgentJob, HostError, PlanArgs, SubRlmArgs};
 use serde_json::{json, Value};
 
@@ -57,11 +57,17 @@ impl Source {
     /// Cuts the input.
     fn split(&self, cut: &Cut) -> Result<Vec<Piece>, HostError> {
         let split = match self {
-            Self::Text(text) => split_reader(text.as_bytes(), cut),
+            Self::Text(text) => split_reader(text.as_bytes(), cut, MAX_PIECES),
             Self::File(path) => std::fs::File::open(path)
-                .and_then(|file| split_reader(BufReader::with_capacity(1 << 20, file), cut)),
+                .map_err(SplitError::from)
+                .and_then(|file| {
+                    split_reader(BufReader::with_capacity(1 << 20, file), cut, MAX_PIECES)
+                }),
         };
-        split.map_err(|e| HostError::RespondToModel(PlanError::Read(e.to_string()).to_string()))
+        split.map_err(|e| match e {
+            SplitError::Read(e) => refused(PlanError::Read(e.to_string())),
+            too_many => refused(PlanError::Shape(too_many.to_string())),
+        })
     }
 }
 
@@ -314,6 +320,11 @@ impl RunHost {
         let estimator = &self.sub_model.window.estimator;
         estimate.pieces += pieces.len() as u64;
         estimate.kept += kept.len() as u64;
+        if estimate.pieces > MAX_PIECES as u64 {
+            return Err(refused(PlanError::Shape(format!(
+                "the plan cuts its input into more than {MAX_PIECES} pieces, its nested plans' included; use larger `split.size`s"
+            ))));
+        }
         let tokens_of = |instruction: &str, piece: &Piece| {
             estimator.tokens_of(instruction) + estimator.tokens_of_chars(piece.chars as usize) + 32
         };
