@@ -8,6 +8,7 @@
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
+use regex::Regex;
 use rlm_plan::price::{Estimate, Limits};
 use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
 use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy, MAX_PIECES};
@@ -74,6 +75,12 @@ impl Source {
 /// A boxed future of the host (recursion through nested plans needs one).
 type Boxed<'a, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, HostError>> + Send + 'a>>;
+
+/// What each piece becomes: the map, and its pattern compiled once.
+struct Leaf<'a> {
+    map: &'a Map,
+    pattern: Option<Regex>,
+}
 
 /// A plan's input cut into pieces, and the pieces its regex filter keeps.
 struct Prepared {
@@ -398,12 +405,20 @@ impl RunHost {
         source: &Source,
         kept: &[(usize, Piece)],
     ) -> Result<Vec<(Piece, String)>, HostError> {
+        // A count's or an extraction's pattern, compiled once for every piece.
+        let pattern = match map {
+            Map::Count(p) | Map::Extract(p) => {
+                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
+            }
+            _ => None,
+        };
+        let leaf = &Leaf { map, pattern };
         let results = fan_out::in_order(
             kept.to_vec(),
             self.settings.delegation.max_parallel,
             |(index, piece)| async move {
                 let started = std::time::Instant::now();
-                let result = self.map_piece(plan_id, map, source, index, piece).await;
+                let result = self.map_piece(plan_id, leaf, source, index, piece).await;
                 let (shown, failed) = match &result {
                     Ok(text) => (crate::format::clip(text, 200), false),
                     Err(error) => (crate::format::clip(&error.to_string(), 200), true),
@@ -430,27 +445,24 @@ impl RunHost {
     async fn map_piece(
         &self,
         plan_id: &str,
-        map: &Map,
+        leaf: &Leaf<'_>,
         source: &Source,
         index: usize,
         piece: Piece,
     ) -> Result<String, HostError> {
         let text = source.read(&piece)?;
-        let result = match map {
-            Map::Ask(instruction) => {
+        let result = match (leaf.map, &leaf.pattern) {
+            (Map::Ask(instruction), _) => {
                 self.ask_sub(
                     sub_fit::with_context(instruction, Some(&text)),
                     CallPurpose::LlmQuery,
                 )
                 .await?
             }
-            Map::Count(pattern) => rlm_plan::pattern::compile(pattern)
-                .map_err(|e| refused(PlanError::Shape(e)))?
-                .find_iter(&text)
-                .count()
-                .to_string(),
-            Map::Extract(pattern) => extract(pattern, &text)?,
-            Map::SubRlm(query) => {
+            (Map::Count(_), Some(pattern)) => pattern.find_iter(&text).count().to_string(),
+            (Map::Extract(_), Some(pattern)) => extract(pattern, &text),
+            (Map::Count(_) | Map::Extract(_), None) => String::new(),
+            (Map::SubRlm(query), _) => {
                 self.sub_rlm(&SubRlmArgs {
                     query: query.clone(),
                     context: Some(Value::String(text)),
@@ -458,7 +470,7 @@ impl RunHost {
                 })
                 .await?
             }
-            Map::Agent(task) => {
+            (Map::Agent(task), _) => {
                 let key = format!("plan-piece-{}-{index}", crate::ids::AgentId::generate());
                 let scope = self.scope();
                 let k = key.clone();
@@ -481,7 +493,7 @@ impl RunHost {
                     other => other.to_string(),
                 }
             }
-            Map::Plan(inner) => {
+            (Map::Plan(inner), _) => {
                 let text = Source::Text(text);
                 let prepared = self.prepare(inner, &text).await?;
                 // The nested plan's leaves are traced as `<plan>.<piece>`.
@@ -493,35 +505,25 @@ impl RunHost {
     }
 
     /// An `ask` reduction: the sub-model combines the results in rounds that fit.
-    async fn combine(
-        &self,
-        instruction: &str,
-        mut answers: Vec<String>,
-    ) -> Result<String, HostError> {
+    async fn combine(&self, instruction: &str, answers: Vec<String>) -> Result<String, HostError> {
         let window = &self.sub_model.window;
         let budget = window.prompt_budget().await;
-        while answers.len() > 1 {
-            let groups = sub_fit::combine_groups(instruction, &answers, budget, &window.estimator)
-                .ok_or_else(|| {
-                    HostError::RespondToModel(
-                        "the plan's results are too long to combine within the sub-model's window; use a deterministic reduction".into(),
-                    )
-                })?;
-            let jobs: Vec<String> = groups
-                .into_iter()
-                .map(|range| {
-                    let first = range.start;
-                    sub_fit::combine_prompt(instruction, &answers[range], first)
-                })
-                .collect();
-            answers = fan_out::in_order(jobs, self.settings.delegation.max_parallel, |content| {
+        let limit = self.settings.delegation.max_parallel;
+        sub_fit::combine_rounds(instruction, answers, budget, &window.estimator, |jobs| async move {
+            fan_out::in_order(jobs, limit, |content| {
                 self.ask_sub(content, CallPurpose::LlmQuery)
             })
             .await
             .into_iter()
-            .collect::<Result<_, _>>()?;
-        }
-        Ok(answers.pop().unwrap_or_default())
+            .collect::<Result<Vec<String>, HostError>>()
+        })
+        .await
+        .map_err(|error| match error {
+            sub_fit::SplitError::Call(error) => error,
+            too_long => HostError::RespondToModel(format!(
+                "the plan's reduction: {too_long}; use a deterministic reduction (sum, union, concat…)"
+            )),
+        })
     }
 }
 
@@ -567,12 +569,11 @@ fn cut_of(plan: &Plan, fitting: u64, chars_per_token: f64) -> Result<Cut, HostEr
 }
 
 /// The matches of `pattern` in `text`, one per line (the first group when it has one).
-fn extract(pattern: &str, text: &str) -> Result<String, HostError> {
-    let regex = rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?;
-    Ok(regex
+fn extract(pattern: &Regex, text: &str) -> String {
+    pattern
         .captures_iter(text)
         .filter_map(|c| c.get(1).or_else(|| c.get(0)))
         .map(|m| m.as_str().to_owned())
         .collect::<Vec<_>>()
-        .join("\n"))
+        .join("\n")
 }

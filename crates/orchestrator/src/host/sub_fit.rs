@@ -129,20 +129,38 @@ where
         .enumerate()
         .map(|(i, text)| with_context(&piece_prompt(split.prompt, i, count), Some(text)))
         .collect();
-    let mut answers = ask(jobs).await.map_err(SplitError::Call)?;
+    let answers = ask(jobs).await.map_err(SplitError::Call)?;
+    let answer = combine_rounds(split.prompt, answers, split.budget, split.estimator, ask).await?;
+    Ok((answer, count))
+}
+
+/// Combines `answers` (each about a part, in order) into one for `prompt`: as many per
+/// call as fit `budget` tokens, asked through `ask`, in rounds until one is left.
+pub(crate) async fn combine_rounds<E, F, Fut>(
+    prompt: &str,
+    mut answers: Vec<String>,
+    budget: u64,
+    estimator: &TokenEstimator,
+    ask: F,
+) -> Result<String, SplitError<E>>
+where
+    F: Fn(Vec<String>) -> Fut,
+    Fut: Future<Output = Result<Vec<String>, E>>,
+{
+    let parts = answers.len();
     while answers.len() > 1 {
-        let groups = combine_groups(split.prompt, &answers, split.budget, split.estimator)
-            .ok_or(SplitError::TooLong { pieces: count })?;
+        let groups = combine_groups(prompt, &answers, budget, estimator)
+            .ok_or(SplitError::TooLong { pieces: parts })?;
         let jobs = groups
             .into_iter()
             .map(|range| {
                 let first = range.start;
-                combine_prompt(split.prompt, &answers[range], first)
+                combine_prompt(prompt, &answers[range], first)
             })
             .collect();
         answers = ask(jobs).await.map_err(SplitError::Call)?;
     }
-    Ok((answers.pop().unwrap_or_default(), count))
+    Ok(answers.pop().unwrap_or_default())
 }
 
 /// Characters of context a piece may hold beside `prompt` within `budget` tokens;
