@@ -50,11 +50,12 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
             "; await spawn_agent(task, [keys]) runs the external agent on stored variables",
         );
     }
-    delegate.push_str(". For counts, sums and lists over the whole context, await map_reduce(plan) runs a whole plan for you — cut into pieces, each asked or counted, the results reduced — priced first and refused with the figures if over budget, e.g. await map_reduce({split: {by: 'chars', size: 20000}, map: {ask: 'How many failed payments are listed? Answer with a number.'}, reduce: {op: 'sum'}}); map {count: 'ERROR'} or {extract: 'id=(\\d+)'} needs no model; reduce ops: sum, count, min, max, concat, vote, union, top_k, join.");
+    delegate.push_str(". For counts, sums and lists over the whole context, await map_reduce(plan) runs a whole plan for you — cut into pieces, each asked or counted, the results reduced — priced first and refused with the figures if over budget, e.g. await map_reduce({split: {by: 'chars', size: 20000}, map: {ask: 'How many failed payments are listed? Answer with a number.'}, reduce: {op: 'sum'}}); map {count: 'ERROR'} or {extract: 'id=(\\d+)'} needs no model; reduce ops: sum, count, min, max, concat, vote, union, top_k, join. The same step by step, each step a stored variable the next takes: const pieces = await ctx_split('context', {by: 'lines', size: 500}); const results = await ctx_map(pieces, {count: 'ERROR'}); const total = await ctx_reduce(results, {op: 'sum'}) (await ctx_filter(pieces, {regex: ...}) keeps some pieces).");
     let mut helpers = vec![
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters: .length, [i], .slice(a, b), for…of), query, history"),
         "peek(value, start=0, end=10)  search(value, pattern, regex=false, max_results=10)  find_relevant(value, query, top_k=5)".to_owned(),
         "await map_reduce({split, filter, map, reduce})  (map_reduce.last: pieces, kept, calls)".to_owned(),
+        "await ctx_split(input, {by, size}) → pieces  await ctx_filter(pieces, {regex}|{ask}) → pieces  await ctx_map(pieces, {ask}|{count}|{extract}|{sub_rlm}) → results  await ctx_reduce(results, {op}) → answer".to_owned(),
         "await summarize(value, max_tokens=500)  await llm_query(prompt, context=null, {split: false})  await llm_query_parallel(prompts, {split: false})  await sub_rlm(query, context=null)  await sub_rlm_parallel(jobs)".to_owned(),
     ];
     if features.agents {

@@ -14,13 +14,14 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
             "; spawn_agent(task, refs=[keys]) runs the external agent on stored variables",
         );
     }
-    delegate.push_str(". For counts, sums and lists over the whole context, map_reduce runs a whole plan for you — cut into pieces, each asked or counted, the results reduced — priced first and refused with the figures if over budget, e.g. map_reduce(split={'by': 'chars', 'size': 20000}, map={'ask': 'How many failed payments are listed? Answer with a number.'}, reduce={'op': 'sum'}); map={'count': 'ERROR'} or {'extract': 'id=(\\d+)'} needs no model; reduce ops: sum, count, min, max, concat, vote, union, top_k, join.");
+    delegate.push_str(". For counts, sums and lists over the whole context, map_reduce runs a whole plan for you — cut into pieces, each asked or counted, the results reduced — priced first and refused with the figures if over budget, e.g. map_reduce(split={'by': 'chars', 'size': 20000}, map={'ask': 'How many failed payments are listed? Answer with a number.'}, reduce={'op': 'sum'}); map={'count': 'ERROR'} or {'extract': 'id=(\\d+)'} needs no model; reduce ops: sum, count, min, max, concat, vote, union, top_k, join. The same step by step, each step a stored variable the next takes: pieces = ctx_split('context', by='lines', size=500); results = ctx_map(pieces, count='ERROR'); total = ctx_reduce(results, op='sum') (ctx_filter(pieces, regex=...) keeps some pieces).");
     let mut helpers = vec![
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters), query, history"),
         "peek(var, start=0, end=10)  search(var, pattern, regex=False, max_results=10)".to_owned(),
         "summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)".to_owned(),
         "llm_query(prompt, context=None, split=False)  llm_query_parallel(prompts, split=False)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
         "map_reduce(split={...}, filter={...}, map={...}, reduce={...})  (map_reduce.last: pieces, kept, calls)".to_owned(),
+        "ctx_split(input, by=, size=) → pieces  ctx_filter(pieces, regex=|ask=) → pieces  ctx_map(pieces, ask=|count=|extract=|sub_rlm=) → results  ctx_reduce(results, op=) → answer".to_owned(),
     ];
     if features.agents {
         helpers.push("spawn_agent(task, refs=None)  spawn_agents([(task, refs), ...])".to_owned());

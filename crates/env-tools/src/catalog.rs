@@ -41,6 +41,20 @@ pub enum MicroTool {
     /// the orchestrator over the whole variable (docs/plans.md).
     #[serde(rename = "ctx_map_reduce")]
     MapReduce,
+    /// `ctx_split(variable, by, size, overlap, pattern)`: the variable's pieces, stored
+    /// by reference as a new variable.
+    #[serde(rename = "ctx_split")]
+    Split,
+    /// `ctx_filter(pieces, regex | ask)`: the pieces kept, as a new variable.
+    #[serde(rename = "ctx_filter")]
+    Filter,
+    /// `ctx_map(pieces, ask | count | extract | sub_rlm)`: each piece's result, as a
+    /// new variable.
+    #[serde(rename = "ctx_map")]
+    Map,
+    /// `ctx_reduce(results, op)`: the results made one answer.
+    #[serde(rename = "ctx_reduce")]
+    Reduce,
     /// `final_answer(answer)`: ends the run.
     #[serde(rename = "final_answer")]
     FinalAnswer,
@@ -48,14 +62,24 @@ pub enum MicroTool {
 
 impl MicroTool {
     /// Every tool, in the order they are offered.
-    pub const ALL: [MicroTool; 6] = [
+    pub const ALL: [MicroTool; 10] = [
         Self::Length,
         Self::Grep,
         Self::Slice,
         Self::Summarize,
         Self::MapReduce,
+        Self::Split,
+        Self::Filter,
+        Self::Map,
+        Self::Reduce,
         Self::FinalAnswer,
     ];
+
+    /// True for the step-by-step combinators (`ctx_split`, `ctx_filter`, `ctx_map`,
+    /// `ctx_reduce`).
+    pub fn is_step(self) -> bool {
+        matches!(self, Self::Split | Self::Filter | Self::Map | Self::Reduce)
+    }
 
     /// The name the model calls it by.
     pub fn name(self) -> &'static str {
@@ -65,6 +89,10 @@ impl MicroTool {
             Self::Grep => "ctx_grep",
             Self::Summarize => "ctx_summarize",
             Self::MapReduce => "ctx_map_reduce",
+            Self::Split => "ctx_split",
+            Self::Filter => "ctx_filter",
+            Self::Map => "ctx_map",
+            Self::Reduce => "ctx_reduce",
             Self::FinalAnswer => "final_answer",
         }
     }
@@ -117,6 +145,48 @@ impl MicroTool {
                 }),
                 vec!["variable", "split", "map", "reduce"],
             ),
+            Self::Split => (
+                "Cuts a variable into pieces, stored as a new variable (by reference: nothing is copied) that ctx_filter and ctx_map take. Example: {\"variable\": \"context\", \"by\": \"lines\", \"size\": 200} gives pieces of 200 lines; leave out size for the largest piece the helper model takes.",
+                json!({
+                    "variable": variable,
+                    "by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex", "records"], "description": "the unit: chars, lines, tokens; regex (a record starts at each line matching `pattern`); records (the items of a JSON list)"},
+                    "size": {"type": "integer", "minimum": 1, "description": "units a piece (optional)"},
+                    "overlap": {"type": "integer", "minimum": 0, "description": "units each piece repeats from the one before (chars, lines; optional)"},
+                    "pattern": {"type": "string", "description": "for by=regex: where each record starts, e.g. ^\\d{4}-\\d{2}-\\d{2}"},
+                }),
+                vec!["variable", "by"],
+            ),
+            Self::Filter => (
+                "Keeps the pieces that match a regular expression (no model) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
+                json!({
+                    "pieces": {"type": "string", "description": "the pieces variable ctx_split or ctx_filter returned"},
+                    "regex": {"type": "string", "description": "keep the pieces this matches (case-insensitive)"},
+                    "ask": {"type": "string", "description": "or: a yes/no question about a piece"},
+                }),
+                vec!["pieces"],
+            ),
+            Self::Map => (
+                "Turns every piece into a result, in parallel, priced first (refused with the figures if over budget); a new results variable. Give one of: ask (the helper model answers about each piece), count or extract (a pattern's matches, no model), sub_rlm (a nested run). Example: {\"pieces\": \"pieces-…\", \"count\": \"ERROR\"}.",
+                json!({
+                    "pieces": {"type": "string", "description": "the pieces variable"},
+                    "ask": {"type": "string", "description": "a short, exact question a piece alone answers, e.g. How many failed payments are listed? Answer with a number."},
+                    "count": {"type": "string", "description": "a regular expression: its matches in each piece are counted"},
+                    "extract": {"type": "string", "description": "a regular expression: its matches in each piece are listed (the first group when it has one)"},
+                    "sub_rlm": {"type": "string", "description": "a query for a nested run on each piece"},
+                }),
+                vec!["pieces"],
+            ),
+            Self::Reduce => (
+                "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), join, top_k (with k), or ask (with instruction: the helper model combines them). Example: {\"results\": \"results-…\", \"op\": \"sum\"}.",
+                json!({
+                    "results": {"type": "string", "description": "the results variable ctx_map returned (or any list variable)"},
+                    "op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "top_k", "join", "ask"]},
+                    "k": {"type": "integer", "minimum": 1, "description": "for top_k"},
+                    "separator": {"type": "string", "description": "for concat and join"},
+                    "instruction": {"type": "string", "description": "for ask: how to combine the results"},
+                }),
+                vec!["results", "op"],
+            ),
             Self::FinalAnswer => (
                 "Ends the task with your answer.",
                 json!({ "answer": {"type": "string", "description": "the final answer"} }),
@@ -143,6 +213,10 @@ impl MicroTool {
             Self::Grep => "ctx_grep(variable, pattern)",
             Self::Summarize => "ctx_summarize(variable, instruction)",
             Self::MapReduce => "ctx_map_reduce(variable, split, filter, map, reduce)",
+            Self::Split => "ctx_split(variable, by, size, overlap, pattern)",
+            Self::Filter => "ctx_filter(pieces, regex | ask)",
+            Self::Map => "ctx_map(pieces, ask | count | extract | sub_rlm)",
+            Self::Reduce => "ctx_reduce(results, op, k, separator, instruction)",
             Self::FinalAnswer => "final_answer(answer)",
         }
     }
@@ -156,7 +230,7 @@ impl fmt::Display for MicroTool {
 
 /// A name that is not one of the tools.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tool `{name}`; the tools are ctx_length, ctx_grep, ctx_slice, ctx_summarize, ctx_map_reduce and final_answer")]
+#[error("unknown tool `{name}`; the tools are ctx_length, ctx_grep, ctx_slice, ctx_summarize, ctx_map_reduce, ctx_split, ctx_filter, ctx_map, ctx_reduce and final_answer")]
 pub struct UnknownTool {
     /// The name given.
     pub name: String,
@@ -305,6 +379,10 @@ fn example(tool: MicroTool) -> &'static str {
         MicroTool::MapReduce => {
             r#"{"variable": "context", "split": {"by": "chars", "size": 20000}, "map": {"count": "error"}, "reduce": {"op": "sum"}}"#
         }
+        MicroTool::Split => r#"{"variable": "context", "by": "lines", "size": 200}"#,
+        MicroTool::Filter => r#"{"pieces": "pieces-…", "regex": "error"}"#,
+        MicroTool::Map => r#"{"pieces": "pieces-…", "count": "error"}"#,
+        MicroTool::Reduce => r#"{"results": "results-…", "op": "sum"}"#,
         MicroTool::FinalAnswer => r#"{"answer": "..."}"#,
     }
 }

@@ -17,6 +17,7 @@
 //! Models without native tool calling write calls as text ([`text_protocol`]).
 
 mod catalog;
+mod combinators;
 mod lenient_json;
 mod prompt;
 mod read;

@@ -40,6 +40,12 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     if offers(MicroTool::MapReduce) {
         text.push_str("- For a count, a sum or a list over the whole context (more than one match could hold), use ctx_map_reduce rather than reading it piece by piece.\n");
     }
+    if [MicroTool::Split, MicroTool::Map, MicroTool::Reduce]
+        .iter()
+        .all(|tool| offers(*tool))
+    {
+        text.push_str("- The same, step by step: ctx_split, then ctx_filter (optional), ctx_map and ctx_reduce; each returns the name of a variable the next step takes. Example, counting the ERROR lines: ctx_split {\"variable\": \"context\", \"by\": \"lines\", \"size\": 500} returns pieces-1a2b; ctx_map {\"pieces\": \"pieces-1a2b\", \"count\": \"ERROR\"} returns results-3c4d; ctx_reduce {\"results\": \"results-3c4d\", \"op\": \"sum\"} returns the count.\n");
+    }
     text.push_str(
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );

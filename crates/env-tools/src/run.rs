@@ -129,6 +129,9 @@ impl ToolsEnv {
             MicroTool::Slice => self.slice(arguments).await,
             MicroTool::Summarize => return self.summarize(arguments).await,
             MicroTool::MapReduce => return self.map_reduce(arguments).await,
+            MicroTool::Split | MicroTool::Filter | MicroTool::Map | MicroTool::Reduce => {
+                return self.step(tool, arguments).await
+            }
             MicroTool::FinalAnswer => {
                 return Ok(match parse_args::<FinalAnswerArgs>(tool, arguments) {
                     Ok(args) => ToolOutcome {
@@ -341,6 +344,32 @@ impl ToolsEnv {
             Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(
                 "ctx_map_reduce failed: {message}"
             ))),
+            Err(fatal @ HostError::Fatal(_)) => Err(fatal),
+        }
+    }
+}
+
+impl ToolsEnv {
+    /// A combinator step: its host call, and what the model reads of the variable it
+    /// made (or of why it was refused).
+    async fn step(&self, tool: MicroTool, arguments: &str) -> Result<ToolOutcome, HostError> {
+        let key_of = |variable: &str| {
+            let source = self.source(variable).map_err(|e| e.to_string())?;
+            self.key_of(variable, &source).ok_or_else(|| {
+                format!("{tool} reads one text: `{variable}` holds several files; give the key of one stored variable")
+            })
+        };
+        let call = match crate::combinators::host_call(tool, arguments, key_of) {
+            Ok(call) => call,
+            Err(message) => return Ok(ToolOutcome::error(message)),
+        };
+        match self.host.call(call).await {
+            Ok(reply) => Ok(ToolOutcome::result(crate::combinators::describe(
+                tool, &reply,
+            ))),
+            Err(HostError::RespondToModel(message)) => {
+                Ok(ToolOutcome::error(format!("{tool} failed: {message}")))
+            }
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }
     }

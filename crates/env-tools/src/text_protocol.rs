@@ -102,7 +102,11 @@ fn arguments_of(tool: MicroTool, value: &Value) -> Map<String, Value> {
                 MicroTool::Grep
                 | MicroTool::Slice
                 | MicroTool::Summarize
-                | MicroTool::MapReduce => Map::new(),
+                | MicroTool::MapReduce
+                | MicroTool::Split
+                | MicroTool::Filter
+                | MicroTool::Map
+                | MicroTool::Reduce => Map::new(),
             },
         },
         _ => Map::new(),
@@ -211,6 +215,10 @@ fn parameters(tool: MicroTool) -> &'static [&'static str] {
         MicroTool::Grep => &["variable", "pattern"],
         MicroTool::Summarize => &["variable", "instruction"],
         MicroTool::MapReduce => &["variable", "split", "filter", "map", "reduce"],
+        MicroTool::Split => &["variable", "by", "size", "overlap", "pattern"],
+        MicroTool::Filter => &["pieces", "regex", "ask"],
+        MicroTool::Map => &["pieces", "ask", "count", "extract", "sub_rlm"],
+        MicroTool::Reduce => &["results", "op", "k", "separator", "instruction"],
         MicroTool::FinalAnswer => &["answer"],
     }
 }

@@ -24,6 +24,6 @@ pub use kind::EnvKind;
 pub use restartable::{Kernel, KernelSeed, QueryStart, Restartable};
 pub use rlm_protocol::{
     ContextShape, ContextSource, ExecOutcome, FinalAnswer, HistoryEntry, HostCall, HostError,
-    HostReply, PlanArgs, PromptArgs, ReplVariable, SubRlmArgs, ToolCall, ToolOutcome, ToolSpec,
-    CHUNK_CHARS,
+    HostReply, PlanArgs, PromptArgs, ReplVariable, SplitStepArgs, SubRlmArgs, ToolCall,
+    ToolOutcome, ToolSpec, CHUNK_CHARS,
 };

@@ -9,6 +9,9 @@ pub enum PlanError {
     /// A plan whose parts do not go together (sizes, patterns, nesting).
     #[error("the plan cannot run as written: {0}")]
     Shape(String),
+    /// A step was given a variable of the wrong kind (pieces where results go…).
+    #[error("{0}")]
+    WrongInput(String),
     /// The input could not be read while splitting.
     #[error("the plan's input could not be read: {0}")]
     Read(String),

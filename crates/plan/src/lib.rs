@@ -6,10 +6,11 @@
 //! ([`price`]). Running it is the orchestrator's; this crate holds what needs no
 //! model: the types ([`spec`]), the splitter ([`split`], streaming: a file of any size
 //! is cut in one pass with bounded memory), and the deterministic reductions
-//! ([`reduce`]).
+//! ([`reduce`]), and the variables the step-by-step combinators leave ([`pieces`]).
 
 pub mod error;
 pub mod pattern;
+pub mod pieces;
 pub mod price;
 pub mod reduce;
 pub mod spec;

@@ -163,28 +163,40 @@ impl Plan {
     }
 
     /// Checks what JSON cannot: sizes, patterns, combinations, nesting (at most
-    /// `depth_left` nested plans). Says what is wrong and how to write it.
+    /// [`crate::MAX_NESTING`] nested plans below `depth`). Says what is wrong and how
+    /// to write it.
     pub fn check_shape(&self, depth: u32) -> Result<(), PlanError> {
-        let split = &self.split;
         if self.input.trim().is_empty() {
             return Err(PlanError::Shape(
                 "`input` is empty: name a variable, e.g. \"context\"".into(),
             ));
         }
-        if split.size == Some(0) {
+        self.split.check()?;
+        if let Some(filter) = &self.filter {
+            filter.check()?;
+        }
+        self.map.check(depth)?;
+        self.reduce.check()
+    }
+}
+
+impl Split {
+    /// Checks the size, overlap and pattern go together.
+    pub fn check(&self) -> Result<(), PlanError> {
+        if self.size == Some(0) {
             return Err(PlanError::Shape(
                 "`split.size` is 0: give a positive size or leave it out".into(),
             ));
         }
-        if let Some(size) = split.size {
-            if split.overlap >= size {
+        if let Some(size) = self.size {
+            if self.overlap >= size {
                 return Err(PlanError::Shape(format!(
                     "`split.overlap` ({}) must be smaller than `split.size` ({size})",
-                    split.overlap
+                    self.overlap
                 )));
             }
         }
-        match (split.by, &split.pattern) {
+        match (self.by, &self.pattern) {
             (SplitBy::Regex, None) => {
                 return Err(PlanError::Shape(
                     "`split.by` is \"regex\" but there is no `split.pattern` (the start of a record, e.g. \"^\\\\d{4}-\\\\d{2}-\\\\d{2}\")".into(),
@@ -200,41 +212,61 @@ impl Plan {
             }
             (_, None) => {}
         }
-        if split.overlap > 0 && !matches!(split.by, SplitBy::Chars | SplitBy::Lines) {
+        if self.overlap > 0 && !matches!(self.by, SplitBy::Chars | SplitBy::Lines) {
             return Err(PlanError::Shape(
                 "`split.overlap` works with `chars` and `lines` only".into(),
             ));
         }
-        match &self.filter {
-            Some(Filter::Regex(p)) => crate::pattern::compile(p)
+        Ok(())
+    }
+}
+
+impl Filter {
+    /// Checks the pattern compiles and the question is not empty.
+    pub fn check(&self) -> Result<(), PlanError> {
+        match self {
+            Self::Regex(p) => crate::pattern::compile(p)
                 .map(|_| ())
-                .map_err(|e| PlanError::Shape(format!("`filter.regex`: {e}")))?,
-            Some(Filter::Ask(q)) if q.trim().is_empty() => {
-                return Err(PlanError::Shape("`filter.ask` is empty".into()))
+                .map_err(|e| PlanError::Shape(format!("`filter.regex`: {e}"))),
+            Self::Ask(q) if q.trim().is_empty() => {
+                Err(PlanError::Shape("`filter.ask` is empty".into()))
             }
-            _ => {}
+            Self::Ask(_) => Ok(()),
         }
-        match &self.map {
-            Map::Count(p) | Map::Extract(p) => crate::pattern::compile(p)
+    }
+}
+
+impl Map {
+    /// Checks the pattern or instruction, and a nested plan (at most
+    /// [`crate::MAX_NESTING`] deep below `depth`).
+    pub fn check(&self, depth: u32) -> Result<(), PlanError> {
+        match self {
+            Self::Count(p) | Self::Extract(p) => crate::pattern::compile(p)
                 .map(|_| ())
-                .map_err(|e| PlanError::Shape(format!("`map`: {e}")))?,
-            Map::Ask(text) | Map::SubRlm(text) | Map::Agent(text) if text.trim().is_empty() => {
-                return Err(PlanError::Shape("the `map` instruction is empty".into()))
+                .map_err(|e| PlanError::Shape(format!("`map`: {e}"))),
+            Self::Ask(text) | Self::SubRlm(text) | Self::Agent(text) if text.trim().is_empty() => {
+                Err(PlanError::Shape("the `map` instruction is empty".into()))
             }
-            Map::Plan(inner) => {
+            Self::Plan(inner) => {
                 if depth >= crate::MAX_NESTING {
                     return Err(PlanError::Shape(format!(
                         "plans nest at most {} deep",
                         crate::MAX_NESTING
                     )));
                 }
-                inner.check_shape(depth + 1)?;
+                inner.check_shape(depth + 1)
             }
-            _ => {}
+            _ => Ok(()),
         }
-        match &self.reduce {
-            Reduce::TopK { k: 0 } => Err(PlanError::Shape("`reduce.k` must be at least 1".into())),
-            Reduce::Ask { instruction } if instruction.trim().is_empty() => {
+    }
+}
+
+impl Reduce {
+    /// Checks `k` and the instruction.
+    pub fn check(&self) -> Result<(), PlanError> {
+        match self {
+            Self::TopK { k: 0 } => Err(PlanError::Shape("`reduce.k` must be at least 1".into())),
+            Self::Ask { instruction } if instruction.trim().is_empty() => {
                 Err(PlanError::Shape("`reduce.instruction` is empty".into()))
             }
             _ => Ok(()),

@@ -61,6 +61,34 @@ pub enum HostCall {
     /// checks against the budgets and runs; replies with `{answer, pieces, kept, calls,
     /// results}` (`results`: the variable holding each piece's result).
     RunPlan(PlanArgs),
+    /// `ctx_split(input, split)`: the plan's first step alone — the input cut into
+    /// pieces, stored by reference (byte ranges of its text) as a new variable; replies
+    /// with `{pieces, count, chars}` (`pieces`: that variable's key).
+    PlanSplit(SplitStepArgs),
+    /// `ctx_filter(pieces, filter)`: the pieces a regex or a yes/no question keeps, as
+    /// a new pieces variable; replies with `{pieces, count, of, calls}`.
+    PlanFilter {
+        /// The pieces variable (from `ctx_split` or `ctx_filter`).
+        pieces: String,
+        /// `{"regex": P}` or `{"ask": question}`.
+        filter: Value,
+    },
+    /// `ctx_map(pieces, map)`: every piece mapped, priced and checked first; replies with
+    /// `{results, count, calls}` (`results`: the variable holding each piece's result).
+    PlanMap {
+        /// The pieces variable.
+        pieces: String,
+        /// What each piece becomes, as a plan's `map`.
+        map: Value,
+    },
+    /// `ctx_reduce(results, reduce)`: a results variable (or any JSON list) reduced to
+    /// one answer; replies with `{answer, count}`.
+    PlanReduce {
+        /// The results variable, or any list variable.
+        results: String,
+        /// How, as a plan's `reduce`.
+        reduce: Value,
+    },
     /// `store.set(key, value)`: replies with the variable's reference.
     StoreSet {
         /// The variable's key.
@@ -128,6 +156,19 @@ pub struct PlanArgs {
     pub text: Option<String>,
 }
 
+/// The arguments of `ctx_split`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitStepArgs {
+    /// The variable to cut (`context` unless said), or a name for `text`.
+    pub input: String,
+    /// How, as a plan's `split`.
+    pub split: Value,
+    /// The input itself, when it is a value of the REPL rather than a store variable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
 /// The arguments of `sub_rlm`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -179,6 +220,10 @@ impl HostCall {
             Self::SpawnAgent(_) => "spawn_agent",
             Self::SpawnAgents { .. } => "spawn_agents",
             Self::RunPlan(_) => "run_plan",
+            Self::PlanSplit(_) => "plan_split",
+            Self::PlanFilter { .. } => "plan_filter",
+            Self::PlanMap { .. } => "plan_map",
+            Self::PlanReduce { .. } => "plan_reduce",
             Self::StoreSet { .. } => "store_set",
             Self::StoreSetRef { .. } => "store_set_ref",
             Self::StoreGet { .. } => "store_get",

@@ -23,7 +23,8 @@ pub mod totals;
 pub use context::{ContextShape, ContextSource, CHUNK_CHARS};
 pub use env_vars::EnvVars;
 pub use host_call::{
-    AgentJob, HostCall, HostError, HostReply, PlanArgs, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
+    AgentJob, HostCall, HostError, HostReply, PlanArgs, PromptArgs, SplitStepArgs, SubRlmArgs,
+    SUMMARY_MAX_TOKENS,
 };
 pub use ids::{AgentId, InvalidAgentId, RunId};
 pub use memo::CachedCall;

@@ -11,10 +11,10 @@ use serde_json::Value;
 use crate::support::Sandbox;
 
 /// What only a leaf's prompt holds: its piece of the log, after the instruction.
-const LEAF: &str = "\n\nContext:\nline ";
+pub(crate) const LEAF: &str = "\n\nContext:\nline ";
 
 /// 100 lines, 3 errors in every 10.
-fn log() -> String {
+pub(crate) fn log() -> String {
     (0..100)
         .map(|i| {
             if i % 10 < 3 {
@@ -27,7 +27,7 @@ fn log() -> String {
 }
 
 /// A root model that runs `code`, then answers with what it printed.
-fn script(code: &str) -> MockScript {
+pub(crate) fn script(code: &str) -> MockScript {
     MockScript::new()
         .rule(MockRule::contains(
             LEAF,
@@ -37,7 +37,7 @@ fn script(code: &str) -> MockScript {
         .then(MockReply::text("FINAL(done)"))
 }
 
-fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
+pub(crate) fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
     let context = sb.file("app.log", log());
     sb.bare()
         .arg("--data-dir")
@@ -53,7 +53,7 @@ fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
 }
 
 /// What the code printed in the run's first step.
-fn printed(sb: &Sandbox) -> String {
+pub(crate) fn printed(sb: &Sandbox) -> String {
     let runs = sb.data_dir().join("runs");
     let mut outputs = String::new();
     for run in std::fs::read_dir(runs).unwrap() {
@@ -70,7 +70,7 @@ fn printed(sb: &Sandbox) -> String {
 
 /// A run whose root model runs `code` then answers, against a fresh mock, with
 /// `extra` flags; it must succeed. The sandbox, the mock, and what the code printed.
-fn run_code(code: &str, extra: &[&str]) -> (Sandbox, MockLlmThread, String) {
+pub(crate) fn run_code(code: &str, extra: &[&str]) -> (Sandbox, MockLlmThread, String) {
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script(code)).unwrap();
     let out = run(&sb, &mock, extra);
@@ -84,7 +84,7 @@ fn run_code(code: &str, extra: &[&str]) -> (Sandbox, MockLlmThread, String) {
 }
 
 /// The stages of every plan event of the runs in `sb`, in order.
-fn plan_stages(sb: &Sandbox) -> Vec<String> {
+pub(crate) fn plan_stages(sb: &Sandbox) -> Vec<String> {
     let mut stages = Vec::new();
     for run in std::fs::read_dir(sb.data_dir().join("runs")).unwrap() {
         let events = std::fs::read_to_string(run.unwrap().path().join("events.jsonl")).unwrap();
@@ -99,7 +99,7 @@ fn plan_stages(sb: &Sandbox) -> Vec<String> {
 }
 
 /// `runs show` of the first run.
-fn runs_show(sb: &Sandbox) -> String {
+pub(crate) fn runs_show(sb: &Sandbox) -> String {
     let run = std::fs::read_dir(sb.data_dir().join("runs"))
         .unwrap()
         .next()
@@ -117,7 +117,7 @@ fn runs_show(sb: &Sandbox) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn leaf_requests(mock: &MockLlmThread) -> Vec<u64> {
+pub(crate) fn leaf_requests(mock: &MockLlmThread) -> Vec<u64> {
     mock.control()
         .requests()
         .iter()

@@ -67,6 +67,55 @@ globalThis.map_reduce = async function map_reduce(plan = {}) {
   return __rlm_text(reply !== null && typeof reply === "object" ? reply.answer : reply);
 };
 
+/** The parts given, without the unset ones. */
+function __rlm_parts(options) {
+  const plain = __rlm_plain(options || {});
+  const names = __rlm_safe.keys(plain);
+  const out = {};
+  for (let i = 0; i < names.length; i++) {
+    const value = plain[names[i]];
+    if (value !== undefined && value !== null) out[names[i]] = value;
+  }
+  return out;
+}
+
+/** Cuts a variable into pieces (docs/plans.md), stored by reference as a new variable;
+ * resolves to its key, for ctx_filter and ctx_map. options: {by, size, overlap,
+ * pattern}. Figures in ctx_split.last. */
+globalThis.ctx_split = async function ctx_split(input = "context", options = {}) {
+  const args = { input: __rlm_safe.String(input), split: __rlm_parts({ by: "chars", ...options }) };
+  if (typeof input === "string" && input in globalThis) {
+    const value = globalThis[input];
+    args.text = typeof value === "string" ? value : __rlm_safe.stringify(__rlm_plain(value));
+  }
+  const reply = await __rlm_call("plan_split", args);
+  globalThis.ctx_split.last = reply;
+  return reply.pieces;
+};
+
+/** The pieces a regex matches (no model) or the sub-model answers yes about, as a new
+ * pieces variable; resolves to its key. options: {regex} or {ask}. */
+globalThis.ctx_filter = async function ctx_filter(pieces, options = {}) {
+  const reply = await __rlm_call("plan_filter", { pieces: __rlm_safe.String(pieces), filter: __rlm_parts(options) });
+  globalThis.ctx_filter.last = reply;
+  return reply.pieces;
+};
+
+/** Every piece turned into a result, in parallel, priced first: options {ask}, {count},
+ * {extract}, {sub_rlm}, {agent} or {plan}. Resolves to the results variable's key. */
+globalThis.ctx_map = async function ctx_map(pieces, options = {}) {
+  const reply = await __rlm_call("plan_map", { pieces: __rlm_safe.String(pieces), map: __rlm_parts(options) });
+  globalThis.ctx_map.last = reply;
+  return reply.results;
+};
+
+/** The results made one answer: options {op, k, separator, instruction}. */
+globalThis.ctx_reduce = async function ctx_reduce(results, options = { op: "concat" }) {
+  const reply = await __rlm_call("plan_reduce", { results: __rlm_safe.String(results), reduce: __rlm_parts(options) });
+  globalThis.ctx_reduce.last = reply;
+  return __rlm_text(reply.answer);
+};
+
 /** A nested RLM (a child process at depth+1) on `query`; resolves to its answer. */
 globalThis.sub_rlm = async function sub_rlm(query, context = null) {
   const args = { query: __rlm_safe.String(query) };

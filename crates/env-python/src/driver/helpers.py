@@ -97,6 +97,80 @@ def map_reduce(plan=None, **parts):
 map_reduce.last = None
 
 
+def _step_input(name, args, helper):
+    """Puts the input `name` into a step's arguments: a stored variable by key, a value
+    of the REPL as its text."""
+    value = _MAIN.get(name, _MISSING) if isinstance(name, str) else _MISSING
+    if isinstance(name, LazyText) or isinstance(value, LazyText):
+        lazy = name if isinstance(name, LazyText) else value
+        if not lazy._key:
+            raise _lazy_whole(lazy, helper)
+        args["input"] = lazy._key
+    elif value is not _MISSING:
+        args["input"] = name
+        args["text"] = value if isinstance(value, str) else _dumps(value)
+    elif isinstance(name, str):
+        args["input"] = name
+    else:
+        raise TypeError(f"{helper}: give the name of a variable (e.g. \"context\"), not a {type(name).__name__}")
+
+
+def _parts(**options):
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def ctx_split(input="context", by="chars", size=None, overlap=None, pattern=None):
+    """Cuts a variable into pieces (docs/plans.md), stored by reference as a new
+    variable; returns its key, for ctx_filter and ctx_map. by: chars, lines, tokens,
+    regex (with pattern: where each record starts) or records (a JSON list's items);
+    size left out: the largest piece the sub-model takes. Figures in ctx_split.last.
+
+        pieces = ctx_split("context", by="lines", size=200)
+    """
+    args = {"split": _parts(by=by, size=size, overlap=overlap, pattern=pattern)}
+    _step_input(input, args, "ctx_split")
+    ctx_split.last = _host("plan_split", args)
+    return ctx_split.last["pieces"]
+
+
+def ctx_filter(pieces, regex=None, ask=None):
+    """The pieces a regex matches (no model) or the sub-model answers yes about, as a
+    new pieces variable; returns its key. Figures in ctx_filter.last."""
+    ctx_filter.last = _host("plan_filter", {"pieces": pieces, "filter": _parts(regex=regex, ask=ask)})
+    return ctx_filter.last["pieces"]
+
+
+def ctx_map(pieces, ask=None, count=None, extract=None, sub_rlm=None, agent=None, plan=None):
+    """Every piece turned into a result, in parallel, priced first (refused with the
+    figures if over budget): ask (the sub-model), count or extract (a pattern, no
+    model), sub_rlm (a nested run), agent, or a nested plan. Returns the key of the
+    results variable, for ctx_reduce (store.get(key) lists them). Figures in
+    ctx_map.last.
+
+        results = ctx_map(pieces, count="ERROR")
+    """
+    ctx_map.last = _host("plan_map", {
+        "pieces": pieces,
+        "map": _parts(ask=ask, count=count, extract=extract, sub_rlm=sub_rlm, agent=agent, plan=plan),
+    })
+    return ctx_map.last["results"]
+
+
+def ctx_reduce(results, op="concat", k=None, separator=None, instruction=None):
+    """The results (a ctx_map or map_reduce results variable, or any list variable)
+    made one answer: sum, count, min, max, concat, vote, union, top_k (k), join, or ask
+    (instruction: the sub-model combines them). Returns the answer.
+
+        total = ctx_reduce(results, op="sum")
+    """
+    reduce = _parts(op=op, k=k, separator=separator, instruction=instruction)
+    ctx_reduce.last = _host("plan_reduce", {"results": results, "reduce": reduce})
+    return _as_text(ctx_reduce.last["answer"])
+
+
+ctx_split.last = ctx_filter.last = ctx_map.last = ctx_reduce.last = None
+
+
 def sub_rlm(query, context=None):
     """A nested RLM (a child process at depth+1) on `query`; returns its answer."""
     args = {"query": str(query)}

@@ -7,7 +7,7 @@
 //! the calls of one run.
 
 mod fan_out;
-mod plan_run;
+mod plan;
 mod serve;
 mod sub_fit;
 

@@ -657,6 +657,10 @@ impl Host for RunHost {
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
             HostCall::RunPlan(args) => self.run_plan(args).await,
+            HostCall::PlanSplit(args) => self.plan_split(args).await,
+            HostCall::PlanFilter { pieces, filter } => self.plan_filter(pieces, filter).await,
+            HostCall::PlanMap { pieces, map } => self.plan_map(pieces, map).await,
+            HostCall::PlanReduce { results, reduce } => self.plan_reduce(results, reduce).await,
             HostCall::StoreSet { key, value } => self.store_set(key, value).await,
             HostCall::StoreSetRef { key, from } => self.store_set_ref(key, from).await,
             HostCall::StoreGet { key } => {

@@ -166,7 +166,17 @@ where
 /// Characters of context a piece may hold beside `prompt` within `budget` tokens;
 /// `None` when the prompt leaves no useful room.
 pub(crate) fn piece_chars(prompt: &str, budget: u64, estimator: &TokenEstimator) -> Option<usize> {
-    let prompt_tokens = estimator.tokens_of(prompt) + PIECE_MARGIN_TOKENS;
+    piece_chars_beside(estimator.tokens_of(prompt), budget, estimator)
+}
+
+/// Characters of context a piece may hold beside a prompt of `prompt_tokens` within
+/// `budget` tokens; `None` when the prompt leaves no useful room.
+pub(crate) fn piece_chars_beside(
+    prompt_tokens: u64,
+    budget: u64,
+    estimator: &TokenEstimator,
+) -> Option<usize> {
+    let prompt_tokens = prompt_tokens + PIECE_MARGIN_TOKENS;
     let room = budget.checked_sub(prompt_tokens)?;
     let (chars_per_token, _) = estimator.calibration();
     let chars = (room as f64 * chars_per_token * PIECE_SAFETY) as usize;

@@ -630,6 +630,10 @@ mod tools_medium {
                 "ctx_slice",
                 "ctx_summarize",
                 "ctx_map_reduce",
+                "ctx_split",
+                "ctx_filter",
+                "ctx_map",
+                "ctx_reduce",
                 "final_answer"
             ]
         );

@@ -1,0 +1,281 @@
+//! The combinators one step at a time (`ctx_split`, `ctx_filter`, `ctx_map`,
+//! `ctx_reduce`) in every environment, against the mock: each step leaves a variable
+//! the next takes (pieces by reference, not copies), a map over budget is refused
+//! before any call, a failing leaf is reported, pieces of a changed file are refused.
+
+use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript, MockToolCall};
+use serde_json::{json, Value};
+
+use super::plans::{leaf_requests, plan_stages, printed, run, run_code, runs_show, LEAF};
+use crate::support::Sandbox;
+
+/// The variable `key` of the sandbox's store, through `vars get`.
+fn var(sb: &Sandbox, key: &str) -> Value {
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["vars", "get", key])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn python_steps_leave_variables_the_next_step_takes() {
+    let code = "pieces = ctx_split('context', by='lines', size=10)\n\
+                kept = ctx_filter(pieces, regex='line [0-9]*[05]:')\n\
+                results = ctx_map(kept, ask='How many errors are in this piece? Answer with a number.')\n\
+                print(ctx_reduce(results, op='sum'))\n\
+                print(pieces, kept, results)\n\
+                print(ctx_split.last['count'], ctx_filter.last['count'], ctx_map.last['calls'])";
+    let (sb, mock, printed) = run_code(code, &["--max-parallel", "4"]);
+    let lines: Vec<&str> = printed.lines().collect();
+    // Every piece of 10 lines holds a line 0 or 5: all 10 kept, each answers 3.
+    assert_eq!(lines[0], "30", "{printed}");
+    assert_eq!(lines[2], "10 10 10", "{printed}");
+    assert_eq!(leaf_requests(&mock).len(), 10);
+    let keys: Vec<&str> = lines[1].split(' ').collect();
+    assert!(
+        keys[0].starts_with("pieces-") && keys[2].starts_with("results-"),
+        "{printed}"
+    );
+    // The pieces are byte ranges of the context's file, not its text.
+    let pieces = var(&sb, keys[0]);
+    assert_eq!(
+        pieces["pieces_of"].as_str().map(|k| k.is_empty()),
+        Some(false)
+    );
+    assert_eq!(pieces["pieces"].as_array().unwrap().len(), 10);
+    assert_eq!(
+        pieces["pieces"][1],
+        json!({"index": 1, "start": 119, "end": 248, "chars": 129})
+    );
+    assert!(pieces.to_string().len() < 1_500, "{pieces}");
+    let filtered = var(&sb, keys[1]);
+    assert_eq!(filtered["filtered"], json!([{"regex": "line [0-9]*[05]:"}]));
+    let results = var(&sb, keys[2]);
+    assert_eq!(results[9]["result"], "3 errors");
+    assert_eq!(results[9]["index"], 9);
+    // The map is a plan in the trace: priced, ten leaves, done.
+    let stages = plan_stages(&sb);
+    assert_eq!(stages.first().map(String::as_str), Some("priced"));
+    assert_eq!(stages.iter().filter(|s| *s == "leaf").count(), 10);
+    assert!(runs_show(&sb).contains("10 results"), "{}", runs_show(&sb));
+}
+
+#[test]
+fn a_map_over_budget_is_refused_before_any_call_and_a_bad_step_says_what_to_give() {
+    let code = "pieces = ctx_split('context', by='lines', size=10)\n\
+                try:\n    ctx_map(pieces, ask='How many errors?')\nexcept Exception as e:\n    print('refused:', e)\n\
+                store.set('notes', 'some text')\n\
+                try:\n    ctx_map('notes', count='x')\nexcept Exception as e:\n    print('wrong:', e)\n\
+                try:\n    ctx_map('context', count='x')\nexcept Exception as e:\n    print('missing:', e)\n\
+                try:\n    ctx_filter(pieces, regex='a', ask='b')\nexcept Exception as e:\n    print('two:', e)\n\
+                try:\n    ctx_reduce(pieces, op='median')\nexcept Exception as e:\n    print('op:', e)";
+    let (sb, mock, printed) = run_code(code, &["--max-llm-calls", "6"]);
+    assert!(
+        printed.contains("refused: the plan was refused before any call"),
+        "{printed}"
+    );
+    assert!(printed.contains("10 model calls"), "{printed}");
+    assert!(
+        printed.contains("wrong: `notes` is not a set of pieces: give the variable ctx_split or ctx_filter returned"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("missing: no variable `context`: give the pieces variable ctx_split or ctx_filter returned"),
+        "{printed}"
+    );
+    assert!(
+        printed
+            .contains("two: the plan is not valid: `filter` takes one of regex, ask, not several"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("op: the plan is not valid: `reduce`: unknown variant `median`"),
+        "{printed}"
+    );
+    assert!(leaf_requests(&mock).is_empty());
+    assert_eq!(plan_stages(&sb), ["refused"]);
+}
+
+#[test]
+fn a_failing_leaf_is_reported_not_hidden() {
+    let sb = Sandbox::new();
+    let code = "pieces = ctx_split('context', by='lines', size=50)\n\
+                try:\n    ctx_map(pieces, ask='How many errors are in this piece?')\nexcept Exception as e:\n    print('failed:', e)";
+    let script = MockScript::new()
+        .rule(MockRule::contains(
+            "line 99",
+            MockReply::error(400, "piece too odd"),
+        ))
+        .rule(MockRule::contains(LEAF, "15 errors"))
+        .then(MockReply::text(format!("```repl\n{code}\n```")))
+        .then(MockReply::text("FINAL(done)"));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    assert!(
+        printed.contains("failed: ") && printed.contains("400"),
+        "{printed}"
+    );
+    let failed_leaves = std::fs::read_dir(sb.data_dir().join("runs"))
+        .unwrap()
+        .flat_map(|run| {
+            let events = std::fs::read_to_string(run.unwrap().path().join("events.jsonl")).unwrap();
+            events
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|e| e["kind"] == "plan" && e["failed"] == true)
+                .count()
+                .checked_add(0)
+        })
+        .sum::<usize>();
+    assert_eq!(failed_leaves, 1, "the failing leaf is in the trace");
+}
+
+#[test]
+fn javascript_steps_chain_the_same_way() {
+    let code = "const pieces = await ctx_split('context', {by: 'chars', size: 300});\n\
+                const results = await ctx_map(pieces, {count: 'error'});\n\
+                console.log(await ctx_reduce(results, {op: 'sum'}));\n\
+                console.log(ctx_split.last.count, ctx_map.last.calls)";
+    let (_, mock, printed) = run_code(code, &["--env", "js"]);
+    assert_eq!(
+        printed.lines().collect::<Vec<_>>(),
+        ["30", "5 0"],
+        "{printed}"
+    );
+    assert_eq!(
+        mock.control().request_count(),
+        2,
+        "the root's two turns only"
+    );
+}
+
+#[test]
+fn the_tools_environment_offers_the_steps_and_chains_them() {
+    let sb = Sandbox::new();
+    // Each step's result names the variable the next takes; the mock reads it from
+    // the last message (the keys are random) and calls the next step with it.
+    let split = MockToolCall::new(
+        "ctx_split",
+        json!({"variable": "context", "by": "lines", "size": 25}),
+    );
+    let after = |marker: &'static str, prefix: &'static str, next: fn(String) -> MockToolCall| {
+        MockRule::function(format!("after {marker}"), move |request| {
+            // The last tool result (a state line follows it).
+            let texts = request.message_texts();
+            let last = texts.iter().rev().find(|t| !t.starts_with("State:"))?;
+            last.contains(marker)
+                .then(|| MockReply::tool_calls("", [next(key_in(last, prefix))]))
+        })
+    };
+    let script = MockScript::new()
+        .rule(MockRule::contains(LEAF, "7 errors"))
+        .rule(after("Next: ctx_map", "pieces-", |key| {
+            MockToolCall::new("ctx_map", json!({"pieces": key, "ask": "How many errors are in this piece? Answer with a number."}))
+        }))
+        .rule(after("Next: ctx_reduce", "results-", |key| {
+            MockToolCall::new("ctx_reduce", json!({"results": key, "op": "sum"}))
+        }))
+        .rule(after("(reduced from", "", |_| {
+            MockToolCall::new("final_answer", json!({"answer": "done"}))
+        }))
+        .then(MockReply::tool_calls("", [split]));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &["--env", "tools"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = printed(&sb);
+    assert!(printed.contains(": 4 pieces ("), "{printed}");
+    assert!(
+        printed.contains(": 4 results (4 model calls); the first: 7 errors"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("28\n(reduced from 4 results)"),
+        "{printed}"
+    );
+    let first = &mock.control().requests()[0];
+    for tool in ["ctx_split", "ctx_filter", "ctx_map", "ctx_reduce"] {
+        assert!(
+            first.tool_names().contains(&tool.to_owned()),
+            "{tool} offered"
+        );
+    }
+    assert!(first
+        .system_prompt()
+        .unwrap()
+        .contains("The same, step by step"));
+}
+
+/// The first word of `text` that starts with `prefix` (a variable's key).
+fn key_in(text: &str, prefix: &str) -> String {
+    let Some(at) = text.rfind(prefix).filter(|_| !prefix.is_empty()) else {
+        return String::new();
+    };
+    text[at..]
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn pieces_of_a_changed_file_are_refused_with_what_to_do() {
+    let sb = Sandbox::new();
+    let data = sb.file("data.txt", "alpha\nbeta\n".repeat(50));
+    let run_with = |code: &str| {
+        let script = MockScript::new()
+            .then(MockReply::text(format!("```repl\n{code}\n```")))
+            .then(MockReply::text("FINAL(done)"));
+        let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+        let out = sb
+            .bare()
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "count", "--model", "mock", "--no-stream"])
+            // The context stays the user's file (no copy): the pieces point into it.
+            .args(["--lazy-context", "always"])
+            .arg("--base-url")
+            .arg(mock.control().openai_base_url())
+            .arg("--context")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // One run cuts the file; the file grows; the next run maps the old pieces. (Pieces
+    // of a stored text point into its content-addressed view, which never changes.)
+    run_with("print(ctx_split('context', by='lines', size=10))");
+    std::fs::write(&data, "alpha\nbeta\n".repeat(51)).unwrap();
+    run_with(
+        "key = [r['key'] for r in store.list() if r['key'].startswith('pieces-')][0]\n\
+         try:\n    ctx_map(key, count='a')\nexcept Exception as e:\n    print('changed:', e)",
+    );
+    let printed = printed(&sb);
+    assert!(
+        printed
+            .contains("data.txt, which changed since the split (550 bytes, now 561): split `run-"),
+        "{printed}"
+    );
+}

@@ -1,0 +1,280 @@
+//! The combinator micro-tools, one step each (docs/plans.md): `ctx_split` cuts a
+//! variable into pieces, `ctx_filter` keeps some, `ctx_map` turns each into a result,
+//! `ctx_reduce` makes the results one answer. Each step's output is a store variable
+//! the next names (pieces by reference, results as a list); the orchestrator runs the
+//! steps ([`HostCall::PlanSplit`] and the rest), pricing any that calls a model
+//! before it does. Arguments are flat — `{"pieces": …, "count": "ERROR"}` rather
+//! than a nested plan — because small models write flat objects more reliably.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::catalog::{parse_args, MicroTool};
+use rlm_env::{HostCall, SplitStepArgs};
+
+/// `ctx_split`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SplitArgs {
+    /// `context` or a store key.
+    pub variable: String,
+    /// `chars`, `lines`, `tokens`, `regex` or `records`.
+    pub by: String,
+    /// Units a piece.
+    #[serde(default)]
+    pub size: Option<u64>,
+    /// Units repeated from the piece before.
+    #[serde(default)]
+    pub overlap: Option<u64>,
+    /// For `regex`: a record starts at each line this matches.
+    #[serde(default)]
+    pub pattern: Option<String>,
+}
+
+/// `ctx_filter`: exactly one of `regex` and `ask`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterArgs {
+    /// The pieces variable.
+    pub pieces: String,
+    /// Keep the pieces this matches.
+    #[serde(default)]
+    pub regex: Option<String>,
+    /// Keep the pieces the sub-model answers yes about.
+    #[serde(default)]
+    pub ask: Option<String>,
+}
+
+/// `ctx_map`: exactly one of `ask`, `count`, `extract`, `sub_rlm`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapArgs {
+    /// The pieces variable.
+    pub pieces: String,
+    /// The sub-model's answer to this about each piece.
+    #[serde(default)]
+    pub ask: Option<String>,
+    /// How many times this pattern matches in each piece (no model).
+    #[serde(default)]
+    pub count: Option<String>,
+    /// This pattern's matches in each piece (no model).
+    #[serde(default)]
+    pub extract: Option<String>,
+    /// A nested run on each piece with this query.
+    #[serde(default)]
+    pub sub_rlm: Option<String>,
+}
+
+/// `ctx_reduce`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReduceArgs {
+    /// The results variable (or any list variable).
+    pub results: String,
+    /// `sum`, `count`, `min`, `max`, `concat`, `vote`, `union`, `top_k`, `join`, `ask`.
+    pub op: String,
+    /// For `top_k`.
+    #[serde(default)]
+    pub k: Option<u64>,
+    /// For `concat` and `join`.
+    #[serde(default)]
+    pub separator: Option<String>,
+    /// For `ask`: how the sub-model combines the results.
+    #[serde(default)]
+    pub instruction: Option<String>,
+}
+
+/// The one `{name: value}` of the options given, or an error naming them.
+fn one_of(tool: MicroTool, options: &[(&str, &Option<String>)]) -> Result<Value, String> {
+    let given: Vec<(&str, &String)> = options
+        .iter()
+        .filter_map(|(name, value)| value.as_ref().map(|v| (*name, v)))
+        .collect();
+    let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+    match given.as_slice() {
+        [(name, value)] => Ok(json!({ *name: value })),
+        [] => Err(format!("{tool} needs one of {}", names.join(", "))),
+        _ => Err(format!(
+            "{tool} takes one of {}, not several: call it once for each",
+            names.join(", ")
+        )),
+    }
+}
+
+/// A combinator call's arguments as the host call it becomes; the error is the text
+/// the model reads.
+pub(crate) fn host_call(
+    tool: MicroTool,
+    arguments: &str,
+    variable_key: impl Fn(&str) -> Result<String, String>,
+) -> Result<HostCall, String> {
+    let fail = |e: crate::catalog::ArgsError| e.to_string();
+    match tool {
+        MicroTool::Split => {
+            let args: SplitArgs = parse_args(tool, arguments).map_err(fail)?;
+            let mut split = Map::new();
+            split.insert("by".into(), json!(args.by));
+            for (name, value) in [("size", args.size), ("overlap", args.overlap)] {
+                if let Some(value) = value {
+                    split.insert(name.into(), json!(value));
+                }
+            }
+            if let Some(pattern) = args.pattern {
+                split.insert("pattern".into(), json!(pattern));
+            }
+            Ok(HostCall::PlanSplit(SplitStepArgs {
+                input: variable_key(&args.variable)?,
+                split: Value::Object(split),
+                text: None,
+            }))
+        }
+        MicroTool::Filter => {
+            let args: FilterArgs = parse_args(tool, arguments).map_err(fail)?;
+            let filter = one_of(tool, &[("regex", &args.regex), ("ask", &args.ask)])?;
+            Ok(HostCall::PlanFilter {
+                pieces: args.pieces,
+                filter,
+            })
+        }
+        MicroTool::Map => {
+            let args: MapArgs = parse_args(tool, arguments).map_err(fail)?;
+            let map = one_of(
+                tool,
+                &[
+                    ("ask", &args.ask),
+                    ("count", &args.count),
+                    ("extract", &args.extract),
+                    ("sub_rlm", &args.sub_rlm),
+                ],
+            )?;
+            Ok(HostCall::PlanMap {
+                pieces: args.pieces,
+                map,
+            })
+        }
+        MicroTool::Reduce => {
+            let args: ReduceArgs = parse_args(tool, arguments).map_err(fail)?;
+            let mut reduce = Map::new();
+            reduce.insert("op".into(), json!(args.op));
+            if let Some(k) = args.k {
+                reduce.insert("k".into(), json!(k));
+            }
+            if let Some(separator) = args.separator {
+                reduce.insert("separator".into(), json!(separator));
+            }
+            if let Some(instruction) = args.instruction {
+                reduce.insert("instruction".into(), json!(instruction));
+            }
+            Ok(HostCall::PlanReduce {
+                results: args.results,
+                reduce: Value::Object(reduce),
+            })
+        }
+        other => Err(format!("{other} is not a combinator")),
+    }
+}
+
+/// What the model reads after a step: the variable it made, its figures, and what to
+/// call next.
+pub(crate) fn describe(tool: MicroTool, reply: &Value) -> String {
+    let text = |name: &str| reply[name].as_str().unwrap_or("?").to_owned();
+    match tool {
+        MicroTool::Split => format!(
+            "{}: {} pieces ({} characters in all, {}–{} a piece). Next: ctx_map (or ctx_filter) with {{\"pieces\": \"{}\", …}}.",
+            text("pieces"),
+            reply["count"],
+            reply["chars"]["total"],
+            reply["chars"]["smallest"],
+            reply["chars"]["largest"],
+            text("pieces")
+        ),
+        MicroTool::Filter => format!(
+            "{}: {} of {} pieces kept ({} model calls). Next: ctx_map with {{\"pieces\": \"{}\", …}}.",
+            text("pieces"),
+            reply["count"],
+            reply["of"],
+            reply["calls"],
+            text("pieces")
+        ),
+        MicroTool::Map => {
+            let first: Vec<String> = reply["first"]
+                .as_array()
+                .map(|items| items.iter().filter_map(|v| v.as_str()).map(str::to_owned).collect())
+                .unwrap_or_default();
+            format!(
+                "{}: {} results ({} model calls); the first: {}. Next: ctx_reduce with {{\"results\": \"{}\", \"op\": …}}.",
+                text("results"),
+                reply["count"],
+                reply["calls"],
+                first.join(" | "),
+                text("results")
+            )
+        }
+        _ => format!(
+            "{}\n(reduced from {} results)",
+            text("answer"),
+            reply["count"]
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(tool: MicroTool, arguments: &str) -> Result<HostCall, String> {
+        host_call(tool, arguments, |name| Ok(format!("key-of-{name}")))
+    }
+
+    #[test]
+    fn flat_arguments_become_the_plan_parts() {
+        assert_eq!(
+            call(
+                MicroTool::Split,
+                r#"{"variable": "context", "by": "lines", "size": 50}"#
+            )
+            .unwrap(),
+            HostCall::PlanSplit(SplitStepArgs {
+                input: "key-of-context".into(),
+                split: json!({"by": "lines", "size": 50}),
+                text: None,
+            })
+        );
+        assert_eq!(
+            call(
+                MicroTool::Map,
+                r#"{"pieces": "pieces-1", "count": "ERROR"}"#
+            )
+            .unwrap(),
+            HostCall::PlanMap {
+                pieces: "pieces-1".into(),
+                map: json!({"count": "ERROR"}),
+            }
+        );
+        assert_eq!(
+            call(
+                MicroTool::Reduce,
+                r#"{"results": "results-1", "op": "top_k", "k": 3}"#
+            )
+            .unwrap(),
+            HostCall::PlanReduce {
+                results: "results-1".into(),
+                reduce: json!({"op": "top_k", "k": 3}),
+            }
+        );
+    }
+
+    #[test]
+    fn one_option_exactly_and_the_error_names_them() {
+        let none = call(MicroTool::Filter, r#"{"pieces": "p"}"#).unwrap_err();
+        assert!(none.contains("needs one of regex, ask"), "{none}");
+        let two = call(
+            MicroTool::Map,
+            r#"{"pieces": "p", "ask": "a", "count": "b"}"#,
+        )
+        .unwrap_err();
+        assert!(two.contains("not several"), "{two}");
+        let unknown = call(MicroTool::Map, r#"{"pieces": "p", "sum": "b"}"#).unwrap_err();
+        assert!(unknown.contains("unknown field `sum`"), "{unknown}");
+    }
+}

@@ -1,0 +1,216 @@
+//! Running a priced plan: the yes/no filter, the map over every kept piece
+//! (`--max-parallel` at a time; each model call a normal sub-call — cached per leaf,
+//! accounted, traced — and each leaf an event), and the reduction.
+
+use rlm_plan::pieces::PieceResult;
+use rlm_plan::split::Piece;
+use rlm_plan::{Map, Plan, PlanError, Reduce};
+use rlm_protocol::host_call::{AgentJob, HostError, SubRlmArgs};
+use serde_json::Value;
+
+use super::{extract, refused, Boxed, Leaf, Prepared, Source};
+use crate::events::{CallPurpose, PlanStage};
+use crate::host::serve::RunHost;
+use crate::host::{fan_out, sub_fit};
+
+impl RunHost {
+    /// Runs `plan` over `prepared`: the yes/no filter, the map, the reduction; the
+    /// answer and each piece's result.
+    pub(super) fn execute<'a>(
+        &'a self,
+        plan: &'a Plan,
+        source: &'a Source,
+        prepared: Prepared,
+        plan_id: &'a str,
+    ) -> Boxed<'a, (String, Vec<PieceResult>)> {
+        Box::pin(async move {
+            let kept = match &plan.filter {
+                Some(rlm_plan::Filter::Ask(question)) => {
+                    self.ask_filter(question, source, prepared.kept).await?
+                }
+                _ => prepared.kept,
+            };
+            let results = self.map_pieces(plan_id, &plan.map, source, &kept).await?;
+            let texts: Vec<String> = results.iter().map(|r| r.result.clone()).collect();
+            let answer = self.reduce(&plan.reduce, texts).await?;
+            Ok((answer, results))
+        })
+    }
+
+    /// The results reduced to one answer: deterministically, or by the sub-model in
+    /// rounds that fit its window.
+    pub(super) async fn reduce(
+        &self,
+        reduce: &Reduce,
+        texts: Vec<String>,
+    ) -> Result<String, HostError> {
+        match reduce {
+            Reduce::Ask { instruction } => self.combine(instruction, texts).await,
+            other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
+                HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
+            }),
+        }
+    }
+
+    /// The pieces the sub-model answers yes about.
+    pub(super) async fn ask_filter(
+        &self,
+        question: &str,
+        source: &Source,
+        kept: Vec<(usize, Piece)>,
+    ) -> Result<Vec<(usize, Piece)>, HostError> {
+        let prompt = format!("{question}\nAnswer yes or no only.");
+        let answers = fan_out::in_order(
+            kept.clone(),
+            self.settings.delegation.max_parallel,
+            |(_, piece)| {
+                let prompt = prompt.clone();
+                async move {
+                    let text = source.read(&piece)?;
+                    self.ask_sub(
+                        sub_fit::with_context(&prompt, Some(&text)),
+                        CallPurpose::LlmQuery,
+                    )
+                    .await
+                }
+            },
+        )
+        .await;
+        let mut out = Vec::new();
+        for (piece, answer) in kept.into_iter().zip(answers) {
+            if answer?.trim_start().to_ascii_lowercase().starts_with("yes") {
+                out.push(piece);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Each kept piece's result, in order.
+    pub(super) async fn map_pieces(
+        &self,
+        plan_id: &str,
+        map: &Map,
+        source: &Source,
+        kept: &[(usize, Piece)],
+    ) -> Result<Vec<PieceResult>, HostError> {
+        // A count's or an extraction's pattern, compiled once for every piece.
+        let pattern = match map {
+            Map::Count(p) | Map::Extract(p) => {
+                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
+            }
+            _ => None,
+        };
+        let leaf = &Leaf { map, pattern };
+        let results = fan_out::in_order(
+            kept.to_vec(),
+            self.settings.delegation.max_parallel,
+            |(index, piece)| async move {
+                let started = std::time::Instant::now();
+                let result = self.map_piece(plan_id, leaf, source, index, piece).await;
+                let (shown, failed) = match &result {
+                    Ok(text) => (crate::format::clip(text, 200), false),
+                    Err(error) => (crate::format::clip(&error.to_string(), 200), true),
+                };
+                self.plan_event(
+                    plan_id,
+                    PlanStage::Leaf {
+                        index,
+                        start: piece.start,
+                        end: piece.end,
+                        duration_ms: started.elapsed().as_millis() as u64,
+                        result: shown,
+                        failed,
+                    },
+                );
+                result.map(|text| super::steps::piece_result(index, piece, text))
+            },
+        )
+        .await;
+        results.into_iter().collect()
+    }
+
+    /// One kept piece's result.
+    async fn map_piece(
+        &self,
+        plan_id: &str,
+        leaf: &Leaf<'_>,
+        source: &Source,
+        index: usize,
+        piece: Piece,
+    ) -> Result<String, HostError> {
+        let text = source.read(&piece)?;
+        let result = match (leaf.map, &leaf.pattern) {
+            (Map::Ask(instruction), _) => {
+                self.ask_sub(
+                    sub_fit::with_context(instruction, Some(&text)),
+                    CallPurpose::LlmQuery,
+                )
+                .await?
+            }
+            (Map::Count(_), Some(pattern)) => pattern.find_iter(&text).count().to_string(),
+            (Map::Extract(_), Some(pattern)) => extract(pattern, &text),
+            (Map::Count(_) | Map::Extract(_), None) => String::new(),
+            (Map::SubRlm(query), _) => {
+                self.sub_rlm(&SubRlmArgs {
+                    query: query.clone(),
+                    context: Some(Value::String(text)),
+                    context_key: None,
+                })
+                .await?
+            }
+            (Map::Agent(task), _) => {
+                let key = format!("plan-piece-{}-{index}", crate::ids::AgentId::generate());
+                let scope = self.scope();
+                let k = key.clone();
+                self.blocking(move |store| {
+                    store.set(
+                        &k,
+                        Value::String(text),
+                        rlm_context_store::SetOptions::default().scope(scope),
+                    )
+                })
+                .await?;
+                let answer = self
+                    .spawn_agent(&AgentJob {
+                        task: task.clone(),
+                        refs: vec![key],
+                    })
+                    .await?;
+                match answer {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }
+            }
+            (Map::Plan(inner), _) => {
+                let text = Source::Text(text);
+                let prepared = self.prepare(inner, &text).await?;
+                // The nested plan's leaves are traced as `<plan>.<piece>`.
+                let nested = format!("{plan_id}.{index}");
+                self.execute(inner, &text, prepared, &nested).await?.0
+            }
+        };
+        Ok(result)
+    }
+
+    /// An `ask` reduction: the sub-model combines the results in rounds that fit.
+    async fn combine(&self, instruction: &str, answers: Vec<String>) -> Result<String, HostError> {
+        let window = &self.sub_model.window;
+        let budget = window.prompt_budget().await;
+        let limit = self.settings.delegation.max_parallel;
+        sub_fit::combine_rounds(instruction, answers, budget, &window.estimator, |jobs| async move {
+            fan_out::in_order(jobs, limit, |content| {
+                self.ask_sub(content, CallPurpose::LlmQuery)
+            })
+            .await
+            .into_iter()
+            .collect::<Result<Vec<String>, HostError>>()
+        })
+        .await
+        .map_err(|error| match error {
+            sub_fit::SplitError::Call(error) => error,
+            too_long => HostError::RespondToModel(format!(
+                "the plan's reduction: {too_long}; use a deterministic reduction (sum, union, concat…)"
+            )),
+        })
+    }
+}

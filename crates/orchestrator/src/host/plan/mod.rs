@@ -1,0 +1,323 @@
+//! Running a combinator plan (`map_reduce`, docs/plans.md): the input is cut into
+//! pieces in one streaming pass (byte ranges of its text view: a file is never copied
+//! or loaded whole), the pieces filtered, the plan priced and checked against the
+//! budgets and the sub-model's window — and refused with the figures before any call
+//! — then every kept piece mapped (`--max-parallel` at a time, each model call a normal
+//! sub-call: cached per leaf, accounted, traced) and the results reduced.
+
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use regex::Regex;
+use rlm_plan::price::Estimate;
+use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
+use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy, MAX_PIECES};
+use rlm_protocol::host_call::{HostError, PlanArgs};
+use serde_json::{json, Value};
+
+use super::serve::RunHost;
+use super::sub_fit;
+use crate::events::{EventData, PlanRecord, PlanStage};
+
+mod execute;
+mod price;
+mod steps;
+
+/// Where the plan's input is read from.
+enum Source {
+    /// A file: the store's text view of a variable (the file itself for a `file`
+    /// variable).
+    File(PathBuf),
+    /// Text the REPL sent.
+    Text(String),
+}
+
+impl Source {
+    /// The text of `piece`.
+    fn read(&self, piece: &Piece) -> Result<String, HostError> {
+        match self {
+            Self::Text(text) => Ok(text
+                .get(piece.start as usize..piece.end as usize)
+                .unwrap_or_default()
+                .to_owned()),
+            Self::File(path) => {
+                let fail = |e: std::io::Error| {
+                    HostError::RespondToModel(format!(
+                        "the plan's input {} could not be read: {e}",
+                        path.display()
+                    ))
+                };
+                let mut file = std::fs::File::open(path).map_err(fail)?;
+                file.seek(SeekFrom::Start(piece.start)).map_err(fail)?;
+                let mut bytes = Vec::new();
+                file.take(piece.end - piece.start)
+                    .read_to_end(&mut bytes)
+                    .map_err(fail)?;
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+        }
+    }
+
+    /// Cuts the input.
+    fn split(&self, cut: &Cut) -> Result<Vec<Piece>, HostError> {
+        let split = match self {
+            Self::Text(text) => split_reader(text.as_bytes(), cut, MAX_PIECES),
+            Self::File(path) => std::fs::File::open(path)
+                .map_err(SplitError::from)
+                .and_then(|file| {
+                    split_reader(BufReader::with_capacity(1 << 20, file), cut, MAX_PIECES)
+                }),
+        };
+        split.map_err(|e| match e {
+            SplitError::Read(e) => refused(PlanError::Read(e.to_string())),
+            too_many => refused(PlanError::Shape(too_many.to_string())),
+        })
+    }
+}
+
+/// A boxed future of the host (recursion through nested plans needs one).
+type Boxed<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, HostError>> + Send + 'a>>;
+
+/// What each piece becomes: the map, and its pattern compiled once.
+struct Leaf<'a> {
+    map: &'a Map,
+    pattern: Option<Regex>,
+}
+
+/// A plan's input cut into pieces, and the pieces its regex filter keeps.
+struct Prepared {
+    pieces: Vec<Piece>,
+    kept: Vec<(usize, Piece)>,
+}
+
+/// How many plans deep `plan` nests (0: it maps with no plan).
+fn nesting_of(plan: &Plan) -> u32 {
+    nesting_of_map(&plan.map)
+}
+
+/// How many plans deep a map nests (0: it is not a plan).
+fn nesting_of_map(map: &Map) -> u32 {
+    match map {
+        Map::Plan(inner) => 1 + nesting_of(inner),
+        _ => 0,
+    }
+}
+
+/// The model's error for a plan that cannot run.
+fn refused(error: PlanError) -> HostError {
+    HostError::RespondToModel(error.to_string())
+}
+
+impl RunHost {
+    /// Runs `map_reduce`: prices the plan, checks it, runs it; replies with the answer
+    /// and the figures.
+    pub(super) async fn run_plan(&self, args: PlanArgs) -> Result<Value, HostError> {
+        let started = std::time::Instant::now();
+        let plan_id = crate::ids::AgentId::generate().to_string();
+        let spec = args.plan.clone();
+        let plan: Plan = serde_json::from_value(args.plan)
+            .map_err(|e| refused(PlanError::Json(e.to_string())))?;
+        plan.check_shape(0).map_err(refused)?;
+        let nesting = nesting_of(&plan);
+        let max_depth = self.settings.delegation.max_depth;
+        if nesting > max_depth {
+            return Err(refused(PlanError::Shape(format!(
+                "the plan nests {nesting} plans deep, over --max-depth {max_depth}"
+            ))));
+        }
+        let source = match (args.text, plan.split.by) {
+            // A JSON list's items, one per line: `records` then cuts lines.
+            (text, SplitBy::Records) => Source::Text(self.records_of(&plan.input, text).await?),
+            (Some(text), _) => Source::Text(text),
+            (None, _) => {
+                let key = plan.input.clone();
+                Source::File(self.blocking(move |store| store.text_view(&key)).await?)
+            }
+        };
+        let prepared = self.prepare(&plan, &source).await?;
+        let limits = self.plan_limits().await;
+        let mut estimate = Estimate::default();
+        let checked = self
+            .price_into(&plan, &source, &prepared, &limits, &mut estimate)
+            .await
+            .and_then(|()| estimate.check(&limits).map_err(refused));
+        if let Err(error) = checked {
+            self.plan_event(
+                &plan_id,
+                PlanStage::Refused {
+                    reason: error.to_string(),
+                },
+            );
+            return Err(error);
+        }
+        self.plan_event(
+            &plan_id,
+            PlanStage::Priced {
+                spec,
+                pieces: estimate.pieces,
+                kept: estimate.kept,
+                calls: estimate.calls,
+                prompt_tokens: estimate.prompt_tokens,
+            },
+        );
+        let pieces = prepared.pieces.len();
+        let (answer, results) = self.execute(&plan, &source, prepared, &plan_id).await?;
+        let key = format!("plan-{plan_id}-results");
+        let stored = json!(results);
+        let scope = self.scope();
+        let k = key.clone();
+        self.blocking(move |store| {
+            store.set(
+                &k,
+                stored,
+                rlm_context_store::SetOptions::default().scope(scope),
+            )
+        })
+        .await?;
+        self.plan_event(
+            &plan_id,
+            PlanStage::Done {
+                answer: crate::format::clip(&answer, 500),
+                results: key.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            },
+        );
+        Ok(json!({
+            "answer": answer,
+            "pieces": pieces,
+            "kept": results.len(),
+            "calls": estimate.calls,
+            "results": key,
+        }))
+    }
+
+    /// The items of the JSON list `input` names (or `text` holds), one compact JSON
+    /// value a line, for a `records` split.
+    async fn records_of(&self, input: &str, text: Option<String>) -> Result<String, HostError> {
+        let value = match text {
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                refused(PlanError::Shape(format!(
+                    "`records` splits a JSON list, and the input is not JSON ({e}): use `lines` or `regex`"
+                )))
+            })?,
+            None => {
+                let key = input.to_owned();
+                Value::clone(&*self.blocking(move |store| store.get(&key)).await?)
+            }
+        };
+        let Value::Array(items) = value else {
+            return Err(refused(PlanError::Shape(
+                "`records` splits a JSON list, and the input is not a list: use `lines` or `regex`"
+                    .into(),
+            )));
+        };
+        Ok(items.iter().map(|item| format!("{item}\n")).collect())
+    }
+
+    /// Cuts `source` as `plan` says and applies its regex filter (no model).
+    async fn prepare(&self, plan: &Plan, source: &Source) -> Result<Prepared, HostError> {
+        let instruction = self
+            .sub_model
+            .window
+            .estimator
+            .tokens_of(leaf_instruction(&plan.map));
+        let pieces = self.cut(&plan.split, instruction, source).await?;
+        let kept = match &plan.filter {
+            Some(Filter::Regex(pattern)) => {
+                keep_matching(pattern, source, pieces.iter().copied().enumerate())?
+            }
+            _ => pieces.iter().copied().enumerate().collect(),
+        };
+        Ok(Prepared { pieces, kept })
+    }
+
+    /// Cuts `source` as `split` says; a size left out is the largest piece the
+    /// sub-model's window takes beside an instruction of `instruction_tokens`.
+    async fn cut(
+        &self,
+        split: &Split,
+        instruction_tokens: u64,
+        source: &Source,
+    ) -> Result<Vec<Piece>, HostError> {
+        let window = &self.sub_model.window;
+        let budget = window.prompt_budget().await;
+        let (chars_per_token, _) = window.estimator.calibration();
+        let fitting = sub_fit::piece_chars_beside(instruction_tokens, budget, &window.estimator)
+            .unwrap_or(1_000);
+        source.split(&cut_of(split, fitting as u64, chars_per_token)?)
+    }
+
+    fn plan_event(&self, plan_id: &str, stage: PlanStage) {
+        self.sink.emit(EventData::Plan(PlanRecord {
+            plan_id: plan_id.to_owned(),
+            stage,
+        }));
+    }
+}
+
+/// The instruction a leaf call carries (for sizing the pieces around it).
+fn leaf_instruction(map: &Map) -> &str {
+    match map {
+        Map::Ask(text) | Map::SubRlm(text) | Map::Agent(text) => text,
+        Map::Count(_) | Map::Extract(_) | Map::Plan(_) => "",
+    }
+}
+
+/// The cut `split` asks for; `fitting`: characters of a piece the sub-model's
+/// window takes beside the instruction (the size when none is given).
+fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, HostError> {
+    Ok(match split.by {
+        SplitBy::Chars => Cut::Chars {
+            size: split.size.unwrap_or(fitting),
+            overlap: split.overlap,
+        },
+        SplitBy::Tokens => Cut::Chars {
+            size: split
+                .size
+                .map_or(fitting, |tokens| (tokens as f64 * chars_per_token) as u64)
+                .max(1),
+            overlap: 0,
+        },
+        SplitBy::Lines => Cut::Lines {
+            size: split.size.unwrap_or(100),
+            overlap: split.overlap,
+        },
+        SplitBy::Regex => Cut::Records {
+            start: rlm_plan::pattern::compile(split.pattern.as_deref().unwrap_or_default())
+                .map_err(|e| refused(PlanError::Shape(e)))?,
+            size: split.size,
+        },
+        // The input was made one item a line (`records_of`).
+        SplitBy::Records => Cut::Lines {
+            size: split.size.unwrap_or(1),
+            overlap: 0,
+        },
+    })
+}
+
+/// The pieces whose text matches `pattern` (case-insensitive).
+fn keep_matching(
+    pattern: &str,
+    source: &Source,
+    pieces: impl Iterator<Item = (usize, Piece)>,
+) -> Result<Vec<(usize, Piece)>, HostError> {
+    let regex = rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?;
+    let mut kept = Vec::new();
+    for (index, piece) in pieces {
+        if regex.is_match(&source.read(&piece)?) {
+            kept.push((index, piece));
+        }
+    }
+    Ok(kept)
+}
+
+/// The matches of `pattern` in `text`, one per line (the first group when it has one).
+fn extract(pattern: &Regex, text: &str) -> String {
+    pattern
+        .captures_iter(text)
+        .filter_map(|c| c.get(1).or_else(|| c.get(0)))
+        .map(|m| m.as_str().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

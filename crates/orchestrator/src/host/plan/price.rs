@@ -1,0 +1,149 @@
+//! A plan's price, before any call: the calls each part makes (a yes/no filter, the
+//! map, a model reduction) with their estimated prompts, added up and checked against
+//! the sub-model's window and what the run's and the tree's budgets leave.
+
+use rlm_plan::price::{Estimate, Limits};
+use rlm_plan::split::Piece;
+use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, MAX_PIECES};
+use rlm_protocol::host_call::HostError;
+
+use super::{refused, Boxed, Prepared, Source};
+use crate::host::serve::RunHost;
+use crate::window::answer_reserve;
+
+impl RunHost {
+    /// Adds every call of `plan` over `prepared` to `estimate` — a nested plan's over
+    /// each of its pieces, cut here already — and fails on a piece too large for the
+    /// window.
+    pub(super) fn price_into<'a>(
+        &'a self,
+        plan: &'a Plan,
+        source: &'a Source,
+        prepared: &'a Prepared,
+        limits: &'a Limits,
+        estimate: &'a mut Estimate,
+    ) -> Boxed<'a, ()> {
+        Box::pin(async move {
+            self.price(plan, &prepared.pieces, &prepared.kept, limits, estimate)?;
+            if let Map::Plan(inner) = &plan.map {
+                for (_, piece) in &prepared.kept {
+                    let text = Source::Text(source.read(piece)?);
+                    let inner_prepared = self.prepare(inner, &text).await?;
+                    self.price_into(inner, &text, &inner_prepared, limits, estimate)
+                        .await?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// What the run's and its tree's budgets leave for a plan, and the sub-model's
+    /// window.
+    pub(super) async fn plan_limits(&self) -> Limits {
+        let window = &self.sub_model.window;
+        let prompt_budget = window.prompt_budget().await;
+        let (chars_per_token, _) = window.estimator.calibration();
+        // This run's budgets and the whole tree's, the tighter of each.
+        let left = self.accounting.left();
+        let tokens = window.window().await.tokens;
+        Limits {
+            prompt_budget,
+            answer_tokens: answer_reserve(tokens).min(512),
+            chars_per_token,
+            calls_left: left.calls,
+            tokens_left: left.tokens,
+            cost_left_usd: left.cost_usd,
+            usd_per_million: self
+                .sub_model
+                .price
+                .map(|p| (p.input_usd_per_million, p.output_usd_per_million)),
+        }
+    }
+
+    /// Every call the plan will make, added up; a piece too large for the window
+    /// fails here, before any call.
+    fn price(
+        &self,
+        plan: &Plan,
+        pieces: &[Piece],
+        kept: &[(usize, Piece)],
+        limits: &Limits,
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
+        estimate.pieces += pieces.len() as u64;
+        estimate.kept += kept.len() as u64;
+        if estimate.pieces > MAX_PIECES as u64 {
+            return Err(refused(PlanError::Shape(format!(
+                "the plan cuts its input into more than {MAX_PIECES} pieces, its nested plans' included; use larger `split.size`s"
+            ))));
+        }
+        if let Some(Filter::Ask(question)) = &plan.filter {
+            self.price_ask_filter(question, kept, limits, estimate)?;
+        }
+        self.price_map(&plan.map, kept, limits, estimate)?;
+        self.price_reduce(&plan.reduce, kept.len(), limits, estimate)
+    }
+
+    /// A yes/no filter's calls: one a piece.
+    pub(super) fn price_ask_filter(
+        &self,
+        question: &str,
+        kept: &[(usize, Piece)],
+        limits: &Limits,
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
+        for (index, piece) in kept {
+            estimate
+                .call(*index, self.leaf_tokens(question, piece), false, limits)
+                .map_err(refused)?;
+        }
+        Ok(())
+    }
+
+    /// The map's calls: one a piece that asks a model or an agent (a nested plan's
+    /// are priced over its own pieces).
+    pub(super) fn price_map(
+        &self,
+        map: &Map,
+        kept: &[(usize, Piece)],
+        limits: &Limits,
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
+        let estimator = &self.sub_model.window.estimator;
+        for (index, piece) in kept {
+            match map {
+                Map::Ask(instruction) => estimate
+                    .call(*index, self.leaf_tokens(instruction, piece), false, limits)
+                    .map_err(refused)?,
+                Map::SubRlm(query) | Map::Agent(query) => estimate
+                    .call(*index, estimator.tokens_of(query), true, limits)
+                    .map_err(refused)?,
+                Map::Count(_) | Map::Extract(_) | Map::Plan(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A model reduction's calls over `results` answers (none for a deterministic one).
+    pub(super) fn price_reduce(
+        &self,
+        reduce: &Reduce,
+        results: usize,
+        limits: &Limits,
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
+        if let Reduce::Ask { instruction } = reduce {
+            let estimator = &self.sub_model.window.estimator;
+            estimate
+                .combine(results as u64, estimator.tokens_of(instruction), limits)
+                .map_err(refused)?;
+        }
+        Ok(())
+    }
+
+    /// The estimated prompt of one leaf call: the instruction and the piece.
+    fn leaf_tokens(&self, instruction: &str, piece: &Piece) -> u64 {
+        let estimator = &self.sub_model.window.estimator;
+        estimator.tokens_of(instruction) + estimator.tokens_of_chars(piece.chars as usize) + 32
+    }
+}

@@ -1,0 +1,325 @@
+//! The combinators one step at a time (`ctx_split`, `ctx_filter`, `ctx_map`,
+//! `ctx_reduce` in every environment): the cutting, pricing, mapping and reducing of
+//! a whole plan ([`RunHost::run_plan`]), with each step's output a store variable the
+//! next step names. Pieces are references — byte ranges of the input's text file,
+//! never the text again — so cutting a 10 GB file costs a list of offsets; a step that
+//! calls a model is priced and checked against the window and every budget first.
+
+use std::path::PathBuf;
+
+use rlm_context_store::SetOptions;
+use rlm_plan::pieces::{texts_to_reduce, PieceRef, PieceResult, PieceSet};
+use rlm_plan::price::{Estimate, Limits};
+use rlm_plan::split::Piece;
+use rlm_plan::{Filter, Map, PlanError, Reduce, Split, SplitBy};
+use rlm_protocol::host_call::{HostError, SplitStepArgs};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::{keep_matching, nesting_of_map, refused, Source};
+use crate::events::PlanStage;
+use crate::host::serve::RunHost;
+
+/// Tokens a split with no size leaves beside each piece for the instruction that will
+/// map it (an instruction longer than this may find the pieces too large, and is told).
+const STEP_INSTRUCTION_TOKENS: u64 = 200;
+
+/// A step's part (`split`, `filter`, `map`, `reduce`) read from the JSON the model gave.
+fn part<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, HostError> {
+    serde_json::from_value(value).map_err(|e| refused(PlanError::Json(format!("`{name}`: {e}"))))
+}
+
+/// A part that is one of several options (`filter`, `map`): exactly one given.
+fn one_option<T: DeserializeOwned>(
+    name: &str,
+    options: &str,
+    value: Value,
+) -> Result<T, HostError> {
+    match &value {
+        Value::Object(given) if given.len() != 1 => Err(refused(PlanError::Json(format!(
+            "`{name}` takes one of {options}, not several (and not none): {value}"
+        )))),
+        _ => part(name, value),
+    }
+}
+
+/// Priced, or refused with the figures.
+fn checked(estimate: &Estimate, limits: &Limits) -> Result<(), HostError> {
+    estimate.check(limits).map_err(refused)
+}
+
+impl RunHost {
+    /// `ctx_split`: cuts the input and stores its pieces by reference.
+    pub(in crate::host) async fn plan_split(
+        &self,
+        args: SplitStepArgs,
+    ) -> Result<Value, HostError> {
+        let split: Split = part("split", args.split)?;
+        split.check().map_err(refused)?;
+        let key = format!("pieces-{}", crate::ids::AgentId::generate());
+        let file = match (args.text, split.by) {
+            // A JSON list's items, one per line: `records` then cuts lines.
+            (text, SplitBy::Records) => {
+                let lines = self.records_of(&args.input, text).await?;
+                self.stored_text(format!("{key}-text"), lines).await?
+            }
+            (Some(text), _) => self.stored_text(format!("{key}-text"), text).await?,
+            (None, _) => {
+                let input = args.input.clone();
+                self.blocking(move |store| store.text_view(&input)).await?
+            }
+        };
+        let source = Source::File(file.clone());
+        let pieces = self.cut(&split, STEP_INSTRUCTION_TOKENS, &source).await?;
+        let chars: Vec<u64> = pieces.iter().map(|p| p.chars).collect();
+        let set = PieceSet {
+            pieces_of: args.input,
+            file: file.display().to_string(),
+            file_bytes: file_bytes(&file)?,
+            split,
+            filtered: Vec::new(),
+            pieces: refs(pieces.iter().copied().enumerate()),
+        };
+        self.store_value(key.clone(), &set).await?;
+        Ok(json!({
+            "pieces": key,
+            "count": set.pieces.len(),
+            "chars": {
+                "total": chars.iter().sum::<u64>(),
+                "smallest": chars.iter().min().copied().unwrap_or(0),
+                "largest": chars.iter().max().copied().unwrap_or(0),
+            },
+        }))
+    }
+
+    /// `ctx_filter`: the pieces a regex (no call) or a yes/no question keeps.
+    pub(in crate::host) async fn plan_filter(
+        &self,
+        pieces: String,
+        filter: Value,
+    ) -> Result<Value, HostError> {
+        let spec = filter.clone();
+        let filter: Filter = one_option("filter", "regex, ask", filter)?;
+        filter.check().map_err(refused)?;
+        let (mut set, source) = self.piece_set(&pieces).await?;
+        let all = set.pieces.iter().map(|p| (p.index, p.piece()));
+        let (kept, calls) = match &filter {
+            Filter::Regex(pattern) => (keep_matching(pattern, &source, all)?, 0),
+            Filter::Ask(question) => {
+                let all: Vec<(usize, Piece)> = all.collect();
+                let limits = self.plan_limits().await;
+                let mut estimate = Estimate::default();
+                self.price_ask_filter(question, &all, &limits, &mut estimate)?;
+                checked(&estimate, &limits)?;
+                (
+                    self.ask_filter(question, &source, all).await?,
+                    estimate.calls,
+                )
+            }
+        };
+        let of = set.pieces.len();
+        set.filtered.push(spec);
+        set.pieces = refs(kept.into_iter());
+        let key = format!("pieces-{}", crate::ids::AgentId::generate());
+        self.store_value(key.clone(), &set).await?;
+        Ok(json!({"pieces": key, "count": set.pieces.len(), "of": of, "calls": calls}))
+    }
+
+    /// `ctx_map`: every piece mapped — priced and checked first, leaves in parallel,
+    /// each a `plan` event — and the results stored.
+    pub(in crate::host) async fn plan_map(
+        &self,
+        pieces: String,
+        map: Value,
+    ) -> Result<Value, HostError> {
+        let started = std::time::Instant::now();
+        let plan_id = crate::ids::AgentId::generate().to_string();
+        let spec = json!({"pieces": pieces, "map": map});
+        let map: Map = one_option("map", "ask, count, extract, sub_rlm, agent, plan", map)?;
+        map.check(0).map_err(refused)?;
+        let nesting = nesting_of_map(&map);
+        let max_depth = self.settings.delegation.max_depth;
+        if nesting > max_depth {
+            return Err(refused(PlanError::Shape(format!(
+                "the map nests {nesting} plans deep, over --max-depth {max_depth}"
+            ))));
+        }
+        let (set, source) = self.piece_set(&pieces).await?;
+        let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
+        let limits = self.plan_limits().await;
+        let mut estimate = Estimate {
+            pieces: kept.len() as u64,
+            kept: kept.len() as u64,
+            ..Estimate::default()
+        };
+        let priced = self
+            .price_step_map(&map, &source, &kept, &limits, &mut estimate)
+            .await
+            .and_then(|()| checked(&estimate, &limits));
+        if let Err(error) = priced {
+            let reason = error.to_string();
+            self.plan_event(&plan_id, PlanStage::Refused { reason });
+            return Err(error);
+        }
+        self.plan_event(
+            &plan_id,
+            PlanStage::Priced {
+                spec,
+                pieces: estimate.pieces,
+                kept: estimate.kept,
+                calls: estimate.calls,
+                prompt_tokens: estimate.prompt_tokens,
+            },
+        );
+        let results = self.map_pieces(&plan_id, &map, &source, &kept).await?;
+        let key = format!("results-{plan_id}");
+        self.store_value(key.clone(), &results).await?;
+        self.plan_event(
+            &plan_id,
+            PlanStage::Done {
+                answer: format!("{} results", results.len()),
+                results: key.clone(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            },
+        );
+        let first: Vec<String> = results
+            .iter()
+            .take(3)
+            .map(|r| crate::format::clip(&r.result, 120))
+            .collect();
+        Ok(json!({"results": key, "count": results.len(), "calls": estimate.calls, "first": first}))
+    }
+
+    /// `ctx_reduce`: a results variable (or any JSON list) reduced to one answer.
+    pub(in crate::host) async fn plan_reduce(
+        &self,
+        results: String,
+        reduce: Value,
+    ) -> Result<Value, HostError> {
+        let reduce: Reduce = part("reduce", reduce)?;
+        reduce.check().map_err(refused)?;
+        let key = results.clone();
+        let value = self.blocking(move |store| store.get(&key)).await?;
+        let texts = texts_to_reduce(&results, &value).map_err(refused)?;
+        let count = texts.len();
+        if let Reduce::Ask { .. } = reduce {
+            let limits = self.plan_limits().await;
+            let mut estimate = Estimate::default();
+            self.price_reduce(&reduce, count, &limits, &mut estimate)?;
+            checked(&estimate, &limits)?;
+        }
+        let answer = self.reduce(&reduce, texts).await?;
+        Ok(json!({"answer": answer, "count": count}))
+    }
+
+    /// A map's calls over `kept`, a nested plan's over each piece's own pieces.
+    async fn price_step_map(
+        &self,
+        map: &Map,
+        source: &Source,
+        kept: &[(usize, Piece)],
+        limits: &Limits,
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
+        self.price_map(map, kept, limits, estimate)?;
+        if let Map::Plan(inner) = map {
+            for (_, piece) in kept {
+                let text = Source::Text(source.read(piece)?);
+                let prepared = self.prepare(inner, &text).await?;
+                self.price_into(inner, &text, &prepared, limits, estimate)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The pieces variable `key`, and the file its pieces point into — refused when
+    /// the file is gone or changed since the split.
+    async fn piece_set(&self, key: &str) -> Result<(PieceSet, Source), HostError> {
+        let k = key.to_owned();
+        let value = self
+            .blocking(move |store| store.has(&k).then(|| store.get(&k)).transpose())
+            .await?
+            .ok_or_else(|| {
+                HostError::RespondToModel(format!(
+                    "no variable `{key}`: give the pieces variable ctx_split or ctx_filter returned"
+                ))
+            })?;
+        let set = PieceSet::from_value(key, &value).map_err(refused)?;
+        let file = PathBuf::from(&set.file);
+        let now = file_bytes(&file).map_err(|_| {
+            HostError::RespondToModel(format!(
+                "the pieces in `{key}` point into {}, which is gone: split `{}` again",
+                set.file, set.pieces_of
+            ))
+        })?;
+        if now != set.file_bytes {
+            return Err(HostError::RespondToModel(format!(
+                "the pieces in `{key}` point into {}, which changed since the split ({} bytes, now {now}): split `{}` again",
+                set.file, set.file_bytes, set.pieces_of
+            )));
+        }
+        Ok((set, Source::File(file)))
+    }
+
+    /// Stores `text` as the variable `key` and returns its text file.
+    async fn stored_text(&self, key: String, text: String) -> Result<PathBuf, HostError> {
+        let scope = self.scope();
+        self.blocking(move |store| {
+            store.set(
+                &key,
+                Value::String(text),
+                SetOptions::default().scope(scope),
+            )?;
+            store.text_view(&key)
+        })
+        .await
+    }
+
+    /// Stores `value` as the variable `key` in this run's scope.
+    async fn store_value(
+        &self,
+        key: String,
+        value: &impl serde::Serialize,
+    ) -> Result<(), HostError> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| HostError::Fatal(format!("a step's result could not be encoded: {e}")))?;
+        let scope = self.scope();
+        self.blocking(move |store| {
+            store
+                .set(&key, value, SetOptions::default().scope(scope))
+                .map(|_| ())
+        })
+        .await
+    }
+}
+
+/// The pieces as a set lists them.
+fn refs(pieces: impl Iterator<Item = (usize, Piece)>) -> Vec<PieceRef> {
+    pieces
+        .map(|(index, p)| PieceRef {
+            index,
+            start: p.start,
+            end: p.end,
+            chars: p.chars,
+        })
+        .collect()
+}
+
+/// The size of the file pieces point into.
+fn file_bytes(file: &std::path::Path) -> Result<u64, HostError> {
+    std::fs::metadata(file).map(|m| m.len()).map_err(|e| {
+        HostError::RespondToModel(format!("{} could not be read: {e}", file.display()))
+    })
+}
+
+/// A results list's entry for one mapped piece.
+pub(super) fn piece_result(index: usize, piece: Piece, result: String) -> PieceResult {
+    PieceResult {
+        index,
+        start: piece.start,
+        end: piece.end,
+        chars: piece.chars,
+        result,
+    }
+}
