@@ -31,7 +31,10 @@
 # RLM_EVAL_NAME=after-25 keeps its work in .local-models/eval-after-25 and collects into
 # docs/eval-runs/qwen2.5-coder-1.5b-after-25; RLM_EVAL_BIN runs a given binary instead
 # of building target/release/rlm-orchestrate; RLM_EVAL_ARMS=rlm asks only the RLM arms
-# (the baseline and rlms do not change with rlm's loop).
+# (the baseline and rlms do not change with rlm's loop). RLM_EVAL_ENVS (default
+# "tools python"; also plan, js), RLM_EVAL_STEPS (step names in the order to run, default
+# "sniah multi-needle word-count records") and RLM_EVAL_LENGTHS (default "32k 4k 256k")
+# choose the cells of such a reading; the first env gets RLM_EVAL_ARMS, the others rlm.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,7 +45,9 @@ NAME="${RLM_EVAL_NAME:-}"
 WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/eval${NAME:+-$NAME}}"
 DOCS="$ROOT/docs/eval-runs/$MODEL${NAME:+-$NAME}"
 BIN="${RLM_EVAL_BIN:-$ROOT/target/release/rlm-orchestrate}"
-LENGTHS=(32k 4k 256k)
+read -r -a LENGTHS <<<"${RLM_EVAL_LENGTHS:-32k 4k 256k}"
+read -r -a ENVS <<<"${RLM_EVAL_ENVS:-tools python}"
+read -r -a ORDER <<<"${RLM_EVAL_STEPS:-sniah multi-needle word-count records}"
 BASE_URL="http://127.0.0.1:$PORT/v1"
 
 # name | suites | extra flags (haystack sets get --haystack)
@@ -98,14 +103,19 @@ case "${1:-}" in
     mkdir -p "$WORK"
     started=$(date +%s)
     for length in "${LENGTHS[@]}"; do
-      for step in "${STEPS[@]}"; do
-        IFS='|' read -r name suites extra <<<"$step"
-        # A step with unscored items (the server was down) does not stop the plan:
-        # run the script again and --resume asks them again.
-        run_step "$name" "$suites" "$extra" "$length" tools "${RLM_EVAL_ARMS:-rlm,baseline,rlms}" ||
-          log "$name · $length · tools: items left unscored; run again to ask them"
-        run_step "$name" "$suites" "$extra" "$length" python rlm ||
-          log "$name · $length · python: items left unscored; run again to ask them"
+      for wanted in "${ORDER[@]}"; do
+        for step in "${STEPS[@]}"; do
+          IFS='|' read -r name suites extra <<<"$step"
+          [ "$name" = "$wanted" ] || continue
+          arms="${RLM_EVAL_ARMS:-rlm,baseline,rlms}"
+          for env in "${ENVS[@]}"; do
+            # A step with unscored items (the server was down) does not stop the plan:
+            # run the script again and --resume asks them again.
+            run_step "$name" "$suites" "$extra" "$length" "$env" "$arms" ||
+              log "$name · $length · $env: items left unscored; run again to ask them"
+            arms=rlm
+          done
+        done
       done
     done
     log "the whole plan took $(( $(date +%s) - started )) s in this sitting"
@@ -177,7 +187,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
 EOF
     ;;
   *)
-    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

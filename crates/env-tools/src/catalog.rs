@@ -139,9 +139,9 @@ impl MicroTool {
                 json!({
                     "variable": variable,
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
-                    "filter": {"type": "object", "description": "optional, which pieces to keep: {\"regex\": P} or {\"ask\": a yes/no question}"},
-                    "map": {"type": "object", "description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}"},
-                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string"}}, "required": ["op"]},
+                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("ask")]},
+                    "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
+                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "join", "top_k", "ask"]}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
                 }),
                 vec!["variable", "split", "map", "reduce"],
             ),
@@ -247,6 +247,12 @@ impl FromStr for MicroTool {
                 name: name.to_owned(),
             })
     }
+}
+
+/// The schema of an object with one string member, `key` (a plan's `filter` or `map`
+/// form).
+fn one_key(key: &str) -> Value {
+    json!({"type": "object", "properties": {key: {"type": "string"}}, "required": [key], "additionalProperties": false})
 }
 
 /// `ctx_length`, and the first argument of every `ctx_*` tool.

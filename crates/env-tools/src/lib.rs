@@ -241,6 +241,14 @@ impl ToolBox for ToolsEnv {
         self.tools.iter().map(|t| t.spec()).collect()
     }
 
+    /// Under `--env plan` with calls written as text, a reply is one call object of
+    /// an offered tool: servers that constrain output (llama.cpp's grammars) then hold
+    /// a small model to a valid plan.
+    fn response_schema(&self) -> Option<Value> {
+        self.plan_only
+            .then(|| text_protocol::reply_schema(&self.tools))
+    }
+
     async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError> {
         let tool = match call.name.parse::<MicroTool>() {
             Ok(tool) if self.tools.contains(&tool) => tool,

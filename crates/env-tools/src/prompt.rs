@@ -74,8 +74,9 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
         "\nA plan:\n- split: {\"by\": \"chars\", \"size\": 20000} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {\"regex\": \"payment\"} keeps the pieces that mention it.\n- map: {\"ask\": \"How many failed payments are listed? Answer with a number.\"} asks the helper model about each piece; {\"count\": \"ERROR\"} counts matches and {\"extract\": \"id=(\\\\d+)\"} lists them, with no model.\n- reduce: {\"op\": \"sum\"} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k), or {\"op\": \"ask\", \"instruction\": \"…\"} to let the helper model combine the answers.\n\nExample: to count the failed payments in a log, call ctx_map_reduce with {\"variable\": \"context\", \"split\": {\"by\": \"chars\", \"size\": 20000}, \"filter\": {\"regex\": \"payment\"}, \"map\": {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, \"reduce\": {\"op\": \"sum\"}}.\n\nRules:\n- Ask the helper model short, exact questions that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line.\n",
     );
     if features.text_tool_protocol {
+        // Replies are held to a call keyed by the tool's name (`response_format`).
         text.push('\n');
-        text.push_str(text_protocol::PROTOCOL);
+        text.push_str(text_protocol::KEYED_REPLY);
     }
     text
 }

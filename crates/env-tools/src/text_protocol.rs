@@ -30,6 +30,28 @@ pub const PROTOCOL: &str = r#"To call a tool, write one JSON object per call in 
 ```
 You may put several calls in one message; they run in order and their results come back in the next message."#;
 
+/// The JSON Schema of one reply that is one call of `tools`, keyed by the tool's name
+/// (`{"ctx_map_reduce": {…arguments}}`), for constrained output. Keyed, not
+/// `{"tool", "arguments"}`: a grammar writes an object's members in the schema's order,
+/// which is alphabetical here, and the model must name the tool before its arguments.
+pub fn reply_schema(tools: &[MicroTool]) -> Value {
+    let calls: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            serde_json::json!({
+                "type": "object",
+                "properties": { tool.name(): tool.spec().parameters },
+                "required": [tool.name()],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    serde_json::json!({ "anyOf": calls })
+}
+
+/// What the system prompt says when replies are held to [`reply_schema`].
+pub const KEYED_REPLY: &str = r#"Reply with one JSON object and nothing else, keyed by the tool you call: {"ctx_map_reduce": {"variable": "context", "split": {…}, "map": {…}, "reduce": {…}}} runs a plan, {"ctx_length": {"variable": "context"}} measures the context, {"final_answer": {"answer": "…"}} ends the task. The result comes back in the next message."#;
+
 /// The tool calls written in `text`, in order.
 pub fn parse_calls(text: &str) -> Vec<ToolCall> {
     let mut calls = Vec::new();
@@ -289,6 +311,40 @@ fn split_top_level(text: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reply_schema_is_one_call_of_an_offered_tool() {
+        let tools = [
+            MicroTool::Length,
+            MicroTool::MapReduce,
+            MicroTool::FinalAnswer,
+        ];
+        let schema = reply_schema(&tools);
+        if let Ok(path) = std::env::var("RLM_WRITE_REPLY_SCHEMA") {
+            std::fs::write(path, schema.to_string()).unwrap();
+        }
+        let calls = schema["anyOf"].as_array().unwrap();
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls[1]["required"][0], "ctx_map_reduce");
+        assert_eq!(
+            calls[1]["properties"]["ctx_map_reduce"]["properties"]["map"]["anyOf"][1]["required"]
+                [0],
+            "count"
+        );
+        // What a constrained server returns is a call the parser reads.
+        let reply = r#"{"ctx_map_reduce": {"map": {"count": "error"}, "reduce": {"op": "sum"}, "split": {"by": "lines", "size": 50}, "variable": "context"}}"#;
+        assert_eq!(
+            parsed(reply),
+            [(
+                "ctx_map_reduce".to_owned(),
+                json!({"map": {"count": "error"}, "reduce": {"op": "sum"}, "split": {"by": "lines", "size": 50}, "variable": "context"})
+            )]
+        );
+        assert_eq!(
+            parsed(r#"{"final_answer": {"answer": "30"}}"#),
+            [("final_answer".to_owned(), json!({"answer": "30"}))]
+        );
+    }
     use proptest::prelude::*;
     use serde_json::json;
 

@@ -160,6 +160,12 @@ pub trait ToolBox: Environment {
     /// Runs one tool call of the model; an unknown tool or bad arguments are an error
     /// result, not an `Err` (which ends the run).
     async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError>;
+
+    /// When calls are written as text: a JSON Schema of one reply (a call object), for
+    /// servers that constrain output to it (`None`: free text).
+    fn response_schema(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// A started environment, by what the model works through.

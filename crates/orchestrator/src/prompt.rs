@@ -205,6 +205,19 @@ pub fn exec_report(code: &str, language: &str, shaped_output: &str) -> String {
     format!("Code executed:\n```{language}\n{code}\n```\n\nREPL output:\n{output}")
 }
 
+/// The report of a block that was not run because the same code already ran `times`
+/// times: the output it had, and what to do instead.
+pub fn repeated_code(code: &str, language: &str, times: u32, last_output: &str) -> String {
+    let output = if last_output.trim().is_empty() {
+        "(no output)"
+    } else {
+        last_output
+    };
+    format!(
+        "Code not run: the same code already ran {times} times.\n```{language}\n{code}\n```\n\nIts output was:\n{output}\n\nRunning it again gives the same. Change the code (another pattern, other offsets, another helper) or answer with FINAL(...)."
+    )
+}
+
 /// The user message after a turn: block reports, notices, then the current state.
 pub fn turn_message(
     reports: &[String],

@@ -147,6 +147,20 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     /// The tool the model must call (`None`: it chooses, or answers in text).
     pub required_tool: Option<String>,
+    /// A JSON Schema the reply's text must follow, where the server constrains output
+    /// (`response_format`; `None`: free text).
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// Constrained output: the reply is one JSON value of this schema. The OpenAI
+/// provider sends it as `response_format` (`json_schema`, or llama-cpp-python's
+/// `json_object` with a `schema`, learned from a refusal); other providers ignore it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseFormat {
+    /// A name for the schema (OpenAI's `json_schema.name`).
+    pub name: String,
+    /// The JSON Schema.
+    pub schema: serde_json::Value,
 }
 
 /// Estimated usage when a provider reports none: about four characters a token,

@@ -5,6 +5,8 @@
 //! as parts, `stream` ignored). Responses are therefore read into lenient wire types
 //! (`wire`): what is missing is estimated, what is unknown is ignored.
 
+use std::sync::atomic::{AtomicU8, Ordering};
+
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
@@ -23,6 +25,48 @@ mod wire;
 pub struct OpenAiProvider {
     target: HttpTarget,
     max_tokens: Option<u32>,
+    /// How a [`crate::ResponseFormat`] is sent, learned from refusals
+    /// ([`FormatStyle`] as a number: servers differ, and say so only by refusing).
+    format_style: AtomicU8,
+}
+
+/// The forms of `response_format`, tried in this order until the server takes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FormatStyle {
+    /// `{"type": "json_schema", "json_schema": {"name", "schema"}}`: OpenAI, vLLM,
+    /// llama.cpp's server.
+    JsonSchema = 0,
+    /// `{"type": "json_object", "schema": …}`: llama-cpp-python (whose server
+    /// refuses `json_schema`), llama.cpp's server.
+    JsonObject = 1,
+    /// Not sent: the server refused both (the reply is then read as text, as without).
+    Off = 2,
+}
+
+impl FormatStyle {
+    fn of(n: u8) -> Self {
+        match n {
+            0 => Self::JsonSchema,
+            1 => Self::JsonObject,
+            _ => Self::Off,
+        }
+    }
+}
+
+/// True when a refusal is about the `response_format` the request carried (a 4xx, or
+/// llama-cpp-python's 500 for a request its schema refuses).
+fn refuses_response_format(error: &ProviderError) -> bool {
+    match error {
+        ProviderError::Http { status, body, .. }
+            if (400..500).contains(status) || crate::retry::is_invalid_request(body) =>
+        {
+            let body = body.to_ascii_lowercase();
+            ["response_format", "json_schema", "json_object", "schema"]
+                .iter()
+                .any(|word| body.contains(word))
+        }
+        _ => false,
+    }
 }
 
 impl OpenAiProvider {
@@ -46,6 +90,7 @@ impl OpenAiProvider {
         Ok(Self {
             target,
             max_tokens: config.max_tokens,
+            format_style: AtomicU8::new(FormatStyle::JsonSchema as u8),
         })
     }
 
@@ -54,7 +99,13 @@ impl OpenAiProvider {
         &self.target.endpoint
     }
 
+    #[cfg(test)]
     fn body(&self, request: &ChatRequest) -> Value {
+        let style = FormatStyle::of(self.format_style.load(Ordering::Relaxed));
+        self.body_with(request, style)
+    }
+
+    fn body_with(&self, request: &ChatRequest, style: FormatStyle) -> Value {
         let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = json!({
             "model": self.target.model,
@@ -88,6 +139,21 @@ impl OpenAiProvider {
         }
         if let Some(temperature) = request.temperature.or(self.target.temperature) {
             body["temperature"] = json!(temperature);
+        }
+        if let Some(format) = &request.response_format {
+            match style {
+                FormatStyle::JsonSchema => {
+                    body["response_format"] = json!({"type": "json_schema", "json_schema": {
+                        "name": format.name,
+                        "schema": format.schema,
+                    }});
+                }
+                FormatStyle::JsonObject => {
+                    body["response_format"] =
+                        json!({"type": "json_object", "schema": format.schema});
+                }
+                FormatStyle::Off => {}
+            }
         }
         body
     }
@@ -190,10 +256,37 @@ impl Provider for OpenAiProvider {
         request: &ChatRequest,
         on_delta: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
-        let body = self.body(request);
-        self.target
-            .complete::<ChatCompletions>(request, &body, on_delta)
-            .await
+        loop {
+            let tried = self.format_style.load(Ordering::Relaxed);
+            let body = self.body_with(request, FormatStyle::of(tried));
+            let answer = self
+                .target
+                .complete::<ChatCompletions>(request, &body, on_delta)
+                .await;
+            match answer {
+                Err(error)
+                    if request.response_format.is_some()
+                        && FormatStyle::of(tried) != FormatStyle::Off
+                        && refuses_response_format(&error) =>
+                {
+                    let next = FormatStyle::of(tried + 1);
+                    tracing::warn!(
+                        endpoint = %self.target.endpoint,
+                        "the server refused response_format as {:?}; trying {:?}: {error}",
+                        FormatStyle::of(tried),
+                        next
+                    );
+                    // Another call may have moved it on meanwhile: only forward.
+                    let _ = self.format_style.compare_exchange(
+                        tried,
+                        next as u8,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+                other => return other,
+            }
+        }
     }
 
     fn model(&self) -> &str {
@@ -380,6 +473,50 @@ mod tests {
         assert_eq!(raw.usage, None);
         assert!(parse_completion(&json!({"error": {"message": "x"}}), "e").is_err());
         assert!(parse_completion(&json!({"id": 1}), "e").is_err());
+    }
+
+    #[test]
+    fn a_response_format_goes_in_the_form_the_server_takes() {
+        let provider = OpenAiProvider::new(&config("http://127.0.0.1:9/v1"), None).unwrap();
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user("plan")],
+            response_format: Some(crate::ResponseFormat {
+                name: "step".into(),
+                schema: json!({"type": "object"}),
+            }),
+            ..ChatRequest::default()
+        };
+        let schema = provider.body_with(&request, FormatStyle::JsonSchema);
+        assert_eq!(
+            schema["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "step", "schema": {"type": "object"}}})
+        );
+        let object = provider.body_with(&request, FormatStyle::JsonObject);
+        assert_eq!(
+            object["response_format"],
+            json!({"type": "json_object", "schema": {"type": "object"}})
+        );
+        assert!(provider
+            .body_with(&request, FormatStyle::Off)
+            .get("response_format")
+            .is_none());
+        let refusal = |status, body: &str| ProviderError::Http {
+            endpoint: "e".into(),
+            status,
+            body: body.into(),
+            attempts: 1,
+        };
+        assert!(refuses_response_format(&refusal(
+            422,
+            "Input should be 'text' or 'json_object'"
+        )));
+        assert!(!refuses_response_format(&refusal(400, "context too long")));
+        assert!(!refuses_response_format(&refusal(500, "response_format")));
+        // llama-cpp-python: 500 for a request its schema refuses.
+        assert!(refuses_response_format(&refusal(
+            500,
+            "1 validation error: {'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
+        )));
     }
 
     #[test]

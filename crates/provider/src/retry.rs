@@ -92,6 +92,13 @@ pub fn is_retryable_status(status: u16) -> bool {
     status == 429 || (500..=599).contains(&status)
 }
 
+/// True when an error body says the request itself was invalid, whatever the status:
+/// llama-cpp-python answers a request its schema refuses (`response_format` of a type
+/// it does not know) with 500 and "1 validation error", which no retry cures.
+pub fn is_invalid_request(body: &str) -> bool {
+    body.to_ascii_lowercase().contains("validation error")
+}
+
 /// Reads a server's wait request: `retry-after-ms` (OpenAI's, milliseconds) or
 /// `Retry-After` in seconds. An HTTP-date `Retry-After` is ignored (backoff applies).
 pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
@@ -164,7 +171,7 @@ where
                 body,
                 retry_after,
             } => {
-                if last || !is_retryable_status(status) {
+                if last || !is_retryable_status(status) || is_invalid_request(&body) {
                     return Err(ProviderError::Http {
                         endpoint: endpoint.to_owned(),
                         status,
@@ -295,6 +302,10 @@ mod tests {
         assert!(!is_retryable_status(400));
         assert!(!is_retryable_status(401));
         assert!(!is_retryable_status(404));
+        assert!(is_invalid_request(
+            "{\"error\":{\"message\":\"1 validation error:\\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type')"
+        ));
+        assert!(!is_invalid_request("overloaded"));
     }
 
     #[tokio::test]

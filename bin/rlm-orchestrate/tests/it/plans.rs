@@ -405,3 +405,51 @@ fn a_split_into_too_many_pieces_is_refused_before_it_is_cut() {
     );
     assert!(plan_stages(&sb).is_empty(), "nothing priced, nothing ran");
 }
+
+#[test]
+fn env_plan_without_tool_calling_sends_the_plan_schema_as_response_format() {
+    let sb = Sandbox::new();
+    // A server like llama-cpp-python 0.3's: `json_schema` is refused — with a 500 and
+    // its validation error, as the real server answers it (not retried) — and the
+    // `json_object` form with a schema is taken; the replies are the keyed calls a
+    // grammar holds the model to.
+    let refuses_json_schema = MockRule::function("refuses json_schema", |request| {
+        (request.body["response_format"]["type"] == "json_schema").then(|| {
+            MockReply::error(
+                500,
+                r#"{"error":{"message":"1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}","type":"internal_server_error"}}"#,
+            )
+        })
+    });
+    let plan = r#"{"ctx_map_reduce": {"map": {"count": "error"}, "reduce": {"op": "sum"}, "split": {"by": "chars", "size": 500}, "variable": "context"}}"#;
+    let script = MockScript::new()
+        .rule(refuses_json_schema)
+        .then(MockReply::text(plan))
+        .then(MockReply::text(
+            r#"{"final_answer": {"answer": "30 errors"}}"#,
+        ));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &["--env", "plan", "--tool-protocol", "text"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30 errors");
+    let requests = mock.control().requests();
+    let formats: Vec<&Value> = requests
+        .iter()
+        .map(|r| &r.body["response_format"]["type"])
+        .collect();
+    assert_eq!(formats, ["json_schema", "json_object", "json_object"]);
+    let schema = &requests[1].body["response_format"]["schema"];
+    assert_eq!(schema["anyOf"][1]["required"][0], "ctx_map_reduce");
+    assert!(requests[1].tool_names().is_empty(), "no tool calling");
+    let system = requests[1].system_prompt().unwrap();
+    assert!(system.contains("keyed by the tool you call"), "{system}");
+    let second = requests[2].message_texts().join("\n");
+    assert!(
+        second.contains("30\n(plan: 3 pieces, 3 kept, 0 calls"),
+        "{second}"
+    );
+}

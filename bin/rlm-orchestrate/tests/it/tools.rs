@@ -84,6 +84,10 @@ fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
             "ctx_slice",
             "ctx_summarize",
             "ctx_map_reduce",
+            "ctx_split",
+            "ctx_filter",
+            "ctx_map",
+            "ctx_reduce",
             "final_answer"
         ]
     );
@@ -445,6 +449,10 @@ fn ctx_summarize_over_a_large_context_is_a_nested_run_with_the_tools() {
             "ctx_slice",
             "ctx_summarize",
             "ctx_map_reduce",
+            "ctx_split",
+            "ctx_filter",
+            "ctx_map",
+            "ctx_reduce",
             "final_answer"
         ]
     );

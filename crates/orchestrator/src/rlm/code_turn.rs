@@ -1,6 +1,8 @@
 //! A turn of the code medium: the model's fenced blocks run in order in the REPL, and
 //! their output — shaped by the redaction guard and truncation — is what it reads next.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::{outcome_of, LoopError, LoopSettings, Turn};
@@ -22,7 +24,18 @@ pub(super) struct Step<'a> {
     pub context_chars: u64,
     /// True when the reply stopped at the output-token limit: nothing of it runs.
     pub truncated: bool,
+    /// Every block run so far in this run: how many times, and its last output.
+    pub ran: &'a mut RanBefore,
 }
+
+/// The blocks a run has executed (trimmed code → times run, last shaped output): the
+/// same code a third time is not run again ([`REPEAT_LIMIT`]).
+pub(super) type RanBefore = HashMap<String, (u32, String)>;
+
+/// The same block is run this many times; after that the model is shown the output it
+/// already had and told to change the code or answer. A small model that cannot find
+/// what it looks for otherwise sends the same search until the iterations run out.
+const REPEAT_LIMIT: u32 = 2;
 
 /// Runs the code of the model's reply `text`; the reply goes into `messages`.
 pub(super) async fn run(
@@ -38,6 +51,7 @@ pub(super) async fn run(
         settings,
         context_chars,
         truncated,
+        ran,
     } = step;
     let tags = env.fence_tags();
     let language = tags.first().copied().unwrap_or("repl");
@@ -70,12 +84,28 @@ pub(super) async fn run(
     if parsed.from_tool_call {
         turn.notices.push(prompt::tool_call_ran_as_code(language));
     }
+    let mut repeats = 0;
     for (block, code) in parsed.blocks.iter().enumerate() {
         sink.emit(EventData::Code(CodeRecord {
             iteration,
             block,
             code: code.code.clone(),
         }));
+        let key = code.code.trim().to_owned();
+        if let Some((times, output)) = ran.get(&key).filter(|(times, _)| *times >= REPEAT_LIMIT) {
+            repeats += 1;
+            sink.emit(EventData::Exec(ExecRecord {
+                iteration,
+                block,
+                output: format!("[not run: the same code ran {times} times already]"),
+                error: false,
+                timed_out: false,
+                duration_ms: 0,
+            }));
+            turn.reports
+                .push(prompt::repeated_code(&code.code, language, *times, output));
+            continue;
+        }
         let outcome = env.execute(&code.code).await?;
         let shaped = shape_output(
             &outcome.combined_output(),
@@ -93,6 +123,8 @@ pub(super) async fn run(
         }));
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
+        let entry = ran.entry(key).or_insert((0, String::new()));
+        *entry = (entry.0 + 1, shaped);
         if let Some(notice) = prompt::exec_notices(&outcome) {
             turn.notices.push(notice);
         }
@@ -116,6 +148,11 @@ pub(super) async fn run(
             },
             None => {}
         }
+    }
+    if repeats > 0 && repeats == parsed.blocks.len() {
+        // Nothing new ran: a loop, counted as a correction so that a third such reply
+        // in a row ends in a forced answer.
+        turn.correction = Some("code that already ran twice".to_owned());
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {

@@ -26,7 +26,9 @@ use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord
 use crate::host::{record_call, Model};
 use crate::parse::parse_response;
 use crate::prompt::{self, Access, Budget, PromptFeatures, SessionState};
-use crate::provider::{ChatMessage, ChatRequest, Completion, ProviderError, ToolSpec};
+use crate::provider::{
+    ChatMessage, ChatRequest, Completion, ProviderError, ResponseFormat, ToolSpec,
+};
 
 pub use crate::settings::{DEFAULT_MAX_ITERATIONS, DEFAULT_STATE_VARS};
 
@@ -121,6 +123,8 @@ enum Medium<'e> {
         tools: &'e mut dyn ToolBox,
         specs: Vec<ToolSpec>,
         protocol: ToolProtocol,
+        /// Calls written as text: the schema of one reply, sent as `response_format`.
+        reply_schema: Option<serde_json::Value>,
     },
 }
 
@@ -131,6 +135,9 @@ impl<'e> Medium<'e> {
             EnvMut::Code(repl) => Self::Code(repl),
             EnvMut::Tools(tools) => Self::Tools {
                 specs: tools.tools(),
+                reply_schema: (protocol == ToolProtocol::Text)
+                    .then(|| tools.response_schema())
+                    .flatten(),
                 tools,
                 protocol,
             },
@@ -142,6 +149,15 @@ impl<'e> Medium<'e> {
         match self {
             Self::Code(repl) => &**repl,
             Self::Tools { tools, .. } => &**tools,
+        }
+    }
+
+    /// The schema a reply must follow, where the environment gives one (calls written
+    /// as text under `--env plan`).
+    fn reply_schema(&self) -> Option<&serde_json::Value> {
+        match self {
+            Self::Tools { reply_schema, .. } => reply_schema.as_ref(),
+            Self::Code(_) => None,
         }
     }
 
@@ -238,6 +254,7 @@ pub async fn run_loop(
     let mut iterations = 0;
     let mut stop_reason = None;
     let mut same_corrections: Option<(String, u32)> = None;
+    let mut ran_before = code_turn::RanBefore::new();
     for iteration in 1..=settings.max_iterations {
         let reserved = crate::host::expected_cost(model, &messages);
         if let Some(reason) = accounting.start_call(reserved) {
@@ -250,6 +267,7 @@ pub async fn run_loop(
         let offer = Offer {
             specs: medium.native_specs(),
             required: None,
+            reply_schema: medium.reply_schema(),
         };
         let completion = fit::ask_fitted(
             caller,
@@ -270,6 +288,7 @@ pub async fn run_loop(
                     settings,
                     context_chars,
                     truncated: completion.truncated,
+                    ran: &mut ran_before,
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
             }
@@ -393,6 +412,8 @@ struct Caller<'a> {
 struct Offer<'a> {
     specs: &'a [ToolSpec],
     required: Option<&'a str>,
+    /// The schema the reply must follow (constrained output), if any.
+    reply_schema: Option<&'a serde_json::Value>,
 }
 
 impl Caller<'_> {
@@ -410,6 +431,10 @@ impl Caller<'_> {
             messages: messages.to_vec(),
             tools: offer.specs.to_vec(),
             required_tool: offer.required.map(str::to_owned),
+            response_format: offer.reply_schema.map(|schema| ResponseFormat {
+                name: "step".to_owned(),
+                schema: schema.clone(),
+            }),
             ..ChatRequest::default()
         };
         let sink = self.sink;
@@ -478,6 +503,8 @@ async fn force_final(
             .iter()
             .any(|spec| spec.name == final_answer)
             .then_some(final_answer),
+        // The forced answer is free text.
+        reply_schema: None,
     };
     let mut completion = fit::ask_fitted(
         caller,

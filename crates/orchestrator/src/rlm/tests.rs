@@ -416,6 +416,36 @@ async fn iterations_run_out_into_a_forced_answer() {
 }
 
 #[tokio::test]
+async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_answer() {
+    let search = "```repl\nprint(search(context, 'vault code'))\n```";
+    let mut s = settings();
+    s.max_iterations = 10;
+    let h = run_with(
+        &[search, search, search, search, search, "FINAL(none found)"],
+        s,
+        Limits::default(),
+    )
+    .await;
+    // Run twice; the third to fifth are not run (the model sees the output it had),
+    // and three such replies in a row end the loop before the iterations run out.
+    assert_eq!(h.env.executed.len(), 2);
+    let third = last_user_message(&h, 3);
+    assert!(
+        third.contains("Code not run: the same code already ran 2 times.")
+            && third.contains("Its output was:"),
+        "{third}"
+    );
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.iterations, 5);
+    assert_eq!(h.outcome.answer, "none found");
+    assert!(
+        last_user_message(&h, 5).contains("again code that already ran twice, after 2 corrections"),
+        "{}",
+        last_user_message(&h, 5)
+    );
+}
+
+#[tokio::test]
 async fn a_spent_budget_forces_the_answer_early() {
     let limits = Limits {
         max_llm_calls: Some(2),
