@@ -32,9 +32,10 @@
 # docs/eval-runs/qwen2.5-coder-1.5b-after-25; RLM_EVAL_BIN runs a given binary instead
 # of building target/release/rlm-orchestrate; RLM_EVAL_ARMS=rlm asks only the RLM arms
 # (the baseline and rlms do not change with rlm's loop). RLM_EVAL_ENVS (default
-# "tools python"; also plan, js), RLM_EVAL_STEPS (step names in the order to run, default
+# "tools python"; also plan, plan-text, js), RLM_EVAL_STEPS (step names in the order to run, default
 # "sniah multi-needle word-count records") and RLM_EVAL_LENGTHS (default "32k 4k 256k")
-# choose the cells of such a reading; the first env gets RLM_EVAL_ARMS, the others rlm.
+# choose the cells of such a reading; the first env gets RLM_EVAL_ARMS, the others rlm;
+# RLM_EVAL_FLAGS adds eval flags (e.g. "--context-window 8192").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -82,6 +83,11 @@ run_step() {
   local name=$1 suites=$2 extra=$3 length=$4 env=$5 arms=$6
   local out="$WORK/$name-$env"
   local flags=()
+  # `plan-text`: --env plan with calls written as text and the plan's schema sent as
+  # response_format (a grammar on llama-cpp-python).
+  if [ "$env" = plan-text ]; then env=plan; flags+=(--tool-protocol text); fi
+  # shellcheck disable=SC2206  # extra eval flags, words as written by the caller
+  [ -n "${RLM_EVAL_FLAGS:-}" ] && flags+=($RLM_EVAL_FLAGS)
   case "$extra" in
     haystack*) flags+=(--haystack "$ESSAYS"); extra=${extra#haystack} ;;
   esac
@@ -187,7 +193,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
 EOF
     ;;
   *)
-    sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -273,6 +273,7 @@ impl ToolBox for ToolsEnv {
                     ),
                     is_error: earlier.is_error,
                     final_answer: None,
+                    repeated: true,
                 });
             }
         }

@@ -138,6 +138,7 @@ impl ToolsEnv {
                         content: "Answer recorded.".to_owned(),
                         is_error: false,
                         final_answer: Some(args.into_text()),
+                        repeated: false,
                     },
                     Err(error) => ToolOutcome::error(error.to_string()),
                 })

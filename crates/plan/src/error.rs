@@ -16,7 +16,7 @@ pub enum PlanError {
     #[error("the plan's input could not be read: {0}")]
     Read(String),
     /// A piece is longer than the sub-model's window takes.
-    #[error("piece {index} is about {tokens} tokens, over the {budget} the sub-model's window leaves for a prompt; use a smaller `split.size` (at most about {fits} characters fit)")]
+    #[error("piece {index} is about {tokens} tokens, over the {budget} the sub-model's window leaves for a prompt; use a smaller `split.size` (at most about {fits} {unit} fit)")]
     PieceTooLarge {
         /// The piece (0-based).
         index: usize,
@@ -24,10 +24,97 @@ pub enum PlanError {
         tokens: u64,
         /// Tokens a prompt may take.
         budget: u64,
-        /// Characters of a piece that fit.
+        /// How much of a piece fits, in `unit`s.
         fits: u64,
+        /// The unit of `fits`: the split's own (`characters`, `lines`, `tokens`,
+        /// `records`), so the advice can be followed as written.
+        unit: &'static str,
     },
     /// Running the plan would break a budget: the figures, before any call.
     #[error("the plan was refused before any call: {0}")]
     OverBudget(String),
+}
+
+impl PlanError {
+    /// A too-large piece's advice in the unit the split counts in: a `lines` split's
+    /// size is lines, so "at most about 22453 characters fit" becomes "at most about 423
+    /// lines fit". `piece_chars` and `piece_units`: the characters, and the lines (or
+    /// records) of the piece that did not fit.
+    pub fn in_units_of(
+        self,
+        by: crate::SplitBy,
+        piece_chars: u64,
+        piece_units: u64,
+        chars_per_token: f64,
+    ) -> Self {
+        let Self::PieceTooLarge {
+            index,
+            tokens,
+            budget,
+            fits,
+            unit: "characters",
+        } = self
+        else {
+            return self;
+        };
+        let chars_per_unit = piece_chars.checked_div(piece_units).filter(|&c| c > 0);
+        let (fits, unit) = match (by, chars_per_unit) {
+            (crate::SplitBy::Lines, Some(chars)) => ((fits / chars).max(1), "lines"),
+            (crate::SplitBy::Records, Some(chars)) => ((fits / chars).max(1), "records"),
+            (crate::SplitBy::Tokens, _) if chars_per_token > 0.0 => {
+                ((fits as f64 / chars_per_token) as u64, "tokens")
+            }
+            _ => (fits, "characters"),
+        };
+        Self::PieceTooLarge {
+            index,
+            tokens,
+            budget,
+            fits,
+            unit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SplitBy;
+
+    fn too_large() -> PlanError {
+        PlanError::PieceTooLarge {
+            index: 0,
+            tokens: 9303,
+            budget: 7168,
+            fits: 22_453,
+            unit: "characters",
+        }
+    }
+
+    #[test]
+    fn the_advice_is_in_the_splits_own_unit() {
+        // What the local model wrote: `{"by": "lines", "size": 20000}` over a log of 600
+        // lines, 32 199 characters: one piece, too large.
+        let lines = too_large().in_units_of(SplitBy::Lines, 32_199, 600, 3.5);
+        assert!(
+            lines.to_string().ends_with("(at most about 423 lines fit)"),
+            "{lines}"
+        );
+        let chars = too_large().in_units_of(SplitBy::Chars, 30_000, 0, 3.5);
+        assert!(
+            chars
+                .to_string()
+                .ends_with("(at most about 22453 characters fit)"),
+            "{chars}"
+        );
+        let tokens = too_large().in_units_of(SplitBy::Tokens, 31_500, 0, 3.5);
+        assert!(
+            tokens
+                .to_string()
+                .ends_with("(at most about 6415 tokens fit)"),
+            "{tokens}"
+        );
+        let other = PlanError::Shape("x".into()).in_units_of(SplitBy::Lines, 1, 1, 1.0);
+        assert_eq!(other, PlanError::Shape("x".into()));
+    }
 }

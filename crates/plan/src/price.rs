@@ -65,6 +65,7 @@ impl Estimate {
                 tokens: prompt_tokens,
                 budget: limits.prompt_budget,
                 fits: (limits.prompt_budget as f64 * limits.chars_per_token * 0.9) as u64,
+                unit: "characters",
             });
         }
         self.calls += 1;

@@ -78,6 +78,9 @@ pub struct ToolOutcome {
     pub is_error: bool,
     /// Set by `final_answer`: the run's answer.
     pub final_answer: Option<String>,
+    /// The call repeats earlier ones and was not run again (its earlier result is the
+    /// content): a turn of nothing but such calls is a loop the run counts.
+    pub repeated: bool,
 }
 
 impl ToolOutcome {
@@ -87,6 +90,7 @@ impl ToolOutcome {
             content: content.into(),
             is_error: false,
             final_answer: None,
+            repeated: false,
         }
     }
 
@@ -96,6 +100,7 @@ impl ToolOutcome {
             content: message.into(),
             is_error: true,
             final_answer: None,
+            repeated: false,
         }
     }
 }

@@ -453,3 +453,17 @@ fn env_plan_without_tool_calling_sends_the_plan_schema_as_response_format() {
         "{second}"
     );
 }
+
+#[test]
+fn a_piece_too_large_is_refused_in_the_splits_own_unit() {
+    // The local model's plan: `lines` with a size larger than the whole log, one
+    // piece over the sub-model's window. The advice counts lines, as the plan does.
+    let code = "big = 'line 7: error in the payment service\\n' * 2000\ntry:\n    map_reduce(input='big', split={'by': 'lines', 'size': 20000}, map={'ask': 'How many errors?'}, reduce={'op': 'sum'})\nexcept Exception as e:\n    print(e)";
+    let (_, mock, printed) = run_code(code, &["--sub-context-window", "1024"]);
+    assert!(
+        printed.contains("use a smaller `split.size` (at most about ")
+            && printed.contains(" lines fit)"),
+        "{printed}"
+    );
+    assert!(leaf_requests(&mock).is_empty());
+}

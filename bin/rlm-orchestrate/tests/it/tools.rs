@@ -468,3 +468,43 @@ fn ctx_summarize_over_a_large_context_is_a_nested_run_with_the_tools() {
         ["summary of context (by a nested run over all of it):\nthe code is 7291"]
     );
 }
+
+#[test]
+fn a_model_that_repeats_one_call_is_forced_to_answer() {
+    // The local model under --env plan sent the same refused plan until its
+    // iterations ran out: a turn of calls that already ran twice counts as a
+    // correction, and the third such turn in a row ends the loop.
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "line one\nline two\n");
+    let grep = || {
+        call(
+            "ctx_grep",
+            json!({"variable": "context", "pattern": "vault"}),
+        )
+    };
+    let mock = mock(vec![
+        grep(),
+        grep(),
+        grep(),
+        grep(),
+        grep(),
+        call("final_answer", json!({"answer": "no vault code"})),
+    ]);
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(["--max-iterations", "12"]);
+    let result = run_json(
+        &sb,
+        &mock.control().openai_base_url(),
+        "What is the vault code?",
+        &args,
+    );
+    assert_eq!(result["answer"], "no vault code");
+    assert_eq!(result["forced"], true);
+    assert_eq!(result["iterations"], 5);
+    let last = mock.control().requests().pop().unwrap();
+    let texts = last.message_texts().join("\n");
+    assert!(
+        texts.contains("again calls that already ran twice, after 2 corrections"),
+        "{texts}"
+    );
+}

@@ -104,6 +104,7 @@ pub(super) async fn run(
         turn.notices.push(prompt::PREMATURE_FINAL_TOOLS.to_owned());
     }
     let alone = calls.len() == 1;
+    let mut repeated = 0;
     for (index, call) in calls.iter().enumerate() {
         let rendered = render_call(call);
         sink.emit(EventData::Code(CodeRecord {
@@ -146,6 +147,12 @@ pub(super) async fn run(
             turn.final_answer = Some(outcome_of(answer, AnswerSource::FinalAnswerTool, None));
             return Ok(turn);
         }
+        repeated += usize::from(outcome.repeated);
+    }
+    if repeated == calls.len() {
+        // Nothing new ran: a loop, counted as a correction so that a third such reply
+        // in a row ends in a forced answer.
+        turn.correction = Some("calls that already ran twice".to_owned());
     }
     Ok(turn)
 }

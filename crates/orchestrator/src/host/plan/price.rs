@@ -4,12 +4,21 @@
 
 use rlm_plan::price::{Estimate, Limits};
 use rlm_plan::split::Piece;
-use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, MAX_PIECES};
+use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::HostError;
 
 use super::{refused, Boxed, Prepared, Source};
 use crate::host::serve::RunHost;
 use crate::window::answer_reserve;
+
+/// How the priced pieces were cut, and where they are read (to count a too-large
+/// piece's lines).
+pub(super) struct Cut<'a> {
+    /// The split's unit.
+    pub by: SplitBy,
+    /// The input.
+    pub source: &'a Source,
+}
 
 impl RunHost {
     /// Adds every call of `plan` over `prepared` to `estimate` — a nested plan's over
@@ -24,7 +33,7 @@ impl RunHost {
         estimate: &'a mut Estimate,
     ) -> Boxed<'a, ()> {
         Box::pin(async move {
-            self.price(plan, &prepared.pieces, &prepared.kept, limits, estimate)?;
+            self.price(plan, source, prepared, limits, estimate)?;
             if let Map::Plan(inner) = &plan.map {
                 for (_, piece) in &prepared.kept {
                     let text = Source::Text(source.read(piece)?);
@@ -65,12 +74,17 @@ impl RunHost {
     fn price(
         &self,
         plan: &Plan,
-        pieces: &[Piece],
-        kept: &[(usize, Piece)],
+        source: &Source,
+        prepared: &Prepared,
         limits: &Limits,
         estimate: &mut Estimate,
     ) -> Result<(), HostError> {
-        estimate.pieces += pieces.len() as u64;
+        let kept = &prepared.kept;
+        let cut = Cut {
+            by: plan.split.by,
+            source,
+        };
+        estimate.pieces += prepared.pieces.len() as u64;
         estimate.kept += kept.len() as u64;
         if estimate.pieces > MAX_PIECES as u64 {
             return Err(refused(PlanError::Shape(format!(
@@ -78,9 +92,9 @@ impl RunHost {
             ))));
         }
         if let Some(Filter::Ask(question)) = &plan.filter {
-            self.price_ask_filter(question, kept, limits, estimate)?;
+            self.price_ask_filter(question, &cut, kept, limits, estimate)?;
         }
-        self.price_map(&plan.map, kept, limits, estimate)?;
+        self.price_map(&plan.map, &cut, kept, limits, estimate)?;
         self.price_reduce(&plan.reduce, kept.len(), limits, estimate)
     }
 
@@ -88,6 +102,7 @@ impl RunHost {
     pub(super) fn price_ask_filter(
         &self,
         question: &str,
+        cut: &Cut<'_>,
         kept: &[(usize, Piece)],
         limits: &Limits,
         estimate: &mut Estimate,
@@ -95,7 +110,7 @@ impl RunHost {
         for (index, piece) in kept {
             estimate
                 .call(*index, self.leaf_tokens(question, piece), false, limits)
-                .map_err(refused)?;
+                .map_err(|e| self.too_large(e, cut, piece, limits))?;
         }
         Ok(())
     }
@@ -105,6 +120,7 @@ impl RunHost {
     pub(super) fn price_map(
         &self,
         map: &Map,
+        cut: &Cut<'_>,
         kept: &[(usize, Piece)],
         limits: &Limits,
         estimate: &mut Estimate,
@@ -114,7 +130,7 @@ impl RunHost {
             match map {
                 Map::Ask(instruction) => estimate
                     .call(*index, self.leaf_tokens(instruction, piece), false, limits)
-                    .map_err(refused)?,
+                    .map_err(|e| self.too_large(e, cut, piece, limits))?,
                 Map::SubRlm(query) | Map::Agent(query) => estimate
                     .call(*index, estimator.tokens_of(query), true, limits)
                     .map_err(refused)?,
@@ -139,6 +155,26 @@ impl RunHost {
                 .map_err(refused)?;
         }
         Ok(())
+    }
+
+    /// A refusal; a piece too large for the window is told in the split's own unit
+    /// (lines for a `lines` split), counted in the piece itself.
+    fn too_large(
+        &self,
+        error: PlanError,
+        cut: &Cut<'_>,
+        piece: &Piece,
+        limits: &Limits,
+    ) -> HostError {
+        let units = match cut.by {
+            SplitBy::Lines | SplitBy::Records => cut
+                .source
+                .read(piece)
+                .map(|text| text.lines().count() as u64)
+                .unwrap_or(0),
+            _ => 0,
+        };
+        refused(error.in_units_of(cut.by, piece.chars, units, limits.chars_per_token))
     }
 
     /// The estimated prompt of one leaf call: the instruction and the piece.

@@ -16,6 +16,7 @@ use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use super::price::Cut;
 use super::{keep_matching, nesting_of_map, refused, Source};
 use crate::events::PlanStage;
 use crate::host::serve::RunHost;
@@ -109,7 +110,11 @@ impl RunHost {
                 let all: Vec<(usize, Piece)> = all.collect();
                 let limits = self.plan_limits().await;
                 let mut estimate = Estimate::default();
-                self.price_ask_filter(question, &all, &limits, &mut estimate)?;
+                let cut = Cut {
+                    by: set.split.by,
+                    source: &source,
+                };
+                self.price_ask_filter(question, &cut, &all, &limits, &mut estimate)?;
                 checked(&estimate, &limits)?;
                 (
                     self.ask_filter(question, &source, all).await?,
@@ -152,8 +157,12 @@ impl RunHost {
             kept: kept.len() as u64,
             ..Estimate::default()
         };
+        let cut = Cut {
+            by: set.split.by,
+            source: &source,
+        };
         let priced = self
-            .price_step_map(&map, &source, &kept, &limits, &mut estimate)
+            .price_step_map(&map, &cut, &kept, &limits, &mut estimate)
             .await
             .and_then(|()| checked(&estimate, &limits));
         if let Err(error) = priced {
@@ -216,15 +225,15 @@ impl RunHost {
     async fn price_step_map(
         &self,
         map: &Map,
-        source: &Source,
+        cut: &Cut<'_>,
         kept: &[(usize, Piece)],
         limits: &Limits,
         estimate: &mut Estimate,
     ) -> Result<(), HostError> {
-        self.price_map(map, kept, limits, estimate)?;
+        self.price_map(map, cut, kept, limits, estimate)?;
         if let Map::Plan(inner) = map {
             for (_, piece) in kept {
-                let text = Source::Text(source.read(piece)?);
+                let text = Source::Text(cut.source.read(piece)?);
                 let prepared = self.prepare(inner, &text).await?;
                 self.price_into(inner, &text, &prepared, limits, estimate)
                     .await?;
