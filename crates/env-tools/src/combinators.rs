@@ -202,9 +202,10 @@ pub(crate) fn describe(tool: MicroTool, reply: &Value) -> String {
                 .map(|items| items.iter().filter_map(|v| v.as_str()).map(str::to_owned).collect())
                 .unwrap_or_default();
             format!(
-                "{}: {} results ({} model calls); the first: {}. Next: ctx_reduce with {{\"results\": \"{}\", \"op\": …}}.",
+                "{}: {} results of {} pieces ({} model calls); the first: {}. Next: ctx_reduce with {{\"results\": \"{}\", \"op\": …}}.",
                 text("results"),
                 reply["count"],
+                reply["pieces"],
                 reply["calls"],
                 first.join(" | "),
                 text("results")

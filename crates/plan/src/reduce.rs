@@ -53,6 +53,10 @@ fn numeric(
     results: &[String],
     fold: impl Fn(&[f64]) -> f64,
 ) -> Result<String, ReduceError> {
+    if results.is_empty() && op == "sum" {
+        // Nothing to add (no piece kept, no match extracted): the sum is 0.
+        return Ok("0".to_owned());
+    }
     let numbers: Vec<f64> = results.iter().filter_map(|r| first_number(r)).collect();
     if numbers.is_empty() {
         return Err(ReduceError::NoNumbers {
@@ -247,6 +251,8 @@ mod tests {
         assert_eq!(reduce(&Reduce::Max, &results).unwrap(), "1000");
         let error = reduce(&Reduce::Sum, &strings(&["no", "nothing"])).unwrap_err();
         assert!(error.to_string().contains("found no number"), "{error}");
+        assert_eq!(reduce(&Reduce::Sum, &[]).unwrap(), "0");
+        assert!(reduce(&Reduce::Max, &[]).is_err());
     }
 
     #[test]

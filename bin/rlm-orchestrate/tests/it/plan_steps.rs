@@ -204,7 +204,7 @@ fn the_tools_environment_offers_the_steps_and_chains_them() {
     let printed = printed(&sb);
     assert!(printed.contains(": 4 pieces ("), "{printed}");
     assert!(
-        printed.contains(": 4 results (4 model calls); the first: 7 errors"),
+        printed.contains(": 4 results of 4 pieces (4 model calls); the first: 7 errors"),
         "{printed}"
     );
     assert!(
@@ -278,4 +278,22 @@ fn pieces_of_a_changed_file_are_refused_with_what_to_do() {
             .contains("data.txt, which changed since the split (550 bytes, now 561): split `run-"),
         "{printed}"
     );
+}
+
+#[test]
+fn an_extract_map_reduces_every_match_not_one_per_piece() {
+    // The `aggregate` suite's sum: every amount of a label, several in each piece.
+    let code = "log = ''.join(f'record {i}: label={\"red\" if i % 3 == 0 else \"blue\"} amount={i}\\n' for i in range(300))\n\
+                print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=red amount=(\\d+)'}, reduce={'op': 'sum'}))\n\
+                print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=(\\w+)'}, reduce={'op': 'top_k', 'k': 1}))\n\
+                print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': 'label=green'}, reduce={'op': 'sum'}))\n\
+                print(map_reduce.last['kept'])";
+    let (_, mock, printed) = run_code(code, &[]);
+    let lines: Vec<&str> = printed.lines().collect();
+    let red: u64 = (0..300).filter(|i| i % 3 == 0).sum();
+    assert_eq!(lines[0], red.to_string(), "{printed}");
+    assert!(lines[1].starts_with("blue"), "{printed}");
+    assert_eq!(lines[2], "0", "{printed}");
+    assert_eq!(lines[3], "6", "pieces mapped, not matches: {printed}");
+    assert_eq!(mock.control().request_count(), 2, "no model call");
 }

@@ -15,14 +15,15 @@ use crate::host::{fan_out, sub_fit};
 
 impl RunHost {
     /// Runs `plan` over `prepared`: the yes/no filter, the map, the reduction; the
-    /// answer and each piece's result.
+    /// answer, the results (one per piece; one per match of an `extract`) and how many
+    /// pieces were mapped.
     pub(super) fn execute<'a>(
         &'a self,
         plan: &'a Plan,
         source: &'a Source,
         prepared: Prepared,
         plan_id: &'a str,
-    ) -> Boxed<'a, (String, Vec<PieceResult>)> {
+    ) -> Boxed<'a, (String, Vec<PieceResult>, usize)> {
         Box::pin(async move {
             let kept = match &plan.filter {
                 Some(rlm_plan::Filter::Ask(question)) => {
@@ -33,7 +34,7 @@ impl RunHost {
             let results = self.map_pieces(plan_id, &plan.map, source, &kept).await?;
             let texts: Vec<String> = results.iter().map(|r| r.result.clone()).collect();
             let answer = self.reduce(&plan.reduce, texts).await?;
-            Ok((answer, results))
+            Ok((answer, results, kept.len()))
         })
     }
 
@@ -126,7 +127,26 @@ impl RunHost {
             },
         )
         .await;
-        results.into_iter().collect()
+        let results: Vec<PieceResult> = results.into_iter().collect::<Result<_, _>>()?;
+        Ok(match map {
+            // One result per match: a sum adds every extracted number, a count counts
+            // the matches, top_k and union see each value (a piece's matches are one
+            // per line).
+            Map::Extract(_) => results
+                .into_iter()
+                .flat_map(|r| {
+                    r.result
+                        .lines()
+                        .filter(|line| !line.is_empty())
+                        .map(|line| PieceResult {
+                            result: line.to_owned(),
+                            ..r.clone()
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+            _ => results,
+        })
     }
 
     /// One kept piece's result.

@@ -162,7 +162,7 @@ impl RunHost {
             },
         );
         let pieces = prepared.pieces.len();
-        let (answer, results) = self.execute(&plan, &source, prepared, &plan_id).await?;
+        let (answer, results, mapped) = self.execute(&plan, &source, prepared, &plan_id).await?;
         let key = format!("plan-{plan_id}-results");
         let stored = json!(results);
         let scope = self.scope();
@@ -186,7 +186,7 @@ impl RunHost {
         Ok(json!({
             "answer": answer,
             "pieces": pieces,
-            "kept": results.len(),
+            "kept": mapped,
             "calls": estimate.calls,
             "results": key,
         }))

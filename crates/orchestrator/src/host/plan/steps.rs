@@ -196,7 +196,13 @@ impl RunHost {
             .take(3)
             .map(|r| crate::format::clip(&r.result, 120))
             .collect();
-        Ok(json!({"results": key, "count": results.len(), "calls": estimate.calls, "first": first}))
+        Ok(json!({
+            "results": key,
+            "count": results.len(),
+            "pieces": kept.len(),
+            "calls": estimate.calls,
+            "first": first,
+        }))
     }
 
     /// `ctx_reduce`: a results variable (or any JSON list) reduced to one answer.
