@@ -142,25 +142,7 @@ impl RunHost {
             .price_into(&plan, &source, &prepared, &limits, &mut estimate)
             .await
             .and_then(|()| estimate.check(&limits).map_err(refused));
-        if let Err(error) = checked {
-            self.plan_event(
-                &plan_id,
-                PlanStage::Refused {
-                    reason: error.to_string(),
-                },
-            );
-            return Err(error);
-        }
-        self.plan_event(
-            &plan_id,
-            PlanStage::Priced {
-                spec,
-                pieces: estimate.pieces,
-                kept: estimate.kept,
-                calls: estimate.calls,
-                prompt_tokens: estimate.prompt_tokens,
-            },
-        );
+        self.priced_or_refused(&plan_id, spec, checked, &estimate)?;
         let pieces = prepared.pieces.len();
         let (answer, results, mapped) = self.execute(&plan, &source, prepared, &plan_id).await?;
         let key = format!("plan-{plan_id}-results");

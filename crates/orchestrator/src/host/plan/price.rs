@@ -13,7 +13,7 @@ use crate::window::answer_reserve;
 
 /// How the priced pieces were cut, and where they are read (to count a too-large
 /// piece's lines).
-pub(super) struct Cut<'a> {
+pub(super) struct Origin<'a> {
     /// The split's unit.
     pub by: SplitBy,
     /// The input.
@@ -34,16 +34,56 @@ impl RunHost {
     ) -> Boxed<'a, ()> {
         Box::pin(async move {
             self.price(plan, source, prepared, limits, estimate)?;
-            if let Map::Plan(inner) = &plan.map {
-                for (_, piece) in &prepared.kept {
-                    let text = Source::Text(source.read(piece)?);
-                    let inner_prepared = self.prepare(inner, &text).await?;
-                    self.price_into(inner, &text, &inner_prepared, limits, estimate)
-                        .await?;
-                }
-            }
-            Ok(())
+            self.price_nested(&plan.map, source, &prepared.kept, limits, estimate)
+                .await
         })
+    }
+
+    /// A nested plan's calls over each of `kept`'s own pieces (nothing for another
+    /// map).
+    pub(super) async fn price_nested(
+        &self,
+        map: &Map,
+        source: &Source,
+        kept: &[(usize, Piece)],
+        limits: &Limits,
+        estimate: &mut Estimate,
+    ) -> Result<(), HostError> {
+        if let Map::Plan(inner) = map {
+            for (_, piece) in kept {
+                let text = Source::Text(source.read(piece)?);
+                let prepared = self.prepare(inner, &text).await?;
+                self.price_into(inner, &text, &prepared, limits, estimate)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits the plan's `priced` event, or its `refused` event and the refusal.
+    pub(super) fn priced_or_refused(
+        &self,
+        plan_id: &str,
+        spec: serde_json::Value,
+        checked: Result<(), HostError>,
+        estimate: &Estimate,
+    ) -> Result<(), HostError> {
+        if let Err(error) = checked {
+            let reason = error.to_string();
+            self.plan_event(plan_id, crate::events::PlanStage::Refused { reason });
+            return Err(error);
+        }
+        self.plan_event(
+            plan_id,
+            crate::events::PlanStage::Priced {
+                spec,
+                pieces: estimate.pieces,
+                kept: estimate.kept,
+                calls: estimate.calls,
+                prompt_tokens: estimate.prompt_tokens,
+            },
+        );
+        Ok(())
     }
 
     /// What the run's and its tree's budgets leave for a plan, and the sub-model's
@@ -80,7 +120,7 @@ impl RunHost {
         estimate: &mut Estimate,
     ) -> Result<(), HostError> {
         let kept = &prepared.kept;
-        let cut = Cut {
+        let origin = Origin {
             by: plan.split.by,
             source,
         };
@@ -92,9 +132,9 @@ impl RunHost {
             ))));
         }
         if let Some(Filter::Ask(question)) = &plan.filter {
-            self.price_ask_filter(question, &cut, kept, limits, estimate)?;
+            self.price_ask_filter(question, &origin, kept, limits, estimate)?;
         }
-        self.price_map(&plan.map, &cut, kept, limits, estimate)?;
+        self.price_map(&plan.map, &origin, kept, limits, estimate)?;
         self.price_reduce(&plan.reduce, kept.len(), limits, estimate)
     }
 
@@ -102,7 +142,7 @@ impl RunHost {
     pub(super) fn price_ask_filter(
         &self,
         question: &str,
-        cut: &Cut<'_>,
+        origin: &Origin<'_>,
         kept: &[(usize, Piece)],
         limits: &Limits,
         estimate: &mut Estimate,
@@ -110,7 +150,7 @@ impl RunHost {
         for (index, piece) in kept {
             estimate
                 .call(*index, self.leaf_tokens(question, piece), false, limits)
-                .map_err(|e| self.too_large(e, cut, piece, limits))?;
+                .map_err(|e| self.too_large(e, origin, piece, limits))?;
         }
         Ok(())
     }
@@ -120,7 +160,7 @@ impl RunHost {
     pub(super) fn price_map(
         &self,
         map: &Map,
-        cut: &Cut<'_>,
+        origin: &Origin<'_>,
         kept: &[(usize, Piece)],
         limits: &Limits,
         estimate: &mut Estimate,
@@ -130,7 +170,7 @@ impl RunHost {
             match map {
                 Map::Ask(instruction) => estimate
                     .call(*index, self.leaf_tokens(instruction, piece), false, limits)
-                    .map_err(|e| self.too_large(e, cut, piece, limits))?,
+                    .map_err(|e| self.too_large(e, origin, piece, limits))?,
                 Map::SubRlm(query) | Map::Agent(query) => estimate
                     .call(*index, estimator.tokens_of(query), true, limits)
                     .map_err(refused)?,
@@ -162,19 +202,19 @@ impl RunHost {
     fn too_large(
         &self,
         error: PlanError,
-        cut: &Cut<'_>,
+        origin: &Origin<'_>,
         piece: &Piece,
         limits: &Limits,
     ) -> HostError {
-        let units = match cut.by {
-            SplitBy::Lines | SplitBy::Records => cut
+        let units = match origin.by {
+            SplitBy::Lines | SplitBy::Records => origin
                 .source
                 .read(piece)
                 .map(|text| text.lines().count() as u64)
                 .unwrap_or(0),
             _ => 0,
         };
-        refused(error.in_units_of(cut.by, piece.chars, units, limits.chars_per_token))
+        refused(error.in_units_of(origin.by, piece.chars, units, limits.chars_per_token))
     }
 
     /// The estimated prompt of one leaf call: the instruction and the piece.

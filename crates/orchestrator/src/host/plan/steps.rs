@@ -16,7 +16,7 @@ use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::price::Cut;
+use super::price::Origin;
 use super::{keep_matching, nesting_of_map, refused, Source};
 use crate::events::PlanStage;
 use crate::host::serve::RunHost;
@@ -110,11 +110,11 @@ impl RunHost {
                 let all: Vec<(usize, Piece)> = all.collect();
                 let limits = self.plan_limits().await;
                 let mut estimate = Estimate::default();
-                let cut = Cut {
+                let origin = Origin {
                     by: set.split.by,
                     source: &source,
                 };
-                self.price_ask_filter(question, &cut, &all, &limits, &mut estimate)?;
+                self.price_ask_filter(question, &origin, &all, &limits, &mut estimate)?;
                 checked(&estimate, &limits)?;
                 (
                     self.ask_filter(question, &source, all).await?,
@@ -157,29 +157,18 @@ impl RunHost {
             kept: kept.len() as u64,
             ..Estimate::default()
         };
-        let cut = Cut {
+        let origin = Origin {
             by: set.split.by,
             source: &source,
         };
-        let priced = self
-            .price_step_map(&map, &cut, &kept, &limits, &mut estimate)
-            .await
-            .and_then(|()| checked(&estimate, &limits));
-        if let Err(error) = priced {
-            let reason = error.to_string();
-            self.plan_event(&plan_id, PlanStage::Refused { reason });
-            return Err(error);
-        }
-        self.plan_event(
-            &plan_id,
-            PlanStage::Priced {
-                spec,
-                pieces: estimate.pieces,
-                kept: estimate.kept,
-                calls: estimate.calls,
-                prompt_tokens: estimate.prompt_tokens,
-            },
-        );
+        let priced = match self.price_map(&map, &origin, &kept, &limits, &mut estimate) {
+            Ok(()) => self
+                .price_nested(&map, &source, &kept, &limits, &mut estimate)
+                .await
+                .and_then(|()| checked(&estimate, &limits)),
+            Err(error) => Err(error),
+        };
+        self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
         let results = self.map_pieces(&plan_id, &map, &source, &kept).await?;
         let key = format!("results-{plan_id}");
         self.store_value(key.clone(), &results).await?;
@@ -225,27 +214,6 @@ impl RunHost {
         }
         let answer = self.reduce(&reduce, texts).await?;
         Ok(json!({"answer": answer, "count": count}))
-    }
-
-    /// A map's calls over `kept`, a nested plan's over each piece's own pieces.
-    async fn price_step_map(
-        &self,
-        map: &Map,
-        cut: &Cut<'_>,
-        kept: &[(usize, Piece)],
-        limits: &Limits,
-        estimate: &mut Estimate,
-    ) -> Result<(), HostError> {
-        self.price_map(map, cut, kept, limits, estimate)?;
-        if let Map::Plan(inner) = map {
-            for (_, piece) in kept {
-                let text = Source::Text(cut.source.read(piece)?);
-                let prepared = self.prepare(inner, &text).await?;
-                self.price_into(inner, &text, &prepared, limits, estimate)
-                    .await?;
-            }
-        }
-        Ok(())
     }
 
     /// The pieces variable `key`, and the file its pieces point into — refused when
