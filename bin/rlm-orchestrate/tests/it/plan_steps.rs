@@ -297,3 +297,17 @@ fn an_extract_map_reduces_every_match_not_one_per_piece() {
     assert_eq!(lines[3], "6", "pieces mapped, not matches: {printed}");
     assert_eq!(mock.control().request_count(), 2, "no model call");
 }
+
+#[test]
+fn an_extract_map_with_too_many_matches_fails_with_what_to_do() {
+    // 110 000 digits: every match would be a result held in memory and stored.
+    let code = "big = '1 2 3 4 5 6 7 8 9 0\\n' * 11000\n\
+                try:\n    map_reduce(input='big', split={'by': 'lines', 'size': 1000}, map={'extract': r'\\d'}, reduce={'op': 'count'})\nexcept Exception as e:\n    print(e)\n\
+                print(map_reduce(input='big', split={'by': 'lines', 'size': 1000}, map={'count': r'\\d'}, reduce={'op': 'sum'}))";
+    let (_, _, printed) = run_code(code, &[]);
+    assert!(
+        printed.contains("the `extract` map found more than 100000 matches of `\\d`; count them with `count` instead"),
+        "{printed}"
+    );
+    assert!(printed.trim_end().ends_with("110000"), "{printed}");
+}

@@ -101,7 +101,11 @@ impl RunHost {
             }
             _ => None,
         };
-        let leaf = &Leaf { map, pattern };
+        let leaf = &Leaf {
+            map,
+            pattern,
+            extracted: std::sync::atomic::AtomicUsize::new(0),
+        };
         let results = fan_out::in_order(
             kept.to_vec(),
             self.settings.delegation.max_parallel,
@@ -168,7 +172,7 @@ impl RunHost {
                 .await?
             }
             (Map::Count(_), Some(pattern)) => pattern.find_iter(&text).count().to_string(),
-            (Map::Extract(_), Some(pattern)) => extract(pattern, &text),
+            (Map::Extract(_), Some(pattern)) => extract(pattern, &text, &leaf.extracted)?,
             (Map::Count(_) | Map::Extract(_), None) => String::new(),
             (Map::SubRlm(query), _) => {
                 self.sub_rlm(&SubRlmArgs {

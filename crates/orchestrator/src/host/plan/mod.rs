@@ -83,7 +83,14 @@ type Boxed<'a, T> =
 struct Leaf<'a> {
     map: &'a Map,
     pattern: Option<Regex>,
+    /// Matches an `extract` map has kept so far, all leaves together.
+    extracted: std::sync::atomic::AtomicUsize,
 }
+
+/// Matches the `extract` map of one plan (or `ctx_map`) keeps at most, all pieces
+/// together: every match is a result held in memory and stored, and pieces bound the
+/// leaves, not the matches (`extract: "\\d+"` over a 1 GB log).
+const MAX_EXTRACTED: usize = 100_000;
 
 /// A plan's input cut into pieces, and the pieces its regex filter keeps.
 struct Prepared {
@@ -295,11 +302,25 @@ fn keep_matching(
 }
 
 /// The matches of `pattern` in `text`, one per line (the first group when it has one).
-fn extract(pattern: &Regex, text: &str) -> String {
-    pattern
+/// `kept` counts the matches kept by every leaf of the map; past [`MAX_EXTRACTED`] the
+/// leaf fails with what to do instead.
+fn extract(
+    pattern: &Regex,
+    text: &str,
+    kept: &std::sync::atomic::AtomicUsize,
+) -> Result<String, HostError> {
+    let matches: Vec<&str> = pattern
         .captures_iter(text)
         .filter_map(|c| c.get(1).or_else(|| c.get(0)))
-        .map(|m| m.as_str().to_owned())
-        .collect::<Vec<_>>()
-        .join("\n")
+        .map(|m| m.as_str())
+        .take(MAX_EXTRACTED + 1)
+        .collect();
+    let before = kept.fetch_add(matches.len(), std::sync::atomic::Ordering::SeqCst);
+    if before + matches.len() > MAX_EXTRACTED {
+        return Err(HostError::RespondToModel(format!(
+            "the `extract` map found more than {MAX_EXTRACTED} matches of `{}`; count them with `count` instead, or keep fewer pieces with a filter, or narrow the pattern",
+            pattern.as_str()
+        )));
+    }
+    Ok(matches.join("\n"))
 }
