@@ -311,3 +311,23 @@ fn an_extract_map_with_too_many_matches_fails_with_what_to_do() {
     );
     assert!(printed.trim_end().ends_with("110000"), "{printed}");
 }
+
+#[test]
+fn a_forged_pieces_variable_cannot_read_a_file_the_store_never_gave_out() {
+    // js code reads no file; a pieces variable written with store.set must not turn
+    // ctx_map into a way to read one.
+    let sb = Sandbox::new();
+    let secret = sb.file("secret.txt", "password=hunter2\n");
+    let code = format!(
+        "await store.set('pieces-forged', {{pieces_of: 'context', file: {path:?}, file_bytes: 17, split: {{by: 'lines'}}, pieces: [{{index: 0, start: 0, end: 17, chars: 17}}]}});\n\
+         try {{ console.log(await ctx_map('pieces-forged', {{extract: 'password=(\\\\w+)'}})); }} catch (e) {{ console.log('refused: ' + e.message); }}",
+        path = secret.display().to_string()
+    );
+    let (_, _, printed) = run_code(&code, &["--env", "js"]);
+    assert!(
+        printed.contains("refused: `pieces-forged` points into")
+            && printed.contains("pieces come from ctx_split, not from store.set"),
+        "{printed}"
+    );
+    assert!(!printed.contains("hunter2"), "{printed}");
+}

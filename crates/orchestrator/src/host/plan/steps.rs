@@ -229,6 +229,19 @@ impl RunHost {
                 ))
             })?;
         let set = PieceSet::from_value(key, &value).map_err(refused)?;
+        // A pieces variable is data anyone's code may write (`store.set` in js, whose
+        // engine reads no file): its `file` is read only when it is one the store
+        // gave out — a text view, or the file a signed `file` variable refers to.
+        let (claimed, of) = (set.file.clone(), set.pieces_of.clone());
+        let trusted = self
+            .blocking(move |store| source_is_the_stores(store, &claimed, &of))
+            .await?;
+        if !trusted {
+            return Err(HostError::RespondToModel(format!(
+                "`{key}` points into {}, which is neither a text view of the store nor the file of `{}`: pieces come from ctx_split, not from store.set",
+                set.file, set.pieces_of
+            )));
+        }
         let file = PathBuf::from(&set.file);
         let now = file_bytes(&file).map_err(|_| {
             HostError::RespondToModel(format!(
@@ -275,6 +288,30 @@ impl RunHost {
         })
         .await
     }
+}
+
+/// True when `file` is one the store gave out: a file of its text views, or the file
+/// the (signed) `file` variable `of` refers to.
+fn source_is_the_stores(
+    store: &rlm_context_store::Store,
+    file: &str,
+    of: &str,
+) -> Result<bool, rlm_context_store::StoreError> {
+    let claimed = std::path::Path::new(file);
+    let in_views = match (
+        std::fs::canonicalize(claimed),
+        std::fs::canonicalize(store.views_dir()),
+    ) {
+        (Ok(file), Ok(views)) => file.parent() == Some(views.as_path()),
+        _ => false,
+    };
+    if in_views {
+        return Ok(true);
+    }
+    Ok(store.has(of)
+        && store
+            .file_reference(of)?
+            .is_some_and(|referenced| referenced.path == claimed))
 }
 
 /// The pieces as a set lists them.
