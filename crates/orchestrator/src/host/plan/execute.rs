@@ -206,7 +206,7 @@ impl RunHost {
                 }
             }
             (Map::Plan(inner), _) => {
-                let text = Source::Text(text);
+                let text = Source::Text(text.into());
                 let prepared = self.prepare(inner, &text).await?;
                 // The nested plan's leaves are traced as `<plan>.<piece>`.
                 let nested = format!("{plan_id}.{index}");

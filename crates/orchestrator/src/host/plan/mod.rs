@@ -23,13 +23,15 @@ mod execute;
 mod price;
 mod steps;
 
-/// Where the plan's input is read from.
+/// Where the plan's input is read from (cheap to clone: the passes over the whole
+/// input run off the async threads, on a clone).
+#[derive(Clone)]
 enum Source {
     /// A file: the store's text view of a variable (the file itself for a `file`
     /// variable).
     File(PathBuf),
     /// Text the REPL sent.
-    Text(String),
+    Text(std::sync::Arc<str>),
 }
 
 impl Source {
@@ -135,8 +137,10 @@ impl RunHost {
         }
         let source = match (args.text, plan.split.by) {
             // A JSON list's items, one per line: `records` then cuts lines.
-            (text, SplitBy::Records) => Source::Text(self.records_of(&plan.input, text).await?),
-            (Some(text), _) => Source::Text(text),
+            (text, SplitBy::Records) => {
+                Source::Text(self.records_of(&plan.input, text).await?.into())
+            }
+            (Some(text), _) => Source::Text(text.into()),
             (None, _) => {
                 let key = plan.input.clone();
                 Source::File(self.blocking(move |store| store.text_view(&key)).await?)
@@ -214,7 +218,12 @@ impl RunHost {
         let pieces = self.cut(&plan.split, instruction, source).await?;
         let kept = match &plan.filter {
             Some(Filter::Regex(pattern)) => {
-                keep_matching(pattern, source, pieces.iter().copied().enumerate())?
+                keep_matching(
+                    pattern,
+                    source,
+                    pieces.iter().copied().enumerate().collect(),
+                )
+                .await?
             }
             _ => pieces.iter().copied().enumerate().collect(),
         };
@@ -234,7 +243,10 @@ impl RunHost {
         let (chars_per_token, _) = window.estimator.calibration();
         let fitting = sub_fit::piece_chars_beside(instruction_tokens, budget, &window.estimator)
             .unwrap_or(1_000);
-        source.split(&cut_of(split, fitting as u64, chars_per_token)?)
+        let cut = cut_of(split, fitting as u64, chars_per_token)?;
+        let source = source.clone();
+        // One pass over the whole input (a file of any size): not on an async thread.
+        off_runtime(move || source.split(&cut)).await
     }
 
     fn plan_event(&self, plan_id: &str, stage: PlanStage) {
@@ -285,20 +297,36 @@ fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, Host
     })
 }
 
-/// The pieces whose text matches `pattern` (case-insensitive).
-fn keep_matching(
+/// The pieces whose text matches `pattern` (case-insensitive): every piece read, off
+/// the async threads.
+async fn keep_matching(
     pattern: &str,
     source: &Source,
-    pieces: impl Iterator<Item = (usize, Piece)>,
+    pieces: Vec<(usize, Piece)>,
 ) -> Result<Vec<(usize, Piece)>, HostError> {
     let regex = rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?;
-    let mut kept = Vec::new();
-    for (index, piece) in pieces {
-        if regex.is_match(&source.read(&piece)?) {
-            kept.push((index, piece));
+    let source = source.clone();
+    off_runtime(move || {
+        let mut kept = Vec::new();
+        for (index, piece) in pieces {
+            if regex.is_match(&source.read(&piece)?) {
+                kept.push((index, piece));
+            }
         }
-    }
-    Ok(kept)
+        Ok(kept)
+    })
+    .await
+}
+
+/// Runs `work` — reading or scanning the whole input — on the blocking pool, so a
+/// pass over a large file does not hold an async thread (the model's streams, the
+/// other leaves) for its seconds.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, HostError> + Send + 'static,
+) -> Result<T, HostError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| HostError::Fatal(format!("a plan's pass over its input stopped: {e}")))?
 }
 
 /// The matches of `pattern` in `text`, one per line (the first group when it has one).

@@ -51,7 +51,7 @@ impl RunHost {
     ) -> Result<(), HostError> {
         if let Map::Plan(inner) = map {
             for (_, piece) in kept {
-                let text = Source::Text(source.read(piece)?);
+                let text = Source::Text(source.read(piece)?.into());
                 let prepared = self.prepare(inner, &text).await?;
                 self.price_into(inner, &text, &prepared, limits, estimate)
                     .await?;

@@ -105,7 +105,7 @@ impl RunHost {
         let (mut set, source) = self.piece_set(&pieces).await?;
         let all = set.pieces.iter().map(|p| (p.index, p.piece()));
         let (kept, calls) = match &filter {
-            Filter::Regex(pattern) => (keep_matching(pattern, &source, all)?, 0),
+            Filter::Regex(pattern) => (keep_matching(pattern, &source, all.collect()).await?, 0),
             Filter::Ask(question) => {
                 let all: Vec<(usize, Piece)> = all.collect();
                 let limits = self.plan_limits().await;
