@@ -1,6 +1,7 @@
 //! `rlm-orchestrate eval`: the suites of `rlm-eval`, each item answered by two arms —
 //! the RLM (a normal run with its own trace) and the baseline (one direct call to the
-//! same model with the context cut to `--baseline-window` characters) — scored, and
+//! same model with the context cut to `--baseline-window` characters, or to what fits
+//! the model's window when that is less; see [`baseline`]) — scored, and
 //! summed up in a table, `results.json` and an accuracy-vs-length chart.
 //!
 //! Contexts are generated once into `OUT/contexts/` (the item's question and answer
@@ -9,7 +10,7 @@
 //! `--haystack` (real text) and `--distractors`, each item and result records the
 //! haystack's digest and the distractors, and `--resume` refuses results of another.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,6 @@ use rlm_eval::suite::{format_length, generate_with};
 use rlm_eval::{score, Haystack, ItemResult, Options, Suite};
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::launch;
-use rlm_orchestrator::provider::{ChatMessage, ChatRequest};
 use rlm_orchestrator::run::RunError;
 use rlm_orchestrator::settings::RunSettings;
 use rlm_process::CancellationToken;
@@ -30,6 +30,7 @@ use crate::cli::{EvalArgs, GlobalArgs};
 use crate::exit::{annotate, bad_input, ExitStatus};
 
 mod arm;
+mod baseline;
 
 /// The arm that runs the RLM.
 const RLM_ARM: &str = "rlm";
@@ -405,6 +406,7 @@ impl Runner<'_> {
             forced: answer.forced,
             failed: answer.failed,
             stderr_tail: answer.stderr_tail,
+            context_chars: answer.context_chars,
             cost_usd: answer.cost_usd,
             seconds: started.elapsed().as_secs_f64(),
             run_id: answer.run_id,
@@ -440,24 +442,20 @@ impl Runner<'_> {
         }
     }
 
-    /// One direct call with the first `window` characters of the context.
+    /// One direct call with the first `window` characters of the context, or as many
+    /// as fit the model's window.
     async fn baseline(&self, prepared: &Prepared) -> Option<Result<Answer, ArmError>> {
-        let mut context = String::new();
-        let read = std::fs::File::open(&prepared.context)
-            .and_then(|file| file.take(self.window as u64).read_to_string(&mut context));
-        if let Err(source) = read {
-            return Some(Err(ArmError::ReadContext {
-                path: prepared.context.clone(),
-                source,
-            }));
-        }
-        let request = ChatRequest {
-            messages: vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
-                &context,
-                &prepared.item.question,
-            ))],
-            ..ChatRequest::default()
+        let context = match baseline::read_prefix(&prepared.context, self.window) {
+            Ok(context) => context,
+            Err(source) => {
+                return Some(Err(ArmError::ReadContext {
+                    path: prepared.context.clone(),
+                    source,
+                }))
+            }
         };
+        let fitted = baseline::fit(self.baseline_model, &context, &prepared.item.question).await;
+        let request = fitted.request;
         let model = self.baseline_model;
         let completion = tokio::select! {
             completion = model.provider.complete(&request, None) => completion,
@@ -468,6 +466,7 @@ impl Runner<'_> {
                 usage: Some(completion.usage),
                 cost_usd: model.price.map(|p| p.cost_usd(&completion.usage)),
                 text: completion.text,
+                context_chars: Some(fitted.context_chars),
                 ..Answer::default()
             }),
             Err(error) => arm_failure(error),
@@ -527,6 +526,8 @@ struct Answer {
     failed: Option<String>,
     /// The tail of a failed arm's stderr.
     stderr_tail: Option<String>,
+    /// Characters of the context the arm was shown, for an arm shown a prefix.
+    context_chars: Option<u64>,
 }
 
 /// Why an arm has no answer. Its message is the item's `error` in `results.json` and

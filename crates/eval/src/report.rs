@@ -56,6 +56,11 @@ pub struct ItemResult {
     /// The last lines of the arm's stderr, when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_tail: Option<String>,
+    /// Characters of the context the arm was shown, for an arm shown a prefix: the
+    /// baseline's first `--baseline-window` characters, fewer when the model's window
+    /// holds less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_chars: Option<u64>,
     /// Cost in USD, when prices are configured.
     pub cost_usd: Option<f64>,
     /// Wall time.
@@ -269,6 +274,7 @@ mod tests {
             forced: false,
             failed: None,
             stderr_tail: None,
+            context_chars: None,
             cost_usd: None,
             seconds: 1.0,
             run_id: None,

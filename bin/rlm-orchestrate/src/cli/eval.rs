@@ -46,7 +46,8 @@ pub struct EvalArgs {
     )]
     pub seed: u64,
 
-    /// The baseline's window: it sees the first this many characters of the context.
+    /// The baseline's window: it sees the first this many characters of the context,
+    /// fewer when the model's window (--context-window, or found) holds less.
     #[arg(
         long,
         default_value = "96k",

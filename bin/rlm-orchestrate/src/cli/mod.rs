@@ -168,7 +168,8 @@ Suites (generated locally from --seed, every answer checked automatically):
   aggregate     count / most frequent / sum of records numeric or exact
   pairs         same-city pairs of records (quadratic)  numeric
 Each item runs in every arm: the RLM (a normal run, with its trace), the baseline (one
-direct call to the same model with the context cut to --baseline-window characters),
+direct call to the same model with the context cut to --baseline-window characters,
+or to what fits the model's window),
 and any external arm (--arm NAME='COMMAND': any system, see docs/eval.md).
 Results: a table on the terminal and in OUT/table.md (accuracy with its 95 % Wilson
 interval, mean score, tokens, tokens per correct answer, seconds, forced and failed

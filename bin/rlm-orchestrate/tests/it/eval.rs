@@ -473,3 +473,52 @@ fn in_real_text_with_distractors_the_oracle_scores_the_rlm_full() {
     );
     assert_eq!(mock.control().request_count(), asked);
 }
+
+#[test]
+fn the_baseline_reads_only_what_fits_the_models_window() {
+    let sb = Sandbox::new();
+    let mock = oracle(Duration::ZERO);
+    let out = sb.root().join("eval");
+    // 64k characters of records, a 128k baseline window and a model of 2 048 tokens
+    // (the mock counts a token per four characters): only a prefix can fit.
+    let flags = [
+        "--suite",
+        "aggregate",
+        "--lengths",
+        "64k",
+        "--items",
+        "1",
+        "--arms",
+        "baseline",
+        "--baseline-window",
+        "128k",
+        "--context-window",
+        "2048",
+    ];
+    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let all = results(&out);
+    assert_eq!(all.len(), 1);
+    assert!(all[0]["failed"].is_null(), "{}", all[0]);
+    let shown = all[0]["context_chars"].as_u64().unwrap();
+    // The window less the answer's room (512 tokens) is 1 536 tokens, about 6 100
+    // characters of prompt: the prefix is cut to fit, and not far below.
+    assert!((4_000..6_144).contains(&shown), "{shown}");
+    let asked: Vec<_> = mock
+        .control()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
+    assert_eq!(asked.len(), 1);
+    let prompt = asked[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        prompt.chars().count().div_ceil(4) <= 1_536,
+        "{}",
+        prompt.len()
+    );
+}
