@@ -6,6 +6,8 @@
 //! first use; a server's refusal of a too-long request that names a smaller window
 //! replaces it for the rest of the run.
 
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 use tokio::sync::OnceCell;
@@ -19,6 +21,12 @@ use crate::provider::{
 
 /// Characters of a request's text the server's tokenizer is asked to count, once.
 const CALIBRATION_SAMPLE_CHARS: usize = 32_000;
+/// Characters of each of the three slices (start, middle, end) of a text sampled by
+/// [`sample_of`].
+pub const SAMPLE_SLICE_CHARS: usize = 4_096;
+/// Distinct samples counted by [`ModelWindow::calibrate_on`] in one run, at most (each
+/// is one call to the server's tokenizer).
+const MAX_SAMPLES: usize = 64;
 
 /// Tokens kept free for the answer: an eighth of the window, between 512 and 4096.
 pub fn answer_reserve(window_tokens: u32) -> u64 {
@@ -36,6 +44,8 @@ pub struct ModelWindow {
     learned: Mutex<Option<ContextWindow>>,
     /// Set once the server's tokenizer was asked (whatever it answered).
     tokenizer_asked: OnceCell<()>,
+    /// Hashes of the samples [`ModelWindow::calibrate_on`] had counted.
+    sampled: Mutex<HashSet<u64>>,
     /// Characters to tokens, calibrated by reported usage.
     pub estimator: TokenEstimator,
 }
@@ -48,6 +58,7 @@ impl ModelWindow {
             found: OnceCell::new(),
             learned: Mutex::new(None),
             tokenizer_asked: OnceCell::new(),
+            sampled: Mutex::new(HashSet::new()),
             estimator: TokenEstimator::default(),
         }
     }
@@ -62,6 +73,7 @@ impl ModelWindow {
             })),
             learned: Mutex::new(None),
             tokenizer_asked: OnceCell::new(),
+            sampled: Mutex::new(HashSet::new()),
             estimator: TokenEstimator::default(),
         }
     }
@@ -127,6 +139,45 @@ impl ModelWindow {
             .await;
     }
 
+    /// Calibrates the estimate with the tokens the server's tokenizer counts in
+    /// `sample`: text the model is about to be sent in bulk (a context's pieces, a
+    /// sub-call's content), which may be far denser than the prompts calibrated so far
+    /// — records of digits and `key=value` pairs run 1.6 characters a token where prose
+    /// runs 4, so pieces sized by prose overflow the window. The estimate keeps the
+    /// densest ratio seen. Each distinct sample is counted once, and at most
+    /// [`MAX_SAMPLES`] a run; nothing happens when the server has no tokenizer.
+    pub async fn calibrate_on(&self, sample: &str) {
+        let Some(config) = &self.config else {
+            return;
+        };
+        if sample.trim().is_empty() {
+            return;
+        }
+        let hash = {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            sample.hash(&mut hasher);
+            hasher.finish()
+        };
+        {
+            let mut sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
+            if sampled.len() >= MAX_SAMPLES || !sampled.insert(hash) {
+                return;
+            }
+        }
+        if let Some(count) = server_token_count(config, sample).await {
+            let sampled = ChatRequest {
+                messages: vec![crate::provider::ChatMessage::user(sample)],
+                ..ChatRequest::default()
+            };
+            self.estimator.observe(&sampled, count + 4);
+            tracing::debug!(
+                count,
+                chars = sample.chars().count(),
+                "the token estimate was calibrated on a sample of the text to send"
+            );
+        }
+    }
+
     /// Tokens a request may hold before the answer's room: the window less
     /// [`answer_reserve`].
     pub async fn prompt_budget(&self) -> u64 {
@@ -164,10 +215,42 @@ impl ModelWindow {
     }
 }
 
+/// A sample of `text` for [`ModelWindow::calibrate_on`]: all of it when short, else
+/// [`SAMPLE_SLICE_CHARS`] characters from its start, its middle and its end.
+pub fn sample_of(text: &str) -> String {
+    let chars = text.chars().count();
+    if chars <= 3 * SAMPLE_SLICE_CHARS {
+        return text.to_owned();
+    }
+    let slice =
+        |from: usize| -> String { text.chars().skip(from).take(SAMPLE_SLICE_CHARS).collect() };
+    [
+        slice(0),
+        slice(chars / 2 - SAMPLE_SLICE_CHARS / 2),
+        slice(chars - SAMPLE_SLICE_CHARS),
+    ]
+    .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
+
+    #[test]
+    fn a_sample_is_the_whole_of_a_short_text_and_three_slices_of_a_long_one() {
+        assert_eq!(sample_of("short"), "short");
+        let long: String = (0..100_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let sample = sample_of(&long);
+        assert_eq!(sample.chars().count(), 3 * SAMPLE_SLICE_CHARS + 2);
+        assert!(sample.starts_with(&long[..100]));
+        assert!(sample.ends_with(&long[long.len() - 100..]));
+        // Multi-byte text is cut on characters.
+        let accents = "é".repeat(20_000);
+        assert!(sample_of(&accents).chars().all(|c| c == 'é' || c == '\n'));
+    }
 
     #[test]
     fn the_answer_keeps_an_eighth_within_bounds() {

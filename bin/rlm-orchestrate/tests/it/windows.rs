@@ -361,3 +361,67 @@ fn a_sub_call_the_server_refuses_teaches_the_window_for_the_next() {
     // The refused prompt was sent twice (streamed, then whole); the split calls fit.
     assert_eq!(overflowing(&mock, WINDOW), 2);
 }
+
+#[test]
+fn pieces_of_dense_records_are_sized_by_the_records_own_tokens() {
+    let sb = Sandbox::new();
+    // Records of digits, which the server's tokenizer counts a token each: about 2.2
+    // characters a token, where the English prompts run 4. Pieces sized by the
+    // prompts' ratio would be twice too large for the window.
+    let records: String = (0..1_500)
+        .map(|i| {
+            format!(
+                "2026-03-{:02} order={i:06} label=payments amount={}\n",
+                i % 28 + 1,
+                i % 997
+            )
+        })
+        .collect();
+    let context = sb.file("records.txt", &records);
+    let mut script = MockScript::new()
+        .rule(MockRule::contains("order=", "1"))
+        .then(MockReply::text(
+            "```repl\ntotal = map_reduce(split={'by': 'chars'}, map={'ask': 'How many records are there? Answer with a number.'}, reduce={'op': 'sum'})\nprint(total)\n```",
+        ))
+        .then(MockReply::text("FINAL_VAR(total)"));
+    script.context_window = Some(WINDOW);
+    script.digits_are_tokens = true;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "How many records?", "--model", "mock"])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .arg("--context")
+        .arg(&context)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = mock.control().requests();
+    let leaves: Vec<_> = requests
+        .iter()
+        // A leaf is one user message: the instruction and its piece.
+        .filter(|r| r.api.is_some() && r.body["messages"].as_array().map_or(0, Vec::len) == 1)
+        .collect();
+    assert!(leaves.len() >= 10, "{} leaves", leaves.len());
+    let past = requests
+        .iter()
+        .filter(|r| {
+            r.api.is_some()
+                && rlm_test_support::mock_llm::mock_tokens(&r.prompt_text(), true)
+                    > u64::from(WINDOW)
+        })
+        .count();
+    assert_eq!(past, 0, "no request past the window");
+    // Every leaf answered "1": the sum is the number of pieces.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        leaves.len().to_string()
+    );
+}

@@ -34,7 +34,8 @@ pub(crate) struct SubFit {
 }
 
 /// How `content`, sent as one message, compares with `window` (calibrating the
-/// estimate by the server's tokenizer first, once per model).
+/// estimate by the server's tokenizer first: once per model, and on a sample of a
+/// large `content`).
 pub(crate) async fn measure(window: &ModelWindow, content: &str) -> SubFit {
     window
         .calibrate_once(&ChatRequest {
@@ -42,6 +43,14 @@ pub(crate) async fn measure(window: &ModelWindow, content: &str) -> SubFit {
             ..ChatRequest::default()
         })
         .await;
+    // A prompt the estimate puts past a third of the budget could overflow if its text
+    // is denser than what calibrated it (records, code, digits): counted on a sample
+    // of it. Smaller ones cannot, at any density a tokenizer reaches.
+    if window.estimator.tokens_of(content) * 3 > window.prompt_budget().await {
+        window
+            .calibrate_on(&crate::window::sample_of(content))
+            .await;
+    }
     SubFit {
         tokens: window.estimator.tokens_of(content) + SUB_TEMPLATE_TOKENS,
         chars: content.chars().count(),

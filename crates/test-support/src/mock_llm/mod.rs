@@ -242,41 +242,50 @@ impl RecordedRequest {
         (!parts.is_empty()).then(|| parts.join("\n\n"))
     }
 
-    /// Characters of prompt text (system and every message, Anthropic tool results
-    /// included as OpenAI's `tool` messages are; for Responses, `instructions`, the
-    /// message items and the tool outputs).
-    pub fn prompt_chars(&self) -> usize {
-        let chars = |text: String| text.chars().count();
-        let system = self
+    /// The prompt's text, its parts one after another: system and every message,
+    /// Anthropic tool results included as OpenAI's `tool` messages are; for Responses,
+    /// `instructions`, the message items and the tool outputs.
+    pub fn prompt_text(&self) -> String {
+        let mut text = self
             .body
             .get("system")
             .or_else(|| self.body.get("instructions"))
             .map(content_text)
             .unwrap_or_default();
-        let messages: usize = self
-            .messages()
-            .iter()
-            .map(|message| {
-                let content = message.get("content").unwrap_or(&Value::Null);
-                let tool_results: usize = tools::anthropic_tool_results(content)
-                    .map(|part| chars(content_text(part.get("content").unwrap_or(&Value::Null))))
-                    .sum();
-                chars(content_text(content)) + tool_results
-            })
-            .sum();
-        let input: usize = self
-            .input_items()
-            .iter()
-            .map(|item| {
-                let text = item
-                    .get("content")
-                    .or_else(|| item.get("output"))
-                    .unwrap_or(&Value::Null);
-                chars(content_text(text))
-            })
-            .sum();
-        chars(system) + messages + input
+        for message in self.messages() {
+            let content = message.get("content").unwrap_or(&Value::Null);
+            text.push_str(&content_text(content));
+            for part in tools::anthropic_tool_results(content) {
+                text.push_str(&content_text(part.get("content").unwrap_or(&Value::Null)));
+            }
+        }
+        for item in self.input_items() {
+            let content = item
+                .get("content")
+                .or_else(|| item.get("output"))
+                .unwrap_or(&Value::Null);
+            text.push_str(&content_text(content));
+        }
+        text
     }
+
+    /// Characters of the prompt's text ([`RecordedRequest::prompt_text`]).
+    pub fn prompt_chars(&self) -> usize {
+        self.prompt_text().chars().count()
+    }
+}
+
+/// Tokens the mock counts in `text`: a token per four characters, rounded up — or, with
+/// `digits_are_tokens` ([`MockScript::digits_are_tokens`]), every ASCII digit a token
+/// of its own and the other characters a token per four, as the tokenizers of Qwen
+/// and Llama 3 split numbers into digits.
+pub fn mock_tokens(text: &str, digits_are_tokens: bool) -> u64 {
+    let chars = text.chars().count() as u64;
+    if !digits_are_tokens {
+        return chars.div_ceil(4);
+    }
+    let digits = text.bytes().filter(u8::is_ascii_digit).count() as u64;
+    digits + (chars - digits).div_ceil(4)
 }
 
 /// The rule that makes the mock the evaluation oracle (`mock-llm --oracle`): it

@@ -514,6 +514,10 @@ pub struct MockScript {
     /// Give `context_window` in `/v1/models` as `max_model_len`, as vLLM does (false:
     /// say nothing, as llama-cpp-python's server does).
     pub advertise_window: bool,
+    /// Count every ASCII digit as a token of its own when the tokenizer endpoint counts
+    /// and when `context_window` is checked, as Qwen's tokenizer does (false: a token
+    /// per four characters of any text). See [`super::mock_tokens`].
+    pub digits_are_tokens: bool,
 }
 
 /// The model name reported unless the script names another.
@@ -530,6 +534,7 @@ impl Default for MockScript {
             record_limit: usize::MAX,
             context_window: None,
             advertise_window: true,
+            digits_are_tokens: false,
         }
     }
 }

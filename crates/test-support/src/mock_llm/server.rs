@@ -289,14 +289,15 @@ async fn answer(
     let Some(api) = api else {
         let (status, body) = match (incoming.method.as_str(), path.as_str()) {
             ("POST", p) if p.ends_with("/extras/tokenize/count") => {
-                // llama-cpp-python's tokenizer endpoint, counting as the mock's usage
-                // does: characters / 4, rounded up.
+                // llama-cpp-python's tokenizer endpoint, counting as the window check
+                // does (characters / 4, rounded up, unless digits are tokens).
                 let input = request
                     .body
                     .get("input")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                (200, json!({"count": input.chars().count().div_ceil(4)}))
+                let digits = shared.lock().script.digits_are_tokens;
+                (200, json!({"count": super::mock_tokens(input, digits)}))
             }
             ("GET", "/" | "/health") => (
                 200,
@@ -341,8 +342,11 @@ async fn answer(
         return Ok(true);
     };
 
-    let window = shared.lock().script.context_window;
-    let (reply, latency, model) = match window.and_then(|w| overflow(&request, w)) {
+    let (window, digits) = {
+        let state = shared.lock();
+        (state.script.context_window, state.script.digits_are_tokens)
+    };
+    let (reply, latency, model) = match window.and_then(|w| overflow(&request, w, digits)) {
         Some(refusal) => (refusal, Duration::ZERO, String::new()),
         None => shared.choose(&request),
     };
@@ -392,12 +396,12 @@ async fn answer(
     }
 }
 
-/// The refusal of a request longer than `window` tokens (prompt characters / 4, plus
-/// the answer's `max_tokens`) as llama-cpp-python's server gives it: a streamed request
+/// The refusal of a request longer than `window` tokens (the prompt's tokens as
+/// [`super::mock_tokens`] counts them, plus the answer's `max_tokens`) as llama-cpp-python's server gives it: a streamed request
 /// gets an event stream that ends without data (the server fails after sending its
 /// headers), a whole one HTTP 400 naming the window. `None` when it fits.
-fn overflow(request: &RecordedRequest, window: u32) -> Option<MockReply> {
-    let prompt = u64::try_from(request.prompt_chars().div_ceil(4)).unwrap_or(u64::MAX);
+fn overflow(request: &RecordedRequest, window: u32, digits_are_tokens: bool) -> Option<MockReply> {
+    let prompt = super::mock_tokens(&request.prompt_text(), digits_are_tokens);
     let answer = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
         .iter()
         .find_map(|field| request.body.get(*field).and_then(Value::as_u64))

@@ -60,6 +60,43 @@ impl Source {
         }
     }
 
+    /// A sample of the input to calibrate the token estimate on
+    /// ([`crate::window::ModelWindow::calibrate_on`]): its start, middle and end, a few
+    /// KiB each — never the whole of a large file. Empty when it cannot be read (the
+    /// split that follows says why).
+    fn sample(&self) -> String {
+        match self {
+            Self::Text(text) => crate::window::sample_of(text),
+            Self::File(path) => {
+                let Ok(bytes) = std::fs::metadata(path).map(|m| m.len()) else {
+                    return String::new();
+                };
+                // Bytes a slice: a character is at most four.
+                let slice = crate::window::SAMPLE_SLICE_CHARS as u64;
+                let piece = |start: u64, end: u64| Piece {
+                    start,
+                    end,
+                    chars: 0,
+                };
+                let pieces = if bytes <= 3 * slice {
+                    vec![piece(0, bytes)]
+                } else {
+                    let middle = bytes / 2 - slice / 2;
+                    vec![
+                        piece(0, slice),
+                        piece(middle, middle + slice),
+                        piece(bytes - slice, bytes),
+                    ]
+                };
+                pieces
+                    .iter()
+                    .filter_map(|p| self.read(p).ok())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }
+    }
+
     /// Cuts the input.
     fn split(&self, cut: &Cut) -> Result<Vec<Piece>, HostError> {
         let split = match self {
@@ -239,6 +276,10 @@ impl RunHost {
         source: &Source,
     ) -> Result<Vec<Piece>, HostError> {
         let window = &self.sub_model.window;
+        // Pieces are sized by the estimate: calibrated on this input first, which may be
+        // far denser than the prompts seen so far.
+        let sample = source.sample();
+        window.calibrate_on(&sample).await;
         let budget = window.prompt_budget().await;
         let (chars_per_token, _) = window.estimator.calibration();
         let fitting = sub_fit::piece_chars_beside(instruction_tokens, budget, &window.estimator)

@@ -255,7 +255,11 @@ impl RunHost {
                 set.file, set.file_bytes, set.pieces_of
             )));
         }
-        Ok((set, Source::File(file)))
+        let source = Source::File(file);
+        // The leaves are priced by the estimate: calibrated on these pieces' text (a
+        // no-op when the split in this run already did).
+        self.sub_model.window.calibrate_on(&source.sample()).await;
+        Ok((set, source))
     }
 
     /// Stores `text` as the variable `key` and returns its text file.
