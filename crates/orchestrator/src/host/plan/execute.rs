@@ -8,7 +8,7 @@ use rlm_plan::{Map, Plan, PlanError, Reduce};
 use rlm_protocol::host_call::{AgentJob, HostError, SubRlmArgs};
 use serde_json::Value;
 
-use super::{extract, refused, Boxed, Leaf, Prepared, Source};
+use super::{extract, off_runtime, refused, Boxed, Leaf, Prepared, Source};
 use crate::events::{CallPurpose, PlanStage};
 use crate::host::serve::RunHost;
 use crate::host::{fan_out, sub_fit};
@@ -67,7 +67,8 @@ impl RunHost {
             |(_, piece)| {
                 let prompt = prompt.clone();
                 async move {
-                    let text = source.read(&piece)?;
+                    let source = source.clone();
+                    let text = off_runtime(move || source.read(&piece)).await?;
                     self.ask_sub(
                         sub_fit::with_context(&prompt, Some(&text)),
                         CallPurpose::LlmQuery,
@@ -104,7 +105,7 @@ impl RunHost {
         let leaf = &Leaf {
             map,
             pattern,
-            extracted: std::sync::atomic::AtomicUsize::new(0),
+            extracted: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         };
         let results = fan_out::in_order(
             kept.to_vec(),
@@ -162,7 +163,28 @@ impl RunHost {
         index: usize,
         piece: Piece,
     ) -> Result<String, HostError> {
-        let text = source.read(&piece)?;
+        // A count or an extraction is a pass over the piece (of any size a split gave
+        // it): read and scanned on the blocking pool, with the read, not on an async
+        // thread the model's streams and the other leaves share.
+        match (leaf.map, &leaf.pattern) {
+            (Map::Count(_), Some(pattern)) => {
+                let (source, pattern) = (source.clone(), pattern.clone());
+                return off_runtime(move || {
+                    Ok(pattern.find_iter(&source.read(&piece)?).count().to_string())
+                })
+                .await;
+            }
+            (Map::Extract(_), Some(pattern)) => {
+                let (source, pattern) = (source.clone(), pattern.clone());
+                let kept = std::sync::Arc::clone(&leaf.extracted);
+                return off_runtime(move || extract(&pattern, &source.read(&piece)?, &kept)).await;
+            }
+            _ => {}
+        }
+        let text = {
+            let source = source.clone();
+            off_runtime(move || source.read(&piece)).await?
+        };
         let result = match (leaf.map, &leaf.pattern) {
             (Map::Ask(instruction), _) => {
                 self.ask_sub(
@@ -171,9 +193,8 @@ impl RunHost {
                 )
                 .await?
             }
-            (Map::Count(_), Some(pattern)) => pattern.find_iter(&text).count().to_string(),
-            (Map::Extract(_), Some(pattern)) => extract(pattern, &text, &leaf.extracted)?,
-            (Map::Count(_) | Map::Extract(_), None) => String::new(),
+            // Answered above when their pattern compiled.
+            (Map::Count(_) | Map::Extract(_), _) => String::new(),
             (Map::SubRlm(query), _) => {
                 self.sub_rlm(&SubRlmArgs {
                     query: query.clone(),

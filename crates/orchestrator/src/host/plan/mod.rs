@@ -122,8 +122,9 @@ type Boxed<'a, T> =
 struct Leaf<'a> {
     map: &'a Map,
     pattern: Option<Regex>,
-    /// Matches an `extract` map has kept so far, all leaves together.
-    extracted: std::sync::atomic::AtomicUsize,
+    /// Matches an `extract` map has kept so far, all leaves together (shared with the
+    /// leaves' passes on the blocking pool).
+    extracted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Matches the `extract` map of one plan (or `ctx_map`) keeps at most, all pieces
