@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Why each item of an `rlm-orchestrate eval` reading was not right, from its traces.
+
+Usage: scripts/eval-failures.py WORK_DIR [--items]
+
+WORK_DIR is a reading's work directory (`.local-models/eval`, `.local-models/eval-after`):
+one directory per step holding `results.json`, and `data/runs/<run id>/events.jsonl`
+for the RLM arm's runs. Every item scored below 1 gets one cause, the first that fits:
+
+  window   the run (or the arm) failed on a request past the model's window: the
+           server's refusal ("maximum context length", "exceed context window") or
+           llama-cpp-python's empty stream ("the stream ended without data").
+  format   the run ended without an answer of the model's own (forced) after a reply
+           that was not understood as it was meant: FINAL / FINAL_VAR called inside a
+           code cell where the REPL did not define it (NameError), or repeated
+           corrections of one reply form (other than code repeated unchanged). A run
+           that got past such a reply and answered is not counted here.
+  other    the reply was understood and the run ended within the window: a wrong
+           answer, or no answer in the iterations (wrong code, wrong reduction, gave
+           up — what docs/eval.md reads out of the traces by hand).
+
+Prints a markdown table per cell (step, suite, length, arm) and the totals; --items
+adds one line per failing item (run id, cause, the evidence).
+"""
+
+import collections
+import glob
+import json
+import os
+import re
+import sys
+
+WINDOW = re.compile(
+    r"stream ended without data|maximum context length|exceed(?:s|ed)? (?:the )?context window"
+    r"|context_length_exceeded|Requested tokens \(\d+\) exceed",
+    re.IGNORECASE,
+)
+FINAL_NAME_ERROR = re.compile(r"NameError: name '(FINAL|FINAL_VAR|Final|final|SUBMIT)' is not defined")
+STOPPED_ON_FORM = re.compile(r"stopping: the reply was again (.+?), after \d+ corrections")
+
+
+def events_of(data_dir, run_id):
+    path = os.path.join(data_dir, "runs", run_id or "", "events.jsonl")
+    if not run_id or not os.path.exists(path):
+        return []
+    events = []
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return events
+
+
+def cause(result, events):
+    """(cause, evidence) of one item scored below 1."""
+    texts = [result.get("failed") or "", result.get("error") or "", result.get("stderr_tail") or ""]
+    texts += [e.get("message", "") for e in events if e.get("kind") in ("error", "warning")]
+    for text in texts:
+        found = WINDOW.search(text)
+        if found:
+            return "window", found.group(0)
+    for e in events if result.get("forced") else []:
+        if e.get("kind") == "exec":
+            found = FINAL_NAME_ERROR.search(e.get("output") or "")
+            if found:
+                return "format", found.group(0)
+        if e.get("kind") == "warning":
+            found = STOPPED_ON_FORM.search(e.get("message", ""))
+            if found and "already ran" not in found.group(1):
+                return "format", found.group(0)
+    if result.get("forced"):
+        return "other", "forced: no answer within the iterations"
+    return "other", "answered: " + (result.get("got") or "").strip().replace("\n", " ")[:60]
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if len(args) != 1:
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        sys.exit(2)
+    work = args[0]
+    data_dir = os.path.join(work, "data")
+    cells = collections.defaultdict(lambda: collections.Counter())
+    items = []
+    for path in sorted(glob.glob(os.path.join(work, "*", "results.json"))):
+        step = os.path.basename(os.path.dirname(path))
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+        for r in rows:
+            if r.get("error"):
+                continue
+            key = (step, r["suite"], r["length"], r["arm"])
+            cells[key]["items"] += 1
+            if r["score"] >= 1:
+                cells[key]["right"] += 1
+                continue
+            why, evidence = cause(r, events_of(data_dir, r.get("run_id")))
+            cells[key][why] += 1
+            items.append((key, r.get("run_id") or "-", why, evidence))
+    print("| step | suite | length | arm | items | right | not right | window | format | other |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    total = collections.Counter()
+    for (step, suite, length, arm), c in sorted(cells.items()):
+        wrong = c["items"] - c["right"]
+        print(
+            f"| {step} | {suite} | {length // 1024}k | {arm} | {c['items']} | {c['right']} | {wrong} "
+            f"| {c['window']} | {c['format']} | {c['other']} |"
+        )
+        total.update(c)
+    wrong = total["items"] - total["right"]
+    share = lambda n: f"{n} ({100 * n / wrong:.0f} %)" if wrong else "0"
+    print(
+        f"| **all** | | | | {total['items']} | {total['right']} | {wrong} "
+        f"| {share(total['window'])} | {share(total['format'])} | {share(total['other'])} |"
+    )
+    if "--items" in sys.argv:
+        print()
+        for (step, suite, length, arm), run_id, why, evidence in items:
+            print(f"- {step} {suite} {length // 1024}k {arm} {run_id}: {why} — {evidence}")
+
+
+if __name__ == "__main__":
+    main()
