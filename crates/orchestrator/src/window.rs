@@ -7,24 +7,22 @@
 //! replaces it for the rest of the run.
 
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 use tokio::sync::OnceCell;
 
 use crate::provider::window::{
-    is_overflow_refusal, offline_window, resolve_window, server_token_count, window_in_refusal,
+    is_overflow_refusal, offline_window, prompt_tokens_in_refusal, resolve_window, sample_key,
+    server_token_count, window_in_refusal,
 };
+pub use crate::provider::window::{sample_of, SAMPLE_SLICE_CHARS};
 use crate::provider::{
     ChatRequest, ContextWindow, ProviderConfig, ProviderError, TokenEstimator, WindowSource,
 };
 
 /// Characters of a request's text the server's tokenizer is asked to count, once.
 const CALIBRATION_SAMPLE_CHARS: usize = 32_000;
-/// Characters of each of the three slices (start, middle, end) of a text sampled by
-/// [`sample_of`].
-pub const SAMPLE_SLICE_CHARS: usize = 4_096;
-/// Distinct samples counted by [`ModelWindow::calibrate_on`] in one run, at most (each
+/// Distinct samples counted by [`ModelWindow::calibrate_on_sample`] in one run, at most (each
 /// is one call to the server's tokenizer).
 const MAX_SAMPLES: usize = 64;
 
@@ -44,7 +42,7 @@ pub struct ModelWindow {
     learned: Mutex<Option<ContextWindow>>,
     /// Set once the server's tokenizer was asked (whatever it answered).
     tokenizer_asked: OnceCell<()>,
-    /// Hashes of the samples [`ModelWindow::calibrate_on`] had counted.
+    /// Keys of the samples [`ModelWindow::calibrate_on_sample`] had counted.
     sampled: Mutex<HashSet<u64>>,
     /// Characters to tokens, calibrated by reported usage.
     pub estimator: TokenEstimator,
@@ -139,43 +137,42 @@ impl ModelWindow {
             .await;
     }
 
-    /// Calibrates the estimate with the tokens the server's tokenizer counts in
-    /// `sample`: text the model is about to be sent in bulk (a context's pieces, a
-    /// sub-call's content), which may be far denser than the prompts calibrated so far
-    /// — records of digits and `key=value` pairs run 1.6 characters a token where prose
-    /// runs 4, so pieces sized by prose overflow the window. The estimate keeps the
-    /// densest ratio seen. Each distinct sample is counted once, and at most
-    /// [`MAX_SAMPLES`] a run; nothing happens when the server has no tokenizer.
-    pub async fn calibrate_on(&self, sample: &str) {
-        let Some(config) = &self.config else {
-            return;
-        };
-        if sample.trim().is_empty() {
-            return;
+    /// The characters per token of `text`, counted by the server's tokenizer on a
+    /// sample of it ([`sample_of`]): text the model is about to be sent in bulk (a REPL
+    /// output, a sub-call's content) may be far denser than the prompts calibrated so
+    /// far — records of digits run 1.6 characters a token on Qwen's tokenizer where
+    /// English runs 4. The estimate then counts `text` at that ratio
+    /// ([`TokenEstimator::ratio_of`]). `None` when the server has no tokenizer.
+    pub async fn calibrate_on_text(&self, text: &str) -> Option<f64> {
+        self.calibrate_on_sample(&sample_of(text)).await
+    }
+
+    /// The characters per token the server's tokenizer counts in `sample` (of a file
+    /// a plan cuts, say). Each distinct sample is counted once, and at most
+    /// [`MAX_SAMPLES`] a run; `None` when the server has no tokenizer.
+    pub async fn calibrate_on_sample(&self, sample: &str) -> Option<f64> {
+        if let Some(ratio) = self.estimator.sample_ratio(sample) {
+            return Some(ratio);
         }
-        let hash = {
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            sample.hash(&mut hasher);
-            hasher.finish()
-        };
+        let config = self.config.as_ref()?;
+        if sample.trim().is_empty() {
+            return None;
+        }
         {
             let mut sampled = self.sampled.lock().unwrap_or_else(|p| p.into_inner());
-            if sampled.len() >= MAX_SAMPLES || !sampled.insert(hash) {
-                return;
+            if sampled.len() >= MAX_SAMPLES || !sampled.insert(sample_key(sample)) {
+                return None;
             }
         }
-        if let Some(count) = server_token_count(config, sample).await {
-            let sampled = ChatRequest {
-                messages: vec![crate::provider::ChatMessage::user(sample)],
-                ..ChatRequest::default()
-            };
-            self.estimator.observe(&sampled, count + 4);
-            tracing::debug!(
-                count,
-                chars = sample.chars().count(),
-                "the token estimate was calibrated on a sample of the text to send"
-            );
-        }
+        let count = server_token_count(config, sample).await?;
+        let ratio = self.estimator.observe_sample(sample, count);
+        tracing::debug!(
+            count,
+            chars = sample.chars().count(),
+            ?ratio,
+            "a sample of text to send was counted by the server's tokenizer"
+        );
+        ratio
     }
 
     /// Tokens a request may hold before the answer's room: the window less
@@ -200,6 +197,11 @@ impl ModelWindow {
             return None;
         }
         let current = self.window().await.tokens;
+        // The server counted the prompt it refused: the estimate that let it through
+        // learns from that count (text denser than any calibrated so far).
+        if let Some(counted) = prompt_tokens_in_refusal(body) {
+            self.estimator.observe(request, counted);
+        }
         let estimate = self.estimator.request_tokens(request);
         let named = window_in_refusal(body);
         let tokens = named
@@ -213,23 +215,6 @@ impl ModelWindow {
         *self.learned.lock().unwrap_or_else(|p| p.into_inner()) = Some(window.clone());
         Some(window)
     }
-}
-
-/// A sample of `text` for [`ModelWindow::calibrate_on`]: all of it when short, else
-/// [`SAMPLE_SLICE_CHARS`] characters from its start, its middle and its end.
-pub fn sample_of(text: &str) -> String {
-    let chars = text.chars().count();
-    if chars <= 3 * SAMPLE_SLICE_CHARS {
-        return text.to_owned();
-    }
-    let slice =
-        |from: usize| -> String { text.chars().skip(from).take(SAMPLE_SLICE_CHARS).collect() };
-    [
-        slice(0),
-        slice(chars / 2 - SAMPLE_SLICE_CHARS / 2),
-        slice(chars - SAMPLE_SLICE_CHARS),
-    ]
-    .join("\n")
 }
 
 #[cfg(test)]
@@ -257,6 +242,28 @@ mod tests {
         assert_eq!(answer_reserve(2_048), 512);
         assert_eq!(answer_reserve(8_192), 1_024);
         assert_eq!(answer_reserve(200_000), 4_096);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_that_counts_the_prompt_calibrates_the_estimate() {
+        let window = ModelWindow::fixed(8_192);
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user("7".repeat(24_000))],
+            ..ChatRequest::default()
+        };
+        let refusal = ProviderError::Http {
+            endpoint: "http://127.0.0.1:1/v1/chat/completions".into(),
+            status: 400,
+            body: "Requested tokens (14553) exceed context window of 8192".into(),
+            attempts: 1,
+        };
+        window.learn_from_refusal(&refusal, &request).await;
+        let (ratio, samples) = window.estimator.calibration();
+        assert_eq!(samples, 1);
+        assert!((1.6..1.7).contains(&ratio), "{ratio}");
+        // The refused request is now estimated at what the server counted.
+        let estimate = window.estimator.request_tokens(&request);
+        assert!((14_553..14_700).contains(&estimate), "{estimate}");
     }
 
     #[tokio::test]

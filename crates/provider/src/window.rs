@@ -343,6 +343,31 @@ pub fn window_in_refusal(body: &str) -> Option<u32> {
     (tokens >= MIN_CONTEXT_WINDOW).then_some(tokens)
 }
 
+/// The prompt's tokens a server's refusal of a too-long request counted, if it says:
+/// llama-cpp-python ("Requested tokens (9000) exceed …"), OpenAI and vLLM ("(9030 in
+/// the messages, 5 in the completion)"; else "you requested 9035 tokens"), llama.cpp
+/// (`"n_prompt_tokens": 9000`), Anthropic ("prompt is too long: 210000 tokens"). Counted
+/// by the server's tokenizer: what calibrates the estimate when a request was refused.
+pub fn prompt_tokens_in_refusal(body: &str) -> Option<u64> {
+    let lower = body.to_ascii_lowercase();
+    let after = |marker: &str| -> Option<u32> {
+        let at = lower.find(marker)? + marker.len();
+        leading_number(&lower[at..])
+    };
+    let in_messages = || {
+        // "(9030 in the messages": the number before the marker.
+        let at = lower.find(" in the messages")?;
+        let open = lower[..at].rfind('(')?;
+        leading_number(&lower[open + 1..at])
+    };
+    let tokens = after("requested tokens")
+        .or_else(in_messages)
+        .or_else(|| after("\"n_prompt_tokens\":"))
+        .or_else(|| after("prompt is too long:"))
+        .or_else(|| after("you requested"))?;
+    (tokens > 0).then_some(u64::from(tokens))
+}
+
 /// True when an error body says the request was too long for the model.
 pub fn is_overflow_refusal(body: &str) -> bool {
     let lower = body.to_ascii_lowercase();
@@ -378,12 +403,38 @@ pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.0;
 /// markers and separators.
 const MESSAGE_OVERHEAD_CHARS: usize = 16;
 
+/// Characters of each of the three slices (start, middle, end) of a text sampled by
+/// [`sample_of`].
+pub const SAMPLE_SLICE_CHARS: usize = 4_096;
+
+/// A sample of `text` to count with a server's tokenizer: all of it when short, else
+/// [`SAMPLE_SLICE_CHARS`] characters from its start, its middle and its end.
+pub fn sample_of(text: &str) -> String {
+    let chars = text.chars().count();
+    if chars <= 3 * SAMPLE_SLICE_CHARS {
+        return text.to_owned();
+    }
+    let slice =
+        |from: usize| -> String { text.chars().skip(from).take(SAMPLE_SLICE_CHARS).collect() };
+    [
+        slice(0),
+        slice(chars / 2 - SAMPLE_SLICE_CHARS / 2),
+        slice(chars - SAMPLE_SLICE_CHARS),
+    ]
+    .join("\n")
+}
+
 /// Estimates how many tokens a request takes: its characters over a ratio that starts
 /// at [`DEFAULT_CHARS_PER_TOKEN`] and is calibrated by the prompt tokens the server
-/// reports — the lowest ratio seen, so the estimate errs towards more tokens.
+/// reports — the lowest ratio seen, so the estimate errs towards more tokens. A text
+/// whose sample the server counted ([`TokenEstimator::observe_text`]: a REPL output of
+/// records, a sub-call's content) is estimated at its own ratio, when that is lower:
+/// digits run a token each on some tokenizers, where English runs four characters.
 #[derive(Debug)]
 pub struct TokenEstimator {
     state: Mutex<Calibration>,
+    /// Characters per token of each counted text, by the hash of its sample.
+    texts: Mutex<std::collections::HashMap<u64, f64>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -399,6 +450,7 @@ impl Default for TokenEstimator {
                 chars_per_token: DEFAULT_CHARS_PER_TOKEN,
                 samples: 0,
             }),
+            texts: Mutex::new(std::collections::HashMap::new()),
         }
     }
 }
@@ -416,14 +468,65 @@ impl TokenEstimator {
         (chars as f64 / ratio).ceil() as u64
     }
 
-    /// Estimated tokens of `text`.
+    /// Estimated tokens of `text`: at its own counted ratio when lower than the
+    /// general one.
     pub fn tokens_of(&self, text: &str) -> u64 {
-        self.tokens_of_chars(text.chars().count())
+        (text.chars().count() as f64 / self.ratio_of(text)).ceil() as u64
     }
 
-    /// Estimated prompt tokens of `request`: its messages, tool calls and tool specs.
+    /// Characters per token to estimate `text` with: the general ratio, or the ratio
+    /// the server counted in `text`'s sample when that is lower.
+    pub fn ratio_of(&self, text: &str) -> f64 {
+        let (general, _) = self.calibration();
+        let texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        if texts.is_empty() {
+            return general;
+        }
+        texts
+            .get(&sample_key(&sample_of(text)))
+            .map_or(general, |ratio| ratio.min(general))
+    }
+
+    /// The ratio counted for `sample` ([`TokenEstimator::observe_sample`]), if it was.
+    pub fn sample_ratio(&self, sample: &str) -> Option<f64> {
+        let texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        texts.get(&sample_key(sample)).copied()
+    }
+
+    /// Estimated prompt tokens of `request`: its messages (each at its own ratio, see
+    /// [`TokenEstimator::ratio_of`]), tool calls and tool specs.
     pub fn request_tokens(&self, request: &ChatRequest) -> u64 {
-        self.tokens_of_chars(request_chars(request))
+        let (general, _) = self.calibration();
+        let contents: usize = request
+            .messages
+            .iter()
+            .map(|m| m.content.chars().count())
+            .sum();
+        let rest = request_chars(request) - contents;
+        let texts: f64 = request
+            .messages
+            .iter()
+            .map(|m| m.content.chars().count() as f64 / self.ratio_of(&m.content))
+            .sum();
+        (texts + rest as f64 / general).ceil() as u64
+    }
+
+    /// Records the tokens the server's tokenizer counted in `sample` (a sample of a
+    /// text, [`sample_of`], or of a file): that text is then estimated at its own
+    /// ratio. Returns the ratio; `None` for an implausible count (fewer than one token
+    /// per eight characters, or more than two per character). The general ratio is
+    /// left as it is: one dense text does not make English prompts look twice as long.
+    pub fn observe_sample(&self, sample: &str, counted: u64) -> Option<f64> {
+        if counted == 0 {
+            return None;
+        }
+        let ratio = sample.chars().count() as f64 / counted as f64;
+        if !(0.5..=8.0).contains(&ratio) {
+            return None;
+        }
+        let mut texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        texts.insert(sample_key(sample), ratio);
+        Some(ratio)
     }
 
     /// True once a count calibrated the estimate.
@@ -451,6 +554,14 @@ impl TokenEstimator {
         };
         state.samples = state.samples.saturating_add(1);
     }
+}
+
+/// The key a sample's counted ratio is kept under.
+pub fn sample_key(sample: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    sample.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Characters of `request` as [`TokenEstimator`] counts them.
@@ -549,8 +660,53 @@ mod tests {
             assert!(is_overflow_refusal(body), "{body}");
             assert_eq!(window_in_refusal(body), Some(tokens), "{body}");
         }
+        let prompts = [9_123, 5_000, 9_000, 210_000, 9_030];
+        for ((body, _), prompt) in cases.iter().zip(prompts) {
+            assert_eq!(prompt_tokens_in_refusal(body), Some(prompt), "{body}");
+        }
+        assert_eq!(prompt_tokens_in_refusal("context_length_exceeded"), None);
         assert!(!is_overflow_refusal("rate limited"));
         assert_eq!(window_in_refusal("internal error"), None);
+    }
+
+    #[test]
+    fn a_counted_text_is_estimated_at_its_own_ratio_and_nothing_else_is() {
+        let estimator = TokenEstimator::default();
+        let records = "order=000001 amount=608\n".repeat(2_000);
+        let prose = "the quick brown fox jumps over the lazy dog ".repeat(100);
+        assert_eq!(estimator.ratio_of(&records), DEFAULT_CHARS_PER_TOKEN);
+        // The server counted 1.6 characters a token in the records' sample.
+        let sample = sample_of(&records);
+        let counted = (sample.chars().count() as f64 / 1.6) as u64;
+        let ratio = estimator.observe_sample(&sample, counted).unwrap();
+        assert!((1.59..1.61).contains(&ratio), "{ratio}");
+        assert!((1.59..1.61).contains(&estimator.ratio_of(&records)));
+        assert_eq!(estimator.ratio_of(&prose), DEFAULT_CHARS_PER_TOKEN);
+        assert_eq!(estimator.calibration(), (DEFAULT_CHARS_PER_TOKEN, 0));
+        // A request holding both counts each at its own ratio.
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::user(prose.clone()),
+                ChatMessage::user(records.clone()),
+            ],
+            ..ChatRequest::default()
+        };
+        let expected = prose.len() as f64 / 3.0 + records.len() as f64 / 1.6;
+        let estimate = estimator.request_tokens(&request) as f64;
+        assert!(
+            (estimate - expected).abs() < 40.0,
+            "{estimate} vs {expected}"
+        );
+        // A text counted lighter than the general ratio keeps the general one.
+        let light = "abcdefghij".repeat(50);
+        estimator.observe_sample(&light, 50);
+        assert_eq!(estimator.ratio_of(&light), DEFAULT_CHARS_PER_TOKEN);
+        assert_eq!(estimator.observe_sample("x", 0), None);
+        assert_eq!(
+            estimator.observe_sample(&"x".repeat(100), 1_000),
+            None,
+            "implausible"
+        );
     }
 
     #[test]

@@ -182,7 +182,10 @@ fn a_window_the_server_gives_is_never_exceeded() {
         .iter()
         .filter(|r| r.path.ends_with("/extras/tokenize/count"))
         .count();
-    assert_eq!(tokenized, 1, "the tokenizer is asked once per model");
+    // Once to calibrate, then once for each distinct large message (a sample of it):
+    // the system prompt, the task (again when compaction records join it) and the five
+    // 5 000-character outputs.
+    assert!((1..=12).contains(&tokenized), "{tokenized} counts");
 }
 
 #[test]
@@ -424,4 +427,42 @@ fn pieces_of_dense_records_are_sized_by_the_records_own_tokens() {
         String::from_utf8_lossy(&out.stdout).trim(),
         leaves.len().to_string()
     );
+}
+
+#[test]
+fn outputs_of_dense_records_are_counted_before_the_conversation_is_fitted() {
+    let sb = Sandbox::new();
+    // Each step prints 1 500 digits: 1 500 tokens to the server, about 375 by the
+    // ratio of the English prompts. Five of them overflow the window unless the
+    // estimate learns the digits' density.
+    let mut script = MockScript::new();
+    for step in 1..=5 {
+        script = script.then(MockReply::text(format!(
+            "Step {step}.\n```repl\nprint('step{step} ' + '7' * 1500)\n```"
+        )));
+    }
+    script = script.then(MockReply::text("FINAL(counted)"));
+    script.context_window = Some(WINDOW);
+    script.digits_are_tokens = true;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "counted");
+    let past = mock
+        .control()
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.api.is_some()
+                && rlm_test_support::mock_llm::mock_tokens(&r.prompt_text(), true)
+                    > u64::from(WINDOW)
+        })
+        .count();
+    assert_eq!(past, 0, "no request past the window");
+    // Fitting it took compactions.
+    assert!(!of_kind(&events(&sb), "compacted").is_empty());
 }

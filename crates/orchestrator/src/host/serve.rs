@@ -164,7 +164,12 @@ impl RunHost {
             return self.ask_sub(content, purpose).await;
         }
         let window = &self.sub_model.window;
-        let piece = sub_fit::piece_chars(&args.prompt, fit.budget, &window.estimator);
+        // Pieces of the context at its own density (`measure` counted a sample of it).
+        let piece = sub_fit::piece_chars_beside(
+            window.estimator.tokens_of(&args.prompt),
+            fit.budget,
+            window.estimator.ratio_of(&content),
+        );
         match (args.split, context, piece) {
             (true, Some(context), Some(piece)) => {
                 self.split_query(&args.prompt, &context, piece, fit, purpose)

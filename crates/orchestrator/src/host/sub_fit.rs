@@ -47,9 +47,7 @@ pub(crate) async fn measure(window: &ModelWindow, content: &str) -> SubFit {
     // is denser than what calibrated it (records, code, digits): counted on a sample
     // of it. Smaller ones cannot, at any density a tokenizer reaches.
     if window.estimator.tokens_of(content) * 3 > window.prompt_budget().await {
-        window
-            .calibrate_on(&crate::window::sample_of(content))
-            .await;
+        window.calibrate_on_text(content).await;
     }
     SubFit {
         tokens: window.estimator.tokens_of(content) + SUB_TEMPLATE_TOKENS,
@@ -172,22 +170,16 @@ where
     Ok(answers.pop().unwrap_or_default())
 }
 
-/// Characters of context a piece may hold beside `prompt` within `budget` tokens;
-/// `None` when the prompt leaves no useful room.
-pub(crate) fn piece_chars(prompt: &str, budget: u64, estimator: &TokenEstimator) -> Option<usize> {
-    piece_chars_beside(estimator.tokens_of(prompt), budget, estimator)
-}
-
 /// Characters of context a piece may hold beside a prompt of `prompt_tokens` within
-/// `budget` tokens; `None` when the prompt leaves no useful room.
+/// `budget` tokens, for text of `chars_per_token`; `None` when the prompt leaves no
+/// useful room.
 pub(crate) fn piece_chars_beside(
     prompt_tokens: u64,
     budget: u64,
-    estimator: &TokenEstimator,
+    chars_per_token: f64,
 ) -> Option<usize> {
     let prompt_tokens = prompt_tokens + PIECE_MARGIN_TOKENS;
     let room = budget.checked_sub(prompt_tokens)?;
-    let (chars_per_token, _) = estimator.calibration();
     let chars = (room as f64 * chars_per_token * PIECE_SAFETY) as usize;
     (chars >= MIN_PIECE_CHARS).then_some(chars)
 }
@@ -287,10 +279,16 @@ mod tests {
     #[test]
     fn a_piece_leaves_room_for_the_prompt() {
         let estimator = TokenEstimator::default();
+        let piece_chars = |prompt: &str, ratio: f64| {
+            piece_chars_beside(estimator.tokens_of(prompt), 1_000, ratio)
+        };
         // 1 000 tokens, the prompt ~10 + 64 margin: ~926 tokens × 3 × 0.9.
-        let chars = piece_chars("count the apples here", 1_000, &estimator).unwrap();
+        let chars = piece_chars("count the apples here", 3.0).unwrap();
         assert!((2_400..2_550).contains(&chars), "{chars}");
-        assert_eq!(piece_chars(&"x".repeat(3_000), 1_000, &estimator), None);
+        // Denser text, smaller pieces.
+        let dense = piece_chars("count the apples here", 1.5).unwrap();
+        assert!((1_200..1_275).contains(&dense), "{dense}");
+        assert_eq!(piece_chars(&"x".repeat(3_000), 3.0), None);
     }
 
     #[tokio::test]

@@ -77,6 +77,15 @@ impl Fitter {
             })
             .await;
         let budget = window.prompt_budget().await;
+        // A large message (a REPL output of records, a long tool result) may be far
+        // denser than the prompts that calibrated the estimate: one past a sixteenth
+        // of the budget is counted on a sample of it (once per distinct sample, a
+        // bounded number a run) before the conversation is fitted.
+        for message in messages.iter() {
+            if window.estimator.tokens_of(&message.content) * 16 > budget {
+                window.calibrate_on_text(&message.content).await;
+            }
+        }
         let Some(compaction) = self
             .history
             .fit(messages, specs, budget, &window.estimator)?

@@ -61,7 +61,7 @@ impl Source {
     }
 
     /// A sample of the input to calibrate the token estimate on
-    /// ([`crate::window::ModelWindow::calibrate_on`]): its start, middle and end, a few
+    /// ([`crate::window::ModelWindow::calibrate_on_sample`]): its start, middle and end, a few
     /// KiB each — never the whole of a large file. Empty when it cannot be read (the
     /// split that follows says why).
     fn sample(&self) -> String {
@@ -185,7 +185,7 @@ impl RunHost {
             }
         };
         let prepared = self.prepare(&plan, &source).await?;
-        let limits = self.plan_limits().await;
+        let limits = self.plan_limits(Some(&source)).await;
         let mut estimate = Estimate::default();
         let checked = self
             .price_into(&plan, &source, &prepared, &limits, &mut estimate)
@@ -277,18 +277,30 @@ impl RunHost {
         source: &Source,
     ) -> Result<Vec<Piece>, HostError> {
         let window = &self.sub_model.window;
-        // Pieces are sized by the estimate: calibrated on this input first, which may be
-        // far denser than the prompts seen so far.
-        let sample = source.sample();
-        window.calibrate_on(&sample).await;
+        // Pieces are sized at this input's own density, which may be far above the
+        // prompts'.
+        let chars_per_token = self.density_of(source).await;
         let budget = window.prompt_budget().await;
-        let (chars_per_token, _) = window.estimator.calibration();
-        let fitting = sub_fit::piece_chars_beside(instruction_tokens, budget, &window.estimator)
+        let fitting = sub_fit::piece_chars_beside(instruction_tokens, budget, chars_per_token)
             .unwrap_or(1_000);
         let cut = cut_of(split, fitting as u64, chars_per_token)?;
         let source = source.clone();
         // One pass over the whole input (a file of any size): not on an async thread.
         off_runtime(move || source.split(&cut)).await
+    }
+
+    /// Characters per token to size and price pieces of `source` with: the server's
+    /// count of a sample of it ([`crate::window::ModelWindow::calibrate_on_sample`],
+    /// once per input), or the general estimate when that is lower or the server
+    /// cannot count.
+    async fn density_of(&self, source: &Source) -> f64 {
+        let window = &self.sub_model.window;
+        let (general, _) = window.estimator.calibration();
+        let sample = source.sample();
+        window
+            .calibrate_on_sample(&sample)
+            .await
+            .map_or(general, |ratio| ratio.min(general))
     }
 
     fn plan_event(&self, plan_id: &str, stage: PlanStage) {

@@ -86,12 +86,16 @@ impl RunHost {
         Ok(())
     }
 
-    /// What the run's and its tree's budgets leave for a plan, and the sub-model's
-    /// window.
-    pub(super) async fn plan_limits(&self) -> Limits {
+    /// What the run's and its tree's budgets leave for a plan, the sub-model's window,
+    /// and the density of `source`'s text (pieces are priced at it; the general
+    /// estimate without one).
+    pub(super) async fn plan_limits(&self, source: Option<&Source>) -> Limits {
         let window = &self.sub_model.window;
         let prompt_budget = window.prompt_budget().await;
-        let (chars_per_token, _) = window.estimator.calibration();
+        let chars_per_token = match source {
+            Some(source) => self.density_of(source).await,
+            None => window.estimator.calibration().0,
+        };
         // This run's budgets and the whole tree's, the tighter of each.
         let left = self.accounting.left();
         let tokens = window.window().await.tokens;
@@ -149,7 +153,12 @@ impl RunHost {
     ) -> Result<(), HostError> {
         for (index, piece) in kept {
             estimate
-                .call(*index, self.leaf_tokens(question, piece), false, limits)
+                .call(
+                    *index,
+                    self.leaf_tokens(question, piece, limits),
+                    false,
+                    limits,
+                )
                 .map_err(|e| self.too_large(e, origin, piece, limits))?;
         }
         Ok(())
@@ -169,7 +178,12 @@ impl RunHost {
         for (index, piece) in kept {
             match map {
                 Map::Ask(instruction) => estimate
-                    .call(*index, self.leaf_tokens(instruction, piece), false, limits)
+                    .call(
+                        *index,
+                        self.leaf_tokens(instruction, piece, limits),
+                        false,
+                        limits,
+                    )
                     .map_err(|e| self.too_large(e, origin, piece, limits))?,
                 Map::SubRlm(query) | Map::Agent(query) => estimate
                     .call(*index, estimator.tokens_of(query), true, limits)
@@ -217,9 +231,11 @@ impl RunHost {
         refused(error.in_units_of(origin.by, piece.chars, units, limits.chars_per_token))
     }
 
-    /// The estimated prompt of one leaf call: the instruction and the piece.
-    fn leaf_tokens(&self, instruction: &str, piece: &Piece) -> u64 {
+    /// The estimated prompt of one leaf call: the instruction and the piece (at the
+    /// input's density, `limits.chars_per_token`).
+    fn leaf_tokens(&self, instruction: &str, piece: &Piece, limits: &Limits) -> u64 {
         let estimator = &self.sub_model.window.estimator;
-        estimator.tokens_of(instruction) + estimator.tokens_of_chars(piece.chars as usize) + 32
+        let piece_tokens = (piece.chars as f64 / limits.chars_per_token).ceil() as u64;
+        estimator.tokens_of(instruction) + piece_tokens + 32
     }
 }

@@ -108,7 +108,7 @@ impl RunHost {
             Filter::Regex(pattern) => (keep_matching(pattern, &source, all.collect()).await?, 0),
             Filter::Ask(question) => {
                 let all: Vec<(usize, Piece)> = all.collect();
-                let limits = self.plan_limits().await;
+                let limits = self.plan_limits(Some(&source)).await;
                 let mut estimate = Estimate::default();
                 let origin = Origin {
                     by: set.split.by,
@@ -151,7 +151,7 @@ impl RunHost {
         }
         let (set, source) = self.piece_set(&pieces).await?;
         let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
-        let limits = self.plan_limits().await;
+        let limits = self.plan_limits(Some(&source)).await;
         let mut estimate = Estimate {
             pieces: kept.len() as u64,
             kept: kept.len() as u64,
@@ -207,7 +207,7 @@ impl RunHost {
         let texts = texts_to_reduce(&results, &value).map_err(refused)?;
         let count = texts.len();
         if let Reduce::Ask { .. } = reduce {
-            let limits = self.plan_limits().await;
+            let limits = self.plan_limits(None).await;
             let mut estimate = Estimate::default();
             self.price_reduce(&reduce, count, &limits, &mut estimate)?;
             checked(&estimate, &limits)?;
@@ -255,11 +255,7 @@ impl RunHost {
                 set.file, set.file_bytes, set.pieces_of
             )));
         }
-        let source = Source::File(file);
-        // The leaves are priced by the estimate: calibrated on these pieces' text (a
-        // no-op when the split in this run already did).
-        self.sub_model.window.calibrate_on(&source.sample()).await;
-        Ok((set, source))
+        Ok((set, Source::File(file)))
     }
 
     /// Stores `text` as the variable `key` and returns its text file.
