@@ -3,9 +3,11 @@
 
 Usage: scripts/eval-failures.py WORK_DIR [--items]
 
-WORK_DIR is a reading's work directory (`.local-models/eval`, `.local-models/eval-after`):
+WORK_DIR is a reading's work directory (`.local-models/eval`, `.local-models/eval-second`):
 one directory per step holding `results.json`, and `data/runs/<run id>/events.jsonl`
-for the RLM arm's runs. Every item scored below 1 gets one cause, the first that fits:
+for the RLM arm's runs — or the reading as `scripts/eval-local.sh collect` commits it
+(`docs/eval-runs/<reading>`), where each step keeps its runs' events as
+`<step>/runs/<run id>/events.jsonl.gz`. Every item scored below 1 gets one cause, the first that fits:
 
   window   the run (or the arm) failed on a request past the model's window: the
            server's refusal ("maximum context length", "exceed context window") or
@@ -25,6 +27,7 @@ adds one line per failing item (run id, cause, the evidence).
 
 import collections
 import glob
+import gzip
 import json
 import os
 import re
@@ -39,12 +42,20 @@ FINAL_NAME_ERROR = re.compile(r"NameError: name '(FINAL|FINAL_VAR|Final|final|SU
 STOPPED_ON_FORM = re.compile(r"stopping: the reply was again (.+?), after \d+ corrections")
 
 
-def events_of(data_dir, run_id):
-    path = os.path.join(data_dir, "runs", run_id or "", "events.jsonl")
-    if not run_id or not os.path.exists(path):
+def events_of(data_dir, step_dir, run_id):
+    """The events of one run: from the data directory, else as committed beside the step."""
+    if not run_id:
+        return []
+    path = os.path.join(data_dir, "runs", run_id, "events.jsonl")
+    committed = os.path.join(step_dir, "runs", run_id, "events.jsonl.gz")
+    if os.path.exists(path):
+        opened = open(path, encoding="utf-8")
+    elif os.path.exists(committed):
+        opened = gzip.open(committed, "rt", encoding="utf-8")
+    else:
         return []
     events = []
-    with open(path, encoding="utf-8") as lines:
+    with opened as lines:
         for line in lines:
             try:
                 events.append(json.loads(line))
@@ -96,7 +107,8 @@ def main():
             if r["score"] >= 1:
                 cells[key]["right"] += 1
                 continue
-            why, evidence = cause(r, events_of(data_dir, r.get("run_id")))
+            events = events_of(data_dir, os.path.dirname(path), r.get("run_id"))
+            why, evidence = cause(r, events)
             cells[key][why] += 1
             items.append((key, r.get("run_id") or "-", why, evidence))
     print("| step | suite | length | arm | items | right | not right | window | format | other |")

@@ -26,7 +26,15 @@
 #                                    step into docs/eval-runs/ (to commit)
 #   scripts/eval-local.sh status     items scored so far per step
 #   scripts/eval-local.sh table      the cells scored so far as a markdown table
+#   scripts/eval-local.sh show RUN   one RLM run's trace (`runs show`), also once collected
 # Work files (contexts, traces) live in $RLM_EVAL_DIR (default .local-models/eval), not git.
+# A machine can be handed over new (.local-models gone): `run` then starts each step from
+# the results.json that `collect` committed, so scored items are not asked again; the
+# contexts are made again from the seed, byte for byte. `collect` also keeps, beside the
+# results, failures.md (scripts/eval-failures.py: each item not right, its cause and the
+# evidence) and STEP/runs/RUN_ID/ (events.jsonl.gz and summary.json of every RLM run),
+# which a new machine would otherwise lose with the data directory. To read one as
+# `runs show` does: `scripts/eval-local.sh show RUN_ID`.
 # A reading under another name (the same plan with a later rlm, to compare):
 # RLM_EVAL_NAME=after-25 keeps its work in .local-models/eval-after-25 and collects into
 # docs/eval-runs/qwen2.5-coder-1.5b-after-25; RLM_EVAL_BIN runs a given binary instead
@@ -78,6 +86,17 @@ prepare() {
   fi
 }
 
+# A step whose work directory has no results.json starts from the one `collect` put in
+# docs/eval-runs (the machine was handed over new): its scored items are kept.
+seed_from_docs() {
+  local step=$1
+  if [ ! -f "$WORK/$step/results.json" ] && [ -f "$DOCS/$step/results.json" ]; then
+    mkdir -p "$WORK/$step"
+    cp "$DOCS/$step/results.json" "$WORK/$step/results.json"
+    log "$step: resumed from $DOCS/$step/results.json"
+  fi
+}
+
 # eval for one step, length and arm set.
 run_step() {
   local name=$1 suites=$2 extra=$3 length=$4 env=$5 arms=$6
@@ -94,6 +113,7 @@ run_step() {
   # shellcheck disable=SC2206  # the extra flags are words written above
   flags+=($extra)
   log "$name · $length · env $env · arms $arms"
+  seed_from_docs "$(basename "$out")"
   "$BIN" --data-dir "$WORK/data" eval \
     --suite "$suites" --lengths "$length" --items 5 --seed 1 --parallel 1 \
     --baseline-window 24000 --base-url "$BASE_URL" --model "$MODEL" \
@@ -133,8 +153,39 @@ case "${1:-}" in
       mkdir -p "$DOCS/$name"
       cp "$dir/results.json" "$DOCS/$name/"
       for f in table.md accuracy.svg; do [ -f "$dir/$f" ] && cp "$dir/$f" "$DOCS/$name/"; done
+      # Every RLM run's trace (events.jsonl and summary.json, compressed): the data
+      # directory is not kept, and scripts/eval-failures.py and `runs show` read these.
+      python3 -c 'import json,sys; print("\n".join(r["run_id"] for r in json.load(open(sys.argv[1])) if r.get("run_id")))' \
+        "$dir/results.json" | while read -r run; do
+        kept="$DOCS/$name/runs/$run"
+        [ -f "$kept/events.jsonl.gz" ] && continue
+        [ -f "$WORK/data/runs/$run/events.jsonl" ] || continue
+        mkdir -p "$kept"
+        gzip -9n <"$WORK/data/runs/$run/events.jsonl" >"$kept/events.jsonl.gz"
+        [ -f "$WORK/data/runs/$run/summary.json" ] && cp "$WORK/data/runs/$run/summary.json" "$kept/"
+      done
       log "collected $name"
     done
+    if [ -d "$DOCS" ]; then
+      python3 scripts/eval-failures.py "$DOCS" --items >"$DOCS/failures.md"
+      log "wrote $DOCS/failures.md"
+    fi
+    ;;
+  show)
+    # One RLM run as `runs show` tells it: from the data directory, else from the trace
+    # `collect` committed (unpacked into a scratch data directory).
+    run="${2:?usage: scripts/eval-local.sh show RUN_ID}"
+    if [ -d "$WORK/data/runs/$run" ]; then
+      exec "$BIN" --data-dir "$WORK/data" runs show "$run"
+    fi
+    kept=$(find "$DOCS" -path "*/runs/$run" -type d -print -quit 2>/dev/null || true)
+    [ -n "$kept" ] || { echo "eval-local: no run $run in $WORK/data or $DOCS" >&2; exit 1; }
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    mkdir -p "$scratch/runs/$run"
+    gzip -dc "$kept/events.jsonl.gz" >"$scratch/runs/$run/events.jsonl"
+    [ -f "$kept/summary.json" ] && cp "$kept/summary.json" "$scratch/runs/$run/"
+    "$BIN" --data-dir "$scratch" runs show "$run"
     ;;
   status)
     for dir in "$WORK"/*/; do
@@ -193,7 +244,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
 EOF
     ;;
   *)
-    sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
