@@ -156,6 +156,23 @@ pub fn generate(
     generate_with(suite, length, index, count, seed, &Options::default(), out)
 }
 
+/// `count` needles with different keys and different numbers: a key drawn twice would
+/// ask for the same number twice, which a set cannot score. A needle that repeats a key
+/// or a number is drawn again, so items with no repeat keep the bytes they always had.
+fn distinct_needles(rng: &mut Rng, count: usize) -> Vec<Needle> {
+    let mut needles: Vec<Needle> = Vec::with_capacity(count);
+    while needles.len() < count {
+        let needle = Needle::new(rng);
+        if !needles
+            .iter()
+            .any(|n| n.key == needle.key || n.value == needle.value)
+        {
+            needles.push(needle);
+        }
+    }
+    needles
+}
+
 /// Writes the context of item `index` (of `count` per suite and length) of `suite` at
 /// `length` characters to `out`, with `options` (a haystack, distractors), and returns
 /// the item. Without options the bytes are those [`generate`] writes.
@@ -194,7 +211,7 @@ pub fn generate_with(
             )
         }
         Suite::MultiNeedle => {
-            let needles: Vec<Needle> = (0..4).map(|_| Needle::new(&mut rng)).collect();
+            let needles = distinct_needles(&mut rng, 4);
             let mut placed: Vec<(u32, String)> = needles
                 .iter()
                 .enumerate()
