@@ -462,13 +462,17 @@ impl Runner<'_> {
             () = self.cancel.cancelled() => return None,
         };
         Some(match completion {
-            Ok(completion) => Ok(Answer {
-                usage: Some(completion.usage),
-                cost_usd: model.price.map(|p| p.cost_usd(&completion.usage)),
-                text: completion.text,
-                context_chars: Some(fitted.context_chars),
-                ..Answer::default()
-            }),
+            Ok(completion) => {
+                // Reported, else the window's estimate (as a run records it).
+                let usage = model.window.usage_of(&request, &completion);
+                Ok(Answer {
+                    usage: Some(usage),
+                    cost_usd: model.price.map(|p| p.cost_usd(&usage)),
+                    text: completion.text,
+                    context_chars: Some(fitted.context_chars),
+                    ..Answer::default()
+                })
+            }
             Err(error) => arm_failure(error),
         })
     }

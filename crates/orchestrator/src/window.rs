@@ -17,7 +17,8 @@ use crate::provider::window::{
 };
 pub use crate::provider::window::{sample_of, SAMPLE_SLICE_CHARS};
 use crate::provider::{
-    ChatRequest, ContextWindow, ProviderConfig, ProviderError, TokenEstimator, WindowSource,
+    ChatRequest, Completion, ContextWindow, ProviderConfig, ProviderError, TokenEstimator, Usage,
+    WindowSource,
 };
 
 /// Characters of a request's text the server's tokenizer is asked to count, once.
@@ -173,6 +174,29 @@ impl ModelWindow {
             "a sample of text to send was counted by the server's tokenizer"
         );
         ratio
+    }
+
+    /// The tokens `completion` of `request` used: as the server reported them, else
+    /// this window's estimate. A server that reports none (llama-cpp-python on a
+    /// streamed answer) leaves the provider's rough count — four characters a token
+    /// over the messages alone — which misses the tool specifications and the chat
+    /// template and runs 2.5× low on text of digits; the window's estimate counts the
+    /// whole request, each text at the ratio the server's tokenizer counted for it.
+    pub fn usage_of(&self, request: &ChatRequest, completion: &Completion) -> Usage {
+        if completion.usage_reported {
+            return completion.usage;
+        }
+        let calls: u64 = completion
+            .tool_calls
+            .iter()
+            .map(|call| {
+                self.estimator.tokens_of(&call.name) + self.estimator.tokens_of(&call.arguments)
+            })
+            .sum();
+        Usage {
+            prompt_tokens: self.estimator.request_tokens(request),
+            completion_tokens: self.estimator.tokens_of(&completion.text) + calls,
+        }
     }
 
     /// Tokens a request may hold before the answer's room: the window less

@@ -466,3 +466,59 @@ fn outputs_of_dense_records_are_counted_before_the_conversation_is_fitted() {
     // Fitting it took compactions.
     assert!(!of_kind(&events(&sb), "compacted").is_empty());
 }
+
+#[test]
+fn a_server_that_reports_no_usage_is_counted_by_the_calibrated_estimate() {
+    let sb = Sandbox::new();
+    // As llama-cpp-python streams: no usage in any answer. Each step prints 1 500
+    // digits, which the server counts a token each: four characters a token over the
+    // messages would record a quarter of them.
+    let mut script = MockScript::new();
+    for step in 1..=3 {
+        script = script.then(
+            MockReply::text(format!(
+                "Step {step}.\n```repl\nprint('step{step} ' + '7' * 1500)\n```"
+            ))
+            .without_usage(),
+        );
+    }
+    script = script.then(MockReply::text("FINAL(counted)").without_usage());
+    // A small window, so each output is large enough for the run to have it counted
+    // (a message past a sixteenth of the budget) before it is sent.
+    script.context_window = Some(WINDOW);
+    script.digits_are_tokens = true;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counted: Vec<u64> = mock
+        .control()
+        .requests()
+        .iter()
+        .filter(|r| r.api.is_some())
+        .map(|r| rlm_test_support::mock_llm::mock_tokens(&r.prompt_text(), true))
+        .collect();
+    let events = events(&sb);
+    let calls = of_kind(&events, "llm_call");
+    assert_eq!(calls.len(), counted.len());
+    for (call, counted) in calls.iter().zip(&counted) {
+        assert_eq!(call["usage_reported"], false);
+        let recorded = call["prompt_tokens"].as_u64().unwrap();
+        // Within the estimate's margins of the server's count; the old rough count
+        // was a third of it by the last call.
+        assert!(
+            recorded * 10 >= counted * 9 && recorded <= counted * 2,
+            "recorded {recorded}, the server counted {counted}"
+        );
+    }
+    // The run's totals are the same figures.
+    let finished = of_kind(&events, "run_finished");
+    let total: u64 = calls
+        .iter()
+        .map(|c| c["prompt_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(finished[0]["usage"]["prompt_tokens"].as_u64(), Some(total));
+}

@@ -72,21 +72,23 @@ pub(crate) fn record_call(
     (accounting, reserved): (&Accounting, Reservation),
     sink: &EventSink,
 ) {
-    let cost = model.price.map(|p| p.cost_usd(&completion.usage));
     // The estimate the window was fitted with, before this call calibrates it.
     let estimated_prompt_tokens = model.window.estimator.request_tokens(request);
+    // Reported, else the window's estimate (not the provider's four characters a token).
+    let usage = model.window.usage_of(request, completion);
+    let cost = model.price.map(|p| p.cost_usd(&usage));
     if completion.usage_reported {
         model
             .window
             .estimator
             .observe(request, completion.usage.prompt_tokens);
     }
-    accounting.record_call(completion.usage, cost, reserved);
+    accounting.record_call(usage, cost, reserved);
     sink.emit(EventData::LlmCall(LlmCall {
         model: completion.model.clone(),
         purpose,
-        prompt_tokens: completion.usage.prompt_tokens,
-        completion_tokens: completion.usage.completion_tokens,
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
         usage_reported: completion.usage_reported,
         latency_ms: completion.latency.as_millis() as u64,
         attempts: completion.attempts,
