@@ -152,7 +152,14 @@ case "${1:-}" in
       name=$(basename "$dir")
       mkdir -p "$DOCS/$name"
       cp "$dir/results.json" "$DOCS/$name/"
-      for f in table.md accuracy.svg; do [ -f "$dir/$f" ] && cp "$dir/$f" "$DOCS/$name/"; done
+      # The table and chart are written when a step ends: not while it is mid-way.
+      for f in table.md accuracy.svg; do
+        if [ -f "$dir/$f" ] && ! [ "$dir/$f" -ot "$dir/results.json" ]; then
+          cp "$dir/$f" "$DOCS/$name/"
+        else
+          rm -f "$DOCS/$name/$f"
+        fi
+      done
       # Every RLM run's trace (events.jsonl and summary.json, compressed): the data
       # directory is not kept, and scripts/eval-failures.py and `runs show` read these.
       python3 -c 'import json,sys; print("\n".join(r["run_id"] for r in json.load(open(sys.argv[1])) if r.get("run_id")))' \
