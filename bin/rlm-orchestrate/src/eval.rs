@@ -123,6 +123,16 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     // asked again on --resume.
     let mut results: Vec<ItemResult> = earlier.into_iter().filter(|r| r.error.is_none()).collect();
     let items = prepare_items(&plan, &args, &cancel)?;
+    let items_now: Vec<rlm_eval::Item> = items.iter().map(|p| p.item.clone()).collect();
+    let rescored = rlm_eval::report::rescore(&mut results, &items_now);
+    if rescored > 0 {
+        write_results(&results_path, &results)?;
+        if !global.quiet {
+            crate::live::write_stderr(&format!(
+                "{rescored} earlier answers scored again: their items are scored by a stricter rule now"
+            ));
+        }
+    }
     let done: std::collections::HashSet<_> = results.iter().map(ItemResult::key).collect();
     let jobs: Vec<(Prepared, String)> = items
         .iter()
@@ -305,7 +315,23 @@ fn prepare_items(
                     .and_then(|bytes| serde_json::from_slice::<rlm_eval::Item>(&bytes).ok())
                     .filter(|item| item.variant.same_items_as(&variant) && context.exists());
                 let item = match known {
-                    Some(item) => item,
+                    // The context is reused; its item is derived again, so answers
+                    // are scored by today's rules (see `rescore`).
+                    Some(known) => {
+                        let item = generate_with(
+                            suite,
+                            length,
+                            index,
+                            args.items,
+                            args.seed,
+                            &plan.options(),
+                            &mut std::io::sink(),
+                        )?;
+                        if item != known {
+                            write_atomically(&meta, &serde_json::to_vec_pretty(&item)?)?;
+                        }
+                        item
+                    }
                     None => {
                         let item =
                             write_context(suite, length, index, args, &plan.options(), &context)?;

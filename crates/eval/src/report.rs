@@ -89,6 +89,36 @@ impl ItemResult {
     }
 }
 
+/// Scores `results` again against `items` as generated now, where an item's expected
+/// answer changed since its answers were scored (a scoring rule made stricter, say: a
+/// hedge naming several labels no longer counts). The question must be the same — the
+/// same generator made the same context —, else the result is left as it is. Failed
+/// answers stay at 0. Returns how many results changed their score.
+pub fn rescore(results: &mut [ItemResult], items: &[crate::suite::Item]) -> usize {
+    let mut changed = 0;
+    for result in results.iter_mut() {
+        let Some(item) = items.iter().find(|item| {
+            (item.suite, item.length, item.index, item.seed)
+                == (result.suite, result.length, result.index, result.seed)
+        }) else {
+            continue;
+        };
+        if item.expected == result.expected || item.question != result.question {
+            continue;
+        }
+        result.expected = item.expected.clone();
+        if result.failed.is_some() || result.error.is_some() {
+            continue;
+        }
+        let score = crate::score::score(&result.expected, &result.got);
+        if score != result.score {
+            result.score = score;
+            changed += 1;
+        }
+    }
+    changed
+}
+
 /// One line of the table: a suite, a length and an arm.
 ///
 /// An item is *correct* when its score is 1: for the binary suites that is the
@@ -281,6 +311,46 @@ mod tests {
             error: None,
             variant: Variant::default(),
         }
+    }
+
+    #[test]
+    fn answers_are_scored_again_when_their_item_is_scored_by_a_stricter_rule() {
+        let item = |expected: Expected| crate::suite::Item {
+            suite: Suite::Sniah,
+            length: 8192,
+            index: 0,
+            seed: 1,
+            question: "q".into(),
+            expected,
+            depth_percent: None,
+            variant: Variant::default(),
+        };
+        let hedge = ItemResult {
+            expected: Expected::Exact("shipping".into()),
+            got: "fraud or shipping".into(),
+            ..result("rlm", 8192, 1.0)
+        };
+        let right = ItemResult {
+            expected: Expected::Exact("shipping".into()),
+            got: "shipping".into(),
+            ..result("baseline", 8192, 1.0)
+        };
+        let mut results = vec![hedge, right];
+        let choice = Expected::Choice {
+            answer: "shipping".into(),
+            others: vec!["fraud".into()],
+        };
+        assert_eq!(rescore(&mut results, &[item(choice.clone())]), 1);
+        assert_eq!((results[0].score, results[1].score), (0.0, 1.0));
+        assert!(results.iter().all(|r| r.expected == choice));
+        // Another question (another generator): left alone.
+        let mut other = vec![ItemResult {
+            question: "another".into(),
+            ..results[0].clone()
+        }];
+        other[0].score = 1.0;
+        assert_eq!(rescore(&mut other, &[item(choice)]), 0);
+        assert_eq!(other[0].score, 1.0);
     }
 
     #[test]

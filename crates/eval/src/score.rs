@@ -18,6 +18,15 @@ pub enum Expected {
     /// A set of values, all to be found: F1 of the values in the answer (split at
     /// commas, semicolons, whitespace and "and") against the set.
     Set(Vec<String>),
+    /// One of named candidates (the labels, the five words of a question): scored as
+    /// [`Expected::Exact`], and wrong when the answer also names another candidate —
+    /// "fraud, support or shipping" is a hedge, not an answer.
+    Choice {
+        /// The right candidate.
+        answer: String,
+        /// The other candidates.
+        others: Vec<String>,
+    },
 }
 
 impl Expected {
@@ -27,6 +36,7 @@ impl Expected {
             Self::Exact(text) => text.clone(),
             Self::Number(n) => format_number(*n),
             Self::Set(items) => items.join(", "),
+            Self::Choice { answer, .. } => answer.clone(),
         }
     }
 }
@@ -47,11 +57,19 @@ pub fn score(expected: &Expected, got: &str) -> f64 {
             let got = normalise(got);
             let want = normalise(want);
             let words = got.split_whitespace().count();
-            let whole_word = |text: &str| {
-                text.split(|c: char| !c.is_alphanumeric() && c != '-' && c != '_')
-                    .any(|word| word == want)
-            };
-            f64::from(u8::from(got == want || (words <= 12 && whole_word(&got))))
+            f64::from(u8::from(
+                got == want || (words <= 12 && has_whole_word(&got, &want)),
+            ))
+        }
+        Expected::Choice { answer, others } => {
+            let hedged = others
+                .iter()
+                .any(|other| has_whole_word(&normalise(got), &normalise(other)));
+            if hedged {
+                0.0
+            } else {
+                score(&Expected::Exact(answer.clone()), got)
+            }
         }
         Expected::Number(want) => match first_number(got) {
             Some(n) if (n - want).abs() <= want.abs().max(1.0) * 1e-6 => 1.0,
@@ -73,6 +91,13 @@ pub fn score(expected: &Expected, got: &str) -> f64 {
             2.0 * precision * recall / (precision + recall)
         }
     }
+}
+
+/// True when `word` is one of the words of `text` (words split at anything but
+/// letters, digits, `-` and `_`).
+fn has_whole_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric() && c != '-' && c != '_')
+        .any(|w| w == word)
 }
 
 /// Lower case, trimmed of whitespace, quotes and a final period.
@@ -106,6 +131,30 @@ mod tests {
         let label = Expected::Exact("billing".into());
         assert_eq!(score(&label, "Billing"), 1.0);
         assert_eq!(score(&label, "billing-v2"), 0.0);
+    }
+
+    #[test]
+    fn a_choice_that_names_another_candidate_is_a_hedge_and_wrong() {
+        let want = Expected::Choice {
+            answer: "shipping".into(),
+            others: vec!["fraud".into(), "support".into(), "payments".into()],
+        };
+        assert_eq!(score(&want, "shipping"), 1.0);
+        assert_eq!(score(&want, "The most frequent label is shipping."), 1.0);
+        assert_eq!(score(&want, "label=shipping"), 1.0);
+        // Seen from a real model: three labels at once.
+        assert_eq!(
+            score(
+                &want,
+                "label=fraud appears 44 times, label=support appears 44 times, label=shipping appears 44 times"
+            ),
+            0.0
+        );
+        assert_eq!(score(&want, "fraud"), 0.0);
+        assert_eq!(score(&want, "shipping-v2"), 0.0);
+        // The candidates' own forms: a choice survives a round trip through results.json.
+        let json = serde_json::to_string(&want).unwrap();
+        assert_eq!(serde_json::from_str::<Expected>(&json).unwrap(), want);
     }
 
     #[test]

@@ -350,13 +350,21 @@ fn records(
         ),
         1 => (
             "Which label appears in the most records of the context? Answer with the label only.".to_owned(),
-            Expected::Exact(
-                counts
+            {
+                let top = counts
                     .iter()
                     .max_by_key(|(_, n)| **n)
                     .map(|(label, _)| (*label).to_owned())
-                    .unwrap_or_default(),
-            ),
+                    .unwrap_or_default();
+                Expected::Choice {
+                    others: labels
+                        .iter()
+                        .filter(|label| **label != top)
+                        .map(|label| (*label).to_owned())
+                        .collect(),
+                    answer: top,
+                }
+            },
         ),
         _ => (
             format!("What is the sum of the amount fields of the records with label={asked}? Answer with a number."),
@@ -510,7 +518,14 @@ pub(crate) mod tests {
                         .count();
                     assert_eq!(*n, count as f64);
                 }
-                (Expected::Exact(top), 1) => {
+                (
+                    Expected::Choice {
+                        answer: top,
+                        others,
+                    },
+                    1,
+                ) => {
+                    assert_eq!(others.len(), 7, "the seven other labels");
                     let mut counts = BTreeMap::new();
                     for line in text.lines() {
                         *counts.entry(label_of(line).unwrap()).or_insert(0) += 1;
@@ -725,7 +740,7 @@ pub(crate) mod tests {
                 let values: Vec<String> = match &item.expected {
                     Expected::Exact(v) => vec![v.clone()],
                     Expected::Set(vs) => vs.clone(),
-                    Expected::Number(_) => panic!("{item:?}"),
+                    Expected::Number(_) | Expected::Choice { .. } => panic!("{item:?}"),
                 };
                 for (key, value) in keys.iter().zip(&values) {
                     let hits: Vec<_> = found.iter().filter(|(k, _)| k == key).collect();
@@ -791,7 +806,10 @@ pub(crate) mod tests {
             let best = quoted.iter().map(|w| count(w)).max().unwrap();
             let top: Vec<&String> = quoted.iter().filter(|w| count(w) == best).collect();
             assert_eq!(top.len(), 1, "a tie: {question}");
-            Expected::Exact(top[0].clone())
+            Expected::Choice {
+                answer: top[0].clone(),
+                others: quoted.iter().filter(|w| *w != top[0]).cloned().collect(),
+            }
         }
     }
 

@@ -436,7 +436,14 @@ pub(crate) fn word_count(
                     "Which of the words {}, {}, {}, {} and {} occurs most often in the context? {WORD_RULE} Answer with the word only.",
                     quoted[0], quoted[1], quoted[2], quoted[3], quoted[4]
                 ),
-                Expected::Exact(winner.to_owned()),
+                Expected::Choice {
+                    answer: winner.to_owned(),
+                    others: five
+                        .iter()
+                        .filter(|w| **w != winner)
+                        .map(|w| (*w).to_owned())
+                        .collect(),
+                },
             )
         }
     })

@@ -522,3 +522,79 @@ fn the_baseline_reads_only_what_fits_the_models_window() {
         prompt.len()
     );
 }
+
+#[test]
+fn resumed_answers_are_scored_by_todays_rules() {
+    let sb = Sandbox::new();
+    let mock = oracle(Duration::ZERO);
+    let out = sb.root().join("eval-out");
+    let args = [
+        "--suite",
+        "aggregate",
+        "--lengths",
+        "2k",
+        "--items",
+        "2",
+        "--arms",
+        "baseline",
+    ];
+    let first = eval_command(&sb, &mock, &out, &args).output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // As an older rlm saved it: item 1 ("which label…") expected as plain text, and an
+    // answer that hedges across labels, which that rule scored right.
+    let mut saved = results(&out);
+    let at = saved
+        .iter()
+        .position(|r| r["expected"]["kind"] == "choice")
+        .unwrap();
+    let label = saved[at]["expected"]["value"]["answer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = saved[at]["expected"]["value"]["others"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    saved[at]["expected"] = serde_json::json!({"kind": "exact", "value": label});
+    saved[at]["got"] = Value::String(format!("{other} or {label}"));
+    saved[at]["score"] = Value::from(1.0);
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_vec(&saved).unwrap(),
+    )
+    .unwrap();
+    for entry in std::fs::read_dir(out.join("contexts")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let mut meta: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            if meta["expected"]["kind"] == "choice" {
+                meta["expected"] = serde_json::json!({"kind": "exact", "value": label});
+                std::fs::write(&path, serde_json::to_vec(&meta).unwrap()).unwrap();
+            }
+        }
+    }
+
+    let again = eval_command(&sb, &mock, &out, &args)
+        .arg("--resume")
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("1 earlier answers scored again"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let rescored = results(&out);
+    assert_eq!(rescored.len(), 2, "nothing asked again");
+    assert_eq!(rescored[at]["expected"]["kind"], "choice");
+    assert_eq!(rescored[at]["score"], 0.0, "a hedge is not an answer");
+    assert_eq!(rescored[1 - at]["score"], 1.0);
+}
