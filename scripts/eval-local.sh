@@ -119,7 +119,7 @@ run_step() {
     --baseline-window 24000 --base-url "$BASE_URL" --model "$MODEL" \
     --temperature 0 --request-timeout 900 --env "$env" \
     --arms "$arms" \
-    --arm rlms="$RLMS_PYTHON $ROOT/scripts/arms/rlms.py --base-url {base_url} --model {model} --temperature 0 --context-file {context_file} --question-file {question_file} --output-file {output_file}" \
+    --arm rlms="$RLMS_PYTHON $ROOT/scripts/arms/rlms.py --base-url {base_url} --model {model} --temperature 0 --timeout 900 --context-file {context_file} --question-file {question_file} --output-file {output_file}" \
     --arm-timeout 7200 --out "$out" --resume "${flags[@]}"
 }
 

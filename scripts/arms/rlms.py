@@ -54,6 +54,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="sampling temperature for every call the library makes (its sampling_args); "
              "default: the server's",
     )
+    parser.add_argument(
+        "--timeout", type=float, default=None,
+        help="seconds each model request may take (the library's timeout, passed to its "
+             "OpenAI client); default: the library's 300. Give rlm's --request-timeout so "
+             "that both arms wait as long for a slow server",
+    )
     parser.add_argument("--context-file", required=True, help="the item's context ({context_file})")
     question = parser.add_mutually_exclusive_group(required=True)
     question.add_argument("--question", help="the question ({question})")
@@ -100,6 +106,8 @@ def main(argv: list[str]) -> int:
     backend_kwargs = {"model_name": args.model, "base_url": args.base_url}
     if args.temperature is not None:
         backend_kwargs["sampling_args"] = {"temperature": args.temperature}
+    if args.timeout is not None:
+        backend_kwargs["timeout"] = args.timeout
     if args.dry_run:
         print(json.dumps({
             "backend": "openai",

@@ -375,7 +375,7 @@ fn the_rlms_adapter_works_without_the_library_and_says_how_to_install_it() {
         "--context-file",
         context,
     ];
-    let dry = python(&[&item[..], &["--dry-run"]].concat());
+    let dry = python(&[&item[..], &["--timeout", "900", "--dry-run"]].concat());
     assert!(
         dry.status.success(),
         "{}",
@@ -384,6 +384,7 @@ fn the_rlms_adapter_works_without_the_library_and_says_how_to_install_it() {
     let call: Value = serde_json::from_slice(&dry.stdout).unwrap();
     assert_eq!(call["backend_kwargs"]["base_url"], "http://127.0.0.1:9/v1");
     assert_eq!(call["backend_kwargs"]["model_name"], "m");
+    assert_eq!(call["backend_kwargs"]["timeout"], 900.0);
     assert_eq!(call["root_prompt"], "Which?");
     assert_eq!(call["context_chars"], 36);
 
