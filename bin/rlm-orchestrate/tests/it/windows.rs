@@ -48,6 +48,17 @@ fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `run` against `mock` with `extra` flags, which must succeed.
+fn run_ok(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
+    let out = run(sb, mock, extra);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// The id of the only run in the data directory.
 fn run_id(sb: &Sandbox) -> String {
     let runs = sb.data_dir().join("runs");
@@ -82,12 +93,7 @@ fn overflowing(mock: &MockLlmThread, window: u32) -> usize {
 fn a_refusal_teaches_the_window_and_older_steps_are_compacted() {
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script(WINDOW, false)).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&sb, &mock, &[]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "counted");
 
     let events = events(&sb);
@@ -153,12 +159,7 @@ fn a_refusal_teaches_the_window_and_older_steps_are_compacted() {
 fn a_window_the_server_gives_is_never_exceeded() {
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script(WINDOW, true)).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(&sb, &mock, &[]);
     let events = events(&sb);
     let window = &of_kind(&events, "run_started")[0]["context_window"];
     assert_eq!(window["tokens"], WINDOW);
@@ -192,12 +193,7 @@ fn a_window_the_server_gives_is_never_exceeded() {
 fn a_configured_window_is_used_as_given() {
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script(WINDOW, false)).unwrap();
-    let out = run(&sb, &mock, &["--context-window", "4096"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(&sb, &mock, &["--context-window", "4096"]);
     let events = events(&sb);
     let window = &of_kind(&events, "run_started")[0]["context_window"];
     assert_eq!(window["source"]["kind"], "configured");
@@ -274,12 +270,7 @@ fn a_sub_call_past_the_window_is_refused_with_the_sizes_or_split_when_asked() {
         .then(MockReply::text("FINAL_VAR(total)"));
     script.context_window = Some(WINDOW);
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&sb, &mock, &[]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "12 apples in all"
@@ -342,12 +333,7 @@ fn a_sub_call_the_server_refuses_teaches_the_window_for_the_next() {
     script.context_window = Some(WINDOW);
     script.advertise_window = false;
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&sb, &mock, &[]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "6 apples in all"
@@ -445,12 +431,7 @@ fn outputs_of_dense_records_are_counted_before_the_conversation_is_fitted() {
     script.context_window = Some(WINDOW);
     script.digits_are_tokens = true;
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&sb, &mock, &[]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "counted");
     let past = mock
         .control()
@@ -488,12 +469,7 @@ fn a_server_that_reports_no_usage_is_counted_by_the_calibrated_estimate() {
     script.context_window = Some(WINDOW);
     script.digits_are_tokens = true;
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(&sb, &mock, &[]);
     let counted: Vec<u64> = mock
         .control()
         .requests()
