@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use crate::catalog::MicroTool;
 use crate::text_protocol;
 use rlm_env::PromptFeatures;
+use rlm_protocol::host_call::PLAN_EXAMPLE_ASK;
 
 /// The system prompt of the micro-tools: what each does, and the delegation rules of
 /// the design they come from (cheapest first: grep, slice, then summarize). Short on
@@ -70,8 +71,10 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
     ] {
         let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
     }
-    text.push_str(
-        "\nA plan:\n- split: {\"by\": \"chars\", \"size\": 20000} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {\"regex\": \"payment\"} keeps the pieces that mention it.\n- map: {\"ask\": \"How many failed payments are listed? Answer with a number.\"} asks the helper model about each piece; {\"count\": \"ERROR\"} counts matches and {\"extract\": \"id=(\\\\d+)\"} lists them, with no model.\n- reduce: {\"op\": \"sum\"} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k), or {\"op\": \"ask\", \"instruction\": \"…\"} to let the helper model combine the answers.\n\nExample: to count the failed payments in a log, call ctx_map_reduce with {\"variable\": \"context\", \"split\": {\"by\": \"chars\", \"size\": 20000}, \"filter\": {\"regex\": \"payment\"}, \"map\": {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, \"reduce\": {\"op\": \"sum\"}}.\n\nRules:\n- Ask the helper model short, exact questions that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line.\n",
+    let example = serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap_or_default();
+    let _ = write!(
+        text,
+        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`:\n- how many lines have status=500: map {{\"count\": \"status=500\"}}, reduce {{\"op\": \"sum\"}}\n- the sum of the bytes of the lines with status=500: map {{\"extract\": \"status=500.*?bytes=(\\\\d+)\"}}, reduce {{\"op\": \"sum\"}}\n- which user appears most often: map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"top_k\", \"k\": 1}}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line.\n"
     );
     if features.text_tool_protocol {
         // Replies are held to a call keyed by the tool's name (`response_format`).
@@ -79,4 +82,52 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
         text.push_str(text_protocol::KEYED_REPLY);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_prompt() -> String {
+        plan_system_prompt(PromptFeatures::default())
+    }
+
+    /// The JSON string after `key` in the prompt's text (`"extract": "…"`), decoded.
+    fn json_string_after(text: &str, key: &str) -> String {
+        let start = text.find(key).expect("the key is in the prompt") + key.len();
+        let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter();
+        stream
+            .next()
+            .expect("a JSON value follows")
+            .expect("a JSON string follows")
+    }
+
+    #[test]
+    fn the_plan_prompt_shows_exact_maps_that_work_as_written() {
+        let text = plan_prompt();
+        let line = "2026-03-01 user=ana status=500 bytes=512";
+        let count = json_string_after(&text, "have status=500: map {\"count\": ");
+        assert_eq!(count, "status=500");
+        let bytes = json_string_after(
+            &text,
+            "bytes of the lines with status=500: map {\"extract\": ",
+        );
+        let bytes = regex::Regex::new(&bytes).expect("the shown pattern compiles");
+        assert_eq!(&bytes.captures(line).expect("it matches")[1], "512");
+        let user = json_string_after(&text, "most often: map {\"extract\": ");
+        let user = regex::Regex::new(&user).expect("the shown pattern compiles");
+        assert_eq!(&user.captures(line).expect("it matches")[1], "ana");
+        assert!(text.contains("{\"op\": \"top_k\", \"k\": 1}"), "{text}");
+    }
+
+    #[test]
+    fn every_prompt_shows_the_one_example_question_the_host_recognises() {
+        // The host refuses a plan that copies `PLAN_EXAMPLE_ASK` (docs/eval.md); a
+        // prompt showing another text would escape that check.
+        assert!(plan_prompt().contains(&serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap()));
+        assert!(MicroTool::MapReduce
+            .spec()
+            .description
+            .contains(PLAN_EXAMPLE_ASK));
+    }
 }

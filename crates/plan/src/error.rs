@@ -15,8 +15,10 @@ pub enum PlanError {
     /// The input could not be read while splitting.
     #[error("the plan's input could not be read: {0}")]
     Read(String),
-    /// A piece is longer than the sub-model's window takes.
-    #[error("piece {index} is about {tokens} tokens, over the {budget} the sub-model's window leaves for a prompt; use a smaller `split.size` (at most about {fits} {unit} fit)")]
+    /// A piece is longer than the sub-model's window takes. The size to use comes
+    /// first: a small model given two figures took the earlier one, a token budget,
+    /// for its next `split.size` (docs/eval.md, the second reading).
+    #[error("use \"size\": {fits} or less in `split` (counted in {unit}): piece {index} is about {tokens} tokens, over the {budget} tokens the sub-model's window leaves for a prompt")]
     PieceTooLarge {
         /// The piece (0-based).
         index: usize,
@@ -37,8 +39,8 @@ pub enum PlanError {
 
 impl PlanError {
     /// A too-large piece's advice in the unit the split counts in: a `lines` split's
-    /// size is lines, so "at most about 22453 characters fit" becomes "at most about 423
-    /// lines fit". `piece_chars` and `piece_units`: the characters, and the lines (or
+    /// size is lines, so "22453 or less (counted in characters)" becomes "423 or less
+    /// (counted in lines)". `piece_chars` and `piece_units`: the characters, and the lines (or
     /// records) of the piece that did not fit.
     pub fn in_units_of(
         self,
@@ -97,21 +99,23 @@ mod tests {
         // lines, 32 199 characters: one piece, too large.
         let lines = too_large().in_units_of(SplitBy::Lines, 32_199, 600, 3.5);
         assert!(
-            lines.to_string().ends_with("(at most about 423 lines fit)"),
+            lines
+                .to_string()
+                .starts_with("use \"size\": 423 or less in `split` (counted in lines)"),
             "{lines}"
         );
         let chars = too_large().in_units_of(SplitBy::Chars, 30_000, 0, 3.5);
         assert!(
             chars
                 .to_string()
-                .ends_with("(at most about 22453 characters fit)"),
+                .starts_with("use \"size\": 22453 or less in `split` (counted in characters)"),
             "{chars}"
         );
         let tokens = too_large().in_units_of(SplitBy::Tokens, 31_500, 0, 3.5);
         assert!(
             tokens
                 .to_string()
-                .ends_with("(at most about 6415 tokens fit)"),
+                .starts_with("use \"size\": 6415 or less in `split` (counted in tokens)"),
             "{tokens}"
         );
         let other = PlanError::Shape("x".into()).in_units_of(SplitBy::Lines, 1, 1, 1.0);

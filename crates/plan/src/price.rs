@@ -185,7 +185,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("piece 7 is about 1200 tokens") && error.contains("2700 characters"),
+            error.starts_with("use \"size\": 2700 or less in `split` (counted in characters)")
+                && error.contains("piece 7 is about 1200 tokens"),
             "{error}"
         );
         // A nested run takes its piece by reference: no window to fit.

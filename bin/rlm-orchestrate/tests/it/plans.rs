@@ -288,6 +288,57 @@ fn env_plan_makes_a_plan_the_models_one_action() {
     assert!(runs_show(&sb).contains("env plan"), "{}", runs_show(&sb));
 }
 
+#[test]
+fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
+    // The local model's first plan for a task about errors: the prompt's example
+    // question about failed payments, word for word. Refused, naming the field and
+    // the exact maps; its next plan counts and runs.
+    use rlm_test_support::mock_llm::MockToolCall;
+    let sb = Sandbox::new();
+    let plan = |map: Value| {
+        MockToolCall::new(
+            "ctx_map_reduce",
+            serde_json::json!({
+                "variable": "context",
+                "split": {"by": "lines", "size": 50},
+                "map": map,
+                "reduce": {"op": "sum"},
+            }),
+        )
+    };
+    let copied = plan(serde_json::json!({
+        "ask": "How many failed payments are listed? Answer with a number."
+    }));
+    let counted = plan(serde_json::json!({"count": "error"}));
+    let answer = MockToolCall::new("final_answer", serde_json::json!({"answer": "30"}));
+    let script = MockScript::new()
+        .rule(MockRule::contains(LEAF, MockReply::text("3")))
+        .then(MockReply::tool_calls("", [copied]))
+        .then(MockReply::tool_calls("", [counted]))
+        .then(MockReply::tool_calls("", [answer]));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &["--env", "plan"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30");
+    assert!(leaf_requests(&mock).is_empty(), "no leaf was asked");
+    let requests = mock.control().requests();
+    let refusal = requests[1].message_texts().join("\n");
+    assert!(
+        refusal.contains("`map.ask` is the worked example's question")
+            && refusal.contains("{\"count\": PATTERN} counts its matches"),
+        "{refusal}"
+    );
+    let counted = requests[2].message_texts().join("\n");
+    assert!(
+        counted.contains("30\n(plan: 2 pieces, 2 kept, 0 calls"),
+        "{counted}"
+    );
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it
 /// is gone.
 fn peak_rss_kib(pid: u32) -> Option<u64> {
@@ -461,8 +512,8 @@ fn a_piece_too_large_is_refused_in_the_splits_own_unit() {
     let code = "big = 'line 7: error in the payment service\\n' * 2000\ntry:\n    map_reduce(input='big', split={'by': 'lines', 'size': 20000}, map={'ask': 'How many errors?'}, reduce={'op': 'sum'})\nexcept Exception as e:\n    print(e)";
     let (_, mock, printed) = run_code(code, &["--sub-context-window", "1024"]);
     assert!(
-        printed.contains("use a smaller `split.size` (at most about ")
-            && printed.contains(" lines fit)"),
+        printed.contains("use \"size\": ")
+            && printed.contains(" or less in `split` (counted in lines): piece 0 is about "),
         "{printed}"
     );
     assert!(leaf_requests(&mock).is_empty());

@@ -78,6 +78,9 @@ pub struct HostSettings {
     pub lineage: Lineage,
     /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
     pub cancel: CancellationToken,
+    /// The run's task (a plan that copied the prompt's worked example is told apart
+    /// from one about its own task by it).
+    pub task: String,
 }
 
 /// Serves host calls of one run.

@@ -19,6 +19,7 @@ use super::serve::RunHost;
 use super::sub_fit;
 use crate::events::{EventData, PlanRecord, PlanStage};
 
+mod example;
 mod execute;
 mod price;
 mod steps;
@@ -166,6 +167,9 @@ impl RunHost {
         let plan: Plan = serde_json::from_value(args.plan)
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
+        if let Some(why) = example::copied_in_plan(&plan, &self.settings.task) {
+            return Err(refused(PlanError::Shape(why)));
+        }
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {

@@ -102,6 +102,9 @@ impl RunHost {
         let spec = filter.clone();
         let filter: Filter = one_option("filter", "regex, ask", filter)?;
         filter.check().map_err(refused)?;
+        if let Some(why) = super::example::copied_in_filter(&filter, &self.settings.task) {
+            return Err(refused(PlanError::Shape(why)));
+        }
         let (mut set, source) = self.piece_set(&pieces).await?;
         let all = set.pieces.iter().map(|p| (p.index, p.piece()));
         let (kept, calls) = match &filter {
@@ -142,6 +145,9 @@ impl RunHost {
         let spec = json!({"pieces": pieces, "map": map});
         let map: Map = one_option("map", "ask, count, extract, sub_rlm, agent, plan", map)?;
         map.check(0).map_err(refused)?;
+        if let Some(why) = super::example::copied_in_map(&map, &self.settings.task) {
+            return Err(refused(PlanError::Shape(why)));
+        }
         let nesting = nesting_of_map(&map);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {

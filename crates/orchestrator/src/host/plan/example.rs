@@ -1,0 +1,172 @@
+//! A plan that copied the prompt's worked example. Every environment's prompt shows one
+//! plan whose leaves ask [`PLAN_EXAMPLE_ASK`] ("How many failed payments are
+//! listed?…"); a small model copies it word for word as its own plan's question,
+//! whatever the task (the second reading of docs/eval.md: two plans of three, for
+//! tasks about labels and amounts). Its leaves then answer a question nobody asked and
+//! the reduction adds up their noise. Such a plan is refused before any call, naming
+//! the field, unless the task itself is about failed payments.
+
+use rlm_plan::{Filter, Map, Plan};
+use rlm_protocol::host_call::PLAN_EXAMPLE_ASK;
+
+/// The advice given with the refusal: what to write instead.
+const INSTEAD: &str = "ask each piece what this task needs from it, in the task's own words — or, when the task names a pattern (a word, a key=value), use a map with no model: {\"count\": PATTERN} counts its matches and {\"extract\": PATTERN} lists them (the first group when it has one), both exact";
+
+/// Why `plan` is refused for asking the worked example's question, or `None` when it
+/// does not (or the task is the example's own).
+pub(super) fn copied_in_plan(plan: &Plan, task: &str) -> Option<String> {
+    if about_the_example(task) {
+        return None;
+    }
+    field_of_plan(plan, "").map(refusal)
+}
+
+/// Why a `ctx_map` is refused for asking the worked example's question.
+pub(super) fn copied_in_map(map: &Map, task: &str) -> Option<String> {
+    if about_the_example(task) {
+        return None;
+    }
+    field_of_map(map, "").map(refusal)
+}
+
+/// Why a `ctx_filter` is refused for asking the worked example's question.
+pub(super) fn copied_in_filter(filter: &Filter, task: &str) -> Option<String> {
+    if about_the_example(task) {
+        return None;
+    }
+    field_of_filter(filter, "").map(refusal)
+}
+
+fn refusal(field: String) -> String {
+    format!(
+        "`{field}` is the worked example's question ({PLAN_EXAMPLE_ASK:?}), copied from the instructions; it is not about this task. Instead, {INSTEAD}."
+    )
+}
+
+/// The field (`map.ask`, `map.plan.filter.ask`…) that asks the example's question.
+fn field_of_plan(plan: &Plan, prefix: &str) -> Option<String> {
+    plan.filter
+        .as_ref()
+        .and_then(|filter| field_of_filter(filter, prefix))
+        .or_else(|| field_of_map(&plan.map, prefix))
+}
+
+fn field_of_filter(filter: &Filter, prefix: &str) -> Option<String> {
+    match filter {
+        Filter::Ask(question) if is_the_example(question) => Some(format!("{prefix}filter.ask")),
+        _ => None,
+    }
+}
+
+fn field_of_map(map: &Map, prefix: &str) -> Option<String> {
+    match map {
+        Map::Ask(text) if is_the_example(text) => Some(format!("{prefix}map.ask")),
+        Map::SubRlm(text) if is_the_example(text) => Some(format!("{prefix}map.sub_rlm")),
+        Map::Agent(text) if is_the_example(text) => Some(format!("{prefix}map.agent")),
+        Map::Plan(inner) => field_of_plan(inner, &format!("{prefix}map.plan.")),
+        _ => None,
+    }
+}
+
+/// True when `text` asks the example's question: its words (case and punctuation
+/// ignored) begin with the example's question sentence.
+fn is_the_example(text: &str) -> bool {
+    let question = PLAN_EXAMPLE_ASK
+        .split_once('?')
+        .map_or(PLAN_EXAMPLE_ASK, |(question, _)| question);
+    words(text).starts_with(&words(question))
+}
+
+/// True when the task is itself about failed payments: then the example's question may
+/// well be the right one.
+fn about_the_example(task: &str) -> bool {
+    let task = words(task).join(" ");
+    task.contains("failed payment")
+}
+
+/// The lower-case words of `text`.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(json: &str) -> Plan {
+        Plan::from_json(json).expect("a valid plan")
+    }
+
+    const LABEL_TASK: &str =
+        "How many records in the context have label=payments? Answer with a number.";
+
+    #[test]
+    fn the_example_copied_word_for_word_is_refused_naming_the_field() {
+        // The plan the local model wrote for a task about labels.
+        let copied = plan(
+            r#"{"split": {"by": "chars", "size": 20000}, "filter": {"regex": "payments"},
+                "map": {"ask": "How many failed payments are listed? Answer with a number."},
+                "reduce": {"op": "sum"}}"#,
+        );
+        let why = copied_in_plan(&copied, LABEL_TASK).expect("refused");
+        assert!(
+            why.starts_with("`map.ask` is the worked example's question"),
+            "{why}"
+        );
+        assert!(why.contains("{\"count\": PATTERN}"), "{why}");
+    }
+
+    #[test]
+    fn spacing_case_and_a_changed_tail_are_still_the_example() {
+        for ask in [
+            "how many FAILED payments are listed?",
+            "How many failed payments are listed? Reply with one number only.",
+            "  How many failed payments are listed  ",
+        ] {
+            assert!(is_the_example(ask), "{ask}");
+        }
+        for ask in [
+            "How many records have label=payments? Answer with a number.",
+            "How many failed logins are listed?",
+            "Which label is most frequent?",
+        ] {
+            assert!(!is_the_example(ask), "{ask}");
+        }
+    }
+
+    #[test]
+    fn a_task_about_failed_payments_may_ask_it() {
+        let copied = plan(
+            r#"{"split": {"by": "chars"}, "map": {"ask": "How many failed payments are listed? Answer with a number."}, "reduce": {"op": "sum"}}"#,
+        );
+        assert_eq!(
+            copied_in_plan(&copied, "Count the failed payments in this log."),
+            None
+        );
+    }
+
+    #[test]
+    fn a_copied_filter_or_a_nested_plans_question_is_found_too() {
+        let filter = plan(
+            r#"{"split": {"by": "lines", "size": 100}, "filter": {"ask": "How many failed payments are listed?"}, "map": {"count": "x"}, "reduce": {"op": "sum"}}"#,
+        );
+        assert!(copied_in_plan(&filter, LABEL_TASK)
+            .expect("refused")
+            .starts_with("`filter.ask`"));
+        let nested = plan(
+            r#"{"split": {"by": "lines", "size": 100}, "map": {"plan": {"split": {"by": "lines", "size": 10}, "map": {"ask": "How many failed payments are listed?"}, "reduce": {"op": "sum"}}}, "reduce": {"op": "sum"}}"#,
+        );
+        assert!(copied_in_plan(&nested, LABEL_TASK)
+            .expect("refused")
+            .starts_with("`map.plan.map.ask`"));
+        assert!(copied_in_map(&Map::Ask(PLAN_EXAMPLE_ASK.into()), LABEL_TASK).is_some());
+        assert!(copied_in_filter(&Filter::Ask(PLAN_EXAMPLE_ASK.into()), LABEL_TASK).is_some());
+        assert_eq!(
+            copied_in_map(&Map::Count("label=payments".into()), LABEL_TASK),
+            None
+        );
+    }
+}
