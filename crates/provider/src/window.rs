@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{ApiKey, ProviderConfig, ProviderKind};
-use crate::ChatRequest;
+use crate::{ChatMessage, ChatRequest};
 
 /// The window assumed when nothing configured, served or known says otherwise: small
 /// enough for the local models people run (llama.cpp's servers are often started with
@@ -497,18 +497,27 @@ impl TokenEstimator {
     /// [`TokenEstimator::ratio_of`]), tool calls and tool specs.
     pub fn request_tokens(&self, request: &ChatRequest) -> u64 {
         let (general, _) = self.calibration();
-        let contents: usize = request
-            .messages
-            .iter()
-            .map(|m| m.content.chars().count())
-            .sum();
-        let rest = request_chars(request) - contents;
-        let texts: f64 = request
-            .messages
+        let tools = request_chars(request) - messages_chars(&request.messages);
+        (self.messages_estimate(&request.messages) + tools as f64 / general).ceil() as u64
+    }
+
+    /// Estimated prompt tokens of `messages` alone (no tool specs): what a call is
+    /// reserved against the budgets before it is sent.
+    pub fn messages_tokens(&self, messages: &[ChatMessage]) -> u64 {
+        self.messages_estimate(messages).ceil() as u64
+    }
+
+    /// The messages' tokens: each text at its own ratio, the rest (template, tool
+    /// calls) at the general one.
+    fn messages_estimate(&self, messages: &[ChatMessage]) -> f64 {
+        let (general, _) = self.calibration();
+        let contents: usize = messages.iter().map(|m| m.content.chars().count()).sum();
+        let rest = messages_chars(messages) - contents;
+        let texts: f64 = messages
             .iter()
             .map(|m| m.content.chars().count() as f64 / self.ratio_of(&m.content))
             .sum();
-        (texts + rest as f64 / general).ceil() as u64
+        texts + rest as f64 / general
     }
 
     /// Records the tokens the server's tokenizer counted in `sample` (a sample of a
@@ -566,18 +575,7 @@ pub fn sample_key(sample: &str) -> u64 {
 
 /// Characters of `request` as [`TokenEstimator`] counts them.
 pub fn request_chars(request: &ChatRequest) -> usize {
-    let messages: usize = request
-        .messages
-        .iter()
-        .map(|m| {
-            MESSAGE_OVERHEAD_CHARS
-                + m.content.chars().count()
-                + m.tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.chars().count())
-                    .sum::<usize>()
-        })
-        .sum();
+    let messages = messages_chars(&request.messages);
     let tools: usize = request
         .tools
         .iter()
@@ -588,10 +586,25 @@ pub fn request_chars(request: &ChatRequest) -> usize {
     messages + tools
 }
 
+/// Characters of `messages` as [`TokenEstimator`] counts them: texts, tool calls and
+/// each message's template overhead.
+fn messages_chars(messages: &[ChatMessage]) -> usize {
+    messages
+        .iter()
+        .map(|m| {
+            MESSAGE_OVERHEAD_CHARS
+                + m.content.chars().count()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.chars().count())
+                    .sum::<usize>()
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ChatMessage;
     use serde_json::json;
 
     #[test]
@@ -696,6 +709,12 @@ mod tests {
         assert!(
             (estimate - expected).abs() < 40.0,
             "{estimate} vs {expected}"
+        );
+        // The messages alone (what a call reserves before it is sent): the same texts,
+        // no tool specs here, so the same figure.
+        assert_eq!(
+            estimator.messages_tokens(&request.messages),
+            estimator.request_tokens(&request)
         );
         // A text counted lighter than the general ratio keeps the general one.
         let light = "abcdefghij".repeat(50);

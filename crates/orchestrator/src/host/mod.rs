@@ -9,6 +9,7 @@
 mod fan_out;
 mod plan;
 mod serve;
+mod settings;
 mod sub_fit;
 
 use std::sync::Arc;
@@ -19,9 +20,10 @@ pub use rlm_protocol::host_call::{
     AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs, SUMMARY_MAX_TOKENS,
 };
 pub use serve::{
-    Delegation, HostSettings, RunHost, AGENT_STDOUT_CAP_BYTES, DEFAULT_MAX_PARALLEL,
-    DEFAULT_SUB_CONTEXT_CHARS, ONE_SHOT_CONTEXT_CHARS,
+    RunHost, AGENT_STDOUT_CAP_BYTES, DEFAULT_MAX_PARALLEL, DEFAULT_SUB_CONTEXT_CHARS,
+    ONE_SHOT_CONTEXT_CHARS,
 };
+pub use settings::{Delegation, HostSettings};
 
 use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
@@ -53,7 +55,9 @@ impl std::fmt::Debug for Model {
 /// prompt's estimated tokens and their price), for [`Accounting::start_call`].
 pub(crate) fn expected_cost(model: &Model, messages: &[ChatMessage]) -> Reservation {
     let usage = crate::provider::Usage {
-        prompt_tokens: crate::provider::estimate_prompt_tokens(messages),
+        // The window's estimate (each counted text at its own ratio), as settled usage
+        // is counted when a server does not report it: dense text reserves what it costs.
+        prompt_tokens: model.window.estimator.messages_tokens(messages),
         completion_tokens: 0,
     };
     Reservation {
