@@ -42,18 +42,3 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
         helpers,
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_plan_example_is_the_one_question_the_host_recognises() {
-        // The host refuses a plan that copies it (a copy for another task).
-        let delegate = guide(PromptFeatures::default()).delegate;
-        assert!(
-            delegate.contains(rlm_protocol::host_call::PLAN_EXAMPLE_ASK),
-            "{delegate}"
-        );
-    }
-}

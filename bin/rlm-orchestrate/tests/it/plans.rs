@@ -117,6 +117,21 @@ pub(crate) fn runs_show(sb: &Sandbox) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A `--env plan` run over the log whose root model follows `script`; it must succeed.
+/// The sandbox, the mock, and the answer printed.
+fn run_env_plan(script: MockScript) -> (Sandbox, MockLlmThread, String) {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = run(&sb, &mock, &["--env", "plan"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (sb, mock, answer)
+}
+
 pub(crate) fn leaf_requests(mock: &MockLlmThread) -> Vec<u64> {
     mock.control()
         .requests()
@@ -250,7 +265,6 @@ fn the_tools_environment_runs_plans_as_a_micro_tool() {
 #[test]
 fn env_plan_makes_a_plan_the_models_one_action() {
     use rlm_test_support::mock_llm::MockToolCall;
-    let sb = Sandbox::new();
     let plan = MockToolCall::new(
         "ctx_map_reduce",
         serde_json::json!({
@@ -264,14 +278,8 @@ fn env_plan_makes_a_plan_the_models_one_action() {
     let script = MockScript::new()
         .then(MockReply::tool_calls("", [plan]))
         .then(MockReply::tool_calls("", [answer]));
-    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &["--env", "plan"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30 errors");
+    let (sb, mock, answer) = run_env_plan(script);
+    assert_eq!(answer, "30 errors");
     let requests = mock.control().requests();
     assert_eq!(
         requests[0].tool_names(),
@@ -294,7 +302,6 @@ fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
     // question about failed payments, word for word. Refused, naming the field and
     // the exact maps; its next plan counts and runs.
     use rlm_test_support::mock_llm::MockToolCall;
-    let sb = Sandbox::new();
     let plan = |map: Value| {
         MockToolCall::new(
             "ctx_map_reduce",
@@ -316,14 +323,8 @@ fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
         .then(MockReply::tool_calls("", [copied]))
         .then(MockReply::tool_calls("", [counted]))
         .then(MockReply::tool_calls("", [answer]));
-    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &["--env", "plan"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30");
+    let (_sb, mock, answer) = run_env_plan(script);
+    assert_eq!(answer, "30");
     assert!(leaf_requests(&mock).is_empty(), "no leaf was asked");
     let requests = mock.control().requests();
     let refusal = requests[1].message_texts().join("\n");

@@ -169,4 +169,17 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn the_code_environments_show_the_example_this_module_recognises() {
+        // A prompt showing another text would escape the check (`--env tools` and
+        // `plan` test theirs in rlm-env-tools).
+        let features = rlm_env::PromptFeatures::default();
+        for (env, delegate) in [
+            ("python", rlm_env_python::guide(features).delegate),
+            ("js", rlm_env_js::guide(features).delegate),
+        ] {
+            assert!(delegate.contains(PLAN_EXAMPLE_ASK), "{env}: {delegate}");
+        }
+    }
 }
