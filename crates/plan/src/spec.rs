@@ -241,9 +241,17 @@ impl Map {
     /// [`crate::MAX_NESTING`] deep below `depth`).
     pub fn check(&self, depth: u32) -> Result<(), PlanError> {
         match self {
-            Self::Count(p) | Self::Extract(p) => crate::pattern::compile(p)
+            Self::Count(p) => crate::pattern::compile(p)
                 .map(|_| ())
                 .map_err(|e| PlanError::Shape(format!("`map`: {e}"))),
+            Self::Extract(p) => {
+                let regex = crate::pattern::compile(p)
+                    .map_err(|e| PlanError::Shape(format!("`map`: {e}")))?;
+                if regex.captures_len() == 1 && regex::escape(p) == *p {
+                    return Err(PlanError::Shape(literal_extract(p)));
+                }
+                Ok(())
+            }
             Self::Ask(text) | Self::SubRlm(text) | Self::Agent(text) if text.trim().is_empty() => {
                 Err(PlanError::Shape("the `map` instruction is empty".into()))
             }
@@ -259,6 +267,20 @@ impl Map {
             _ => Ok(()),
         }
     }
+}
+
+/// Why an `extract` of plain text with no group is refused: every match would be the
+/// text itself (the local model extracted `label` to find the most frequent label, and
+/// `top_k` answered "label (593)").
+fn literal_extract(pattern: &str) -> String {
+    let key = pattern.trim_end_matches('=');
+    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    format!(
+        "`map.extract` {} has no group and matches only its own text, so every result would be that text: to count it use {{\"count\": {}}}; to list what follows it, put that part in a group, e.g. {{\"extract\": {}}}",
+        json(pattern),
+        json(pattern),
+        json(&format!("{key}=(\\w+)"))
+    )
 }
 
 impl Reduce {
@@ -293,6 +315,29 @@ mod tests {
         assert_eq!(plan.reduce, Reduce::Sum);
         let again: Plan = serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
         assert_eq!(again, plan);
+    }
+
+    #[test]
+    fn an_extract_of_plain_text_with_no_group_is_refused_with_the_group_to_write() {
+        let error = Map::Extract("label".into())
+            .check(0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("`map.extract` \"label\" has no group")
+                && error.contains("{\"count\": \"label\"}")
+                && error.contains("{\"extract\": \"label=(\\\\w+)\"}"),
+            "{error}"
+        );
+        assert!(Map::Extract("amount=".into())
+            .check(0)
+            .unwrap_err()
+            .to_string()
+            .contains("\"amount=(\\\\w+)\""));
+        // A group, or a pattern that matches varying text, lists what varies.
+        for pattern in ["label=(\\w+)", "id=\\d+", "ERROR.*"] {
+            Map::Extract(pattern.into()).check(0).unwrap();
+        }
     }
 
     #[test]

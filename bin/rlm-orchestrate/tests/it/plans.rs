@@ -340,6 +340,64 @@ fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
     );
 }
 
+#[test]
+fn a_literal_extract_is_refused_and_a_filter_that_keeps_every_piece_is_explained() {
+    // Two plans the local model wrote: `extract` of the bare word it wanted the values
+    // of, and a filter meant to keep lines that keeps whole pieces.
+    use rlm_test_support::mock_llm::MockToolCall;
+    let plan = |filter: Value, map: Value| {
+        MockToolCall::new(
+            "ctx_map_reduce",
+            serde_json::json!({
+                "variable": "context",
+                "split": {"by": "lines", "size": 50},
+                "filter": filter,
+                "map": map,
+                "reduce": {"op": "top_k", "k": 1},
+            }),
+        )
+    };
+    let literal = plan(
+        serde_json::json!({"regex": "line"}),
+        serde_json::json!({"extract": "error"}),
+    );
+    let filtered = plan(
+        serde_json::json!({"regex": "line"}),
+        serde_json::json!({"extract": "line \\d+: (\\w+)"}),
+    );
+    let answer = MockToolCall::new("final_answer", serde_json::json!({"answer": "ok"}));
+    let script = MockScript::new()
+        .then(MockReply::tool_calls("", [literal]))
+        .then(MockReply::tool_calls("", [filtered]))
+        .then(MockReply::tool_calls("", [answer]));
+    let (_sb, mock, answer) = run_env_plan(script);
+    assert_eq!(answer, "ok");
+    let requests = mock.control().requests();
+    let refusal = requests[1].message_texts().join("\n");
+    assert!(
+        refusal.contains("`map.extract` \"error\" has no group")
+            && refusal.contains("{\"count\": \"error\"}"),
+        "{refusal}"
+    );
+    let result = requests[2].message_texts().join("\n");
+    assert!(
+        result.contains("ok (70)\n(plan: 2 pieces, 2 kept, 0 calls")
+            && result.contains("Note: the filter kept every piece: a filter keeps or drops whole pieces, not lines"),
+        "{result}"
+    );
+}
+
+#[test]
+fn python_prints_the_note_of_a_filter_that_kept_every_piece() {
+    let code = "print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'line'}, map={'count': 'error'}, reduce={'op': 'sum'}))";
+    let (_, _, printed) = run_code(code, &[]);
+    assert!(
+        printed.contains("map_reduce note: the filter kept every piece")
+            && printed.contains("\n30\n"),
+        "{printed}"
+    );
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it
 /// is gone.
 fn peak_rss_kib(pid: u32) -> Option<u64> {

@@ -91,6 +91,8 @@ def map_reduce(plan=None, **parts):
         args["text"] = value if isinstance(value, str) else _dumps(value)
     reply = _host("run_plan", args)
     map_reduce.last = reply
+    if isinstance(reply, dict) and reply.get("note"):
+        print("map_reduce note:", reply["note"])
     return _as_text(reply.get("answer") if isinstance(reply, dict) else reply)
 
 

@@ -152,6 +152,19 @@ fn nesting_of_map(map: &Map) -> u32 {
     }
 }
 
+/// What the model is told when its regex filter kept every piece of a pattern map: a
+/// filter keeps or drops whole pieces, not lines, and the pattern then counts or lists
+/// every line of them. The local model filtered `label=shipping` to sum the amounts of
+/// those records, and summed every record's (docs/eval.md). (An `ask` map's leaves
+/// read the question with the piece: no such trap.)
+fn filter_note(plan: &Plan, pieces: usize, kept: usize) -> Option<&'static str> {
+    let regex_filter = matches!(plan.filter, Some(Filter::Regex(_)));
+    let pattern_map = matches!(plan.map, Map::Count(_) | Map::Extract(_));
+    (regex_filter && pattern_map && kept == pieces && pieces > 0).then_some(
+        "the filter kept every piece: a filter keeps or drops whole pieces, not lines, so every line of them was mapped. To use only the lines that match, put the condition in the map's pattern: {\"count\": \"status=500\"} counts the lines with status=500, {\"extract\": \"status=500.*?bytes=(\\\\d+)\"} lists their bytes.",
+    )
+}
+
 /// The model's error for a plan that cannot run.
 fn refused(error: PlanError) -> HostError {
     HostError::RespondToModel(error.to_string())
@@ -218,13 +231,17 @@ impl RunHost {
                 duration_ms: started.elapsed().as_millis() as u64,
             },
         );
-        Ok(json!({
+        let mut reply = json!({
             "answer": answer,
             "pieces": pieces,
             "kept": mapped,
             "calls": estimate.calls,
             "results": key,
-        }))
+        });
+        if let Some(note) = filter_note(&plan, pieces, mapped) {
+            reply["note"] = note.into();
+        }
+        Ok(reply)
     }
 
     /// The items of the JSON list `input` names (or `text` holds), one compact JSON
