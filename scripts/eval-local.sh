@@ -43,13 +43,16 @@
 # "tools python"; also plan, plan-text, js), RLM_EVAL_STEPS (step names in the order to run, default
 # "sniah multi-needle word-count records") and RLM_EVAL_LENGTHS (default "32k 4k 256k")
 # choose the cells of such a reading; the first env gets RLM_EVAL_ARMS, the others rlm;
-# RLM_EVAL_FLAGS adds eval flags (e.g. "--context-window 8192").
+# RLM_EVAL_FLAGS adds eval flags (e.g. "--context-window 8192"); RLM_EVAL_SEED (default
+# 1) draws other items, to check on items no change was made from (give such a reading
+# its own RLM_EVAL_NAME: a step's results are kept per item index, not per seed).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 MODEL=qwen2.5-coder-1.5b
 PORT="${RLM_EVAL_PORT:-8091}"
+SEED="${RLM_EVAL_SEED:-1}"
 NAME="${RLM_EVAL_NAME:-}"
 WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/eval${NAME:+-$NAME}}"
 DOCS="$ROOT/docs/eval-runs/$MODEL${NAME:+-$NAME}"
@@ -115,7 +118,7 @@ run_step() {
   log "$name · $length · env $env · arms $arms"
   seed_from_docs "$(basename "$out")"
   "$BIN" --data-dir "$WORK/data" eval \
-    --suite "$suites" --lengths "$length" --items 5 --seed 1 --parallel 1 \
+    --suite "$suites" --lengths "$length" --items 5 --seed "$SEED" --parallel 1 \
     --baseline-window 24000 --base-url "$BASE_URL" --model "$MODEL" \
     --temperature 0 --request-timeout 900 --env "$env" \
     --arms "$arms" \
