@@ -480,13 +480,31 @@ impl Runner<'_> {
                 }))
             }
         };
-        let fitted = baseline::fit(self.baseline_model, &context, &prepared.item.question).await;
-        let request = fitted.request;
         let model = self.baseline_model;
-        let completion = tokio::select! {
-            completion = model.provider.complete(&request, None) => completion,
+        let question = &prepared.item.question;
+        let mut fitted = baseline::fit(model, &context, question).await;
+        let mut completion = tokio::select! {
+            completion = model.provider.complete(&fitted.request, None) => completion,
             () = self.cancel.cancelled() => return None,
         };
+        // A server that refuses the prompt as too long names its window and the tokens it
+        // counted (the estimate was off: a tokenizer count that timed out on a busy
+        // server, a wrong --context-window): fitted again to that, asked once more.
+        if let Err(error) = &completion {
+            if model
+                .window
+                .learn_from_refusal(error, &fitted.request)
+                .await
+                .is_some()
+            {
+                fitted = baseline::fit(model, &context, question).await;
+                completion = tokio::select! {
+                    completion = model.provider.complete(&fitted.request, None) => completion,
+                    () = self.cancel.cancelled() => return None,
+                };
+            }
+        }
+        let request = fitted.request;
         Some(match completion {
             Ok(completion) => {
                 // Reported, else the window's estimate (as a run records it).

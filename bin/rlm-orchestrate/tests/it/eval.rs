@@ -524,6 +524,60 @@ fn the_baseline_reads_only_what_fits_the_models_window() {
 }
 
 #[test]
+fn a_baseline_refused_as_too_long_is_fitted_to_the_named_window_and_asked_again() {
+    // The user says 8 192 tokens; the server holds 2 048 and refuses the first prompt,
+    // naming its window: the baseline is fitted again and answers, not failed.
+    let sb = Sandbox::new();
+    let mut script = MockScript::new().rule(oracle_rule());
+    script.when_empty = rlm_test_support::mock_llm::WhenEmpty::Repeat(MockReply::text("?"));
+    script.context_window = Some(2_048);
+    script.advertise_window = false;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = sb.root().join("eval");
+    let flags = [
+        "--suite",
+        "aggregate",
+        "--lengths",
+        "64k",
+        "--items",
+        "1",
+        "--arms",
+        "baseline",
+        "--baseline-window",
+        "128k",
+        "--context-window",
+        "8192",
+    ];
+    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let all = results(&out);
+    assert!(all[0]["failed"].is_null(), "{}", all[0]);
+    let shown = all[0]["context_chars"].as_u64().unwrap();
+    assert!(shown < 8_192, "{shown}");
+    let asked = mock
+        .control()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| {
+            r.body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .len()
+        })
+        .collect::<Vec<_>>();
+    // The refused prompt (streamed, then whole to read the refusal), then the one that
+    // fits: about 2 048 tokens of four characters less the answer's room.
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert_eq!(asked[0], asked[1]);
+    assert!(asked[2] < 8_192 && asked[2] < asked[0], "{asked:?}");
+}
+
+#[test]
 fn resumed_answers_are_scored_by_todays_rules() {
     let sb = Sandbox::new();
     let mock = oracle(Duration::ZERO);
