@@ -286,7 +286,7 @@ fn an_extract_map_reduces_every_match_not_one_per_piece() {
     let code = "log = ''.join(f'record {i}: label={\"red\" if i % 3 == 0 else \"blue\"} amount={i}\\n' for i in range(300))\n\
                 print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=red amount=(\\d+)'}, reduce={'op': 'sum'}))\n\
                 print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=(\\w+)'}, reduce={'op': 'top_k', 'k': 1}))\n\
-                print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': 'label=green'}, reduce={'op': 'sum'}))\n\
+                print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=green amount=(\\d+)'}, reduce={'op': 'sum'}))\n\
                 print(map_reduce.last['kept'])";
     let (_, mock, printed) = run_code(code, &[]);
     let lines: Vec<&str> = printed.lines().collect();
