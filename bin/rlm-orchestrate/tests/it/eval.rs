@@ -474,13 +474,12 @@ fn in_real_text_with_distractors_the_oracle_scores_the_rlm_full() {
     assert_eq!(mock.control().request_count(), asked);
 }
 
-#[test]
-fn the_baseline_reads_only_what_fits_the_models_window() {
+/// One `aggregate` item of 64k characters asked of the baseline alone (128k of it
+/// offered) with `--context-window window`; the run must succeed and the answer must
+/// not have failed. The characters of context the baseline was shown.
+fn baseline_shown(mock: &MockLlmThread, window: &str) -> u64 {
     let sb = Sandbox::new();
-    let mock = oracle(Duration::ZERO);
     let out = sb.root().join("eval");
-    // 64k characters of records, a 128k baseline window and a model of 2 048 tokens
-    // (the mock counts a token per four characters): only a prefix can fit.
     let flags = [
         "--suite",
         "aggregate",
@@ -493,9 +492,9 @@ fn the_baseline_reads_only_what_fits_the_models_window() {
         "--baseline-window",
         "128k",
         "--context-window",
-        "2048",
+        window,
     ];
-    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
+    let output = eval_command(&sb, mock, &out, &flags).output().unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -504,7 +503,15 @@ fn the_baseline_reads_only_what_fits_the_models_window() {
     let all = results(&out);
     assert_eq!(all.len(), 1);
     assert!(all[0]["failed"].is_null(), "{}", all[0]);
-    let shown = all[0]["context_chars"].as_u64().unwrap();
+    all[0]["context_chars"].as_u64().unwrap()
+}
+
+#[test]
+fn the_baseline_reads_only_what_fits_the_models_window() {
+    let mock = oracle(Duration::ZERO);
+    // 64k characters of records, a 128k baseline window and a model of 2 048 tokens
+    // (the mock counts a token per four characters): only a prefix can fit.
+    let shown = baseline_shown(&mock, "2048");
     // The window less the answer's room (512 tokens) is 1 536 tokens, about 6 100
     // characters of prompt: the prefix is cut to fit, and not far below.
     assert!((4_000..6_144).contains(&shown), "{shown}");
@@ -527,36 +534,12 @@ fn the_baseline_reads_only_what_fits_the_models_window() {
 fn a_baseline_refused_as_too_long_is_fitted_to_the_named_window_and_asked_again() {
     // The user says 8 192 tokens; the server holds 2 048 and refuses the first prompt,
     // naming its window: the baseline is fitted again and answers, not failed.
-    let sb = Sandbox::new();
     let mut script = MockScript::new().rule(oracle_rule());
     script.when_empty = rlm_test_support::mock_llm::WhenEmpty::Repeat(MockReply::text("?"));
     script.context_window = Some(2_048);
     script.advertise_window = false;
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = sb.root().join("eval");
-    let flags = [
-        "--suite",
-        "aggregate",
-        "--lengths",
-        "64k",
-        "--items",
-        "1",
-        "--arms",
-        "baseline",
-        "--baseline-window",
-        "128k",
-        "--context-window",
-        "8192",
-    ];
-    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let all = results(&out);
-    assert!(all[0]["failed"].is_null(), "{}", all[0]);
-    let shown = all[0]["context_chars"].as_u64().unwrap();
+    let shown = baseline_shown(&mock, "8192");
     assert!(shown < 8_192, "{shown}");
     let asked = mock
         .control()
