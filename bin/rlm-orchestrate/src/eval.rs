@@ -22,6 +22,7 @@ use rlm_eval::suite::{format_length, generate_with};
 use rlm_eval::{score, Haystack, ItemResult, Options, Suite};
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::launch;
+use rlm_orchestrator::provider::ChatRequest;
 use rlm_orchestrator::run::RunError;
 use rlm_orchestrator::settings::RunSettings;
 use rlm_process::CancellationToken;
@@ -482,29 +483,29 @@ impl Runner<'_> {
         };
         let model = self.baseline_model;
         let question = &prepared.item.question;
-        let mut fitted = baseline::fit(model, &context, question).await;
-        let mut completion = tokio::select! {
-            completion = model.provider.complete(&fitted.request, None) => completion,
-            () = self.cancel.cancelled() => return None,
+        // The call, or `None` once the run is cancelled.
+        let ask = |request: ChatRequest| async move {
+            tokio::select! {
+                completion = model.provider.complete(&request, None) => Some((request, completion)),
+                () = self.cancel.cancelled() => None,
+            }
         };
+        let mut fitted = baseline::fit(model, &context, question).await;
+        let (mut request, mut completion) = ask(fitted.request).await?;
         // A server that refuses the prompt as too long names its window and the tokens it
         // counted (the estimate was off: a tokenizer count that timed out on a busy
         // server, a wrong --context-window): fitted again to that, asked once more.
         if let Err(error) = &completion {
             if model
                 .window
-                .learn_from_refusal(error, &fitted.request)
+                .learn_from_refusal(error, &request)
                 .await
                 .is_some()
             {
                 fitted = baseline::fit(model, &context, question).await;
-                completion = tokio::select! {
-                    completion = model.provider.complete(&fitted.request, None) => completion,
-                    () = self.cancel.cancelled() => return None,
-                };
+                (request, completion) = ask(fitted.request).await?;
             }
         }
-        let request = fitted.request;
         Some(match completion {
             Ok(completion) => {
                 // Reported, else the window's estimate (as a run records it).
