@@ -6,35 +6,35 @@
 //! the reduction adds up their noise. Such a plan is refused before any call, naming
 //! the field, unless the task itself is about failed payments.
 
-use rlm_plan::{Filter, Map, Plan};
+use rlm_plan::{Filter, Map, Plan, PlanError};
 use rlm_protocol::host_call::PLAN_EXAMPLE_ASK;
 
 /// The advice given with the refusal: what to write instead.
 const INSTEAD: &str = "ask each piece what this task needs from it, in the task's own words — or, when the task names a pattern (a word, a key=value), use a map with no model: {\"count\": PATTERN} counts its matches and {\"extract\": PATTERN} lists them (the first group when it has one), both exact";
 
-/// Why `plan` is refused for asking the worked example's question, or `None` when it
-/// does not (or the task is the example's own).
-pub(super) fn copied_in_plan(plan: &Plan, task: &str) -> Option<String> {
-    if about_the_example(task) {
-        return None;
-    }
-    field_of_plan(plan, "").map(refusal)
+/// What asks the sub-model: a whole plan (`map_reduce`), or one step's map
+/// (`ctx_map`) or filter (`ctx_filter`).
+pub(super) enum Asking<'a> {
+    /// A plan, with its filter, map and nested plans.
+    Plan(&'a Plan),
+    /// A `ctx_map` step's map.
+    Map(&'a Map),
+    /// A `ctx_filter` step's filter.
+    Filter(&'a Filter),
 }
 
-/// Why a `ctx_map` is refused for asking the worked example's question.
-pub(super) fn copied_in_map(map: &Map, task: &str) -> Option<String> {
+/// Refuses `asking` when it asks the worked example's question, naming the field —
+/// unless the task is the example's own.
+pub(super) fn check(asking: Asking<'_>, task: &str) -> Result<(), PlanError> {
     if about_the_example(task) {
-        return None;
+        return Ok(());
     }
-    field_of_map(map, "").map(refusal)
-}
-
-/// Why a `ctx_filter` is refused for asking the worked example's question.
-pub(super) fn copied_in_filter(filter: &Filter, task: &str) -> Option<String> {
-    if about_the_example(task) {
-        return None;
-    }
-    field_of_filter(filter, "").map(refusal)
+    let field = match asking {
+        Asking::Plan(plan) => field_of_plan(plan, ""),
+        Asking::Map(map) => field_of_map(map, ""),
+        Asking::Filter(filter) => field_of_filter(filter, ""),
+    };
+    field.map_or(Ok(()), |field| Err(PlanError::Shape(refusal(field))))
 }
 
 fn refusal(field: String) -> String {
@@ -100,6 +100,15 @@ mod tests {
         Plan::from_json(json).expect("a valid plan")
     }
 
+    /// The refusal of `asking` for `task`, without the error's prefix.
+    fn refusal_of(asking: Asking<'_>, task: &str) -> Option<String> {
+        check(asking, task).err().map(|error| {
+            let text = error.to_string();
+            text.trim_start_matches("the plan cannot run as written: ")
+                .to_owned()
+        })
+    }
+
     const LABEL_TASK: &str =
         "How many records in the context have label=payments? Answer with a number.";
 
@@ -111,7 +120,7 @@ mod tests {
                 "map": {"ask": "How many failed payments are listed? Answer with a number."},
                 "reduce": {"op": "sum"}}"#,
         );
-        let why = copied_in_plan(&copied, LABEL_TASK).expect("refused");
+        let why = refusal_of(Asking::Plan(&copied), LABEL_TASK).expect("refused");
         assert!(
             why.starts_with("`map.ask` is the worked example's question"),
             "{why}"
@@ -143,7 +152,10 @@ mod tests {
             r#"{"split": {"by": "chars"}, "map": {"ask": "How many failed payments are listed? Answer with a number."}, "reduce": {"op": "sum"}}"#,
         );
         assert_eq!(
-            copied_in_plan(&copied, "Count the failed payments in this log."),
+            refusal_of(
+                Asking::Plan(&copied),
+                "Count the failed payments in this log."
+            ),
             None
         );
     }
@@ -153,19 +165,26 @@ mod tests {
         let filter = plan(
             r#"{"split": {"by": "lines", "size": 100}, "filter": {"ask": "How many failed payments are listed?"}, "map": {"count": "x"}, "reduce": {"op": "sum"}}"#,
         );
-        assert!(copied_in_plan(&filter, LABEL_TASK)
+        assert!(refusal_of(Asking::Plan(&filter), LABEL_TASK)
             .expect("refused")
             .starts_with("`filter.ask`"));
         let nested = plan(
             r#"{"split": {"by": "lines", "size": 100}, "map": {"plan": {"split": {"by": "lines", "size": 10}, "map": {"ask": "How many failed payments are listed?"}, "reduce": {"op": "sum"}}}, "reduce": {"op": "sum"}}"#,
         );
-        assert!(copied_in_plan(&nested, LABEL_TASK)
+        assert!(refusal_of(Asking::Plan(&nested), LABEL_TASK)
             .expect("refused")
             .starts_with("`map.plan.map.ask`"));
-        assert!(copied_in_map(&Map::Ask(PLAN_EXAMPLE_ASK.into()), LABEL_TASK).is_some());
-        assert!(copied_in_filter(&Filter::Ask(PLAN_EXAMPLE_ASK.into()), LABEL_TASK).is_some());
+        assert!(refusal_of(Asking::Map(&Map::Ask(PLAN_EXAMPLE_ASK.into())), LABEL_TASK).is_some());
+        assert!(refusal_of(
+            Asking::Filter(&Filter::Ask(PLAN_EXAMPLE_ASK.into())),
+            LABEL_TASK
+        )
+        .is_some());
         assert_eq!(
-            copied_in_map(&Map::Count("label=payments".into()), LABEL_TASK),
+            refusal_of(
+                Asking::Map(&Map::Count("label=payments".into())),
+                LABEL_TASK
+            ),
             None
         );
     }

@@ -180,9 +180,7 @@ impl RunHost {
         let plan: Plan = serde_json::from_value(args.plan)
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
-        if let Some(why) = example::copied_in_plan(&plan, &self.settings.task) {
-            return Err(refused(PlanError::Shape(why)));
-        }
+        example::check(example::Asking::Plan(&plan), &self.settings.task).map_err(refused)?;
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {

@@ -16,6 +16,7 @@ use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use super::example::{self, Asking};
 use super::price::Origin;
 use super::{keep_matching, nesting_of_map, refused, Source};
 use crate::events::PlanStage;
@@ -102,9 +103,7 @@ impl RunHost {
         let spec = filter.clone();
         let filter: Filter = one_option("filter", "regex, ask", filter)?;
         filter.check().map_err(refused)?;
-        if let Some(why) = super::example::copied_in_filter(&filter, &self.settings.task) {
-            return Err(refused(PlanError::Shape(why)));
-        }
+        example::check(Asking::Filter(&filter), &self.settings.task).map_err(refused)?;
         let (mut set, source) = self.piece_set(&pieces).await?;
         let all = set.pieces.iter().map(|p| (p.index, p.piece()));
         let (kept, calls) = match &filter {
@@ -145,9 +144,7 @@ impl RunHost {
         let spec = json!({"pieces": pieces, "map": map});
         let map: Map = one_option("map", "ask, count, extract, sub_rlm, agent, plan", map)?;
         map.check(0).map_err(refused)?;
-        if let Some(why) = super::example::copied_in_map(&map, &self.settings.task) {
-            return Err(refused(PlanError::Shape(why)));
-        }
+        example::check(Asking::Map(&map), &self.settings.task).map_err(refused)?;
         let nesting = nesting_of_map(&map);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {
