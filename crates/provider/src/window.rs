@@ -403,6 +403,10 @@ pub const DEFAULT_CHARS_PER_TOKEN: f64 = 3.0;
 /// markers and separators.
 const MESSAGE_OVERHEAD_CHARS: usize = 16;
 
+/// Counted texts a [`TokenEstimator`] keeps the ratio of (16 bytes each, plus the
+/// map's own).
+pub const MAX_COUNTED_TEXTS: usize = 16_384;
+
 /// Characters of each of the three slices (start, middle, end) of a text sampled by
 /// [`sample_of`].
 pub const SAMPLE_SLICE_CHARS: usize = 4_096;
@@ -479,8 +483,9 @@ impl TokenEstimator {
     }
 
     /// Characters per token to estimate `text` with: the ratio the server counted in
-    /// `text`'s sample, else [`uncounted_ratio`] (digits a token each); never more
-    /// than the general ratio.
+    /// `text`'s sample, else its digits at what a digit costs (a token each until a
+    /// count says otherwise) and the rest at the general ratio; never more than the
+    /// general ratio.
     pub fn ratio_of(&self, text: &str) -> f64 {
         let (general, _) = self.calibration();
         let counted = {
@@ -499,7 +504,7 @@ impl TokenEstimator {
 
     /// Tokens a digit costs in text nothing counted: what counted texts showed, else
     /// one.
-    pub fn tokens_per_digit(&self) -> f64 {
+    fn tokens_per_digit(&self) -> f64 {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.tokens_per_digit.unwrap_or(1.0)
     }
@@ -565,12 +570,21 @@ impl TokenEstimator {
         if !(0.5..=8.0).contains(&ratio) {
             return None;
         }
-        self.texts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(sample_key(sample), ratio);
+        self.remember_ratio(sample, ratio);
         self.learn_digit_cost(sample, counted);
         Some(ratio)
+    }
+
+    /// Keeps `ratio` as the counted ratio of the text `sample` was taken from — at most
+    /// [`MAX_COUNTED_TEXTS`] of them: every reported sub-call adds one, and a run of
+    /// many plans must not grow the map without end (a text past the bound is estimated
+    /// by the rule of thumb, as before it was counted).
+    fn remember_ratio(&self, sample: &str, ratio: f64) {
+        let mut texts = self.texts.lock().unwrap_or_else(|p| p.into_inner());
+        let key = sample_key(sample);
+        if texts.len() < MAX_COUNTED_TEXTS || texts.contains_key(&key) {
+            texts.insert(key, ratio);
+        }
     }
 
     /// True once a count calibrated the estimate.
@@ -604,10 +618,7 @@ impl TokenEstimator {
         // server's count is that text's own ratio, over any rule of thumb for it.
         if let [message] = request.messages.as_slice() {
             if request.tools.is_empty() && message.tool_calls.is_empty() {
-                self.texts
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(sample_key(&sample_of(&message.content)), ratio);
+                self.remember_ratio(&sample_of(&message.content), ratio);
                 self.learn_digit_cost(&message.content, reported_prompt_tokens);
             }
         }
@@ -621,7 +632,7 @@ impl TokenEstimator {
 /// was estimated at half its tokens, docs/eval.md); until a count says otherwise a
 /// digit is a token, which errs high for tokenizers that group three (GPT-4's, Llama
 /// 3's), as the estimate should.
-pub fn uncounted_ratio(text: &str, general: f64, per_digit: f64) -> f64 {
+fn uncounted_ratio(text: &str, general: f64, per_digit: f64) -> f64 {
     let (chars, digits) = chars_and_digits(text);
     if digits == 0 {
         return general;
@@ -816,6 +827,19 @@ mod tests {
         assert_eq!(uncounted_ratio("7", 0.9, 1.0), 0.9);
         // Three-digit groups.
         assert_eq!(uncounted_ratio("012345678", 4.0, 1.0 / 3.0), 3.0);
+    }
+
+    #[test]
+    fn counted_texts_are_kept_up_to_the_bound() {
+        let estimator = TokenEstimator::default();
+        for i in 0..MAX_COUNTED_TEXTS + 10 {
+            estimator.observe_sample(&format!("text number {i} "), 4);
+        }
+        assert_eq!(estimator.texts.lock().unwrap().len(), MAX_COUNTED_TEXTS);
+        // A text already kept is still updated.
+        let first = "text number 0 ";
+        estimator.observe_sample(first, 7);
+        assert_eq!(estimator.sample_ratio(first), Some(2.0));
     }
 
     #[test]
