@@ -5,7 +5,9 @@
 use std::process::Output;
 use std::time::Duration;
 
-use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
+use rlm_test_support::mock_llm::{
+    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockToolCall,
+};
 use serde_json::Value;
 
 use crate::support::Sandbox;
@@ -115,6 +117,25 @@ pub(crate) fn runs_show(sb: &Sandbox) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The model's `ctx_map_reduce` over the context with `parts` (split, filter, map,
+/// reduce).
+fn map_reduce_call(mut parts: Value) -> MockToolCall {
+    parts["variable"] = "context".into();
+    MockToolCall::new("ctx_map_reduce", parts)
+}
+
+/// A root model that makes each of `calls` in turn, then answers `answer` with
+/// `final_answer`.
+fn calls_then_answer(calls: impl IntoIterator<Item = MockToolCall>, answer: &str) -> MockScript {
+    let answer = MockToolCall::new("final_answer", serde_json::json!({ "answer": answer }));
+    calls
+        .into_iter()
+        .chain([answer])
+        .fold(MockScript::new(), |script, call| {
+            script.then(MockReply::tool_calls("", [call]))
+        })
 }
 
 /// A `--env plan` run over the log whose root model follows `script`; it must succeed.
@@ -229,7 +250,6 @@ fn javascript_runs_the_same_plans() {
 
 #[test]
 fn the_tools_environment_runs_plans_as_a_micro_tool() {
-    use rlm_test_support::mock_llm::MockToolCall;
     let sb = Sandbox::new();
     let call = MockToolCall::new(
         "ctx_map_reduce",
@@ -264,21 +284,12 @@ fn the_tools_environment_runs_plans_as_a_micro_tool() {
 
 #[test]
 fn env_plan_makes_a_plan_the_models_one_action() {
-    use rlm_test_support::mock_llm::MockToolCall;
-    let plan = MockToolCall::new(
-        "ctx_map_reduce",
-        serde_json::json!({
-            "variable": "context",
-            "split": {"by": "chars", "size": 500},
-            "map": {"count": "error"},
-            "reduce": {"op": "sum"},
-        }),
-    );
-    let answer = MockToolCall::new("final_answer", serde_json::json!({"answer": "30 errors"}));
-    let script = MockScript::new()
-        .then(MockReply::tool_calls("", [plan]))
-        .then(MockReply::tool_calls("", [answer]));
-    let (sb, mock, answer) = run_env_plan(script);
+    let plan = map_reduce_call(serde_json::json!({
+        "split": {"by": "chars", "size": 500},
+        "map": {"count": "error"},
+        "reduce": {"op": "sum"},
+    }));
+    let (sb, mock, answer) = run_env_plan(calls_then_answer([plan], "30 errors"));
     assert_eq!(answer, "30 errors");
     let requests = mock.control().requests();
     assert_eq!(
@@ -301,28 +312,19 @@ fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
     // The local model's first plan for a task about errors: the prompt's example
     // question about failed payments, word for word. Refused, naming the field and
     // the exact maps; its next plan counts and runs.
-    use rlm_test_support::mock_llm::MockToolCall;
     let plan = |map: Value| {
-        MockToolCall::new(
-            "ctx_map_reduce",
-            serde_json::json!({
-                "variable": "context",
-                "split": {"by": "lines", "size": 50},
-                "map": map,
-                "reduce": {"op": "sum"},
-            }),
-        )
+        map_reduce_call(serde_json::json!({
+            "split": {"by": "lines", "size": 50},
+            "map": map,
+            "reduce": {"op": "sum"},
+        }))
     };
     let copied = plan(serde_json::json!({
         "ask": "How many failed payments are listed? Answer with a number."
     }));
     let counted = plan(serde_json::json!({"count": "error"}));
-    let answer = MockToolCall::new("final_answer", serde_json::json!({"answer": "30"}));
-    let script = MockScript::new()
-        .rule(MockRule::contains(LEAF, MockReply::text("3")))
-        .then(MockReply::tool_calls("", [copied]))
-        .then(MockReply::tool_calls("", [counted]))
-        .then(MockReply::tool_calls("", [answer]));
+    let script = calls_then_answer([copied, counted], "30")
+        .rule(MockRule::contains(LEAF, MockReply::text("3")));
     let (_sb, mock, answer) = run_env_plan(script);
     assert_eq!(answer, "30");
     assert!(leaf_requests(&mock).is_empty(), "no leaf was asked");
@@ -344,33 +346,17 @@ fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
 fn a_literal_extract_is_refused_and_a_filter_that_keeps_every_piece_is_explained() {
     // Two plans the local model wrote: `extract` of the bare word it wanted the values
     // of, and a filter meant to keep lines that keeps whole pieces.
-    use rlm_test_support::mock_llm::MockToolCall;
-    let plan = |filter: Value, map: Value| {
-        MockToolCall::new(
-            "ctx_map_reduce",
-            serde_json::json!({
-                "variable": "context",
-                "split": {"by": "lines", "size": 50},
-                "filter": filter,
-                "map": map,
-                "reduce": {"op": "top_k", "k": 1},
-            }),
-        )
+    let plan = |map: Value| {
+        map_reduce_call(serde_json::json!({
+            "split": {"by": "lines", "size": 50},
+            "filter": {"regex": "line"},
+            "map": map,
+            "reduce": {"op": "top_k", "k": 1},
+        }))
     };
-    let literal = plan(
-        serde_json::json!({"regex": "line"}),
-        serde_json::json!({"extract": "error"}),
-    );
-    let filtered = plan(
-        serde_json::json!({"regex": "line"}),
-        serde_json::json!({"extract": "line \\d+: (\\w+)"}),
-    );
-    let answer = MockToolCall::new("final_answer", serde_json::json!({"answer": "ok"}));
-    let script = MockScript::new()
-        .then(MockReply::tool_calls("", [literal]))
-        .then(MockReply::tool_calls("", [filtered]))
-        .then(MockReply::tool_calls("", [answer]));
-    let (_sb, mock, answer) = run_env_plan(script);
+    let literal = plan(serde_json::json!({"extract": "error"}));
+    let filtered = plan(serde_json::json!({"extract": "line \\d+: (\\w+)"}));
+    let (_sb, mock, answer) = run_env_plan(calls_then_answer([literal, filtered], "ok"));
     assert_eq!(answer, "ok");
     let requests = mock.control().requests();
     let refusal = requests[1].message_texts().join("\n");
