@@ -349,7 +349,7 @@ fn a_literal_extract_is_refused_and_a_filter_that_keeps_every_piece_is_explained
     let plan = |map: Value| {
         map_reduce_call(serde_json::json!({
             "split": {"by": "lines", "size": 50},
-            "filter": {"regex": "line"},
+            "filter": {"regex": "error"},
             "map": map,
             "reduce": {"op": "top_k", "k": 1},
         }))

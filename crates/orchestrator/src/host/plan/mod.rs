@@ -156,11 +156,15 @@ fn nesting_of_map(map: &Map) -> u32 {
 /// filter keeps or drops whole pieces, not lines, and the pattern then counts or lists
 /// every line of them. The local model filtered `label=shipping` to sum the amounts of
 /// those records, and summed every record's (docs/eval.md). (An `ask` map's leaves
-/// read the question with the piece: no such trap.)
+/// read the question with the piece: no such trap.) Not when the map's pattern holds
+/// the filter's: it matches only such lines already.
 fn filter_note(plan: &Plan, pieces: usize, kept: usize) -> Option<&'static str> {
-    let regex_filter = matches!(plan.filter, Some(Filter::Regex(_)));
-    let pattern_map = matches!(plan.map, Map::Count(_) | Map::Extract(_));
-    (regex_filter && pattern_map && kept == pieces && pieces > 0).then_some(
+    let (Some(Filter::Regex(filter)), Map::Count(pattern) | Map::Extract(pattern)) =
+        (&plan.filter, &plan.map)
+    else {
+        return None;
+    };
+    (kept == pieces && pieces > 0 && !pattern.contains(filter.as_str())).then_some(
         "the filter kept every piece: a filter keeps or drops whole pieces, not lines, so every line of them was mapped. To use only the lines that match, put the condition in the map's pattern: {\"count\": \"status=500\"} counts the lines with status=500, {\"extract\": \"status=500.*?bytes=(\\\\d+)\"} lists their bytes.",
     )
 }
@@ -424,4 +428,31 @@ fn extract(
         )));
     }
     Ok(matches.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(filter: &str, map: &str) -> Plan {
+        Plan::from_json(&format!(
+            r#"{{"split": {{"by": "lines", "size": 10}}, "filter": {{"regex": "{filter}"}}, "map": {map}, "reduce": {{"op": "sum"}}}}"#
+        ))
+        .expect("a valid plan")
+    }
+
+    #[test]
+    fn the_filter_note_is_for_a_filter_read_as_a_line_filter() {
+        // The local model's plan: the condition in the filter, the field in the map.
+        let read_as_lines = plan("label=shipping", r#"{"extract": "amount=(\\d+)"}"#);
+        assert!(filter_note(&read_as_lines, 2, 2).is_some());
+        // Some pieces dropped: the filter did its work.
+        assert_eq!(filter_note(&read_as_lines, 3, 2), None);
+        // The map's pattern holds the condition already.
+        let held = plan("label", r#"{"extract": "label=(\\w+)"}"#);
+        assert_eq!(filter_note(&held, 2, 2), None);
+        // An ask map's leaves read the question with the piece.
+        let asked = plan("label", r#"{"ask": "Which label?"}"#);
+        assert_eq!(filter_note(&asked, 2, 2), None);
+    }
 }
