@@ -370,10 +370,24 @@ pub fn parse_args<T: DeserializeOwned>(tool: MicroTool, arguments: &str) -> Resu
             Err(error) => lenient_json(arguments).ok_or(ArgsError::NotJson { tool, error })?,
         }
     };
+    let value = unwrap_encoded_object(value);
     if !value.is_object() {
         return Err(ArgsError::NotObject { tool });
     }
     serde_json::from_value(value).map_err(|error| ArgsError::Invalid { tool, error })
+}
+
+/// The object inside arguments encoded twice (a JSON string whose text is the object:
+/// `"{\"variable\": \"context\"}"`, as some models and chat templates write them),
+/// else the value as it is.
+fn unwrap_encoded_object(value: Value) -> Value {
+    let Value::String(text) = &value else {
+        return value;
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(inner) if inner.is_object() => inner,
+        _ => value,
+    }
 }
 
 fn example(tool: MicroTool) -> &'static str {
@@ -455,6 +469,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(not_object.contains("must be a JSON object"), "{not_object}");
+        let not_object = parse_args::<VariableArgs>(MicroTool::Length, r#""context""#)
+            .unwrap_err()
+            .to_string();
+        assert!(not_object.contains("must be a JSON object"), "{not_object}");
+        // Arguments encoded twice are read as the object they hold.
+        assert_eq!(
+            parse_args::<SliceArgs>(
+                MicroTool::Slice,
+                r#""{\"variable\": \"c\", \"start\": 1, \"end\": 9}""#
+            )
+            .unwrap(),
+            SliceArgs {
+                variable: "c".into(),
+                start: 1,
+                end: 9
+            }
+        );
         assert_eq!(
             parse_args::<SliceArgs>(
                 MicroTool::Slice,

@@ -2,7 +2,8 @@
 //! micro-tools natively (OpenAI and Anthropic, streamed), a 64 MB needle found with
 //! grep then slice, no Python started, bad calls, repeats and the allow-list answered
 //! as results, `--max-iterations` forcing a `final_answer` call, `ctx_summarize` on the
-//! sub-model, and a command-line model writing its calls as text.
+//! sub-model, a command-line model writing its calls as text, and arguments encoded
+//! twice.
 
 use rlm_test_support::mock_llm::{
     MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockToolCall,
@@ -266,6 +267,38 @@ fn a_temperature_out_of_range_is_refused() {
         .stderr(predicates::str::contains(
             "\"NaN\" is not a temperature from 0 to 2",
         ));
+}
+
+/// Arguments encoded twice (the wire's argument text is a JSON string holding the
+/// object, as some chat templates write them) are read as the object, not refused.
+#[test]
+fn arguments_encoded_twice_are_read_as_the_object() {
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "alpha\nbeta\n");
+    let twice = |object: Value| serde_json::to_string(&object.to_string()).unwrap();
+    let mock = mock(vec![
+        MockReply::tool_calls(
+            "",
+            [MockToolCall::raw(
+                "ctx_grep",
+                twice(json!({"variable": "context", "pattern": "beta"})),
+            )],
+        ),
+        MockReply::tool_calls(
+            "",
+            [MockToolCall::raw(
+                "final_answer",
+                twice(json!({"answer": "line 2"})),
+            )],
+        ),
+    ]);
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let result = run_json(&sb, &mock.control().openai_base_url(), "q", &args);
+    assert_eq!(result["answer"], "line 2");
+    assert_eq!(result["forced"], false);
+    let answered = results(&mock);
+    assert!(answered[0].contains("beta"), "{answered:?}");
 }
 
 #[test]
