@@ -139,9 +139,9 @@ impl MicroTool {
                 json!({
                     "variable": variable,
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
-                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("ask")]},
+                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} (with count or extract: which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("ask")]},
                     "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
-                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "join", "top_k", "ask"]}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
+                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "join", "top_k", "pairs", "ask"]}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
                 }),
                 vec!["variable", "split", "map", "reduce"],
             ),
@@ -157,7 +157,7 @@ impl MicroTool {
                 vec!["variable", "by"],
             ),
             Self::Filter => (
-                "Keeps the pieces that match a regular expression (no model) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
+                "Keeps the pieces that match a regular expression (no model; a later count or extract then reads only the lines it matches) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
                 json!({
                     "pieces": {"type": "string", "description": "the pieces variable ctx_split or ctx_filter returned"},
                     "regex": {"type": "string", "description": "keep the pieces this matches (case-insensitive)"},
@@ -177,10 +177,10 @@ impl MicroTool {
                 vec!["pieces"],
             ),
             Self::Reduce => (
-                "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), join, top_k (with k), or ask (with instruction: the helper model combines them). Example: {\"results\": \"results-…\", \"op\": \"sum\"}.",
+                "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), join, top_k (with k), pairs (how many pairs of items are equal), or ask (with instruction: the helper model combines them). Example: {\"results\": \"results-…\", \"op\": \"sum\"}.",
                 json!({
                     "results": {"type": "string", "description": "the results variable ctx_map returned (or any list variable)"},
-                    "op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "top_k", "join", "ask"]},
+                    "op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "top_k", "pairs", "join", "ask"]},
                     "k": {"type": "integer", "minimum": 1, "description": "for top_k"},
                     "separator": {"type": "string", "description": "for concat and join"},
                     "instruction": {"type": "string", "description": "for ask: how to combine the results"},

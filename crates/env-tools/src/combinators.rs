@@ -71,7 +71,7 @@ pub struct MapArgs {
 pub struct ReduceArgs {
     /// The results variable (or any list variable).
     pub results: String,
-    /// `sum`, `count`, `min`, `max`, `concat`, `vote`, `union`, `top_k`, `join`, `ask`.
+    /// `sum`, `count`, `min`, `max`, `concat`, `vote`, `union`, `top_k`, `pairs`, `join`, `ask`.
     pub op: String,
     /// For `top_k`.
     #[serde(default)]

@@ -74,7 +74,7 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
     let example = serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap_or_default();
     let _ = write!(
         text,
-        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it — whole pieces, not lines: to use only the lines that match, put the condition in the map's pattern.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`:\n- how many lines have status=500: map {{\"count\": \"status=500\"}}, reduce {{\"op\": \"sum\"}}\n- the sum of the bytes of the lines with status=500: map {{\"extract\": \"status=500.*?bytes=(\\\\d+)\"}}, reduce {{\"op\": \"sum\"}}\n- which user appears most often: map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"top_k\", \"k\": 1}}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line.\n"
+        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it; with a count or extract map, only the lines it matches are read.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), pairs (how many pairs of items are equal), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`:\n- how many lines have status=500: map {{\"count\": \"status=500\"}}, reduce {{\"op\": \"sum\"}}\n- the sum of the bytes of the lines with status=500: filter {{\"regex\": \"status=500\"}}, map {{\"extract\": \"bytes=(\\\\d+)\"}}, reduce {{\"op\": \"sum\"}}\n- which user appears most often: map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"top_k\", \"k\": 1}}\n- how many pairs of lines with status=500 have the same user: filter {{\"regex\": \"status=500\"}}, map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"pairs\"}}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line.\n"
     );
     if features.text_tool_protocol {
         // Replies are held to a call keyed by the tool's name (`response_format`).
@@ -108,16 +108,21 @@ mod tests {
         let line = "2026-03-01 user=ana status=500 bytes=512";
         let count = json_string_after(&text, "have status=500: map {\"count\": ");
         assert_eq!(count, "status=500");
-        let bytes = json_string_after(
+        let filter = json_string_after(
             &text,
-            "bytes of the lines with status=500: map {\"extract\": ",
+            "bytes of the lines with status=500: filter {\"regex\": ",
         );
+        assert_eq!(filter, "status=500");
+        let bytes = json_string_after(&text, "\"status=500\"}, map {\"extract\": ");
         let bytes = regex::Regex::new(&bytes).expect("the shown pattern compiles");
         assert_eq!(&bytes.captures(line).expect("it matches")[1], "512");
         let user = json_string_after(&text, "most often: map {\"extract\": ");
         let user = regex::Regex::new(&user).expect("the shown pattern compiles");
         assert_eq!(&user.captures(line).expect("it matches")[1], "ana");
         assert!(text.contains("{\"op\": \"top_k\", \"k\": 1}"), "{text}");
+        let pairs = json_string_after(&text, "have the same user: filter {\"regex\": ");
+        assert_eq!(pairs, "status=500");
+        assert!(text.contains("{\"op\": \"pairs\"}"), "{text}");
     }
 
     #[test]

@@ -334,18 +334,13 @@ impl ToolsEnv {
                     Value::String(text) => text.clone(),
                     other => other.to_string(),
                 };
-                let mut text = format!(
+                Ok(ToolOutcome::result(format!(
                     "{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
                     reply["pieces"],
                     reply["kept"],
                     reply["calls"],
                     reply["results"].as_str().unwrap_or("?")
-                );
-                if let Some(note) = reply["note"].as_str() {
-                    text.push_str("\nNote: ");
-                    text.push_str(note);
-                }
-                Ok(ToolOutcome::result(text))
+                )))
             }
             Err(HostError::RespondToModel(message)) => Ok(ToolOutcome::error(format!(
                 "ctx_map_reduce failed: {message}"

@@ -43,6 +43,7 @@ pub fn reduce(reduce: &Reduce, results: &[String]) -> Result<String, ReduceError
             Ok(distinct_items(results).join(separator.as_deref().unwrap_or(", ")))
         }
         Reduce::TopK { k } => Ok(top_k(results, *k)),
+        Reduce::Pairs => Ok(equal_pairs(results).to_string()),
         Reduce::Ask { .. } => Err(ReduceError::NeedsModel),
     }
 }
@@ -226,6 +227,16 @@ fn top_k(results: &[String], k: usize) -> String {
         .join("\n")
 }
 
+/// How many unordered pairs of items are equal (normalised): n(n−1)/2 for each
+/// distinct item seen n times, summed.
+fn equal_pairs(results: &[String]) -> u64 {
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for item in items(results) {
+        *counts.entry(normalise(&item)).or_default() += 1;
+    }
+    counts.values().map(|n| n * n.saturating_sub(1) / 2).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +284,11 @@ mod tests {
             reduce(&Reduce::TopK { k: 2 }, &lists).unwrap(),
             "alice (2)\nbob (2)"
         );
+        // alice twice and bob twice: one pair each; carol alone: none.
+        assert_eq!(reduce(&Reduce::Pairs, &lists).unwrap(), "2");
+        let cities = strings(&["Lima", "lima", "Oslo", "Lima", "Oslo", "Quito"]);
+        assert_eq!(reduce(&Reduce::Pairs, &cities).unwrap(), "4");
+        assert_eq!(reduce(&Reduce::Pairs, &[]).unwrap(), "0");
         assert_eq!(
             reduce(
                 &Reduce::Concat {

@@ -140,6 +140,10 @@ pub enum Reduce {
         /// How many.
         k: usize,
     },
+    /// How many pairs of results are equal: n(n−1)/2 for each distinct item seen n
+    /// times, summed — the pairs of records that share a value (a self-join's count),
+    /// with an `extract` map giving one item per record.
+    Pairs,
     /// The distinct items, joined by `separator` (", " unless said).
     Join {
         /// Between two items.
@@ -344,6 +348,7 @@ mod tests {
     fn every_reduction_and_map_has_its_json_form() {
         for (json, reduce) in [
             (r#"{"op": "top_k", "k": 3}"#, Reduce::TopK { k: 3 }),
+            (r#"{"op": "pairs"}"#, Reduce::Pairs),
             (r#"{"op": "concat"}"#, Reduce::Concat { separator: None }),
             (
                 r#"{"op": "ask", "instruction": "merge"}"#,

@@ -280,6 +280,28 @@ fn pieces_of_a_changed_file_are_refused_with_what_to_do() {
     );
 }
 
+/// A regex filter keeps pieces; a `count` or `extract` after it reads only the lines
+/// it matches (one step at a time and in a whole plan alike), and `pairs` counts the
+/// pairs of equal values.
+#[test]
+fn a_pattern_map_after_a_regex_filter_reads_the_lines_it_matches() {
+    let code = "pieces = ctx_split('context', by='lines', size=50)\n\
+                kept = ctx_filter(pieces, regex='error')\n\
+                print(ctx_reduce(ctx_map(kept, count='line'), op='sum'))\n\
+                print(ctx_reduce(ctx_map(pieces, count='line'), op='sum'))\n\
+                print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'count': 'line'}, reduce={'op': 'sum'}))\n\
+                print(map_reduce(split={'by': 'lines', 'size': 50}, map={'extract': r'line \\d+: (\\w+)'}, reduce={'op': 'pairs'}))\n\
+                print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'extract': r'line \\d+: (\\w+)'}, reduce={'op': 'pairs'}))\n\
+                print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'ask': 'How many lines?'}, reduce={'op': 'sum'}))";
+    let (_, mock, printed) = run_code(code, &[]);
+    let lines: Vec<&str> = printed.lines().collect();
+    // 100 lines, 30 of them errors, in two pieces that both hold errors.
+    assert_eq!(lines[..5], ["30", "100", "30", "2850", "435"], "{printed}");
+    // An ask map reads whole pieces: both leaves asked (each answers 3).
+    assert_eq!(lines[5], "6", "{printed}");
+    assert_eq!(leaf_requests(&mock).len(), 2);
+}
+
 #[test]
 fn an_extract_map_reduces_every_match_not_one_per_piece() {
     // The `aggregate` suite's sum: every amount of a label, several in each piece.

@@ -343,9 +343,10 @@ fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
 }
 
 #[test]
-fn a_literal_extract_is_refused_and_a_filter_that_keeps_every_piece_is_explained() {
+fn a_literal_extract_is_refused_and_a_filter_chooses_the_lines_an_extract_reads() {
     // Two plans the local model wrote: `extract` of the bare word it wanted the values
-    // of, and a filter meant to keep lines that keeps whole pieces.
+    // of, and a filter meant to keep lines (the amounts of `label=shipping`), which
+    // kept whole pieces and summed every record's until a filter chose lines.
     let plan = |map: Value| {
         map_reduce_call(serde_json::json!({
             "split": {"by": "lines", "size": 50},
@@ -365,22 +366,11 @@ fn a_literal_extract_is_refused_and_a_filter_that_keeps_every_piece_is_explained
             && refusal.contains("{\"count\": \"error\"}"),
         "{refusal}"
     );
+    // Both pieces mention an error; only the error lines are read (70 lines say ok).
     let result = requests[2].message_texts().join("\n");
     assert!(
-        result.contains("ok (70)\n(plan: 2 pieces, 2 kept, 0 calls")
-            && result.contains("Note: the filter kept every piece: a filter keeps or drops whole pieces, not lines"),
+        result.contains("error (30)\n(plan: 2 pieces, 2 kept, 0 calls"),
         "{result}"
-    );
-}
-
-#[test]
-fn python_prints_the_note_of_a_filter_that_kept_every_piece() {
-    let code = "print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'line'}, map={'count': 'error'}, reduce={'op': 'sum'}))";
-    let (_, _, printed) = run_code(code, &[]);
-    assert!(
-        printed.contains("map_reduce note: the filter kept every piece")
-            && printed.contains("\n30\n"),
-        "{printed}"
     );
 }
 

@@ -64,9 +64,6 @@ globalThis.map_reduce = async function map_reduce(plan = {}) {
   }
   const reply = await __rlm_call("run_plan", args);
   globalThis.map_reduce.last = reply;
-  if (reply !== null && typeof reply === "object" && reply.note) {
-    console.log("map_reduce note: " + reply.note);
-  }
   return __rlm_text(reply !== null && typeof reply === "object" ? reply.answer : reply);
 };
 

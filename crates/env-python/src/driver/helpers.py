@@ -91,8 +91,6 @@ def map_reduce(plan=None, **parts):
         args["text"] = value if isinstance(value, str) else _dumps(value)
     reply = _host("run_plan", args)
     map_reduce.last = reply
-    if isinstance(reply, dict) and reply.get("note"):
-        print("map_reduce note:", reply["note"])
     return _as_text(reply.get("answer") if isinstance(reply, dict) else reply)
 
 
@@ -160,7 +158,8 @@ def ctx_map(pieces, ask=None, count=None, extract=None, sub_rlm=None, agent=None
 
 def ctx_reduce(results, op="concat", k=None, separator=None, instruction=None):
     """The results (a ctx_map or map_reduce results variable, or any list variable)
-    made one answer: sum, count, min, max, concat, vote, union, top_k (k), join, or ask
+    made one answer: sum, count, min, max, concat, vote, union, top_k (k), pairs (how
+    many pairs of items are equal), join, or ask
     (instruction: the sub-model combines them). Returns the answer.
 
         total = ctx_reduce(results, op="sum")

@@ -8,7 +8,7 @@ use rlm_plan::{Map, Plan, PlanError, Reduce};
 use rlm_protocol::host_call::{AgentJob, HostError, SubRlmArgs};
 use serde_json::Value;
 
-use super::{extract, off_runtime, refused, Boxed, Leaf, Prepared, Source};
+use super::{extract, lines_matching, off_runtime, refused, Boxed, Leaf, Prepared, Source};
 use crate::events::{CallPurpose, PlanStage};
 use crate::host::serve::RunHost;
 use crate::host::{fan_out, sub_fit};
@@ -31,7 +31,13 @@ impl RunHost {
                 }
                 _ => prepared.kept,
             };
-            let results = self.map_pieces(plan_id, &plan.map, source, &kept).await?;
+            let line_filters: Vec<&str> = match &plan.filter {
+                Some(rlm_plan::Filter::Regex(pattern)) => vec![pattern.as_str()],
+                _ => Vec::new(),
+            };
+            let results = self
+                .map_pieces(plan_id, &plan.map, &line_filters, source, &kept)
+                .await?;
             let texts: Vec<String> = results.iter().map(|r| r.result.clone()).collect();
             let answer = self.reduce(&plan.reduce, texts).await?;
             Ok((answer, results, kept.len()))
@@ -87,24 +93,35 @@ impl RunHost {
         Ok(out)
     }
 
-    /// Each kept piece's result, in order.
+    /// Each kept piece's result, in order. `line_filters` are the regex filters that
+    /// kept the pieces: a `count` or an `extract` reads only the lines every one of
+    /// them matches (what a filter means to whoever counts lines: "the amounts of the
+    /// `label=shipping` records"); other maps read whole pieces.
     pub(super) async fn map_pieces(
         &self,
         plan_id: &str,
         map: &Map,
+        line_filters: &[&str],
         source: &Source,
         kept: &[(usize, Piece)],
     ) -> Result<Vec<PieceResult>, HostError> {
+        let compile =
+            |p: &str| rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)));
         // A count's or an extraction's pattern, compiled once for every piece.
-        let pattern = match map {
-            Map::Count(p) | Map::Extract(p) => {
-                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
-            }
-            _ => None,
+        let (pattern, lines) = match map {
+            Map::Count(p) | Map::Extract(p) => (
+                Some(compile(p)?),
+                line_filters
+                    .iter()
+                    .map(|f| compile(f))
+                    .collect::<Result<_, _>>()?,
+            ),
+            _ => (None, Vec::new()),
         };
         let leaf = &Leaf {
             map,
             pattern,
+            lines,
             extracted: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         };
         let results = fan_out::in_order(
@@ -168,16 +185,26 @@ impl RunHost {
         // thread the model's streams and the other leaves share.
         match (leaf.map, &leaf.pattern) {
             (Map::Count(_), Some(pattern)) => {
-                let (source, pattern) = (source.clone(), pattern.clone());
+                let (source, pattern, lines) =
+                    (source.clone(), pattern.clone(), leaf.lines.clone());
                 return off_runtime(move || {
-                    Ok(pattern.find_iter(&source.read(&piece)?).count().to_string())
+                    let text = lines_matching(&lines, source.read(&piece)?);
+                    Ok(pattern.find_iter(&text).count().to_string())
                 })
                 .await;
             }
             (Map::Extract(_), Some(pattern)) => {
-                let (source, pattern) = (source.clone(), pattern.clone());
+                let (source, pattern, lines) =
+                    (source.clone(), pattern.clone(), leaf.lines.clone());
                 let kept = std::sync::Arc::clone(&leaf.extracted);
-                return off_runtime(move || extract(&pattern, &source.read(&piece)?, &kept)).await;
+                return off_runtime(move || {
+                    extract(
+                        &pattern,
+                        &lines_matching(&lines, source.read(&piece)?),
+                        &kept,
+                    )
+                })
+                .await;
             }
             _ => {}
         }

@@ -123,6 +123,9 @@ type Boxed<'a, T> =
 struct Leaf<'a> {
     map: &'a Map,
     pattern: Option<Regex>,
+    /// The regex filters a `count` or `extract` reads lines through (every one must
+    /// match a line for the pattern to see it).
+    lines: Vec<Regex>,
     /// Matches an `extract` map has kept so far, all leaves together (shared with the
     /// leaves' passes on the blocking pool).
     extracted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -150,23 +153,6 @@ fn nesting_of_map(map: &Map) -> u32 {
         Map::Plan(inner) => 1 + nesting_of(inner),
         _ => 0,
     }
-}
-
-/// What the model is told when its regex filter kept every piece of a pattern map: a
-/// filter keeps or drops whole pieces, not lines, and the pattern then counts or lists
-/// every line of them. The local model filtered `label=shipping` to sum the amounts of
-/// those records, and summed every record's (docs/eval.md). (An `ask` map's leaves
-/// read the question with the piece: no such trap.) Not when the map's pattern holds
-/// the filter's: it matches only such lines already.
-fn filter_note(plan: &Plan, pieces: usize, kept: usize) -> Option<&'static str> {
-    let (Some(Filter::Regex(filter)), Map::Count(pattern) | Map::Extract(pattern)) =
-        (&plan.filter, &plan.map)
-    else {
-        return None;
-    };
-    (kept == pieces && pieces > 0 && !pattern.contains(filter.as_str())).then_some(
-        "the filter kept every piece: a filter keeps or drops whole pieces, not lines, so every line of them was mapped. To use only the lines that match, put the condition in the map's pattern: {\"count\": \"status=500\"} counts the lines with status=500, {\"extract\": \"status=500.*?bytes=(\\\\d+)\"} lists their bytes.",
-    )
 }
 
 /// The model's error for a plan that cannot run.
@@ -233,17 +219,13 @@ impl RunHost {
                 duration_ms: started.elapsed().as_millis() as u64,
             },
         );
-        let mut reply = json!({
+        Ok(json!({
             "answer": answer,
             "pieces": pieces,
             "kept": mapped,
             "calls": estimate.calls,
             "results": key,
-        });
-        if let Some(note) = filter_note(&plan, pieces, mapped) {
-            reply["note"] = note.into();
-        }
-        Ok(reply)
+        }))
     }
 
     /// The items of the JSON list `input` names (or `text` holds), one compact JSON
@@ -406,6 +388,17 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| HostError::Fatal(format!("a plan's pass over its input stopped: {e}")))?
 }
 
+/// The lines of `text` that every one of `filters` matches, with their line ends;
+/// `text` itself when there is no filter.
+fn lines_matching(filters: &[Regex], text: String) -> String {
+    if filters.is_empty() {
+        return text;
+    }
+    text.split_inclusive('\n')
+        .filter(|line| filters.iter().all(|f| f.is_match(line)))
+        .collect()
+}
+
 /// The matches of `pattern` in `text`, one per line (the first group when it has one).
 /// `kept` counts the matches kept by every leaf of the map; past [`MAX_EXTRACTED`] the
 /// leaf fails with what to do instead.
@@ -434,25 +427,20 @@ fn extract(
 mod tests {
     use super::*;
 
-    fn plan(filter: &str, map: &str) -> Plan {
-        Plan::from_json(&format!(
-            r#"{{"split": {{"by": "lines", "size": 10}}, "filter": {{"regex": "{filter}"}}, "map": {map}, "reduce": {{"op": "sum"}}}}"#
-        ))
-        .expect("a valid plan")
-    }
-
     #[test]
-    fn the_filter_note_is_for_a_filter_read_as_a_line_filter() {
-        // The local model's plan: the condition in the filter, the field in the map.
-        let read_as_lines = plan("label=shipping", r#"{"extract": "amount=(\\d+)"}"#);
-        assert!(filter_note(&read_as_lines, 2, 2).is_some());
-        // Some pieces dropped: the filter did its work.
-        assert_eq!(filter_note(&read_as_lines, 3, 2), None);
-        // The map's pattern holds the condition already.
-        let held = plan("label", r#"{"extract": "label=(\\w+)"}"#);
-        assert_eq!(filter_note(&held, 2, 2), None);
-        // An ask map's leaves read the question with the piece.
-        let asked = plan("label", r#"{"ask": "Which label?"}"#);
-        assert_eq!(filter_note(&asked, 2, 2), None);
+    fn pattern_maps_read_the_lines_every_filter_matches() {
+        let compile = |p: &str| rlm_plan::pattern::compile(p).expect("a valid pattern");
+        let log = "label=shipping amount=5\nlabel=fraud amount=7\nLABEL=Shipping amount=11\nlast label=shipping";
+        let kept = lines_matching(&[compile("label=shipping")], log.to_owned());
+        assert_eq!(
+            kept,
+            "label=shipping amount=5\nLABEL=Shipping amount=11\nlast label=shipping"
+        );
+        let both = lines_matching(
+            &[compile("label=shipping"), compile("amount")],
+            log.to_owned(),
+        );
+        assert_eq!(both, "label=shipping amount=5\nLABEL=Shipping amount=11\n");
+        assert_eq!(lines_matching(&[], log.to_owned()), log);
     }
 }

@@ -172,7 +172,16 @@ impl RunHost {
             Err(error) => Err(error),
         };
         self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
-        let results = self.map_pieces(&plan_id, &map, &source, &kept).await?;
+        // The regex filters that kept these pieces: a count or extract reads only
+        // the lines they match, as in a whole plan.
+        let line_filters: Vec<&str> = set
+            .filtered
+            .iter()
+            .filter_map(|f| f.get("regex").and_then(Value::as_str))
+            .collect();
+        let results = self
+            .map_pieces(&plan_id, &map, &line_filters, &source, &kept)
+            .await?;
         let key = format!("results-{plan_id}");
         self.store_value(key.clone(), &results).await?;
         self.plan_event(
