@@ -12,13 +12,15 @@
 //! `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
 //! result naming it ([`catalog`]); the same call with the same arguments a third time is
 //! not run again — the result says it repeats an earlier one and gives that result;
-//! `--tools` limits what is offered. No process is started.
+//! `--tools` limits what is offered; under `--env plan` an answer before any plan has
+//! given a result is refused once ([`plan_gate`]). No process is started.
 //!
 //! Models without native tool calling write calls as text ([`text_protocol`]).
 
 mod catalog;
 mod combinators;
 mod lenient_json;
+mod plan_gate;
 mod prompt;
 mod read;
 mod run;
@@ -155,6 +157,8 @@ pub struct ToolsEnv {
     history: Vec<HistoryEntry>,
     /// Calls seen: (tool, canonical arguments) → how many times, and the first result.
     seen: HashMap<(String, String), (u32, ToolOutcome)>,
+    /// `--env plan`: whether an answer now would be a guess ([`plan_gate`]).
+    gate: plan_gate::PlanGate,
 }
 
 impl ToolsEnv {
@@ -178,6 +182,7 @@ impl ToolsEnv {
             plan_only: options.plan_only,
             tools: options.tools,
             seen: HashMap::new(),
+            gate: plan_gate::PlanGate::default(),
         })
     }
 }
@@ -261,6 +266,11 @@ impl ToolBox for ToolsEnv {
             }
             Err(unknown) => return Ok(ToolOutcome::error(unknown.to_string())),
         };
+        if self.plan_only && tool == MicroTool::FinalAnswer {
+            if let Some(refusal) = self.gate.refuse_guess() {
+                return Ok(refusal);
+            }
+        }
         let key = call_key(call);
         let count = self.seen.get(&key).map_or(0, |(count, _)| *count) + 1;
         if let Some((seen, earlier)) = self.seen.get_mut(&key) {
@@ -284,6 +294,9 @@ impl ToolBox for ToolsEnv {
                     env: EnvKind::Tools,
                     message: error.to_string(),
                 })?;
+        if tool == MicroTool::MapReduce {
+            self.gate.saw_plan(&outcome);
+        }
         self.seen
             .entry(key)
             .or_insert_with(|| (count, outcome.clone()));

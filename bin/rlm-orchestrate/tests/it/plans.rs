@@ -374,6 +374,46 @@ fn a_literal_extract_is_refused_and_a_filter_chooses_the_lines_an_extract_reads(
     );
 }
 
+#[test]
+fn an_answer_before_any_plan_has_a_result_is_refused_once() {
+    // The local model answered `label` right after its plan was refused; the guess is
+    // sent back with the plan's error, the plan is written again, then the answer is
+    // taken. A second guess is taken too: a run must be able to end.
+    let literal = map_reduce_call(serde_json::json!({
+        "split": {"by": "lines", "size": 50},
+        "map": {"extract": "error"},
+        "reduce": {"op": "top_k", "k": 1},
+    }));
+    let fixed = map_reduce_call(serde_json::json!({
+        "split": {"by": "lines", "size": 50},
+        "map": {"extract": "line \\d+: (\\w+)"},
+        "reduce": {"op": "top_k", "k": 1},
+    }));
+    let answer =
+        |text: &str| MockToolCall::new("final_answer", serde_json::json!({ "answer": text }));
+    let script = [literal.clone(), answer("label"), fixed, answer("ok")]
+        .into_iter()
+        .fold(MockScript::new(), |script, call| {
+            script.then(MockReply::tool_calls("", [call]))
+        });
+    let (_sb, mock, got) = run_env_plan(script);
+    assert_eq!(got, "ok");
+    let requests = mock.control().requests();
+    let refused = requests[2].message_texts().join("\n");
+    assert!(
+        refused.contains("Answer not taken: no plan has given a result in this run")
+            && refused.contains("Your last plan failed: ctx_map_reduce failed: the plan cannot run as written: `map.extract` \"error\" has no group"),
+        "{refused}"
+    );
+    let script = [literal, answer("label"), answer("label")]
+        .into_iter()
+        .fold(MockScript::new(), |script, call| {
+            script.then(MockReply::tool_calls("", [call]))
+        });
+    let (_sb, _mock, got) = run_env_plan(script);
+    assert_eq!(got, "label", "the second guess is taken");
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it
 /// is gone.
 fn peak_rss_kib(pid: u32) -> Option<u64> {

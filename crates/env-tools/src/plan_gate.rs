@@ -1,0 +1,86 @@
+//! Under `--env plan` the model reads the context only through plans, so an answer
+//! given before any plan has produced a result is a guess. The local model answered
+//! that way after every failed plan — `label` after a refused `extract`, `0` after a
+//! reduction that found no number (docs/eval.md) — rather than write the plan again.
+//! Such an answer is refused once a run, with the last plan's error repeated; a second
+//! one is taken (a run must be able to end, and the forced last answer never comes
+//! here).
+
+use rlm_env::ToolOutcome;
+
+/// How much of the last plan's error the refusal repeats.
+const ERROR_SHOWN_CHARS: usize = 400;
+
+/// What a plan-only run has seen of its plans, to tell an answer from a guess.
+#[derive(Debug, Default)]
+pub(crate) struct PlanGate {
+    /// A plan has produced a result.
+    answered: bool,
+    /// The error of the last plan, when it failed.
+    last_failure: Option<String>,
+    /// A guess was refused already.
+    refused: bool,
+}
+
+impl PlanGate {
+    /// Notes what a `ctx_map_reduce` call gave.
+    pub fn saw_plan(&mut self, outcome: &ToolOutcome) {
+        if outcome.is_error {
+            self.last_failure = Some(outcome.content.clone());
+        } else {
+            self.answered = true;
+            self.last_failure = None;
+        }
+    }
+
+    /// The refusal of a final answer that would be a guess (at most once a run).
+    pub fn refuse_guess(&mut self) -> Option<ToolOutcome> {
+        if self.answered || self.refused {
+            return None;
+        }
+        self.refused = true;
+        let what_next = match &self.last_failure {
+            Some(error) => {
+                let shown: String = error.chars().take(ERROR_SHOWN_CHARS).collect();
+                format!("Your last plan failed: {shown}\nWrite that plan again as the error says and call ctx_map_reduce with it")
+            }
+            None => "Call ctx_map_reduce with a plan first".to_owned(),
+        };
+        Some(ToolOutcome::error(format!(
+            "Answer not taken: no plan has given a result in this run, so this answer would be a guess. {what_next}; then answer from its result."
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guess_is_refused_once_with_the_last_error_and_an_answer_after_a_result_is_taken() {
+        let mut gate = PlanGate::default();
+        gate.saw_plan(&ToolOutcome::error(
+            "ctx_map_reduce failed: `sum` found no number",
+        ));
+        let refusal = gate.refuse_guess().expect("a guess is refused");
+        assert!(refusal.is_error);
+        assert!(
+            refusal.content.contains("Your last plan failed: ctx_map_reduce failed: `sum` found no number\nWrite that plan again"),
+            "{}",
+            refusal.content
+        );
+        assert!(gate.refuse_guess().is_none(), "only once a run");
+
+        let mut before_any = PlanGate::default();
+        let refusal = before_any.refuse_guess().expect("a guess is refused");
+        assert!(refusal
+            .content
+            .contains("Call ctx_map_reduce with a plan first"));
+
+        let mut answered = PlanGate::default();
+        answered.saw_plan(&ToolOutcome::error("failed"));
+        answered.saw_plan(&ToolOutcome::result("42"));
+        answered.saw_plan(&ToolOutcome::error("failed again"));
+        assert!(answered.refuse_guess().is_none(), "a plan gave a result");
+    }
+}
