@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::spec::Reduce;
+use crate::spec::{Map, Reduce};
 
 /// Why results cannot be reduced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -14,7 +14,7 @@ pub enum ReduceError {
     #[error("the `ask` reduction needs the sub-model")]
     NeedsModel,
     /// A numeric reduction found no number in any result.
-    #[error("`{op}` found no number in any of the {results} results (the first: {first:?}); ask the map for a number only")]
+    #[error("`{op}` found no number in any of the {results} results (the first: {first:?})")]
     NoNumbers {
         /// The reduction.
         op: &'static str,
@@ -23,6 +23,22 @@ pub enum ReduceError {
         /// The first result, shortened.
         first: String,
     },
+}
+
+impl ReduceError {
+    /// What to change, given the map that made the results (`None`: not known): the
+    /// fix for words where numbers were wanted depends on where the words came from.
+    pub fn advice(&self, map: Option<&Map>) -> &'static str {
+        match (self, map) {
+            (Self::NeedsModel, _) => "",
+            (Self::NoNumbers { .. }, Some(Map::Extract(_))) => {
+                "the extract gave values, not numbers: to count them use {\"op\": \"count\"}; for the most frequent use top_k, for each once union, for how many pairs share one pairs"
+            }
+            (Self::NoNumbers { .. }, _) => {
+                "ask the map for a number only, or reduce words with count, top_k, union or pairs"
+            }
+        }
+    }
 }
 
 /// Reduces `results` (in piece order) as `reduce` says.
@@ -262,6 +278,14 @@ mod tests {
         assert_eq!(reduce(&Reduce::Max, &results).unwrap(), "1000");
         let error = reduce(&Reduce::Sum, &strings(&["no", "nothing"])).unwrap_err();
         assert!(error.to_string().contains("found no number"), "{error}");
+        assert!(error
+            .advice(None)
+            .starts_with("ask the map for a number only"));
+        // Seen from the local model: cities extracted, then summed.
+        let extract = Map::Extract("city=(\\w+)".into());
+        assert!(error
+            .advice(Some(&extract))
+            .contains("use {\"op\": \"count\"}"));
         assert_eq!(reduce(&Reduce::Sum, &[]).unwrap(), "0");
         assert!(reduce(&Reduce::Max, &[]).is_err());
     }

@@ -309,7 +309,8 @@ fn an_extract_map_reduces_every_match_not_one_per_piece() {
                 print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=red amount=(\\d+)'}, reduce={'op': 'sum'}))\n\
                 print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=(\\w+)'}, reduce={'op': 'top_k', 'k': 1}))\n\
                 print(map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=green amount=(\\d+)'}, reduce={'op': 'sum'}))\n\
-                print(map_reduce.last['kept'])";
+                print(map_reduce.last['kept'])\n\
+                try:\n    map_reduce(input='log', split={'by': 'lines', 'size': 50}, map={'extract': r'label=(\\w+)'}, reduce={'op': 'sum'})\nexcept Exception as e:\n    print('words:', e)";
     let (_, mock, printed) = run_code(code, &[]);
     let lines: Vec<&str> = printed.lines().collect();
     let red: u64 = (0..300).filter(|i| i % 3 == 0).sum();
@@ -317,6 +318,16 @@ fn an_extract_map_reduces_every_match_not_one_per_piece() {
     assert!(lines[1].starts_with("blue"), "{printed}");
     assert_eq!(lines[2], "0", "{printed}");
     assert_eq!(lines[3], "6", "pieces mapped, not matches: {printed}");
+    // Words summed: the advice fits an extract (the local model summed cities).
+    assert!(
+        lines[4].starts_with("words: ")
+            && lines[4]
+                .contains("`sum` found no number in any of the 300 results (the first: \"red\")")
+            && lines[4].contains(
+                "the extract gave values, not numbers: to count them use {\"op\": \"count\"}"
+            ),
+        "{printed}"
+    );
     assert_eq!(mock.control().request_count(), 2, "no model call");
 }
 

@@ -39,22 +39,27 @@ impl RunHost {
                 .map_pieces(plan_id, &plan.map, &line_filters, source, &kept)
                 .await?;
             let texts: Vec<String> = results.iter().map(|r| r.result.clone()).collect();
-            let answer = self.reduce(&plan.reduce, texts).await?;
+            let answer = self.reduce(&plan.reduce, texts, Some(&plan.map)).await?;
             Ok((answer, results, kept.len()))
         })
     }
 
     /// The results reduced to one answer: deterministically, or by the sub-model in
-    /// rounds that fit its window.
+    /// rounds that fit its window. `map` made the results (when known): a failed
+    /// reduction's advice depends on it.
     pub(super) async fn reduce(
         &self,
         reduce: &Reduce,
         texts: Vec<String>,
+        map: Option<&Map>,
     ) -> Result<String, HostError> {
         match reduce {
             Reduce::Ask { instruction } => self.combine(instruction, texts).await,
             other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
-                HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
+                HostError::RespondToModel(format!(
+                    "the plan's reduction failed: {e}; {}",
+                    e.advice(map)
+                ))
             }),
         }
     }

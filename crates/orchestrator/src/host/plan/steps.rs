@@ -224,7 +224,7 @@ impl RunHost {
             self.price_reduce(&reduce, count, &limits, &mut estimate)?;
             checked(&estimate, &limits)?;
         }
-        let answer = self.reduce(&reduce, texts).await?;
+        let answer = self.reduce(&reduce, texts, None).await?;
         Ok(json!({"answer": answer, "count": count}))
     }
 
