@@ -281,8 +281,8 @@ fn pieces_of_a_changed_file_are_refused_with_what_to_do() {
 }
 
 /// A regex filter keeps pieces; a `count` or `extract` after it reads only the lines
-/// it matches (one step at a time and in a whole plan alike), and `pairs` counts the
-/// pairs of equal values.
+/// (under a regex split, the records) it matches, one step at a time and in a whole
+/// plan alike; and `pairs` counts the pairs of equal values.
 #[test]
 fn a_pattern_map_after_a_regex_filter_reads_the_lines_it_matches() {
     let code = "pieces = ctx_split('context', by='lines', size=50)\n\
@@ -292,7 +292,9 @@ fn a_pattern_map_after_a_regex_filter_reads_the_lines_it_matches() {
                 print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'count': 'line'}, reduce={'op': 'sum'}))\n\
                 print(map_reduce(split={'by': 'lines', 'size': 50}, map={'extract': r'line \\d+: (\\w+)'}, reduce={'op': 'pairs'}))\n\
                 print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'extract': r'line \\d+: (\\w+)'}, reduce={'op': 'pairs'}))\n\
-                print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'ask': 'How many lines?'}, reduce={'op': 'sum'}))";
+                print(map_reduce(split={'by': 'lines', 'size': 50}, filter={'regex': 'error'}, map={'ask': 'How many lines?'}, reduce={'op': 'sum'}))\n\
+                records = ''.join(f'Record {i} label={\"red\" if i % 2 else \"blue\"}\\n  amount={i}\\n' for i in range(10))\n\
+                print(map_reduce(input='records', split={'by': 'regex', 'pattern': '^Record', 'size': 200}, filter={'regex': 'label=red'}, map={'extract': r'amount=(\\d+)'}, reduce={'op': 'sum'}))";
     let (_, mock, printed) = run_code(code, &[]);
     let lines: Vec<&str> = printed.lines().collect();
     // 100 lines, 30 of them errors, in two pieces that both hold errors.
@@ -300,6 +302,9 @@ fn a_pattern_map_after_a_regex_filter_reads_the_lines_it_matches() {
     // An ask map reads whole pieces: both leaves asked (each answers 3).
     assert_eq!(lines[5], "6", "{printed}");
     assert_eq!(leaf_requests(&mock).len(), 2);
+    // Under a regex split a record of two lines is kept whole: its amount is on the
+    // line the filter does not match (1 + 3 + 5 + 7 + 9).
+    assert_eq!(lines[6], "25", "{printed}");
 }
 
 #[test]

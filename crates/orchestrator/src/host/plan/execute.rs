@@ -8,7 +8,7 @@ use rlm_plan::{Map, Plan, PlanError, Reduce};
 use rlm_protocol::host_call::{AgentJob, HostError, SubRlmArgs};
 use serde_json::Value;
 
-use super::{extract, lines_matching, off_runtime, refused, Boxed, Leaf, Prepared, Source};
+use super::{extract, off_runtime, refused, Boxed, Leaf, Prepared, RecordFilter, Source};
 use crate::events::{CallPurpose, PlanStage};
 use crate::host::serve::RunHost;
 use crate::host::{fan_out, sub_fit};
@@ -31,12 +31,13 @@ impl RunHost {
                 }
                 _ => prepared.kept,
             };
-            let line_filters: Vec<&str> = match &plan.filter {
+            let regex_filters: Vec<&str> = match &plan.filter {
                 Some(rlm_plan::Filter::Regex(pattern)) => vec![pattern.as_str()],
                 _ => Vec::new(),
             };
+            let records = RecordFilter::new(&regex_filters, &plan.split)?;
             let results = self
-                .map_pieces(plan_id, &plan.map, &line_filters, source, &kept)
+                .map_pieces(plan_id, &plan.map, records, source, &kept)
                 .await?;
             let texts: Vec<String> = results.iter().map(|r| r.result.clone()).collect();
             let answer = self.reduce(&plan.reduce, texts, Some(&plan.map)).await?;
@@ -98,35 +99,28 @@ impl RunHost {
         Ok(out)
     }
 
-    /// Each kept piece's result, in order. `line_filters` are the regex filters that
-    /// kept the pieces: a `count` or an `extract` reads only the lines every one of
-    /// them matches (what a filter means to whoever counts lines: "the amounts of the
-    /// `label=shipping` records"); other maps read whole pieces.
+    /// Each kept piece's result, in order. A `count` or an `extract` reads only what
+    /// `records` keeps of each piece (the records the regex filters match); other maps
+    /// read whole pieces.
     pub(super) async fn map_pieces(
         &self,
         plan_id: &str,
         map: &Map,
-        line_filters: &[&str],
+        records: RecordFilter,
         source: &Source,
         kept: &[(usize, Piece)],
     ) -> Result<Vec<PieceResult>, HostError> {
-        let compile =
-            |p: &str| rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)));
         // A count's or an extraction's pattern, compiled once for every piece.
-        let (pattern, lines) = match map {
-            Map::Count(p) | Map::Extract(p) => (
-                Some(compile(p)?),
-                line_filters
-                    .iter()
-                    .map(|f| compile(f))
-                    .collect::<Result<_, _>>()?,
-            ),
-            _ => (None, Vec::new()),
+        let pattern = match map {
+            Map::Count(p) | Map::Extract(p) => {
+                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
+            }
+            _ => None,
         };
         let leaf = &Leaf {
             map,
             pattern,
-            lines,
+            records,
             extracted: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         };
         let results = fan_out::in_order(
@@ -190,24 +184,20 @@ impl RunHost {
         // thread the model's streams and the other leaves share.
         match (leaf.map, &leaf.pattern) {
             (Map::Count(_), Some(pattern)) => {
-                let (source, pattern, lines) =
-                    (source.clone(), pattern.clone(), leaf.lines.clone());
+                let (source, pattern, records) =
+                    (source.clone(), pattern.clone(), leaf.records.clone());
                 return off_runtime(move || {
-                    let text = lines_matching(&lines, source.read(&piece)?);
+                    let text = records.apply(source.read(&piece)?);
                     Ok(pattern.find_iter(&text).count().to_string())
                 })
                 .await;
             }
             (Map::Extract(_), Some(pattern)) => {
-                let (source, pattern, lines) =
-                    (source.clone(), pattern.clone(), leaf.lines.clone());
+                let (source, pattern, records) =
+                    (source.clone(), pattern.clone(), leaf.records.clone());
                 let kept = std::sync::Arc::clone(&leaf.extracted);
                 return off_runtime(move || {
-                    extract(
-                        &pattern,
-                        &lines_matching(&lines, source.read(&piece)?),
-                        &kept,
-                    )
+                    extract(&pattern, &records.apply(source.read(&piece)?), &kept)
                 })
                 .await;
             }

@@ -123,9 +123,8 @@ type Boxed<'a, T> =
 struct Leaf<'a> {
     map: &'a Map,
     pattern: Option<Regex>,
-    /// The regex filters a `count` or `extract` reads lines through (every one must
-    /// match a line for the pattern to see it).
-    lines: Vec<Regex>,
+    /// What a `count` or `extract` reads of each piece.
+    records: RecordFilter,
     /// Matches an `extract` map has kept so far, all leaves together (shared with the
     /// leaves' passes on the blocking pool).
     extracted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
@@ -388,15 +387,61 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| HostError::Fatal(format!("a plan's pass over its input stopped: {e}")))?
 }
 
-/// The lines of `text` that every one of `filters` matches, with their line ends;
-/// `text` itself when there is no filter.
-fn lines_matching(filters: &[Regex], text: String) -> String {
-    if filters.is_empty() {
-        return text;
+/// What a `count` or an `extract` map reads of a piece its regex filters kept: the
+/// records every filter matches — lines, or for a `regex` split the records its
+/// pattern starts (a multi-line record is kept or dropped whole). A filter before a
+/// count means records to whoever writes one: "the amounts of the `label=shipping`
+/// records". With no filter, the whole piece.
+#[derive(Clone, Default)]
+pub(super) struct RecordFilter {
+    filters: Vec<Regex>,
+    /// Where a record starts (`None`: at every line).
+    record_start: Option<Regex>,
+}
+
+impl RecordFilter {
+    /// The filter of these regex `filters` over pieces cut by `split`.
+    fn new(filters: &[&str], split: &Split) -> Result<Self, HostError> {
+        let compile =
+            |p: &str| rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)));
+        let filters = filters
+            .iter()
+            .map(|f| compile(f))
+            .collect::<Result<_, _>>()?;
+        let record_start = match (split.by, &split.pattern) {
+            (SplitBy::Regex, Some(pattern)) => Some(compile(pattern)?),
+            _ => None,
+        };
+        Ok(Self {
+            filters,
+            record_start,
+        })
     }
-    text.split_inclusive('\n')
-        .filter(|line| filters.iter().all(|f| f.is_match(line)))
-        .collect()
+
+    /// The records of `text` every filter matches, with their line ends; `text`
+    /// itself when there is no filter.
+    fn apply(&self, text: String) -> String {
+        if self.filters.is_empty() {
+            return text;
+        }
+        let mut kept = String::new();
+        let mut record = String::new();
+        let mut end_record = |record: &mut String| {
+            if self.filters.iter().all(|f| f.is_match(record)) {
+                kept.push_str(record);
+            }
+            record.clear();
+        };
+        for line in text.split_inclusive('\n') {
+            let starts = self.record_start.as_ref().is_none_or(|s| s.is_match(line));
+            if starts && !record.is_empty() {
+                end_record(&mut record);
+            }
+            record.push_str(line);
+        }
+        end_record(&mut record);
+        kept
+    }
 }
 
 /// The matches of `pattern` in `text`, one per line (the first group when it has one).
@@ -427,20 +472,36 @@ fn extract(
 mod tests {
     use super::*;
 
+    fn split(json: &str) -> Split {
+        serde_json::from_str(json).expect("a valid split")
+    }
+
     #[test]
     fn pattern_maps_read_the_lines_every_filter_matches() {
-        let compile = |p: &str| rlm_plan::pattern::compile(p).expect("a valid pattern");
+        let lines = split(r#"{"by": "lines", "size": 10}"#);
+        let filter = |patterns: &[&str]| RecordFilter::new(patterns, &lines).expect("valid");
         let log = "label=shipping amount=5\nlabel=fraud amount=7\nLABEL=Shipping amount=11\nlast label=shipping";
-        let kept = lines_matching(&[compile("label=shipping")], log.to_owned());
         assert_eq!(
-            kept,
+            filter(&["label=shipping"]).apply(log.to_owned()),
             "label=shipping amount=5\nLABEL=Shipping amount=11\nlast label=shipping"
         );
-        let both = lines_matching(
-            &[compile("label=shipping"), compile("amount")],
-            log.to_owned(),
+        assert_eq!(
+            filter(&["label=shipping", "amount"]).apply(log.to_owned()),
+            "label=shipping amount=5\nLABEL=Shipping amount=11\n"
         );
-        assert_eq!(both, "label=shipping amount=5\nLABEL=Shipping amount=11\n");
-        assert_eq!(lines_matching(&[], log.to_owned()), log);
+        assert_eq!(filter(&[]).apply(log.to_owned()), log);
+    }
+
+    #[test]
+    fn under_a_regex_split_a_filter_keeps_whole_records() {
+        // A record of several lines (a header and its details): the filter's match on
+        // one line keeps the lines the pattern reads on the others.
+        let records = split(r#"{"by": "regex", "pattern": "^Record"}"#);
+        let filter = RecordFilter::new(&["label=shipping"], &records).expect("valid");
+        let log = "preamble\nRecord 1 label=shipping\n  amount=5\nRecord 2 label=fraud\n  amount=7\nRecord 3 label=shipping\n  amount=11\n";
+        assert_eq!(
+            filter.apply(log.to_owned()),
+            "Record 1 label=shipping\n  amount=5\nRecord 3 label=shipping\n  amount=11\n"
+        );
     }
 }

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::example::{self, Asking};
 use super::price::Origin;
-use super::{keep_matching, nesting_of_map, refused, Source};
+use super::{keep_matching, nesting_of_map, refused, RecordFilter, Source};
 use crate::events::PlanStage;
 use crate::host::serve::RunHost;
 
@@ -173,14 +173,15 @@ impl RunHost {
         };
         self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
         // The regex filters that kept these pieces: a count or extract reads only
-        // the lines they match, as in a whole plan.
-        let line_filters: Vec<&str> = set
+        // the records they match, as in a whole plan.
+        let regex_filters: Vec<&str> = set
             .filtered
             .iter()
             .filter_map(|f| f.get("regex").and_then(Value::as_str))
             .collect();
+        let records = RecordFilter::new(&regex_filters, &set.split)?;
         let results = self
-            .map_pieces(&plan_id, &map, &line_filters, &source, &kept)
+            .map_pieces(&plan_id, &map, records, &source, &kept)
             .await?;
         let key = format!("results-{plan_id}");
         self.store_value(key.clone(), &results).await?;
