@@ -254,6 +254,15 @@ impl ToolBox for ToolsEnv {
             .then(|| text_protocol::reply_schema(&self.tools))
     }
 
+    /// Under `--env plan`, an answer before any plan has given a result, once a run.
+    fn refuse_answer(&mut self) -> Option<String> {
+        if self.plan_only {
+            self.gate.refuse_guess()
+        } else {
+            None
+        }
+    }
+
     async fn call_tool(&mut self, call: &ToolCall) -> Result<ToolOutcome, EnvError> {
         let tool = match call.name.parse::<MicroTool>() {
             Ok(tool) if self.tools.contains(&tool) => tool,
@@ -266,11 +275,6 @@ impl ToolBox for ToolsEnv {
             }
             Err(unknown) => return Ok(ToolOutcome::error(unknown.to_string())),
         };
-        if self.plan_only && tool == MicroTool::FinalAnswer {
-            if let Some(refusal) = self.gate.refuse_guess() {
-                return Ok(refusal);
-            }
-        }
         let key = call_key(call);
         let count = self.seen.get(&key).map_or(0, |(count, _)| *count) + 1;
         if let Some((seen, earlier)) = self.seen.get_mut(&key) {

@@ -2,9 +2,9 @@
 //! given before any plan has produced a result is a guess. The local model answered
 //! that way after every failed plan — `label` after a refused `extract`, `0` after a
 //! reduction that found no number (docs/eval.md) — rather than write the plan again.
-//! Such an answer is refused once a run, with the last plan's error repeated; a second
-//! one is taken (a run must be able to end, and the forced last answer never comes
-//! here).
+//! Such an answer — a `final_answer` call or `FINAL(...)` — is refused once a run,
+//! with the last plan's error repeated; a second one is taken (a run must be able to
+//! end, and the forced last answer is never asked about).
 
 use rlm_env::ToolOutcome;
 
@@ -33,8 +33,8 @@ impl PlanGate {
         }
     }
 
-    /// The refusal of a final answer that would be a guess (at most once a run).
-    pub fn refuse_guess(&mut self) -> Option<ToolOutcome> {
+    /// Why a final answer now would be a guess (at most once a run).
+    pub fn refuse_guess(&mut self) -> Option<String> {
         if self.answered || self.refused {
             return None;
         }
@@ -46,9 +46,9 @@ impl PlanGate {
             }
             None => "Call ctx_map_reduce with a plan first".to_owned(),
         };
-        Some(ToolOutcome::error(format!(
+        Some(format!(
             "Answer not taken: no plan has given a result in this run, so this answer would be a guess. {what_next}; then answer from its result."
-        )))
+        ))
     }
 }
 
@@ -63,19 +63,15 @@ mod tests {
             "ctx_map_reduce failed: `sum` found no number",
         ));
         let refusal = gate.refuse_guess().expect("a guess is refused");
-        assert!(refusal.is_error);
         assert!(
-            refusal.content.contains("Your last plan failed: ctx_map_reduce failed: `sum` found no number\nWrite that plan again"),
-            "{}",
-            refusal.content
+            refusal.contains("Your last plan failed: ctx_map_reduce failed: `sum` found no number\nWrite that plan again"),
+            "{refusal}"
         );
         assert!(gate.refuse_guess().is_none(), "only once a run");
 
         let mut before_any = PlanGate::default();
         let refusal = before_any.refuse_guess().expect("a guess is refused");
-        assert!(refusal
-            .content
-            .contains("Call ctx_map_reduce with a plan first"));
+        assert!(refusal.contains("Call ctx_map_reduce with a plan first"));
 
         let mut answered = PlanGate::default();
         answered.saw_plan(&ToolOutcome::error("failed"));

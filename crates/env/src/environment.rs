@@ -166,6 +166,13 @@ pub trait ToolBox: Environment {
     fn response_schema(&self) -> Option<serde_json::Value> {
         None
     }
+
+    /// Why an answer the model gives now is not taken (sent back to it), or `None` to
+    /// take it. Asked of every answer, a `final_answer` call or `FINAL(...)` alike,
+    /// but not of the forced last one: a run must end.
+    fn refuse_answer(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// A started environment, by what the model works through.

@@ -126,16 +126,22 @@ fn map_reduce_call(mut parts: Value) -> MockToolCall {
     MockToolCall::new("ctx_map_reduce", parts)
 }
 
+/// A `final_answer` call of `answer`.
+fn final_answer_call(answer: &str) -> MockToolCall {
+    MockToolCall::new("final_answer", serde_json::json!({ "answer": answer }))
+}
+
+/// A root model whose replies are `calls` in turn, one call a reply.
+fn one_call_a_reply(calls: impl IntoIterator<Item = MockToolCall>) -> MockScript {
+    calls.into_iter().fold(MockScript::new(), |script, call| {
+        script.then(MockReply::tool_calls("", [call]))
+    })
+}
+
 /// A root model that makes each of `calls` in turn, then answers `answer` with
 /// `final_answer`.
 fn calls_then_answer(calls: impl IntoIterator<Item = MockToolCall>, answer: &str) -> MockScript {
-    let answer = MockToolCall::new("final_answer", serde_json::json!({ "answer": answer }));
-    calls
-        .into_iter()
-        .chain([answer])
-        .fold(MockScript::new(), |script, call| {
-            script.then(MockReply::tool_calls("", [call]))
-        })
+    one_call_a_reply(calls.into_iter().chain([final_answer_call(answer)]))
 }
 
 /// A `--env plan` run over the log whose root model follows `script`; it must succeed.
@@ -389,13 +395,12 @@ fn an_answer_before_any_plan_has_a_result_is_refused_once() {
         "map": {"extract": "line \\d+: (\\w+)"},
         "reduce": {"op": "top_k", "k": 1},
     }));
-    let answer =
-        |text: &str| MockToolCall::new("final_answer", serde_json::json!({ "answer": text }));
-    let script = [literal.clone(), answer("label"), fixed, answer("ok")]
-        .into_iter()
-        .fold(MockScript::new(), |script, call| {
-            script.then(MockReply::tool_calls("", [call]))
-        });
+    let script = one_call_a_reply([
+        literal.clone(),
+        final_answer_call("label"),
+        fixed,
+        final_answer_call("ok"),
+    ]);
     let (_sb, mock, got) = run_env_plan(script);
     assert_eq!(got, "ok");
     let requests = mock.control().requests();
@@ -405,13 +410,18 @@ fn an_answer_before_any_plan_has_a_result_is_refused_once() {
             && refused.contains("Your last plan failed: ctx_map_reduce failed: the plan cannot run as written: `map.extract` \"error\" has no group"),
         "{refused}"
     );
-    let script = [literal, answer("label"), answer("label")]
-        .into_iter()
-        .fold(MockScript::new(), |script, call| {
-            script.then(MockReply::tool_calls("", [call]))
-        });
-    let (_sb, _mock, got) = run_env_plan(script);
+    // A guess written as FINAL(...) is sent back the same way; the second guess is
+    // taken.
+    let script = one_call_a_reply([literal])
+        .then(MockReply::text("FINAL(label)"))
+        .then(MockReply::tool_calls("", [final_answer_call("label")]));
+    let (_sb, mock, got) = run_env_plan(script);
     assert_eq!(got, "label", "the second guess is taken");
+    let refused = mock.control().requests()[2].message_texts().join("\n");
+    assert!(
+        refused.contains("Answer not taken: no plan has given a result in this run"),
+        "{refused}"
+    );
 }
 
 /// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it

@@ -72,9 +72,12 @@ pub(super) async fn run(
     let mut turn = Turn::default();
     if calls.is_empty() {
         match (&parsed.final_literal, parsed.unclosed_final) {
-            (Some(answer), _) => {
-                turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
-            }
+            (Some(answer), _) => match env.refuse_answer() {
+                Some(why) => turn.notices.push(why),
+                None => {
+                    turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
+                }
+            },
             (None, Some(name)) => {
                 turn.notices.push(prompt::unclosed_final(name));
                 turn.correction = Some(format!("an unclosed {name}("));
@@ -113,10 +116,16 @@ pub(super) async fn run(
             code: rendered.clone(),
         }));
         let started = Instant::now();
-        let outcome = if is_final_answer(call) && !alone {
-            ToolOutcome::error(prompt::PREMATURE_FINAL_TOOLS)
+        let refused = if !is_final_answer(call) {
+            None
+        } else if !alone {
+            Some(prompt::PREMATURE_FINAL_TOOLS.to_owned())
         } else {
-            env.call_tool(call).await?
+            env.refuse_answer()
+        };
+        let outcome = match refused {
+            Some(why) => ToolOutcome::error(why),
+            None => env.call_tool(call).await?,
         };
         // Tool results are bounded by the tools themselves and are what the model
         // asked to read, so they are never redacted; only `--max-output-chars` holds.
