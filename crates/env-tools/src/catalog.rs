@@ -60,6 +60,12 @@ pub enum MicroTool {
     FinalAnswer,
 }
 
+/// The reductions a plan names in `reduce.op` (the plan crate's `Reduce`), offered in
+/// the schemas of `ctx_map_reduce` and `ctx_reduce`.
+pub const REDUCE_OPS: [&str; 11] = [
+    "sum", "count", "min", "max", "concat", "vote", "union", "join", "top_k", "pairs", "ask",
+];
+
 impl MicroTool {
     /// Every tool, in the order they are offered.
     pub const ALL: [MicroTool; 10] = [
@@ -141,7 +147,7 @@ impl MicroTool {
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
                     "filter": {"description": "optional, which pieces to keep: {\"regex\": P} (with count or extract: which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("ask")]},
                     "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
-                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "join", "top_k", "pairs", "ask"]}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
+                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
                 }),
                 vec!["variable", "split", "map", "reduce"],
             ),
@@ -180,7 +186,7 @@ impl MicroTool {
                 "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), join, top_k (with k), pairs (how many pairs of items are equal), or ask (with instruction: the helper model combines them). Example: {\"results\": \"results-…\", \"op\": \"sum\"}.",
                 json!({
                     "results": {"type": "string", "description": "the results variable ctx_map returned (or any list variable)"},
-                    "op": {"type": "string", "enum": ["sum", "count", "min", "max", "concat", "vote", "union", "top_k", "pairs", "join", "ask"]},
+                    "op": {"type": "string", "enum": REDUCE_OPS},
                     "k": {"type": "integer", "minimum": 1, "description": "for top_k"},
                     "separator": {"type": "string", "description": "for concat and join"},
                     "instruction": {"type": "string", "description": "for ask: how to combine the results"},

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use catalog::{
-    parse_tool_list, MicroTool, UnknownTool, GREP_MAX_LINES, SLICE_MAX_CHARS,
+    parse_tool_list, MicroTool, UnknownTool, GREP_MAX_LINES, REDUCE_OPS, SLICE_MAX_CHARS,
     SUMMARY_FALLBACK_CHARS,
 };
 pub use text_protocol::{parse_calls as parse_text_calls, PROTOCOL as TEXT_PROTOCOL};

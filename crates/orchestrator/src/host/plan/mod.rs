@@ -493,6 +493,19 @@ mod tests {
     }
 
     #[test]
+    fn every_reduction_the_tools_offer_is_one_a_plan_runs() {
+        for op in crate::env::tools::REDUCE_OPS {
+            let reduce = match op {
+                "top_k" => serde_json::json!({"op": op, "k": 1}),
+                "ask" => serde_json::json!({"op": op, "instruction": "merge"}),
+                _ => serde_json::json!({"op": op}),
+            };
+            let parsed = serde_json::from_value::<rlm_plan::Reduce>(reduce);
+            assert!(parsed.is_ok(), "{op}: {parsed:?}");
+        }
+    }
+
+    #[test]
     fn under_a_regex_split_a_filter_keeps_whole_records() {
         // A record of several lines (a header and its details): the filter's match on
         // one line keeps the lines the pattern reads on the others.
