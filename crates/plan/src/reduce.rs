@@ -28,15 +28,16 @@ pub enum ReduceError {
 impl ReduceError {
     /// What to change, given the map that made the results (`None`: not known): the
     /// fix for words where numbers were wanted depends on where the words came from.
-    pub fn advice(&self, map: Option<&Map>) -> &'static str {
+    /// `None` for [`ReduceError::NeedsModel`], which is the orchestrator's to handle.
+    pub fn advice(&self, map: Option<&Map>) -> Option<&'static str> {
         match (self, map) {
-            (Self::NeedsModel, _) => "",
-            (Self::NoNumbers { .. }, Some(Map::Extract(_))) => {
-                "the extract gave values, not numbers: to count them use {\"op\": \"count\"}; for the most frequent use top_k, for each once union, for how many pairs share one pairs"
-            }
-            (Self::NoNumbers { .. }, _) => {
-                "ask the map for a number only, or reduce words with count, top_k, union or pairs"
-            }
+            (Self::NeedsModel, _) => None,
+            (Self::NoNumbers { .. }, Some(Map::Extract(_))) => Some(
+                "the extract gave values, not numbers: to count them use {\"op\": \"count\"}; for the most frequent use top_k, for each once union, for how many pairs share one pairs",
+            ),
+            (Self::NoNumbers { .. }, _) => Some(
+                "ask the map for a number only, or reduce words with count, top_k, union or pairs",
+            ),
         }
     }
 }
@@ -280,12 +281,12 @@ mod tests {
         assert!(error.to_string().contains("found no number"), "{error}");
         assert!(error
             .advice(None)
-            .starts_with("ask the map for a number only"));
+            .is_some_and(|a| a.starts_with("ask the map for a number only")));
         // Seen from the local model: cities extracted, then summed.
         let extract = Map::Extract("city=(\\w+)".into());
         assert!(error
             .advice(Some(&extract))
-            .contains("use {\"op\": \"count\"}"));
+            .is_some_and(|a| a.contains("use {\"op\": \"count\"}")));
         assert_eq!(reduce(&Reduce::Sum, &[]).unwrap(), "0");
         assert!(reduce(&Reduce::Max, &[]).is_err());
     }

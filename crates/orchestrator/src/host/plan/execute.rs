@@ -57,10 +57,8 @@ impl RunHost {
         match reduce {
             Reduce::Ask { instruction } => self.combine(instruction, texts).await,
             other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
-                HostError::RespondToModel(format!(
-                    "the plan's reduction failed: {e}; {}",
-                    e.advice(map)
-                ))
+                let advice = e.advice(map).map(|a| format!("; {a}")).unwrap_or_default();
+                HostError::RespondToModel(format!("the plan's reduction failed: {e}{advice}"))
             }),
         }
     }
