@@ -415,12 +415,18 @@ fn an_answer_before_any_plan_has_a_result_is_refused_once() {
     let script = one_call_a_reply([literal])
         .then(MockReply::text("FINAL(label)"))
         .then(MockReply::tool_calls("", [final_answer_call("label")]));
-    let (_sb, mock, got) = run_env_plan(script);
+    let (sb, mock, got) = run_env_plan(script);
     assert_eq!(got, "label", "the second guess is taken");
     let refused = mock.control().requests()[2].message_texts().join("\n");
     assert!(
         refused.contains("Answer not taken: no plan has given a result in this run"),
         "{refused}"
+    );
+    // The trace says why the run went on (a call's refusal is its result).
+    let shown = runs_show(&sb);
+    assert!(
+        shown.contains("warning: FINAL(label): Answer not taken"),
+        "{shown}"
     );
 }
 

@@ -73,7 +73,13 @@ pub(super) async fn run(
     if calls.is_empty() {
         match (&parsed.final_literal, parsed.unclosed_final) {
             (Some(answer), _) => match env.refuse_answer() {
-                Some(why) => turn.notices.push(why),
+                Some(why) => {
+                    // A call's refusal shows as its result; a FINAL( has none.
+                    sink.emit(EventData::Warning {
+                        message: format!("FINAL({answer}): {why}"),
+                    });
+                    turn.notices.push(why);
+                }
                 None => {
                     turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
                 }
