@@ -145,7 +145,7 @@ impl MicroTool {
                 json!({
                     "variable": variable,
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
-                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} (with count or extract: which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("ask")]},
+                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"where\": \"year > 2000\"} (a number field's condition; with count or extract, both choose which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("where"), one_key("ask")]},
                     "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
                     "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
                 }),
@@ -163,10 +163,11 @@ impl MicroTool {
                 vec!["variable", "by"],
             ),
             Self::Filter => (
-                "Keeps the pieces that match a regular expression (no model; a later count or extract then reads only the lines it matches) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
+                "Keeps the pieces that match a regular expression or a condition on a number field such as \"year > 2000\" (no model; a later count or extract then reads only the lines that pass) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
                 json!({
                     "pieces": {"type": "string", "description": "the pieces variable ctx_split or ctx_filter returned"},
                     "regex": {"type": "string", "description": "keep the pieces this matches (case-insensitive)"},
+                    "where": {"type": "string", "description": "or: keep the lines whose number fields meet this, e.g. \"year > 2000\" or \"status >= 500 and bytes < 1024\""},
                     "ask": {"type": "string", "description": "or: a yes/no question about a piece"},
                 }),
                 vec!["pieces"],
@@ -220,7 +221,7 @@ impl MicroTool {
             Self::Summarize => "ctx_summarize(variable, instruction)",
             Self::MapReduce => "ctx_map_reduce(variable, split, filter, map, reduce)",
             Self::Split => "ctx_split(variable, by, size, overlap, pattern)",
-            Self::Filter => "ctx_filter(pieces, regex | ask)",
+            Self::Filter => "ctx_filter(pieces, regex | where | ask)",
             Self::Map => "ctx_map(pieces, ask | count | extract | sub_rlm)",
             Self::Reduce => "ctx_reduce(results, op, k, separator, instruction)",
             Self::FinalAnswer => "final_answer(answer)",

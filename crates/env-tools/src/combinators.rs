@@ -31,7 +31,7 @@ pub struct SplitArgs {
     pub pattern: Option<String>,
 }
 
-/// `ctx_filter`: exactly one of `regex` and `ask`.
+/// `ctx_filter`: exactly one of `regex`, `where` and `ask`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterArgs {
@@ -40,6 +40,9 @@ pub struct FilterArgs {
     /// Keep the pieces this matches.
     #[serde(default)]
     pub regex: Option<String>,
+    /// Keep the pieces with a record that meets this condition (`year > 2000`).
+    #[serde(default, rename = "where")]
+    pub condition: Option<String>,
     /// Keep the pieces the sub-model answers yes about.
     #[serde(default)]
     pub ask: Option<String>,
@@ -130,7 +133,14 @@ pub(crate) fn host_call(
         }
         MicroTool::Filter => {
             let args: FilterArgs = parse_args(tool, arguments).map_err(fail)?;
-            let filter = one_of(tool, &[("regex", &args.regex), ("ask", &args.ask)])?;
+            let filter = one_of(
+                tool,
+                &[
+                    ("regex", &args.regex),
+                    ("where", &args.condition),
+                    ("ask", &args.ask),
+                ],
+            )?;
             Ok(HostCall::PlanFilter {
                 pieces: args.pieces,
                 filter,
@@ -254,6 +264,17 @@ mod tests {
         );
         assert_eq!(
             call(
+                MicroTool::Filter,
+                r#"{"pieces": "pieces-1", "where": "year > 2000"}"#
+            )
+            .unwrap(),
+            HostCall::PlanFilter {
+                pieces: "pieces-1".into(),
+                filter: json!({"where": "year > 2000"}),
+            }
+        );
+        assert_eq!(
+            call(
                 MicroTool::Reduce,
                 r#"{"results": "results-1", "op": "top_k", "k": 3}"#
             )
@@ -268,7 +289,7 @@ mod tests {
     #[test]
     fn one_option_exactly_and_the_error_names_them() {
         let none = call(MicroTool::Filter, r#"{"pieces": "p"}"#).unwrap_err();
-        assert!(none.contains("needs one of regex, ask"), "{none}");
+        assert!(none.contains("needs one of regex, where, ask"), "{none}");
         let two = call(
             MicroTool::Map,
             r#"{"pieces": "p", "ask": "a", "count": "b"}"#,

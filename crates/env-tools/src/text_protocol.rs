@@ -238,7 +238,7 @@ fn parameters(tool: MicroTool) -> &'static [&'static str] {
         MicroTool::Summarize => &["variable", "instruction"],
         MicroTool::MapReduce => &["variable", "split", "filter", "map", "reduce"],
         MicroTool::Split => &["variable", "by", "size", "overlap", "pattern"],
-        MicroTool::Filter => &["pieces", "regex", "ask"],
+        MicroTool::Filter => &["pieces", "regex", "where", "ask"],
         MicroTool::Map => &["pieces", "ask", "count", "extract", "sub_rlm"],
         MicroTool::Reduce => &["results", "op", "k", "separator", "instruction"],
         MicroTool::FinalAnswer => &["answer"],

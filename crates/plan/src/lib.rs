@@ -8,6 +8,7 @@
 //! is cut in one pass with bounded memory), and the deterministic reductions
 //! ([`reduce`]), and the variables the step-by-step combinators leave ([`pieces`]).
 
+pub mod condition;
 pub mod error;
 pub mod pattern;
 pub mod pieces;

@@ -26,20 +26,63 @@ pub enum ReduceError {
 }
 
 impl ReduceError {
-    /// What to change, given the map that made the results (`None`: not known): the
-    /// fix for words where numbers were wanted depends on where the words came from.
-    /// `None` for [`ReduceError::NeedsModel`], which is the orchestrator's to handle.
-    pub fn advice(&self, map: Option<&Map>) -> Option<&'static str> {
+    /// What to change, given the map that made the results (`None`: not known) and the
+    /// task: the fix for words where numbers were wanted depends on where the words
+    /// came from, and after an `extract` the reductions the task's own words call for
+    /// come first (a small model takes the first of several suggestions: it counted
+    /// cities for a question about pairs, docs/eval.md, after-plan-5). `None` for
+    /// [`ReduceError::NeedsModel`], which is the orchestrator's to handle.
+    pub fn advice(&self, map: Option<&Map>, task: &str) -> Option<String> {
         match (self, map) {
             (Self::NeedsModel, _) => None,
-            (Self::NoNumbers { .. }, Some(Map::Extract(_))) => Some(
-                "the extract gave values, not numbers: to count them use {\"op\": \"count\"}; for the most frequent use top_k, for each once union, for how many pairs share one pairs",
-            ),
+            (Self::NoNumbers { .. }, Some(Map::Extract(_))) => Some(format!(
+                "the extract gave values, not numbers: {}",
+                value_reductions(task).join("; ")
+            )),
             (Self::NoNumbers { .. }, _) => Some(
-                "ask the map for a number only, or reduce words with count, top_k, union or pairs",
+                "ask the map for a number only, or reduce words with count, top_k, union or pairs"
+                    .to_owned(),
             ),
         }
     }
+}
+
+/// The reductions of values, each with the words of a task that call for it.
+const VALUE_REDUCTIONS: [(&str, &[&str]); 4] = [
+    ("to count them use {\"op\": \"count\"}", &[]),
+    (
+        "for the most frequent use {\"op\": \"top_k\", \"k\": 1}",
+        &["most", "frequent", "common"],
+    ),
+    (
+        "for each once use {\"op\": \"union\"}",
+        &["distinct", "unique"],
+    ),
+    (
+        "for how many pairs share one use {\"op\": \"pairs\"}",
+        &["pair"],
+    ),
+];
+
+/// [`VALUE_REDUCTIONS`] in the order to suggest them: those a word of `task` starts
+/// with one of their words first, then the rest as listed.
+fn value_reductions(task: &str) -> Vec<&'static str> {
+    let words: Vec<String> = task
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .collect();
+    let called = |triggers: &[&str]| {
+        words
+            .iter()
+            .any(|w| triggers.iter().any(|t| w.starts_with(t)))
+    };
+    let mut order: Vec<(&'static str, bool)> = VALUE_REDUCTIONS
+        .iter()
+        .map(|(text, triggers)| (*text, called(triggers)))
+        .collect();
+    // Stable: the called ones first, each group in the listed order.
+    order.sort_by_key(|(_, called)| !called);
+    order.into_iter().map(|(text, _)| text).collect()
 }
 
 /// Reduces `results` (in piece order) as `reduce` says.
@@ -280,13 +323,24 @@ mod tests {
         let error = reduce(&Reduce::Sum, &strings(&["no", "nothing"])).unwrap_err();
         assert!(error.to_string().contains("found no number"), "{error}");
         assert!(error
-            .advice(None)
+            .advice(None, "")
             .is_some_and(|a| a.starts_with("ask the map for a number only")));
         // Seen from the local model: cities extracted, then summed.
         let extract = Map::Extract("city=(\\w+)".into());
-        assert!(error
-            .advice(Some(&extract))
-            .is_some_and(|a| a.contains("use {\"op\": \"count\"}")));
+        let advice = |task: &str| error.advice(Some(&extract), task).expect("advice");
+        assert!(advice("How many cities?").starts_with(
+            "the extract gave values, not numbers: to count them use {\"op\": \"count\"}"
+        ));
+        // The reduction the task's words call for comes first; the others follow.
+        let pairs = advice("How many pairs of persons live in the same city?");
+        assert!(
+            pairs.starts_with("the extract gave values, not numbers: for how many pairs share one use {\"op\": \"pairs\"}; to count them"),
+            "{pairs}"
+        );
+        assert!(advice("Which city is the most common?").contains("numbers: for the most frequent"));
+        assert!(advice("How many distinct cities?").contains("numbers: for each once"));
+        // A word that only contains one is not it.
+        assert!(advice("How many repairs?").contains("numbers: to count them"));
         assert_eq!(reduce(&Reduce::Sum, &[]).unwrap(), "0");
         assert!(reduce(&Reduce::Max, &[]).is_err());
     }

@@ -84,6 +84,9 @@ pub enum Filter {
     Regex(String),
     /// Pieces the sub-model answers yes about (one call a piece).
     Ask(String),
+    /// Pieces with a record whose numeric fields meet a condition such as
+    /// `year > 2000` ([`crate::condition`]); no model call.
+    Where(String),
 }
 
 /// What each kept piece becomes.
@@ -179,7 +182,7 @@ impl Plan {
         if let Some(filter) = &self.filter {
             filter.check()?;
         }
-        self.map.check(depth)?;
+        self.map.check_before(depth, Some(&self.reduce))?;
         self.reduce.check()
     }
 }
@@ -236,6 +239,9 @@ impl Filter {
                 Err(PlanError::Shape("`filter.ask` is empty".into()))
             }
             Self::Ask(_) => Ok(()),
+            Self::Where(condition) => crate::condition::Condition::parse(condition)
+                .map(|_| ())
+                .map_err(|e| PlanError::Shape(format!("`filter.where`: {e}"))),
         }
     }
 }
@@ -244,6 +250,12 @@ impl Map {
     /// Checks the pattern or instruction, and a nested plan (at most
     /// [`crate::MAX_NESTING`] deep below `depth`).
     pub fn check(&self, depth: u32) -> Result<(), PlanError> {
+        self.check_before(depth, None)
+    }
+
+    /// [`Map::check`] for a map whose results `reduce` will reduce: a refusal's advice
+    /// leads with what that reduction needs.
+    pub fn check_before(&self, depth: u32, reduce: Option<&Reduce>) -> Result<(), PlanError> {
         match self {
             Self::Count(p) => crate::pattern::compile(p)
                 .map(|_| ())
@@ -252,7 +264,7 @@ impl Map {
                 let regex = crate::pattern::compile(p)
                     .map_err(|e| PlanError::Shape(format!("`map`: {e}")))?;
                 if regex.captures_len() == 1 && regex::escape(p) == *p {
-                    return Err(PlanError::Shape(literal_extract(p)));
+                    return Err(PlanError::Shape(literal_extract(p, reduce)));
                 }
                 Ok(())
             }
@@ -275,15 +287,36 @@ impl Map {
 
 /// Why an `extract` of plain text with no group is refused: every match would be the
 /// text itself (the local model extracted `label` to find the most frequent label, and
-/// `top_k` answered "label (593)").
-fn literal_extract(pattern: &str) -> String {
+/// `top_k` answered "label (593)"). Two ways out are named, the one `reduce` needs
+/// first: a model given a list takes its first item (after "use count", it counted the
+/// word `label` and answered with it: docs/eval.md, the after-plan-4 reading).
+fn literal_extract(pattern: &str, reduce: Option<&Reduce>) -> String {
     let key = pattern.trim_end_matches('=');
     let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
-    format!(
-        "`map.extract` {} has no group and matches only its own text, so every result would be that text: to count it use {{\"count\": {}}}; to list what follows it, put that part in a group, e.g. {{\"extract\": {}}}",
-        json(pattern),
-        json(pattern),
+    let group = format!(
+        "to list what follows it, put that part in a group, e.g. {{\"extract\": {}}}",
         json(&format!("{key}=(\\w+)"))
+    );
+    let count = format!("to count it use {{\"count\": {}}}", json(pattern));
+    let ranks_values = matches!(
+        reduce,
+        Some(
+            Reduce::TopK { .. }
+                | Reduce::Union
+                | Reduce::Pairs
+                | Reduce::Vote
+                | Reduce::Join { .. }
+                | Reduce::Concat { .. }
+        )
+    );
+    let (first, second) = if ranks_values {
+        (group, count)
+    } else {
+        (count, group)
+    };
+    format!(
+        "`map.extract` {} has no group and matches only its own text, so every result would be that text: {first}; {second}",
+        json(pattern)
     )
 }
 
@@ -342,6 +375,58 @@ mod tests {
         for pattern in ["label=(\\w+)", "id=\\d+", "ERROR.*"] {
             Map::Extract(pattern.into()).check(0).unwrap();
         }
+    }
+
+    #[test]
+    fn the_literal_extract_refusal_leads_with_what_the_reduction_needs() {
+        let refusal = |reduce: Reduce| {
+            Map::Extract("label".into())
+                .check_before(0, Some(&reduce))
+                .unwrap_err()
+                .to_string()
+        };
+        let group = "put that part in a group";
+        let count = "to count it use";
+        for reduce in [
+            Reduce::TopK { k: 1 },
+            Reduce::Union,
+            Reduce::Pairs,
+            Reduce::Vote,
+        ] {
+            let error = refusal(reduce.clone());
+            let (g, c) = (error.find(group).unwrap(), error.find(count).unwrap());
+            assert!(g < c, "{reduce:?}: {error}");
+        }
+        for reduce in [Reduce::Sum, Reduce::Count] {
+            let error = refusal(reduce.clone());
+            let (g, c) = (error.find(group).unwrap(), error.find(count).unwrap());
+            assert!(c < g, "{reduce:?}: {error}");
+        }
+        // A whole plan checks its map with its own reduction.
+        let plan = Plan::from_json(
+            r#"{"split": {"by": "lines"}, "map": {"extract": "label"}, "reduce": {"op": "top_k", "k": 1}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(plan.find(group) < plan.find(count), "{plan}");
+    }
+
+    #[test]
+    fn a_where_filter_is_checked_as_a_condition() {
+        let plan = Plan::from_json(
+            r#"{"split": {"by": "lines"}, "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+        )
+        .unwrap();
+        assert_eq!(plan.filter, Some(Filter::Where("year > 2000".into())));
+        let error = Plan::from_json(
+            r#"{"split": {"by": "lines"}, "filter": {"where": "year after 2000"}, "map": {"count": "x"}, "reduce": {"op": "sum"}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("`filter.where`") && error.contains("no comparison"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -65,12 +65,13 @@ pub enum HostCall {
     /// pieces, stored by reference (byte ranges of its text) as a new variable; replies
     /// with `{pieces, count, chars}` (`pieces`: that variable's key).
     PlanSplit(SplitStepArgs),
-    /// `ctx_filter(pieces, filter)`: the pieces a regex or a yes/no question keeps, as
-    /// a new pieces variable; replies with `{pieces, count, of, calls}`.
+    /// `ctx_filter(pieces, filter)`: the pieces a regex, a `where` condition or a
+    /// yes/no question keeps, as a new pieces variable; replies with
+    /// `{pieces, count, of, calls}`.
     PlanFilter {
         /// The pieces variable (from `ctx_split` or `ctx_filter`).
         pieces: String,
-        /// `{"regex": P}` or `{"ask": question}`.
+        /// `{"regex": P}`, `{"where": "year > 2000"}` or `{"ask": question}`.
         filter: Value,
     },
     /// `ctx_map(pieces, map)`: every piece mapped, priced and checked first; replies with

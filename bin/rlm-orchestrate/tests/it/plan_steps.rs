@@ -93,8 +93,9 @@ fn a_map_over_budget_is_refused_before_any_call_and_a_bad_step_says_what_to_give
         "{printed}"
     );
     assert!(
-        printed
-            .contains("two: the plan is not valid: `filter` takes one of regex, ask, not several"),
+        printed.contains(
+            "two: the plan is not valid: `filter` takes one of regex, where, ask, not several"
+        ),
         "{printed}"
     );
     assert!(
@@ -305,6 +306,41 @@ fn a_pattern_map_after_a_regex_filter_reads_the_lines_it_matches() {
     // Under a regex split a record of two lines is kept whole: its amount is on the
     // line the filter does not match (1 + 3 + 5 + 7 + 9).
     assert_eq!(lines[6], "25", "{printed}");
+}
+
+/// A `where` filter keeps the records whose number field meets a condition: the
+/// `pairs` suite's question (pairs of persons in one city, both born after 2000),
+/// answered by a whole plan and step by step, against a count made by hand; a
+/// condition that is not one is refused with what to write.
+#[test]
+fn a_where_filter_keeps_the_records_whose_number_meets_the_condition() {
+    let code = "people = ''.join(f'person=p{i} city={[\"Oslo\", \"Lima\", \"Riga\"][i % 3]} year={1990 + (i * 7) % 25}\\n' for i in range(200))\n\
+                import itertools\n\
+                rows = [dict(kv.split('=') for kv in line.split()) for line in people.splitlines()]\n\
+                young = [r for r in rows if int(r['year']) > 2000]\n\
+                print(sum(1 for a, b in itertools.combinations(young, 2) if a['city'] == b['city']))\n\
+                print(map_reduce(input='people', split={'by': 'lines', 'size': 40}, filter={'where': 'year > 2000'}, map={'extract': r'city=(\\w+)'}, reduce={'op': 'pairs'}))\n\
+                pieces = ctx_split('people', by='lines', size=40)\n\
+                kept = ctx_filter(pieces, where='year > 2000')\n\
+                print(ctx_reduce(ctx_map(kept, extract=r'city=(\\w+)'), op='pairs'))\n\
+                print(map_reduce(input='people', split={'by': 'lines', 'size': 40}, filter={'where': 'year >= 2010 and year <= 2011'}, map={'count': 'person='}, reduce={'op': 'sum'}), sum(1 for r in rows if 2010 <= int(r['year']) <= 2011))\n\
+                try:\n    map_reduce(input='people', split={'by': 'lines'}, filter={'where': 'born after 2000'}, map={'count': 'x'}, reduce={'op': 'sum'})\nexcept Exception as e:\n    print('refused:', e)";
+    let (_, mock, printed) = run_code(code, &[]);
+    let lines: Vec<&str> = printed.lines().collect();
+    let by_hand = lines[0];
+    assert!(by_hand.parse::<u64>().expect("a count") > 0, "{printed}");
+    assert_eq!(lines[1], by_hand, "the whole plan: {printed}");
+    assert_eq!(lines[2], by_hand, "step by step: {printed}");
+    let (plan, hand) = lines[3].split_once(' ').expect("two numbers");
+    assert_eq!(plan, hand, "{printed}");
+    assert!(
+        lines[4].starts_with("refused: ")
+            && lines[4].contains("`filter.where`")
+            && lines[4].contains("has no comparison"),
+        "{printed}"
+    );
+    // No model was asked for any of it.
+    assert!(leaf_requests(&mock).is_empty());
 }
 
 #[test]

@@ -93,8 +93,9 @@ globalThis.ctx_split = async function ctx_split(input = "context", options = {})
   return reply.pieces;
 };
 
-/** The pieces a regex matches (no model) or the sub-model answers yes about, as a new
- * pieces variable; resolves to its key. options: {regex} or {ask}. */
+/** The pieces a regex matches or with a line whose number fields meet a condition
+ * ({where: "year > 2000"}; no model), or that the sub-model answers yes about, as a new
+ * pieces variable; resolves to its key. options: {regex}, {where} or {ask}. */
 globalThis.ctx_filter = async function ctx_filter(pieces, options = {}) {
   const reply = await __rlm_call("plan_filter", { pieces: __rlm_safe.String(pieces), filter: __rlm_parts(options) });
   globalThis.ctx_filter.last = reply;

@@ -31,11 +31,8 @@ impl RunHost {
                 }
                 _ => prepared.kept,
             };
-            let regex_filters: Vec<&str> = match &plan.filter {
-                Some(rlm_plan::Filter::Regex(pattern)) => vec![pattern.as_str()],
-                _ => Vec::new(),
-            };
-            let records = RecordFilter::new(&regex_filters, &plan.split)?;
+            let filters: Vec<&rlm_plan::Filter> = plan.filter.iter().collect();
+            let records = RecordFilter::new(&filters, &plan.split)?;
             let results = self
                 .map_pieces(plan_id, &plan.map, records, source, &kept)
                 .await?;
@@ -57,7 +54,10 @@ impl RunHost {
         match reduce {
             Reduce::Ask { instruction } => self.combine(instruction, texts).await,
             other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
-                let advice = e.advice(map).map(|a| format!("; {a}")).unwrap_or_default();
+                let advice = e
+                    .advice(map, &self.settings.task)
+                    .map(|a| format!("; {a}"))
+                    .unwrap_or_default();
                 HostError::RespondToModel(format!("the plan's reduction failed: {e}{advice}"))
             }),
         }

@@ -9,6 +9,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use regex::Regex;
+use rlm_plan::condition::Condition;
 use rlm_plan::price::Estimate;
 use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
 use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy, MAX_PIECES};
@@ -258,16 +259,12 @@ impl RunHost {
             .estimator
             .tokens_of(leaf_instruction(&plan.map));
         let pieces = self.cut(&plan.split, instruction, source).await?;
+        let all = pieces.iter().copied().enumerate().collect();
         let kept = match &plan.filter {
-            Some(Filter::Regex(pattern)) => {
-                keep_matching(
-                    pattern,
-                    source,
-                    pieces.iter().copied().enumerate().collect(),
-                )
-                .await?
+            Some(filter @ (Filter::Regex(_) | Filter::Where(_))) => {
+                keep_passing(filter, &plan.split, source, all).await?
             }
-            _ => pieces.iter().copied().enumerate().collect(),
+            _ => all,
         };
         Ok(Prepared { pieces, kept })
     }
@@ -355,19 +352,26 @@ fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, Host
     })
 }
 
-/// The pieces whose text matches `pattern` (case-insensitive): every piece read, off
-/// the async threads.
-async fn keep_matching(
-    pattern: &str,
+/// The pieces a filter that asks no model keeps: for a regex, the pieces it matches
+/// anywhere in; for a `where` condition, the pieces with a record that meets it.
+async fn keep_passing(
+    filter: &Filter,
+    split: &Split,
     source: &Source,
     pieces: Vec<(usize, Piece)>,
 ) -> Result<Vec<(usize, Piece)>, HostError> {
-    let regex = rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?;
+    let test = RecordTest::of(filter)?;
+    let records = RecordFilter::new(&[filter], split)?;
     let source = source.clone();
     off_runtime(move || {
         let mut kept = Vec::new();
         for (index, piece) in pieces {
-            if regex.is_match(&source.read(&piece)?) {
+            let text = source.read(&piece)?;
+            let passes = match &test {
+                Some(RecordTest::Matches(regex)) => regex.is_match(&text),
+                _ => !records.apply(text).is_empty(),
+            };
+            if passes {
                 kept.push((index, piece));
             }
         }
@@ -387,33 +391,66 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| HostError::Fatal(format!("a plan's pass over its input stopped: {e}")))?
 }
 
-/// What a `count` or an `extract` map reads of a piece its regex filters kept: the
-/// records every filter matches — lines, or for a `regex` split the records its
-/// pattern starts (a multi-line record is kept or dropped whole). A filter before a
-/// count means records to whoever writes one: "the amounts of the `label=shipping`
-/// records". With no filter, the whole piece.
+/// What a `count` or an `extract` map reads of a piece its filters kept: the records
+/// every regex matches and every `where` condition holds for — lines, or for a `regex`
+/// split the records its pattern starts (a multi-line record is kept or dropped
+/// whole). A filter before a count means records to whoever writes one: "the amounts
+/// of the `label=shipping` records". With no such filter, the whole piece.
 #[derive(Clone, Default)]
 pub(super) struct RecordFilter {
-    filters: Vec<Regex>,
+    tests: Vec<RecordTest>,
     /// Where a record starts (`None`: at every line).
     record_start: Option<Regex>,
 }
 
+/// What a record must pass: a regex filter's match, or a `where` condition.
+#[derive(Clone)]
+enum RecordTest {
+    /// `{"regex": P}`.
+    Matches(Regex),
+    /// `{"where": "year > 2000"}`.
+    Meets(Condition),
+}
+
+impl RecordTest {
+    /// The test of `filter`; none for a yes/no question (a model's, per piece).
+    fn of(filter: &Filter) -> Result<Option<Self>, HostError> {
+        let shape = |e: String| refused(PlanError::Shape(e));
+        Ok(match filter {
+            Filter::Regex(pattern) => Some(Self::Matches(
+                rlm_plan::pattern::compile(pattern).map_err(shape)?,
+            )),
+            Filter::Where(condition) => Some(Self::Meets(
+                Condition::parse(condition).map_err(|e| shape(format!("`filter.where`: {e}")))?,
+            )),
+            Filter::Ask(_) => None,
+        })
+    }
+
+    fn passes(&self, record: &str) -> bool {
+        match self {
+            Self::Matches(regex) => regex.is_match(record),
+            Self::Meets(condition) => condition.holds_for(record),
+        }
+    }
+}
+
 impl RecordFilter {
-    /// The filter of these regex `filters` over pieces cut by `split`.
-    fn new(filters: &[&str], split: &Split) -> Result<Self, HostError> {
-        let compile =
-            |p: &str| rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)));
-        let filters = filters
-            .iter()
-            .map(|f| compile(f))
-            .collect::<Result<_, _>>()?;
+    /// The filter of these `filters` (their regexes and conditions) over pieces cut by
+    /// `split`.
+    fn new(filters: &[&Filter], split: &Split) -> Result<Self, HostError> {
+        let mut tests = Vec::new();
+        for filter in filters {
+            tests.extend(RecordTest::of(filter)?);
+        }
         let record_start = match (split.by, &split.pattern) {
-            (SplitBy::Regex, Some(pattern)) => Some(compile(pattern)?),
+            (SplitBy::Regex, Some(pattern)) => Some(
+                rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?,
+            ),
             _ => None,
         };
         Ok(Self {
-            filters,
+            tests,
             record_start,
         })
     }
@@ -421,13 +458,13 @@ impl RecordFilter {
     /// The records of `text` every filter matches, with their line ends; `text`
     /// itself when there is no filter.
     fn apply(&self, text: String) -> String {
-        if self.filters.is_empty() {
+        if self.tests.is_empty() {
             return text;
         }
         let mut kept = String::new();
         let mut record = String::new();
         let mut end_record = |record: &mut String| {
-            if self.filters.iter().all(|f| f.is_match(record)) {
+            if self.tests.iter().all(|t| t.passes(record)) {
                 kept.push_str(record);
             }
             record.clear();
@@ -479,7 +516,13 @@ mod tests {
     #[test]
     fn pattern_maps_read_the_lines_every_filter_matches() {
         let lines = split(r#"{"by": "lines", "size": 10}"#);
-        let filter = |patterns: &[&str]| RecordFilter::new(patterns, &lines).expect("valid");
+        let filter = |patterns: &[&str]| {
+            let filters: Vec<Filter> = patterns
+                .iter()
+                .map(|p| Filter::Regex((*p).into()))
+                .collect();
+            RecordFilter::new(&filters.iter().collect::<Vec<_>>(), &lines).expect("valid")
+        };
         let log = "label=shipping amount=5\nlabel=fraud amount=7\nLABEL=Shipping amount=11\nlast label=shipping";
         assert_eq!(
             filter(&["label=shipping"]).apply(log.to_owned()),
@@ -490,6 +533,28 @@ mod tests {
             "label=shipping amount=5\nLABEL=Shipping amount=11\n"
         );
         assert_eq!(filter(&[]).apply(log.to_owned()), log);
+    }
+
+    #[test]
+    fn a_where_condition_keeps_the_records_it_holds_for() {
+        let lines = split(r#"{"by": "lines", "size": 10}"#);
+        let born = Filter::Where("year > 2000".into());
+        let oslo = Filter::Regex("city=oslo".into());
+        let people = "person=a city=Oslo year=2003\nperson=b city=Lima year=1999\nperson=c city=Oslo year=1980\nperson=d city=Lima year=2001\n";
+        let filter = RecordFilter::new(&[&born], &lines).expect("valid");
+        assert_eq!(
+            filter.apply(people.to_owned()),
+            "person=a city=Oslo year=2003\nperson=d city=Lima year=2001\n"
+        );
+        let both = RecordFilter::new(&[&born, &oslo], &lines).expect("valid");
+        assert_eq!(
+            both.apply(people.to_owned()),
+            "person=a city=Oslo year=2003\n"
+        );
+        // A question asks a model per piece: it chooses no records.
+        let asked = Filter::Ask("is it about Oslo?".into());
+        let none = RecordFilter::new(&[&asked], &lines).expect("valid");
+        assert_eq!(none.apply(people.to_owned()), people);
     }
 
     #[test]
@@ -510,7 +575,8 @@ mod tests {
         // A record of several lines (a header and its details): the filter's match on
         // one line keeps the lines the pattern reads on the others.
         let records = split(r#"{"by": "regex", "pattern": "^Record"}"#);
-        let filter = RecordFilter::new(&["label=shipping"], &records).expect("valid");
+        let shipping = Filter::Regex("label=shipping".into());
+        let filter = RecordFilter::new(&[&shipping], &records).expect("valid");
         let log = "preamble\nRecord 1 label=shipping\n  amount=5\nRecord 2 label=fraud\n  amount=7\nRecord 3 label=shipping\n  amount=11\n";
         assert_eq!(
             filter.apply(log.to_owned()),

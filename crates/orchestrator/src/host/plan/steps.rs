@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::example::{self, Asking};
 use super::price::Origin;
-use super::{keep_matching, nesting_of_map, refused, RecordFilter, Source};
+use super::{keep_passing, nesting_of_map, refused, RecordFilter, Source};
 use crate::events::PlanStage;
 use crate::host::serve::RunHost;
 
@@ -94,20 +94,24 @@ impl RunHost {
         }))
     }
 
-    /// `ctx_filter`: the pieces a regex (no call) or a yes/no question keeps.
+    /// `ctx_filter`: the pieces a regex or a `where` condition (no call) or a yes/no
+    /// question keeps.
     pub(in crate::host) async fn plan_filter(
         &self,
         pieces: String,
         filter: Value,
     ) -> Result<Value, HostError> {
         let spec = filter.clone();
-        let filter: Filter = one_option("filter", "regex, ask", filter)?;
+        let filter: Filter = one_option("filter", "regex, where, ask", filter)?;
         filter.check().map_err(refused)?;
         example::check(Asking::Filter(&filter), &self.settings.task).map_err(refused)?;
         let (mut set, source) = self.piece_set(&pieces).await?;
         let all = set.pieces.iter().map(|p| (p.index, p.piece()));
         let (kept, calls) = match &filter {
-            Filter::Regex(pattern) => (keep_matching(pattern, &source, all.collect()).await?, 0),
+            Filter::Regex(_) | Filter::Where(_) => (
+                keep_passing(&filter, &set.split, &source, all.collect()).await?,
+                0,
+            ),
             Filter::Ask(question) => {
                 let all: Vec<(usize, Piece)> = all.collect();
                 let limits = self.plan_limits(Some(&source)).await;
@@ -172,14 +176,14 @@ impl RunHost {
             Err(error) => Err(error),
         };
         self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
-        // The regex filters that kept these pieces: a count or extract reads only
-        // the records they match, as in a whole plan.
-        let regex_filters: Vec<&str> = set
+        // The regex and `where` filters that kept these pieces: a count or extract
+        // reads only the records they pass, as in a whole plan.
+        let filters: Vec<Filter> = set
             .filtered
             .iter()
-            .filter_map(|f| f.get("regex").and_then(Value::as_str))
+            .filter_map(|f| serde_json::from_value(f.clone()).ok())
             .collect();
-        let records = RecordFilter::new(&regex_filters, &set.split)?;
+        let records = RecordFilter::new(&filters.iter().collect::<Vec<_>>(), &set.split)?;
         let results = self
             .map_pieces(&plan_id, &map, records, &source, &kept)
             .await?;

@@ -1,0 +1,255 @@
+//! `where` filters: conditions on a record's numeric fields, such as `year > 2000` or
+//! `status >= 500 and bytes < 1024`, which a regular expression cannot say without
+//! spelling out every number (the local model never wrote the regex for "born after
+//! 2000": docs/eval.md, the after-plan-5 reading).
+//!
+//! A field is read where a record names it followed by `=` or `:` and a number:
+//! `year=2003`, `year: 2003`, `"year": 2003`, `year="2003"` (the field's name case
+//! ignored, its first mention in the record). A record that does not name the field, or
+//! names it without a number, does not pass.
+
+use regex::{Regex, RegexBuilder};
+
+/// Conditions joined by `and`: a record passes when every one holds.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    clauses: Vec<Clause>,
+}
+
+/// One `FIELD OP NUMBER`.
+#[derive(Debug, Clone)]
+struct Clause {
+    field: String,
+    op: Compare,
+    value: f64,
+    /// Finds the field's number in a record.
+    reader: Regex,
+}
+
+/// How a field's number is compared with the clause's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Compare {
+    Greater,
+    GreaterOrEqual,
+    Less,
+    LessOrEqual,
+    Equal,
+    NotEqual,
+}
+
+/// The operators, longest first so `>=` is not read as `>`.
+const OPERATORS: [(&str, Compare); 7] = [
+    (">=", Compare::GreaterOrEqual),
+    ("<=", Compare::LessOrEqual),
+    ("!=", Compare::NotEqual),
+    ("==", Compare::Equal),
+    (">", Compare::Greater),
+    ("<", Compare::Less),
+    ("=", Compare::Equal),
+];
+
+/// Longest condition a plan may hold, in bytes.
+pub const MAX_CONDITION_BYTES: usize = 1_000;
+
+const EXAMPLE: &str = "e.g. \"year > 2000\" or \"status >= 500 and bytes < 1024\"";
+
+impl Condition {
+    /// Reads `text`: clauses `FIELD OP NUMBER` joined by `and` (or `&&`), with OP one
+    /// of `>`, `>=`, `<`, `<=`, `=`, `==`, `!=`; or says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.len() > MAX_CONDITION_BYTES {
+            return Err(format!(
+                "the condition is {} bytes, over {MAX_CONDITION_BYTES}",
+                text.len()
+            ));
+        }
+        let clauses = split_clauses(text)
+            .into_iter()
+            .map(parse_clause)
+            .collect::<Result<Vec<_>, _>>()?;
+        if clauses.is_empty() {
+            return Err(format!("the condition is empty: {EXAMPLE}"));
+        }
+        Ok(Self { clauses })
+    }
+
+    /// True when every clause holds for `record`.
+    pub fn holds_for(&self, record: &str) -> bool {
+        self.clauses.iter().all(|clause| clause.holds_for(record))
+    }
+
+    /// The fields the condition reads, in order.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.clauses.iter().map(|c| c.field.as_str())
+    }
+}
+
+/// The clauses of `text`, split at ` and ` (any case) and `&&`; empty parts dropped.
+fn split_clauses(text: &str) -> Vec<&str> {
+    let mut clauses = Vec::new();
+    for part in text.split("&&") {
+        let mut rest = part;
+        loop {
+            let lower = rest.to_ascii_lowercase();
+            match lower.find(" and ") {
+                Some(at) => {
+                    clauses.push(rest[..at].trim());
+                    rest = &rest[at + " and ".len()..];
+                }
+                None => {
+                    clauses.push(rest.trim());
+                    break;
+                }
+            }
+        }
+    }
+    clauses.retain(|c| !c.is_empty());
+    clauses
+}
+
+fn parse_clause(text: &str) -> Result<Clause, String> {
+    let (at, symbol, op) = OPERATORS
+        .iter()
+        .filter_map(|(symbol, op)| text.find(symbol).map(|at| (at, *symbol, *op)))
+        // The first operator in the text; at one place, the longest (listed first).
+        .min_by_key(|(at, _, _)| *at)
+        .ok_or_else(|| format!("`{text}` has no comparison (>, >=, <, <=, =, !=): {EXAMPLE}"))?;
+    let field = text[..at].trim().trim_matches(|c| c == '"' || c == '\'');
+    let number = text[at + symbol.len()..]
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'');
+    if field.is_empty()
+        || !field
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_.-".contains(c))
+    {
+        return Err(format!(
+            "`{text}`: the field before `{symbol}` must be a name (letters, digits, _ . -): {EXAMPLE}"
+        ));
+    }
+    let value: f64 = number
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite())
+        .ok_or_else(|| {
+            format!("`{text}`: `{number}` after `{symbol}` is not a number: {EXAMPLE}")
+        })?;
+    let reader = RegexBuilder::new(&format!(
+        r#"(?:^|[^\w.-])"?{}"?\s*[=:]\s*"?(-?\d+(?:\.\d+)?)"#,
+        regex::escape(field)
+    ))
+    .case_insensitive(true)
+    .build()
+    .map_err(|e| format!("`{text}`: the field cannot be searched for ({e})"))?;
+    Ok(Clause {
+        field: field.to_owned(),
+        op,
+        value,
+        reader,
+    })
+}
+
+impl Clause {
+    fn holds_for(&self, record: &str) -> bool {
+        let Some(found) = self
+            .reader
+            .captures(record)
+            .and_then(|c| c.get(1))
+            .and_then(|m| m.as_str().parse::<f64>().ok())
+        else {
+            return false;
+        };
+        match self.op {
+            Compare::Greater => found > self.value,
+            Compare::GreaterOrEqual => found >= self.value,
+            Compare::Less => found < self.value,
+            Compare::LessOrEqual => found <= self.value,
+            Compare::Equal => found == self.value,
+            Compare::NotEqual => found != self.value,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn holds(condition: &str, record: &str) -> bool {
+        Condition::parse(condition)
+            .expect("a valid condition")
+            .holds_for(record)
+    }
+
+    #[test]
+    fn a_field_is_read_in_every_key_value_form() {
+        for record in [
+            "person=ana city=Oslo year=2003",
+            "person: ana, year: 2003",
+            r#"{"person": "ana", "year": 2003}"#,
+            r#"{"person": "ana", "year": "2003"}"#,
+            "YEAR = 2003",
+        ] {
+            assert!(holds("year > 2000", record), "{record}");
+            assert!(!holds("year < 2000", record), "{record}");
+        }
+    }
+
+    #[test]
+    fn every_operator_compares_as_written() {
+        let record = "status=500 bytes=1024";
+        assert!(holds("status >= 500", record));
+        assert!(!holds("status > 500", record));
+        assert!(holds("status <= 500", record));
+        assert!(!holds("status < 500", record));
+        assert!(holds("status = 500", record));
+        assert!(holds("status == 500", record));
+        assert!(!holds("status != 500", record));
+        assert!(holds("bytes>1000", record));
+        assert!(holds("bytes > 1000.5", record));
+    }
+
+    #[test]
+    fn clauses_joined_by_and_must_all_hold() {
+        let record = "status=500 bytes=1024";
+        assert!(holds("status >= 500 and bytes > 1000", record));
+        assert!(holds("status >= 500 AND bytes > 1000", record));
+        assert!(holds("status >= 500 && bytes > 1000", record));
+        assert!(!holds("status >= 500 and bytes > 2000", record));
+    }
+
+    #[test]
+    fn a_record_without_the_field_or_its_number_does_not_pass() {
+        assert!(!holds("year > 2000", "person=ana city=Oslo"));
+        assert!(!holds("year > 2000", "year=unknown"));
+        // Another field that ends with the name is not the field.
+        assert!(!holds("year > 2000", "birthyear=2003"));
+        assert!(holds("year > 2000", "birthyear=1990 year=2003"));
+    }
+
+    #[test]
+    fn bad_conditions_say_what_is_wrong() {
+        let error = |text: &str| Condition::parse(text).expect_err(text);
+        assert!(error("").contains("empty"));
+        assert!(error("year after 2000").contains("no comparison"));
+        assert!(error("year > two thousand").contains("is not a number"));
+        assert!(error("> 2000").contains("must be a name"));
+        assert!(error("the year > 2000").contains("must be a name"));
+        assert!(error(&"a".repeat(2_000)).contains("over"));
+    }
+
+    proptest! {
+        #[test]
+        fn parsing_never_panics(text in ".{0,80}") {
+            let _ = Condition::parse(&text);
+        }
+
+        #[test]
+        fn a_comparison_agrees_with_the_numbers(field in "[a-z][a-z_]{0,8}", found in -5000i64..5000, bound in -5000i64..5000) {
+            let record = format!("note-0=1 {field}={found} note-1=x");
+            prop_assert_eq!(holds(&format!("{field} > {bound}"), &record), found > bound);
+            prop_assert_eq!(holds(&format!("{field} <= {bound}"), &record), found <= bound);
+            prop_assert_eq!(holds(&format!("{field} != {bound}"), &record), found != bound);
+        }
+    }
+}
