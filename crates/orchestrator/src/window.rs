@@ -206,6 +206,29 @@ impl ModelWindow {
         u64::from(window).saturating_sub(answer_reserve(window))
     }
 
+    /// The answer's length to ask for: [`answer_reserve`] of the window, the room every
+    /// prompt leaves — so a request's prompt and answer fit the window together, and a
+    /// small model that reasons at length past a leaf's "answer with a number" stops
+    /// there instead of filling the window (on two cores a leaf of the local model
+    /// generated for over 900 s, and the leaves queued behind it timed out:
+    /// docs/eval.md, the second reading). `None` when the configuration sets its own
+    /// `max_tokens` (the provider sends that), names no server, or the window is only
+    /// the stated default: a server with a smaller window would refuse a prompt and an
+    /// answer that it does not know to fit (vLLM counts both), where it takes the
+    /// prompt alone and teaches its window by refusing the first that does not fit.
+    pub async fn answer_limit(&self) -> Option<u32> {
+        let config = self.config.as_ref()?;
+        if config.max_tokens.is_some() {
+            return None;
+        }
+        let window = self.window().await;
+        if window.source == WindowSource::Default {
+            return None;
+        }
+        let reserve = answer_reserve(window.tokens);
+        Some(u32::try_from(reserve).unwrap_or(u32::MAX))
+    }
+
     /// When `error` is a server's refusal of `request` for being too long: shrinks the
     /// window to what the refusal names (or, when it names none, to three quarters of
     /// the request's estimate) and returns the new window. `None` for any other error.
@@ -266,6 +289,18 @@ mod tests {
         assert_eq!(answer_reserve(2_048), 512);
         assert_eq!(answer_reserve(8_192), 1_024);
         assert_eq!(answer_reserve(200_000), 4_096);
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_limited_to_the_room_a_known_window_leaves() {
+        let mut config = ProviderConfig::new(crate::provider::ProviderKind::OpenAi, "m");
+        config.context_window = Some(8_192);
+        assert_eq!(ModelWindow::new(&config).answer_limit().await, Some(1_024));
+        // The user's own limit is the provider's to send.
+        config.max_tokens = Some(100);
+        assert_eq!(ModelWindow::new(&config).answer_limit().await, None);
+        // No server: nothing to send.
+        assert_eq!(ModelWindow::fixed(8_192).answer_limit().await, None);
     }
 
     #[tokio::test]

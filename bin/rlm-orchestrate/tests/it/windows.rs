@@ -121,6 +121,17 @@ fn a_refusal_teaches_the_window_and_older_steps_are_compacted() {
         .map(|r| r.stream())
         .collect();
     assert_eq!(refused, [true, false]);
+    // Until the refusal taught the window, no answer length was asked for (the default
+    // window is a guess); after it, the room every prompt leaves.
+    let limits: Vec<Value> = mock
+        .control()
+        .requests()
+        .iter()
+        .filter(|r| r.api.is_some())
+        .map(|r| r.body["max_tokens"].clone())
+        .collect();
+    assert_eq!(limits[0], Value::Null);
+    assert_eq!(limits.last(), Some(&Value::from(512)));
     let compactions = of_kind(&events, "compacted");
     assert!(!compactions.is_empty(), "no compaction traced");
     let first = compactions[0];
@@ -313,6 +324,11 @@ fn a_sub_call_past_the_window_is_refused_with_the_sizes_or_split_when_asked() {
     assert!(combines >= 1);
     assert_eq!(overflowing(&mock, WINDOW), 0, "no request past the window");
     assert!(outputs[1].contains("12 apples in all"));
+    // Every request, root and sub-call, asks for no more answer than the room each
+    // prompt leaves (an eighth of 4 096, at least 512): prompt and answer fit together.
+    for request in requests.iter().filter(|r| r.api.is_some()) {
+        assert_eq!(request.body["max_tokens"], 512, "{}", request.body);
+    }
 }
 
 #[test]

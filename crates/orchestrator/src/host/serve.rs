@@ -199,6 +199,7 @@ impl RunHost {
         }
         let request = ChatRequest {
             messages: vec![ChatMessage::user(content)],
+            max_tokens: self.sub_model.window.answer_limit().await,
             ..ChatRequest::default()
         };
         let reserved = expected_cost(&self.sub_model, &request.messages);

@@ -435,6 +435,7 @@ impl Caller<'_> {
                 name: "step".to_owned(),
                 schema: schema.clone(),
             }),
+            max_tokens: self.model.window.answer_limit().await,
             ..ChatRequest::default()
         };
         let sink = self.sink;
