@@ -317,12 +317,15 @@ mod tests {
             attempts: 1,
         };
         window.learn_from_refusal(&refusal, &request).await;
-        let (ratio, samples) = window.estimator.calibration();
-        assert_eq!(samples, 1);
+        // Digits: the text keeps its ratio to itself, English prompts are not made to
+        // look longer by it.
+        let (_, samples) = window.estimator.calibration();
+        assert_eq!(samples, 0);
+        let ratio = window.estimator.ratio_of(&"7".repeat(24_000));
         assert!((1.6..1.7).contains(&ratio), "{ratio}");
         // The refused request is now estimated at what the server counted.
         let estimate = window.estimator.request_tokens(&request);
-        assert!((14_553..14_700).contains(&estimate), "{estimate}");
+        assert!((14_500..14_700).contains(&estimate), "{estimate}");
     }
 
     #[tokio::test]

@@ -594,9 +594,14 @@ impl TokenEstimator {
 
     /// Calibrates with the prompt tokens the server reported for `request`. The first
     /// report replaces the default; later ones only lower the ratio; a one-message
-    /// request's text is estimated at its own counted ratio from then on. Implausible
-    /// reports (fewer than one token per eight characters, or more than one per
-    /// character) are ignored.
+    /// request's text is estimated at its own counted ratio from then on. A one-message
+    /// request of dense text (digits a tenth of it or more: a sub-call on records)
+    /// leaves the general ratio as it is, as a counted sample does: a leaf of records
+    /// at 1.7 characters a token made the root's English system prompt look 2.3 times
+    /// its size, and a run failed with "the system prompt and the task take about 8206
+    /// tokens" of an 8 192 window it had used 5 111 of (docs/eval.md, after-plan-7).
+    /// Implausible reports (fewer than one token per eight characters, or more than one
+    /// per character) are ignored.
     pub fn observe(&self, request: &ChatRequest, reported_prompt_tokens: u64) {
         if reported_prompt_tokens == 0 {
             return;
@@ -605,7 +610,17 @@ impl TokenEstimator {
         if !(1.0..=8.0).contains(&ratio) {
             return;
         }
-        {
+        let one_text = match request.messages.as_slice() {
+            [message] if request.tools.is_empty() && message.tool_calls.is_empty() => {
+                Some(message.content.as_str())
+            }
+            _ => None,
+        };
+        let dense = one_text.is_some_and(|text| {
+            let (chars, digits) = chars_and_digits(text);
+            digits > 0 && digits * 10 >= chars
+        });
+        if !dense {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.chars_per_token = if state.samples == 0 {
                 ratio
@@ -616,11 +631,9 @@ impl TokenEstimator {
         }
         // A request of one message (a sub-call, a refused prompt) is its text: the
         // server's count is that text's own ratio, over any rule of thumb for it.
-        if let [message] = request.messages.as_slice() {
-            if request.tools.is_empty() && message.tool_calls.is_empty() {
-                self.remember_ratio(&sample_of(&message.content), ratio);
-                self.learn_digit_cost(&message.content, reported_prompt_tokens);
-            }
+        if let Some(text) = one_text {
+            self.remember_ratio(&sample_of(text), ratio);
+            self.learn_digit_cost(text, reported_prompt_tokens);
         }
     }
 }
@@ -891,5 +904,42 @@ mod tests {
         assert_eq!(estimator.calibration(), (3.0, 3));
         estimator.observe(&request, 1); // 300 characters a token: implausible
         assert_eq!(estimator.calibration().0, 3.0);
+    }
+
+    #[test]
+    fn a_sub_call_on_dense_records_keeps_its_ratio_to_itself() {
+        let estimator = TokenEstimator::default();
+        let prose = ChatRequest {
+            messages: vec![
+                ChatMessage::system("You answer questions about a log. ".repeat(40)),
+                ChatMessage::user("Which label is the most frequent?"),
+            ],
+            ..ChatRequest::default()
+        };
+        estimator.observe(&prose, (request_chars(&prose) / 4) as u64);
+        let general = estimator.calibration().0;
+        let before = estimator.request_tokens(&prose);
+        // A leaf of records: 1.7 characters a token on Qwen's tokenizer.
+        let records = "2026-03-06 23:40 order=000003 label=payments amount=56\n".repeat(100);
+        let leaf = ChatRequest {
+            messages: vec![ChatMessage::user(records.clone())],
+            ..ChatRequest::default()
+        };
+        estimator.observe(&leaf, (request_chars(&leaf) as f64 / 1.7) as u64);
+        assert_eq!(
+            estimator.calibration().0,
+            general,
+            "the general ratio stays"
+        );
+        assert_eq!(estimator.request_tokens(&prose), before);
+        let own = estimator.ratio_of(&records);
+        assert!((1.6..1.8).contains(&own), "{own}");
+        // A one-message request of prose still calibrates the general ratio.
+        let question = ChatRequest {
+            messages: vec![ChatMessage::user("x".repeat(3_000))],
+            ..ChatRequest::default()
+        };
+        estimator.observe(&question, 1_000);
+        assert!(estimator.calibration().0 < general);
     }
 }
