@@ -10,8 +10,9 @@ for the RLM arm's runs — or the reading as `scripts/eval-local.sh collect` com
 `<step>/runs/<run id>/events.jsonl.gz`. Every item scored below 1 gets one cause, the first that fits:
 
   window   the run (or the arm) failed on a request past the model's window: the
-           server's refusal ("maximum context length", "exceed context window") or
-           llama-cpp-python's empty stream ("the stream ended without data").
+           server's refusal ("maximum context length", "exceed context window"),
+           llama-cpp-python's empty stream ("the stream ended without data"), or rlm's
+           own refusal to send what its estimate says does not fit.
   format   the run ended without an answer of the model's own (forced) after a reply
            that was not understood as it was meant: FINAL / FINAL_VAR called inside a
            code cell where the REPL did not define it (NameError), or repeated
@@ -35,7 +36,9 @@ import sys
 
 WINDOW = re.compile(
     r"stream ended without data|maximum context length|exceed(?:s|ed)? (?:the )?context window"
-    r"|context_length_exceeded|Requested tokens \(\d+\) exceed",
+    r"|context_length_exceeded|Requested tokens \(\d+\) exceed"
+    # rlm's own refusal before it sends: the fixed part of the conversation does not fit.
+    r"|over the \d+ tokens the (?:sub-)?model's window leaves",
     re.IGNORECASE,
 )
 FINAL_NAME_ERROR = re.compile(r"NameError: name '(FINAL|FINAL_VAR|Final|final|SUBMIT)' is not defined")
