@@ -8,6 +8,8 @@
 //! ignored, its first mention in the record). A record that does not name the field, or
 //! names it without a number, does not pass.
 
+use std::sync::LazyLock;
+
 use regex::{Regex, RegexBuilder};
 
 /// Conditions joined by `and`: a record passes when every one holds.
@@ -77,34 +79,18 @@ impl Condition {
     pub fn holds_for(&self, record: &str) -> bool {
         self.clauses.iter().all(|clause| clause.holds_for(record))
     }
-
-    /// The fields the condition reads, in order.
-    pub fn fields(&self) -> impl Iterator<Item = &str> {
-        self.clauses.iter().map(|c| c.field.as_str())
-    }
 }
 
-/// The clauses of `text`, split at ` and ` (any case) and `&&`; empty parts dropped.
+/// The clauses of `text`, split at `and` (any case, between spaces) and `&&`; empty
+/// parts dropped.
 fn split_clauses(text: &str) -> Vec<&str> {
-    let mut clauses = Vec::new();
-    for part in text.split("&&") {
-        let mut rest = part;
-        loop {
-            let lower = rest.to_ascii_lowercase();
-            match lower.find(" and ") {
-                Some(at) => {
-                    clauses.push(rest[..at].trim());
-                    rest = &rest[at + " and ".len()..];
-                }
-                None => {
-                    clauses.push(rest.trim());
-                    break;
-                }
-            }
-        }
-    }
-    clauses.retain(|c| !c.is_empty());
-    clauses
+    static JOINER: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"(?i)\s+and\s+|&&").expect("a valid pattern"));
+    JOINER
+        .split(text)
+        .map(str::trim)
+        .filter(|clause| !clause.is_empty())
+        .collect()
 }
 
 fn parse_clause(text: &str) -> Result<Clause, String> {

@@ -514,10 +514,10 @@ impl TokenEstimator {
     /// are a tenth of the text or more (fewer say nothing about them). Between a third
     /// (three-digit groups) and one; the most any count showed is kept.
     fn learn_digit_cost(&self, text: &str, counted: u64) {
-        let (chars, digits) = chars_and_digits(text);
-        if digits == 0 || digits * 10 < chars {
+        if !is_dense(text) {
             return;
         }
+        let (chars, digits) = chars_and_digits(text);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let others = (chars - digits) as f64 / state.chars_per_token;
         let cost = ((counted as f64 - others) / digits as f64).clamp(1.0 / 3.0, 1.0);
@@ -616,11 +616,7 @@ impl TokenEstimator {
             }
             _ => None,
         };
-        let dense = one_text.is_some_and(|text| {
-            let (chars, digits) = chars_and_digits(text);
-            digits > 0 && digits * 10 >= chars
-        });
-        if !dense {
+        if !one_text.is_some_and(is_dense) {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.chars_per_token = if state.samples == 0 {
                 ratio
@@ -652,6 +648,13 @@ fn uncounted_ratio(text: &str, general: f64, per_digit: f64) -> f64 {
     }
     let tokens = (chars - digits) as f64 / general + digits as f64 * per_digit;
     (chars as f64 / tokens).min(general)
+}
+
+/// True when digits are a tenth of `text` or more (records of ids, dates and amounts):
+/// its count says what a digit costs, and nothing about English.
+fn is_dense(text: &str) -> bool {
+    let (chars, digits) = chars_and_digits(text);
+    digits > 0 && digits * 10 >= chars
 }
 
 /// The characters of `text`, and how many are ASCII digits.
