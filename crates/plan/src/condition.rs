@@ -8,8 +8,6 @@
 //! ignored, its first mention in the record). A record that does not name the field, or
 //! names it without a number, does not pass.
 
-use std::sync::LazyLock;
-
 use regex::{Regex, RegexBuilder};
 
 /// Conditions joined by `and`: a record passes when every one holds.
@@ -21,7 +19,6 @@ pub struct Condition {
 /// One `FIELD OP NUMBER`.
 #[derive(Debug, Clone)]
 struct Clause {
-    field: String,
     op: Compare,
     value: f64,
     /// Finds the field's number in a record.
@@ -65,7 +62,7 @@ impl Condition {
                 text.len()
             ));
         }
-        let clauses = split_clauses(text)
+        let clauses = split_clauses(text)?
             .into_iter()
             .map(parse_clause)
             .collect::<Result<Vec<_>, _>>()?;
@@ -83,14 +80,14 @@ impl Condition {
 
 /// The clauses of `text`, split at `and` (any case, between spaces) and `&&`; empty
 /// parts dropped.
-fn split_clauses(text: &str) -> Vec<&str> {
-    static JOINER: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?i)\s+and\s+|&&").expect("a valid pattern"));
-    JOINER
+fn split_clauses(text: &str) -> Result<Vec<&str>, String> {
+    let joiner = Regex::new(r"(?i)\s+and\s+|&&")
+        .map_err(|e| format!("the condition's joiner did not compile ({e})"))?;
+    Ok(joiner
         .split(text)
         .map(str::trim)
         .filter(|clause| !clause.is_empty())
-        .collect()
+        .collect())
 }
 
 fn parse_clause(text: &str) -> Result<Clause, String> {
@@ -127,12 +124,7 @@ fn parse_clause(text: &str) -> Result<Clause, String> {
     .case_insensitive(true)
     .build()
     .map_err(|e| format!("`{text}`: the field cannot be searched for ({e})"))?;
-    Ok(Clause {
-        field: field.to_owned(),
-        op,
-        value,
-        reader,
-    })
+    Ok(Clause { op, value, reader })
 }
 
 impl Clause {
