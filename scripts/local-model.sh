@@ -138,6 +138,22 @@ except m.PackageNotFoundError:
 EOF
 }
 
+# llama.cpp's CPU flags: this CPU's vector extensions named one by one, never AMX.
+# llama.cpp's default (-march=native) compiles its AMX kernels on a CPU that has AMX, and
+# a container whose kernel does not grant a process the AMX state then dies of a general
+# protection fault at `ldtilecfg` on the first matrix product — the server closes the
+# connection on the first chat request (seen on a Sapphire Rapids machine, 2026-11-28).
+# CMAKE_ARGS, when set, is used instead.
+llama_cmake_args() {
+  local flags args="-DGGML_NATIVE=OFF" pair
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  for pair in avx:AVX avx2:AVX2 bmi2:BMI2 fma:FMA f16c:F16C avx_vnni:AVX_VNNI \
+    avx512f:AVX512 avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+    [[ "$flags" == *" ${pair%%:*} "* ]] && args+=" -DGGML_${pair#*:}=ON"
+  done
+  echo "$args"
+}
+
 have() { # have NAME VERSION
   [ "$(installed_version "$1")" = "$2" ]
 }
@@ -152,14 +168,23 @@ cmd_install() {
     echo "==> venv $VENV exists"
   fi
 
-  # server extra: check its main dependencies too, not only the distribution itself.
-  if have llama_cpp_python 0.3.36 && "$PY" -c 'import llama_cpp.server.app' 2>/dev/null; then
+  # server extra: check its main dependencies too, not only the distribution itself;
+  # and that it was compiled for this CPU with the flags below (a build from before them,
+  # or from another machine, is compiled again: pip's cached wheel would be the old one).
+  local cmake_args built_with=""
+  cmake_args="${CMAKE_ARGS:-$(llama_cmake_args)}"
+  [ -f "$DIR/llama-cmake-args" ] && built_with=$(cat "$DIR/llama-cmake-args")
+  if have llama_cpp_python 0.3.36 && "$PY" -c 'import llama_cpp.server.app' 2>/dev/null &&
+    [ "$built_with" = "$cmake_args" ]; then
     echo "==> llama-cpp-python 0.3.36 already installed"
   else
-    echo "==> installing $LLAMA_SPEC (compiles llama.cpp: ~15 minutes)"
+    echo "==> installing $LLAMA_SPEC (compiles llama.cpp: ~15 minutes) with CMAKE_ARGS=$cmake_args"
     local start=$SECONDS
+    local again=()
+    have llama_cpp_python 0.3.36 && again=(--force-reinstall --no-deps --no-cache-dir)
     # nice: the machine is shared; the compile still uses every core.
-    nice -n 10 "$PY" -m pip install "$LLAMA_SPEC"
+    CMAKE_ARGS="$cmake_args" nice -n 10 "$PY" -m pip install "${again[@]}" "$LLAMA_SPEC"
+    echo "$cmake_args" >"$DIR/llama-cmake-args"
     echo "==> llama-cpp-python built in $((SECONDS - start)) s"
   fi
 

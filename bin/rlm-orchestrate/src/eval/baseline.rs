@@ -50,13 +50,18 @@ pub fn read_prefix(path: &Path, max_bytes: usize) -> std::io::Result<String> {
 }
 
 /// The baseline request over the longest prefix of `context` whose estimated prompt
-/// fits `model`'s window with room for the answer. The estimate is calibrated by the
+/// fits `model`'s window with room for the answer, asking for at most that room
+/// ([`rlm_orchestrator::window::ModelWindow::answer_limit`]). The estimate is calibrated by the
 /// server's tokenizer when it offers one (llama.cpp and llama-cpp-python do).
 pub async fn fit(model: &Model, context: &str, question: &str) -> Fitted {
+    // The answer's room, asked for as the RLM arm's requests ask for it: the prompt
+    // and the answer fit the window together.
+    let max_tokens = model.window.answer_limit().await;
     let request_of = |prefix: &str| ChatRequest {
         messages: vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
             prefix, question,
         ))],
+        max_tokens,
         ..ChatRequest::default()
     };
     let budget = model.window.prompt_budget().await;

@@ -528,6 +528,8 @@ fn the_baseline_reads_only_what_fits_the_models_window() {
         "{}",
         prompt.len()
     );
+    // It asks for at most the answer's room, as the RLM arm's requests do.
+    assert_eq!(asked[0].body["max_tokens"], 512, "{}", asked[0].body);
 }
 
 #[test]

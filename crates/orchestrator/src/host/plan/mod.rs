@@ -360,15 +360,16 @@ async fn keep_passing(
     source: &Source,
     pieces: Vec<(usize, Piece)>,
 ) -> Result<Vec<(usize, Piece)>, HostError> {
-    let test = RecordTest::of(filter)?;
     let records = RecordFilter::new(&[filter], split)?;
     let source = source.clone();
     off_runtime(move || {
         let mut kept = Vec::new();
         for (index, piece) in pieces {
             let text = source.read(&piece)?;
-            let passes = match &test {
-                Some(RecordTest::Matches(regex)) => regex.is_match(&text),
+            // A regex keeps a piece with a match anywhere; a condition, a piece with a
+            // record that meets it.
+            let passes = match records.tests.as_slice() {
+                [RecordTest::Matches(regex)] => regex.is_match(&text),
                 _ => !records.apply(text).is_empty(),
             };
             if passes {
