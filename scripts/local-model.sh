@@ -339,6 +339,19 @@ cmd_start() {
     fi
     sleep 0.5
   done
+  # One token of one chat answer: a build the CPU cannot run (llama.cpp's AMX kernels in
+  # a container that does not grant them) answers /v1/models and dies at its first
+  # matrix product — said here, not as a closed connection in the middle of a reading.
+  if ! curl -sf -o /dev/null --max-time 300 "$url/v1/chat/completions" \
+    -H 'content-type: application/json' \
+    -d "{\"model\": \"$MODEL\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 1}"; then
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$PID_FILE"
+      tail -n 5 "$LOG_FILE" >&2 || true
+      die "the server died at its first chat answer (log: $LOG_FILE; dmesg may name a fault in libggml-cpu): compile llama.cpp again for this CPU with: rm $DIR/llama-cmake-args; $0 --model $MODEL install"
+    fi
+    echo "warning: the server did not answer a one-token chat request (log: $LOG_FILE)" >&2
+  fi
   echo "listening on $url"
 }
 
