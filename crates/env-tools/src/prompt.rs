@@ -1,6 +1,7 @@
-//! The system prompt of the micro-tools: what each tool offered does, and the
-//! delegation rules of the design they come from (cheapest first: grep, slice, then
-//! summarize). Short on purpose: the models this environment is for are small.
+//! The system prompts of the micro-tools and of `--env plan`: what each tool offered
+//! does, and the rules by kind of task (a fact is found with grep and slice; a count,
+//! a sum or a ranking is computed by a plan whose map needs no model; a sub-model reads
+//! only what neither does). Short on purpose: the models these are for are small.
 
 use std::fmt::Write as _;
 
@@ -9,9 +10,20 @@ use crate::text_protocol;
 use rlm_env::PromptFeatures;
 use rlm_protocol::host_call::PLAN_EXAMPLE_ASK;
 
-/// The system prompt of the micro-tools: what each does, and the delegation rules of
-/// the design they come from (cheapest first: grep, slice, then summarize). Short on
-/// purpose: the models this environment is for are small.
+/// Exact plans for the questions small models get wrong with a helper model (counts,
+/// sums, the most frequent value, equal pairs, with and without a condition), over a
+/// log whose shape no task has: maps with no model, shown to both the plan and the
+/// tools environments. A 1.5B model wrote them from this text at its first try where it
+/// had asked leaves to count (docs/eval.md, the after-plan-3 to after-plan-6 readings).
+const EXACT_MAPS: &str = r#"- how many lines have status=500: map {"count": "status=500"}, reduce {"op": "sum"}
+- the sum of the bytes of the lines with status=500: filter {"regex": "status=500"}, map {"extract": "bytes=(\\d+)"}, reduce {"op": "sum"}
+- which user appears most often: map {"extract": "user=(\\w+)"}, reduce {"op": "top_k", "k": 1}
+- how many pairs of lines with status=500 have the same user: filter {"regex": "status=500"}, map {"extract": "user=(\\w+)"}, reduce {"op": "pairs"}
+- how many pairs of lines with more than 1000 bytes have the same user: filter {"where": "bytes > 1000"}, map {"extract": "user=(\\w+)"}, reduce {"op": "pairs"}"#;
+
+/// The system prompt of the micro-tools: what each does, and the rules by kind of task
+/// (without `ctx_map_reduce`, the design's delegation rule: cheapest first, grep, slice,
+/// then summarize).
 pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> String {
     let mut text = String::from(
         "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: you read it with tools, and each tool's result comes back in the next message.\n\nTools:\n",
@@ -21,7 +33,9 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     }
     text.push_str("\nRules:\n- `variable` is `context` (the task's context) or the key of a stored variable.\n");
     let offers = |tool| tools.contains(&tool);
-    if offers(MicroTool::Grep) {
+    if offers(MicroTool::MapReduce) {
+        by_kind_of_task(&mut text, tools);
+    } else if offers(MicroTool::Grep) {
         text.push_str("- Cheapest first: ctx_grep to find the lines that matter (it gives line numbers and character offsets)");
         if offers(MicroTool::Slice) {
             text.push_str(", then ctx_slice to read around an offset");
@@ -37,9 +51,6 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
             "- ctx_summarize hands a variable of up to about {} characters to a sub-model, and a larger one to a nested run that reads it with these tools.",
             features.sub_context_chars
         );
-    }
-    if offers(MicroTool::MapReduce) {
-        text.push_str("- For a count, a sum or a list over the whole context (more than one match could hold), use ctx_map_reduce rather than reading it piece by piece.\n");
     }
     if [MicroTool::Split, MicroTool::Map, MicroTool::Reduce]
         .iter()
@@ -58,6 +69,34 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     text
 }
 
+/// The tools' rules when `ctx_map_reduce` is offered, by the kind of task: one fact is
+/// found (grep, slice), a count or a ranking is computed (a plan with no model, the
+/// exact maps shown), and a sub-model reads only what neither does. The first reading
+/// of the tools arm on records followed "cheapest first: grep, slice, then summarize"
+/// to the letter: it grepped `label=payments`, was told 51 lines match, and asked
+/// `ctx_summarize` for the count (docs/eval.md, after-plan-8).
+fn by_kind_of_task(text: &mut String, tools: &[MicroTool]) {
+    let grep = tools.contains(&MicroTool::Grep);
+    if grep {
+        text.push_str("- To find one fact (the value for a key, a line that says something): ctx_grep finds the lines (with line numbers and character offsets)");
+        if tools.contains(&MicroTool::Slice) {
+            text.push_str(", then ctx_slice reads around an offset");
+        }
+        text.push_str(".\n");
+    }
+    text.push_str("- To count, add up, rank or pair things over the whole context (more than one match could hold): ctx_map_reduce, not reading it piece by piece.");
+    if grep {
+        text.push_str(" ctx_grep's first line says how many lines match its pattern: that number is already a count.");
+    }
+    let _ = writeln!(
+        text,
+        "\n- When the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`, with split {{\"by\": \"lines\"}}:\n{EXACT_MAPS}"
+    );
+    if tools.contains(&MicroTool::Summarize) {
+        text.push_str("- ctx_summarize only when neither grep nor a map with no model can answer: a sub-model reads the variable.\n");
+    }
+}
+
 /// The system prompt of `--env plan`: the model's one action is a plan; a worked
 /// example; the plan's parts.
 pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
@@ -74,8 +113,7 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
     let example = serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap_or_default();
     let _ = write!(
         text,
-        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it; {{\"where\": \"bytes > 1000\"}} keeps the lines whose number field meets the condition (>, >=, <, <=, =, !=; join two with and); with a count or extract map, only the lines a filter keeps are read.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), pairs (how many pairs of items are equal), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`:\n- how many lines have status=500: map {{\"count\": \"status=500\"}}, reduce {{\"op\": \"sum\"}}\n- the sum of the bytes of the lines with status=500: filter {{\"regex\": \"status=500\"}}, map {{\"extract\": \"bytes=(\\\\d+)\"}}, reduce {{\"op\": \"sum\"}}\n- which user appears most often: map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"top_k\", \"k\": 1}}\n- how many pairs of lines with status=500 have the same user: filter {{\"regex\": \"status=500\"}}, map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"pairs\"}}
-- how many pairs of lines with more than 1000 bytes have the same user: filter {{\"where\": \"bytes > 1000\"}}, map {{\"extract\": \"user=(\\\\w+)\"}}, reduce {{\"op\": \"pairs\"}}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line. An answer before any plan has given a result is a guess and is not taken: when a plan fails, write it again as its error says.\n"
+        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it; {{\"where\": \"bytes > 1000\"}} keeps the lines whose number field meets the condition (>, >=, <, <=, =, !=; join two with and); with a count or extract map, only the lines a filter keeps are read.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), pairs (how many pairs of items are equal), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`:\n{EXACT_MAPS}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line. An answer before any plan has given a result is a guess and is not taken: when a plan fails, write it again as its error says.\n"
     );
     if features.text_tool_protocol {
         // Replies are held to a call keyed by the tool's name (`response_format`).
@@ -126,6 +164,49 @@ mod tests {
         assert!(text.contains("{\"op\": \"pairs\"}"), "{text}");
         let condition = json_string_after(&text, "have the same user: filter {\"where\": ");
         assert_eq!(condition, "bytes > 1000");
+    }
+
+    fn tools_prompt(tools: &[MicroTool]) -> String {
+        system_prompt(PromptFeatures::default(), tools)
+    }
+
+    #[test]
+    fn the_tools_prompt_shows_the_same_exact_maps_and_says_a_grep_count_is_a_count() {
+        let text = tools_prompt(&MicroTool::ALL);
+        assert!(text.contains(EXACT_MAPS), "{text}");
+        assert!(plan_prompt().contains(EXACT_MAPS));
+        assert!(
+            text.contains("ctx_grep's first line says how many lines match"),
+            "{text}"
+        );
+        // A fact is found first, then counts are computed, then a sub-model reads.
+        let fact = text.find("To find one fact").expect("the fact rule");
+        let count = text.find("To count, add up").expect("the count rule");
+        let summarize = text
+            .find("- ctx_summarize only when")
+            .expect("the last resort");
+        assert!(fact < count && count < summarize, "{text}");
+        assert!(!text.contains("Cheapest first"), "{text}");
+    }
+
+    #[test]
+    fn the_tools_prompt_names_only_the_tools_offered() {
+        // Without ctx_map_reduce: the design's rule, cheapest first.
+        let classic = tools_prompt(&[
+            MicroTool::Length,
+            MicroTool::Grep,
+            MicroTool::Slice,
+            MicroTool::Summarize,
+            MicroTool::FinalAnswer,
+        ]);
+        assert!(classic.contains("Cheapest first: ctx_grep"), "{classic}");
+        assert!(!classic.contains(EXACT_MAPS), "{classic}");
+        // With it but no grep, slice or summarize: no rule names them.
+        let plans = tools_prompt(&[MicroTool::MapReduce, MicroTool::FinalAnswer]);
+        assert!(plans.contains(EXACT_MAPS), "{plans}");
+        for absent in ["ctx_grep", "ctx_slice", "ctx_summarize"] {
+            assert!(!plans.contains(absent), "{absent} in {plans}");
+        }
     }
 
     #[test]

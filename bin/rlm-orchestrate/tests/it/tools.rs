@@ -93,7 +93,11 @@ fn a_needle_in_64_mb_is_found_with_grep_then_slice_and_no_python() {
         ]
     );
     let system = requests[0].system_prompt().unwrap();
-    assert!(system.contains("Cheapest first: ctx_grep"), "{system}");
+    assert!(system.contains("To find one fact"), "{system}");
+    assert!(
+        system.contains("ctx_grep's first line says how many lines match"),
+        "{system}"
+    );
     assert!(!system.contains("```repl"), "{system}");
     assert!(requests[0].prompt_chars() < 8_000);
     let found = results(&mock);
