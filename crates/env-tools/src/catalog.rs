@@ -143,13 +143,16 @@ impl MicroTool {
             Self::MapReduce => (
                 "Counts, sums or lists over a whole variable: it is cut into pieces, each piece asked (or counted) on its own, and the results reduced to one answer. Priced first: refused with the figures if over budget. Example: split {\"by\": \"chars\", \"size\": 20000}, map {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, reduce {\"op\": \"sum\"}.",
                 json!({
-                    "variable": variable,
-                    "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
+                    "variable": {
+                        "type": "string",
+                        "description": "`context` (the task's context; also when left out) or the key of a stored variable",
+                    },
+                    "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}; left out: lines, the largest pieces the helper model takes", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
                     "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"where\": \"year > 2000\"} (a number field's condition; with count or extract, both choose which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("where"), one_key("ask")]},
                     "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
                     "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
                 }),
-                vec!["variable", "split", "map", "reduce"],
+                vec!["map", "reduce"],
             ),
             Self::Split => (
                 "Cuts a variable into pieces, stored as a new variable (by reference: nothing is copied) that ctx_filter and ctx_map take. Example: {\"variable\": \"context\", \"by\": \"lines\", \"size\": 200} gives pieces of 200 lines; leave out size for the largest piece the helper model takes.",
@@ -302,13 +305,18 @@ pub struct SummarizeArgs {
     pub instruction: String,
 }
 
-/// `ctx_map_reduce`: the plan's parts, checked by the orchestrator.
+/// `ctx_map_reduce`: the plan's parts, checked by the orchestrator. `variable` and
+/// `split` may be left out — the task's context, in lines — as small models do when
+/// a prompt's recipe shows only the map and the reduction (docs/eval.md,
+/// after-tools-1: "missing field `variable`" twice, then a forced answer).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapReduceArgs {
-    /// `context` or a store key.
+    /// `context` or a store key (`context` when left out).
+    #[serde(default = "the_context")]
     pub variable: String,
-    /// How to cut it.
+    /// How to cut it (lines, the largest pieces the helper model takes, when left out).
+    #[serde(default = "by_lines")]
     pub split: Value,
     /// Which pieces to keep.
     #[serde(default)]
@@ -317,6 +325,17 @@ pub struct MapReduceArgs {
     pub map: Value,
     /// How the results become one.
     pub reduce: Value,
+}
+
+/// `ctx_map_reduce`'s variable when the call names none: the task's context.
+fn the_context() -> String {
+    "context".to_owned()
+}
+
+/// `ctx_map_reduce`'s split when the call gives none: lines, in the largest pieces the
+/// helper model takes (a `count` or `extract` map reads them all the same).
+fn by_lines() -> Value {
+    json!({"by": "lines"})
 }
 
 /// `final_answer`.
@@ -356,7 +375,7 @@ pub enum ArgsError {
         tool: MicroTool,
     },
     /// An argument is missing, unknown or of the wrong type.
-    #[error("invalid call of {tool}: {error}")]
+    #[error("invalid call of {tool}: {error}; a call that works: {}", example(*tool))]
     Invalid {
         /// The tool called.
         tool: MicroTool,
@@ -433,6 +452,40 @@ pub fn parse_tool_list(list: &str) -> Result<Vec<MicroTool>, UnknownTool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_map_reduce_without_variable_or_split_reads_the_context_in_lines() {
+        let args: MapReduceArgs = parse_args(
+            MicroTool::MapReduce,
+            r#"{"filter": {"regex": "label=payments"}, "map": {"count": "label=payments"}, "reduce": {"op": "sum"}}"#,
+        )
+        .unwrap();
+        assert_eq!(args.variable, "context");
+        assert_eq!(args.split, json!({"by": "lines"}));
+        // Only map and reduce are required by the schema the model is shown.
+        assert_eq!(
+            MicroTool::MapReduce.spec().parameters["required"],
+            json!(["map", "reduce"])
+        );
+    }
+
+    #[test]
+    fn a_missing_argument_is_named_with_a_call_that_works() {
+        let error = parse_args::<MapReduceArgs>(MicroTool::MapReduce, r#"{"map": {"count": "x"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("invalid call of ctx_map_reduce: missing field `reduce`"),
+            "{error}"
+        );
+        assert!(
+            error.ends_with(&format!(
+                "; a call that works: {}",
+                example(MicroTool::MapReduce)
+            )),
+            "{error}"
+        );
+    }
 
     #[test]
     fn names_round_trip_and_specs_are_strict_schemas() {

@@ -314,6 +314,30 @@ fn env_plan_makes_a_plan_the_models_one_action() {
 }
 
 #[test]
+fn a_map_reduce_that_leaves_out_variable_and_split_counts_the_context_by_lines() {
+    // The local model's call after the tools prompt showed recipes of a map and a
+    // reduction only: no `variable`, no `split`. The task's context, in lines.
+    let plan = MockToolCall::new(
+        "ctx_map_reduce",
+        serde_json::json!({"map": {"count": "error"}, "reduce": {"op": "sum"}}),
+    );
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(calls_then_answer([plan], "30")).unwrap();
+    let out = run(&sb, &mock, &["--env", "tools"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = mock.control().requests();
+    let result = requests[1].message_texts().join("\n");
+    assert!(
+        result.contains("30\n(plan: 1 pieces, 1 kept, 0 calls"),
+        "{result}"
+    );
+}
+
+#[test]
 fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
     // The local model's first plan for a task about errors: the prompt's example
     // question about failed payments, word for word. Refused, naming the field and
