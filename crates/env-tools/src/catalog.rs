@@ -306,18 +306,19 @@ pub struct SummarizeArgs {
 }
 
 /// `ctx_map_reduce`: the plan's parts, checked by the orchestrator. `variable` and
-/// `split` may be left out — the task's context, in lines — as small models do when
-/// a prompt's recipe shows only the map and the reduction (docs/eval.md,
-/// after-tools-1: "missing field `variable`" twice, then a forced answer).
+/// `split` may be left out — the task's context, in lines (the plan's own default,
+/// `rlm_plan::Split::default`) — as small models do when a prompt's recipe shows only
+/// the map and the reduction (docs/eval.md, after-tools-1: "missing field `variable`"
+/// twice, then a forced answer).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapReduceArgs {
     /// `context` or a store key (`context` when left out).
     #[serde(default = "the_context")]
     pub variable: String,
-    /// How to cut it (lines, the largest pieces the helper model takes, when left out).
-    #[serde(default = "by_lines")]
-    pub split: Value,
+    /// How to cut it (the plan's default when left out).
+    #[serde(default)]
+    pub split: Option<Value>,
     /// Which pieces to keep.
     #[serde(default)]
     pub filter: Option<Value>,
@@ -330,12 +331,6 @@ pub struct MapReduceArgs {
 /// `ctx_map_reduce`'s variable when the call names none: the task's context.
 fn the_context() -> String {
     "context".to_owned()
-}
-
-/// `ctx_map_reduce`'s split when the call gives none: lines, in the largest pieces the
-/// helper model takes (a `count` or `extract` map reads them all the same).
-fn by_lines() -> Value {
-    json!({"by": "lines"})
 }
 
 /// `final_answer`.
@@ -461,7 +456,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(args.variable, "context");
-        assert_eq!(args.split, json!({"by": "lines"}));
+        assert_eq!(args.split, None, "the plan's own default applies");
         // Only map and reduce are required by the schema the model is shown.
         assert_eq!(
             MicroTool::MapReduce.spec().parameters["required"],

@@ -319,10 +319,11 @@ impl ToolsEnv {
                 args.variable
             )));
         };
-        let mut plan =
-            json!({"input": key, "split": args.split, "map": args.map, "reduce": args.reduce});
-        if let Some(filter) = args.filter.filter(|f| !f.is_null()) {
-            plan["filter"] = filter;
+        let mut plan = json!({"input": key, "map": args.map, "reduce": args.reduce});
+        for (part, value) in [("split", args.split), ("filter", args.filter)] {
+            if let Some(value) = value.filter(|v| !v.is_null()) {
+                plan[part] = value;
+            }
         }
         match self
             .host

@@ -21,7 +21,9 @@ pub struct Plan {
     /// The variable the plan reads (`context` unless said).
     #[serde(default = "context")]
     pub input: String,
-    /// How the input is cut into pieces.
+    /// How the input is cut into pieces ([`Split::default`], lines, when absent: small
+    /// models leave it out when the map and the reduction are what the task is about).
+    #[serde(default)]
     pub split: Split,
     /// Which pieces are kept (all when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +56,20 @@ pub struct Split {
     /// For `regex`: a record starts at each line this matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
+}
+
+impl Default for Split {
+    /// Whole lines, as many a piece as the sub-model's window allows: a `count` or
+    /// `extract` map reads them all the same, and an `ask` map gets the largest pieces
+    /// that fit.
+    fn default() -> Self {
+        Self {
+            by: SplitBy::Lines,
+            size: None,
+            overlap: 0,
+            pattern: None,
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -336,6 +352,18 @@ impl Reduce {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_without_a_split_cuts_its_input_in_lines() {
+        let plan: Plan =
+            serde_json::from_str(r#"{"map": {"count": "error"}, "reduce": {"op": "sum"}}"#)
+                .unwrap();
+        assert_eq!(plan.input, "context");
+        assert_eq!(plan.split, Split::default());
+        assert_eq!(plan.split.by, SplitBy::Lines);
+        assert_eq!(plan.split.size, None);
+        plan.check_shape(0).unwrap();
+    }
 
     #[test]
     fn the_documented_plan_parses() {

@@ -338,6 +338,18 @@ fn a_map_reduce_that_leaves_out_variable_and_split_counts_the_context_by_lines()
 }
 
 #[test]
+fn a_python_plan_without_a_split_cuts_the_context_in_lines() {
+    // The default lives in the plan itself: every environment gets it, not only the
+    // micro-tool.
+    let (_sb, mock, printed) = run_code(
+        "print(map_reduce(map={'count': 'error'}, reduce={'op': 'sum'}))",
+        &[],
+    );
+    assert!(printed.starts_with("30\n"), "{printed}");
+    assert!(leaf_requests(&mock).is_empty(), "a count asks no model");
+}
+
+#[test]
 fn a_plan_that_copies_the_worked_example_is_refused_before_any_call() {
     // The local model's first plan for a task about errors: the prompt's example
     // question about failed payments, word for word. Refused, naming the field and
