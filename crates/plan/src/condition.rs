@@ -80,6 +80,18 @@ impl Condition {
 
 /// The clauses of `text`, split at `and` (any case, between spaces) and `&&`; empty
 /// parts dropped.
+/// The field the first clause of the condition `text` compares (`year` of `year > 2000
+/// and bytes < 10`), when it parses.
+pub fn field_of(text: &str) -> Option<&str> {
+    Condition::parse(text).ok()?;
+    let first = split_clauses(text).ok()?.into_iter().next()?;
+    let at = OPERATORS
+        .iter()
+        .filter_map(|(symbol, _)| first.find(symbol))
+        .min()?;
+    Some(first[..at].trim().trim_matches(|c| c == '"' || c == '\''))
+}
+
 fn split_clauses(text: &str) -> Result<Vec<&str>, String> {
     let joiner = Regex::new(r"(?i)\s+and\s+|&&")
         .map_err(|e| format!("the condition's joiner did not compile ({e})"))?;
@@ -157,6 +169,13 @@ mod tests {
         Condition::parse(condition)
             .expect("a valid condition")
             .holds_for(record)
+    }
+
+    #[test]
+    fn the_first_clause_names_the_field() {
+        assert_eq!(field_of("year > 2000"), Some("year"));
+        assert_eq!(field_of("\"status\" >= 500 and bytes < 10"), Some("status"));
+        assert_eq!(field_of("year is recent"), None);
     }
 
     #[test]

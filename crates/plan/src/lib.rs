@@ -16,6 +16,7 @@ pub mod price;
 pub mod reduce;
 pub mod spec;
 pub mod split;
+pub mod task_fit;
 
 pub use error::PlanError;
 pub use spec::{Filter, Map, Plan, Reduce, Split, SplitBy};

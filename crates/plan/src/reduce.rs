@@ -66,7 +66,7 @@ const VALUE_REDUCTIONS: [(&str, &[&str]); 4] = [
 
 /// [`VALUE_REDUCTIONS`] in the order to suggest them: those a word of `task` starts
 /// with one of their words first, then the rest as listed.
-fn value_reductions(task: &str) -> Vec<&'static str> {
+pub(crate) fn value_reductions(task: &str) -> Vec<&'static str> {
     let words: Vec<String> = task
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)

@@ -466,6 +466,116 @@ fn an_answer_before_any_plan_has_a_result_is_refused_once() {
     );
 }
 
+/// 100 records, `label=payments` in 3 of every 10, `label=fraud` in the rest.
+fn labelled_records() -> String {
+    (0..100)
+        .map(|i| {
+            let label = if i % 10 < 3 { "payments" } else { "fraud" };
+            format!("record {i}: label={label}\n")
+        })
+        .collect()
+}
+
+/// A `--env ENV` run of `task` over [`labelled_records`] whose root model follows
+/// `script`; it must succeed. The mock and the answer printed.
+fn run_on_records(env: &str, task: &str, script: MockScript) -> (MockLlmThread, String) {
+    let sb = Sandbox::new();
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let context = sb.file("records.txt", labelled_records());
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", task, "--model", "mock", "--no-stream", "--env", env])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .arg("--context")
+        .arg(&context)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (mock, String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+#[test]
+fn leaves_asked_to_count_a_field_and_the_worked_example_summarized_are_refused() {
+    // The after-tools-2 reading: a right filter on a field and leaves asked the task's
+    // "how many"; each guessed. Refused with the exact plan, which then runs. And
+    // after-plan-8: the worked example's question given to ctx_summarize.
+    let task = "How many records have label=payments? Answer with a number.";
+    let asked = map_reduce_call(serde_json::json!({
+        "filter": {"regex": "label=payments"},
+        "map": {"ask": "How many records have label=payments?"},
+        "reduce": {"op": "sum"},
+    }));
+    let summarized = MockToolCall::new(
+        "ctx_summarize",
+        serde_json::json!({
+            "variable": "context",
+            "instruction": "How many failed payments are listed? Answer with a number.",
+        }),
+    );
+    let counted = map_reduce_call(serde_json::json!({
+        "map": {"count": "label=payments"},
+        "reduce": {"op": "sum"},
+    }));
+    let script = calls_then_answer([asked, summarized, counted], "30");
+    let (mock, answer) = run_on_records("tools", task, script);
+    assert_eq!(answer, "30");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "no leaf and no summary was asked");
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains("`map.ask` asks each piece \"how many\"")
+            && refused.contains(
+                r#""label=payments" your filter already picks: map {"count": "label=payments"}, reduce {"op": "sum"}"#
+            ),
+        "{refused}"
+    );
+    let refused = requests[2].message_texts().join("\n");
+    assert!(
+        refused.contains("ctx_summarize failed: the instruction is the worked example's question"),
+        "{refused}"
+    );
+    let counted = requests[3].message_texts().join("\n");
+    assert!(counted.contains("30\n(plan: "), "{counted}");
+}
+
+#[test]
+fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
+    // The after-tools-2 reading's item 4: the right extract, reduced by `count` (596,
+    // how many labels there were) for "which label appears most".
+    let task = "Which label appears in the most records? Answer with the label only.";
+    let plan = |reduce: Value| {
+        map_reduce_call(serde_json::json!({
+            "map": {"extract": "label=(\\w+)"},
+            "reduce": reduce,
+        }))
+    };
+    let script = calls_then_answer(
+        [
+            plan(serde_json::json!({"op": "count"})),
+            plan(serde_json::json!({"op": "top_k", "k": 1})),
+        ],
+        "fraud",
+    );
+    let (mock, answer) = run_on_records("plan", task, script);
+    assert_eq!(answer, "fraud");
+    let requests = mock.control().requests();
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains("`count` makes one number of them")
+            && refused.contains(r#"for the most frequent use {"op": "top_k", "k": 1}"#),
+        "{refused}"
+    );
+    let ranked = requests[2].message_texts().join("\n");
+    assert!(ranked.contains("fraud (70)"), "{ranked}");
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it
 /// is gone.
 fn peak_rss_kib(pid: u32) -> Option<u64> {

@@ -597,10 +597,12 @@ fn to_json(value: impl serde::Serialize) -> Result<Value, HostError> {
 impl Host for RunHost {
     async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
         match call {
-            HostCall::LlmQuery(args) => self
-                .llm_query(&args, CallPurpose::LlmQuery)
-                .await
-                .map(Value::String),
+            HostCall::LlmQuery(args) => {
+                super::example::check_prompt(&args.prompt, &self.settings.task)?;
+                self.llm_query(&args, CallPurpose::LlmQuery)
+                    .await
+                    .map(Value::String)
+            }
             HostCall::LlmQueryParallel { prompts } => self.llm_query_parallel(prompts).await,
             HostCall::Summarize { text, max_tokens } => {
                 // A summary of a text too long for one call is a summary of its
@@ -614,7 +616,10 @@ impl Host for RunHost {
                     .await
                     .map(Value::String)
             }
-            HostCall::SubRlm(args) => self.sub_rlm(&args).await.map(Value::String),
+            HostCall::SubRlm(args) => {
+                super::example::check_prompt(&args.query, &self.settings.task)?;
+                self.sub_rlm(&args).await.map(Value::String)
+            }
             HostCall::SubRlmParallel { jobs } => self.sub_rlm_parallel(jobs).await,
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,

@@ -16,11 +16,11 @@ use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::{HostError, PlanArgs};
 use serde_json::{json, Value};
 
+use super::example;
 use super::serve::RunHost;
 use super::sub_fit;
 use crate::events::{EventData, PlanRecord, PlanStage};
 
-mod example;
 mod execute;
 mod price;
 mod steps;
@@ -171,6 +171,7 @@ impl RunHost {
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
         example::check(example::Asking::Plan(&plan), &self.settings.task).map_err(refused)?;
+        rlm_plan::task_fit::check(&plan, &self.settings.task).map_err(refused)?;
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {

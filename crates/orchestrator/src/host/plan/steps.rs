@@ -16,10 +16,10 @@ use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::example::{self, Asking};
 use super::price::Origin;
 use super::{keep_passing, nesting_of_map, refused, RecordFilter, Source};
 use crate::events::PlanStage;
+use crate::host::example::{self, Asking};
 use crate::host::serve::RunHost;
 
 /// Tokens a split with no size leaves beside each piece for the instruction that will

@@ -4,10 +4,11 @@
 //! whatever the task (the second reading of docs/eval.md: two plans of three, for
 //! tasks about labels and amounts). Its leaves then answer a question nobody asked and
 //! the reduction adds up their noise. Such a plan is refused before any call, naming
-//! the field, unless the task itself is about failed payments.
+//! the field, unless the task itself is about failed payments; so is a sub-call
+//! (`ctx_summarize`, `llm_query`, `sub_rlm`) that asks it.
 
 use rlm_plan::{Filter, Map, Plan, PlanError};
-use rlm_protocol::host_call::PLAN_EXAMPLE_ASK;
+use rlm_protocol::host_call::{HostError, PLAN_EXAMPLE_ASK};
 
 /// The advice given with the refusal: what to write instead.
 const INSTEAD: &str = "ask each piece what this task needs from it, in the task's own words — or, when the task names a pattern (a word, a key=value), use a map with no model: {\"count\": PATTERN} counts its matches and {\"extract\": PATTERN} lists them (the first group when it has one), both exact";
@@ -35,6 +36,19 @@ pub(super) fn check(asking: Asking<'_>, task: &str) -> Result<(), PlanError> {
         Asking::Filter(filter) => field_of_filter(filter, ""),
     };
     field.map_or(Ok(()), |field| Err(PlanError::Shape(refusal(field))))
+}
+
+/// Refuses a sub-call whose prompt asks the worked example's question — the
+/// instruction of `ctx_summarize`, the prompt of `llm_query`, the query of `sub_rlm`:
+/// the local model gave the example's question to `ctx_summarize` too (docs/eval.md,
+/// after-plan-8) — unless the task is the example's own.
+pub(super) fn check_prompt(prompt: &str, task: &str) -> Result<(), HostError> {
+    if about_the_example(task) || !is_the_example(prompt) {
+        return Ok(());
+    }
+    Err(HostError::RespondToModel(format!(
+        "the instruction is the worked example's question ({PLAN_EXAMPLE_ASK:?}), copied from the instructions; it is not about this task. Instead, ask what this task needs, in the task's own words"
+    )))
 }
 
 fn refusal(field: String) -> String {
@@ -111,6 +125,17 @@ mod tests {
 
     const LABEL_TASK: &str =
         "How many records in the context have label=payments? Answer with a number.";
+
+    #[test]
+    fn a_sub_call_asking_the_example_is_refused_unless_the_task_is_about_it() {
+        let refused = check_prompt(PLAN_EXAMPLE_ASK, LABEL_TASK).expect_err("refused");
+        assert!(
+            refused.to_string().contains("in the task's own words"),
+            "{refused}"
+        );
+        assert!(check_prompt("How many records have label=payments?", LABEL_TASK).is_ok());
+        assert!(check_prompt(PLAN_EXAMPLE_ASK, "Count the failed payments.").is_ok());
+    }
 
     #[test]
     fn the_example_copied_word_for_word_is_refused_naming_the_field() {

@@ -1,0 +1,324 @@
+//! Plans whose shape cannot give the kind of answer their task asks for, refused
+//! before any call with the plan that can. Both were seen in the after-tools-2 reading
+//! (docs/eval.md), where a 1.5B model wrote plans through `ctx_map_reduce`:
+//!
+//! - an `ask` map that asks every piece "how many…" while a filter (or the question
+//!   itself) already names what to count: each leaf read a 3 300-token piece and
+//!   answered "3", and the sum of the leaves' guesses was the answer. A `count` map of
+//!   that pattern is exact and asks no model.
+//! - an `extract` map reduced by `count` (or `sum`, `min`, `max`) for a task that asks
+//!   which value is the most frequent, how many are distinct, or how many pairs share
+//!   one: the plan answered how many values there were (596) instead of which.
+//!
+//! The checks read only the plan and the task's words; a plan they do not recognise
+//! runs as written.
+
+use crate::condition;
+use crate::reduce::value_reductions;
+use crate::spec::{Filter, Map, Plan, Reduce};
+use crate::PlanError;
+
+/// Refuses `plan` when its map or reduction cannot answer `task`, saying which plan
+/// can.
+pub fn check(plan: &Plan, task: &str) -> Result<(), PlanError> {
+    if let Some(refusal) = counting_ask(plan, task) {
+        return Err(PlanError::Shape(refusal));
+    }
+    if let Some(refusal) = extract_reduced_as_a_number(plan, task) {
+        return Err(PlanError::Shape(refusal));
+    }
+    Ok(())
+}
+
+/// The refusal of an `ask` map that asks each piece to count what a pattern names
+/// exactly: a filter on a field (`label=payments`, `year > 2000`), or a `key=value` in
+/// the question or the task. A filter on a plain word (`payment`) may keep more than
+/// the question counts ("failed payments", said in many ways): that ask runs.
+fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
+    let Map::Ask(question) = &plan.map else {
+        return None;
+    };
+    if !asks_a_count(question) {
+        return None;
+    }
+    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let (pattern, whence) = match &plan.filter {
+        Some(Filter::Regex(pattern)) if key_value(pattern) == Some(pattern.trim()) => {
+            (pattern.trim().to_owned(), "your filter already picks")
+        }
+        Some(Filter::Where(text)) => (
+            condition::field_of(text)?.to_owned(),
+            "names the field of the records your filter keeps",
+        ),
+        Some(Filter::Ask(_)) => return None,
+        Some(Filter::Regex(_)) | None => (
+            key_value(question).or_else(|| key_value(task))?.to_owned(),
+            "the task names",
+        ),
+    };
+    let lead = "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)";
+    if mentions(task, &["pair"]) || mentions(question, &["pair"]) {
+        let key = shared_key(task).unwrap_or("KEY");
+        return Some(format!(
+            "{lead}. For how many pairs share a value, list the values with no model and let the reduction count the pairs: map {{\"extract\": {}}}, reduce {{\"op\": \"pairs\"}} (keep your filter)",
+            json(&format!("{key}=(\\w+)"))
+        ));
+    }
+    Some(format!(
+        "{lead}. {} {whence}: map {{\"count\": {}}}, reduce {{\"op\": \"sum\"}} counts its matches exactly, with no model call",
+        json(&pattern),
+        json(&pattern)
+    ))
+}
+
+/// The refusal of an `extract` reduced to a number where the task asks about the
+/// values themselves (the most frequent, the distinct ones, the pairs).
+fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
+    let Map::Extract(_) = &plan.map else {
+        return None;
+    };
+    let op = match plan.reduce {
+        Reduce::Count => "count",
+        Reduce::Sum => "sum",
+        Reduce::Min => "min",
+        Reduce::Max => "max",
+        _ => return None,
+    };
+    if !mentions(
+        task,
+        &["most", "frequent", "common", "distinct", "unique", "pair"],
+    ) {
+        return None;
+    }
+    Some(format!(
+        "the extract gives values, and `{op}` makes one number of them, which is not what this task asks: {}",
+        value_reductions(task).join("; ")
+    ))
+}
+
+/// True when `question` asks for a count: "how many…", "count…", "the number of…".
+fn asks_a_count(question: &str) -> bool {
+    let words = words(question);
+    words.first().is_some_and(|w| w == "count")
+        || words.windows(2).any(|pair| {
+            matches!(
+                (pair[0].as_str(), pair[1].as_str()),
+                ("how", "many") | ("number", "of")
+            )
+        })
+}
+
+/// True when a word of `text` starts with one of `stems`.
+fn mentions(text: &str, stems: &[&str]) -> bool {
+    words(text)
+        .iter()
+        .any(|word| stems.iter().any(|stem| word.starts_with(stem)))
+}
+
+/// The field two items share, as a task names it: the word after "same" ("live in the
+/// same city" → `city`).
+fn shared_key(task: &str) -> Option<&str> {
+    let mut words = task.split(|c: char| !c.is_alphanumeric() && c != '_');
+    words.find(|w| w.eq_ignore_ascii_case("same"))?;
+    words.find(|w| !w.is_empty())
+}
+
+/// The first `key=value` token of `text` (`label=payments`): what a count map counts
+/// exactly.
+fn key_value(text: &str) -> Option<&str> {
+    text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '=' | '_' | '.' | '-')))
+        .map(|token| token.trim_matches(|c| c == '.' || c == '-'))
+        .find(|token| {
+            token.split_once('=').is_some_and(|(key, value)| {
+                key.starts_with(|c: char| c.is_alphabetic())
+                    && !value.is_empty()
+                    && !value.contains('=')
+            })
+        })
+}
+
+/// The lower-case words of `text`.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(json: &str) -> Plan {
+        Plan::from_json(json).expect("a valid plan")
+    }
+
+    fn refusal(json: &str, task: &str) -> Option<String> {
+        check(&plan(json), task).err().map(|e| e.to_string())
+    }
+
+    const LABEL_COUNT: &str =
+        "How many records in the context have label=payments? Answer with a number.";
+    const MOST: &str =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+
+    #[test]
+    fn an_ask_map_counting_what_its_filter_picks_is_told_the_count_map() {
+        // The after-tools-2 reading's item 0, as the model wrote it.
+        let text = refusal(
+            r#"{"input": "context", "filter": {"regex": "label=payments"},
+                "map": {"ask": "How many records have label=payments?"},
+                "reduce": {"op": "sum"}}"#,
+            LABEL_COUNT,
+        )
+        .expect("refused");
+        assert!(
+            text.contains(r#"map {"count": "label=payments"}, reduce {"op": "sum"}"#),
+            "{text}"
+        );
+        assert!(text.contains("your filter already picks"), "{text}");
+    }
+
+    #[test]
+    fn without_a_filter_the_question_s_key_value_is_the_pattern() {
+        let text = refusal(
+            r#"{"input": "context", "map": {"ask": "Count the records with label=fraud."},
+                "reduce": {"op": "sum"}}"#,
+            "How many records have label=fraud?",
+        )
+        .expect("refused");
+        assert!(text.contains(r#"{"count": "label=fraud"}"#), "{text}");
+    }
+
+    #[test]
+    fn under_a_where_filter_its_field_is_counted() {
+        let text = refusal(
+            r#"{"input": "context", "filter": {"where": "year > 2000"},
+                "map": {"ask": "How many persons are listed?"}, "reduce": {"op": "sum"}}"#,
+            "How many persons were born after 2000?",
+        )
+        .expect("refused");
+        assert!(text.contains(r#"{"count": "year"}"#), "{text}");
+    }
+
+    #[test]
+    fn a_counting_ask_for_pairs_is_told_the_pairs_recipe_with_the_shared_field() {
+        // The after-tools-2 reading's pairs item 0: a right filter, the whole question.
+        let text = refusal(
+            r#"{"input": "context", "filter": {"where": "year > 2000"},
+                "map": {"ask": "How many pairs of persons live in the same city?"},
+                "reduce": {"op": "sum"}}"#,
+            PAIRS,
+        )
+        .expect("refused");
+        assert!(
+            text.contains(r#"map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn asks_that_name_nothing_to_count_or_do_not_count_run() {
+        // Nothing a pattern could count: the model reads.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "map": {"ask": "How many essays argue for startups?"},
+                    "reduce": {"op": "sum"}}"#,
+                "How many essays argue for startups?",
+            ),
+            None
+        );
+        // Not a count.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "filter": {"regex": "label=fraud"},
+                    "map": {"ask": "Which user is named?"}, "reduce": {"op": "union"}}"#,
+                "Which users have label=fraud?",
+            ),
+            None
+        );
+        // The worked example: a filter on a word keeps more than the question counts.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "filter": {"regex": "payment"},
+                    "map": {"ask": "How many failed payments are listed? Answer with a number."},
+                    "reduce": {"op": "sum"}}"#,
+                "How many failed payments are listed?",
+            ),
+            None
+        );
+        // A yes/no filter asks a model per piece: nothing to count exactly.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "filter": {"ask": "Is it about money?"},
+                    "map": {"ask": "How many amounts?"}, "reduce": {"op": "sum"}}"#,
+                "How many amounts?",
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn an_extract_counted_for_a_which_most_task_is_told_top_k_first() {
+        // The after-tools-2 reading's item 4: the right extract, counted.
+        let text = refusal(
+            r#"{"input": "context", "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "count"}}"#,
+            MOST,
+        )
+        .expect("refused");
+        assert!(text.contains("`count` makes one number"), "{text}");
+        let advice = text.split_once(": ").map(|(_, a)| a).unwrap_or_default();
+        assert!(
+            advice.contains(r#"for the most frequent use {"op": "top_k", "k": 1}"#),
+            "{text}"
+        );
+        assert!(
+            text.find("top_k") < text.find(r#"{"op": "count"}"#),
+            "the task's reduction first: {text}"
+        );
+    }
+
+    #[test]
+    fn an_extract_summed_for_a_sum_task_runs() {
+        let sum = "What is the sum of the amount fields of the records with label=shipping?";
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "filter": {"regex": "label=shipping"},
+                    "map": {"extract": "amount=(\\d+)"}, "reduce": {"op": "sum"}}"#,
+                sum,
+            ),
+            None
+        );
+        // The right plans of the other kinds run too.
+        for (json, task) in [
+            (
+                r#"{"input": "context", "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "top_k", "k": 1}}"#,
+                MOST,
+            ),
+            (
+                r#"{"input": "context", "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+                PAIRS,
+            ),
+            (
+                r#"{"input": "context", "map": {"count": "label=payments"}, "reduce": {"op": "sum"}}"#,
+                LABEL_COUNT,
+            ),
+        ] {
+            assert_eq!(refusal(json, task), None, "{json}");
+        }
+    }
+
+    #[test]
+    fn key_values_are_read_out_of_prose() {
+        assert_eq!(key_value(LABEL_COUNT), Some("label=payments"));
+        assert_eq!(key_value("lines with status=500."), Some("status=500"));
+        assert_eq!(key_value("a = b, x==y"), None);
+    }
+
+    #[test]
+    fn the_shared_field_is_the_word_after_same() {
+        assert_eq!(shared_key(PAIRS), Some("city"));
+        assert_eq!(shared_key("How many pairs share a user?"), None);
+    }
+}
