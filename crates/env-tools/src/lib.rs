@@ -13,7 +13,8 @@
 //! result naming it ([`catalog`]); the same call with the same arguments a third time is
 //! not run again — the result says it repeats an earlier one and gives that result;
 //! `--tools` limits what is offered; under `--env plan` an answer before any plan has
-//! given a result is refused once ([`plan_gate`]). No process is started.
+//! given a result is refused once, and under `--env tools` one right after a failed plan
+//! ([`plan_gate`]). No process is started.
 //!
 //! Models without native tool calling write calls as text ([`text_protocol`]).
 
@@ -157,7 +158,7 @@ pub struct ToolsEnv {
     history: Vec<HistoryEntry>,
     /// Calls seen: (tool, canonical arguments) → how many times, and the first result.
     seen: HashMap<(String, String), (u32, ToolOutcome)>,
-    /// `--env plan`: whether an answer now would be a guess ([`plan_gate`]).
+    /// Whether an answer now would be a guess ([`plan_gate`]).
     gate: plan_gate::PlanGate,
 }
 
@@ -254,12 +255,13 @@ impl ToolBox for ToolsEnv {
             .then(|| text_protocol::reply_schema(&self.tools))
     }
 
-    /// Under `--env plan`, an answer before any plan has given a result, once a run.
+    /// Under `--env plan`, an answer before any plan has given a result; under `--env
+    /// tools`, one right after a failed plan; each once a run.
     fn refuse_answer(&mut self) -> Option<String> {
         if self.plan_only {
             self.gate.refuse_guess()
         } else {
-            None
+            self.gate.refuse_after_failed_plan()
         }
     }
 

@@ -5,6 +5,12 @@
 //! Such an answer — a `final_answer` call or `FINAL(...)` — is refused once a run,
 //! with the last plan's error repeated; a second one is taken (a run must be able to
 //! end, and the forced last answer is never asked about).
+//!
+//! Under `--env tools` the model reads with grep and slice as well, so an answer with
+//! no plan result is not a guess by itself; but an answer given right after a refused
+//! or failed plan is: the local model answered `0` at once when its counting plan was
+//! refused with the exact plan to write (docs/eval.md, after-tools-3). That answer is
+//! refused once a run the same way ([`PlanGate::refuse_after_failed_plan`]).
 
 use rlm_env::ToolOutcome;
 
@@ -31,6 +37,25 @@ impl PlanGate {
             self.answered = true;
             self.last_failure = None;
         }
+    }
+
+    /// Under `--env tools`: why a final answer now would be a guess — the last plan
+    /// failed and no plan has given a result since (at most once a run).
+    pub fn refuse_after_failed_plan(&mut self) -> Option<String> {
+        if self.last_failure.is_none() || self.refused {
+            return None;
+        }
+        self.refused = true;
+        let error: String = self
+            .last_failure
+            .as_deref()
+            .unwrap_or_default()
+            .chars()
+            .take(ERROR_SHOWN_CHARS)
+            .collect();
+        Some(format!(
+            "Answer not taken: your last plan failed and no plan has given a result since, so this answer would be a guess. The plan's error: {error}\nWrite that plan again as the error says and call ctx_map_reduce with it; then answer from its result."
+        ))
     }
 
     /// Why a final answer now would be a guess (at most once a run).
@@ -78,5 +103,29 @@ mod tests {
         answered.saw_plan(&ToolOutcome::result("42"));
         answered.saw_plan(&ToolOutcome::error("failed again"));
         assert!(answered.refuse_guess().is_none(), "a plan gave a result");
+    }
+
+    #[test]
+    fn under_tools_only_an_answer_right_after_a_failed_plan_is_refused_once() {
+        // No plan yet: grep and slice may have given the answer.
+        assert!(PlanGate::default().refuse_after_failed_plan().is_none());
+        let mut fixed = PlanGate::default();
+        fixed.saw_plan(&ToolOutcome::error("refused"));
+        fixed.saw_plan(&ToolOutcome::result("51"));
+        assert!(
+            fixed.refuse_after_failed_plan().is_none(),
+            "a later plan ran"
+        );
+
+        let mut gate = PlanGate::default();
+        gate.saw_plan(&ToolOutcome::error(
+            "ctx_map_reduce failed: use map {\"count\": \"label=payments\"}",
+        ));
+        let refusal = gate.refuse_after_failed_plan().expect("refused");
+        assert!(
+            refusal.contains("The plan's error: ctx_map_reduce failed: use map {\"count\": \"label=payments\"}\nWrite that plan again"),
+            "{refusal}"
+        );
+        assert!(gate.refuse_after_failed_plan().is_none(), "only once a run");
     }
 }

@@ -546,6 +546,33 @@ fn leaves_asked_to_count_a_field_and_the_worked_example_summarized_are_refused()
 }
 
 #[test]
+fn under_tools_an_answer_right_after_a_refused_plan_is_sent_back_once() {
+    // The after-tools-3 reading's item 0: refused with the exact plan, the model
+    // answered 0 at once. The guess goes back with the plan's error; the plan is
+    // written again and its result answered.
+    let task = "How many records have label=payments? Answer with a number.";
+    let asked = map_reduce_call(serde_json::json!({
+        "filter": {"regex": "label=payments"},
+        "map": {"ask": "How many records have label=payments?"},
+        "reduce": {"op": "sum"},
+    }));
+    let counted = map_reduce_call(serde_json::json!({
+        "map": {"count": "label=payments"},
+        "reduce": {"op": "sum"},
+    }));
+    let script = one_call_a_reply([asked, final_answer_call("0"), counted])
+        .then(MockReply::tool_calls("", [final_answer_call("30")]));
+    let (mock, answer) = run_on_records("tools", task, script);
+    assert_eq!(answer, "30");
+    let sent_back = mock.control().requests()[2].message_texts().join("\n");
+    assert!(
+        sent_back.contains("Answer not taken: your last plan failed")
+            && sent_back.contains(r#"The plan's error: ctx_map_reduce failed: the plan cannot run as written: `map.ask` asks each piece"#),
+        "{sent_back}"
+    );
+}
+
+#[test]
 fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
     // The after-tools-2 reading's item 4: the right extract, reduced by `count` (596,
     // how many labels there were) for "which label appears most".
