@@ -465,6 +465,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_summary_asked_to_count_a_key_value_points_to_the_count_plan() {
+        let instruction =
+            json!({"variable": "context", "instruction": "How many lines match 'label=shipping'"});
+        let (_dir, mut env) = env_with("label=shipping\n", 0, MicroTool::ALL.to_vec());
+        let refused = env
+            .call_tool(&call("ctx_summarize", instruction.clone()))
+            .await
+            .unwrap();
+        assert!(refused.is_error);
+        assert!(
+            refused
+                .content
+                .contains(r#"map {"count": "label=shipping"}, reduce {"op": "sum"}"#),
+            "{}",
+            refused.content
+        );
+        // Without ctx_map_reduce there is no better tool: the summary is asked.
+        let (_dir, mut env) = env_with(
+            "label=shipping\n",
+            0,
+            vec![MicroTool::Summarize, MicroTool::FinalAnswer],
+        );
+        let asked = env
+            .call_tool(&call("ctx_summarize", instruction))
+            .await
+            .unwrap();
+        assert!(!asked.is_error, "{}", asked.content);
+    }
+
+    #[tokio::test]
     async fn a_variable_too_large_for_one_call_is_summarized_by_a_nested_run() {
         // sub_context_chars is 1000: `notes` fits, `context` (6000 characters) does not.
         let (_dir, mut env) = env_with(&"x".repeat(6_000), 0, MicroTool::ALL.to_vec());

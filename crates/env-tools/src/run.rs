@@ -232,6 +232,9 @@ impl ToolsEnv {
             Ok(args) => args,
             Err(error) => return Ok(ToolOutcome::error(error.to_string())),
         };
+        if let Some(refusal) = self.count_instead_of_summary(&args.instruction) {
+            return Ok(ToolOutcome::error(refusal));
+        }
         let source = match self.source(&args.variable) {
             Ok(source) => source,
             Err(error) => return Ok(ToolOutcome::error(error.to_string())),
@@ -301,6 +304,21 @@ impl ToolsEnv {
             ))),
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }
+    }
+
+    /// Why `ctx_summarize` should not answer `instruction`: it asks how many times a
+    /// `key=value` occurs, which a summary guesses (the local model asked it so and was
+    /// told "1 line" of 36, docs/eval.md after-tools-3) and a `count` plan counts
+    /// exactly — when `ctx_map_reduce` is offered.
+    fn count_instead_of_summary(&self, instruction: &str) -> Option<String> {
+        if !self.tools.contains(&MicroTool::MapReduce) {
+            return None;
+        }
+        let pattern = rlm_plan::task_fit::counted_pattern(instruction)?;
+        let pattern = serde_json::to_string(pattern).unwrap_or_default();
+        Some(format!(
+            "ctx_summarize does not count: a summary of the text guesses how many. Count {pattern} exactly with ctx_map_reduce, map {{\"count\": {pattern}}}, reduce {{\"op\": \"sum\"}} (no model call)"
+        ))
     }
 
     /// `ctx_map_reduce`: the plan goes to the orchestrator, over the variable's key.

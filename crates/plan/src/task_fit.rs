@@ -96,6 +96,15 @@ fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
     ))
 }
 
+/// The `key=value` that `question` asks to count ("How many lines match
+/// 'label=shipping'?" → `label=shipping`), when it asks for a count of one: what a
+/// `count` map counts exactly, where a model reading would guess.
+pub fn counted_pattern(question: &str) -> Option<&str> {
+    asks_a_count(question)
+        .then(|| key_value(question))
+        .flatten()
+}
+
 /// True when `question` asks for a count: "how many…", "count…", "the number of…".
 fn asks_a_count(question: &str) -> bool {
     let words = words(question);
@@ -314,6 +323,16 @@ mod tests {
         assert_eq!(key_value(LABEL_COUNT), Some("label=payments"));
         assert_eq!(key_value("lines with status=500."), Some("status=500"));
         assert_eq!(key_value("a = b, x==y"), None);
+    }
+
+    #[test]
+    fn the_counted_pattern_is_a_key_value_in_a_counting_question() {
+        assert_eq!(
+            counted_pattern("How many lines match 'label=shipping'"),
+            Some("label=shipping")
+        );
+        assert_eq!(counted_pattern("List the lines with label=shipping"), None);
+        assert_eq!(counted_pattern("How many lines mention shipping?"), None);
     }
 
     #[test]
