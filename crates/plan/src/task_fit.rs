@@ -10,6 +10,9 @@
 //!   which value is the most frequent, how many are distinct, or how many pairs share
 //!   one: the plan answered how many values there were (596) instead of which.
 //!
+//! - a `count` of a field's name for a task that asks for the sum of that field: it
+//!   counted the records (36) instead of adding their amounts.
+//!
 //! The checks read only the plan and the task's words; a plan they do not recognise
 //! runs as written.
 
@@ -27,7 +30,33 @@ pub fn check(plan: &Plan, task: &str) -> Result<(), PlanError> {
     if let Some(refusal) = extract_reduced_as_a_number(plan, task) {
         return Err(PlanError::Shape(refusal));
     }
+    if let Some(refusal) = count_for_a_sum(plan, task) {
+        return Err(PlanError::Shape(refusal));
+    }
     Ok(())
+}
+
+/// The refusal of a `count` of a field's name for a task that asks for the sum of the
+/// field's values: it counts the records that have the field (after-tools-3: `{"count":
+/// "amount"}` gave 36 records for "the sum of the amount fields").
+fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
+    let Map::Count(pattern) = &plan.map else {
+        return None;
+    };
+    let field = pattern.trim().trim_end_matches(['=', ':']);
+    let is_name = !field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let task_words = words(task);
+    let named = task_words.iter().any(|w| *w == field.to_lowercase());
+    // "The total number of error lines" asks for a count.
+    if !is_name || !named || !mentions(task, &["sum", "total"]) || asks_a_count(task) {
+        return None;
+    }
+    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    Some(format!(
+        "`map.count` {} counts the records that name the field, not the sum of its values this task asks for: list the values with map {{\"extract\": {}}} and add them with reduce {{\"op\": \"sum\"}} (keep your filter)",
+        json(pattern),
+        json(&format!("{field}=(\\d+)"))
+    ))
 }
 
 /// The refusal of an `ask` map that asks each piece to count what a pattern names
@@ -285,6 +314,39 @@ mod tests {
         assert!(
             text.find("top_k") < text.find(r#"{"op": "count"}"#),
             "the task's reduction first: {text}"
+        );
+    }
+
+    #[test]
+    fn a_count_of_a_field_for_its_sum_is_told_the_extract() {
+        // The after-tools-3 reading's item 2, as the model wrote it.
+        let sum = "What is the sum of the amount fields of the records with label=shipping? Answer with a number.";
+        let text = refusal(
+            r#"{"input": "context", "filter": {"regex": "label=shipping"},
+                "map": {"count": "amount"}, "reduce": {"op": "sum"}}"#,
+            sum,
+        )
+        .expect("refused");
+        assert!(
+            text.contains(
+                r#"map {"extract": "amount=(\\d+)"} and add them with reduce {"op": "sum"}"#
+            ),
+            "{text}"
+        );
+        // A count of what the task counts runs.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "map": {"count": "label=shipping"}, "reduce": {"op": "sum"}}"#,
+                "How many records have label=shipping?",
+            ),
+            None
+        );
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "map": {"count": "error"}, "reduce": {"op": "sum"}}"#,
+                "What is the total number of error lines?",
+            ),
+            None
         );
     }
 
