@@ -78,8 +78,6 @@ impl Condition {
     }
 }
 
-/// The clauses of `text`, split at `and` (any case, between spaces) and `&&`; empty
-/// parts dropped.
 /// The field the first clause of the condition `text` compares (`year` of `year > 2000
 /// and bytes < 10`), when it parses.
 pub fn field_of(text: &str) -> Option<&str> {
@@ -92,6 +90,8 @@ pub fn field_of(text: &str) -> Option<&str> {
     Some(first[..at].trim().trim_matches(|c| c == '"' || c == '\''))
 }
 
+/// The clauses of `text`, split at `and` (any case, between spaces) and `&&`; empty
+/// parts dropped.
 fn split_clauses(text: &str) -> Result<Vec<&str>, String> {
     let joiner = Regex::new(r"(?i)\s+and\s+|&&")
         .map_err(|e| format!("the condition's joiner did not compile ({e})"))?;

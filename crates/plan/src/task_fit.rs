@@ -1,6 +1,6 @@
 //! Plans whose shape cannot give the kind of answer their task asks for, refused
-//! before any call with the plan that can. Both were seen in the after-tools-2 reading
-//! (docs/eval.md), where a 1.5B model wrote plans through `ctx_map_reduce`:
+//! before any call with the plan that can. Each was seen in the after-tools-2 or -3
+//! reading (docs/eval.md), where a 1.5B model wrote plans through `ctx_map_reduce`:
 //!
 //! - an `ask` map that asks every piece "how many…" while a filter (or the question
 //!   itself) already names what to count: each leaf read a 3 300-token piece and
@@ -9,7 +9,6 @@
 //! - an `extract` map reduced by `count` (or `sum`, `min`, `max`) for a task that asks
 //!   which value is the most frequent, how many are distinct, or how many pairs share
 //!   one: the plan answered how many values there were (596) instead of which.
-//!
 //! - a `count` of a field's name for a task that asks for the sum of that field: it
 //!   counted the records (36) instead of adding their amounts.
 //!
@@ -34,29 +33,6 @@ pub fn check(plan: &Plan, task: &str) -> Result<(), PlanError> {
         return Err(PlanError::Shape(refusal));
     }
     Ok(())
-}
-
-/// The refusal of a `count` of a field's name for a task that asks for the sum of the
-/// field's values: it counts the records that have the field (after-tools-3: `{"count":
-/// "amount"}` gave 36 records for "the sum of the amount fields").
-fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
-    let Map::Count(pattern) = &plan.map else {
-        return None;
-    };
-    let field = pattern.trim().trim_end_matches(['=', ':']);
-    let is_name = !field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_');
-    let task_words = words(task);
-    let named = task_words.iter().any(|w| *w == field.to_lowercase());
-    // "The total number of error lines" asks for a count.
-    if !is_name || !named || !mentions(task, &["sum", "total"]) || asks_a_count(task) {
-        return None;
-    }
-    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
-    Some(format!(
-        "`map.count` {} counts the records that name the field, not the sum of its values this task asks for: list the values with map {{\"extract\": {}}} and add them with reduce {{\"op\": \"sum\"}} (keep your filter)",
-        json(pattern),
-        json(&format!("{field}=(\\d+)"))
-    ))
 }
 
 /// The refusal of an `ask` map that asks each piece to count what a pattern names
@@ -122,6 +98,29 @@ fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
     Some(format!(
         "the extract gives values, and `{op}` makes one number of them, which is not what this task asks: {}",
         value_reductions(task).join("; ")
+    ))
+}
+
+/// The refusal of a `count` of a field's name for a task that asks for the sum of the
+/// field's values: it counts the records that have the field (after-tools-3: `{"count":
+/// "amount"}` gave 36 records for "the sum of the amount fields").
+fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
+    let Map::Count(pattern) = &plan.map else {
+        return None;
+    };
+    let field = pattern.trim().trim_end_matches(['=', ':']);
+    let is_name = !field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_');
+    let task_words = words(task);
+    let named = task_words.iter().any(|w| *w == field.to_lowercase());
+    // "The total number of error lines" asks for a count.
+    if !is_name || !named || !mentions(task, &["sum", "total"]) || asks_a_count(task) {
+        return None;
+    }
+    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    Some(format!(
+        "`map.count` {} counts the records that name the field, not the sum of its values this task asks for: list the values with map {{\"extract\": {}}} and add them with reduce {{\"op\": \"sum\"}} (keep your filter)",
+        json(pattern),
+        json(&format!("{field}=(\\d+)"))
     ))
 }
 
