@@ -46,15 +46,10 @@ impl PlanGate {
             return None;
         }
         self.refused = true;
-        let error: String = self
-            .last_failure
-            .as_deref()
-            .unwrap_or_default()
-            .chars()
-            .take(ERROR_SHOWN_CHARS)
-            .collect();
+        let error = self.last_failure.as_deref().unwrap_or_default();
         Some(format!(
-            "Answer not taken: your last plan failed and no plan has given a result since, so this answer would be a guess. The plan's error: {error}\nWrite that plan again as the error says and call ctx_map_reduce with it; then answer from its result."
+            "Answer not taken: your last plan failed and no plan has given a result since, so this answer would be a guess. The plan's error: {}; then answer from its result.",
+            write_again(error)
         ))
     }
 
@@ -65,16 +60,19 @@ impl PlanGate {
         }
         self.refused = true;
         let what_next = match &self.last_failure {
-            Some(error) => {
-                let shown: String = error.chars().take(ERROR_SHOWN_CHARS).collect();
-                format!("Your last plan failed: {shown}\nWrite that plan again as the error says and call ctx_map_reduce with it")
-            }
+            Some(error) => format!("Your last plan failed: {}", write_again(error)),
             None => "Call ctx_map_reduce with a plan first".to_owned(),
         };
         Some(format!(
             "Answer not taken: no plan has given a result in this run, so this answer would be a guess. {what_next}; then answer from its result."
         ))
     }
+}
+
+/// The start of a failed plan's `error`, and what to do with it.
+fn write_again(error: &str) -> String {
+    let shown: String = error.chars().take(ERROR_SHOWN_CHARS).collect();
+    format!("{shown}\nWrite that plan again as the error says and call ctx_map_reduce with it")
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod reduce;
 pub mod spec;
 pub mod split;
 pub mod task_fit;
+pub mod words;
 
 pub use error::PlanError;
 pub use spec::{Filter, Map, Plan, Reduce, Split, SplitBy};

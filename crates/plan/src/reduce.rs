@@ -67,18 +67,9 @@ const VALUE_REDUCTIONS: [(&str, &[&str]); 4] = [
 /// [`VALUE_REDUCTIONS`] in the order to suggest them: those a word of `task` starts
 /// with one of their words first, then the rest as listed.
 pub(crate) fn value_reductions(task: &str) -> Vec<&'static str> {
-    let words: Vec<String> = task
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .collect();
-    let called = |triggers: &[&str]| {
-        words
-            .iter()
-            .any(|w| triggers.iter().any(|t| w.starts_with(t)))
-    };
     let mut order: Vec<(&'static str, bool)> = VALUE_REDUCTIONS
         .iter()
-        .map(|(text, triggers)| (*text, called(triggers)))
+        .map(|(text, triggers)| (*text, crate::words::mentions(task, triggers)))
         .collect();
     // Stable: the called ones first, each group in the listed order.
     order.sort_by_key(|(_, called)| !called);

@@ -15,9 +15,10 @@
 //! The checks read only the plan and the task's words; a plan they do not recognise
 //! runs as written.
 
-use crate::condition;
+use crate::condition::Condition;
 use crate::reduce::value_reductions;
 use crate::spec::{Filter, Map, Plan, Reduce};
+use crate::words::{mentions, words};
 use crate::PlanError;
 
 /// Refuses `plan` when its map or reduction cannot answer `task`, saying which plan
@@ -52,7 +53,7 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
             (pattern.trim().to_owned(), "your filter already picks")
         }
         Some(Filter::Where(text)) => (
-            condition::field_of(text)?.to_owned(),
+            Condition::parse(text).ok()?.field().to_owned(),
             "names the field of the records your filter keeps",
         ),
         Some(Filter::Ask(_)) => return None,
@@ -110,8 +111,7 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
     };
     let field = pattern.trim().trim_end_matches(['=', ':']);
     let is_name = !field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_');
-    let task_words = words(task);
-    let named = task_words.iter().any(|w| *w == field.to_lowercase());
+    let named = words(task).any(|w| w == field.to_lowercase());
     // "The total number of error lines" asks for a count.
     if !is_name || !named || !mentions(task, &["sum", "total"]) || asks_a_count(task) {
         return None;
@@ -135,7 +135,7 @@ pub fn counted_pattern(question: &str) -> Option<&str> {
 
 /// True when `question` asks for a count: "how many…", "count…", "the number of…".
 fn asks_a_count(question: &str) -> bool {
-    let words = words(question);
+    let words: Vec<String> = words(question).collect();
     words.first().is_some_and(|w| w == "count")
         || words.windows(2).any(|pair| {
             matches!(
@@ -143,13 +143,6 @@ fn asks_a_count(question: &str) -> bool {
                 ("how", "many") | ("number", "of")
             )
         })
-}
-
-/// True when a word of `text` starts with one of `stems`.
-fn mentions(text: &str, stems: &[&str]) -> bool {
-    words(text)
-        .iter()
-        .any(|word| stems.iter().any(|stem| word.starts_with(stem)))
 }
 
 /// The field two items share, as a task names it: the word after "same" ("live in the
@@ -172,14 +165,6 @@ fn key_value(text: &str) -> Option<&str> {
                     && !value.contains('=')
             })
         })
-}
-
-/// The lower-case words of `text`.
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_lowercase)
-        .collect()
 }
 
 #[cfg(test)]

@@ -41,14 +41,25 @@ pub(crate) fn script(code: &str) -> MockScript {
 
 pub(crate) fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
     let context = sb.file("app.log", log());
+    run_task(sb, mock, "count the errors", &context, extra)
+}
+
+/// `run TASK` over the file `context` against `mock`, with `extra` flags.
+fn run_task(
+    sb: &Sandbox,
+    mock: &MockLlmThread,
+    task: &str,
+    context: &std::path::Path,
+    extra: &[&str],
+) -> Output {
     sb.bare()
         .arg("--data-dir")
         .arg(sb.data_dir())
-        .args(["run", "count the errors", "--model", "mock", "--no-stream"])
+        .args(["run", task, "--model", "mock", "--no-stream"])
         .arg("--base-url")
         .arg(mock.control().openai_base_url())
         .arg("--context")
-        .arg(&context)
+        .arg(context)
         .args(extra)
         .output()
         .unwrap()
@@ -482,17 +493,7 @@ fn run_on_records(env: &str, task: &str, script: MockScript) -> (MockLlmThread, 
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
     let context = sb.file("records.txt", labelled_records());
-    let out = sb
-        .bare()
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args(["run", task, "--model", "mock", "--no-stream", "--env", env])
-        .arg("--base-url")
-        .arg(mock.control().openai_base_url())
-        .arg("--context")
-        .arg(&context)
-        .output()
-        .unwrap();
+    let out = run_task(&sb, &mock, task, &context, &["--env", env]);
     assert!(
         out.status.success(),
         "{}",
@@ -543,6 +544,34 @@ fn leaves_asked_to_count_a_field_and_the_worked_example_summarized_are_refused()
     );
     let counted = requests[3].message_texts().join("\n");
     assert!(counted.contains("30\n(plan: "), "{counted}");
+}
+
+#[test]
+fn every_sub_call_refuses_the_worked_example_s_question() {
+    // One refusal at the sub-call itself: llm_query one at a time or in parallel, and
+    // sub_rlm, whatever calls them (code, a micro-tool, a plan's leaf).
+    let code = "q = 'How many failed payments are listed? Answer with a number.'\nprint(llm_query_parallel([q, ('How many lines say error?', 'line 1: error')]))\ntry:\n    llm_query(q)\nexcept Exception as e:\n    print('llm_query:', e)\ntry:\n    sub_rlm(q)\nexcept Exception as e:\n    print('sub_rlm:', e)";
+    let (_sb, mock, printed) = run_code(code, &[]);
+    let refusal = "the instruction is the worked example";
+    assert!(
+        printed.contains(&format!("[llm_query error: {refusal}"))
+            && printed.contains(&format!("llm_query: {refusal}"))
+            && printed.contains(&format!("sub_rlm: {refusal}")),
+        "{printed}"
+    );
+    // The other prompt of the parallel call was asked; the example's never was.
+    let asked: Vec<String> = mock
+        .control()
+        .requests()
+        .iter()
+        .filter_map(|r| r.last_user_message())
+        .collect();
+    assert!(asked
+        .iter()
+        .any(|m| m.starts_with("How many lines say error?")));
+    assert!(!asked
+        .iter()
+        .any(|m| m.starts_with("How many failed payments")));
 }
 
 #[test]

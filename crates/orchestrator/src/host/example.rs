@@ -7,6 +7,7 @@
 //! the field, unless the task itself is about failed payments; so is a sub-call
 //! (`ctx_summarize`, `llm_query`, `sub_rlm`) that asks it.
 
+use rlm_plan::words::words;
 use rlm_plan::{Filter, Map, Plan, PlanError};
 use rlm_protocol::host_call::{HostError, PLAN_EXAMPLE_ASK};
 
@@ -88,22 +89,17 @@ fn is_the_example(text: &str) -> bool {
     let question = PLAN_EXAMPLE_ASK
         .split_once('?')
         .map_or(PLAN_EXAMPLE_ASK, |(question, _)| question);
-    words(text).starts_with(&words(question))
+    // Only as many words of `text` as the question has are read: a prompt may be long.
+    let question: Vec<String> = words(question).collect();
+    let start: Vec<String> = words(text).take(question.len()).collect();
+    start == question
 }
 
 /// True when the task is itself about failed payments: then the example's question may
 /// well be the right one.
 fn about_the_example(task: &str) -> bool {
-    let task = words(task).join(" ");
+    let task = words(task).collect::<Vec<_>>().join(" ");
     task.contains("failed payment")
-}
-
-/// The lower-case words of `text`.
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_lowercase)
-        .collect()
 }
 
 #[cfg(test)]

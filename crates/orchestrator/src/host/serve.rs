@@ -99,6 +99,8 @@ impl RunHost {
         args: &PromptArgs,
         purpose: CallPurpose,
     ) -> Result<String, HostError> {
+        // Every sub-call, one or in parallel, from code, a tool or a plan's leaf.
+        super::example::check_prompt(&args.prompt, &self.settings.task)?;
         let context = args
             .context
             .as_ref()
@@ -284,6 +286,7 @@ impl RunHost {
     /// `sub_rlm`: a child `rlm-orchestrate run` one level deeper, unless this run is at
     /// the maximum depth (or children are disabled): then one plain sub-model call.
     pub(super) async fn sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
+        super::example::check_prompt(&args.query, &self.settings.task)?;
         let lineage = &self.settings.lineage;
         let Some(launcher) = self
             .settings
@@ -597,12 +600,10 @@ fn to_json(value: impl serde::Serialize) -> Result<Value, HostError> {
 impl Host for RunHost {
     async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
         match call {
-            HostCall::LlmQuery(args) => {
-                super::example::check_prompt(&args.prompt, &self.settings.task)?;
-                self.llm_query(&args, CallPurpose::LlmQuery)
-                    .await
-                    .map(Value::String)
-            }
+            HostCall::LlmQuery(args) => self
+                .llm_query(&args, CallPurpose::LlmQuery)
+                .await
+                .map(Value::String),
             HostCall::LlmQueryParallel { prompts } => self.llm_query_parallel(prompts).await,
             HostCall::Summarize { text, max_tokens } => {
                 // A summary of a text too long for one call is a summary of its
@@ -616,10 +617,7 @@ impl Host for RunHost {
                     .await
                     .map(Value::String)
             }
-            HostCall::SubRlm(args) => {
-                super::example::check_prompt(&args.query, &self.settings.task)?;
-                self.sub_rlm(&args).await.map(Value::String)
-            }
+            HostCall::SubRlm(args) => self.sub_rlm(&args).await.map(Value::String),
             HostCall::SubRlmParallel { jobs } => self.sub_rlm_parallel(jobs).await,
             HostCall::SpawnAgent(job) => self.spawn_agent(&job).await,
             HostCall::SpawnAgents { jobs } => self.spawn_agents(jobs).await,
