@@ -495,6 +495,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_summary_asked_to_count_for_a_sum_task_points_to_the_sum_plan() {
+        // The after-tools-4 reading's item 2: the model asked how many lines match, the
+        // task asks for the sum of a field of those lines.
+        let (_dir, mut env) = env_with("label=shipping amount=3\n", 0, MicroTool::ALL.to_vec());
+        env.config.query =
+            "What is the sum of the amount fields of the records with label=shipping?".into();
+        let refused = env
+            .call_tool(&call(
+                "ctx_summarize",
+                json!({"variable": "context", "instruction": "How many lines match 'label=shipping'"}),
+            ))
+            .await
+            .unwrap();
+        assert!(refused.is_error);
+        assert!(
+            refused.content.contains(
+                r#"filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#
+            ),
+            "{}",
+            refused.content
+        );
+    }
+
+    #[tokio::test]
     async fn a_variable_too_large_for_one_call_is_summarized_by_a_nested_run() {
         // sub_context_chars is 1000: `notes` fits, `context` (6000 characters) does not.
         let (_dir, mut env) = env_with(&"x".repeat(6_000), 0, MicroTool::ALL.to_vec());

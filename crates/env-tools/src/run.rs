@@ -308,16 +308,16 @@ impl ToolsEnv {
 
     /// Why `ctx_summarize` should not answer `instruction`: it asks how many times a
     /// `key=value` occurs, which a summary guesses (the local model asked it so and was
-    /// told "1 line" of 36, docs/eval.md after-tools-3) and a `count` plan counts
-    /// exactly — when `ctx_map_reduce` is offered.
+    /// told "1 line" of 36, docs/eval.md after-tools-3) and a plan answers exactly —
+    /// when `ctx_map_reduce` is offered. The plan named is the one the run's task asks
+    /// for, not the question's: a count, or the sum of a field of the counted records.
     fn count_instead_of_summary(&self, instruction: &str) -> Option<String> {
         if !self.tools.contains(&MicroTool::MapReduce) {
             return None;
         }
-        let pattern = rlm_plan::task_fit::counted_pattern(instruction)?;
-        let pattern = serde_json::to_string(pattern).unwrap_or_default();
+        let plan = rlm_plan::task_fit::exact_plan_for_count(instruction, &self.config.query)?;
         Some(format!(
-            "ctx_summarize does not count: a summary of the text guesses how many. Count {pattern} exactly with ctx_map_reduce, map {{\"count\": {pattern}}}, reduce {{\"op\": \"sum\"}} (no model call)"
+            "ctx_summarize does not count: a summary of the text guesses how many. Answer the task exactly with ctx_map_reduce, {plan} (no model call)"
         ))
     }
 

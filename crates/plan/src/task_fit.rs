@@ -11,6 +11,13 @@
 //!   one: the plan answered how many values there were (596) instead of which.
 //! - a `count` of a field's name for a task that asks for the sum of that field: it
 //!   counted the records (36) instead of adding their amounts.
+//! - an `ask` map under a filter whose regex already captures the values a task ranks
+//!   (`label=(\w+)` for "which label appears in the most records"): each leaf counted
+//!   the labels of its piece, and no reduction of those lists says which is the most
+//!   (after-tools-3, items 1 and 4). An `extract` of the filter's pattern lists them.
+//!
+//! The same reading of the task gives [`exact_plan_for_count`], the plan a "how many
+//! `key=value`" question should be answered with instead of a model's summary.
 //!
 //! The checks read only the plan and the task's words; a plan they do not recognise
 //! runs as written.
@@ -21,9 +28,18 @@ use crate::spec::{Filter, Map, Plan, Reduce};
 use crate::words::{mentions, words};
 use crate::PlanError;
 
+/// Words of a task that ask about the values themselves, not one number of them: the
+/// most frequent, the distinct ones, the pairs that share one.
+const ABOUT_THE_VALUES: [&str; 6] = ["most", "frequent", "common", "distinct", "unique", "pair"];
+
 /// Refuses `plan` when its map or reduction cannot answer `task`, saying which plan
 /// can.
 pub fn check(plan: &Plan, task: &str) -> Result<(), PlanError> {
+    // Before `counting_ask`: a leaf asked "how many label=fraud" under such a filter is
+    // still a ranking task, not a count.
+    if let Some(refusal) = ask_over_captured_values(plan, task) {
+        return Err(PlanError::Shape(refusal));
+    }
     if let Some(refusal) = counting_ask(plan, task) {
         return Err(PlanError::Shape(refusal));
     }
@@ -77,6 +93,24 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
     ))
 }
 
+/// The refusal of an `ask` map under a filter whose regex captures a value (`label=(\w+)`)
+/// when the task asks about the values themselves: the capture lists them exactly, and
+/// leaves' counts of them cannot be reduced to which is the most.
+fn ask_over_captured_values(plan: &Plan, task: &str) -> Option<String> {
+    let (Map::Ask(_), Some(Filter::Regex(pattern))) = (&plan.map, &plan.filter) else {
+        return None;
+    };
+    let captures = crate::pattern::compile(pattern).is_ok_and(|re| re.captures_len() > 1);
+    if !captures || !mentions(task, &ABOUT_THE_VALUES) {
+        return None;
+    }
+    let json = serde_json::to_string(pattern).unwrap_or_default();
+    Some(format!(
+        "`map.ask` has a model count the values in each piece, and no reduction of those counts says which value this task asks for. Your filter's group already captures the values: list them with no model, map {{\"extract\": {json}}} (no filter needed), then {}",
+        value_reductions(task).join("; ")
+    ))
+}
+
 /// The refusal of an `extract` reduced to a number where the task asks about the
 /// values themselves (the most frequent, the distinct ones, the pairs).
 fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
@@ -90,10 +124,7 @@ fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
         Reduce::Max => "max",
         _ => return None,
     };
-    if !mentions(
-        task,
-        &["most", "frequent", "common", "distinct", "unique", "pair"],
-    ) {
+    if !mentions(task, &ABOUT_THE_VALUES) {
         return None;
     }
     Some(format!(
@@ -124,13 +155,49 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
     ))
 }
 
+/// The plan that answers exactly what a question asking "how many" of a `key=value` was
+/// asked for, as the parts of a plan (`filter …, map …, reduce …`); `None` when
+/// `question` does not ask that. The `key=value` is counted with a `count` map, no
+/// model call — unless `task` asks for the sum of a field of those records: then they
+/// are the filter and the field's values are extracted and added (after-tools-4: told
+/// to count `label=shipping`, the model answered the count, 36, for "the sum of the
+/// amount fields").
+pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
+    let pattern = counted_pattern(question)?;
+    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    Some(match summed_field(task) {
+        Some(field) => format!(
+            "filter {{\"regex\": {}}}, map {{\"extract\": {}}}, reduce {{\"op\": \"sum\"}}",
+            json(pattern),
+            json(&format!("{field}=(\\d+)"))
+        ),
+        None => format!(
+            "map {{\"count\": {}}}, reduce {{\"op\": \"sum\"}}",
+            json(pattern)
+        ),
+    })
+}
+
 /// The `key=value` that `question` asks to count ("How many lines match
 /// 'label=shipping'?" → `label=shipping`), when it asks for a count of one: what a
 /// `count` map counts exactly, where a model reading would guess.
-pub fn counted_pattern(question: &str) -> Option<&str> {
+fn counted_pattern(question: &str) -> Option<&str> {
     asks_a_count(question)
         .then(|| key_value(question))
         .flatten()
+}
+
+/// The field whose values `task` asks to add: the first word after "sum" or "total"
+/// that names something ("the sum of the amount fields" → `amount`); `None` when the
+/// task asks for a count ("the total number of lines").
+fn summed_field(task: &str) -> Option<String> {
+    const FILLER: [&str; 8] = ["of", "the", "all", "a", "an", "values", "value", "numbers"];
+    if asks_a_count(task) {
+        return None;
+    }
+    let mut words = words(task);
+    words.find(|w| w == "sum" || w == "total")?;
+    words.find(|w| !FILLER.contains(&w.as_str()))
 }
 
 /// True when `question` asks for a count: "how many…", "count…", "the number of…".
@@ -379,6 +446,86 @@ mod tests {
         );
         assert_eq!(counted_pattern("List the lines with label=shipping"), None);
         assert_eq!(counted_pattern("How many lines mention shipping?"), None);
+    }
+
+    #[test]
+    fn an_ask_over_a_filter_that_captures_the_values_is_told_to_extract_them() {
+        // The after-tools-3 reading's items 1 and 4, as the model wrote them.
+        for question in [
+            "How many times does fraud appear?",
+            "How many times does each label appear?",
+            // A count of one key=value under such a filter is still a ranking task.
+            "How many records have label=fraud?",
+        ] {
+            let json = format!(
+                r#"{{"input": "context", "filter": {{"regex": "label=(\\w+)"}},
+                    "map": {{"ask": "{question}"}}, "reduce": {{"op": "sum"}}}}"#
+            );
+            let text = refusal(&json, MOST).expect("refused");
+            assert!(
+                text.contains(r#"map {"extract": "label=(\\w+)"} (no filter needed), then for the most frequent use {"op": "top_k", "k": 1}"#),
+                "{question}: {text}"
+            );
+        }
+        // Without a group, or for a task that asks one number, the ask runs (or meets
+        // the other checks).
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "filter": {"regex": "label"},
+                    "map": {"ask": "Which label is named?"}, "reduce": {"op": "union"}}"#,
+                MOST,
+            ),
+            None
+        );
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "filter": {"regex": "amount=(\\d+)"},
+                    "map": {"ask": "What is the largest amount?"}, "reduce": {"op": "max"}}"#,
+                "What is the largest amount?",
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn the_exact_plan_for_a_count_question_follows_the_task() {
+        let question = "How many lines match 'label=shipping'";
+        assert_eq!(
+            exact_plan_for_count(question, "How many records have label=shipping?").as_deref(),
+            Some(r#"map {"count": "label=shipping"}, reduce {"op": "sum"}"#)
+        );
+        // The after-tools-4 reading's item 2: the model asked the count, the task a sum.
+        assert_eq!(
+            exact_plan_for_count(
+                question,
+                "What is the sum of the amount fields of the records with label=shipping? Answer with a number."
+            )
+            .as_deref(),
+            Some(
+                r#"filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#
+            )
+        );
+        assert_eq!(
+            exact_plan_for_count("Summarise label=shipping", "Sum the amounts"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_summed_field_is_the_first_name_after_sum_or_total() {
+        assert_eq!(
+            summed_field("What is the sum of the amount fields?").as_deref(),
+            Some("amount")
+        );
+        assert_eq!(
+            summed_field("The total of the values of price, please").as_deref(),
+            Some("price")
+        );
+        assert_eq!(
+            summed_field("What is the total number of error lines?"),
+            None
+        );
+        assert_eq!(summed_field("Which label is the most common?"), None);
     }
 
     #[test]

@@ -632,6 +632,81 @@ fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
     assert!(ranked.contains("fraud (70)"), "{ranked}");
 }
 
+#[test]
+fn leaves_asked_to_count_what_the_filter_captures_are_told_to_extract_it() {
+    // The after-tools-3 reading's items 1 and 4: a filter capturing the label and
+    // leaves asked to count each label, for "which label appears most". Refused before
+    // any leaf is asked, with the extract of the filter's pattern and top_k.
+    let task = "Which label appears in the most records? Answer with the label only.";
+    let asked = map_reduce_call(serde_json::json!({
+        "filter": {"regex": "label=(\\w+)"},
+        "map": {"ask": "How many times does each label appear?"},
+        "reduce": {"op": "sum"},
+    }));
+    let ranked = map_reduce_call(serde_json::json!({
+        "map": {"extract": "label=(\\w+)"},
+        "reduce": {"op": "top_k", "k": 1},
+    }));
+    let (mock, answer) = run_on_records("tools", task, calls_then_answer([asked, ranked], "fraud"));
+    assert_eq!(answer, "fraud");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "no leaf was asked");
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains(r#"map {"extract": "label=(\\w+)"} (no filter needed), then for the most frequent use {"op": "top_k", "k": 1}"#),
+        "{refused}"
+    );
+    assert!(requests[2]
+        .message_texts()
+        .join("\n")
+        .contains("fraud (70)"));
+}
+
+#[test]
+fn a_summary_asked_to_count_for_a_sum_task_is_told_the_sum_plan() {
+    // The after-tools-4 reading's item 2: ctx_summarize asked how many lines match the
+    // label, for the sum of those records' amounts; told to count, the model answered
+    // the count. The refusal names the plan of the task's sum, which then runs.
+    let task = "What is the sum of the amount fields of the records with label=shipping? Answer with a number.";
+    let records: String = (0..40)
+        .map(|i| {
+            let label = if i % 4 == 0 { "shipping" } else { "billing" };
+            format!("record {i}: label={label} amount={}\n", i + 1)
+        })
+        .collect();
+    let summarized = MockToolCall::new(
+        "ctx_summarize",
+        serde_json::json!({"variable": "context", "instruction": "How many lines match 'label=shipping'"}),
+    );
+    let summed = map_reduce_call(serde_json::json!({
+        "filter": {"regex": "label=shipping"},
+        "map": {"extract": "amount=(\\d+)"},
+        "reduce": {"op": "sum"},
+    }));
+    let sb = Sandbox::new();
+    let mock =
+        MockLlm::spawn_blocking_thread(calls_then_answer([summarized, summed], "190")).unwrap();
+    let context = sb.file("records.txt", records);
+    let out = run_task(&sb, &mock, task, &context, &["--env", "tools"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "no summary was asked");
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains(r#"ctx_map_reduce, filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#),
+        "{refused}"
+    );
+    // 1 + 5 + … + 37: the amounts of records 0, 4, …, 36.
+    assert!(requests[2]
+        .message_texts()
+        .join("\n")
+        .contains("190\n(plan: "));
+}
+
 /// The peak resident memory of process `pid` so far (`VmHWM`), in KiB; `None` once it
 /// is gone.
 fn peak_rss_kib(pid: u32) -> Option<u64> {
