@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::bare_final::{self, BareFinal};
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
@@ -107,6 +108,11 @@ pub(super) async fn run(
             continue;
         }
         let outcome = env.execute(&code.code).await?;
+        // Read before this block's output joins the run's: the word must have been
+        // printed by an earlier block.
+        let bare = outcome.error.as_deref().and_then(|error| {
+            bare_final::read(&code.code, error, ran.values().map(|(_, out)| out.as_str()))
+        });
         let shaped = shape_output(
             &outcome.combined_output(),
             max_output_chars,
@@ -146,6 +152,14 @@ pub(super) async fn run(
                     "SUBMIT was rejected: the payload does not match the output schema:\n{errors}\nFix it and call SUBMIT again."
                 )),
             },
+            None => {}
+        }
+        match bare {
+            Some(BareFinal::Answer(word)) => {
+                turn.final_answer = Some(outcome_of(word, AnswerSource::Final, None));
+                return Ok(turn);
+            }
+            Some(BareFinal::Notice(text)) => turn.notices.push(text),
             None => {}
         }
     }

@@ -5,6 +5,7 @@
 //! `--env tools`, calls of the environment's tools (`tool_turn`); everything else —
 //! budgets, the trace, the forced last answer — is the same for both.
 
+mod bare_final;
 mod code_turn;
 mod compact;
 mod fit;
