@@ -291,6 +291,16 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
     }
 }
 
+/// The correction of a reply in prose that states `value`, the value the last block
+/// printed, without `FINAL`: the exact line to send, which a small model copies where
+/// it does not follow the general rule (Qwen2.5-Coder-1.5B wrote "The answer is 290."
+/// ten times after the general correction, docs/eval.md, the matrix reading).
+pub fn answer_in_prose(value: &str) -> String {
+    format!(
+        "Your message had no code to run and no final answer: an answer in a sentence is not taken. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code in a ```repl block."
+    )
+}
+
 /// The form of a reply a correction was given for, in words (`a bare fence`…), for
 /// the message that stops a run after repeated corrections.
 pub fn misfence_form(misfence: Option<&Misfence>) -> String {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::bare_final::{self, BareFinal};
+use super::prose_answer;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
@@ -29,9 +30,23 @@ pub(super) struct Step<'a> {
     pub ran: &'a mut RanBefore,
 }
 
-/// The blocks a run has executed (trimmed code → times run, last shaped output): the
-/// same code a third time is not run again ([`REPEAT_LIMIT`]).
-pub(super) type RanBefore = HashMap<String, (u32, String)>;
+/// What a run's blocks have done so far.
+#[derive(Debug, Default)]
+pub(super) struct RanBefore {
+    /// Trimmed code → times run, last shaped output: the same code a third time is not
+    /// run again ([`REPEAT_LIMIT`]).
+    blocks: HashMap<String, (u32, String)>,
+    /// The shaped output of the block that ran last: what a reply in prose after it
+    /// may be stating as the answer ([`prose_answer`]).
+    last_output: Option<String>,
+}
+
+impl RanBefore {
+    /// Nothing ran yet.
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+}
 
 /// The same block is run this many times; after that the model is shown the output it
 /// already had and told to change the code or answer. A small model that cannot find
@@ -93,7 +108,11 @@ pub(super) async fn run(
             code: code.code.clone(),
         }));
         let key = code.code.trim().to_owned();
-        if let Some((times, output)) = ran.get(&key).filter(|(times, _)| *times >= REPEAT_LIMIT) {
+        if let Some((times, output)) = ran
+            .blocks
+            .get(&key)
+            .filter(|(times, _)| *times >= REPEAT_LIMIT)
+        {
             repeats += 1;
             sink.emit(EventData::Exec(ExecRecord {
                 iteration,
@@ -111,7 +130,11 @@ pub(super) async fn run(
         // Read before this block's output joins the run's: the word must have been
         // printed by an earlier block.
         let bare = outcome.error.as_deref().and_then(|error| {
-            bare_final::read(&code.code, error, ran.values().map(|(_, out)| out.as_str()))
+            bare_final::read(
+                &code.code,
+                error,
+                ran.blocks.values().map(|(_, out)| out.as_str()),
+            )
         });
         let shaped = shape_output(
             &outcome.combined_output(),
@@ -129,7 +152,8 @@ pub(super) async fn run(
         }));
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
-        let entry = ran.entry(key).or_insert((0, String::new()));
+        ran.last_output = Some(shaped.clone());
+        let entry = ran.blocks.entry(key).or_insert((0, String::new()));
         *entry = (entry.0 + 1, shaped);
         if let Some(notice) = prompt::exec_notices(&outcome) {
             turn.notices.push(notice);
@@ -192,8 +216,15 @@ pub(super) async fn run(
         turn.notices.push(prompt::unclosed_final(name));
         turn.correction = Some(format!("an unclosed {name}("));
     } else if parsed.blocks.is_empty() && parsed.final_var.is_none() {
-        turn.notices
-            .push(prompt::correction(parsed.misfence.as_ref(), language));
+        let stated = parsed
+            .misfence
+            .is_none()
+            .then(|| prose_answer::stated(&parsed.transcript_text, ran.last_output.as_deref()?))
+            .flatten();
+        turn.notices.push(match stated {
+            Some(value) => prompt::answer_in_prose(value),
+            None => prompt::correction(parsed.misfence.as_ref(), language),
+        });
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)

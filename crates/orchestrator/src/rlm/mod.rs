@@ -9,6 +9,7 @@ mod bare_final;
 mod code_turn;
 mod compact;
 mod fit;
+mod prose_answer;
 mod tool_turn;
 
 pub use compact::WindowTooSmall;

@@ -1,0 +1,58 @@
+//! A reply in prose that states, as its answer, the value the last block printed
+//! ("The answer is 290." after `290`), with no `FINAL`: not an answer under the
+//! protocol, but its correction can name the exact line to send
+//! ([`crate::prompt::answer_in_prose`]) instead of the general rule, which a 1.5B model
+//! answered by running its code again and writing the sentence again until forced
+//! (docs/eval.md, the matrix reading: `pairs` items 0 and 2, `aggregate` item 1).
+
+/// The longest printed value a correction quotes: a number, a word or a short phrase.
+const MAX_VALUE_CHARS: usize = 80;
+
+/// The value `prose` states out of `last_output`, the last block's output: that output
+/// is one short line, and `prose` holds it with no letter or digit touching either end.
+pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
+    let value = last_output.trim();
+    if value.is_empty() || value.contains('\n') || value.chars().count() > MAX_VALUE_CHARS {
+        return None;
+    }
+    let touches = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
+    prose
+        .match_indices(value)
+        .any(|(at, _)| {
+            !touches(prose[..at].chars().next_back())
+                && !touches(prose[at + value.len()..].chars().next())
+        })
+        .then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentence_stating_the_printed_value_names_it() {
+        // The matrix reading's replies, as the model wrote them.
+        assert_eq!(stated("The answer is 290.", "290\n"), Some("290"));
+        assert_eq!(
+            stated(
+                "The label that appears in the most records of the context is `shipping`.",
+                "shipping"
+            ),
+            Some("shipping")
+        );
+        assert_eq!(stated("It is **95172**.", " 95172 "), Some("95172"));
+    }
+
+    #[test]
+    fn other_prose_and_other_outputs_name_nothing() {
+        // Part of a longer number or word is not the value.
+        assert_eq!(stated("The answer is 2901.", "290"), None);
+        assert_eq!(stated("shippingly done", "shipping"), None);
+        // Prose that does not state the printed value.
+        assert_eq!(stated("Let me look at the records first.", "290"), None);
+        // A long or many-line output is not one value.
+        assert_eq!(stated("see a\nb", "a\nb"), None);
+        assert_eq!(stated(&"x".repeat(100), &"x".repeat(90)), None);
+        assert_eq!(stated("anything", "  \n"), None);
+    }
+}
