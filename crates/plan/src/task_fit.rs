@@ -81,8 +81,16 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
     let lead = "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)";
     if mentions(task, &["pair"]) || mentions(question, &["pair"]) {
         let key = shared_key(task).unwrap_or("KEY");
+        // The whole plan, the model's own filter in it: told to "keep your filter", the
+        // model rebuilt the plan from step tools without it and counted the pairs of
+        // every record (after-tools-4, pairs items 0 and 4).
+        let filter = match &plan.filter {
+            Some(Filter::Where(text)) => format!("filter {{\"where\": {}}}, ", json(text)),
+            Some(Filter::Regex(pattern)) => format!("filter {{\"regex\": {}}}, ", json(pattern)),
+            Some(Filter::Ask(_)) | None => String::new(),
+        };
         return Some(format!(
-            "{lead}. For how many pairs share a value, list the values with no model and let the reduction count the pairs: map {{\"extract\": {}}}, reduce {{\"op\": \"pairs\"}} (keep your filter)",
+            "{lead}. For how many pairs share a value, list the values with no model and let the reduction count the pairs, in one plan: {filter}map {{\"extract\": {}}}, reduce {{\"op\": \"pairs\"}}",
             json(&format!("{key}=(\\w+)"))
         ));
     }
@@ -302,7 +310,9 @@ mod tests {
         )
         .expect("refused");
         assert!(
-            text.contains(r#"map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
+            text.contains(
+                r#"in one plan: filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#
+            ),
             "{text}"
         );
     }
