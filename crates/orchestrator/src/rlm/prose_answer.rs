@@ -9,20 +9,39 @@
 const MAX_VALUE_CHARS: usize = 80;
 
 /// The value `prose` states out of `last_output`, the last block's output: that output
-/// is one short line, and `prose` holds it with no letter or digit touching either end.
+/// is one short line, and `prose` holds it with no letter or digit touching either end
+/// — a number also when the prose groups its digits ("83,810" for `83810`).
 pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
     let value = last_output.trim();
     if value.is_empty() || value.contains('\n') || value.chars().count() > MAX_VALUE_CHARS {
         return None;
     }
+    (holds(prose, value) || holds(&ungrouped(prose), value)).then_some(value)
+}
+
+/// True when `text` holds `value` with no letter or digit touching either end.
+fn holds(text: &str, value: &str) -> bool {
     let touches = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
-    prose
-        .match_indices(value)
-        .any(|(at, _)| {
-            !touches(prose[..at].chars().next_back())
-                && !touches(prose[at + value.len()..].chars().next())
+    text.match_indices(value).any(|(at, _)| {
+        !touches(text[..at].chars().next_back())
+            && !touches(text[at + value.len()..].chars().next())
+    })
+}
+
+/// `text` with the commas that group digits taken out ("83,810" → "83810").
+fn ungrouped(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            let between_digits = i > 0
+                && chars[i - 1].is_ascii_digit()
+                && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+            !(c == ',' && between_digits)
         })
-        .then_some(value)
+        .map(|(_, &c)| c)
+        .collect()
 }
 
 #[cfg(test)]
@@ -41,12 +60,20 @@ mod tests {
             Some("shipping")
         );
         assert_eq!(stated("It is **95172**.", " 95172 "), Some("95172"));
+        // The after-format reading's pairs item 2: the digits grouped in the sentence.
+        assert_eq!(
+            stated("… born after 2000 is **83,810**.", "83810"),
+            Some("83810")
+        );
     }
 
     #[test]
     fn other_prose_and_other_outputs_name_nothing() {
         // Part of a longer number or word is not the value.
         assert_eq!(stated("The answer is 2901.", "290"), None);
+        assert_eq!(stated("The answer is 2,901.", "290"), None);
+        // A list's commas are not a number's.
+        assert_eq!(stated("Counts: 8, 3 and 1.", "83"), None);
         assert_eq!(stated("shippingly done", "shipping"), None);
         // Prose that does not state the printed value.
         assert_eq!(stated("Let me look at the records first.", "290"), None);
