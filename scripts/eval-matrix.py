@@ -22,6 +22,7 @@ long table with the cell's tokens, seconds, forced and failed answers and its so
 --svg writes a bar chart of the accuracies with their intervals as error bars.
 """
 
+import functools
 import json
 import math
 import os
@@ -75,14 +76,19 @@ def mean(values):
     return sum(present) / len(present) if present else None
 
 
+@functools.lru_cache(maxsize=None)
+def results_of(path):
+    """The rows of one results.json, read once however many cells it holds."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def read_cell(spec, base, length):
     """The cell a manifest entry names, from its results.json."""
     path = os.path.join(base, spec["results"])
-    with open(path, encoding="utf-8") as f:
-        rows = json.load(f)
     rows = [
         r
-        for r in rows
+        for r in results_of(path)
         if r["suite"] == spec["suite"]
         and r["length"] == length
         and r["arm"] == spec["source_arm"]

@@ -63,7 +63,6 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
     if !asks_a_count(question) {
         return None;
     }
-    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
     let (pattern, whence) = match &plan.filter {
         Some(Filter::Regex(pattern)) if key_value(pattern) == Some(pattern.trim()) => {
             (pattern.trim().to_owned(), "your filter already picks")
@@ -84,11 +83,11 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
         // The whole plan, the model's own filter in it: told to "keep your filter", the
         // model rebuilt the plan from step tools without it and counted the pairs of
         // every record (after-tools-4, pairs items 0 and 4).
-        let filter = match &plan.filter {
-            Some(Filter::Where(text)) => format!("filter {{\"where\": {}}}, ", json(text)),
-            Some(Filter::Regex(pattern)) => format!("filter {{\"regex\": {}}}, ", json(pattern)),
-            Some(Filter::Ask(_)) | None => String::new(),
-        };
+        let filter = plan
+            .filter
+            .as_ref()
+            .and_then(filter_part)
+            .map_or(String::new(), |part| format!("{part}, "));
         return Some(format!(
             "{lead}. For how many pairs share a value, list the values with no model and let the reduction count the pairs, in one plan: {filter}map {{\"extract\": {}}}, reduce {{\"op\": \"pairs\"}}",
             json(&format!("{key}=(\\w+)"))
@@ -112,9 +111,9 @@ fn ask_over_captured_values(plan: &Plan, task: &str) -> Option<String> {
     if !captures || !mentions(task, &ABOUT_THE_VALUES) {
         return None;
     }
-    let json = serde_json::to_string(pattern).unwrap_or_default();
     Some(format!(
-        "`map.ask` has a model count the values in each piece, and no reduction of those counts says which value this task asks for. Your filter's group already captures the values: list them with no model, map {{\"extract\": {json}}} (no filter needed), then {}",
+        "`map.ask` has a model count the values in each piece, and no reduction of those counts says which value this task asks for. Your filter's group already captures the values: list them with no model, map {{\"extract\": {}}} (no filter needed), then {}",
+        json(pattern),
         value_reductions(task).join("; ")
     ))
 }
@@ -155,7 +154,6 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
     if !is_name || !named || !mentions(task, &["sum", "total"]) || asks_a_count(task) {
         return None;
     }
-    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
     Some(format!(
         "`map.count` {} counts the records that name the field, not the sum of its values this task asks for: list the values with map {{\"extract\": {}}} and add them with reduce {{\"op\": \"sum\"}} (keep your filter)",
         json(pattern),
@@ -172,11 +170,10 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
 /// amount fields").
 pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
     let pattern = counted_pattern(question)?;
-    let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
     Some(match summed_field(task) {
         Some(field) => format!(
-            "filter {{\"regex\": {}}}, map {{\"extract\": {}}}, reduce {{\"op\": \"sum\"}}",
-            json(pattern),
+            "{}, map {{\"extract\": {}}}, reduce {{\"op\": \"sum\"}}",
+            filter_part(&Filter::Regex(pattern.to_owned())).unwrap_or_default(),
             json(&format!("{field}=(\\d+)"))
         ),
         None => format!(
@@ -184,6 +181,22 @@ pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
             json(pattern)
         ),
     })
+}
+
+/// `text` as a JSON string, as a plan holds it (`"label=(\\w+)"`).
+fn json(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// A filter as a refusal writes it into a plan (`filter {"where": "year > 2000"}`);
+/// `None` for an `ask` filter, which a refusal never repeats (it costs a model call a
+/// piece).
+fn filter_part(filter: &Filter) -> Option<String> {
+    match filter {
+        Filter::Where(text) => Some(format!("filter {{\"where\": {}}}", json(text))),
+        Filter::Regex(pattern) => Some(format!("filter {{\"regex\": {}}}", json(pattern))),
+        Filter::Ask(_) => None,
+    }
 }
 
 /// The `key=value` that `question` asks to count ("How many lines match

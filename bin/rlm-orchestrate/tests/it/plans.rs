@@ -490,9 +490,15 @@ fn labelled_records() -> String {
 /// A `--env ENV` run of `task` over [`labelled_records`] whose root model follows
 /// `script`; it must succeed. The mock and the answer printed.
 fn run_on_records(env: &str, task: &str, script: MockScript) -> (MockLlmThread, String) {
+    run_on(env, task, labelled_records(), script)
+}
+
+/// A `--env ENV` run of `task` over the text `records` whose root model follows
+/// `script`; it must succeed. The mock and the answer printed.
+fn run_on(env: &str, task: &str, records: String, script: MockScript) -> (MockLlmThread, String) {
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let context = sb.file("records.txt", labelled_records());
+    let context = sb.file("records.txt", records);
     let out = run_task(&sb, &mock, task, &context, &["--env", env]);
     assert!(
         out.status.success(),
@@ -683,16 +689,13 @@ fn a_summary_asked_to_count_for_a_sum_task_is_told_the_sum_plan() {
         "map": {"extract": "amount=(\\d+)"},
         "reduce": {"op": "sum"},
     }));
-    let sb = Sandbox::new();
-    let mock =
-        MockLlm::spawn_blocking_thread(calls_then_answer([summarized, summed], "190")).unwrap();
-    let context = sb.file("records.txt", records);
-    let out = run_task(&sb, &mock, task, &context, &["--env", "tools"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (mock, answer) = run_on(
+        "tools",
+        task,
+        records,
+        calls_then_answer([summarized, summed], "190"),
     );
+    assert_eq!(answer, "190");
     let requests = mock.control().requests();
     assert_eq!(requests.len(), 3, "no summary was asked");
     let refused = requests[1].message_texts().join("\n");

@@ -9,6 +9,8 @@
 //! (`FINAL(special_number)` with nothing printed). Otherwise the model is told how to
 //! write either.
 
+use super::prose_answer::stands_in;
+
 /// What a failed bare `FINAL(word)` block means.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum BareFinal {
@@ -36,7 +38,7 @@ pub(super) fn read<'a>(
     let printed = earlier_outputs
         .into_iter()
         .filter(|output| !failed(output))
-        .any(|output| has_word(output, word));
+        .any(|output| stands_in(output, word));
     Some(if printed {
         BareFinal::Answer(word.to_owned())
     } else {
@@ -70,12 +72,6 @@ fn failed(output: &str) -> bool {
     output.contains("Traceback (most recent call last)")
         || output.contains("Error:")
         || output.contains("is not defined")
-}
-
-/// True when `word` stands in `text` as a whole word.
-fn has_word(text: &str, word: &str) -> bool {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .any(|w| w == word)
 }
 
 #[cfg(test)]

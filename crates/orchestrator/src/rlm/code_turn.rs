@@ -216,11 +216,11 @@ pub(super) async fn run(
         turn.notices.push(prompt::unclosed_final(name));
         turn.correction = Some(format!("an unclosed {name}("));
     } else if parsed.blocks.is_empty() && parsed.final_var.is_none() {
-        let stated = parsed
-            .misfence
-            .is_none()
-            .then(|| prose_answer::stated(&parsed.transcript_text, ran.last_output.as_deref()?))
-            .flatten();
+        // A misfenced reply is code, not a sentence stating an answer.
+        let stated = match (&parsed.misfence, &ran.last_output) {
+            (None, Some(output)) => prose_answer::stated(&parsed.transcript_text, output),
+            _ => None,
+        };
         turn.notices.push(match stated {
             Some(value) => prompt::answer_in_prose(value),
             None => prompt::correction(parsed.misfence.as_ref(), language),

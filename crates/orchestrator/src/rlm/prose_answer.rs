@@ -16,12 +16,15 @@ pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
     if value.is_empty() || value.contains('\n') || value.chars().count() > MAX_VALUE_CHARS {
         return None;
     }
-    (holds(prose, value) || holds(&ungrouped(prose), value)).then_some(value)
+    (stands_in(prose, value) || stands_in(&ungrouped(prose), value)).then_some(value)
 }
 
-/// True when `text` holds `value` with no letter or digit touching either end.
-fn holds(text: &str, value: &str) -> bool {
-    let touches = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric());
+/// True when `text` holds `value` with no letter, digit or `_` touching either end
+/// (`loyalty` stands in "the most: loyalty (80)", not in "loyalty_2"): how a printed
+/// value is recognised in a reply, and a bare `FINAL(word)`'s word in an output
+/// ([`super::bare_final`]).
+pub(super) fn stands_in(text: &str, value: &str) -> bool {
+    let touches = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     text.match_indices(value).any(|(at, _)| {
         !touches(text[..at].chars().next_back())
             && !touches(text[at + value.len()..].chars().next())
