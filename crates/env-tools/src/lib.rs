@@ -300,8 +300,13 @@ impl ToolBox for ToolsEnv {
                     env: EnvKind::Tools,
                     message: error.to_string(),
                 })?;
-        if tool == MicroTool::MapReduce {
-            self.gate.saw_plan(&outcome);
+        match tool {
+            MicroTool::MapReduce => self.gate.saw_plan(&outcome),
+            // A plan built from the step tools ends in ctx_reduce: its result is a
+            // plan's result (after-tools-4 rebuilt a refused plan this way, and its
+            // answer was sent back as a guess).
+            MicroTool::Reduce if !outcome.is_error => self.gate.saw_plan(&outcome),
+            _ => {}
         }
         self.seen
             .entry(key)

@@ -29,7 +29,8 @@ pub(crate) struct PlanGate {
 }
 
 impl PlanGate {
-    /// Notes what a `ctx_map_reduce` call gave.
+    /// Notes what a `ctx_map_reduce` call gave, or a `ctx_reduce` call's result (the
+    /// end of a plan written one step at a time).
     pub fn saw_plan(&mut self, outcome: &ToolOutcome) {
         if outcome.is_error {
             self.last_failure = Some(outcome.content.clone());

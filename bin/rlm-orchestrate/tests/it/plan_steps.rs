@@ -6,7 +6,9 @@
 use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript, MockToolCall};
 use serde_json::{json, Value};
 
-use super::plans::{leaf_requests, plan_stages, printed, run, run_code, runs_show, LEAF};
+use super::plans::{
+    after_step, leaf_requests, plan_stages, printed, run, run_code, runs_show, LEAF,
+};
 use crate::support::Sandbox;
 
 /// The variable `key` of the sandbox's store, through `vars get`.
@@ -174,24 +176,15 @@ fn the_tools_environment_offers_the_steps_and_chains_them() {
         "ctx_split",
         json!({"variable": "context", "by": "lines", "size": 25}),
     );
-    let after = |marker: &'static str, prefix: &'static str, next: fn(String) -> MockToolCall| {
-        MockRule::function(format!("after {marker}"), move |request| {
-            // The last tool result (a state line follows it).
-            let texts = request.message_texts();
-            let last = texts.iter().rev().find(|t| !t.starts_with("State:"))?;
-            last.contains(marker)
-                .then(|| MockReply::tool_calls("", [next(key_in(last, prefix))]))
-        })
-    };
     let script = MockScript::new()
         .rule(MockRule::contains(LEAF, "7 errors"))
-        .rule(after("Next: ctx_map", "pieces-", |key| {
+        .rule(after_step("Next: ctx_map", "pieces-", |key| {
             MockToolCall::new("ctx_map", json!({"pieces": key, "ask": "How many errors are in this piece? Answer with a number."}))
         }))
-        .rule(after("Next: ctx_reduce", "results-", |key| {
+        .rule(after_step("Next: ctx_reduce", "results-", |key| {
             MockToolCall::new("ctx_reduce", json!({"results": key, "op": "sum"}))
         }))
-        .rule(after("(reduced from", "", |_| {
+        .rule(after_step("(reduced from", "", |_| {
             MockToolCall::new("final_answer", json!({"answer": "done"}))
         }))
         .then(MockReply::tool_calls("", [split]));
@@ -223,18 +216,6 @@ fn the_tools_environment_offers_the_steps_and_chains_them() {
         .system_prompt()
         .unwrap()
         .contains("The same, step by step"));
-}
-
-/// The first word of `text` that starts with `prefix` (a variable's key).
-fn key_in(text: &str, prefix: &str) -> String {
-    let Some(at) = text.rfind(prefix).filter(|_| !prefix.is_empty()) else {
-        return String::new();
-    };
-    text[at..]
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-        .next()
-        .unwrap()
-        .to_owned()
 }
 
 #[test]

@@ -181,6 +181,34 @@ pub(crate) fn leaf_requests(mock: &MockLlmThread) -> Vec<u64> {
 
 const PLAN: &str = "print(map_reduce(split={'by': 'lines', 'size': 10}, filter={'regex': 'error'}, map={'ask': 'How many errors are in this piece? Answer with a number.'}, reduce={'op': 'sum'}))\nprint(map_reduce.last)";
 
+/// A mock rule: when the last tool result contains `marker`, call `next` with the key
+/// starting with `prefix` that result names (the step's variable; keys are random).
+pub(crate) fn after_step(
+    marker: &'static str,
+    prefix: &'static str,
+    next: fn(String) -> MockToolCall,
+) -> MockRule {
+    MockRule::function(format!("after {marker}"), move |request| {
+        // The last tool result (a state line follows it).
+        let texts = request.message_texts();
+        let last = texts.iter().rev().find(|t| !t.starts_with("State:"))?;
+        last.contains(marker)
+            .then(|| MockReply::tool_calls("", [next(key_in(last, prefix))]))
+    })
+}
+
+/// The first word of `text` that starts with `prefix` (a variable's key).
+fn key_in(text: &str, prefix: &str) -> String {
+    let Some(at) = text.rfind(prefix).filter(|_| !prefix.is_empty()) else {
+        return String::new();
+    };
+    text[at..]
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 #[test]
 fn a_plan_asks_its_leaves_in_parallel_and_sums_them() {
     let (sb, mock, printed) = run_code(PLAN, &["--max-parallel", "4"]);
@@ -604,6 +632,51 @@ fn under_tools_an_answer_right_after_a_refused_plan_is_sent_back_once() {
         sent_back.contains("Answer not taken: your last plan failed")
             && sent_back.contains(r#"The plan's error: ctx_map_reduce failed: the plan cannot run as written: `map.ask` asks each piece"#),
         "{sent_back}"
+    );
+}
+
+#[test]
+fn under_tools_a_refused_plan_rebuilt_from_the_step_tools_is_a_result() {
+    // The after-tools-4 reading's pairs items 0 and 4: a refused plan written again
+    // with ctx_split, ctx_map and ctx_reduce; its answer was sent back as a guess,
+    // because only ctx_map_reduce counted as a plan. A ctx_reduce result counts.
+    let task = "How many records have label=payments? Answer with a number.";
+    let asked = map_reduce_call(serde_json::json!({
+        "filter": {"regex": "label=payments"},
+        "map": {"ask": "How many records have label=payments?"},
+        "reduce": {"op": "sum"},
+    }));
+    let split = MockToolCall::new(
+        "ctx_split",
+        serde_json::json!({"variable": "context", "by": "lines", "size": 25}),
+    );
+    let script = MockScript::new()
+        .rule(after_step("Next: ctx_map", "pieces-", |key| {
+            MockToolCall::new(
+                "ctx_map",
+                serde_json::json!({"pieces": key, "count": "label=payments"}),
+            )
+        }))
+        .rule(after_step("Next: ctx_reduce", "results-", |key| {
+            MockToolCall::new(
+                "ctx_reduce",
+                serde_json::json!({"results": key, "op": "sum"}),
+            )
+        }))
+        .rule(after_step("(reduced from", "", |_| final_answer_call("30")))
+        .then(MockReply::tool_calls("", [asked]))
+        .then(MockReply::tool_calls("", [split]));
+    let (mock, answer) = run_on_records("tools", task, script);
+    assert_eq!(answer, "30");
+    let requests = mock.control().requests();
+    let refused = requests[1].message_texts().join("\n");
+    assert!(refused.contains("`map.ask` asks each piece"), "{refused}");
+    assert_eq!(requests.len(), 5, "refused, split, map, reduce, answered");
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.message_texts().join("\n").contains("Answer not taken")),
+        "the answer after ctx_reduce was taken at once"
     );
 }
 
