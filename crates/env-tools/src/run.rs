@@ -353,8 +353,13 @@ impl ToolsEnv {
                     Value::String(text) => text.clone(),
                     other => other.to_string(),
                 };
+                // The orchestrator ran the plan a refusal named in place of one refused
+                // again ([`rlm_plan::task_fit::Refusal::exact`]): said first.
+                let note = reply["note"]
+                    .as_str()
+                    .map_or(String::new(), |note| format!("{note}\n"));
                 Ok(ToolOutcome::result(format!(
-                    "{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
+                    "{note}{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
                     reply["pieces"],
                     reply["kept"],
                     reply["calls"],

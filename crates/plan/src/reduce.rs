@@ -37,7 +37,7 @@ impl ReduceError {
             (Self::NeedsModel, _) => None,
             (Self::NoNumbers { .. }, Some(Map::Extract(_))) => Some(format!(
                 "the extract gave values, not numbers: {}",
-                value_reductions(task).join("; ")
+                value_reductions(task, None).join("; ")
             )),
             (Self::NoNumbers { .. }, _) => Some(
                 "ask the map for a number only, or reduce words with count, top_k, union or pairs"
@@ -47,33 +47,62 @@ impl ReduceError {
     }
 }
 
+/// A reduction of values: how a refusal suggests it, the words of a task that call for
+/// it, and the reduction itself.
+struct ValueReduction {
+    text: &'static str,
+    triggers: &'static [&'static str],
+    reduce: Reduce,
+}
+
 /// The reductions of values, each with the words of a task that call for it.
-const VALUE_REDUCTIONS: [(&str, &[&str]); 4] = [
-    ("to count them use {\"op\": \"count\"}", &[]),
-    (
-        "for the most frequent use {\"op\": \"top_k\", \"k\": 1}",
-        &["most", "frequent", "common"],
-    ),
-    (
-        "for each once use {\"op\": \"union\"}",
-        &["distinct", "unique"],
-    ),
-    (
-        "for how many pairs share one use {\"op\": \"pairs\"}",
-        &["pair"],
-    ),
+const VALUE_REDUCTIONS: [ValueReduction; 4] = [
+    ValueReduction {
+        text: "to count them use {\"op\": \"count\"}",
+        triggers: &[],
+        reduce: Reduce::Count,
+    },
+    ValueReduction {
+        text: "for the most frequent use {\"op\": \"top_k\", \"k\": 1}",
+        triggers: &["most", "frequent", "common"],
+        reduce: Reduce::TopK { k: 1 },
+    },
+    ValueReduction {
+        text: "for each once use {\"op\": \"union\"}",
+        triggers: &["distinct", "unique"],
+        reduce: Reduce::Union,
+    },
+    ValueReduction {
+        text: "for how many pairs share one use {\"op\": \"pairs\"}",
+        triggers: &["pair"],
+        reduce: Reduce::Pairs,
+    },
 ];
 
 /// [`VALUE_REDUCTIONS`] in the order to suggest them: those a word of `task` starts
-/// with one of their words first, then the rest as listed.
-pub(crate) fn value_reductions(task: &str) -> Vec<&'static str> {
+/// with one of their words first, then the rest as listed; without the `refused` one
+/// (a refusal of `count` that suggests `count` was written again as it was).
+pub(crate) fn value_reductions(task: &str, refused: Option<&Reduce>) -> Vec<&'static str> {
     let mut order: Vec<(&'static str, bool)> = VALUE_REDUCTIONS
         .iter()
-        .map(|(text, triggers)| (*text, crate::words::mentions(task, triggers)))
+        .filter(|v| Some(&v.reduce) != refused)
+        .map(|v| (v.text, crate::words::mentions(task, v.triggers)))
         .collect();
     // Stable: the called ones first, each group in the listed order.
     order.sort_by_key(|(_, called)| !called);
     order.into_iter().map(|(text, _)| text).collect()
+}
+
+/// The one reduction of values the words of `task` call for ("which label appears
+/// most" → `top_k` 1); `None` when they call for none or for several.
+pub(crate) fn called_value_reduction(task: &str) -> Option<Reduce> {
+    let mut called = VALUE_REDUCTIONS
+        .iter()
+        .filter(|v| !v.triggers.is_empty() && crate::words::mentions(task, v.triggers));
+    match (called.next(), called.next()) {
+        (Some(one), None) => Some(one.reduce.clone()),
+        _ => None,
+    }
 }
 
 /// Reduces `results` (in piece order) as `reduce` says.

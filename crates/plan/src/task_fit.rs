@@ -16,6 +16,11 @@
 //!   the labels of its piece, and no reduction of those lists says which is the most
 //!   (after-tools-3, items 1 and 4). An `extract` of the filter's pattern lists them.
 //!
+//! Where one plan answers the task exactly, a refusal carries it ([`Refusal::exact`]):
+//! the orchestrator runs it in place of the same refused plan written again (the
+//! local model repeated a refused plan word for word and then guessed, docs/eval.md,
+//! after-tools-7).
+//!
 //! The same reading of the task gives [`exact_plan_for_count`], the plan a "how many
 //! `key=value`" question should be answered with instead of a model's summary.
 //!
@@ -23,7 +28,7 @@
 //! runs as written.
 
 use crate::condition::Condition;
-use crate::reduce::value_reductions;
+use crate::reduce::{called_value_reduction, value_reductions};
 use crate::spec::{Filter, Map, Plan, Reduce};
 use crate::words::{mentions, words};
 use crate::PlanError;
@@ -32,31 +37,54 @@ use crate::PlanError;
 /// most frequent, the distinct ones, the pairs that share one.
 const ABOUT_THE_VALUES: [&str; 6] = ["most", "frequent", "common", "distinct", "unique", "pair"];
 
+/// Why a plan cannot answer its task, and the plan that can when there is exactly one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// What is wrong and what to write instead, for the model.
+    pub message: String,
+    /// The plan that answers the task exactly, where the refusal names one: the
+    /// refused plan with its map or reduction replaced, its input, split and (where
+    /// kept) filter as the model wrote them.
+    pub exact: Option<Plan>,
+}
+
+impl Refusal {
+    fn new(message: String, exact: Option<Plan>) -> Self {
+        Self { message, exact }
+    }
+}
+
 /// Refuses `plan` when its map or reduction cannot answer `task`, saying which plan
 /// can.
 pub fn check(plan: &Plan, task: &str) -> Result<(), PlanError> {
+    refusal(plan, task).map_or(Ok(()), |refusal| Err(PlanError::Shape(refusal.message)))
+}
+
+/// Why `plan` cannot answer `task` ([`check`]), with the exact plan where there is
+/// one; `None` when it may run.
+pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
     // Before `counting_ask`: a leaf asked "how many label=fraud" under such a filter is
     // still a ranking task, not a count.
-    if let Some(refusal) = ask_over_captured_values(plan, task) {
-        return Err(PlanError::Shape(refusal));
+    ask_over_captured_values(plan, task)
+        .or_else(|| counting_ask(plan, task))
+        .or_else(|| extract_reduced_as_a_number(plan, task))
+        .or_else(|| count_for_a_sum(plan, task))
+}
+
+/// `plan` with `map` and `reduce` in place of its own.
+fn with(plan: &Plan, map: Map, reduce: Reduce) -> Plan {
+    Plan {
+        map,
+        reduce,
+        ..plan.clone()
     }
-    if let Some(refusal) = counting_ask(plan, task) {
-        return Err(PlanError::Shape(refusal));
-    }
-    if let Some(refusal) = extract_reduced_as_a_number(plan, task) {
-        return Err(PlanError::Shape(refusal));
-    }
-    if let Some(refusal) = count_for_a_sum(plan, task) {
-        return Err(PlanError::Shape(refusal));
-    }
-    Ok(())
 }
 
 /// The refusal of an `ask` map that asks each piece to count what a pattern names
 /// exactly: a filter on a field (`label=payments`, `year > 2000`), or a `key=value` in
 /// the question or the task. A filter on a plain word (`payment`) may keep more than
 /// the question counts ("failed payments", said in many ways): that ask runs.
-fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
+fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     let Map::Ask(question) = &plan.map else {
         return None;
     };
@@ -79,7 +107,7 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
     };
     let lead = "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)";
     if mentions(task, &["pair"]) || mentions(question, &["pair"]) {
-        let key = shared_key(task).unwrap_or("KEY");
+        let key = shared_key(task);
         // The whole plan, the model's own filter in it: told to "keep your filter", the
         // model rebuilt the plan from step tools without it and counted the pairs of
         // every record (after-tools-4, pairs items 0 and 4).
@@ -88,22 +116,29 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<String> {
             .as_ref()
             .and_then(filter_part)
             .map_or(String::new(), |part| format!("{part}, "));
-        return Some(format!(
-            "{lead}. For how many pairs share a value, list the values with no model and let the reduction count the pairs, in one plan: {filter}map {{\"extract\": {}}}, reduce {{\"op\": \"pairs\"}}",
-            json(&format!("{key}=(\\w+)"))
+        let extract = format!("{}=(\\w+)", key.unwrap_or("KEY"));
+        return Some(Refusal::new(
+            format!(
+                "{lead}. For how many pairs share a value, list the values with no model and let the reduction count the pairs, in one plan: {filter}map {{\"extract\": {}}}, reduce {{\"op\": \"pairs\"}}",
+                json(&extract)
+            ),
+            key.map(|_| with(plan, Map::Extract(extract), Reduce::Pairs)),
         ));
     }
-    Some(format!(
-        "{lead}. {} {whence}: map {{\"count\": {}}}, reduce {{\"op\": \"sum\"}} counts its matches exactly, with no model call",
-        json(&pattern),
-        json(&pattern)
+    Some(Refusal::new(
+        format!(
+            "{lead}. {} {whence}: map {{\"count\": {}}}, reduce {{\"op\": \"sum\"}} counts its matches exactly, with no model call",
+            json(&pattern),
+            json(&pattern)
+        ),
+        Some(with(plan, Map::Count(pattern), Reduce::Sum)),
     ))
 }
 
 /// The refusal of an `ask` map under a filter whose regex captures a value (`label=(\w+)`)
 /// when the task asks about the values themselves: the capture lists them exactly, and
 /// leaves' counts of them cannot be reduced to which is the most.
-fn ask_over_captured_values(plan: &Plan, task: &str) -> Option<String> {
+fn ask_over_captured_values(plan: &Plan, task: &str) -> Option<Refusal> {
     let (Map::Ask(_), Some(Filter::Regex(pattern))) = (&plan.map, &plan.filter) else {
         return None;
     };
@@ -111,16 +146,23 @@ fn ask_over_captured_values(plan: &Plan, task: &str) -> Option<String> {
     if !captures || !mentions(task, &ABOUT_THE_VALUES) {
         return None;
     }
-    Some(format!(
-        "`map.ask` has a model count the values in each piece, and no reduction of those counts says which value this task asks for. Your filter's group already captures the values: list them with no model, map {{\"extract\": {}}} (no filter needed), then {}",
-        json(pattern),
-        value_reductions(task).join("; ")
+    let exact = called_value_reduction(task).map(|reduce| Plan {
+        filter: None,
+        ..with(plan, Map::Extract(pattern.clone()), reduce)
+    });
+    Some(Refusal::new(
+        format!(
+            "`map.ask` has a model count the values in each piece, and no reduction of those counts says which value this task asks for. Your filter's group already captures the values: list them with no model, map {{\"extract\": {}}} (no filter needed), then {}",
+            json(pattern),
+            value_reductions(task, None).join("; ")
+        ),
+        exact,
     ))
 }
 
 /// The refusal of an `extract` reduced to a number where the task asks about the
 /// values themselves (the most frequent, the distinct ones, the pairs).
-fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
+fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<Refusal> {
     let Map::Extract(_) = &plan.map else {
         return None;
     };
@@ -134,16 +176,20 @@ fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<String> {
     if !mentions(task, &ABOUT_THE_VALUES) {
         return None;
     }
-    Some(format!(
-        "the extract gives values, and `{op}` makes one number of them, which is not what this task asks: {}",
-        value_reductions(task).join("; ")
+    let exact = called_value_reduction(task).map(|reduce| with(plan, plan.map.clone(), reduce));
+    Some(Refusal::new(
+        format!(
+            "the extract gives values, and `{op}` makes one number of them, which is not what this task asks: {}",
+            value_reductions(task, Some(&plan.reduce)).join("; ")
+        ),
+        exact,
     ))
 }
 
 /// The refusal of a `count` of a field's name for a task that asks for the sum of the
 /// field's values: it counts the records that have the field (after-tools-3: `{"count":
 /// "amount"}` gave 36 records for "the sum of the amount fields").
-fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
+fn count_for_a_sum(plan: &Plan, task: &str) -> Option<Refusal> {
     let Map::Count(pattern) = &plan.map else {
         return None;
     };
@@ -154,10 +200,14 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<String> {
     if !is_name || !named || !mentions(task, &["sum", "total"]) || asks_a_count(task) {
         return None;
     }
-    Some(format!(
-        "`map.count` {} counts the records that name the field, not the sum of its values this task asks for: list the values with map {{\"extract\": {}}} and add them with reduce {{\"op\": \"sum\"}} (keep your filter)",
-        json(pattern),
-        json(&format!("{field}=(\\d+)"))
+    let extract = format!("{field}=(\\d+)");
+    Some(Refusal::new(
+        format!(
+            "`map.count` {} counts the records that name the field, not the sum of its values this task asks for: list the values with map {{\"extract\": {}}} and add them with reduce {{\"op\": \"sum\"}} (keep your filter)",
+            json(pattern),
+            json(&extract)
+        ),
+        Some(with(plan, Map::Extract(extract), Reduce::Sum)),
     ))
 }
 
@@ -385,10 +435,8 @@ mod tests {
             advice.contains(r#"for the most frequent use {"op": "top_k", "k": 1}"#),
             "{text}"
         );
-        assert!(
-            text.find("top_k") < text.find(r#"{"op": "count"}"#),
-            "the task's reduction first: {text}"
-        );
+        // Not the reduction it refuses (the model wrote `count` again, after-tools-7).
+        assert!(!advice.contains(r#"{"op": "count"}"#), "{text}");
     }
 
     #[test]
@@ -452,6 +500,87 @@ mod tests {
         ] {
             assert_eq!(refusal(json, task), None, "{json}");
         }
+    }
+
+    /// The exact plan `json` is refused with for `task`, as JSON.
+    fn exact(json: &str, task: &str) -> Option<serde_json::Value> {
+        let refusal = super::refusal(&plan(json), task).expect("refused");
+        refusal
+            .exact
+            .map(|p| serde_json::to_value(p).expect("a plan is JSON"))
+    }
+
+    #[test]
+    fn a_refusal_that_names_one_plan_carries_it() {
+        // The after-tools-7 reading's item 0: the model's filter and split kept.
+        let count = exact(
+            r#"{"input": "context", "split": {"by": "lines", "size": 50}, "filter": {"regex": "label=payments"},
+                "map": {"ask": "How many records have label=payments?"}, "reduce": {"op": "sum"}}"#,
+            LABEL_COUNT,
+        )
+        .expect("one plan");
+        assert_eq!(
+            count["filter"],
+            serde_json::json!({"regex": "label=payments"})
+        );
+        assert_eq!(count["split"]["size"], 50);
+        assert_eq!(count["map"], serde_json::json!({"count": "label=payments"}));
+        assert_eq!(count["reduce"], serde_json::json!({"op": "sum"}));
+
+        let pairs = exact(
+            r#"{"input": "context", "filter": {"where": "year > 2000"},
+                "map": {"ask": "How many pairs of persons live in the same city?"}, "reduce": {"op": "sum"}}"#,
+            PAIRS,
+        )
+        .expect("one plan");
+        assert_eq!(pairs["filter"], serde_json::json!({"where": "year > 2000"}));
+        assert_eq!(pairs["map"], serde_json::json!({"extract": "city=(\\w+)"}));
+        assert_eq!(pairs["reduce"], serde_json::json!({"op": "pairs"}));
+
+        // The after-tools-7 reading's item 1: the right extract, counted.
+        let most = exact(
+            r#"{"input": "context", "filter": {"regex": "label=(\\w+)"}, "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "count"}}"#,
+            MOST,
+        )
+        .expect("one plan");
+        assert_eq!(most["reduce"], serde_json::json!({"op": "top_k", "k": 1}));
+        let captured = exact(
+            r#"{"input": "context", "filter": {"regex": "label=(\\w+)"}, "map": {"ask": "How many records have this label?"}, "reduce": {"op": "sum"}}"#,
+            MOST,
+        )
+        .expect("one plan");
+        assert_eq!(captured.get("filter"), None, "the capture needs no filter");
+        assert_eq!(
+            captured["map"],
+            serde_json::json!({"extract": "label=(\\w+)"})
+        );
+
+        let sum = exact(
+            r#"{"input": "context", "filter": {"regex": "label=shipping"}, "map": {"count": "amount"}, "reduce": {"op": "sum"}}"#,
+            "What is the sum of the amount fields of the records with label=shipping?",
+        )
+        .expect("one plan");
+        assert_eq!(sum["map"], serde_json::json!({"extract": "amount=(\\d+)"}));
+    }
+
+    #[test]
+    fn a_refusal_that_leaves_a_choice_carries_no_plan() {
+        // "most" and "distinct" both called: which one is the model's to say.
+        assert_eq!(
+            exact(
+                r#"{"input": "context", "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "count"}}"#,
+                "Which distinct label appears most?",
+            ),
+            None
+        );
+        // Pairs of what: the task names no shared field.
+        assert_eq!(
+            exact(
+                r#"{"input": "context", "map": {"ask": "How many pairs are there?"}, "reduce": {"op": "sum"}}"#,
+                "How many pairs of records have label=fraud?",
+            ),
+            None
+        );
     }
 
     #[test]

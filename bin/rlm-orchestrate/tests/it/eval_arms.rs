@@ -143,8 +143,10 @@ fn an_arm_that_fails_or_times_out_fails_its_items_and_one_that_cannot_start_is_a
             &failing,
             "--arm",
             &hanging,
+            // Long enough for the failing arm's Python to start and exit on a loaded
+            // machine (1 s was not, beside a model server).
             "--arm-timeout",
-            "1",
+            "5",
         ],
     )
     .output()
@@ -167,7 +169,7 @@ fn an_arm_that_fails_or_times_out_fails_its_items_and_one_that_cannot_start_is_a
     let hung = of_arm(&all, "hanging")[0];
     assert_eq!(
         hung["failed"],
-        "arm hanging timed out after 1 s (--arm-timeout)"
+        "arm hanging timed out after 5 s (--arm-timeout)"
     );
     assert!(hung["stderr_tail"]
         .as_str()

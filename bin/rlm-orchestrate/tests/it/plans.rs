@@ -681,6 +681,54 @@ fn under_tools_a_refused_plan_rebuilt_from_the_step_tools_is_a_result() {
 }
 
 #[test]
+fn a_refused_plan_written_again_runs_the_plan_its_refusal_named() {
+    // The after-tools-7 reading's item 0: the counting ask refused with the exact plan,
+    // written again word for word, then a guess. The second time the named plan runs
+    // in its place, no leaf is asked, and the reply says so.
+    let task = "How many records have label=payments? Answer with a number.";
+    let asked = || {
+        map_reduce_call(serde_json::json!({
+            "filter": {"regex": "label=payments"},
+            "map": {"ask": "How many records have label=payments?"},
+            "reduce": {"op": "sum"},
+        }))
+    };
+    let script = calls_then_answer([asked(), asked()], "30");
+    let (mock, answer) = run_on_records("tools", task, script);
+    assert_eq!(answer, "30");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "no leaf was asked");
+    let refused = requests[1].message_texts().join("\n");
+    assert!(refused.contains("`map.ask` asks each piece"), "{refused}");
+    let ran = requests[2].message_texts().join("\n");
+    assert!(
+        ran.contains("Your plan was refused before")
+            && ran.contains(r#""map":{"count":"label=payments"}"#)
+            && ran.contains("30\n(plan: "),
+        "{ran}"
+    );
+
+    // The same in Python and JavaScript: the second call runs the named plan and the
+    // note is printed.
+    let python = "q = dict(filter={'regex': 'label=payments'}, map={'ask': 'How many records have label=payments?'}, reduce={'op': 'sum'})\ntry:\n    map_reduce(**q)\nexcept Exception as e:\n    print('refused:', e)\nprint('answer:', map_reduce(**q))";
+    let js = "const q = {filter: {regex: 'label=payments'}, map: {ask: 'How many records have label=payments?'}, reduce: {op: 'sum'}};\ntry { await map_reduce(q); } catch (e) { console.log('refused:', String(e)); }\nconsole.log('answer:', await map_reduce(q));";
+    for (env, code) in [("python", python), ("js", js)] {
+        let script = MockScript::new()
+            .then(MockReply::text(format!("```repl\n{code}\n```")))
+            .then(MockReply::text("FINAL(30)"));
+        let (mock, answer) = run_on_records(env, task, script);
+        assert_eq!(answer, "30");
+        let output = mock.control().requests()[1].message_texts().join("\n");
+        assert!(
+            output.contains("refused:")
+                && output.contains("Your plan was refused before")
+                && output.contains("answer: 30"),
+            "{env}: {output}"
+        );
+    }
+}
+
+#[test]
 fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
     // The after-tools-2 reading's item 4: the right extract, reduced by `count` (596,
     // how many labels there were) for "which label appears most".

@@ -64,6 +64,10 @@ globalThis.map_reduce = async function map_reduce(plan = {}) {
   }
   const reply = await __rlm_call("run_plan", args);
   globalThis.map_reduce.last = reply;
+  // The plan a refusal named ran in place of one refused again: said in the output.
+  if (reply !== null && typeof reply === "object" && typeof reply.note === "string") {
+    __rlm_safe.write(1, reply.note + "\n");
+  }
   return __rlm_text(reply !== null && typeof reply === "object" ? reply.answer : reply);
 };
 

@@ -9,6 +9,7 @@
 mod example;
 mod fan_out;
 mod plan;
+mod refused_plans;
 mod serve;
 mod settings;
 mod sub_fit;

@@ -44,6 +44,8 @@ pub struct RunHost {
     pub(super) sink: EventSink,
     pub(super) accounting: Arc<Accounting>,
     pub(super) settings: HostSettings,
+    /// Plans of this run refused for their shape ([`super::refused_plans`]).
+    pub(super) refused_plans: super::refused_plans::RefusedPlans,
 }
 
 impl RunHost {
@@ -62,6 +64,7 @@ impl RunHost {
             sink,
             accounting,
             settings,
+            refused_plans: Default::default(),
         }
     }
 

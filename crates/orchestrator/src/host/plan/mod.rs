@@ -17,6 +17,7 @@ use rlm_protocol::host_call::{HostError, PlanArgs};
 use serde_json::{json, Value};
 
 use super::example;
+use super::refused_plans::{self, Repeat};
 use super::serve::RunHost;
 use super::sub_fit;
 use crate::events::{EventData, PlanRecord, PlanStage};
@@ -166,12 +167,21 @@ impl RunHost {
     pub(super) async fn run_plan(&self, args: PlanArgs) -> Result<Value, HostError> {
         let started = std::time::Instant::now();
         let plan_id = crate::ids::AgentId::generate().to_string();
-        let spec = args.plan.clone();
+        let mut spec = args.plan.clone();
         let plan: Plan = serde_json::from_value(args.plan)
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
         example::check(example::Asking::Plan(&plan), &self.settings.task).map_err(refused)?;
-        rlm_plan::task_fit::check(&plan, &self.settings.task).map_err(refused)?;
+        let (plan, note) = match rlm_plan::task_fit::refusal(&plan, &self.settings.task) {
+            None => (plan, None),
+            Some(refusal) => match self.refused_plans.decide(&plan, refusal) {
+                Repeat::Refuse(message) => return Err(refused(PlanError::Shape(message))),
+                Repeat::RunInstead(exact) => {
+                    spec = serde_json::to_value(&exact).unwrap_or(spec);
+                    (exact.clone(), Some(refused_plans::ran_instead(&exact)))
+                }
+            },
+        };
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {
@@ -220,13 +230,17 @@ impl RunHost {
                 duration_ms: started.elapsed().as_millis() as u64,
             },
         );
-        Ok(json!({
+        let mut reply = json!({
             "answer": answer,
             "pieces": pieces,
             "kept": mapped,
             "calls": estimate.calls,
             "results": key,
-        }))
+        });
+        if let Some(note) = note {
+            reply["note"] = Value::String(note);
+        }
+        Ok(reply)
     }
 
     /// The items of the JSON list `input` names (or `text` holds), one compact JSON
