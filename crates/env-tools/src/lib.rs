@@ -156,7 +156,9 @@ pub struct ToolsEnv {
     /// Context slots: the initial context, then one per later query that brought one.
     slots: Vec<ContextSource>,
     history: Vec<HistoryEntry>,
-    /// Calls seen: (tool, canonical arguments) → how many times, and the first result.
+    /// Calls seen: (tool, canonical arguments) → how many times, and the result of the
+    /// last one that ran (after-tools-7: a summary that timed out, then ran, was shown
+    /// to the model as the timeout on every repeat).
     seen: HashMap<(String, String), (u32, ToolOutcome)>,
     /// Whether an answer now would be a guess ([`plan_gate`]).
     gate: plan_gate::PlanGate,
@@ -308,9 +310,7 @@ impl ToolBox for ToolsEnv {
             MicroTool::Reduce if !outcome.is_error => self.gate.saw_plan(&outcome),
             _ => {}
         }
-        self.seen
-            .entry(key)
-            .or_insert_with(|| (count, outcome.clone()));
+        self.seen.insert(key, (count, outcome.clone()));
         Ok(outcome)
     }
 }
@@ -642,6 +642,24 @@ mod tests {
             third.content
         );
         assert!(third.content.contains(&first.content));
+    }
+
+    #[tokio::test]
+    async fn a_repeat_is_answered_with_the_last_result_that_ran() {
+        let (_dir, mut env) = env_with("one\ntwo", 0, MicroTool::ALL.to_vec());
+        let length = || call("ctx_length", json!({"variable": "later"}));
+        let missing = env.call_tool(&length()).await.unwrap();
+        assert!(missing.is_error, "{}", missing.content);
+        // The variable appears between the first and the second call.
+        let store = Store::open(&env.config.data_dir).unwrap();
+        store
+            .set("later", json!("abc"), SetOptions::default())
+            .unwrap();
+        let found = env.call_tool(&length()).await.unwrap();
+        assert!(!found.is_error, "{}", found.content);
+        let third = env.call_tool(&length()).await.unwrap();
+        assert!(third.content.contains(&found.content), "{}", third.content);
+        assert!(!third.is_error);
     }
 
     #[tokio::test]
