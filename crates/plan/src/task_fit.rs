@@ -71,6 +71,24 @@ pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
         .or_else(|| count_for_a_sum(plan, task))
 }
 
+/// The checks that read a map alone, for `ctx_map` (a plan written a step at a time):
+/// `map` under `filter`, the last filter that kept its pieces. The reduction is not
+/// known yet, so only the `ask` maps that cannot answer `task` are refused (the local
+/// model split, then asked every piece "how many records have label=payments",
+/// docs/eval.md, js-1).
+pub fn check_map(map: &Map, filter: Option<&Filter>, task: &str) -> Result<(), PlanError> {
+    let plan = Plan {
+        input: "context".to_owned(),
+        split: crate::spec::Split::default(),
+        filter: filter.cloned(),
+        map: map.clone(),
+        reduce: Reduce::Sum,
+    };
+    ask_over_captured_values(&plan, task)
+        .or_else(|| counting_ask(&plan, task))
+        .map_or(Ok(()), |refusal| Err(PlanError::Shape(refusal.message)))
+}
+
 /// `plan` with `map` and `reduce` in place of its own.
 fn with(plan: &Plan, map: Map, reduce: Reduce) -> Plan {
     Plan {
@@ -581,6 +599,22 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_map_alone_is_checked_for_what_its_pieces_are_asked() {
+        let ask = Map::Ask(LABEL_COUNT.to_owned());
+        let text = check_map(&ask, None, LABEL_COUNT)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            text.contains(r#"map {"count": "label=payments"}"#),
+            "{text}"
+        );
+        // The reduction is not known: an extract for a "which most" task runs.
+        assert!(check_map(&Map::Extract("label=(\\w+)".into()), None, MOST).is_ok());
+        let captured = Filter::Regex("label=(\\w+)".into());
+        assert!(check_map(&Map::Ask("How many?".into()), Some(&captured), MOST).is_err());
     }
 
     #[test]

@@ -729,6 +729,28 @@ fn a_refused_plan_written_again_runs_the_plan_its_refusal_named() {
 }
 
 #[test]
+fn a_step_map_asking_each_piece_to_count_a_key_value_is_refused_before_any_leaf() {
+    // The js-1 reading's item 0: split, then every piece asked "how many records have
+    // label=payments" — three 7 000-token leaves until the cell's timeout. `ctx_map`
+    // reads its map against the task as a whole plan does.
+    let task = "How many records in the context have label=payments? Answer with a number.";
+    let code = "const pieces = await ctx_split('context', {by: 'lines', size: 50});\ntry { await ctx_map(pieces, {ask: 'How many records in the context have label=payments? Answer with a number.'}); } catch (e) { console.log('refused:', String(e)); }";
+    let script = MockScript::new()
+        .then(MockReply::text(format!("```repl\n{code}\n```")))
+        .then(MockReply::text("FINAL(30)"));
+    let (mock, _) = run_on_records("js", task, script);
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 2, "no leaf was asked");
+    let output = requests[1].message_texts().join("\n");
+    assert!(
+        output.contains("refused:")
+            && output.contains("`map.ask` asks each piece")
+            && output.contains(r#"map {"count": "label=payments"}"#),
+        "{output}"
+    );
+}
+
+#[test]
 fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
     // The after-tools-2 reading's item 4: the right extract, reduced by `count` (596,
     // how many labels there were) for "which label appears most".

@@ -157,6 +157,12 @@ impl RunHost {
             ))));
         }
         let (set, source) = self.piece_set(&pieces).await?;
+        let last_filter: Option<Filter> = set
+            .filtered
+            .last()
+            .and_then(|f| serde_json::from_value(f.clone()).ok());
+        rlm_plan::task_fit::check_map(&map, last_filter.as_ref(), &self.settings.task)
+            .map_err(refused)?;
         let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
         let limits = self.plan_limits(Some(&source)).await;
         let mut estimate = Estimate {
