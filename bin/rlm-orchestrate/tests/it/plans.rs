@@ -515,6 +515,20 @@ fn labelled_records() -> String {
         .collect()
 }
 
+/// The task over [`labelled_records`] the plan checks' tests ask: a count of a
+/// `key=value` (30).
+const PAYMENTS_TASK: &str = "How many records have label=payments? Answer with a number.";
+
+/// The plan the local model wrote for [`PAYMENTS_TASK`] (after-tools-2, -3, -7): the
+/// right filter, and every piece asked to count what it keeps.
+fn counting_ask_under_its_filter() -> MockToolCall {
+    map_reduce_call(serde_json::json!({
+        "filter": {"regex": "label=payments"},
+        "map": {"ask": "How many records have label=payments?"},
+        "reduce": {"op": "sum"},
+    }))
+}
+
 /// A `--env ENV` run of `task` over [`labelled_records`] whose root model follows
 /// `script`; it must succeed. The mock and the answer printed.
 fn run_on_records(env: &str, task: &str, script: MockScript) -> (MockLlmThread, String) {
@@ -541,12 +555,8 @@ fn leaves_asked_to_count_a_field_and_the_worked_example_summarized_are_refused()
     // The after-tools-2 reading: a right filter on a field and leaves asked the task's
     // "how many"; each guessed. Refused with the exact plan, which then runs. And
     // after-plan-8: the worked example's question given to ctx_summarize.
-    let task = "How many records have label=payments? Answer with a number.";
-    let asked = map_reduce_call(serde_json::json!({
-        "filter": {"regex": "label=payments"},
-        "map": {"ask": "How many records have label=payments?"},
-        "reduce": {"op": "sum"},
-    }));
+    let task = PAYMENTS_TASK;
+    let asked = counting_ask_under_its_filter();
     let summarized = MockToolCall::new(
         "ctx_summarize",
         serde_json::json!({
@@ -613,12 +623,8 @@ fn under_tools_an_answer_right_after_a_refused_plan_is_sent_back_once() {
     // The after-tools-3 reading's item 0: refused with the exact plan, the model
     // answered 0 at once. The guess goes back with the plan's error; the plan is
     // written again and its result answered.
-    let task = "How many records have label=payments? Answer with a number.";
-    let asked = map_reduce_call(serde_json::json!({
-        "filter": {"regex": "label=payments"},
-        "map": {"ask": "How many records have label=payments?"},
-        "reduce": {"op": "sum"},
-    }));
+    let task = PAYMENTS_TASK;
+    let asked = counting_ask_under_its_filter();
     let counted = map_reduce_call(serde_json::json!({
         "map": {"count": "label=payments"},
         "reduce": {"op": "sum"},
@@ -640,12 +646,8 @@ fn under_tools_a_refused_plan_rebuilt_from_the_step_tools_is_a_result() {
     // The after-tools-4 reading's pairs items 0 and 4: a refused plan written again
     // with ctx_split, ctx_map and ctx_reduce; its answer was sent back as a guess,
     // because only ctx_map_reduce counted as a plan. A ctx_reduce result counts.
-    let task = "How many records have label=payments? Answer with a number.";
-    let asked = map_reduce_call(serde_json::json!({
-        "filter": {"regex": "label=payments"},
-        "map": {"ask": "How many records have label=payments?"},
-        "reduce": {"op": "sum"},
-    }));
+    let task = PAYMENTS_TASK;
+    let asked = counting_ask_under_its_filter();
     let split = MockToolCall::new(
         "ctx_split",
         serde_json::json!({"variable": "context", "by": "lines", "size": 25}),
@@ -685,15 +687,14 @@ fn a_refused_plan_written_again_runs_the_plan_its_refusal_named() {
     // The after-tools-7 reading's item 0: the counting ask refused with the exact plan,
     // written again word for word, then a guess. The second time the named plan runs
     // in its place, no leaf is asked, and the reply says so.
-    let task = "How many records have label=payments? Answer with a number.";
-    let asked = || {
-        map_reduce_call(serde_json::json!({
-            "filter": {"regex": "label=payments"},
-            "map": {"ask": "How many records have label=payments?"},
-            "reduce": {"op": "sum"},
-        }))
-    };
-    let script = calls_then_answer([asked(), asked()], "30");
+    let task = PAYMENTS_TASK;
+    let script = calls_then_answer(
+        [
+            counting_ask_under_its_filter(),
+            counting_ask_under_its_filter(),
+        ],
+        "30",
+    );
     let (mock, answer) = run_on_records("tools", task, script);
     assert_eq!(answer, "30");
     let requests = mock.control().requests();

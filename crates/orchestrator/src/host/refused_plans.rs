@@ -28,10 +28,11 @@ impl RefusedPlans {
     /// `plan` was refused before, else refuse it (and remember it).
     pub fn decide(&self, plan: &Plan, refusal: Refusal) -> Repeat {
         let mut refused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let again = refused.contains(plan);
         match refusal.exact {
-            Some(exact) if refused.contains(plan) => Repeat::RunInstead(exact),
+            Some(exact) if again => Repeat::RunInstead(exact),
             _ => {
-                if !refused.contains(plan) {
+                if !again {
                     refused.push(plan.clone());
                 }
                 Repeat::Refuse(refusal.message)
@@ -40,7 +41,8 @@ impl RefusedPlans {
     }
 }
 
-/// The note a reply carries when the exact plan ran in place of the model's.
+/// The note a reply carries when the exact plan ran in place of the model's (the plan
+/// written in its fields' order, as a plan reads: input, split, filter, map, reduce).
 pub(crate) fn ran_instead(exact: &Plan) -> String {
     let written = serde_json::to_string(exact).unwrap_or_default();
     format!(

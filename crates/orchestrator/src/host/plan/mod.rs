@@ -177,8 +177,9 @@ impl RunHost {
             Some(refusal) => match self.refused_plans.decide(&plan, refusal) {
                 Repeat::Refuse(message) => return Err(refused(PlanError::Shape(message))),
                 Repeat::RunInstead(exact) => {
+                    let note = refused_plans::ran_instead(&exact);
                     spec = serde_json::to_value(&exact).unwrap_or(spec);
-                    (exact.clone(), Some(refused_plans::ran_instead(&exact)))
+                    (exact, Some(note))
                 }
             },
         };
