@@ -211,15 +211,23 @@ pub(crate) fn describe(tool: MicroTool, reply: &Value) -> String {
                 .as_array()
                 .map(|items| items.iter().filter_map(|v| v.as_str()).map(str::to_owned).collect())
                 .unwrap_or_default();
-            format!(
-                "{}: {} results of {} pieces ({} model calls); the first: {}. Next: ctx_reduce with {{\"results\": \"{}\", \"op\": …}}.",
+            let figures = format!(
+                "{}: {} results of {} pieces ({} model calls); the first: {}.",
                 text("results"),
                 reply["count"],
                 reply["pieces"],
                 reply["calls"],
                 first.join(" | "),
-                text("results")
-            )
+            );
+            // The map a refusal named ran in place of one refused again: its note
+            // gives the answer, said first.
+            match reply["note"].as_str() {
+                Some(note) => format!("{note}\n{figures}"),
+                None => format!(
+                    "{figures} Next: ctx_reduce with {{\"results\": \"{}\", \"op\": …}}.",
+                    text("results")
+                ),
+            }
         }
         _ => format!(
             "{}\n(reduced from {} results)",

@@ -72,11 +72,13 @@ pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
 }
 
 /// The checks that read a map alone, for `ctx_map` (a plan written a step at a time):
-/// `map` under `filter`, the last filter that kept its pieces. The reduction is not
-/// known yet, so only the `ask` maps that cannot answer `task` are refused (the local
-/// model split, then asked every piece "how many records have label=payments",
-/// docs/eval.md, js-1).
-pub fn check_map(map: &Map, filter: Option<&Filter>, task: &str) -> Result<(), PlanError> {
+/// why `map` under `filter`, the last filter that kept its pieces, cannot answer
+/// `task`; `None` when it may run. The reduction is not known yet, so only the `ask`
+/// maps that cannot answer `task` are refused (the local model split, then asked every
+/// piece "how many records have label=payments", docs/eval.md, js-1). The refusal's
+/// exact plan names the map to run in its place and the reduction that answers the
+/// task with its results; its input and split are placeholders (the pieces are cut).
+pub fn map_refusal(map: &Map, filter: Option<&Filter>, task: &str) -> Option<Refusal> {
     let plan = Plan {
         input: "context".to_owned(),
         split: crate::spec::Split::default(),
@@ -84,9 +86,7 @@ pub fn check_map(map: &Map, filter: Option<&Filter>, task: &str) -> Result<(), P
         map: map.clone(),
         reduce: Reduce::Sum,
     };
-    ask_over_captured_values(&plan, task)
-        .or_else(|| counting_ask(&plan, task))
-        .map_or(Ok(()), |refusal| Err(PlanError::Shape(refusal.message)))
+    ask_over_captured_values(&plan, task).or_else(|| counting_ask(&plan, task))
 }
 
 /// `plan` with `map` and `reduce` in place of its own.
@@ -604,17 +604,23 @@ mod tests {
     #[test]
     fn a_map_alone_is_checked_for_what_its_pieces_are_asked() {
         let ask = Map::Ask(LABEL_COUNT.to_owned());
-        let text = check_map(&ask, None, LABEL_COUNT)
-            .expect_err("refused")
-            .to_string();
+        let refusal = map_refusal(&ask, None, LABEL_COUNT).expect("refused");
         assert!(
-            text.contains(r#"map {"count": "label=payments"}"#),
-            "{text}"
+            refusal
+                .message
+                .contains(r#"map {"count": "label=payments"}"#),
+            "{}",
+            refusal.message
+        );
+        let exact = refusal.exact.expect("an exact plan");
+        assert_eq!(
+            (exact.map, exact.reduce),
+            (Map::Count("label=payments".into()), Reduce::Sum)
         );
         // The reduction is not known: an extract for a "which most" task runs.
-        assert!(check_map(&Map::Extract("label=(\\w+)".into()), None, MOST).is_ok());
+        assert!(map_refusal(&Map::Extract("label=(\\w+)".into()), None, MOST).is_none());
         let captured = Filter::Regex("label=(\\w+)".into());
-        assert!(check_map(&Map::Ask("How many?".into()), Some(&captured), MOST).is_err());
+        assert!(map_refusal(&Map::Ask("How many?".into()), Some(&captured), MOST).is_some());
     }
 
     #[test]

@@ -752,6 +752,76 @@ fn a_step_map_asking_each_piece_to_count_a_key_value_is_refused_before_any_leaf(
 }
 
 #[test]
+fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
+    // The js-2 reading's items 0, 2 and 3: split, then every piece asked "how many
+    // records have label=payments", refused with the count map to write; the same block
+    // run again, then a guess. The second time the named map runs over the new pieces,
+    // no leaf is asked, and the output gives the exact plan's answer.
+    let task = PAYMENTS_TASK;
+    let python = "pieces = ctx_split('context', by='lines', size=25)\nresults = ctx_map(pieces, ask='How many records have label=payments?')\nprint('total:', ctx_reduce(results, op='sum'))";
+    let js = "const pieces = await ctx_split('context', {by: 'lines', size: 25});\nconst results = await ctx_map(pieces, {ask: 'How many records have label=payments?'});\nconsole.log('total:', await ctx_reduce(results, {op: 'sum'}));";
+    for (env, code) in [("python", python), ("js", js)] {
+        let block = format!("```repl\n{code}\n```");
+        let script = MockScript::new()
+            .then(MockReply::text(block.clone()))
+            .then(MockReply::text(block))
+            .then(MockReply::text("FINAL(30)"));
+        let (mock, answer) = run_on_records(env, task, script);
+        assert_eq!(answer, "30");
+        let requests = mock.control().requests();
+        assert_eq!(requests.len(), 3, "{env}: no leaf was asked");
+        let refused = requests[1].message_texts().join("\n");
+        assert!(
+            refused.contains("`map.ask` asks each piece") && !refused.contains("total: 30"),
+            "{env}: {refused}"
+        );
+        let ran = requests[2].message_texts().join("\n");
+        assert!(
+            ran.contains("Your map was refused before")
+                && ran.contains(r#"ran in its place: {"count":"label=payments"}. Its results reduced by {"op":"sum"} give 30"#)
+                && ran.contains("total: 30"),
+            "{env}: {ran}"
+        );
+    }
+
+    // Under --env tools: the same ctx_map call twice over the pieces of one split.
+    let split = MockToolCall::new(
+        "ctx_split",
+        serde_json::json!({"variable": "context", "by": "lines", "size": 25}),
+    );
+    let asked = |key: String| {
+        MockToolCall::new(
+            "ctx_map",
+            serde_json::json!({"pieces": key, "ask": "How many records have label=payments?"}),
+        )
+    };
+    let again = MockRule::function("the refused map again", move |request| {
+        let texts = request.message_texts();
+        let last = texts.iter().rev().find(|t| !t.starts_with("State:"))?;
+        let split = texts.iter().rev().find(|t| t.contains("Next: ctx_map"))?;
+        last.contains("`map.ask` asks each piece")
+            .then(|| MockReply::tool_calls("", [asked(key_in(split, "pieces-"))]))
+    });
+    let script = MockScript::new()
+        .rule(after_step("Next: ctx_map", "pieces-", asked))
+        .rule(again)
+        .rule(after_step("Your map was refused before", "", |_| {
+            final_answer_call("30")
+        }))
+        .then(MockReply::tool_calls("", [split]));
+    let (mock, answer) = run_on_records("tools", task, script);
+    assert_eq!(answer, "30");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "split, refused, ran instead, answered");
+    let ran = requests[3].message_texts().join("\n");
+    assert!(
+        ran.contains(r#"Its results reduced by {"op":"sum"} give 30: answer from that."#)
+            && ran.contains(" results of 4 pieces (0 model calls)"),
+        "{ran}"
+    );
+}
+
+#[test]
 fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
     // The after-tools-2 reading's item 4: the right extract, reduced by `count` (596,
     // how many labels there were) for "which label appears most".

@@ -92,12 +92,17 @@ def map_reduce(plan=None, **parts):
     reply = _host("run_plan", args)
     map_reduce.last = reply
     # The plan a refusal named ran in place of one refused again: said in the output.
-    if isinstance(reply, dict) and isinstance(reply.get("note"), str):
-        print(reply["note"])
+    _print_note(reply)
     return _as_text(reply.get("answer") if isinstance(reply, dict) else reply)
 
 
 map_reduce.last = None
+
+
+def _print_note(reply):
+    """Prints the note of a reply whose plan or map ran in place of a refused one."""
+    if isinstance(reply, dict) and isinstance(reply.get("note"), str):
+        print(reply["note"])
 
 
 def _step_input(name, args, helper):
@@ -157,6 +162,8 @@ def ctx_map(pieces, ask=None, count=None, extract=None, sub_rlm=None, agent=None
         "pieces": pieces,
         "map": _parts(ask=ask, count=count, extract=extract, sub_rlm=sub_rlm, agent=agent, plan=plan),
     })
+    # The map a refusal named ran in place of one refused again, with its answer.
+    _print_note(ctx_map.last)
     return ctx_map.last["results"]
 
 

@@ -3,16 +3,34 @@
 //! 1.5B model wrote its own refused plan again instead, then guessed (docs/eval.md,
 //! after-tools-7, `aggregate` item 0: the same counting `ask` three times, then `0`).
 //! The second time, the named plan runs in its place and the reply says so; the model
-//! still reads the result and gives the answer.
+//! still reads the result and gives the answer. The same holds for a plan written a
+//! step at a time: a `ctx_map` refused and called again with the same map over pieces
+//! the same filter kept runs the named map, and its results are reduced as the named
+//! plan says (docs/eval.md, js-2: the same refused `ctx_map` five times, then a guess).
 
 use std::sync::{Mutex, PoisonError};
 
 use rlm_plan::task_fit::Refusal;
-use rlm_plan::Plan;
+use rlm_plan::{Filter, Map, Plan};
 
-/// The plans of a run refused for their shape, to recognise one written again.
+/// What the model wrote that was refused for its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// A whole plan (`map_reduce`, `ctx_map_reduce`, `--env plan`).
+    Plan(Plan),
+    /// A `ctx_map` step: its map, and the last filter that kept its pieces (the pieces
+    /// variable itself is new at each split, so it is not part of what was written).
+    Map {
+        /// The step's map.
+        map: Map,
+        /// The last filter of its pieces, if any.
+        filter: Option<Filter>,
+    },
+}
+
+/// What a run wrote and had refused for its shape, to recognise it written again.
 #[derive(Debug, Default)]
-pub(crate) struct RefusedPlans(Mutex<Vec<Plan>>);
+pub(crate) struct RefusedPlans(Mutex<Vec<Written>>);
 
 /// What to do with a plan the task checks refuse.
 #[derive(Debug, PartialEq, Eq)]
@@ -24,16 +42,16 @@ pub(crate) enum Repeat {
 }
 
 impl RefusedPlans {
-    /// What to do with `plan`, which `refusal` refuses: run the refusal's exact plan if
-    /// `plan` was refused before, else refuse it (and remember it).
-    pub fn decide(&self, plan: &Plan, refusal: Refusal) -> Repeat {
+    /// What to do with `written`, which `refusal` refuses: run the refusal's exact plan
+    /// if it was refused before, else refuse it (and remember it).
+    pub fn decide(&self, written: Written, refusal: Refusal) -> Repeat {
         let mut refused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let again = refused.contains(plan);
+        let again = refused.contains(&written);
         match refusal.exact {
             Some(exact) if again => Repeat::RunInstead(exact),
             _ => {
                 if !again {
-                    refused.push(plan.clone());
+                    refused.push(written);
                 }
                 Repeat::Refuse(refusal.message)
             }
@@ -47,6 +65,17 @@ pub(crate) fn ran_instead(exact: &Plan) -> String {
     let written = serde_json::to_string(exact).unwrap_or_default();
     format!(
         "Your plan was refused before, for the reason it was refused then, so the plan that refusal named ran in its place: {written}. Its result is the answer below; answer from it."
+    )
+}
+
+/// The note a `ctx_map` reply carries when the exact plan's map ran in place of the
+/// model's: the map that ran, and the answer its results give reduced as that plan
+/// says.
+pub(crate) fn map_ran_instead(exact: &Plan, answer: &str) -> String {
+    let map = serde_json::to_string(&exact.map).unwrap_or_default();
+    let reduce = serde_json::to_string(&exact.reduce).unwrap_or_default();
+    format!(
+        "Your map was refused before, for the reason it was refused then, so the map that refusal named ran in its place: {map}. Its results reduced by {reduce} give {answer}: answer from that."
     )
 }
 
@@ -64,24 +93,24 @@ mod tests {
     #[test]
     fn a_plan_refused_again_runs_the_exact_plan_and_other_plans_are_refused() {
         let refused = RefusedPlans::default();
-        let asked = plan(Map::Ask("How many?".into()));
+        let asked = Written::Plan(plan(Map::Ask("How many?".into())));
         let exact = plan(Map::Count("label=payments".into()));
         let refusal = || Refusal {
             message: "use the count".into(),
             exact: Some(exact.clone()),
         };
         assert_eq!(
-            refused.decide(&asked, refusal()),
+            refused.decide(asked.clone(), refusal()),
             Repeat::Refuse("use the count".into())
         );
         // Another refused plan is refused the first time too.
-        let other = plan(Map::Ask("How many records?".into()));
+        let other = Written::Plan(plan(Map::Ask("How many records?".into())));
         assert_eq!(
-            refused.decide(&other, refusal()),
+            refused.decide(other, refusal()),
             Repeat::Refuse("use the count".into())
         );
         assert_eq!(
-            refused.decide(&asked, refusal()),
+            refused.decide(asked.clone(), refusal()),
             Repeat::RunInstead(exact.clone())
         );
         // No exact plan: refused however often.
@@ -90,9 +119,39 @@ mod tests {
             exact: None,
         };
         assert_eq!(
-            refused.decide(&asked, no_exact),
+            refused.decide(asked, no_exact),
             Repeat::Refuse("choose".into())
         );
         assert!(ran_instead(&exact).contains(r#""map":{"count":"label=payments"}"#));
+    }
+
+    #[test]
+    fn a_map_step_refused_again_under_the_same_filter_runs_the_exact_map() {
+        let refused = RefusedPlans::default();
+        let exact = plan(Map::Count("label=payments".into()));
+        let refusal = || Refusal {
+            message: "count it".into(),
+            exact: Some(exact.clone()),
+        };
+        let step = |filter: Option<&str>| Written::Map {
+            map: Map::Ask("How many?".into()),
+            filter: filter.map(|f| Filter::Regex(f.into())),
+        };
+        assert_eq!(
+            refused.decide(step(None), refusal()),
+            Repeat::Refuse("count it".into())
+        );
+        // The same map over pieces another filter kept is another step.
+        assert_eq!(
+            refused.decide(step(Some("payments")), refusal()),
+            Repeat::Refuse("count it".into())
+        );
+        assert_eq!(
+            refused.decide(step(None), refusal()),
+            Repeat::RunInstead(exact.clone())
+        );
+        let note = map_ran_instead(&exact, "36");
+        assert!(note.contains(r#"{"count":"label=payments"}"#), "{note}");
+        assert!(note.contains(r#"{"op":"sum"} give 36"#), "{note}");
     }
 }

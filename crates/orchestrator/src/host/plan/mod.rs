@@ -17,7 +17,7 @@ use rlm_protocol::host_call::{HostError, PlanArgs};
 use serde_json::{json, Value};
 
 use super::example;
-use super::refused_plans::{self, Repeat};
+use super::refused_plans::{self, Repeat, Written};
 use super::serve::RunHost;
 use super::sub_fit;
 use crate::events::{EventData, PlanRecord, PlanStage};
@@ -174,7 +174,10 @@ impl RunHost {
         example::check(example::Asking::Plan(&plan), &self.settings.task).map_err(refused)?;
         let (plan, note) = match rlm_plan::task_fit::refusal(&plan, &self.settings.task) {
             None => (plan, None),
-            Some(refusal) => match self.refused_plans.decide(&plan, refusal) {
+            Some(refusal) => match self
+                .refused_plans
+                .decide(Written::Plan(plan.clone()), refusal)
+            {
                 Repeat::Refuse(message) => return Err(refused(PlanError::Shape(message))),
                 Repeat::RunInstead(exact) => {
                     let note = refused_plans::ran_instead(&exact);

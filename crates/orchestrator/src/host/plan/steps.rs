@@ -11,7 +11,7 @@ use rlm_context_store::SetOptions;
 use rlm_plan::pieces::{texts_to_reduce, PieceRef, PieceResult, PieceSet};
 use rlm_plan::price::{Estimate, Limits};
 use rlm_plan::split::Piece;
-use rlm_plan::{Filter, Map, PlanError, Reduce, Split, SplitBy};
+use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, Split, SplitBy};
 use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -20,6 +20,7 @@ use super::price::Origin;
 use super::{keep_passing, nesting_of_map, refused, RecordFilter, Source};
 use crate::events::PlanStage;
 use crate::host::example::{self, Asking};
+use crate::host::refused_plans::{self, Repeat, Written};
 use crate::host::serve::RunHost;
 
 /// Tokens a split with no size leaves beside each piece for the instruction that will
@@ -157,12 +158,11 @@ impl RunHost {
             ))));
         }
         let (set, source) = self.piece_set(&pieces).await?;
-        let last_filter: Option<Filter> = set
-            .filtered
-            .last()
-            .and_then(|f| serde_json::from_value(f.clone()).ok());
-        rlm_plan::task_fit::check_map(&map, last_filter.as_ref(), &self.settings.task)
-            .map_err(refused)?;
+        let (map, instead) = self.map_or_exact(map, &set)?;
+        let spec = match &instead {
+            Some(_) => json!({"pieces": pieces, "map": map}),
+            None => spec,
+        };
         let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
         let limits = self.plan_limits(Some(&source)).await;
         let mut estimate = Estimate {
@@ -195,10 +195,20 @@ impl RunHost {
             .await?;
         let key = format!("results-{plan_id}");
         self.store_value(key.clone(), &results).await?;
+        // The exact plan's reduction of the map that ran in place of the model's.
+        let answered = match &instead {
+            Some(exact) if !matches!(exact.reduce, Reduce::Ask { .. }) => {
+                let texts = results.iter().map(|r| r.result.clone()).collect();
+                Some(self.reduce(&exact.reduce, texts, Some(&map)).await?)
+            }
+            _ => None,
+        };
         self.plan_event(
             &plan_id,
             PlanStage::Done {
-                answer: format!("{} results", results.len()),
+                answer: answered
+                    .clone()
+                    .unwrap_or_else(|| format!("{} results", results.len())),
                 results: key.clone(),
                 duration_ms: started.elapsed().as_millis() as u64,
             },
@@ -208,13 +218,41 @@ impl RunHost {
             .take(3)
             .map(|r| crate::format::clip(&r.result, 120))
             .collect();
-        Ok(json!({
+        let mut reply = json!({
             "results": key,
             "count": results.len(),
             "pieces": kept.len(),
             "calls": estimate.calls,
             "first": first,
-        }))
+        });
+        if let (Some(exact), Some(answer)) = (instead, answered) {
+            reply["note"] = Value::String(refused_plans::map_ran_instead(&exact, &answer));
+            reply["answer"] = Value::String(answer);
+        }
+        Ok(reply)
+    }
+
+    /// The map to run over `set`'s pieces: `map` itself, unless the task checks refuse
+    /// it ([`rlm_plan::task_fit::map_refusal`]). A map refused before under the same
+    /// filter gives way to the map its refusal named, returned with the exact plan
+    /// whose reduction answers the task; refused the first time.
+    fn map_or_exact(&self, map: Map, set: &PieceSet) -> Result<(Map, Option<Plan>), HostError> {
+        let filter: Option<Filter> = set
+            .filtered
+            .last()
+            .and_then(|f| serde_json::from_value(f.clone()).ok());
+        let Some(refusal) =
+            rlm_plan::task_fit::map_refusal(&map, filter.as_ref(), &self.settings.task)
+        else {
+            return Ok((map, None));
+        };
+        match self
+            .refused_plans
+            .decide(Written::Map { map, filter }, refusal)
+        {
+            Repeat::Refuse(message) => Err(refused(PlanError::Shape(message))),
+            Repeat::RunInstead(exact) => Ok((exact.map.clone(), Some(exact))),
+        }
     }
 
     /// `ctx_reduce`: a results variable (or any JSON list) reduced to one answer.
