@@ -301,6 +301,20 @@ pub fn answer_in_prose(value: &str) -> String {
     )
 }
 
+/// The correction of a reply with no code and no final answer after a block whose
+/// output ended in `nothing` (`null`, `None` …): whatever the reply states, the code
+/// found nothing, so it is a guess. Names the peek that shows how the context is
+/// written, in the REPL's `language`, and what to do next.
+pub fn answer_after_nothing(nothing: &str, language: &str) -> String {
+    let peek = match language {
+        "python" => "print(context[:300])",
+        _ => "console.log(context.slice(0, 300))",
+    };
+    format!(
+        "Your message had no code to run and no final answer, and your last code printed {nothing}: it found nothing, so an answer now would be a guess. Look at how the context is written ({peek} in a ```repl block), fix the code that printed {nothing} to match it, and run it again."
+    )
+}
+
 /// The form of a reply a correction was given for, in words (`a bare fence`…), for
 /// the message that stops a run after repeated corrections.
 pub fn misfence_form(misfence: Option<&Misfence>) -> String {

@@ -69,14 +69,21 @@ pub(crate) fn ran_instead(exact: &Plan) -> String {
 }
 
 /// The note a `ctx_map` reply carries when the exact plan's map ran in place of the
-/// model's: the map that ran, and the answer its results give reduced as that plan
-/// says.
-pub(crate) fn map_ran_instead(exact: &Plan, answer: &str) -> String {
+/// model's: the map that ran, and the `answer` its results (the variable `results`)
+/// give reduced as that plan says — or, when the reduction asks a model and so was
+/// not run, the reduction to call.
+pub(crate) fn map_ran_instead(exact: &Plan, answer: Option<&str>, results: &str) -> String {
     let map = serde_json::to_string(&exact.map).unwrap_or_default();
     let reduce = serde_json::to_string(&exact.reduce).unwrap_or_default();
-    format!(
-        "Your map was refused before, for the reason it was refused then, so the map that refusal named ran in its place: {map}. Its results reduced by {reduce} give {answer}: answer from that."
-    )
+    let lead = format!(
+        "Your map was refused before, for the reason it was refused then, so the map that refusal named ran in its place: {map}."
+    );
+    match answer {
+        Some(answer) => {
+            format!("{lead} Its results reduced by {reduce} give {answer}: answer from that.")
+        }
+        None => format!("{lead} Reduce its results, `{results}`, with {reduce}."),
+    }
 }
 
 #[cfg(test)]
@@ -150,8 +157,13 @@ mod tests {
             refused.decide(step(None), refusal()),
             Repeat::RunInstead(exact.clone())
         );
-        let note = map_ran_instead(&exact, "36");
+        let note = map_ran_instead(&exact, Some("36"), "results-1");
         assert!(note.contains(r#"{"count":"label=payments"}"#), "{note}");
         assert!(note.contains(r#"{"op":"sum"} give 36"#), "{note}");
+        let note = map_ran_instead(&exact, None, "results-1");
+        assert!(
+            note.ends_with(r#"Reduce its results, `results-1`, with {"op":"sum"}."#),
+            "{note}"
+        );
     }
 }

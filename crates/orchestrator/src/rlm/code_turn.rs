@@ -216,14 +216,18 @@ pub(super) async fn run(
         turn.notices.push(prompt::unclosed_final(name));
         turn.correction = Some(format!("an unclosed {name}("));
     } else if parsed.blocks.is_empty() && parsed.final_var.is_none() {
-        // A misfenced reply is code, not a sentence stating an answer.
-        let stated = match (&parsed.misfence, &ran.last_output) {
-            (None, Some(output)) => prose_answer::stated(&parsed.transcript_text, output),
-            _ => None,
-        };
-        turn.notices.push(match stated {
-            Some(value) => prompt::answer_in_prose(value),
-            None => prompt::correction(parsed.misfence.as_ref(), language),
+        // A misfenced reply is code, not a sentence stating an answer; after code that
+        // found nothing, whatever a sentence states is a guess.
+        let output = ran
+            .last_output
+            .as_deref()
+            .filter(|_| parsed.misfence.is_none());
+        let nothing = output.and_then(prose_answer::found_nothing);
+        let stated = output.and_then(|out| prose_answer::stated(&parsed.transcript_text, out));
+        turn.notices.push(match (nothing, stated) {
+            (Some(nothing), _) => prompt::answer_after_nothing(nothing, language),
+            (None, Some(value)) => prompt::answer_in_prose(value),
+            (None, None) => prompt::correction(parsed.misfence.as_ref(), language),
         });
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }

@@ -8,6 +8,26 @@
 /// The longest printed value a correction quotes: a number, a word or a short phrase.
 const MAX_VALUE_CHARS: usize = 80;
 
+/// The values a language prints for "nothing found": a result still at its initial
+/// `null`, a lookup that missed, an empty list or map.
+const NOTHING: [&str; 6] = ["null", "None", "undefined", "NaN", "[]", "{}"];
+
+/// The "nothing" value `last_output` ends with, when its last line ends with one
+/// ("The label that appears in the most records is: null"): the block found nothing,
+/// so a reply in prose after it states a guess. The local model split each record on
+/// spaces looking for a field named `label` (the records say `label=fraud`), printed
+/// `null`, and then stated a label in a sentence until forced (docs/eval.md, js-2
+/// items 1 and 4, after-map-repeat item 1).
+pub(super) fn found_nothing(last_output: &str) -> Option<&'static str> {
+    let last_line = last_output.trim_end().lines().next_back()?;
+    let last = last_line
+        .split_whitespace()
+        .next_back()?
+        .trim_end_matches(['.', ',', ';'])
+        .trim_matches(['"', '\'', '`']);
+    NOTHING.into_iter().find(|nothing| *nothing == last)
+}
+
 /// The value `prose` states out of `last_output`, the last block's output: that output
 /// is one short line, and `prose` holds it with no letter or digit touching either end
 /// — a number also when the prose groups its digits ("83,810" for `83810`).
@@ -68,6 +88,23 @@ mod tests {
             stated("… born after 2000 is **83,810**.", "83810"),
             Some("83810")
         );
+    }
+
+    #[test]
+    fn an_output_ending_in_a_nothing_value_is_recognised() {
+        // The js-2 reading's output, as the code printed it.
+        assert_eq!(
+            found_nothing("The label that appears in the most records is: null\n"),
+            Some("null")
+        );
+        assert_eq!(found_nothing("counts: {}"), Some("{}"));
+        assert_eq!(found_nothing("1. first\nresult: None."), Some("None"));
+        assert_eq!(found_nothing("'undefined'"), Some("undefined"));
+        // A value, or "nothing" before the end, is not.
+        assert_eq!(found_nothing("The most common label is: fraud"), None);
+        assert_eq!(found_nothing("null labels: 3"), None);
+        assert_eq!(found_nothing("0"), None);
+        assert_eq!(found_nothing(""), None);
     }
 
     #[test]

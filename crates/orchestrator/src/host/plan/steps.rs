@@ -138,7 +138,9 @@ impl RunHost {
     }
 
     /// `ctx_map`: every piece mapped — priced and checked first, leaves in parallel,
-    /// each a `plan` event — and the results stored.
+    /// each a `plan` event — and the results stored. A map refused before and written
+    /// again gives way to the one its refusal named ([`Self::map_or_exact`]), and the
+    /// reply adds that plan's reduction of the results and a note saying so.
     pub(in crate::host) async fn plan_map(
         &self,
         pieces: String,
@@ -225,9 +227,12 @@ impl RunHost {
             "calls": estimate.calls,
             "first": first,
         });
-        if let (Some(exact), Some(answer)) = (instead, answered) {
-            reply["note"] = Value::String(refused_plans::map_ran_instead(&exact, &answer));
-            reply["answer"] = Value::String(answer);
+        if let Some(exact) = instead {
+            let note = refused_plans::map_ran_instead(&exact, answered.as_deref(), &key);
+            reply["note"] = Value::String(note);
+            if let Some(answer) = answered {
+                reply["answer"] = Value::String(answer);
+            }
         }
         Ok(reply)
     }
