@@ -251,6 +251,55 @@ pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
     })
 }
 
+/// The plan that answers `task` exactly, when its words say which: a count of the
+/// `key=value` it names ("how many records have label=payments"), the sum of a field
+/// over the records with that `key=value` ("the sum of the amount fields of the records
+/// with label=shipping"), or the pairs of those records sharing a field ("how many pairs
+/// … live in the same city"); `None` for any other task. Its input is `context` and its
+/// split the default: a caller puts in its own. A plan that copied the worked example's
+/// question carries it (the local model copied that question as its `ctx_map` ask twice
+/// for the sum of a field, docs/eval.md, after-map-repeat `aggregate` item 2).
+pub fn exact_plan_for_task(task: &str) -> Option<Plan> {
+    let key_value = key_value(task)?.to_owned();
+    let plan = |filter: Option<String>, map, reduce| Plan {
+        input: "context".to_owned(),
+        split: crate::spec::Split::default(),
+        filter: filter.map(Filter::Regex),
+        map,
+        reduce,
+    };
+    if mentions(task, &["pair"]) {
+        let key = shared_key(task)?;
+        return Some(plan(
+            Some(key_value),
+            Map::Extract(format!("{key}=(\\w+)")),
+            Reduce::Pairs,
+        ));
+    }
+    if let Some(field) = summed_field(task) {
+        return Some(plan(
+            Some(key_value),
+            Map::Extract(format!("{field}=(\\d+)")),
+            Reduce::Sum,
+        ));
+    }
+    asks_a_count(task).then(|| plan(None, Map::Count(key_value), Reduce::Sum))
+}
+
+/// `plan` written as a refusal names it: `filter {…}, map {…}, reduce {…}`.
+pub fn parts_of(plan: &Plan) -> String {
+    let filter = plan
+        .filter
+        .as_ref()
+        .and_then(filter_part)
+        .map_or(String::new(), |part| format!("{part}, "));
+    format!(
+        "{filter}map {}, reduce {}",
+        serde_json::to_string(&plan.map).unwrap_or_default(),
+        serde_json::to_string(&plan.reduce).unwrap_or_default()
+    )
+}
+
 /// `text` as a JSON string, as a plan holds it (`"label=(\\w+)"`).
 fn json(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
@@ -621,6 +670,31 @@ mod tests {
         assert!(map_refusal(&Map::Extract("label=(\\w+)".into()), None, MOST).is_none());
         let captured = Filter::Regex("label=(\\w+)".into());
         assert!(map_refusal(&Map::Ask("How many?".into()), Some(&captured), MOST).is_some());
+    }
+
+    #[test]
+    fn a_task_naming_what_to_count_sum_or_pair_has_an_exact_plan() {
+        let parts = |task: &str| exact_plan_for_task(task).map(|plan| parts_of(&plan));
+        assert_eq!(
+            parts(LABEL_COUNT).as_deref(),
+            Some(r#"map {"count":"label=payments"}, reduce {"op":"sum"}"#)
+        );
+        assert_eq!(
+            parts("What is the sum of the amount fields of the records with label=shipping? Answer with a number.").as_deref(),
+            Some(r#"filter {"regex": "label=shipping"}, map {"extract":"amount=(\\d+)"}, reduce {"op":"sum"}"#)
+        );
+        assert_eq!(
+            parts("How many pairs of records with label=fraud live in the same city?").as_deref(),
+            Some(
+                r#"filter {"regex": "label=fraud"}, map {"extract":"city=(\\w+)"}, reduce {"op":"pairs"}"#
+            )
+        );
+        // No key=value, or a question about the values: no one plan.
+        assert_eq!(parts(MOST), None);
+        assert_eq!(
+            parts("Which city do the records with label=fraud name most?"),
+            None
+        );
     }
 
     #[test]

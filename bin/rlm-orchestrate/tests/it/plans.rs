@@ -778,7 +778,7 @@ fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
         let ran = requests[2].message_texts().join("\n");
         assert!(
             ran.contains("Your map was refused before")
-                && ran.contains(r#"ran in its place: {"count":"label=payments"}. Its results reduced by {"op":"sum"} give 30"#)
+                && ran.contains(r#"ran over your pieces in its place: map {"count":"label=payments"}, reduce {"op":"sum"}. It gives 30"#)
                 && ran.contains("total: 30"),
             "{env}: {ran}"
         );
@@ -815,8 +815,44 @@ fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
     assert_eq!(requests.len(), 4, "split, refused, ran instead, answered");
     let ran = requests[3].message_texts().join("\n");
     assert!(
-        ran.contains(r#"Its results reduced by {"op":"sum"} give 30: answer from that."#)
+        ran.contains(r#"reduce {"op":"sum"}. It gives 30: answer from that."#)
             && ran.contains(" results of 4 pieces (0 model calls)"),
+        "{ran}"
+    );
+}
+
+#[test]
+fn the_worked_example_copied_as_a_step_map_twice_runs_the_plan_the_task_names() {
+    // The after-map-repeat reading's aggregate item 2: for the sum of a field over the
+    // records with a key=value, the model split and asked every piece the worked
+    // example's question, twice. Refused naming the task's plan; the second time that
+    // plan (its filter too) runs over the pieces.
+    let task = "What is the sum of the amount fields of the records with label=shipping? Answer with a number.";
+    // amount=i for record i; shipping every third record: 0 + 3 + … + 27 = 135.
+    let records: String = (0..30)
+        .map(|i| {
+            let label = if i % 3 == 0 { "shipping" } else { "fraud" };
+            format!("record {i}: label={label} amount={i}\n")
+        })
+        .collect();
+    let js = "const pieces = await ctx_split('context', {by: 'lines', size: 8});\nconst results = await ctx_map(pieces, {ask: 'How many failed payments are listed? Answer with a number.'});\nconsole.log('total:', await ctx_reduce(results, {op: 'sum'}));";
+    let block = format!("```repl\n{js}\n```");
+    let script = MockScript::new()
+        .then(MockReply::text(block.clone()))
+        .then(MockReply::text(block))
+        .then(MockReply::text("FINAL(135)"));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, "135");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "no leaf was asked");
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains(r#"Instead, for this task: filter {"regex": "label=shipping"}, map {"extract":"amount=(\\d+)"}, reduce {"op":"sum"}"#),
+        "{refused}"
+    );
+    let ran = requests[2].message_texts().join("\n");
+    assert!(
+        ran.contains("It gives 135: answer from that.") && ran.contains("total: 135"),
         "{ran}"
     );
 }

@@ -7,6 +7,7 @@
 //! the field, unless the task itself is about failed payments; so is a sub-call
 //! (`ctx_summarize`, `llm_query`, `sub_rlm`) that asks it.
 
+use rlm_plan::task_fit::{exact_plan_for_task, parts_of, Refusal};
 use rlm_plan::words::words;
 use rlm_plan::{Filter, Map, Plan, PlanError};
 use rlm_protocol::host_call::{HostError, PLAN_EXAMPLE_ASK};
@@ -28,15 +29,43 @@ pub(super) enum Asking<'a> {
 /// Refuses `asking` when it asks the worked example's question, naming the field —
 /// unless the task is the example's own.
 pub(super) fn check(asking: Asking<'_>, task: &str) -> Result<(), PlanError> {
+    refusal(asking, task).map_or(Ok(()), |refusal| Err(PlanError::Shape(refusal.message)))
+}
+
+/// Why `asking` cannot run when it asks the worked example's question ([`check`]),
+/// with the plan the task's words call for where there is one
+/// ([`rlm_plan::task_fit::exact_plan_for_task`]; a plan's own input and split kept):
+/// the refusal names it, and the orchestrator runs it in place of the same copy
+/// written again ([`super::refused_plans`]).
+pub(super) fn refusal(asking: Asking<'_>, task: &str) -> Option<Refusal> {
     if about_the_example(task) {
-        return Ok(());
+        return None;
     }
-    let field = match asking {
-        Asking::Plan(plan) => field_of_plan(plan, ""),
-        Asking::Map(map) => field_of_map(map, ""),
-        Asking::Filter(filter) => field_of_filter(filter, ""),
+    let (field, exact) = match asking {
+        Asking::Plan(plan) => (
+            field_of_plan(plan, "")?,
+            exact_plan_for_task(task).map(|exact| Plan {
+                input: plan.input.clone(),
+                split: plan.split.clone(),
+                ..exact
+            }),
+        ),
+        Asking::Map(map) => (field_of_map(map, "")?, exact_plan_for_task(task)),
+        Asking::Filter(filter) => (field_of_filter(filter, "")?, None),
     };
-    field.map_or(Ok(()), |field| Err(PlanError::Shape(refusal(field))))
+    let instead = match &exact {
+        Some(exact) => format!(
+            "Instead, for this task: {}, exact and with no model call (or {INSTEAD})",
+            parts_of(exact)
+        ),
+        None => format!("Instead, {INSTEAD}"),
+    };
+    Some(Refusal {
+        message: format!(
+            "`{field}` is the worked example's question ({PLAN_EXAMPLE_ASK:?}), copied from the instructions; it is not about this task. {instead}."
+        ),
+        exact,
+    })
 }
 
 /// Refuses a sub-call whose prompt asks the worked example's question — the
@@ -50,12 +79,6 @@ pub(super) fn check_prompt(prompt: &str, task: &str) -> Result<(), HostError> {
     Err(HostError::RespondToModel(format!(
         "the instruction is the worked example's question ({PLAN_EXAMPLE_ASK:?}), copied from the instructions; it is not about this task. Instead, ask what this task needs, in the task's own words"
     )))
-}
-
-fn refusal(field: String) -> String {
-    format!(
-        "`{field}` is the worked example's question ({PLAN_EXAMPLE_ASK:?}), copied from the instructions; it is not about this task. Instead, {INSTEAD}."
-    )
 }
 
 /// The field (`map.ask`, `map.plan.filter.ask`…) that asks the example's question.
@@ -147,6 +170,17 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("{\"count\": PATTERN}"), "{why}");
+        // The task names what to count: the refusal names the plan, which keeps the
+        // copy's input and split.
+        assert!(
+            why.contains(r#"Instead, for this task: map {"count":"label=payments"}, reduce {"op":"sum"}, exact"#),
+            "{why}"
+        );
+        let exact = refusal(Asking::Plan(&copied), LABEL_TASK)
+            .and_then(|r| r.exact)
+            .expect("an exact plan");
+        assert_eq!(exact.split, copied.split);
+        assert_eq!(exact.filter, None);
     }
 
     #[test]

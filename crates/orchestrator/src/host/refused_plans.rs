@@ -5,8 +5,9 @@
 //! The second time, the named plan runs in its place and the reply says so; the model
 //! still reads the result and gives the answer. The same holds for a plan written a
 //! step at a time: a `ctx_map` refused and called again with the same map over pieces
-//! the same filter kept runs the named map, and its results are reduced as the named
-//! plan says (docs/eval.md, js-2: the same refused `ctx_map` five times, then a guess).
+//! the same filter kept runs the named plan over those pieces, its results reduced as
+//! that plan says (docs/eval.md, js-2: the same refused `ctx_map` five times, then a
+//! guess).
 
 use std::sync::{Mutex, PoisonError};
 
@@ -68,21 +69,17 @@ pub(crate) fn ran_instead(exact: &Plan) -> String {
     )
 }
 
-/// The note a `ctx_map` reply carries when the exact plan's map ran in place of the
-/// model's: the map that ran, and the `answer` its results (the variable `results`)
-/// give reduced as that plan says — or, when the reduction asks a model and so was
-/// not run, the reduction to call.
+/// The note a `ctx_map` reply carries when the exact plan ran over the model's pieces
+/// in place of its map: that plan, and the `answer` it gives — or, when its reduction
+/// asks a model and so was not run, the results variable to reduce.
 pub(crate) fn map_ran_instead(exact: &Plan, answer: Option<&str>, results: &str) -> String {
-    let map = serde_json::to_string(&exact.map).unwrap_or_default();
-    let reduce = serde_json::to_string(&exact.reduce).unwrap_or_default();
     let lead = format!(
-        "Your map was refused before, for the reason it was refused then, so the map that refusal named ran in its place: {map}."
+        "Your map was refused before, for the reason it was refused then, so the plan that refusal named ran over your pieces in its place: {}.",
+        rlm_plan::task_fit::parts_of(exact)
     );
     match answer {
-        Some(answer) => {
-            format!("{lead} Its results reduced by {reduce} give {answer}: answer from that.")
-        }
-        None => format!("{lead} Reduce its results, `{results}`, with {reduce}."),
+        Some(answer) => format!("{lead} It gives {answer}: answer from that."),
+        None => format!("{lead} Its map's results are in `{results}`: reduce them as it says."),
     }
 }
 
@@ -158,11 +155,13 @@ mod tests {
             Repeat::RunInstead(exact.clone())
         );
         let note = map_ran_instead(&exact, Some("36"), "results-1");
-        assert!(note.contains(r#"{"count":"label=payments"}"#), "{note}");
-        assert!(note.contains(r#"{"op":"sum"} give 36"#), "{note}");
+        assert!(
+            note.contains(r#"in its place: map {"count":"label=payments"}, reduce {"op":"sum"}. It gives 36: answer from that."#),
+            "{note}"
+        );
         let note = map_ran_instead(&exact, None, "results-1");
         assert!(
-            note.ends_with(r#"Reduce its results, `results-1`, with {"op":"sum"}."#),
+            note.ends_with("are in `results-1`: reduce them as it says."),
             "{note}"
         );
     }

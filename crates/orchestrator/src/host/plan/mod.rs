@@ -171,8 +171,10 @@ impl RunHost {
         let plan: Plan = serde_json::from_value(args.plan)
             .map_err(|e| refused(PlanError::Json(e.to_string())))?;
         plan.check_shape(0).map_err(refused)?;
-        example::check(example::Asking::Plan(&plan), &self.settings.task).map_err(refused)?;
-        let (plan, note) = match rlm_plan::task_fit::refusal(&plan, &self.settings.task) {
+        let task = &self.settings.task;
+        let refusal = example::refusal(example::Asking::Plan(&plan), task)
+            .or_else(|| rlm_plan::task_fit::refusal(&plan, task));
+        let (plan, note) = match refusal {
             None => (plan, None),
             Some(refusal) => match self
                 .refused_plans

@@ -151,7 +151,6 @@ impl RunHost {
         let spec = json!({"pieces": pieces, "map": map});
         let map: Map = one_option("map", "ask, count, extract, sub_rlm, agent, plan", map)?;
         map.check(0).map_err(refused)?;
-        example::check(Asking::Map(&map), &self.settings.task).map_err(refused)?;
         let nesting = nesting_of_map(&map);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {
@@ -186,10 +185,13 @@ impl RunHost {
         self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
         // The regex and `where` filters that kept these pieces: a count or extract
         // reads only the records they pass, as in a whole plan.
+        // The filter of a plan run in place of a refused map reads its records too
+        // (the sum of a field over the records with a `key=value`).
         let filters: Vec<Filter> = set
             .filtered
             .iter()
             .filter_map(|f| serde_json::from_value(f.clone()).ok())
+            .chain(instead.as_ref().and_then(|exact| exact.filter.clone()))
             .collect();
         let records = RecordFilter::new(&filters.iter().collect::<Vec<_>>(), &set.split)?;
         let results = self
@@ -246,9 +248,10 @@ impl RunHost {
             .filtered
             .last()
             .and_then(|f| serde_json::from_value(f.clone()).ok());
-        let Some(refusal) =
-            rlm_plan::task_fit::map_refusal(&map, filter.as_ref(), &self.settings.task)
-        else {
+        let task = &self.settings.task;
+        let refusal = example::refusal(Asking::Map(&map), task)
+            .or_else(|| rlm_plan::task_fit::map_refusal(&map, filter.as_ref(), task));
+        let Some(refusal) = refusal else {
             return Ok((map, None));
         };
         match self
