@@ -237,18 +237,16 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<Refusal> {
 /// to count `label=shipping`, the model answered the count, 36, for "the sum of the
 /// amount fields").
 pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
-    let pattern = counted_pattern(question)?;
-    Some(match summed_field(task) {
-        Some(field) => format!(
-            "{}, map {{\"extract\": {}}}, reduce {{\"op\": \"sum\"}}",
-            filter_part(&Filter::Regex(pattern.to_owned())).unwrap_or_default(),
-            json(&format!("{field}=(\\d+)"))
+    let pattern = counted_pattern(question)?.to_owned();
+    let plan = match summed_field(task) {
+        Some(field) => exact(
+            Some(pattern),
+            Map::Extract(format!("{field}=(\\d+)")),
+            Reduce::Sum,
         ),
-        None => format!(
-            "map {{\"count\": {}}}, reduce {{\"op\": \"sum\"}}",
-            json(pattern)
-        ),
-    })
+        None => exact(None, Map::Count(pattern), Reduce::Sum),
+    };
+    Some(parts_of(&plan))
 }
 
 /// The plan that answers `task` exactly, when its words say which: a count of the
@@ -261,32 +259,38 @@ pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
 /// for the sum of a field, docs/eval.md, after-map-repeat `aggregate` item 2).
 pub fn exact_plan_for_task(task: &str) -> Option<Plan> {
     let key_value = key_value(task)?.to_owned();
-    let plan = |filter: Option<String>, map, reduce| Plan {
-        input: "context".to_owned(),
-        split: crate::spec::Split::default(),
-        filter: filter.map(Filter::Regex),
-        map,
-        reduce,
-    };
     if mentions(task, &["pair"]) {
         let key = shared_key(task)?;
-        return Some(plan(
+        return Some(exact(
             Some(key_value),
             Map::Extract(format!("{key}=(\\w+)")),
             Reduce::Pairs,
         ));
     }
     if let Some(field) = summed_field(task) {
-        return Some(plan(
+        return Some(exact(
             Some(key_value),
             Map::Extract(format!("{field}=(\\d+)")),
             Reduce::Sum,
         ));
     }
-    asks_a_count(task).then(|| plan(None, Map::Count(key_value), Reduce::Sum))
+    asks_a_count(task).then(|| exact(None, Map::Count(key_value), Reduce::Sum))
 }
 
-/// `plan` written as a refusal names it: `filter {…}, map {…}, reduce {…}`.
+/// A plan of the context (the default split) with the regex `filter`, `map` and
+/// `reduce`: what the task readings above name.
+fn exact(filter: Option<String>, map: Map, reduce: Reduce) -> Plan {
+    Plan {
+        input: "context".to_owned(),
+        split: crate::spec::Split::default(),
+        filter: filter.map(Filter::Regex),
+        map,
+        reduce,
+    }
+}
+
+/// `plan` written as a refusal names it: `filter {"regex": …}, map {…}, reduce {…}`
+/// (JSON with a space after each `:` and `,`, as the messages write it).
 pub fn parts_of(plan: &Plan) -> String {
     let filter = plan
         .filter
@@ -295,9 +299,55 @@ pub fn parts_of(plan: &Plan) -> String {
         .map_or(String::new(), |part| format!("{part}, "));
     format!(
         "{filter}map {}, reduce {}",
-        serde_json::to_string(&plan.map).unwrap_or_default(),
-        serde_json::to_string(&plan.reduce).unwrap_or_default()
+        spaced(&plan.map),
+        spaced(&plan.reduce)
     )
+}
+
+/// `part` as JSON with a space after each `:` and `,` (`{"op": "top_k", "k": 1}`).
+fn spaced(part: &impl serde::Serialize) -> String {
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, Spaced);
+    match part.serialize(&mut serializer) {
+        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The JSON formatter of [`spaced`].
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
 }
 
 /// `text` as a JSON string, as a plan holds it (`"label=(\\w+)"`).
@@ -677,16 +727,16 @@ mod tests {
         let parts = |task: &str| exact_plan_for_task(task).map(|plan| parts_of(&plan));
         assert_eq!(
             parts(LABEL_COUNT).as_deref(),
-            Some(r#"map {"count":"label=payments"}, reduce {"op":"sum"}"#)
+            Some(r#"map {"count": "label=payments"}, reduce {"op": "sum"}"#)
         );
         assert_eq!(
             parts("What is the sum of the amount fields of the records with label=shipping? Answer with a number.").as_deref(),
-            Some(r#"filter {"regex": "label=shipping"}, map {"extract":"amount=(\\d+)"}, reduce {"op":"sum"}"#)
+            Some(r#"filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#)
         );
         assert_eq!(
             parts("How many pairs of records with label=fraud live in the same city?").as_deref(),
             Some(
-                r#"filter {"regex": "label=fraud"}, map {"extract":"city=(\\w+)"}, reduce {"op":"pairs"}"#
+                r#"filter {"regex": "label=fraud"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#
             )
         );
         // No key=value, or a question about the values: no one plan.

@@ -778,7 +778,7 @@ fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
         let ran = requests[2].message_texts().join("\n");
         assert!(
             ran.contains("Your map was refused before")
-                && ran.contains(r#"ran over your pieces in its place: map {"count":"label=payments"}, reduce {"op":"sum"}. It gives 30"#)
+                && ran.contains(r#"ran over your pieces in its place: map {"count": "label=payments"}, reduce {"op": "sum"}. It gives 30"#)
                 && ran.contains("total: 30"),
             "{env}: {ran}"
         );
@@ -815,7 +815,7 @@ fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
     assert_eq!(requests.len(), 4, "split, refused, ran instead, answered");
     let ran = requests[3].message_texts().join("\n");
     assert!(
-        ran.contains(r#"reduce {"op":"sum"}. It gives 30: answer from that."#)
+        ran.contains(r#"reduce {"op": "sum"}. It gives 30: answer from that."#)
             && ran.contains(" results of 4 pieces (0 model calls)"),
         "{ran}"
     );
@@ -847,7 +847,7 @@ fn the_worked_example_copied_as_a_step_map_twice_runs_the_plan_the_task_names() 
     assert_eq!(requests.len(), 3, "no leaf was asked");
     let refused = requests[1].message_texts().join("\n");
     assert!(
-        refused.contains(r#"Instead, for this task: filter {"regex": "label=shipping"}, map {"extract":"amount=(\\d+)"}, reduce {"op":"sum"}"#),
+        refused.contains(r#"Instead, for this task: filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#),
         "{refused}"
     );
     let ran = requests[2].message_texts().join("\n");

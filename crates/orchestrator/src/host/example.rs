@@ -173,7 +173,7 @@ mod tests {
         // The task names what to count: the refusal names the plan, which keeps the
         // copy's input and split.
         assert!(
-            why.contains(r#"Instead, for this task: map {"count":"label=payments"}, reduce {"op":"sum"}, exact"#),
+            why.contains(r#"Instead, for this task: map {"count": "label=payments"}, reduce {"op": "sum"}, exact"#),
             "{why}"
         );
         let exact = refusal(Asking::Plan(&copied), LABEL_TASK)

@@ -156,7 +156,7 @@ mod tests {
         );
         let note = map_ran_instead(&exact, Some("36"), "results-1");
         assert!(
-            note.contains(r#"in its place: map {"count":"label=payments"}, reduce {"op":"sum"}. It gives 36: answer from that."#),
+            note.contains(r#"in its place: map {"count": "label=payments"}, reduce {"op": "sum"}. It gives 36: answer from that."#),
             "{note}"
         );
         let note = map_ran_instead(&exact, None, "results-1");
