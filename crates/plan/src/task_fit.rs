@@ -79,13 +79,7 @@ pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
 /// exact plan names the map to run in its place and the reduction that answers the
 /// task with its results; its input and split are placeholders (the pieces are cut).
 pub fn map_refusal(map: &Map, filter: Option<&Filter>, task: &str) -> Option<Refusal> {
-    let plan = Plan {
-        input: "context".to_owned(),
-        split: crate::spec::Split::default(),
-        filter: filter.cloned(),
-        map: map.clone(),
-        reduce: Reduce::Sum,
-    };
+    let plan = of_context(filter.cloned(), map.clone(), Reduce::Sum);
     ask_over_captured_values(&plan, task).or_else(|| counting_ask(&plan, task))
 }
 
@@ -239,12 +233,12 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<Refusal> {
 pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
     let pattern = counted_pattern(question)?.to_owned();
     let plan = match summed_field(task) {
-        Some(field) => exact(
-            Some(pattern),
+        Some(field) => of_context(
+            Some(Filter::Regex(pattern)),
             Map::Extract(format!("{field}=(\\d+)")),
             Reduce::Sum,
         ),
-        None => exact(None, Map::Count(pattern), Reduce::Sum),
+        None => of_context(None, Map::Count(pattern), Reduce::Sum),
     };
     Some(parts_of(&plan))
 }
@@ -261,29 +255,29 @@ pub fn exact_plan_for_task(task: &str) -> Option<Plan> {
     let key_value = key_value(task)?.to_owned();
     if mentions(task, &["pair"]) {
         let key = shared_key(task)?;
-        return Some(exact(
-            Some(key_value),
+        return Some(of_context(
+            Some(Filter::Regex(key_value)),
             Map::Extract(format!("{key}=(\\w+)")),
             Reduce::Pairs,
         ));
     }
     if let Some(field) = summed_field(task) {
-        return Some(exact(
-            Some(key_value),
+        return Some(of_context(
+            Some(Filter::Regex(key_value)),
             Map::Extract(format!("{field}=(\\d+)")),
             Reduce::Sum,
         ));
     }
-    asks_a_count(task).then(|| exact(None, Map::Count(key_value), Reduce::Sum))
+    asks_a_count(task).then(|| of_context(None, Map::Count(key_value), Reduce::Sum))
 }
 
-/// A plan of the context (the default split) with the regex `filter`, `map` and
-/// `reduce`: what the task readings above name.
-fn exact(filter: Option<String>, map: Map, reduce: Reduce) -> Plan {
+/// A plan of the context (the default split) with `filter`, `map` and `reduce`: what
+/// the task readings above name, and the stand-in whole plan of a `ctx_map` step.
+fn of_context(filter: Option<Filter>, map: Map, reduce: Reduce) -> Plan {
     Plan {
         input: "context".to_owned(),
         split: crate::spec::Split::default(),
-        filter: filter.map(Filter::Regex),
+        filter,
         map,
         reduce,
     }
@@ -323,11 +317,7 @@ impl serde_json::ser::Formatter for Spaced {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        separate(writer, first)
     }
 
     fn begin_object_value<W: ?Sized + std::io::Write>(
@@ -342,11 +332,16 @@ impl serde_json::ser::Formatter for Spaced {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        separate(writer, first)
+    }
+}
+
+/// The `, ` before every key or item but the first.
+fn separate<W: ?Sized + std::io::Write>(writer: &mut W, first: bool) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        writer.write_all(b", ")
     }
 }
 

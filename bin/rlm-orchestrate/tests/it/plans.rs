@@ -529,6 +529,22 @@ fn counting_ask_under_its_filter() -> MockToolCall {
     }))
 }
 
+/// The task over [`shipping_records`]: the sum of a field over the records with a
+/// `key=value`.
+const SHIPPING_SUM_TASK: &str =
+    "What is the sum of the amount fields of the records with label=shipping? Answer with a number.";
+
+/// `count` records, `label=shipping` every `every`th and `label=OTHER` the rest, record
+/// `i` with `amount=i + first_amount`.
+fn shipping_records(count: usize, every: usize, other: &str, first_amount: usize) -> String {
+    (0..count)
+        .map(|i| {
+            let label = if i % every == 0 { "shipping" } else { other };
+            format!("record {i}: label={label} amount={}\n", i + first_amount)
+        })
+        .collect()
+}
+
 /// A `--env ENV` run of `task` over [`labelled_records`] whose root model follows
 /// `script`; it must succeed. The mock and the answer printed.
 fn run_on_records(env: &str, task: &str, script: MockScript) -> (MockLlmThread, String) {
@@ -827,14 +843,9 @@ fn the_worked_example_copied_as_a_step_map_twice_runs_the_plan_the_task_names() 
     // records with a key=value, the model split and asked every piece the worked
     // example's question, twice. Refused naming the task's plan; the second time that
     // plan (its filter too) runs over the pieces.
-    let task = "What is the sum of the amount fields of the records with label=shipping? Answer with a number.";
+    let task = SHIPPING_SUM_TASK;
     // amount=i for record i; shipping every third record: 0 + 3 + … + 27 = 135.
-    let records: String = (0..30)
-        .map(|i| {
-            let label = if i % 3 == 0 { "shipping" } else { "fraud" };
-            format!("record {i}: label={label} amount={i}\n")
-        })
-        .collect();
+    let records = shipping_records(30, 3, "fraud", 0);
     let js = "const pieces = await ctx_split('context', {by: 'lines', size: 8});\nconst results = await ctx_map(pieces, {ask: 'How many failed payments are listed? Answer with a number.'});\nconsole.log('total:', await ctx_reduce(results, {op: 'sum'}));";
     let block = format!("```repl\n{js}\n```");
     let script = MockScript::new()
@@ -923,13 +934,8 @@ fn a_summary_asked_to_count_for_a_sum_task_is_told_the_sum_plan() {
     // The after-tools-4 reading's item 2: ctx_summarize asked how many lines match the
     // label, for the sum of those records' amounts; told to count, the model answered
     // the count. The refusal names the plan of the task's sum, which then runs.
-    let task = "What is the sum of the amount fields of the records with label=shipping? Answer with a number.";
-    let records: String = (0..40)
-        .map(|i| {
-            let label = if i % 4 == 0 { "shipping" } else { "billing" };
-            format!("record {i}: label={label} amount={}\n", i + 1)
-        })
-        .collect();
+    let task = SHIPPING_SUM_TASK;
+    let records = shipping_records(40, 4, "billing", 1);
     let summarized = MockToolCall::new(
         "ctx_summarize",
         serde_json::json!({"variable": "context", "instruction": "How many lines match 'label=shipping'"}),

@@ -148,7 +148,6 @@ impl RunHost {
     ) -> Result<Value, HostError> {
         let started = std::time::Instant::now();
         let plan_id = crate::ids::AgentId::generate().to_string();
-        let spec = json!({"pieces": pieces, "map": map});
         let map: Map = one_option("map", "ask, count, extract, sub_rlm, agent, plan", map)?;
         map.check(0).map_err(refused)?;
         let nesting = nesting_of_map(&map);
@@ -160,10 +159,7 @@ impl RunHost {
         }
         let (set, source) = self.piece_set(&pieces).await?;
         let (map, instead) = self.map_or_exact(map, &set)?;
-        let spec = match &instead {
-            Some(_) => json!({"pieces": pieces, "map": map}),
-            None => spec,
-        };
+        let spec = json!({"pieces": pieces, "map": map});
         let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
         let limits = self.plan_limits(Some(&source)).await;
         let mut estimate = Estimate {
@@ -185,14 +181,19 @@ impl RunHost {
         self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
         // The regex and `where` filters that kept these pieces: a count or extract
         // reads only the records they pass, as in a whole plan.
-        // The filter of a plan run in place of a refused map reads its records too
-        // (the sum of a field over the records with a `key=value`).
-        let filters: Vec<Filter> = set
+        let mut filters: Vec<Filter> = set
             .filtered
             .iter()
             .filter_map(|f| serde_json::from_value(f.clone()).ok())
-            .chain(instead.as_ref().and_then(|exact| exact.filter.clone()))
             .collect();
+        // The filter of a plan run in place of a refused map reads its records too
+        // (the sum of a field over the records with a `key=value`), unless it is one
+        // of the pieces' own already.
+        if let Some(filter) = instead.as_ref().and_then(|exact| exact.filter.as_ref()) {
+            if !filters.contains(filter) {
+                filters.push(filter.clone());
+            }
+        }
         let records = RecordFilter::new(&filters.iter().collect::<Vec<_>>(), &set.split)?;
         let results = self
             .map_pieces(&plan_id, &map, records, &source, &kept)
