@@ -218,6 +218,21 @@ pub fn repeated_code(code: &str, language: &str, times: u32, last_output: &str) 
     )
 }
 
+/// The report of a block that was not run because its line `assignment` replaces
+/// `context` with text written into the code: what `context` already holds, and what
+/// to do instead.
+pub fn context_literal(code: &str, language: &str, assignment: &str, context_chars: u64) -> String {
+    let line: String = assignment.chars().take(80).collect();
+    let cut = if line.len() < assignment.len() {
+        " …"
+    } else {
+        ""
+    };
+    format!(
+        "Code not run: its line\n{line}{cut}\nreplaces `context` with text written into the code.\n```{language}\n{code}\n```\n\n`context` already holds the whole context ({context_chars} characters); the text you were shown is only its first characters. Remove that line and run the rest on `context` as it is."
+    )
+}
+
 /// The user message after a turn: block reports, notices, then the current state.
 pub fn turn_message(
     reports: &[String],

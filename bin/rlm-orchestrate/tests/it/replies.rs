@@ -78,7 +78,7 @@ fn the_parser_takes_each_reply_as_the_corpus_says() {
     for (case, text) in corpus().into_iter().filter(|(c, _)| c.env != "tools") {
         let parsed = parse_response(&text, tags(&case.env));
         let ok = match case.action.as_str() {
-            "run" | "refuse_final" => !parsed.blocks.is_empty(),
+            "run" | "refuse_final" | "refuse_code" => !parsed.blocks.is_empty(),
             "final" => {
                 parsed.final_literal.as_deref() == case.answer.as_deref()
                     || parsed.final_var.is_some()
@@ -192,6 +192,15 @@ fn the_loop_does_what_the_corpus_says_with_each_reply() {
                 let says = case.says.as_deref().unwrap_or_default();
                 assert!(next_message.contains(says), "{name}: {next_message}");
                 assert_eq!(answer, "done", "{name}: the premature FINAL was not taken");
+            }
+            "refuse_code" => {
+                assert!(
+                    !outputs.is_empty() && outputs.iter().all(|o| o.starts_with("[not run")),
+                    "{name}: its blocks are refused: {outputs:?}"
+                );
+                let says = case.says.as_deref().unwrap_or_default();
+                assert!(next_message.contains(says), "{name}: {next_message}");
+                assert_eq!(answer, "done", "{name}");
             }
             "correct" => {
                 assert!(outputs.is_empty(), "{name}: nothing runs: {outputs:?}");

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::bare_final::{self, BareFinal};
+use super::context_literal;
 use super::prose_answer;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, FinalAnswer};
@@ -100,7 +101,7 @@ pub(super) async fn run(
     if parsed.from_tool_call {
         turn.notices.push(prompt::tool_call_ran_as_code(language));
     }
-    let mut repeats = 0;
+    let (mut repeats, mut literals) = (0, 0);
     for (block, code) in parsed.blocks.iter().enumerate() {
         sink.emit(EventData::Code(CodeRecord {
             iteration,
@@ -124,6 +125,25 @@ pub(super) async fn run(
             }));
             turn.reports
                 .push(prompt::repeated_code(&code.code, language, *times, output));
+            continue;
+        }
+        let literal = context_literal::assignment(&code.code).filter(|_| context_chars > 0);
+        if let Some(assignment) = literal {
+            literals += 1;
+            sink.emit(EventData::Exec(ExecRecord {
+                iteration,
+                block,
+                output: "[not run: it assigns a literal to `context`]".to_owned(),
+                error: false,
+                timed_out: false,
+                duration_ms: 0,
+            }));
+            turn.reports.push(prompt::context_literal(
+                &code.code,
+                language,
+                assignment,
+                context_chars,
+            ));
             continue;
         }
         let outcome = env.execute(&code.code).await?;
@@ -187,10 +207,14 @@ pub(super) async fn run(
             None => {}
         }
     }
-    if repeats > 0 && repeats == parsed.blocks.len() {
-        // Nothing new ran: a loop, counted as a correction so that a third such reply
-        // in a row ends in a forced answer.
-        turn.correction = Some("code that already ran twice".to_owned());
+    if repeats + literals > 0 && repeats + literals == parsed.blocks.len() {
+        // Nothing ran: counted as a correction so that a third such reply in a row ends
+        // in a forced answer.
+        turn.correction = Some(if literals > 0 {
+            "code that replaces `context` with a literal".to_owned()
+        } else {
+            "code that already ran twice".to_owned()
+        });
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {

@@ -8,6 +8,7 @@
 mod bare_final;
 mod code_turn;
 mod compact;
+mod context_literal;
 mod fit;
 mod prose_answer;
 mod tool_turn;

@@ -446,6 +446,30 @@ async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_an
 }
 
 #[tokio::test]
+async fn code_that_sets_context_to_a_literal_is_not_run_and_the_rest_of_it_runs_after() {
+    let copied = "```python\ncontext = \"xxxxx\"\nprint(len(context))\n```";
+    let fixed = "```python\nprint(len(context))\n```";
+    let h = run_with(
+        &[copied, fixed, "FINAL(5000)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    // Only the block without the assignment ran; the model was told why and what
+    // `context` holds.
+    assert_eq!(h.env.executed, vec!["print(len(context))".to_owned()]);
+    let second = last_user_message(&h, 1);
+    assert!(
+        second.contains("Code not run: its line\ncontext = \"xxxxx\"\nreplaces `context`")
+            && second.contains("the whole context (5000 characters)")
+            && second.contains("Remove that line"),
+        "{second}"
+    );
+    assert!(!h.outcome.forced);
+    assert_eq!(h.outcome.answer, "5000");
+}
+
+#[tokio::test]
 async fn a_spent_budget_forces_the_answer_early() {
     let limits = Limits {
         max_llm_calls: Some(2),
