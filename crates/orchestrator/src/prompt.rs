@@ -220,8 +220,14 @@ pub fn repeated_code(code: &str, language: &str, times: u32, last_output: &str) 
 
 /// The report of a block that was not run because its line `assignment` replaces
 /// `context` with text written into the code: what `context` already holds, and what
-/// to do instead.
-pub fn context_literal(code: &str, language: &str, assignment: &str, context_chars: u64) -> String {
+/// to do instead — the helper call that answers the task, where there is one.
+pub fn context_literal(
+    code: &str,
+    language: &str,
+    assignment: &str,
+    context_chars: u64,
+    task_call: Option<&str>,
+) -> String {
     let line: String = assignment.chars().take(80).collect();
     let cut = if line.len() < assignment.len() {
         " …"
@@ -229,8 +235,17 @@ pub fn context_literal(code: &str, language: &str, assignment: &str, context_cha
         ""
     };
     format!(
-        "Code not run: its line\n{line}{cut}\nreplaces `context` with text written into the code.\n```{language}\n{code}\n```\n\n`context` already holds the whole context ({context_chars} characters); the text you were shown is only its first characters. Remove that line and run the rest on `context` as it is."
+        "Code not run: its line\n{line}{cut}\nreplaces `context` with text written into the code.\n```{language}\n{code}\n```\n\n`context` already holds the whole context ({context_chars} characters); the text you were shown is only its first characters. Remove that line and run the rest on `context` as it is.{}",
+        task_call_offer(task_call)
     )
+}
+
+/// The sentence that offers `task_call`, the helper call that answers the task exactly
+/// (empty without one).
+fn task_call_offer(task_call: Option<&str>) -> String {
+    task_call.map_or(String::new(), |call| {
+        format!(" For this task one call computes the answer exactly, with no model:\n```repl\n{call}\n```")
+    })
 }
 
 /// The user message after a turn: block reports, notices, then the current state.
@@ -319,14 +334,16 @@ pub fn answer_in_prose(value: &str) -> String {
 /// The correction of a reply with no code and no final answer after a block whose
 /// output ended in `nothing` (`null`, `None` …): whatever the reply states, the code
 /// found nothing, so it is a guess. Names the peek that shows how the context is
-/// written, in the REPL's `language`, and what to do next.
-pub fn answer_after_nothing(nothing: &str, language: &str) -> String {
+/// written, in the REPL's `language`, and what to do next — and `task_call`, the
+/// helper call that answers the task exactly, where there is one.
+pub fn answer_after_nothing(nothing: &str, language: &str, task_call: Option<&str>) -> String {
     let peek = match language {
         "python" => "print(context[:300])",
         _ => "console.log(context.slice(0, 300))",
     };
     format!(
-        "Your message had no code to run and no final answer, and your last code printed {nothing}: it found nothing, so an answer now would be a guess. Look at how the context is written ({peek} in a ```repl block), fix the code that printed {nothing} to match it, and run it again."
+        "Your message had no code to run and no final answer, and your last code printed {nothing}: it found nothing, so an answer now would be a guess. Look at how the context is written ({peek} in a ```repl block), fix the code that printed {nothing} to match it, and run it again.{}",
+        task_call_offer(task_call)
     )
 }
 

@@ -27,6 +27,10 @@
 //! The checks read only the plan and the task's words; a plan they do not recognise
 //! runs as written.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
+
 use crate::condition::Condition;
 use crate::reduce::{called_value_reduction, value_reductions};
 use crate::spec::{Filter, Map, Plan, Reduce};
@@ -246,21 +250,32 @@ pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
 /// The plan that answers `task` exactly, when its words say which: a count of the
 /// `key=value` it names ("how many records have label=payments"), the sum of a field
 /// over the records with that `key=value` ("the sum of the amount fields of the records
-/// with label=shipping"), or the pairs of those records sharing a field ("how many pairs
-/// … live in the same city"); `None` for any other task. Its input is `context` and its
-/// split the default: a caller puts in its own. A plan that copied the worked example's
-/// question carries it (the local model copied that question as its `ctx_map` ask twice
-/// for the sum of a field, docs/eval.md, after-map-repeat `aggregate` item 2).
+/// with label=shipping"), the pairs of records sharing a field ("how many pairs … live
+/// in the same city"), or the value of a field that most records hold ("which label
+/// appears in the most records") — the last two over the records the task picks by a
+/// `key=value` or a stated comparison ("(year > 2000)"), else over all. `None` for any
+/// other task. Its input is `context` and its split the default: a caller puts in its
+/// own. A plan that copied the worked example's question carries it (the local model
+/// copied that question as its `ctx_map` ask twice for the sum of a field, docs/eval.md,
+/// after-map-repeat `aggregate` item 2).
 pub fn exact_plan_for_task(task: &str) -> Option<Plan> {
-    let key_value = key_value(task)?.to_owned();
     if mentions(task, &["pair"]) {
         let key = shared_key(task)?;
         return Some(of_context(
-            Some(Filter::Regex(key_value)),
+            picked_records(task),
             Map::Extract(format!("{key}=(\\w+)")),
             Reduce::Pairs,
         ));
     }
+    if let Some(field) = ranked_field(task) {
+        let reduce = called_value_reduction(task)?;
+        return Some(of_context(
+            picked_records(task),
+            Map::Extract(format!("{field}=(\\w+)")),
+            reduce,
+        ));
+    }
+    let key_value = key_value(task)?.to_owned();
     if let Some(field) = summed_field(task) {
         return Some(of_context(
             Some(Filter::Regex(key_value)),
@@ -269,6 +284,40 @@ pub fn exact_plan_for_task(task: &str) -> Option<Plan> {
         ));
     }
     asks_a_count(task).then(|| of_context(None, Map::Count(key_value), Reduce::Sum))
+}
+
+/// The filter that keeps the records `task` is about: the `key=value` it names, else
+/// the comparison it states; `None` when it names neither (all records).
+fn picked_records(task: &str) -> Option<Filter> {
+    key_value(task)
+        .map(|pattern| Filter::Regex(pattern.to_owned()))
+        .or_else(|| stated_condition(task).map(Filter::Where))
+}
+
+/// A comparison of a field with a number written in `task` ("born after 2000 (year >
+/// 2000)" → `year > 2000`), when it reads as a filter condition.
+fn stated_condition(task: &str) -> Option<String> {
+    static COMPARISON: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"\b[A-Za-z_][A-Za-z0-9_]*[ \t]*(?:>=|<=|!=|==|>|<)[ \t]*-?\d+(?:\.\d+)?").ok()
+    });
+    let text = COMPARISON.as_ref()?.find(task)?.as_str().to_owned();
+    Condition::parse(&text).ok().map(|_| text)
+}
+
+/// The field whose most (or least) frequent value `task` asks for, among records or
+/// lines: the word after "which" or "what" ("Which label appears in the most records"
+/// → `label`); `None` when that word names no field ("which of these words", "what
+/// is the sum").
+fn ranked_field(task: &str) -> Option<String> {
+    const NOT_A_FIELD: [&str; 10] = [
+        "of", "one", "is", "are", "was", "the", "a", "an", "word", "words",
+    ];
+    if !mentions(task, &["record", "line", "entr", "row"]) {
+        return None;
+    }
+    let mut words = words(task);
+    words.find(|w| w == "which" || w == "what")?;
+    words.next().filter(|w| !NOT_A_FIELD.contains(&w.as_str()))
 }
 
 /// A plan of the context (the default split) with `filter`, `map` and `reduce`: what
@@ -286,16 +335,28 @@ fn of_context(filter: Option<Filter>, map: Map, reduce: Reduce) -> Plan {
 /// `plan` written as a refusal names it: `filter {"regex": …}, map {…}, reduce {…}`
 /// (JSON with a space after each `:` and `,`, as the messages write it).
 pub fn parts_of(plan: &Plan) -> String {
-    let filter = plan
+    call_parts(plan)
+        .iter()
+        .map(|(name, part)| format!("{name} {part}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `plan`'s filter (unless it asks a model: a refusal never repeats one, it costs a
+/// call a piece), map and reduction, each named and written as [`parts_of`] writes it:
+/// the arguments of a `map_reduce` call.
+pub fn call_parts(plan: &Plan) -> Vec<(&'static str, String)> {
+    let mut parts = Vec::with_capacity(3);
+    if let Some(filter) = plan
         .filter
         .as_ref()
-        .and_then(filter_part)
-        .map_or(String::new(), |part| format!("{part}, "));
-    format!(
-        "{filter}map {}, reduce {}",
-        spaced(&plan.map),
-        spaced(&plan.reduce)
-    )
+        .filter(|f| !matches!(f, Filter::Ask(_)))
+    {
+        parts.push(("filter", spaced(filter)));
+    }
+    parts.push(("map", spaced(&plan.map)));
+    parts.push(("reduce", spaced(&plan.reduce)));
+    parts
 }
 
 /// `part` as JSON with a space after each `:` and `,` (`{"op": "top_k", "k": 1}`).
@@ -734,12 +795,29 @@ mod tests {
                 r#"filter {"regex": "label=fraud"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#
             )
         );
-        // No key=value, or a question about the values: no one plan.
-        assert_eq!(parts(MOST), None);
         assert_eq!(
-            parts("Which city do the records with label=fraud name most?"),
+            parts(PAIRS).as_deref(),
+            Some(
+                r#"filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#
+            )
+        );
+        assert_eq!(
+            parts(MOST).as_deref(),
+            Some(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#)
+        );
+        assert_eq!(
+            parts("Which city do the records with label=fraud name most?").as_deref(),
+            Some(
+                r#"filter {"regex": "label=fraud"}, map {"extract": "city=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#
+            )
+        );
+        // No key=value and no ranked field, or words that are no field: no one plan.
+        assert_eq!(parts("Summarise the incidents in these lines."), None);
+        assert_eq!(
+            parts("Which of these words occurs in the most lines: cat, dog?"),
             None
         );
+        assert_eq!(parts("What is the most common error in the records?"), None);
     }
 
     #[test]

@@ -47,6 +47,7 @@ mod sub_rlm_args;
 mod sub_rlm_parallel;
 mod subagents;
 mod support;
+mod task_call;
 mod terminal;
 mod tools;
 mod tree_limits;

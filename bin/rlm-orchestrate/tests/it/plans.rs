@@ -553,7 +553,12 @@ fn run_on_records(env: &str, task: &str, script: MockScript) -> (MockLlmThread, 
 
 /// A `--env ENV` run of `task` over the text `records` whose root model follows
 /// `script`; it must succeed. The mock and the answer printed.
-fn run_on(env: &str, task: &str, records: String, script: MockScript) -> (MockLlmThread, String) {
+pub(crate) fn run_on(
+    env: &str,
+    task: &str,
+    records: String,
+    script: MockScript,
+) -> (MockLlmThread, String) {
     let sb = Sandbox::new();
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
     let context = sb.file("records.txt", records);

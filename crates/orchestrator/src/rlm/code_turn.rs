@@ -29,6 +29,10 @@ pub(super) struct Step<'a> {
     pub truncated: bool,
     /// Every block run so far in this run: how many times, and its last output.
     pub ran: &'a mut RanBefore,
+    /// The helper call that answers the task exactly, where its words name one
+    /// ([`super::task_plan`]): shown after code that found nothing and with a block
+    /// refused for replacing `context`.
+    pub task_call: Option<&'a str>,
 }
 
 /// What a run's blocks have done so far.
@@ -69,6 +73,7 @@ pub(super) async fn run(
         context_chars,
         truncated,
         ran,
+        task_call,
     } = step;
     let tags = env.fence_tags();
     let language = tags.first().copied().unwrap_or("repl");
@@ -143,6 +148,7 @@ pub(super) async fn run(
                 language,
                 assignment,
                 context_chars,
+                task_call,
             ));
             continue;
         }
@@ -249,7 +255,7 @@ pub(super) async fn run(
         let nothing = output.and_then(prose_answer::found_nothing);
         let stated = output.and_then(|out| prose_answer::stated(&parsed.transcript_text, out));
         turn.notices.push(match (nothing, stated) {
-            (Some(nothing), _) => prompt::answer_after_nothing(nothing, language),
+            (Some(nothing), _) => prompt::answer_after_nothing(nothing, language, task_call),
             (None, Some(value)) => prompt::answer_in_prose(value),
             (None, None) => prompt::correction(parsed.misfence.as_ref(), language),
         });

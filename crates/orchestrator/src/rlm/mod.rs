@@ -11,6 +11,7 @@ mod compact;
 mod context_literal;
 mod fit;
 mod prose_answer;
+mod task_plan;
 mod tool_turn;
 
 pub use compact::WindowTooSmall;
@@ -258,6 +259,14 @@ pub async fn run_loop(
     let mut stop_reason = None;
     let mut same_corrections: Option<(String, u32)> = None;
     let mut ran_before = code_turn::RanBefore::new();
+    // Shown to a code-writing model where its own code cannot get there.
+    let task_call = match &medium {
+        Medium::Code(repl) => {
+            let language = repl.fence_tags().first().copied().unwrap_or("repl");
+            task_plan::offered_call(query, context, language)
+        }
+        Medium::Tools { .. } => None,
+    };
     for iteration in 1..=settings.max_iterations {
         let reserved = crate::host::expected_cost(model, &messages);
         if let Some(reason) = accounting.start_call(reserved) {
@@ -292,6 +301,7 @@ pub async fn run_loop(
                     context_chars,
                     truncated: completion.truncated,
                     ran: &mut ran_before,
+                    task_call: task_call.as_deref(),
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
             }

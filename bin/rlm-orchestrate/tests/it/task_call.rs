@@ -1,0 +1,142 @@
+//! The helper call that answers the task exactly, shown to a code-writing model where
+//! its own code cannot get there — with a block refused for setting `context` to a
+//! literal, and after code that printed nothing found — copied by the model and run
+//! through `run` against the mock.
+
+use std::collections::HashMap;
+
+use rlm_test_support::mock_llm::{MockReply, MockRule, MockScript, RecordedRequest};
+
+use crate::plans::run_on;
+
+/// The people records of the `pairs` suite: `person 000042: city=Lima year=2004`.
+fn people(n: usize) -> (String, u64) {
+    const CITIES: [&str; 4] = ["Lima", "Riga", "Accra", "Perth"];
+    let mut text = String::new();
+    let mut after_2000: HashMap<&str, u64> = HashMap::new();
+    for i in 0..n {
+        let city = CITIES[(i * 7 + i / 3) % CITIES.len()];
+        let year = 1960 + (i * 13) % 60;
+        text.push_str(&format!("person {i:06}: city={city} year={year}\n"));
+        if year > 2000 {
+            *after_2000.entry(city).or_default() += 1;
+        }
+    }
+    let pairs = after_2000
+        .values()
+        .map(|k| k * (k.saturating_sub(1)) / 2)
+        .sum();
+    (text, pairs)
+}
+
+/// The order records of the `aggregate` suite, `billing` the most frequent label.
+fn orders(n: usize) -> String {
+    const LABELS: [&str; 5] = ["fraud", "billing", "support", "billing", "returns"];
+    (0..n)
+        .map(|i| {
+            let label = LABELS[i % LABELS.len()];
+            format!(
+                "2026-03-07 14:02 order={i:06} label={label} amount={}\n",
+                100 + i
+            )
+        })
+        .collect()
+}
+
+/// The call a message offers, out of its fence after "with no model:".
+fn offered_call(message: &str) -> Option<String> {
+    let after = message.split("with no model:\n```repl\n").nth(1)?;
+    Some(after.split("\n```").next()?.to_owned())
+}
+
+/// A rule: when the last message holds `marker`, reply as `reply` says with it.
+fn on(
+    marker: &'static str,
+    reply: impl Fn(&str) -> Option<MockReply> + Send + Sync + 'static,
+) -> MockRule {
+    MockRule::function(marker, move |request: &RecordedRequest| {
+        let last = request.last_user_message()?;
+        last.contains(marker).then(|| reply(&last)).flatten()
+    })
+}
+
+/// A rule: after the offered call ran, answer with the first word it printed.
+fn answer_with_printed() -> MockRule {
+    on("REPL output:\n", |last| {
+        if !last.contains("map_reduce(") {
+            return None;
+        }
+        let printed = last.split("REPL output:\n").nth(1)?;
+        let word = printed.split_whitespace().next()?;
+        Some(MockReply::text(format!("FINAL({word})")))
+    })
+}
+
+#[test]
+fn a_block_that_sets_context_to_the_preview_is_refused_with_the_call_that_answers() {
+    // The after-example-plan reading's js `pairs` items: `const context = `…`` holding
+    // the preview, then a count over those lines. Refused, with the pairs plan as a
+    // call; the model copies it and gets the exact count.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconst lines = context.split('\\n');\nconsole.log(lines.length);\n```";
+    let script = MockScript::new()
+        .rule(on("Code not run: its line", |last| {
+            Some(MockReply::text(format!(
+                "```repl\n{}\n```",
+                offered_call(last)?
+            )))
+        }))
+        .rule(answer_with_printed())
+        .then(MockReply::text(literal));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "refused, the call, the answer");
+    let refused = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        refused.contains("replaces `context` with text written into the code")
+            && refused.contains(
+                r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#
+            ),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_sentence_after_code_that_printed_none_is_shown_the_call_that_answers() {
+    // The after-example-plan reading's `aggregate` items 1 and 4: code that found no
+    // label printed `None`, then a label stated in a sentence. The correction names the
+    // ranking plan as a call; copied, it gives the most frequent label.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let script = MockScript::new()
+        .rule(on("it found nothing", |last| {
+            Some(MockReply::text(format!(
+                "```repl\n{}\n```",
+                offered_call(last)?
+            )))
+        }))
+        .rule(answer_with_printed())
+        .then(MockReply::text(
+            "```repl\nprint('The label that appears in the most records is:', None)\n```",
+        ))
+        .then(MockReply::text(
+            "The label that appears in the most records is \"fraud\".",
+        ));
+    let (mock, answer) = run_on("python", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    let requests = mock.control().requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "None, the sentence, the call, the answer"
+    );
+    let corrected = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        corrected.contains(
+            r#"print(map_reduce(map={"extract": "label=(\\w+)"}, reduce={"op": "top_k", "k": 1}))"#
+        ),
+        "{corrected}"
+    );
+}

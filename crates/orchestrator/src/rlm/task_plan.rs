@@ -1,0 +1,128 @@
+//! The one helper call that answers the run's task exactly, when the task's words name
+//! it ([`rlm_plan::task_fit::exact_plan_for_task`]: a count of a `key=value`, a sum of
+//! a field, the pairs sharing a field, the most frequent value of a field) and the
+//! context's preview shows the fields it reads. A code-writing model is shown it where
+//! its own code cannot get there: after code that printed nothing found, and with a
+//! block refused for replacing `context` with a literal.
+//!
+//! The local model, told its code found nothing, looked at the context, saw
+//! `label=fraud`, and still did not fix the code that looked for a field named `label`
+//! (docs/eval.md, after-example-plan `aggregate` items 1 and 4); on `pairs` it never
+//! wrote a plan at all. A call it can copy is what it takes up (the same reading, item
+//! 2: told the plan, it wrote it and got the sum).
+
+use rlm_plan::spec::{Filter, Map, Plan};
+use rlm_plan::task_fit::{call_parts, exact_plan_for_task};
+
+use crate::context::ContextInfo;
+
+/// The `map_reduce` call, printing its answer, in the REPL's `language` (`python`, else
+/// JavaScript), that answers `task` over a context described by `context`; `None` when
+/// the task names no exact plan or the preview does not show a field the plan reads
+/// (a plan over `label=` is no use on a context written otherwise).
+pub(super) fn offered_call(
+    task: &str,
+    context: Option<&ContextInfo>,
+    language: &str,
+) -> Option<String> {
+    let preview = &context?.preview;
+    let plan = exact_plan_for_task(task)?;
+    let shown = fields_read(&plan)
+        .iter()
+        .all(|field| preview.contains(&format!("{field}=")));
+    shown.then(|| call(&plan, language))
+}
+
+/// The fields `plan` reads by name: its map's and its filter's (`label` of
+/// `label=payments`, `year` of `year > 2000`).
+fn fields_read(plan: &Plan) -> Vec<&str> {
+    let map = match &plan.map {
+        Map::Extract(pattern) | Map::Count(pattern) => named(pattern),
+        _ => None,
+    };
+    let filter = match &plan.filter {
+        Some(Filter::Regex(pattern)) => named(pattern),
+        Some(Filter::Where(condition)) => condition
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .find(|word| !word.is_empty()),
+        _ => None,
+    };
+    map.into_iter().chain(filter).collect()
+}
+
+/// The field a `key=value` pattern names (`label` of `label=(\w+)`).
+fn named(pattern: &str) -> Option<&str> {
+    let (field, _) = pattern.split_once('=')?;
+    (!field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(field)
+}
+
+/// `plan` as one `map_reduce` call that prints its answer. The parts are JSON objects
+/// of strings and numbers, which Python and JavaScript read alike.
+fn call(plan: &Plan, language: &str) -> String {
+    let parts = call_parts(plan);
+    if language == "python" {
+        let arguments: Vec<String> = parts
+            .iter()
+            .map(|(name, part)| format!("{name}={part}"))
+            .collect();
+        format!("print(map_reduce({}))", arguments.join(", "))
+    } else {
+        let members: Vec<String> = parts
+            .iter()
+            .map(|(name, part)| format!("{name}: {part}"))
+            .collect();
+        format!("console.log(await map_reduce({{{}}}))", members.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+
+    fn records(preview: &str) -> ContextInfo {
+        ContextInfo {
+            preview: preview.to_owned(),
+            ..ContextInfo::default()
+        }
+    }
+
+    #[test]
+    fn the_pairs_task_gets_its_plan_as_a_call_in_each_language() {
+        let people = records("person 000001: city=Hanoi year=2015\nperson 000002: city=Riga");
+        assert_eq!(
+            offered_call(PAIRS, Some(&people), "js").as_deref(),
+            Some(
+                r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#
+            )
+        );
+        assert_eq!(
+            offered_call(PAIRS, Some(&people), "python").as_deref(),
+            Some(
+                r#"print(map_reduce(filter={"where": "year > 2000"}, map={"extract": "city=(\\w+)"}, reduce={"op": "pairs"}))"#
+            )
+        );
+    }
+
+    #[test]
+    fn no_call_where_the_preview_does_not_show_the_fields_or_the_task_names_no_plan() {
+        let orders = records("2026-03-07 14:02 order=000123 label=billing amount=512");
+        // The plan reads `city=` and `year`, which these records do not have.
+        assert_eq!(offered_call(PAIRS, Some(&orders), "js"), None);
+        assert_eq!(offered_call(PAIRS, None, "js"), None);
+        assert_eq!(
+            offered_call("Summarise the incidents.", Some(&orders), "js"),
+            None
+        );
+        assert_eq!(
+            offered_call(
+                "Which label appears in the most records of the context? Answer with the label only.",
+                Some(&orders),
+                "python"
+            )
+            .as_deref(),
+            Some(r#"print(map_reduce(map={"extract": "label=(\\w+)"}, reduce={"op": "top_k", "k": 1}))"#)
+        );
+    }
+}
