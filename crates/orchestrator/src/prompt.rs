@@ -206,15 +206,28 @@ pub fn exec_report(code: &str, language: &str, shaped_output: &str) -> String {
 }
 
 /// The report of a block that was not run because the same code already ran `times`
-/// times: the output it had, and what to do instead.
-pub fn repeated_code(code: &str, language: &str, times: u32, last_output: &str) -> String {
+/// times: the output it had, and what to do instead — with the exact line to send
+/// when that output ended in one `value`.
+pub fn repeated_code(
+    code: &str,
+    language: &str,
+    times: u32,
+    last_output: &str,
+    value: Option<&str>,
+) -> String {
     let output = if last_output.trim().is_empty() {
         "(no output)"
     } else {
         last_output
     };
+    let next = match value {
+        Some(value) => format!(
+            "If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise change the code (another pattern, other offsets, another helper)."
+        ),
+        None => "Change the code (another pattern, other offsets, another helper) or answer with FINAL(...).".to_owned(),
+    };
     format!(
-        "Code not run: the same code already ran {times} times.\n```{language}\n{code}\n```\n\nIts output was:\n{output}\n\nRunning it again gives the same. Change the code (another pattern, other offsets, another helper) or answer with FINAL(...)."
+        "Code not run: the same code already ran {times} times.\n```{language}\n{code}\n```\n\nIts output was:\n{output}\n\nRunning it again gives the same. {next}"
     )
 }
 

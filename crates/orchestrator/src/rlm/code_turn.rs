@@ -128,8 +128,10 @@ pub(super) async fn run(
                 timed_out: false,
                 duration_ms: 0,
             }));
-            turn.reports
-                .push(prompt::repeated_code(&code.code, language, *times, output));
+            let value = prose_answer::printed_value(output);
+            turn.reports.push(prompt::repeated_code(
+                &code.code, language, *times, output, value,
+            ));
             continue;
         }
         let literal = context_literal::assignment(&code.code).filter(|_| context_chars > 0);

@@ -39,6 +39,32 @@ pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
     (stands_in(prose, value) || stands_in(&ungrouped(prose), value)).then_some(value)
 }
 
+/// The value `output` ends with, when its last line is one: a number or a single word
+/// (`51`, `16459`, `loyalty`), or a ranked value with its count (`billing (12)` →
+/// `billing`); not a "nothing" value, a sentence or an error. What a block sent again
+/// after it printed its result is told to answer with: the local model ran the block
+/// that printed `51` three more times and was forced (docs/eval.md, after-map-repeat
+/// and after-example-plan, `aggregate` items 0 and 3).
+pub(super) fn printed_value(output: &str) -> Option<&str> {
+    let line = output.trim_end().lines().next_back()?.trim();
+    let value = match line.split_once(" (") {
+        Some((value, count))
+            if count
+                .strip_suffix(')')
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) =>
+        {
+            value
+        }
+        _ => line,
+    };
+    let one_token = !value.is_empty()
+        && value.chars().count() <= MAX_VALUE_CHARS
+        && value
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | ',' | '-'));
+    (one_token && !NOTHING.contains(&value)).then_some(value)
+}
+
 /// True when `text` holds `value` with no letter, digit or `_` touching either end
 /// (`loyalty` stands in "the most: loyalty (80)", not in "loyalty_2"): how a printed
 /// value is recognised in a reply, and a bare `FINAL(word)`'s word in an output
@@ -105,6 +131,24 @@ mod tests {
         assert_eq!(found_nothing("null labels: 3"), None);
         assert_eq!(found_nothing("0"), None);
         assert_eq!(found_nothing(""), None);
+    }
+
+    #[test]
+    fn an_output_ending_in_one_value_gives_it() {
+        // The after-example-plan reading's item 0: the note, then the count.
+        assert_eq!(
+            printed_value("Your map was refused before … It gives 51: answer from that.\n51\n"),
+            Some("51")
+        );
+        assert_eq!(printed_value("16459"), Some("16459"));
+        assert_eq!(printed_value("billing (12)\n"), Some("billing"));
+        assert_eq!(printed_value("-3.5"), Some("-3.5"));
+        // A sentence, an error's last line, "nothing", or no output is not a value.
+        assert_eq!(printed_value("total: 51"), None);
+        assert_eq!(printed_value("    at <eval> (<cell 1>:5:28)"), None);
+        assert_eq!(printed_value("result\nnull"), None);
+        assert_eq!(printed_value("[1, 2]"), None);
+        assert_eq!(printed_value(""), None);
     }
 
     #[test]

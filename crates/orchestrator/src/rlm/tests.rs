@@ -446,6 +446,28 @@ async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_an
 }
 
 #[tokio::test]
+async fn the_same_code_sent_after_it_printed_a_value_is_shown_the_line_that_answers() {
+    let count = "```python\nprint(51)\n```";
+    let h = run_with(
+        &[count, count, count, "FINAL(51)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.env.executed.len(), 2);
+    let third = last_user_message(&h, 3);
+    assert!(
+        third.contains("Code not run: the same code already ran 2 times.")
+            && third.contains(
+                "If 51 is your answer, reply with exactly this line and nothing else:\nFINAL(51)"
+            ),
+        "{third}"
+    );
+    assert!(!h.outcome.forced);
+    assert_eq!(h.outcome.answer, "51");
+}
+
+#[tokio::test]
 async fn code_that_sets_context_to_a_literal_is_not_run_and_the_rest_of_it_runs_after() {
     let copied = "```python\ncontext = \"xxxxx\"\nprint(len(context))\n```";
     let fixed = "```python\nprint(len(context))\n```";
