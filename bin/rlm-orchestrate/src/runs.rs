@@ -284,18 +284,43 @@ fn plan_line(record: &rlm_orchestrator::events::PlanRecord) -> String {
     use rlm_orchestrator::events::PlanStage;
     let id = &record.plan_id;
     match &record.stage {
-        PlanStage::Priced { spec, pieces, kept, calls, prompt_tokens } => format!(
-            "plan {id}: {pieces} pieces, {kept} kept, {calls} calls, about {prompt_tokens} prompt tokens · map {} · reduce {}",
-            format::one_line(&spec["map"].to_string(), 80),
-            format::one_line(&spec["reduce"].to_string(), 40)
-        ),
+        PlanStage::Priced {
+            spec,
+            pieces,
+            kept,
+            calls,
+            prompt_tokens,
+        } => {
+            // A map written as a step (`ctx_map`) has no reduction yet.
+            let reduce = spec
+                .get("reduce")
+                .filter(|reduce| !reduce.is_null())
+                .map_or(String::new(), |reduce| {
+                    format!(" · reduce {}", format::one_line(&reduce.to_string(), 40))
+                });
+            format!(
+                "plan {id}: {pieces} pieces, {kept} kept, {calls} calls, about {prompt_tokens} prompt tokens · map {}{reduce}",
+                format::one_line(&spec["map"].to_string(), 80),
+            )
+        }
         PlanStage::Refused { reason } => format!("plan {id} refused: {reason}"),
-        PlanStage::Leaf { index, start, end, duration_ms, result, failed } => format!(
+        PlanStage::Leaf {
+            index,
+            start,
+            end,
+            duration_ms,
+            result,
+            failed,
+        } => format!(
             "  leaf {index} · bytes {start}–{end} · {duration_ms} ms {} {}",
             if *failed { "✗" } else { "→" },
             format::one_line(result, 100)
         ),
-        PlanStage::Done { answer, results, duration_ms } => format!(
+        PlanStage::Done {
+            answer,
+            results,
+            duration_ms,
+        } => format!(
             "plan {id} → {} ({duration_ms} ms; each piece's result in `{results}`)",
             format::one_line(answer, 120)
         ),

@@ -154,11 +154,19 @@ fn javascript_steps_chain_the_same_way() {
                 const results = await ctx_map(pieces, {count: 'error'});\n\
                 console.log(await ctx_reduce(results, {op: 'sum'}));\n\
                 console.log(ctx_split.last.count, ctx_map.last.calls)";
-    let (_, mock, printed) = run_code(code, &["--env", "js"]);
+    let (sb, mock, printed) = run_code(code, &["--env", "js"]);
     assert_eq!(
         printed.lines().collect::<Vec<_>>(),
         ["30", "5 0"],
         "{printed}"
+    );
+    // `runs show` draws the step map with its map and no reduction (it has none yet).
+    let shown = runs_show(&sb);
+    assert!(
+        shown.contains(r#"5 pieces, 5 kept, 0 calls"#)
+            && shown.contains(r#"· map {"count":"error"}"#)
+            && !shown.contains("reduce null"),
+        "{shown}"
     );
     assert_eq!(
         mock.control().request_count(),
