@@ -88,7 +88,19 @@ fn call_of_object(object: &Map<String, Value>) -> Option<(String, Map<String, Va
         .into_iter()
         .find(|k| object.contains_key(*k));
     let arguments = match args_key.and_then(|k| object.get(k)) {
-        Some(value @ (Value::Object(_) | Value::String(_))) => arguments_of(tool, value),
+        Some(value @ (Value::Object(_) | Value::String(_))) => {
+            let mut arguments = arguments_of(tool, value);
+            // A parameter written beside the arguments rather than in them: an extra `}`
+            // closed them early. The local model wrote `"map": {"extract": …}}, "reduce":
+            // {"op": "top_k", "k": 1}}` — the right plan, refused for a missing `reduce`
+            // (docs/eval.md, after-review `aggregate` item 1).
+            for (key, value) in object {
+                if parameters(tool).contains(&key.as_str()) && !arguments.contains_key(key) {
+                    arguments.insert(key.clone(), value.clone());
+                }
+            }
+            arguments
+        }
         Some(_) | None => object
             .iter()
             .filter(|(k, _)| k.as_str() != name_key)
@@ -415,6 +427,33 @@ mod tests {
         assert_eq!(
             parsed(raw_break),
             [("final_answer".to_owned(), json!({"answer": "one\n\ttwo"}))]
+        );
+    }
+
+    #[test]
+    fn a_parameter_an_extra_brace_left_beside_the_arguments_joins_them() {
+        // After-review `aggregate` item 1, as the model wrote it.
+        let text = r#"{{"name": "ctx_map_reduce", "arguments": {"filter": {"regex": "label=(\\w+)"}, "map": {"extract": "label=(\\w+)"}}, "reduce": {"op": "top_k", "k": 1}}}"#;
+        assert_eq!(
+            parsed(text),
+            [(
+                "ctx_map_reduce".to_owned(),
+                json!({
+                    "filter": {"regex": "label=(\\w+)"},
+                    "map": {"extract": "label=(\\w+)"},
+                    "reduce": {"op": "top_k", "k": 1},
+                })
+            )]
+        );
+        // What the arguments hold wins; a key that is no parameter stays out.
+        assert_eq!(
+            parsed(
+                r#"{"tool": "ctx_grep", "arguments": {"variable": "context", "pattern": "a"}, "pattern": "b", "why": "x"}"#
+            ),
+            [(
+                "ctx_grep".to_owned(),
+                json!({"variable": "context", "pattern": "a"})
+            )]
         );
     }
 
