@@ -524,6 +524,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_summary_asked_to_count_for_a_ranking_task_points_to_the_tasks_plan() {
+        // The after-review reading's aggregate item 1: "which label appears in the most
+        // records", and a summary of the whole context asked how many have one label.
+        let (_dir, mut env) = env_with("label=fraud amount=3\n", 0, MicroTool::ALL.to_vec());
+        env.config.query =
+            "Which label appears in the most records of the context? Answer with the label only."
+                .into();
+        let refused = env
+            .call_tool(&call(
+                "ctx_summarize",
+                json!({"variable": "context", "instruction": "How many records have the label 'fraud'? Answer with a number."}),
+            ))
+            .await
+            .unwrap();
+        assert!(refused.is_error);
+        assert!(
+            refused.content.contains(
+                r#"ctx_map_reduce, map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#
+            ),
+            "{}",
+            refused.content
+        );
+    }
+
+    #[tokio::test]
     async fn a_variable_too_large_for_one_call_is_summarized_by_a_nested_run() {
         // sub_context_chars is 1000: `notes` fits, `context` (6000 characters) does not.
         let (_dir, mut env) = env_with(&"x".repeat(6_000), 0, MicroTool::ALL.to_vec());

@@ -310,7 +310,9 @@ impl ToolsEnv {
     /// `key=value` occurs, which a summary guesses (the local model asked it so and was
     /// told "1 line" of 36, docs/eval.md after-tools-3) and a plan answers exactly —
     /// when `ctx_map_reduce` is offered. The plan named is the one the run's task asks
-    /// for, not the question's: a count, or the sum of a field of the counted records.
+    /// for, not the question's: a count, or the sum of a field of the counted records;
+    /// and a count asked with no `key=value` is refused too when the task names its own
+    /// exact plan (the most frequent label, the pairs sharing a city…).
     fn count_instead_of_summary(&self, instruction: &str) -> Option<String> {
         if !self.tools.contains(&MicroTool::MapReduce) {
             return None;

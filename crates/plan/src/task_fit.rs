@@ -233,9 +233,20 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<Refusal> {
 /// model call — unless `task` asks for the sum of a field of those records: then they
 /// are the filter and the field's values are extracted and added (after-tools-4: told
 /// to count `label=shipping`, the model answered the count, 36, for "the sum of the
-/// amount fields").
+/// amount fields"). A count asked with no `key=value` gets the task's own exact plan
+/// ([`exact_plan_for_task`]), where there is one.
 pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
-    let pattern = counted_pattern(question)?.to_owned();
+    let Some(pattern) = counted_pattern(question).map(str::to_owned) else {
+        // A count asked with no `key=value` ("how many records have the label
+        // 'fraud'"): the task's own exact plan, where its words name one. The local
+        // model asked a summary that for "which label appears in the most records";
+        // four 6 500-token sub-calls later it answered 2 (docs/eval.md, after-review
+        // `aggregate` item 1).
+        return asks_a_count(question)
+            .then(|| exact_plan_for_task(task))
+            .flatten()
+            .map(|plan| parts_of(&plan));
+    };
     let plan = match summed_field(task) {
         Some(field) => of_context(
             Some(Filter::Regex(pattern)),
@@ -872,6 +883,24 @@ mod tests {
                     "map": {"ask": "What is the largest amount?"}, "reduce": {"op": "max"}}"#,
                 "What is the largest amount?",
             ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_count_asked_with_no_key_value_gets_the_tasks_own_plan() {
+        assert_eq!(
+            exact_plan_for_count(
+                "How many records have the label 'fraud'? Answer with a number.",
+                MOST
+            )
+            .as_deref(),
+            Some(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#)
+        );
+        // No count asked, or a task with no exact plan: nothing to name.
+        assert_eq!(exact_plan_for_count("Which labels are there?", MOST), None);
+        assert_eq!(
+            exact_plan_for_count("How many lines mention shipping?", "Summarise the log."),
             None
         );
     }
