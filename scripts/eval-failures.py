@@ -16,8 +16,10 @@ for the RLM arm's runs — or the reading as `scripts/eval-local.sh collect` com
   format   the run ended without an answer of the model's own (forced) after a reply
            that was not understood as it was meant: FINAL / FINAL_VAR called inside a
            code cell where the REPL did not define it (NameError), or repeated
-           corrections of one reply form (other than code repeated unchanged). A run
-           that got past such a reply and answered is not counted here.
+           corrections of one reply form (other than code repeated unchanged), or a
+           tool call refused for a missing argument the reply did write (the parser
+           lost it: `"reduce"` beside the arguments, not in them). A run that got past
+           such a reply and answered is not counted here.
   other    the reply was understood and the run ended within the window: a wrong
            answer, or no answer in the iterations (wrong code, wrong reduction, gave
            up — what docs/eval.md reads out of the traces by hand).
@@ -43,6 +45,7 @@ WINDOW = re.compile(
 )
 FINAL_NAME_ERROR = re.compile(r"NameError: name '(FINAL|FINAL_VAR|Final|final|SUBMIT)' is not defined")
 STOPPED_ON_FORM = re.compile(r"stopping: the reply was again (.+?), after \d+ corrections")
+MISSING_ARGUMENT = re.compile(r"invalid call of \w+: missing field `(\w+)`")
 
 
 def events_of(data_dir, step_dir, run_id):
@@ -75,11 +78,18 @@ def cause(result, events):
         found = WINDOW.search(text)
         if found:
             return "window", found.group(0)
+    texts_by_step = collections.defaultdict(str)
+    for e in events:
+        if e.get("kind") == "text":
+            texts_by_step[e.get("iteration")] += e.get("text") or ""
     for e in events if result.get("forced") else []:
         if e.get("kind") == "exec":
             found = FINAL_NAME_ERROR.search(e.get("output") or "")
             if found:
                 return "format", found.group(0)
+            missing = MISSING_ARGUMENT.search(e.get("output") or "")
+            if missing and f'"{missing.group(1)}"' in texts_by_step[e.get("iteration")]:
+                return "format", missing.group(0) + " (written in the reply)"
         if e.get("kind") == "warning":
             found = STOPPED_ON_FORM.search(e.get("message", ""))
             if found and "already ran" not in found.group(1):

@@ -14,6 +14,7 @@ python3 scripts/check_layout.py
 
 echo "==> eval report scripts"
 python3 scripts/test_eval_matrix.py
+python3 scripts/test_eval_failures.py
 
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
