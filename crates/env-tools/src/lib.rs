@@ -524,6 +524,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_grep_for_a_comparison_that_finds_nothing_names_the_where_filter() {
+        // The after-tools-4 reading's pairs items 1 and 2: "year > 2000" grepped as
+        // text, no line, and 0 answered.
+        let (_dir, mut env) = env_with(
+            "person 000001: city=Lima year=2004\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        env.config.query = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.".into();
+        let grepped = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "year > 2000"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            grepped.content.starts_with(r#"no line of context matches "year > 2000": a pattern matches text"#)
+                && grepped.content.contains(r#"the filter {"where": "year > 2000"} of ctx_map_reduce"#)
+                && grepped.content.contains(r#"ctx_map_reduce, filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
+            "{}",
+            grepped.content
+        );
+        // A pattern that is no comparison finds nothing and says only that.
+        let plain = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "Paris"}),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(plain.content, r#"no line of context matches "Paris""#);
+    }
+
+    #[tokio::test]
     async fn a_summary_asked_to_count_for_a_ranking_task_points_to_the_tasks_plan() {
         // The after-review reading's aggregate item 1: "which label appears in the most
         // records", and a summary of the whole context asked how many have one label.

@@ -173,8 +173,10 @@ impl ToolsEnv {
             .await?;
         if hits.is_empty() {
             return Ok(format!(
-                "no line of {} matches {:?}",
-                args.variable, args.pattern
+                "no line of {} matches {:?}{}",
+                args.variable,
+                args.pattern,
+                self.condition_instead_of_pattern(&args.pattern)
             ));
         }
         let mut text = format!(
@@ -304,6 +306,31 @@ impl ToolsEnv {
             ))),
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }
+    }
+
+    /// What to write instead of a grep pattern that is a comparison of a number field
+    /// (`year > 2000`), which no line holds as text: the `where` filter that keeps those
+    /// records, and the plan the task's words name, where there is one — when
+    /// `ctx_map_reduce` is offered. Empty otherwise. The local model grepped "year >
+    /// 2000" for the pairs of people born after 2000, found no line, and answered 0
+    /// (docs/eval.md, after-tools-4 `pairs` items 1 and 2).
+    fn condition_instead_of_pattern(&self, pattern: &str) -> String {
+        if !self.tools.contains(&MicroTool::MapReduce)
+            || rlm_plan::condition::Condition::parse(pattern).is_err()
+        {
+            return String::new();
+        }
+        let condition = serde_json::to_string(pattern.trim()).unwrap_or_default();
+        let mut text = format!(
+            ": a pattern matches text, it does not compare numbers. The records whose field meets {condition} are kept by the filter {{\"where\": {condition}}} of ctx_map_reduce"
+        );
+        if let Some(plan) = rlm_plan::task_fit::exact_plan_for_task(&self.config.query) {
+            text.push_str(&format!(
+                "; this task is answered exactly by ctx_map_reduce, {} (no model call)",
+                rlm_plan::task_fit::parts_of(&plan)
+            ));
+        }
+        text
     }
 
     /// Why `ctx_summarize` should not answer `instruction`: it asks how many times a
