@@ -29,14 +29,21 @@ pub(super) fn found_nothing(last_output: &str) -> Option<&'static str> {
 }
 
 /// The value `prose` states out of `last_output`, the last block's output: that output
-/// is one short line, and `prose` holds it with no letter or digit touching either end
-/// — a number also when the prose groups its digits ("83,810" for `83810`).
+/// as a whole when it is one short line, else the value its last line ends with
+/// ([`printed_value`]: `billing` of `billing (184)`, the count after a note), held by
+/// `prose` with no letter or digit touching either end — a number also when the prose
+/// groups its digits ("83,810" for `83810`). The local model printed `billing (184)`
+/// from a `top_k` and answered "… is \"billing\"." in a sentence; the general
+/// correction sent it looking at the context, and it ended on another label
+/// (docs/eval.md, after-task-call-seed6 `aggregate` item 1).
 pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
-    let value = last_output.trim();
-    if value.is_empty() || value.contains('\n') || value.chars().count() > MAX_VALUE_CHARS {
-        return None;
-    }
-    (stands_in(prose, value) || stands_in(&ungrouped(prose), value)).then_some(value)
+    let whole = last_output.trim();
+    let one_line =
+        !whole.is_empty() && !whole.contains('\n') && whole.chars().count() <= MAX_VALUE_CHARS;
+    [one_line.then_some(whole), printed_value(last_output)]
+        .into_iter()
+        .flatten()
+        .find(|value| stands_in(prose, value) || stands_in(&ungrouped(prose), value))
 }
 
 /// The value `output` ends with, when its last line is one: a number or a single word
@@ -109,6 +116,21 @@ mod tests {
             Some("shipping")
         );
         assert_eq!(stated("It is **95172**.", " 95172 "), Some("95172"));
+        // A ranked value with its count, and a count printed after a note.
+        assert_eq!(
+            stated(
+                "The label that appears in the most records of the context is \"billing\".",
+                "billing (184)\n"
+            ),
+            Some("billing")
+        );
+        assert_eq!(
+            stated(
+                "The answer is 51.",
+                "Your map was refused before … It gives 51.\n51\n"
+            ),
+            Some("51")
+        );
         // The after-format reading's pairs item 2: the digits grouped in the sentence.
         assert_eq!(
             stated("… born after 2000 is **83,810**.", "83810"),
@@ -161,8 +183,8 @@ mod tests {
         assert_eq!(stated("shippingly done", "shipping"), None);
         // Prose that does not state the printed value.
         assert_eq!(stated("Let me look at the records first.", "290"), None);
-        // A long or many-line output is not one value.
-        assert_eq!(stated("see a\nb", "a\nb"), None);
+        // A long output is not one value; a many-line one's value is its last line's.
+        assert_eq!(stated("see a", "a\nb"), None);
         assert_eq!(stated(&"x".repeat(100), &"x".repeat(90)), None);
         assert_eq!(stated("anything", "  \n"), None);
     }
