@@ -602,9 +602,14 @@ fn leaves_asked_to_count_a_field_and_the_worked_example_summarized_are_refused()
             ),
         "{refused}"
     );
+    // The example's question asks a count and names no key=value: refused before the
+    // sub-call, naming the plan the task's words call for.
     let refused = requests[2].message_texts().join("\n");
     assert!(
-        refused.contains("ctx_summarize failed: the instruction is the worked example's question"),
+        refused.contains("ctx_summarize does not count")
+            && refused.contains(
+                r#"ctx_map_reduce, map {"count": "label=payments"}, reduce {"op": "sum"}"#
+            ),
         "{refused}"
     );
     let counted = requests[3].message_texts().join("\n");
