@@ -469,22 +469,31 @@ mod tests {
         assert_eq!(done.final_answer.as_deref(), Some("here"));
     }
 
-    #[tokio::test]
-    async fn a_summary_asked_to_count_a_key_value_points_to_the_count_plan() {
-        let instruction =
-            json!({"variable": "context", "instruction": "How many lines match 'label=shipping'"});
-        let (_dir, mut env) = env_with("label=shipping\n", 0, MicroTool::ALL.to_vec());
+    /// What `ctx_summarize` asked `instruction` over `text`, under `task` (the default
+    /// query when `None`), with every tool offered, answers — asserting it is refused.
+    async fn refused_summary(text: &str, task: Option<&str>, instruction: &str) -> String {
+        let (_dir, mut env) = env_with(text, 0, MicroTool::ALL.to_vec());
+        if let Some(task) = task {
+            env.config.query = task.into();
+        }
         let refused = env
-            .call_tool(&call("ctx_summarize", instruction.clone()))
+            .call_tool(&call(
+                "ctx_summarize",
+                json!({"variable": "context", "instruction": instruction}),
+            ))
             .await
             .unwrap();
-        assert!(refused.is_error);
+        assert!(refused.is_error, "{}", refused.content);
+        refused.content
+    }
+
+    #[tokio::test]
+    async fn a_summary_asked_to_count_a_key_value_points_to_the_count_plan() {
+        let question = "How many lines match 'label=shipping'";
+        let refused = refused_summary("label=shipping\n", None, question).await;
         assert!(
-            refused
-                .content
-                .contains(r#"map {"count": "label=shipping"}, reduce {"op": "sum"}"#),
-            "{}",
-            refused.content
+            refused.contains(r#"map {"count": "label=shipping"}, reduce {"op": "sum"}"#),
+            "{refused}"
         );
         // Without ctx_map_reduce there is no better tool: the summary is asked.
         let (_dir, mut env) = env_with(
@@ -493,7 +502,10 @@ mod tests {
             vec![MicroTool::Summarize, MicroTool::FinalAnswer],
         );
         let asked = env
-            .call_tool(&call("ctx_summarize", instruction))
+            .call_tool(&call(
+                "ctx_summarize",
+                json!({"variable": "context", "instruction": question}),
+            ))
             .await
             .unwrap();
         assert!(!asked.is_error, "{}", asked.content);
@@ -503,23 +515,17 @@ mod tests {
     async fn a_summary_asked_to_count_for_a_sum_task_points_to_the_sum_plan() {
         // The after-tools-4 reading's item 2: the model asked how many lines match, the
         // task asks for the sum of a field of those lines.
-        let (_dir, mut env) = env_with("label=shipping amount=3\n", 0, MicroTool::ALL.to_vec());
-        env.config.query =
-            "What is the sum of the amount fields of the records with label=shipping?".into();
-        let refused = env
-            .call_tool(&call(
-                "ctx_summarize",
-                json!({"variable": "context", "instruction": "How many lines match 'label=shipping'"}),
-            ))
-            .await
-            .unwrap();
-        assert!(refused.is_error);
+        let refused = refused_summary(
+            "label=shipping amount=3\n",
+            Some("What is the sum of the amount fields of the records with label=shipping?"),
+            "How many lines match 'label=shipping'",
+        )
+        .await;
         assert!(
-            refused.content.contains(
+            refused.contains(
                 r#"filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#
             ),
-            "{}",
-            refused.content
+            "{refused}"
         );
     }
 
@@ -562,24 +568,17 @@ mod tests {
     async fn a_summary_asked_to_count_for_a_ranking_task_points_to_the_tasks_plan() {
         // The after-review reading's aggregate item 1: "which label appears in the most
         // records", and a summary of the whole context asked how many have one label.
-        let (_dir, mut env) = env_with("label=fraud amount=3\n", 0, MicroTool::ALL.to_vec());
-        env.config.query =
-            "Which label appears in the most records of the context? Answer with the label only."
-                .into();
-        let refused = env
-            .call_tool(&call(
-                "ctx_summarize",
-                json!({"variable": "context", "instruction": "How many records have the label 'fraud'? Answer with a number."}),
-            ))
-            .await
-            .unwrap();
-        assert!(refused.is_error);
+        let refused = refused_summary(
+            "label=fraud amount=3\n",
+            Some("Which label appears in the most records of the context? Answer with the label only."),
+            "How many records have the label 'fraud'? Answer with a number.",
+        )
+        .await;
         assert!(
-            refused.content.contains(
+            refused.contains(
                 r#"ctx_map_reduce, map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#
             ),
-            "{}",
-            refused.content
+            "{refused}"
         );
     }
 

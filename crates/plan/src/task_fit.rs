@@ -353,17 +353,12 @@ pub fn parts_of(plan: &Plan) -> String {
         .join(", ")
 }
 
-/// `plan`'s filter (unless it asks a model: a refusal never repeats one, it costs a
-/// call a piece), map and reduction, each named and written as [`parts_of`] writes it:
+/// `plan`'s filter (unless it asks a model, [`written_filter`]), map and reduction, each named and written as [`parts_of`] writes it:
 /// the arguments of a `map_reduce` call.
 pub fn call_parts(plan: &Plan) -> Vec<(&'static str, String)> {
     let mut parts = Vec::with_capacity(3);
-    if let Some(filter) = plan
-        .filter
-        .as_ref()
-        .filter(|f| !matches!(f, Filter::Ask(_)))
-    {
-        parts.push(("filter", spaced(filter)));
+    if let Some(filter) = plan.filter.as_ref().and_then(written_filter) {
+        parts.push(("filter", filter));
     }
     parts.push(("map", spaced(&plan.map)));
     parts.push(("reduce", spaced(&plan.reduce)));
@@ -426,11 +421,12 @@ fn json(text: &str) -> String {
 /// `None` for an `ask` filter, which a refusal never repeats (it costs a model call a
 /// piece).
 fn filter_part(filter: &Filter) -> Option<String> {
-    match filter {
-        Filter::Where(text) => Some(format!("filter {{\"where\": {}}}", json(text))),
-        Filter::Regex(pattern) => Some(format!("filter {{\"regex\": {}}}", json(pattern))),
-        Filter::Ask(_) => None,
-    }
+    written_filter(filter).map(|filter| format!("filter {filter}"))
+}
+
+/// `filter` as spaced JSON (`{"where": "year > 2000"}`), unless it asks a model.
+fn written_filter(filter: &Filter) -> Option<String> {
+    (!matches!(filter, Filter::Ask(_))).then(|| spaced(filter))
 }
 
 /// The `key=value` that `question` asks to count ("How many lines match

@@ -72,6 +72,19 @@ fn answer_with_printed() -> MockRule {
     })
 }
 
+/// A model that copies the call offered in a message holding `marker`, then answers
+/// with what the call printed; its first replies are added with `.then`.
+fn copies_the_call_offered_after(marker: &'static str) -> MockScript {
+    MockScript::new()
+        .rule(on(marker, |last| {
+            Some(MockReply::text(format!(
+                "```repl\n{}\n```",
+                offered_call(last)?
+            )))
+        }))
+        .rule(answer_with_printed())
+}
+
 #[test]
 fn a_block_that_sets_context_to_the_preview_is_refused_with_the_call_that_answers() {
     // The after-example-plan reading's js `pairs` items: `const context = `…`` holding
@@ -80,15 +93,8 @@ fn a_block_that_sets_context_to_the_preview_is_refused_with_the_call_that_answer
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, pairs) = people(300);
     let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconst lines = context.split('\\n');\nconsole.log(lines.length);\n```";
-    let script = MockScript::new()
-        .rule(on("Code not run: its line", |last| {
-            Some(MockReply::text(format!(
-                "```repl\n{}\n```",
-                offered_call(last)?
-            )))
-        }))
-        .rule(answer_with_printed())
-        .then(MockReply::text(literal));
+    let script =
+        copies_the_call_offered_after("Code not run: its line").then(MockReply::text(literal));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, pairs.to_string());
     let requests = mock.control().requests();
@@ -110,14 +116,7 @@ fn a_sentence_after_code_that_printed_none_is_shown_the_call_that_answers() {
     // ranking plan as a call; copied, it gives the most frequent label.
     let task =
         "Which label appears in the most records of the context? Answer with the label only.";
-    let script = MockScript::new()
-        .rule(on("it found nothing", |last| {
-            Some(MockReply::text(format!(
-                "```repl\n{}\n```",
-                offered_call(last)?
-            )))
-        }))
-        .rule(answer_with_printed())
+    let script = copies_the_call_offered_after("it found nothing")
         .then(MockReply::text(
             "```repl\nprint('The label that appears in the most records is:', None)\n```",
         ))

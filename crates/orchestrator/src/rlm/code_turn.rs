@@ -120,14 +120,12 @@ pub(super) async fn run(
             .filter(|(times, _)| *times >= REPEAT_LIMIT)
         {
             repeats += 1;
-            sink.emit(EventData::Exec(ExecRecord {
+            emit_not_run(
+                sink,
                 iteration,
                 block,
-                output: format!("[not run: the same code ran {times} times already]"),
-                error: false,
-                timed_out: false,
-                duration_ms: 0,
-            }));
+                &format!("the same code ran {times} times already"),
+            );
             let value = prose_answer::printed_value(output);
             turn.reports.push(prompt::repeated_code(
                 &code.code, language, *times, output, value,
@@ -137,14 +135,7 @@ pub(super) async fn run(
         let literal = context_literal::assignment(&code.code).filter(|_| context_chars > 0);
         if let Some(assignment) = literal {
             literals += 1;
-            sink.emit(EventData::Exec(ExecRecord {
-                iteration,
-                block,
-                output: "[not run: it assigns a literal to `context`]".to_owned(),
-                error: false,
-                timed_out: false,
-                duration_ms: 0,
-            }));
+            emit_not_run(sink, iteration, block, "it assigns a literal to `context`");
             turn.reports.push(prompt::context_literal(
                 &code.code,
                 language,
@@ -264,6 +255,18 @@ pub(super) async fn run(
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)
+}
+
+/// The trace's record of a block that was not run, and `why` (`[not run: …]`).
+fn emit_not_run(sink: &EventSink, iteration: u32, block: usize, why: &str) {
+    sink.emit(EventData::Exec(ExecRecord {
+        iteration,
+        block,
+        output: format!("[not run: {why}]"),
+        error: false,
+        timed_out: false,
+        duration_ms: 0,
+    }));
 }
 
 /// A SUBMIT payload that does not match `--output-schema`: what is wrong, one line

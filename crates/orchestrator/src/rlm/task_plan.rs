@@ -11,6 +11,7 @@
 //! wrote a plan at all. A call it can copy is what it takes up (the same reading, item
 //! 2: told the plan, it wrote it and got the sum).
 
+use rlm_plan::condition::Condition;
 use rlm_plan::spec::{Filter, Map, Plan};
 use rlm_plan::task_fit::{call_parts, exact_plan_for_task};
 
@@ -35,25 +36,26 @@ pub(super) fn offered_call(
 
 /// The fields `plan` reads by name: its map's and its filter's (`label` of
 /// `label=payments`, `year` of `year > 2000`).
-fn fields_read(plan: &Plan) -> Vec<&str> {
+fn fields_read(plan: &Plan) -> Vec<String> {
     let map = match &plan.map {
         Map::Extract(pattern) | Map::Count(pattern) => named(pattern),
         _ => None,
     };
     let filter = match &plan.filter {
         Some(Filter::Regex(pattern)) => named(pattern),
-        Some(Filter::Where(condition)) => condition
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .find(|word| !word.is_empty()),
+        Some(Filter::Where(condition)) => Condition::parse(condition)
+            .ok()
+            .map(|condition| condition.field().to_owned()),
         _ => None,
     };
     map.into_iter().chain(filter).collect()
 }
 
 /// The field a `key=value` pattern names (`label` of `label=(\w+)`).
-fn named(pattern: &str) -> Option<&str> {
+fn named(pattern: &str) -> Option<String> {
     let (field, _) = pattern.split_once('=')?;
-    (!field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(field)
+    let is_name = !field.is_empty() && field.chars().all(|c| c.is_alphanumeric() || c == '_');
+    is_name.then(|| field.to_owned())
 }
 
 /// `plan` as one `map_reduce` call that prints its answer. The parts are JSON objects
