@@ -16,7 +16,9 @@ use regex::Regex;
 /// A top-level assignment of a literal to `context`, in Python or JavaScript:
 /// `context = "…"`, `context = '''…`, `context = r"…"`, `context: str = "…"`,
 /// ``const context = `…` ``, `let context = '…'`. Indented lines are left alone (a
-/// function's own local `context` does not touch the REPL's). A constant pattern: the
+/// function's own local `context` does not touch the REPL's). It reads lines, not the
+/// language: a line inside a multi-line string that starts `context = "` is taken as
+/// an assignment too. A constant pattern: the
 /// tests below compile it, so `None` never happens.
 static LITERAL_ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
