@@ -253,6 +253,27 @@ pub fn context_literal(
     )
 }
 
+/// The report of a block that was not run because it is only a value written into
+/// the code: running it would only echo the value. The exact `FINAL` line when that
+/// value is one `scalar`, and the helper call that answers the task, where there is one.
+pub fn value_block(
+    code: &str,
+    language: &str,
+    scalar: Option<&str>,
+    task_call: Option<&str>,
+) -> String {
+    let next = match scalar {
+        Some(value) => format!(
+            "If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code that computes the answer from `context`."
+        ),
+        None => "Write code that computes the answer from `context`.".to_owned(),
+    };
+    format!(
+        "Code not run: it is only a value written into the code; it reads nothing from `context` and computes nothing.\n```{language}\n{code}\n```\n\n{next}{}",
+        task_call_offer(task_call)
+    )
+}
+
 /// The sentence that offers `task_call`, the helper call that answers the task exactly
 /// (empty without one).
 fn task_call_offer(task_call: Option<&str>) -> String {

@@ -139,3 +139,28 @@ fn a_sentence_after_code_that_printed_none_is_shown_the_call_that_answers() {
         "{corrected}"
     );
 }
+
+#[test]
+fn a_block_of_only_a_value_after_the_refusal_is_refused_with_the_call_again() {
+    // The after-task-call-seed6 reading's js `pairs` items 0, 1 and 4: the literal
+    // refused, the model answered with an array of city names and sent it until
+    // forced. The array is not run either; the refusal shows the call again, and the
+    // model that copies it gets the exact count.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconsole.log(context.length);\n```";
+    let script = copies_the_call_offered_after("it is only a value written into the code")
+        .then(MockReply::text(literal))
+        .then(MockReply::text(
+            "```repl\n[[\"Lima\", \"Accra\", \"Quito\", \"Osaka\"]]\n```",
+        ));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "refused twice, the call, the answer");
+    let refused = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        refused.contains("Write code that computes the answer from `context`."),
+        "{refused}"
+    );
+}

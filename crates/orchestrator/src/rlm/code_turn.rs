@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::bare_final::{self, BareFinal};
 use super::context_literal;
 use super::prose_answer;
+use super::value_block;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
@@ -106,7 +107,7 @@ pub(super) async fn run(
     if parsed.from_tool_call {
         turn.notices.push(prompt::tool_call_ran_as_code(language));
     }
-    let (mut repeats, mut literals) = (0, 0);
+    let (mut repeats, mut literals, mut values) = (0, 0, 0);
     for (block, code) in parsed.blocks.iter().enumerate() {
         sink.emit(EventData::Code(CodeRecord {
             iteration,
@@ -143,6 +144,22 @@ pub(super) async fn run(
                 context_chars,
                 task_call,
             ));
+            continue;
+        }
+        if let Some(value) = value_block::read(&code.code) {
+            values += 1;
+            emit_not_run(
+                sink,
+                iteration,
+                block,
+                "it is only a value written into the code",
+            );
+            let scalar = match value {
+                value_block::Value::Scalar(scalar) => Some(scalar),
+                value_block::Value::Composite => None,
+            };
+            turn.reports
+                .push(prompt::value_block(&code.code, language, scalar, task_call));
             continue;
         }
         let outcome = env.execute(&code.code).await?;
@@ -206,11 +223,14 @@ pub(super) async fn run(
             None => {}
         }
     }
-    if repeats + literals > 0 && repeats + literals == parsed.blocks.len() {
+    let refused = repeats + literals + values;
+    if refused > 0 && refused == parsed.blocks.len() {
         // Nothing ran: counted as a correction so that a third such reply in a row ends
         // in a forced answer.
         turn.correction = Some(if literals > 0 {
             "code that replaces `context` with a literal".to_owned()
+        } else if values > 0 {
+            "code that is only a value".to_owned()
         } else {
             "code that already ran twice".to_owned()
         });

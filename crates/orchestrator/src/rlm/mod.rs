@@ -13,6 +13,7 @@ mod fit;
 mod prose_answer;
 mod task_plan;
 mod tool_turn;
+mod value_block;
 
 pub use compact::WindowTooSmall;
 pub use fit::HistoryArchive;

@@ -492,6 +492,41 @@ async fn code_that_sets_context_to_a_literal_is_not_run_and_the_rest_of_it_runs_
 }
 
 #[tokio::test]
+async fn a_block_of_only_a_value_is_not_run_and_offered_as_the_answer_line() {
+    let value = "```python\n172\n```";
+    let h = run_with(&[value, "FINAL(172)"], settings(), Limits::default()).await;
+    assert!(h.env.executed.is_empty(), "{:?}", h.env.executed);
+    let second = last_user_message(&h, 1);
+    assert!(
+        second.contains("Code not run: it is only a value written into the code")
+            && second.contains(
+                "If 172 is your answer, reply with exactly this line and nothing else:\nFINAL(172)"
+            ),
+        "{second}"
+    );
+    assert!(!h.outcome.forced);
+    assert_eq!(h.outcome.answer, "172");
+}
+
+#[tokio::test]
+async fn three_replies_of_only_a_value_end_in_a_forced_answer() {
+    let array = "```python\n[['Lima', 'Accra']]\n```";
+    let h = run_with(
+        &[array, array, array, "FINAL(2)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(h.env.executed.is_empty(), "{:?}", h.env.executed);
+    assert!(h.outcome.forced);
+    assert!(
+        last_user_message(&h, 3).contains("again code that is only a value, after 2 corrections"),
+        "{}",
+        last_user_message(&h, 3)
+    );
+}
+
+#[tokio::test]
 async fn a_spent_budget_forces_the_answer_early() {
     let limits = Limits {
         max_llm_calls: Some(2),

@@ -1,0 +1,177 @@
+//! A block that is only a value written into the code — `[["Lima", "Accra"]]`, `42`,
+//! `'billing'` — is not run: it reads nothing and computes nothing, so running it only
+//! echoes the value back, and a small model that sent it once sends it again.
+//!
+//! The local model did exactly that after its `const context = …` block was refused
+//! (docs/eval.md, the after-task-call-seed6 reading, js `pairs` items 0, 1 and 4): it
+//! answered the refusal with an array of city names, then sent the same array until
+//! forced. Refused, it is told what the block is and, where the task names one, shown
+//! the call that computes the answer again.
+
+/// What a block of only a value holds.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Value<'a> {
+    /// One number or one quoted string: what the model may mean as its answer (the
+    /// string without its quotes).
+    Scalar(&'a str),
+    /// A list, tuple, object or more than one value.
+    Composite,
+}
+
+/// What `code` holds when it is only literal values — strings, numbers, `true`,
+/// `None`, brackets, commas, colons and comments — with at least one string or number;
+/// `None` when it names or calls anything.
+pub(super) fn read(code: &str) -> Option<Value<'_>> {
+    let mut values = Vec::new();
+    let mut punctuation = false;
+    let mut rest = code;
+    loop {
+        rest = rest.trim_start();
+        let Some(first) = rest.chars().next() else {
+            break;
+        };
+        match first {
+            '#' => rest = skip_line(rest),
+            '/' if rest.starts_with("//") => rest = skip_line(rest),
+            '"' | '\'' | '`' => {
+                let end = string_end(rest, first)?;
+                values.push(&rest[1..end - 1]);
+                rest = &rest[end..];
+            }
+            '[' | ']' | '{' | '}' | '(' | ')' | ',' | ':' | ';' => {
+                if first != ';' {
+                    punctuation = true;
+                }
+                rest = &rest[1..];
+            }
+            '-' | '+' | '.' | '0'..='9' => {
+                let end = number_end(rest)?;
+                values.push(&rest[..end]);
+                rest = &rest[end..];
+            }
+            _ => {
+                let end = rest
+                    .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                    .unwrap_or(rest.len());
+                if !KEYWORDS.contains(&&rest[..end]) {
+                    return None;
+                }
+                punctuation = true;
+                rest = &rest[end..];
+            }
+        }
+    }
+    match values.as_slice() {
+        [] => None,
+        [value] if !punctuation => Some(Value::Scalar(value)),
+        _ => Some(Value::Composite),
+    }
+}
+
+/// The literal words of Python and JavaScript that are values, not names.
+const KEYWORDS: [&str; 8] = [
+    "true",
+    "false",
+    "null",
+    "undefined",
+    "True",
+    "False",
+    "None",
+    "NaN",
+];
+
+/// `text` after its first line.
+fn skip_line(text: &str) -> &str {
+    text.find('\n').map_or("", |end| &text[end..])
+}
+
+/// The byte just past the string `text` opens with `quote`; `None` when it is not
+/// closed on its line, or when a template literal computes (`${…}`).
+fn string_end(text: &str, quote: char) -> Option<usize> {
+    let mut escaped = false;
+    for (at, c) in text.char_indices().skip(1) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '\n' if quote != '`' => return None,
+            '$' if quote == '`' && text[at..].starts_with("${") => return None,
+            _ if c == quote => return Some(at + c.len_utf8()),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The byte just past the number `text` starts with (a sign, digits, one point, an
+/// exponent); `None` when no digit is there, as in a lone `-` or `.`.
+fn number_end(text: &str) -> Option<usize> {
+    let end = text
+        .char_indices()
+        .skip(1)
+        .find(|(_, c)| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '_')))
+        .map_or(text.len(), |(at, _)| at);
+    let number = &text[..end];
+    let digits = number.trim_start_matches(['-', '+']);
+    let plain = digits.replace('_', "");
+    (digits.starts_with(|c: char| c.is_ascii_digit() || c == '.') && plain.parse::<f64>().is_ok())
+        .then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_array_the_local_model_sent_after_its_literal_was_refused() {
+        assert_eq!(
+            read("[[\"Lima\", \"Accra\", \"Quito\", \"Osaka\"]]"),
+            Some(Value::Composite)
+        );
+    }
+
+    #[test]
+    fn reads_one_number_or_string_as_a_scalar() {
+        assert_eq!(read("42"), Some(Value::Scalar("42")));
+        assert_eq!(read("-3.5;"), Some(Value::Scalar("-3.5")));
+        assert_eq!(read("'billing'"), Some(Value::Scalar("billing")));
+        assert_eq!(read("\"billing\"\n"), Some(Value::Scalar("billing")));
+        assert_eq!(read("# the answer\n172"), Some(Value::Scalar("172")));
+        assert_eq!(read("// the answer\n`172`;"), Some(Value::Scalar("172")));
+    }
+
+    #[test]
+    fn reads_lists_tuples_objects_and_keywords_as_composite() {
+        for code in [
+            "['Lima', 'Riga']",
+            "(1, 2)",
+            "{\"label\": \"fraud\", \"count\": 3}",
+            "[1, None, True]",
+            "1\n2",
+            "[null, 2];",
+        ] {
+            assert_eq!(read(code), Some(Value::Composite), "{code}");
+        }
+    }
+
+    #[test]
+    fn leaves_code_that_names_or_computes_anything_alone() {
+        for code in [
+            "print(42)",
+            "console.log([1, 2])",
+            "x = 1",
+            "context",
+            "[c for c in cities]",
+            "`${context.length}`",
+            "1 + 2",
+            "-",
+            "len(context)",
+            "[]",
+            "None",
+            "'unclosed",
+            "",
+            "# only a comment",
+        ] {
+            assert_eq!(read(code), None, "{code}");
+        }
+    }
+}
