@@ -302,9 +302,25 @@ fn top_k(results: &[String], k: usize) -> String {
     ranked
         .into_iter()
         .take(k)
-        .map(|(n, _, item)| format!("{item} ({n})"))
+        .map(|(n, _, item)| ranked_line(item, n))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// One line of a `top_k` result: the item and how many results held it,
+/// `billing (184)`.
+fn ranked_line(item: &str, count: usize) -> String {
+    format!("{item} ({count})")
+}
+
+/// The item of a line in [`top_k`]'s form (`billing (184)` → `billing`), or `None` for
+/// a line without a count in brackets at its end: how a ranked value printed by a plan
+/// is read back where a reply states it.
+pub fn ranked_item(line: &str) -> Option<&str> {
+    let (item, count) = line.trim().rsplit_once(" (")?;
+    let digits = count.strip_suffix(')')?;
+    (!item.is_empty() && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()))
+        .then_some(item)
 }
 
 /// How many unordered pairs of items are equal (normalised): n(n−1)/2 for each
@@ -323,6 +339,34 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_ranked_line_is_read_back_to_its_item() {
+        assert_eq!(ranked_item("billing (184)"), Some("billing"));
+        assert_eq!(ranked_item("  loyalty (80)\n"), Some("loyalty"));
+        assert_eq!(ranked_item("gate (b) (3)"), Some("gate (b)"));
+        for line in [
+            "billing",
+            "billing ()",
+            "billing (x)",
+            " (3)",
+            "billing (3",
+            "184",
+        ] {
+            assert_eq!(ranked_item(line), None, "{line}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_line_top_k_writes_reads_back(
+            item in "[a-z0-9_()-]([a-z0-9 _()-]{0,20}[a-z0-9_()-])?",
+            count in 1usize..100_000,
+        ) {
+            let line = ranked_line(&item, count);
+            proptest::prop_assert_eq!(ranked_item(&line), Some(item.as_str()));
+        }
     }
 
     #[test]

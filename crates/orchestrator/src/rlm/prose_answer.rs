@@ -54,16 +54,7 @@ pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
 /// and after-example-plan, `aggregate` items 0 and 3).
 pub(super) fn printed_value(output: &str) -> Option<&str> {
     let line = output.trim_end().lines().next_back()?.trim();
-    let value = match line.split_once(" (") {
-        Some((value, count))
-            if count
-                .strip_suffix(')')
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) =>
-        {
-            value
-        }
-        _ => line,
-    };
+    let value = rlm_plan::reduce::ranked_item(line).unwrap_or(line);
     let one_token = !value.is_empty()
         && value.chars().count() <= MAX_VALUE_CHARS
         && value
