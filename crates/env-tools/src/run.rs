@@ -326,8 +326,8 @@ impl ToolsEnv {
         );
         if let Some(plan) = rlm_plan::task_fit::exact_plan_for_task(&self.config.query) {
             text.push_str(&format!(
-                "; this task is answered exactly by ctx_map_reduce, {} (no model call)",
-                rlm_plan::task_fit::parts_of(&plan)
+                ". {}",
+                exact_plan_sentence(&rlm_plan::task_fit::parts_of(&plan))
             ));
         }
         text
@@ -346,7 +346,8 @@ impl ToolsEnv {
         }
         let plan = rlm_plan::task_fit::exact_plan_for_count(instruction, &self.config.query)?;
         Some(format!(
-            "ctx_summarize does not count: a summary of the text guesses how many. Answer the task exactly with ctx_map_reduce, {plan} (no model call)"
+            "ctx_summarize does not count: a summary of the text guesses how many. {}",
+            exact_plan_sentence(&plan)
         ))
     }
 
@@ -401,6 +402,13 @@ impl ToolsEnv {
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }
     }
+}
+
+/// The sentence that names the plan answering the task exactly, given its parts as
+/// [`rlm_plan::task_fit::parts_of`] writes them: one wording wherever a tool's error
+/// points to it.
+fn exact_plan_sentence(parts: &str) -> String {
+    format!("Answer the task exactly with ctx_map_reduce, {parts} (no model call)")
 }
 
 impl ToolsEnv {
