@@ -404,6 +404,16 @@ pub const PREMATURE_FINAL: &str = "Your FINAL(...) was written in the same messa
 /// it was not taken as the final answer (its end, a `FINAL(` among it, is missing).
 pub const TRUNCATED_REPLY: &str = "Your last reply was cut off at the output-token limit, so none of it was run and it was not taken as the final answer. Answer again, shorter: less code per reply, and a short FINAL(...) — build a long answer in a variable and give FINAL_VAR(name).";
 
+/// Told when a reply stopped at the output-token limit while it was writing text into
+/// `context`: that the context is there already, and the call that answers the task,
+/// where there is one.
+pub fn truncated_context_literal(context_chars: u64, task_call: Option<&str>) -> String {
+    format!(
+        "Your last reply was cut off at the output-token limit while it wrote text into `context`, so none of it was run. Do not copy the context into the code: `context` already holds the whole context ({context_chars} characters). Write code that reads `context` as it is.{}",
+        task_call_offer(task_call)
+    )
+}
+
 /// Told under `--env tools` when a reply stopped at the output-token limit.
 pub const TRUNCATED_REPLY_TOOLS: &str = "Your last reply was cut off at the output-token limit, so none of its tool calls were run and it was not taken as the final answer. Answer again, shorter: fewer calls per reply, and a short FINAL(...) or final_answer.";
 

@@ -1,7 +1,8 @@
 //! The helper call that answers the task exactly, shown to a code-writing model where
 //! its own code cannot get there — with a block refused for setting `context` to a
-//! literal, and after code that printed nothing found — copied by the model and run
-//! through `run` against the mock.
+//! literal or for being only a value, after a reply cut while it copied the context,
+//! and after code that printed nothing found — copied by the model and run through
+//! `run` against the mock.
 
 use std::collections::HashMap;
 
@@ -162,5 +163,30 @@ fn a_block_of_only_a_value_after_the_refusal_is_refused_with_the_call_again() {
     assert!(
         refused.contains("Write code that computes the answer from `context`."),
         "{refused}"
+    );
+}
+
+#[test]
+fn a_reply_cut_while_it_copied_the_context_is_shown_the_call_that_answers() {
+    // The after-task-call-seed6 reading's js `pairs` item 2: the records written out
+    // into `const context = `…`` until the output-token limit cut the reply, three
+    // times. The cut reply is told not to copy the context, with the pairs call; the
+    // model copies the call and gets the exact count.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let cut = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Riga year=1973\\nperson 00";
+    let body = serde_json::json!({
+        "id": "chatcmpl-cut", "object": "chat.completion", "created": 0, "model": "mock",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": cut},
+                     "finish_reason": "length"}],
+    });
+    let script = copies_the_call_offered_after("while it wrote text into `context`")
+        .then(MockReply::raw("application/json", body.to_string()));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(
+        mock.control().requests().len(),
+        3,
+        "cut, the call, the answer"
     );
 }

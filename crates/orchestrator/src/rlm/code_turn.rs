@@ -96,7 +96,15 @@ pub(super) async fn run(
     if truncated {
         // Its last block or its FINAL( may be cut anywhere: nothing of it is acted on.
         let mut turn = Turn::default();
-        turn.notices.push(prompt::TRUNCATED_REPLY.to_owned());
+        turn.notices.push(
+            match context_literal::assignment(text).filter(|_| context_chars > 0) {
+                // The local model copied the preview into `const context = `…`` until
+                // the limit cut it, three times (docs/eval.md, after-task-call-seed6,
+                // js `pairs` item 2): being told to write less did not stop it.
+                Some(_) => prompt::truncated_context_literal(context_chars, task_call),
+                None => prompt::TRUNCATED_REPLY.to_owned(),
+            },
+        );
         turn.correction = Some("cut at the output-token limit".to_owned());
         return Ok(turn);
     }
