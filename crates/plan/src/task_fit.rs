@@ -227,26 +227,28 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<Refusal> {
     ))
 }
 
-/// The plan that answers exactly what a question asking "how many" of a `key=value` was
-/// asked for, as the parts of a plan (`filter …, map …, reduce …`); `None` when
-/// `question` does not ask that. The `key=value` is counted with a `count` map, no
-/// model call — unless `task` asks for the sum of a field of those records: then they
-/// are the filter and the field's values are extracted and added (after-tools-4: told
-/// to count `label=shipping`, the model answered the count, 36, for "the sum of the
-/// amount fields"). A count asked with no `key=value` gets the task's own exact plan
-/// ([`exact_plan_for_task`]), where there is one.
+/// The plan to name for a question asking "how many" (a summary asked to count), as
+/// the parts of a plan (`filter …, map …, reduce …`); `None` when `question` asks no
+/// count. The task's own exact plan ([`exact_plan_for_task`]) where its words name one:
+/// the count is a step toward it, and a count of the question's `key=value` would not
+/// answer a ranking or a pair count (after-literal-seed6 `aggregate` item 1: asked to
+/// count `label=loyalty` for "which label appears in the most records", the model was
+/// named that count). Else the question's `key=value` counted with a `count` map, no
+/// model call — or, when `task` asks for the sum of a field of those records, they are
+/// the filter and the field's values are extracted and added (after-tools-4: told to
+/// count `label=shipping`, the model answered the count, 36, for "the sum of the amount
+/// fields").
 pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
-    let Some(pattern) = counted_pattern(question).map(str::to_owned) else {
-        // A count asked with no `key=value` ("how many records have the label
-        // 'fraud'"): the task's own exact plan, where its words name one. The local
-        // model asked a summary that for "which label appears in the most records";
-        // four 6 500-token sub-calls later it answered 2 (docs/eval.md, after-review
-        // `aggregate` item 1).
-        return asks_a_count(question)
-            .then(|| exact_plan_for_task(task))
-            .flatten()
-            .map(|plan| parts_of(&plan));
-    };
+    if !asks_a_count(question) {
+        return None;
+    }
+    if let Some(plan) = exact_plan_for_task(task) {
+        // The local model asked a summary "how many records have the label 'fraud'"
+        // for "which label appears in the most records"; four 6 500-token sub-calls
+        // later it answered 2 (docs/eval.md, after-review `aggregate` item 1).
+        return Some(parts_of(&plan));
+    }
+    let pattern = counted_pattern(question)?.to_owned();
     let plan = match summed_field(task) {
         Some(field) => of_context(
             Some(Filter::Regex(pattern)),
@@ -891,6 +893,13 @@ mod tests {
                 MOST
             )
             .as_deref(),
+            Some(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#)
+        );
+        // A count of a `key=value` asked for a ranking task: the ranking, which the
+        // count is a step toward (after-literal-seed6 `aggregate` item 1).
+        assert_eq!(
+            exact_plan_for_count("How many records of the context have label=loyalty?", MOST)
+                .as_deref(),
             Some(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#)
         );
         // No count asked, or a task with no exact plan: nothing to name.
