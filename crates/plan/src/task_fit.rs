@@ -73,6 +73,7 @@ pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
         .or_else(|| counting_ask(plan, task))
         .or_else(|| extract_reduced_as_a_number(plan, task))
         .or_else(|| count_for_a_sum(plan, task))
+        .or_else(|| count_for_the_values(plan, task))
 }
 
 /// The checks that read a map alone, for `ctx_map` (a plan written a step at a time):
@@ -224,6 +225,37 @@ fn count_for_a_sum(plan: &Plan, task: &str) -> Option<Refusal> {
             json(&extract)
         ),
         Some(with(plan, Map::Extract(extract), Reduce::Sum)),
+    ))
+}
+
+/// The refusal of a `count` map for a task about the values of a field — the one most
+/// records hold, the pairs that share one — whose own exact plan lists them
+/// ([`exact_plan_for_task`]): a count of one pattern is one number and says neither
+/// (after-literal-seed6 `aggregate` item 1: `{"count": "label=loyalty"}` summed gave 32
+/// for "which label appears in the most records", and 32 was answered).
+fn count_for_the_values(plan: &Plan, task: &str) -> Option<Refusal> {
+    let Map::Count(pattern) = &plan.map else {
+        return None;
+    };
+    let exact = exact_plan_for_task(task)?;
+    let what = match exact.reduce {
+        Reduce::Pairs => "count the pairs",
+        Reduce::TopK { .. } => "rank them",
+        _ => return None,
+    };
+    let exact = Plan {
+        filter: exact.filter,
+        map: exact.map,
+        reduce: exact.reduce,
+        ..plan.clone()
+    };
+    Some(Refusal::new(
+        format!(
+            "`map.count` {} counts the matches of one pattern, one number, and this task asks about the values themselves: list them with no model and let the reduction {what}, in one plan: {}",
+            json(pattern),
+            parts_of(&exact)
+        ),
+        Some(exact),
     ))
 }
 
@@ -880,6 +912,46 @@ mod tests {
                 r#"{"input": "context", "filter": {"regex": "amount=(\\d+)"},
                     "map": {"ask": "What is the largest amount?"}, "reduce": {"op": "max"}}"#,
                 "What is the largest amount?",
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_count_map_for_a_ranking_or_pairs_task_is_told_the_tasks_plan() {
+        // The after-literal-seed6 reading's aggregate item 1, as the model wrote it.
+        let refused = plan(
+            r#"{"input": "context", "filter": {"regex": "label=loyalty"},
+                "map": {"count": "label=loyalty"}, "reduce": {"op": "sum"}}"#,
+        );
+        let found = super::refusal(&refused, MOST).expect("refused");
+        assert!(
+            found.message.contains(
+                r#"let the reduction rank them, in one plan: map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#
+            ),
+            "{}",
+            found.message
+        );
+        // The model's filter would keep one label: the task's plan has none.
+        let exact = found.exact.expect("an exact plan");
+        assert_eq!(exact.filter, None);
+        assert_eq!(exact.input, "context");
+        let pairs = refusal(
+            r#"{"input": "context", "map": {"count": "city=Lima"}, "reduce": {"op": "sum"}}"#,
+            PAIRS,
+        )
+        .expect("refused");
+        assert!(
+            pairs.contains(
+                r#"count the pairs, in one plan: filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#
+            ),
+            "{pairs}"
+        );
+        // A count for a count or a sum task is the task's own plan, or another check's.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "map": {"count": "label=payments"}, "reduce": {"op": "sum"}}"#,
+                LABEL_COUNT
             ),
             None
         );
