@@ -580,6 +580,18 @@ mod tests {
             ),
             "{refused}"
         );
+        // The after-literal-seed6 reading's aggregate item 4: the task's own question.
+        let ranking = refused_summary(
+            "label=fraud amount=3\n",
+            Some("Which label appears in the most records of the context? Answer with the label only."),
+            "which label appears in the most records of the context?",
+        )
+        .await;
+        assert!(
+            ranking.starts_with("ctx_summarize does not count")
+                && ranking.contains(r#"reduce {"op": "top_k", "k": 1}"#),
+            "{ranking}"
+        );
     }
 
     #[tokio::test]

@@ -234,7 +234,7 @@ impl ToolsEnv {
             Ok(args) => args,
             Err(error) => return Ok(ToolOutcome::error(error.to_string())),
         };
-        if let Some(refusal) = self.count_instead_of_summary(&args.instruction) {
+        if let Some(refusal) = self.plan_instead_of_summary(&args.instruction) {
             return Ok(ToolOutcome::error(refusal));
         }
         let source = match self.source(&args.variable) {
@@ -333,20 +333,20 @@ impl ToolsEnv {
         text
     }
 
-    /// Why `ctx_summarize` should not answer `instruction`: it asks how many times a
-    /// `key=value` occurs, which a summary guesses (the local model asked it so and was
-    /// told "1 line" of 36, docs/eval.md after-tools-3) and a plan answers exactly —
-    /// when `ctx_map_reduce` is offered. The plan named is the one the run's task asks
-    /// for, not the question's: a count, or the sum of a field of the counted records;
-    /// and a count asked with no `key=value` is refused too when the task names its own
-    /// exact plan (the most frequent label, the pairs sharing a city…).
-    fn count_instead_of_summary(&self, instruction: &str) -> Option<String> {
+    /// Why `ctx_summarize` should not answer `instruction`: it asks what a summary
+    /// guesses and a plan computes — how many times a `key=value` occurs (the local
+    /// model asked it so and was told "1 line" of 36, docs/eval.md after-tools-3), which
+    /// value is the most frequent, a sum — when `ctx_map_reduce` is offered. The plan
+    /// named is the one the run's task asks for where its words name one (the most
+    /// frequent label, the pairs sharing a city…), else the count of the question's
+    /// `key=value` ([`rlm_plan::task_fit::exact_plan_for_question`]).
+    fn plan_instead_of_summary(&self, instruction: &str) -> Option<String> {
         if !self.tools.contains(&MicroTool::MapReduce) {
             return None;
         }
-        let plan = rlm_plan::task_fit::exact_plan_for_count(instruction, &self.config.query)?;
+        let plan = rlm_plan::task_fit::exact_plan_for_question(instruction, &self.config.query)?;
         Some(format!(
-            "ctx_summarize does not count: a summary of the text guesses how many. {}",
+            "ctx_summarize does not count: a summary of the text guesses how many, or which is the most. {}",
             exact_plan_sentence(&plan)
         ))
     }

@@ -21,8 +21,9 @@
 //! local model repeated a refused plan word for word and then guessed, docs/eval.md,
 //! after-tools-7).
 //!
-//! The same reading of the task gives [`exact_plan_for_count`], the plan a "how many
-//! `key=value`" question should be answered with instead of a model's summary.
+//! The same reading of the task gives [`exact_plan_for_question`], the plan a question
+//! a summary would guess ("how many `key=value`", "which label is the most") should be
+//! answered with instead.
 //!
 //! The checks read only the plan and the task's words; a plan they do not recognise
 //! runs as written.
@@ -259,19 +260,22 @@ fn count_for_the_values(plan: &Plan, task: &str) -> Option<Refusal> {
     ))
 }
 
-/// The plan to name for a question asking "how many" (a summary asked to count), as
-/// the parts of a plan (`filter …, map …, reduce …`); `None` when `question` asks no
-/// count. The task's own exact plan ([`exact_plan_for_task`]) where its words name one:
-/// the count is a step toward it, and a count of the question's `key=value` would not
-/// answer a ranking or a pair count (after-literal-seed6 `aggregate` item 1: asked to
-/// count `label=loyalty` for "which label appears in the most records", the model was
-/// named that count). Else the question's `key=value` counted with a `count` map, no
-/// model call — or, when `task` asks for the sum of a field of those records, they are
-/// the filter and the field's values are extracted and added (after-tools-4: told to
-/// count `label=shipping`, the model answered the count, 36, for "the sum of the amount
-/// fields").
-pub fn exact_plan_for_count(question: &str, task: &str) -> Option<String> {
-    if !asks_a_count(question) {
+/// The plan to name for a question a reading of the text would guess (a summary asked
+/// it), as the parts of a plan (`filter …, map …, reduce …`): a count ("how many"), or
+/// one about the values themselves (the most frequent, the pairs) or their sum; `None`
+/// for any other question. The task's own exact plan ([`exact_plan_for_task`]) where
+/// its words name one: the question is a step toward it, and a count of the question's
+/// `key=value` would not answer a ranking or a pair count (after-literal-seed6
+/// `aggregate` item 1: asked to count `label=loyalty` for "which label appears in the
+/// most records", the model was named that count; item 4 asked a summary the task's
+/// own question). Else, for a count, the question's `key=value` counted with a `count`
+/// map, no model call — or, when `task` asks for the sum of a field of those records,
+/// they are the filter and the field's values are extracted and added (after-tools-4:
+/// told to count `label=shipping`, the model answered the count, 36, for "the sum of
+/// the amount fields").
+pub fn exact_plan_for_question(question: &str, task: &str) -> Option<String> {
+    let adds = words(question).any(|w| w == "sum" || w == "total");
+    if !asks_a_count(question) && !adds && !mentions(question, &ABOUT_THE_VALUES) {
         return None;
     }
     if let Some(plan) = exact_plan_for_task(task) {
@@ -960,7 +964,7 @@ mod tests {
     #[test]
     fn a_count_asked_with_no_key_value_gets_the_tasks_own_plan() {
         assert_eq!(
-            exact_plan_for_count(
+            exact_plan_for_question(
                 "How many records have the label 'fraud'? Answer with a number.",
                 MOST
             )
@@ -970,14 +974,30 @@ mod tests {
         // A count of a `key=value` asked for a ranking task: the ranking, which the
         // count is a step toward (after-literal-seed6 `aggregate` item 1).
         assert_eq!(
-            exact_plan_for_count("How many records of the context have label=loyalty?", MOST)
+            exact_plan_for_question("How many records of the context have label=loyalty?", MOST)
                 .as_deref(),
             Some(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#)
         );
-        // No count asked, or a task with no exact plan: nothing to name.
-        assert_eq!(exact_plan_for_count("Which labels are there?", MOST), None);
+        // The task's own question asked of a summary (after-literal-seed6 item 4).
         assert_eq!(
-            exact_plan_for_count("How many lines mention shipping?", "Summarise the log."),
+            exact_plan_for_question(
+                "which label appears in the most records of the context?",
+                MOST
+            )
+            .as_deref(),
+            Some(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#)
+        );
+        assert_eq!(
+            exact_plan_for_question("Summarise the records.", MOST),
+            None
+        );
+        // No count asked, or a task with no exact plan: nothing to name.
+        assert_eq!(
+            exact_plan_for_question("Which labels are there?", MOST),
+            None
+        );
+        assert_eq!(
+            exact_plan_for_question("How many lines mention shipping?", "Summarise the log."),
             None
         );
     }
@@ -986,12 +1006,12 @@ mod tests {
     fn the_exact_plan_for_a_count_question_follows_the_task() {
         let question = "How many lines match 'label=shipping'";
         assert_eq!(
-            exact_plan_for_count(question, "How many records have label=shipping?").as_deref(),
+            exact_plan_for_question(question, "How many records have label=shipping?").as_deref(),
             Some(r#"map {"count": "label=shipping"}, reduce {"op": "sum"}"#)
         );
         // The after-tools-4 reading's item 2: the model asked the count, the task a sum.
         assert_eq!(
-            exact_plan_for_count(
+            exact_plan_for_question(
                 question,
                 "What is the sum of the amount fields of the records with label=shipping? Answer with a number."
             )
@@ -1001,7 +1021,7 @@ mod tests {
             )
         );
         assert_eq!(
-            exact_plan_for_count("Summarise label=shipping", "Sum the amounts"),
+            exact_plan_for_question("Summarise label=shipping", "Sum the amounts"),
             None
         );
     }
