@@ -313,9 +313,9 @@ fn ranked_line(item: &str, count: usize) -> String {
     format!("{item} ({count})")
 }
 
-/// The item of a line in the `top_k` reduction's form (`billing (184)` → `billing`), or `None` for
-/// a line without a count in brackets at its end: how a ranked value printed by a plan
-/// is read back where a reply states it.
+/// The item of a line in the `top_k` reduction's form (`billing (184)` → `billing`), or
+/// `None` for a line without a count in brackets at its end: how a ranked value printed
+/// by a plan is read back where a reply states it.
 pub fn ranked_item(line: &str) -> Option<&str> {
     let (item, count) = line.trim().rsplit_once(" (")?;
     let digits = count.strip_suffix(')')?;

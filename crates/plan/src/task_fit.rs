@@ -391,7 +391,8 @@ pub fn parts_of(plan: &Plan) -> String {
         .join(", ")
 }
 
-/// `plan`'s filter (unless it asks a model, [`written_filter`]), map and reduction, each named and written as [`parts_of`] writes it:
+/// `plan`'s filter (unless it asks a model), map and reduction, each named and written
+/// as [`parts_of`] writes it:
 /// the arguments of a `map_reduce` call.
 pub fn call_parts(plan: &Plan) -> Vec<(&'static str, String)> {
     let mut parts = Vec::with_capacity(3);
