@@ -2,7 +2,7 @@
 //! construction.
 //!
 //! The engine runs in the orchestrator's process, on a thread of its own
-//! ([`engine`]), with nothing but what rlm gives it: the context, the task, `history`
+//! (`engine`), with nothing but what rlm gives it: the context, the task, `history`
 //! and the helpers of every environment (`peek`, `search`, `find_relevant`,
 //! `llm_query`, `sub_rlm`, `spawn_agent(s)`, `store.*`, `SHOW_VARS`, `FINAL_VAR`,
 //! `SUBMIT`), written in JavaScript (`prelude/*.js`) over one host bridge. There is no
@@ -16,7 +16,7 @@
 //! limit. A runtime that cannot recover from running out of memory is replaced and the
 //! model is told its variables are gone, as with a restarted Python kernel.
 //!
-//! Cells have notebook semantics ([`cell`]): top-level `let`/`const`/`class` become
+//! Cells have notebook semantics (`cell`): top-level `let`/`const`/`class` become
 //! redeclarable globals, so `FINAL_VAR`, `SHOW_VARS` and the next step see them.
 
 mod cell;

@@ -1,7 +1,7 @@
 //! The `python` environment: a persistent `python3` kernel running the embedded driver.
 //!
 //! Model code runs in a child process (its own process group, parent-death signal,
-//! killed on drop) that speaks JSON lines with the orchestrator (see [`protocol`] and
+//! killed on drop) that speaks JSON lines with the orchestrator (see `protocol` and
 //! `python/driver/`). The kernel reads `context` straight from the variable files, so the
 //! context never crosses the pipe; everything that needs a model, the store or a
 //! sub-agent is a `host_call` served by the [`rlm_env::Host`].

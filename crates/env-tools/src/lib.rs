@@ -5,18 +5,18 @@
 //! `ctx_length`, `ctx_grep`, `ctx_slice` and `ctx_summarize` work on `context` (the
 //! latest context slot; `context_<i>` names earlier ones) and on any variable of the
 //! store by key, reading the variable through the store's text reader and keeping only
-//! what they return ([`read`]; each tool in [`run`], whose errors the model is told).
+//! what they return (`read`; each tool in `run`, whose errors the model is told).
 //! `ctx_summarize` is a sub-model call at depth+1: the variable itself when it fits in
 //! one call, else a nested run given the variable by reference (which works through it
 //! with these same tools); at the maximum depth, its first 2000 characters.
 //! `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
-//! result naming it ([`catalog`]); the same call with the same arguments a third time is
+//! result naming it (`catalog`); the same call with the same arguments a third time is
 //! not run again — the result says it repeats an earlier one and gives that result;
 //! `--tools` limits what is offered; under `--env plan` an answer before any plan has
 //! given a result is refused once, and under `--env tools` one right after a failed plan
-//! ([`plan_gate`]). No process is started.
+//! (`plan_gate`). No process is started.
 //!
-//! Models without native tool calling write calls as text ([`text_protocol`]).
+//! Models without native tool calling write calls as text (`text_protocol`).
 
 mod catalog;
 mod combinators;

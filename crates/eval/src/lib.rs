@@ -7,7 +7,7 @@
 //! pairs of records that satisfy a condition ([`Suite::Pairs`], quadratic work), and
 //! word counts over real text ([`Suite::WordCount`]). Every item is generated from a
 //! seed (the same seed gives the same bytes on every machine), has an exact answer and
-//! a [`score`]r. The needles can hide in real prose (a [`Haystack`], e.g. the corpora
+//! a scorer (`score`). The needles can hide in real prose (a `Haystack`, e.g. the corpora
 //! `scripts/corpora.sh` fetches) among distractor needles.
 //!
 //! The crate holds no runner: `rlm-orchestrate eval` runs the items (an RLM arm and a

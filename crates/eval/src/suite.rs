@@ -1,5 +1,5 @@
 //! The five suites: what each item's context, question and answer are, generated from
-//! a seed (and, with a [`Haystack`], from its text).
+//! a seed (and, with a `Haystack`, from its text).
 //!
 //! A context is plain ASCII text (so characters and bytes count the same) of about the
 //! requested length, written to any [`Write`] as it is generated, so a 64 M-character

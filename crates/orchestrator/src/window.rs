@@ -150,7 +150,7 @@ impl ModelWindow {
 
     /// The characters per token the server's tokenizer counts in `sample` (of a file
     /// a plan cuts, say). Each distinct sample is counted once, and at most
-    /// [`MAX_SAMPLES`] a run; `None` when the server has no tokenizer.
+    /// `MAX_SAMPLES` a run; `None` when the server has no tokenizer.
     pub async fn calibrate_on_sample(&self, sample: &str) -> Option<f64> {
         if let Some(ratio) = self.estimator.sample_ratio(sample) {
             return Some(ratio);

@@ -3,7 +3,7 @@
 //!
 //! The binary fills one [`ProviderConfig`] for the root model and one for the sub-model
 //! from flags, `RLM_*` variables and `rlm.toml`; everything else in the orchestrator
-//! sees only the `Arc<dyn Provider>` that [`build_provider`] returns.
+//! sees only the `Arc<dyn Provider>` that `build_provider` returns.
 
 use std::fmt;
 use std::net::IpAddr;

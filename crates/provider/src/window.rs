@@ -431,7 +431,7 @@ pub fn sample_of(text: &str) -> String {
 /// Estimates how many tokens a request takes: its characters over a ratio that starts
 /// at [`DEFAULT_CHARS_PER_TOKEN`] and is calibrated by the prompt tokens the server
 /// reports — the lowest ratio seen, so the estimate errs towards more tokens. A text
-/// whose sample the server counted ([`TokenEstimator::observe_text`]: a REPL output of
+/// whose sample the server counted (`TokenEstimator::observe_text`: a REPL output of
 /// records, a sub-call's content) is estimated at its own ratio, when that is lower:
 /// digits run a token each on some tokenizers, where English runs four characters.
 #[derive(Debug)]
