@@ -41,7 +41,8 @@
 # of building target/release/rlm-orchestrate; RLM_EVAL_ARMS=rlm asks only the RLM arms
 # (the baseline and rlms do not change with rlm's loop). RLM_EVAL_ENVS (default
 # "tools python"; also plan, plan-text, js), RLM_EVAL_STEPS (step names in the order to run, default
-# "sniah multi-needle word-count records") and RLM_EVAL_LENGTHS (default "32k 4k 256k")
+# "sniah multi-needle word-count records"; `aggregate` or `pairs` reads one of the
+# records' suites alone, into its own step directory) and RLM_EVAL_LENGTHS (default "32k 4k 256k")
 # choose the cells of such a reading; the first env gets RLM_EVAL_ARMS, the others rlm;
 # RLM_EVAL_FLAGS adds eval flags (e.g. "--context-window 8192"); RLM_EVAL_SEED (default
 # 1) draws other items, to check on items no change was made from (give such a reading
@@ -68,6 +69,8 @@ STEPS=(
   "multi-needle|multi-needle|haystack --distractors 2"
   "word-count|word-count|haystack"
   "records|aggregate,pairs|"
+  "aggregate|aggregate|"
+  "pairs|pairs|"
 )
 
 log() { echo "eval-local: $*"; }
