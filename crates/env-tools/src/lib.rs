@@ -562,6 +562,30 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(plain.content, r#"no line of context matches "Paris""#);
+        // The after-literal reading's pairs item 3: `year=2000` grepped, lines found.
+        let text_of_the_field = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "year=2004"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            text_of_the_field.content.starts_with("1 line of context matches")
+                && text_of_the_field.content.contains(r#"the task asks for the records whose field meets "year > 2000""#)
+                && text_of_the_field.content.contains(r#"Answer the task exactly with ctx_map_reduce, filter {"where": "year > 2000"}"#),
+            "{}",
+            text_of_the_field.content
+        );
+        // A grep of another field is only its lines.
+        let city = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "city=Lima"}),
+            ))
+            .await
+            .unwrap();
+        assert!(!city.content.contains("ctx_map_reduce"), "{}", city.content);
     }
 
     #[tokio::test]

@@ -195,6 +195,7 @@ impl ToolsEnv {
             text.push('\n');
             text.push_str(&render_hit(hit));
         }
+        text.push_str(&self.task_condition_note(&args.pattern));
         Ok(text)
     }
 
@@ -331,6 +332,35 @@ impl ToolsEnv {
             ));
         }
         text
+    }
+
+    /// What to write instead of a grep pattern on the field of the comparison the task
+    /// states (`year=2000` for "born after 2000 (year > 2000)"): text matches, not the
+    /// records the comparison keeps — when `ctx_map_reduce` is offered and the task's
+    /// own exact plan filters by that comparison. Empty otherwise. The local model
+    /// grepped `year=2000`, found 14 lines, and spent the run mapping the grep's
+    /// heading as a pieces variable (docs/eval.md, after-literal `pairs` item 3).
+    fn task_condition_note(&self, pattern: &str) -> String {
+        if !self.tools.contains(&MicroTool::MapReduce) {
+            return String::new();
+        }
+        let Some(plan) = rlm_plan::task_fit::exact_plan_for_task(&self.config.query) else {
+            return String::new();
+        };
+        let Some(rlm_plan::Filter::Where(condition)) = &plan.filter else {
+            return String::new();
+        };
+        let field = rlm_plan::condition::Condition::parse(condition)
+            .map(|c| c.field().to_lowercase())
+            .unwrap_or_default();
+        if field.is_empty() || !pattern.to_lowercase().contains(&field) {
+            return String::new();
+        }
+        let condition = serde_json::to_string(condition).unwrap_or_default();
+        format!(
+            "\nThese lines match the text of the pattern; the task asks for the records whose field meets {condition}, which the filter {{\"where\": {condition}}} of ctx_map_reduce keeps. {}.",
+            exact_plan_sentence(&rlm_plan::task_fit::parts_of(&plan))
+        )
     }
 
     /// Why `ctx_summarize` should not answer `instruction`: it asks what a summary
