@@ -6,9 +6,8 @@
 use std::process::Output;
 
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
-use serde_json::json;
 
-use crate::support::Sandbox;
+use crate::support::{reply_with_finish, Sandbox};
 
 /// `run "a task" --context … --no-stream` against `mock`.
 fn run(sb: &Sandbox, mock: &MockLlmThread) -> Output {
@@ -29,16 +28,6 @@ fn run(sb: &Sandbox, mock: &MockLlmThread) -> Output {
         .arg("--context")
         .arg(&context);
     command.output().unwrap()
-}
-
-/// A whole OpenAI reply with this text and `finish_reason`.
-fn reply_with_finish(text: &str, finish_reason: &str) -> MockReply {
-    let body = json!({
-        "id": "chatcmpl-cut", "object": "chat.completion", "created": 0, "model": "mock",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": finish_reason}],
-    });
-    MockReply::raw("application/json", body.to_string())
 }
 
 /// The last user message of each request the mock received.

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use rlm_orchestrator::parse::parse_response;
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::support::Sandbox;
+use crate::support::{reply_with_finish, Sandbox};
 
 /// One reply of the corpus and what it must make the loop do.
 #[derive(Debug, Deserialize)]
@@ -93,16 +93,6 @@ fn the_parser_takes_each_reply_as_the_corpus_says() {
         };
         assert!(ok, "{}: {parsed:?}", case.file);
     }
-}
-
-/// A whole OpenAI reply with this text and `finish_reason`.
-fn reply_with_finish(text: &str, finish_reason: &str) -> MockReply {
-    let body = json!({
-        "id": "chatcmpl-corpus", "object": "chat.completion", "created": 0, "model": "mock",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": finish_reason}],
-    });
-    MockReply::raw("application/json", body.to_string())
 }
 
 /// Runs `case` against the mock: its `before` reply, the reply, then FINAL(done).

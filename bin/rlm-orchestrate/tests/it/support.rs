@@ -99,6 +99,17 @@ impl Sandbox {
     }
 }
 
+/// A whole OpenAI chat completion with this text and `finish_reason` (`"length"`: a
+/// reply cut at the output-token limit), for a mock script.
+pub fn reply_with_finish(text: &str, finish_reason: &str) -> rlm_test_support::mock_llm::MockReply {
+    let body = serde_json::json!({
+        "id": "chatcmpl-cut", "object": "chat.completion", "created": 0, "model": "mock",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": finish_reason}],
+    });
+    rlm_test_support::mock_llm::MockReply::raw("application/json", body.to_string())
+}
+
 /// Writes a log of about `bytes` bytes with `needle` on its own line near `needle_at`.
 pub fn write_big_context(path: &Path, bytes: usize, needle_at: usize, needle: &str) {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());

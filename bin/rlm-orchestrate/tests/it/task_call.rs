@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use rlm_test_support::mock_llm::{MockReply, MockRule, MockScript, RecordedRequest};
 
 use crate::plans::run_on;
+use crate::support::reply_with_finish;
 
 /// The people records of the `pairs` suite: `person 000042: city=Lima year=2004`.
 fn people(n: usize) -> (String, u64) {
@@ -175,13 +176,8 @@ fn a_reply_cut_while_it_copied_the_context_is_shown_the_call_that_answers() {
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, pairs) = people(300);
     let cut = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Riga year=1973\\nperson 00";
-    let body = serde_json::json!({
-        "id": "chatcmpl-cut", "object": "chat.completion", "created": 0, "model": "mock",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": cut},
-                     "finish_reason": "length"}],
-    });
     let script = copies_the_call_offered_after("while it wrote text into `context`")
-        .then(MockReply::raw("application/json", body.to_string()));
+        .then(reply_with_finish(cut, "length"));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, pairs.to_string());
     assert_eq!(

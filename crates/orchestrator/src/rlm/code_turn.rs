@@ -115,7 +115,7 @@ pub(super) async fn run(
     if parsed.from_tool_call {
         turn.notices.push(prompt::tool_call_ran_as_code(language));
     }
-    let (mut repeats, mut literals, mut values) = (0, 0, 0);
+    let mut not_run = Vec::new();
     for (block, code) in parsed.blocks.iter().enumerate() {
         sink.emit(EventData::Code(CodeRecord {
             iteration,
@@ -128,7 +128,7 @@ pub(super) async fn run(
             .get(&key)
             .filter(|(times, _)| *times >= REPEAT_LIMIT)
         {
-            repeats += 1;
+            not_run.push(NotRun::Repeat);
             emit_not_run(
                 sink,
                 iteration,
@@ -143,7 +143,7 @@ pub(super) async fn run(
         }
         let literal = context_literal::assignment(&code.code).filter(|_| context_chars > 0);
         if let Some(assignment) = literal {
-            literals += 1;
+            not_run.push(NotRun::ContextLiteral);
             emit_not_run(sink, iteration, block, "it assigns a literal to `context`");
             turn.reports.push(prompt::context_literal(
                 &code.code,
@@ -155,19 +155,19 @@ pub(super) async fn run(
             continue;
         }
         if let Some(value) = value_block::read(&code.code) {
-            values += 1;
+            not_run.push(NotRun::Value);
             emit_not_run(
                 sink,
                 iteration,
                 block,
                 "it is only a value written into the code",
             );
-            let scalar = match value {
-                value_block::Value::Scalar(scalar) => Some(scalar),
-                value_block::Value::Composite => None,
-            };
-            turn.reports
-                .push(prompt::value_block(&code.code, language, scalar, task_call));
+            turn.reports.push(prompt::value_block(
+                &code.code,
+                language,
+                value.scalar(),
+                task_call,
+            ));
             continue;
         }
         let outcome = env.execute(&code.code).await?;
@@ -231,17 +231,10 @@ pub(super) async fn run(
             None => {}
         }
     }
-    let refused = repeats + literals + values;
-    if refused > 0 && refused == parsed.blocks.len() {
+    if !not_run.is_empty() && not_run.len() == parsed.blocks.len() {
         // Nothing ran: counted as a correction so that a third such reply in a row ends
         // in a forced answer.
-        turn.correction = Some(if literals > 0 {
-            "code that replaces `context` with a literal".to_owned()
-        } else if values > 0 {
-            "code that is only a value".to_owned()
-        } else {
-            "code that already ran twice".to_owned()
-        });
+        turn.correction = not_run.iter().max().map(|why| why.correction().to_owned());
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
@@ -283,6 +276,29 @@ pub(super) async fn run(
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)
+}
+
+/// Why a block of the reply was not run. When none of a reply's blocks ran, the
+/// strongest reason (the last variant first) names the correction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum NotRun {
+    /// The same code already ran [`REPEAT_LIMIT`] times.
+    Repeat,
+    /// Only a value written into the code ([`value_block`]).
+    Value,
+    /// It sets `context` to a literal ([`context_literal`]).
+    ContextLiteral,
+}
+
+impl NotRun {
+    /// The correction a reply of only such blocks counts as.
+    fn correction(self) -> &'static str {
+        match self {
+            Self::Repeat => "code that already ran twice",
+            Self::Value => "code that is only a value",
+            Self::ContextLiteral => "code that replaces `context` with a literal",
+        }
+    }
 }
 
 /// The trace's record of a block that was not run, and `why` (`[not run: …]`).

@@ -18,6 +18,16 @@ pub(super) enum Value<'a> {
     Composite,
 }
 
+impl<'a> Value<'a> {
+    /// The one value the block holds, when it is a scalar.
+    pub(super) fn scalar(&self) -> Option<&'a str> {
+        match self {
+            Self::Scalar(value) => Some(value),
+            Self::Composite => None,
+        }
+    }
+}
+
 /// What `code` holds when it is only literal values — strings, numbers, `true`,
 /// `None`, brackets, commas, colons and comments — with at least one string or number;
 /// `None` when it names or calls anything.
