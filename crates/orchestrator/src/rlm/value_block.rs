@@ -130,6 +130,7 @@ fn number_end(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     #[test]
     fn reads_the_array_the_local_model_sent_after_its_literal_was_refused() {
@@ -160,6 +161,27 @@ mod tests {
             "[null, 2];",
         ] {
             assert_eq!(read(code), Some(Value::Composite), "{code}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_read_without_a_panic_or_a_hang(code in "\\PC{0,200}") {
+            let _ = read(&code);
+        }
+
+        #[test]
+        fn a_json_list_of_numbers_and_strings_reads_as_a_value(
+            items in proptest::collection::vec(
+                proptest::prop_oneof![
+                    (-1_000_000i64..1_000_000).prop_map(serde_json::Value::from),
+                    "[a-zA-Z0-9 ,.=]{0,12}".prop_map(serde_json::Value::from),
+                ],
+                1..8,
+            )
+        ) {
+            let code = serde_json::Value::from(items).to_string();
+            proptest::prop_assert_eq!(read(&code), Some(Value::Composite));
         }
     }
 
