@@ -468,8 +468,15 @@ impl Engine {
                     reply.stdout.push_str(&echo);
                     reply.stdout.push('\n');
                 }
+                let error = error.map(|error| {
+                    if out_of_memory(&error, &code) {
+                        out_of_memory_explained(error, self.info.memory_limit_bytes)
+                    } else {
+                        error
+                    }
+                });
                 if let Some(error) = &error {
-                    if error.contains("out of memory") && !self.healthy().await {
+                    if out_of_memory(error, &code) && !self.healthy().await {
                         reply.broken = true;
                     }
                 }
@@ -564,4 +571,33 @@ impl Engine {
         text.and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default()
     }
+}
+
+/// Whether a cell's `error` is QuickJS running out of memory: its message says so, or
+/// what was thrown could not be allocated — an `InternalError` with no message, or a
+/// `null` from `code` that throws nothing (both seen after a `while (re.exec(context))`
+/// loop that never ended: docs/eval.md, after-question-seed6, js `pairs` item 2).
+fn out_of_memory(error: &str, code: &str) -> bool {
+    let header = error.lines().next().unwrap_or_default().trim();
+    error.contains("out of memory")
+        || header == "InternalError:"
+        || (header == "Uncaught null" && !code.contains("throw"))
+}
+
+/// `error` with what running out of memory means and the usual cause, for a model
+/// that otherwise reads an empty `InternalError:` and copies it back.
+fn out_of_memory_explained(error: String, limit_bytes: u64) -> String {
+    let error = match error.split_once('\n') {
+        _ if error.trim() == "InternalError:" || error.trim() == "Uncaught null" => {
+            "InternalError: out of memory".to_owned()
+        }
+        Some((header, rest)) if header.trim() == "InternalError:" => {
+            format!("InternalError: out of memory\n{rest}")
+        }
+        _ => error,
+    };
+    format!(
+        "{error}\nThe code used all of the runtime's {} MiB (`--js-memory-mb`): most often a loop that never ends and adds to an array each pass — `re.exec(context)` called twice per pass of a /g loop starts over at the start of `context` after the last match. Loop over `context.matchAll(re)` or `context.split('\\n')` instead.",
+        limit_bytes / (1024 * 1024)
+    )
 }

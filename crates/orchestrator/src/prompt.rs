@@ -274,6 +274,15 @@ pub fn value_block(
     )
 }
 
+/// The report of a block not run because it is the REPL's error message copied back
+/// ([`crate::rlm`]'s echo check): what it is, and what to send instead.
+pub fn echoed_error(code: &str, language: &str, header: &str, task_call: Option<&str>) -> String {
+    format!(
+        "Code not run: it is the REPL's error message (`{header}`) copied back, not code; run, it only raises another error.\n```{language}\n{code}\n```\n\nThe error came from your code before it. Send that code again with the mistake fixed, or new code that computes the answer from `context`.{}",
+        task_call_offer(task_call)
+    )
+}
+
 /// The sentence that offers `task_call`, the helper call that answers the task exactly
 /// (empty without one).
 fn task_call_offer(task_call: Option<&str>) -> String {

@@ -1,7 +1,8 @@
 //! The helper call that answers the task exactly, shown to a code-writing model where
 //! its own code cannot get there — with a block refused for setting `context` to a
-//! literal or for being only a value, after a reply cut while it copied the context,
-//! and after code that printed nothing found — copied by the model and run through
+//! literal, for being only a value or for being the REPL's error message copied back,
+//! after a reply cut while it copied the context, and after code that printed nothing
+//! found — copied by the model and run through
 //! `run` against the mock.
 
 use std::collections::HashMap;
@@ -184,5 +185,34 @@ fn a_reply_cut_while_it_copied_the_context_is_shown_the_call_that_answers() {
         mock.control().requests().len(),
         3,
         "cut, the call, the answer"
+    );
+}
+
+#[test]
+fn an_error_message_sent_back_as_code_is_refused_with_the_call_that_answers() {
+    // The after-question-seed6 reading's js `pairs` item 2: code that raised an error,
+    // then the error text itself sent as code, and each new `SyntaxError` (the next
+    // cell's number in it) for 19 iterations. The echo is not run; the refusal shows
+    // the pairs call, and the model that copies it gets the exact count.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let script = copies_the_call_offered_after("the REPL's error message")
+        .then(MockReply::text(
+            "```repl
+SyntaxError: unexpected token in expression: ''\n    at <cell 2>:1:16\n```",
+        ))
+        .then(MockReply::text(
+            "```repl
+SyntaxError: expecting ';'\n    at <cell 3>:1:25\n```",
+        ));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "ran, refused, the call, the answer");
+    let refused = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        refused.contains("Code not run: it is the REPL's error message (`SyntaxError: expecting ';'`) copied back")
+            && refused.contains("Send that code again with the mistake fixed"),
+        "{refused}"
     );
 }

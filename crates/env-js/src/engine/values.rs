@@ -92,10 +92,19 @@ fn describe(error: CaughtError<'_>) -> String {
             text
         }
         CaughtError::Value(value) => {
-            let shown = value
-                .as_string()
-                .and_then(|s| s.to_string().ok())
-                .unwrap_or_else(|| format!("{value:?}"));
+            let shown = if let Some(text) = value.as_string().and_then(|s| s.to_string().ok()) {
+                text
+            } else if value.is_null() {
+                "null".to_owned()
+            } else if value.is_undefined() {
+                "undefined".to_owned()
+            } else if let Some(flag) = value.as_bool() {
+                flag.to_string()
+            } else if let Some(number) = value.as_number() {
+                number.to_string()
+            } else {
+                format!("a value of type {}", value.type_name())
+            };
             format!("Uncaught {shown}")
         }
         CaughtError::Error(error) => error.to_string(),

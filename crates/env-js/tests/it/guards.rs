@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 use rlm_env::{CodeRepl, ContextShape};
 use rlm_env_js::JsOptions;
 use rlm_test_support::repl::{error_of, run, EXEC_TIMEOUT};
@@ -91,6 +93,7 @@ async fn a_memory_bomb_ends_the_step_not_the_run() {
         .unwrap();
     let error = outcome.error.unwrap();
     assert!(error.contains("out of memory"), "{error}");
+    assert!(error.contains("all of the runtime's 64 MiB"), "{error}");
     // Either the runtime recovered (variables kept) or it was rebuilt and said so.
     let next = f.env.execute("hog = null; typeof kept").await.unwrap();
     if outcome.restarted {
@@ -102,6 +105,45 @@ async fn a_memory_bomb_ends_the_step_not_the_run() {
     let huge = f.env.execute("'x'.repeat(1 << 30)").await.unwrap();
     assert!(huge.error.is_some());
     assert!(f.env.execute("1 + 1").await.unwrap().error.is_none());
+}
+
+/// The local model's own block (docs/eval.md, after-question-seed6, js `pairs` item 2):
+/// `exec` twice per pass starts over after the last match, so the loop never ends. The
+/// error names the limit and the cause, so the model has more to go on than an
+/// `InternalError:` it copies back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regex_loop_that_never_ends_is_told_as_out_of_memory_with_its_cause() {
+    let options = JsOptions {
+        memory_limit_bytes: Some(64 << 20),
+        ..JsOptions::default()
+    };
+    // An odd count of matches: the push takes the null, and the next `exec` starts over.
+    let records: String = (0..401)
+        .map(|i| format!("person {i:06}: city=Lima year={}\n", 1950 + i % 70))
+        .collect();
+    let mut f = fixture_with(
+        &[Value::String(records)],
+        ContextShape::Single,
+        EXEC_TIMEOUT,
+        options,
+    )
+    .await;
+    let code = "const regex = /city=(\\w+) year=(\\d+)/g;\nlet matches = [];\nwhile (regex.exec(context) !== null) {\n  matches.push(regex.exec(context));\n}\nconsole.log(matches.length)";
+    let outcome = f.env.execute(code).await.unwrap();
+    let error = outcome.error.unwrap();
+    assert!(error.starts_with("InternalError: out of memory"), "{error}");
+    assert!(error.contains("a loop that never ends"), "{error}");
+    assert!(error.contains("context.matchAll(re)"), "{error}");
+    assert!(f.env.execute("1 + 1").await.unwrap().error.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thrown_null_reads_as_null_not_as_running_out_of_memory() {
+    let mut f = plain().await;
+    let outcome = f.env.execute("throw null").await.unwrap();
+    assert_eq!(outcome.error.as_deref(), Some("Uncaught null"));
+    let outcome = f.env.execute("throw 42").await.unwrap();
+    assert_eq!(outcome.error.as_deref(), Some("Uncaught 42"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::bare_final::{self, BareFinal};
 use super::context_literal;
+use super::echoed_error;
 use super::prose_answer;
 use super::value_block;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
@@ -154,6 +155,23 @@ pub(super) async fn run(
             ));
             continue;
         }
+        let echoed = echoed_error::read(
+            &code.code,
+            ran.blocks.values().map(|(_, output)| output.as_str()),
+        );
+        if let Some(header) = echoed {
+            not_run.push(NotRun::EchoedError);
+            emit_not_run(
+                sink,
+                iteration,
+                block,
+                "it is the REPL's error message copied back",
+            );
+            turn.reports.push(prompt::echoed_error(
+                &code.code, language, header, task_call,
+            ));
+            continue;
+        }
         if let Some(value) = value_block::read(&code.code) {
             not_run.push(NotRun::Value);
             emit_not_run(
@@ -286,6 +304,8 @@ enum NotRun {
     Repeat,
     /// Only a value written into the code ([`value_block`]).
     Value,
+    /// The REPL's error message copied back as code ([`echoed_error`]).
+    EchoedError,
     /// It sets `context` to a literal ([`context_literal`]).
     ContextLiteral,
 }
@@ -296,6 +316,7 @@ impl NotRun {
         match self {
             Self::Repeat => "code that already ran twice",
             Self::Value => "code that is only a value",
+            Self::EchoedError => "an error message sent as code",
             Self::ContextLiteral => "code that replaces `context` with a literal",
         }
     }

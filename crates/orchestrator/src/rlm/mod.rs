@@ -9,6 +9,7 @@ mod bare_final;
 mod code_turn;
 mod compact;
 mod context_literal;
+mod echoed_error;
 mod fit;
 mod prose_answer;
 mod task_plan;

@@ -76,7 +76,8 @@ impl Provider for Scripted {
 }
 
 /// `name = value` assigns, `print(name)` prints, `submit <json>` submits,
-/// `final_var name` calls FINAL_VAR from code, `boom` raises.
+/// `final_var name` calls FINAL_VAR from code, `boom` raises, `raise <text>` raises
+/// with `<text>` as the error.
 #[derive(Default)]
 struct FakeEnv {
     vars: HashMap<String, String>,
@@ -133,6 +134,8 @@ impl CodeRepl for FakeEnv {
                     name: name.into(),
                     value,
                 });
+            } else if let Some(error) = line.strip_prefix("raise ") {
+                outcome.error = Some(error.into());
             } else if line == "boom" {
                 outcome.error = Some("Traceback: boom".into());
             }
@@ -523,6 +526,34 @@ async fn three_replies_of_only_a_value_end_in_a_forced_answer() {
         last_user_message(&h, 3).contains("again code that is only a value, after 2 corrections"),
         "{}",
         last_user_message(&h, 3)
+    );
+}
+
+#[tokio::test]
+async fn an_error_message_sent_back_as_code_is_not_run_and_three_end_in_a_forced_answer() {
+    let raises = "```python\nraise NameError: name 'x' is not defined (cell 1)\n```";
+    let echo =
+        |cell: u32| format!("```python\nNameError: name 'x' is not defined (cell {cell})\n```");
+    let (first, second, third) = (echo(2), echo(3), echo(4));
+    let h = run_with(
+        &[raises, &first, &second, &third, "FINAL(0)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    // Only the block that raised ran; each echo, with its changed number, was refused.
+    assert_eq!(h.env.executed.len(), 1, "{:?}", h.env.executed);
+    let refused = last_user_message(&h, 2);
+    assert!(
+        refused.contains("Code not run: it is the REPL's error message (`NameError: name 'x' is not defined (cell 2)`) copied back"),
+        "{refused}"
+    );
+    assert!(h.outcome.forced);
+    assert!(
+        last_user_message(&h, 4)
+            .contains("again an error message sent as code, after 2 corrections"),
+        "{}",
+        last_user_message(&h, 4)
     );
 }
 
