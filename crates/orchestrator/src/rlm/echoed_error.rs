@@ -28,10 +28,7 @@ pub(super) fn read<'a, 'o>(
         .flat_map(str::lines)
         .map(masked)
         .collect();
-    let seen = |line: &str| {
-        let line = masked(line);
-        shown.iter().any(|out| *out == line)
-    };
+    let seen = |line: &str| shown.contains(&masked(line));
     (seen(header) && lines.all(seen)).then_some(header)
 }
 
