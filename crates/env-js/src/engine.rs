@@ -472,7 +472,7 @@ impl Engine {
                     if out_of_memory(&error, &code) {
                         out_of_memory_explained(error, self.info.memory_limit_bytes)
                     } else {
-                        error
+                        with_source_line(error, &code, id)
                     }
                 });
                 if let Some(error) = &error {
@@ -572,6 +572,33 @@ impl Engine {
             .unwrap_or_default()
     }
 }
+
+/// `error` with the line of the cell's `code` it points at (`at <cell 4>:14:14`),
+/// as Python's traceback shows it: QuickJS gives only the position, and the local
+/// model sent a block with `const [_, _, year]` four times against a bare "invalid
+/// redefinition of lexical identifier" (docs/eval.md, after-echo-seed6, js `pairs`).
+/// A cell's rewritten declarations (`let` → `var`) keep its lines where they were.
+fn with_source_line(error: String, code: &str, id: u64) -> String {
+    let marker = format!("<cell {id}>:");
+    let line = error.split(&marker).nth(1).and_then(|rest| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<usize>().ok()
+    });
+    let source = line
+        .filter(|&line| line > 0)
+        .and_then(|line| Some((line, code.lines().nth(line - 1)?.trim())));
+    match source {
+        Some((line, text)) if !text.is_empty() => {
+            let shown: String = text.chars().take(SOURCE_LINE_CHARS).collect();
+            let cut = if shown.len() < text.len() { " …" } else { "" };
+            format!("{error}\n    line {line}: {shown}{cut}")
+        }
+        _ => error,
+    }
+}
+
+/// The most characters of a code line shown under its error.
+const SOURCE_LINE_CHARS: usize = 160;
 
 /// Whether a cell's `error` is QuickJS running out of memory: its message says so, or
 /// what was thrown could not be allocated — an `InternalError` with no message, or a

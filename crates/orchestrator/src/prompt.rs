@@ -207,13 +207,16 @@ pub fn exec_report(code: &str, language: &str, shaped_output: &str) -> String {
 
 /// The report of a block that was not run because the same code already ran `times`
 /// times: the output it had, and what to do instead — with the exact line to send
-/// when that output ended in one `value`.
+/// when that output ended in one `value`, else with `task_call`, the call that answers
+/// the task exactly, where there is one (after-echo-seed6, js `pairs` item 0: a block
+/// with a syntax error sent four times).
 pub fn repeated_code(
     code: &str,
     language: &str,
     times: u32,
     last_output: &str,
     value: Option<&str>,
+    task_call: Option<&str>,
 ) -> String {
     let output = if last_output.trim().is_empty() {
         "(no output)"
@@ -224,7 +227,10 @@ pub fn repeated_code(
         Some(value) => format!(
             "If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise change the code (another pattern, other offsets, another helper)."
         ),
-        None => "Change the code (another pattern, other offsets, another helper) or answer with FINAL(...).".to_owned(),
+        None => format!(
+            "Change the code (another pattern, other offsets, another helper) or answer with FINAL(...).{}",
+            task_call_offer(task_call)
+        ),
     };
     format!(
         "Code not run: the same code already ran {times} times.\n```{language}\n{code}\n```\n\nIts output was:\n{output}\n\nRunning it again gives the same. {next}"

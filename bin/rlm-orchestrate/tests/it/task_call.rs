@@ -1,8 +1,8 @@
 //! The helper call that answers the task exactly, shown to a code-writing model where
 //! its own code cannot get there — with a block refused for setting `context` to a
-//! literal, for being only a value or for being the REPL's error message copied back,
-//! after a reply cut while it copied the context, and after code that printed nothing
-//! found — copied by the model and run through
+//! literal, for being only a value, for being the REPL's error message copied back or
+//! for failing twice already, after a reply cut while it copied the context, and after
+//! code that printed nothing found — copied by the model and run through
 //! `run` against the mock.
 
 use std::collections::HashMap;
@@ -214,5 +214,33 @@ SyntaxError: expecting ';'\n    at <cell 3>:1:25\n```",
         refused.contains("Code not run: it is the REPL's error message (`SyntaxError: expecting ';'`) copied back")
             && refused.contains("Send that code again with the mistake fixed"),
         "{refused}"
+    );
+}
+
+#[test]
+fn a_failing_block_sent_a_third_time_is_shown_its_error_line_and_the_call_that_answers() {
+    // The after-echo-seed6 reading's js `pairs` item 0: a block with `const [_, _,
+    // year]` (a syntax error) sent four times until forced. Its error now shows that
+    // line; the third copy is not run, and its refusal offers the pairs call, which the
+    // model copies for the exact count.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let failing = "```repl\nconst pairs = context.split('\\n');\nfor (const pair of pairs) {\n  const [_, _, year] = pair.split(':');\n}\n```";
+    let script = copies_the_call_offered_after("the same code already ran")
+        .then(MockReply::text(failing))
+        .then(MockReply::text(failing))
+        .then(MockReply::text(failing));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(
+        requests.len(),
+        5,
+        "ran twice, refused, the call, the answer"
+    );
+    let failed = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        failed.contains("    line 3: const [_, _, year] = pair.split(':');"),
+        "{failed}"
     );
 }

@@ -137,6 +137,32 @@ async fn a_regex_loop_that_never_ends_is_told_as_out_of_memory_with_its_cause() 
     assert!(f.env.execute("1 + 1").await.unwrap().error.is_none());
 }
 
+/// The local model's block of after-echo-seed6, js `pairs` item 0, cut down: QuickJS
+/// names only a position; the line it points at is shown under the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_shows_the_line_of_the_cell_it_points_at() {
+    let mut f = plain().await;
+    let code = "const pairs = ['a:b:c'];\nfor (const pair of pairs) {\n  const [_, _, year] = pair.split(':');\n}";
+    let error = f.env.execute(code).await.unwrap().error.unwrap();
+    assert!(
+        error.starts_with("SyntaxError: invalid redefinition"),
+        "{error}"
+    );
+    assert!(
+        error.ends_with("\n    line 3: const [_, _, year] = pair.split(':');"),
+        "{error}"
+    );
+    let error = f
+        .env
+        .execute("let o = null;\no.x")
+        .await
+        .unwrap()
+        .error
+        .unwrap();
+    assert!(error.starts_with("TypeError"), "{error}");
+    assert!(error.ends_with("\n    line 2: o.x"), "{error}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thrown_null_reads_as_null_not_as_running_out_of_memory() {
     let mut f = plain().await;

@@ -138,7 +138,7 @@ pub(super) async fn run(
             );
             let value = prose_answer::printed_value(output);
             turn.reports.push(prompt::repeated_code(
-                &code.code, language, *times, output, value,
+                &code.code, language, *times, output, value, task_call,
             ));
             continue;
         }
