@@ -841,7 +841,7 @@ fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
     assert_eq!(requests.len(), 4, "split, refused, ran instead, answered");
     let ran = requests[3].message_texts().join("\n");
     assert!(
-        ran.contains(r#"reduce {"op": "sum"}. It gives 30: answer from that."#)
+        ran.contains(r#"reduce {"op": "sum"}. It gives 30. If that answers the task, reply with exactly this line and nothing else:"#)
             && ran.contains(" results of 4 pieces (0 model calls)"),
         "{ran}"
     );
@@ -873,7 +873,7 @@ fn the_worked_example_copied_as_a_step_map_twice_runs_the_plan_the_task_names() 
     );
     let ran = requests[2].message_texts().join("\n");
     assert!(
-        ran.contains("It gives 135: answer from that.") && ran.contains("total: 135"),
+        ran.contains("It gives 135. If that answers the task") && ran.contains("total: 135"),
         "{ran}"
     );
 }

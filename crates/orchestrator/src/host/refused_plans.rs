@@ -78,7 +78,12 @@ pub(crate) fn map_ran_instead(exact: &Plan, answer: Option<&str>, results: &str)
         rlm_plan::task_fit::parts_of(exact)
     );
     match answer {
-        Some(answer) => format!("{lead} It gives {answer}: answer from that."),
+        // The exact line, as the loop's other notes give it: told only to "answer from
+        // that", the local model sent FINAL of the next line its code printed, the
+        // results variable's key (after-echo-seed6, js `aggregate` item 0).
+        Some(answer) => format!(
+            "{lead} It gives {answer}. If that answers the task, reply with exactly this line and nothing else:\nFINAL({answer})"
+        ),
         None => format!("{lead} Its map's results are in `{results}`: reduce them as it says."),
     }
 }
@@ -156,7 +161,8 @@ mod tests {
         );
         let note = map_ran_instead(&exact, Some("36"), "results-1");
         assert!(
-            note.contains(r#"in its place: map {"count": "label=payments"}, reduce {"op": "sum"}. It gives 36: answer from that."#),
+            note.contains(r#"in its place: map {"count": "label=payments"}, reduce {"op": "sum"}. It gives 36. If that answers the task, reply with exactly this line and nothing else:"#)
+                && note.ends_with("\nFINAL(36)"),
             "{note}"
         );
         let note = map_ran_instead(&exact, None, "results-1");

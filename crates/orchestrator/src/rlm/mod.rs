@@ -561,7 +561,17 @@ async fn force_final(
         Medium::Code(repl) => repl.fence_tags(),
         Medium::Tools { .. } => &[],
     };
-    let parsed = parse_response(&completion.text, tags);
+    let mut parsed = parse_response(&completion.text, tags);
+    if parsed.final_literal.is_none() && parsed.final_var.is_none() {
+        // Told to answer, the model may still fence it (```` ```repl FINAL(33) ``` ````,
+        // after-echo-seed6's js `aggregate` item 0): nothing runs now, so the FINAL the
+        // block holds is read as if written outside it.
+        if let Some(block) = parsed.blocks.last() {
+            let inner = parse_response(&block.code, &[]);
+            parsed.final_literal = inner.final_literal;
+            parsed.final_var = inner.final_var;
+        }
+    }
     let answer = match (&parsed.final_literal, &parsed.final_var) {
         (Some(answer), _) => answer.clone(),
         (None, Some(name)) => {

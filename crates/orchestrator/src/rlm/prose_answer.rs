@@ -150,7 +150,7 @@ mod tests {
     fn an_output_ending_in_one_value_gives_it() {
         // The after-example-plan reading's item 0: the note, then the count.
         assert_eq!(
-            printed_value("Your map was refused before … It gives 51: answer from that.\n51\n"),
+            printed_value("Your map was refused before … It gives 51. If that answers the task, reply with exactly this line and nothing else:\nFINAL(51)\n51\n"),
             Some("51")
         );
         assert_eq!(printed_value("16459"), Some("16459"));

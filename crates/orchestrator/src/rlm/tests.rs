@@ -419,6 +419,35 @@ async fn iterations_run_out_into_a_forced_answer() {
 }
 
 #[tokio::test]
+async fn a_forced_answer_written_in_a_fence_is_read_as_the_final_it_holds() {
+    // after-echo-seed6, js `aggregate` item 0: forced, the model answered
+    // "```repl\nFINAL(33)\n```", which was taken whole, fence and all.
+    let value = "```python\n[1]\n```";
+    let h = run_with(
+        &[value, value, value, "```repl\nFINAL(33)\n```"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.answer, "33");
+    let h = run_with(
+        &[
+            "```python\nx = 7\n```",
+            value,
+            value,
+            value,
+            "```python\nFINAL_VAR(x)\n```",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.answer, "7");
+}
+
+#[tokio::test]
 async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_answer() {
     let search = "```repl\nprint(search(context, 'vault code'))\n```";
     let mut s = settings();
