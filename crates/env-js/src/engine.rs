@@ -472,7 +472,7 @@ impl Engine {
                     if out_of_memory(&error, &code) {
                         out_of_memory_explained(error, self.info.memory_limit_bytes)
                     } else {
-                        with_source_line(error, &code, id)
+                        without_modules_explained(with_source_line(error, &code, id))
                     }
                 });
                 if let Some(error) = &error {
@@ -594,6 +594,24 @@ fn with_source_line(error: String, code: &str, id: u64) -> String {
             format!("{error}\n    line {line}: {shown}{cut}")
         }
         _ => error,
+    }
+}
+
+/// `error` with a note when it says a module loader or host object is missing
+/// (`require`, `process`, `fetch`, …): the local model, refused for copying the
+/// context, tried `require('<the context's path>')` three times (docs/eval.md,
+/// after-echo-seed6, js `aggregate` item 1).
+fn without_modules_explained(error: String) -> String {
+    const HOST_NAMES: [&str; 6] = ["require", "process", "fetch", "fs", "module", "Deno"];
+    let missing = HOST_NAMES
+        .iter()
+        .any(|name| error.starts_with(&format!("ReferenceError: {name} is not defined")));
+    if missing {
+        format!(
+            "{error}\nThis REPL has no modules, files or network: `context` already holds the whole context as text. Work on `context` directly."
+        )
+    } else {
+        error
     }
 }
 

@@ -289,6 +289,26 @@ pub fn echoed_error(code: &str, language: &str, header: &str, task_call: Option<
     )
 }
 
+/// The report of a block not run because it is only `token`, text of the task or of
+/// the context's preview: what it is, and what to send instead.
+pub fn shown_words(token: &str, language: &str, task_call: Option<&str>) -> String {
+    format!(
+        "Code not run: `{token}` is text you were shown (the task or the context), not code; run as {language}, it fails.\n\nWrite code that looks for it in `context` — a regular expression such as /{}/ over `context` — and prints what you need.{}",
+        regex_of(token),
+        task_call_offer(task_call)
+    )
+}
+
+/// `text` as a regular expression that matches it literally.
+fn regex_of(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escape = r"\^$.|?*+()[]{}/".contains(c);
+            escape.then_some('\\').into_iter().chain(std::iter::once(c))
+        })
+        .collect()
+}
+
 /// The sentence that offers `task_call`, the helper call that answers the task exactly
 /// (empty without one).
 fn task_call_offer(task_call: Option<&str>) -> String {

@@ -1,7 +1,7 @@
 //! The helper call that answers the task exactly, shown to a code-writing model where
 //! its own code cannot get there — with a block refused for setting `context` to a
-//! literal, for being only a value, for being the REPL's error message copied back or
-//! for failing twice already, after a reply cut while it copied the context, and after
+//! literal, for being only a value, for being a token of the context's preview, for
+//! being the REPL's error message copied back or for failing twice already, after a reply cut while it copied the context, and after
 //! code that printed nothing found — copied by the model and run through
 //! `run` against the mock.
 
@@ -242,5 +242,27 @@ fn a_failing_block_sent_a_third_time_is_shown_its_error_line_and_the_call_that_a
     assert!(
         failed.contains("    line 3: const [_, _, year] = pair.split(':');"),
         "{failed}"
+    );
+}
+
+#[test]
+fn a_key_value_of_the_preview_sent_as_code_is_refused_with_the_call_that_answers() {
+    // The after-echo-seed6 reading's js `aggregate` item 4: the literal refused, then
+    // `label=returns` out of the preview, four times against `ReferenceError: returns
+    // is not defined`. It is not run; the refusal shows the ranking call, and the model
+    // that copies it gets the most frequent label.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let script = copies_the_call_offered_after("is text you were shown")
+        .then(MockReply::text("```repl\nlabel=fraud\n```"));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "refused, the call, the answer");
+    let refused = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        refused.contains("Code not run: `label=fraud` is text you were shown (the task or the context), not code")
+            && refused.contains("/label=fraud/"),
+        "{refused}"
     );
 }

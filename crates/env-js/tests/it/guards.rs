@@ -163,6 +163,33 @@ async fn an_error_shows_the_line_of_the_cell_it_points_at() {
     assert!(error.ends_with("\n    line 2: o.x"), "{error}");
 }
 
+/// after-echo-seed6, js `aggregate` item 1: `require` of the context's file, three
+/// times. The error says there are no modules and `context` holds the text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_is_told_there_are_no_modules_and_context_holds_the_text() {
+    let mut f = plain().await;
+    let code = "const context = require('/data/aggregate-32k.txt');";
+    let error = f.env.execute(code).await.unwrap().error.unwrap();
+    assert!(
+        error.starts_with("ReferenceError: require is not defined"),
+        "{error}"
+    );
+    assert!(
+        error.contains(
+            "This REPL has no modules, files or network: `context` already holds the whole context"
+        ),
+        "{error}"
+    );
+    let error = f
+        .env
+        .execute("undefinedName + 1")
+        .await
+        .unwrap()
+        .error
+        .unwrap();
+    assert!(!error.contains("no modules"), "{error}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thrown_null_reads_as_null_not_as_running_out_of_memory() {
     let mut f = plain().await;

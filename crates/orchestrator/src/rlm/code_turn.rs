@@ -9,6 +9,7 @@ use super::bare_final::{self, BareFinal};
 use super::context_literal;
 use super::echoed_error;
 use super::prose_answer;
+use super::shown_words;
 use super::value_block;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, FinalAnswer};
@@ -35,6 +36,9 @@ pub(super) struct Step<'a> {
     /// ([`super::task_plan`]): shown after code that found nothing and with a block
     /// refused for replacing `context`.
     pub task_call: Option<&'a str>,
+    /// The task and the context's preview as the model was shown them: a block of one
+    /// token of them is not code ([`shown_words`]).
+    pub shown: &'a [&'a str],
 }
 
 /// What a run's blocks have done so far.
@@ -76,6 +80,7 @@ pub(super) async fn run(
         truncated,
         ran,
         task_call,
+        shown,
     } = step;
     let tags = env.fence_tags();
     let language = tags.first().copied().unwrap_or("repl");
@@ -170,6 +175,18 @@ pub(super) async fn run(
             turn.reports.push(prompt::echoed_error(
                 &code.code, language, header, task_call,
             ));
+            continue;
+        }
+        if let Some(token) = shown_words::read(&code.code, shown) {
+            not_run.push(NotRun::ShownWords);
+            emit_not_run(
+                sink,
+                iteration,
+                block,
+                "it is text the model was shown, not code",
+            );
+            turn.reports
+                .push(prompt::shown_words(token, language, task_call));
             continue;
         }
         if let Some(value) = value_block::read(&code.code) {
@@ -304,6 +321,8 @@ enum NotRun {
     Repeat,
     /// Only a value written into the code ([`value_block`]).
     Value,
+    /// A token of the task or the context's preview written as code ([`shown_words`]).
+    ShownWords,
     /// The REPL's error message copied back as code ([`echoed_error`]).
     EchoedError,
     /// It sets `context` to a literal ([`context_literal`]).
@@ -316,6 +335,7 @@ impl NotRun {
         match self {
             Self::Repeat => "code that already ran twice",
             Self::Value => "code that is only a value",
+            Self::ShownWords => "text of the task or the context sent as code",
             Self::EchoedError => "an error message sent as code",
             Self::ContextLiteral => "code that replaces `context` with a literal",
         }

@@ -12,6 +12,7 @@ mod context_literal;
 mod echoed_error;
 mod fit;
 mod prose_answer;
+mod shown_words;
 mod task_plan;
 mod tool_turn;
 mod value_block;
@@ -269,6 +270,9 @@ pub async fn run_loop(
         }
         Medium::Tools { .. } => None,
     };
+    // What the model was shown of the task and the context: a block of one token of
+    // it is not code.
+    let shown = [query, context.map_or("", |info| info.preview.as_str())];
     for iteration in 1..=settings.max_iterations {
         let reserved = crate::host::expected_cost(model, &messages);
         if let Some(reason) = accounting.start_call(reserved) {
@@ -304,6 +308,7 @@ pub async fn run_loop(
                     truncated: completion.truncated,
                     ran: &mut ran_before,
                     task_call: task_call.as_deref(),
+                    shown: &shown,
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
             }
