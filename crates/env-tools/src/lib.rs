@@ -530,6 +530,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_grep_for_a_list_that_finds_nothing_names_the_alternation() {
+        // The after-echo reading's multi-needle item 0: four keys joined by commas.
+        let (_dir, mut env) = env_with(
+            "The special magic number for keen-stoat-32 is: 4417.\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        let list = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "eager-yak-46, keen-stoat-32 and gentle-otter-45"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            list.content.ends_with(
+                r#"grep one pattern joined by |: "eager-yak-46|keen-stoat-32|gentle-otter-45""#
+            ),
+            "{}",
+            list.content
+        );
+        let alternation = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "eager-yak-46|keen-stoat-32|gentle-otter-45"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            alternation.content.contains("4417"),
+            "{}",
+            alternation.content
+        );
+        // A phrase with commas is not a list of keys.
+        let phrase = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "magic number, for sure"}),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            phrase.content,
+            r#"no line of context matches "magic number, for sure""#
+        );
+    }
+
+    #[tokio::test]
     async fn a_grep_for_a_comparison_that_finds_nothing_names_the_where_filter() {
         // The after-tools-4 reading's pairs items 1 and 2: "year > 2000" grepped as
         // text, no line, and 0 answered.

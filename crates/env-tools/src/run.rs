@@ -173,10 +173,11 @@ impl ToolsEnv {
             .await?;
         if hits.is_empty() {
             return Ok(format!(
-                "no line of {} matches {:?}{}",
+                "no line of {} matches {:?}{}{}",
                 args.variable,
                 args.pattern,
-                self.condition_instead_of_pattern(&args.pattern)
+                self.condition_instead_of_pattern(&args.pattern),
+                alternation_instead_of_list(&args.pattern)
             ));
         }
         let mut text = format!(
@@ -477,4 +478,29 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
             pattern: pattern.to_owned(),
             error,
         })
+}
+
+/// What to write instead of a grep pattern that lists several things (`eager-yak-46,
+/// olive-quokka-48, keen-stoat-32` or `a and b`), which a line matches only holding all
+/// of them in that order: the alternation that matches a line with any one. Empty when
+/// the pattern is no such list. The local model grepped the four keys of a
+/// `multi-needle` task joined by commas, three times, and found no line (docs/eval.md,
+/// after-echo, `multi-needle` item 0).
+fn alternation_instead_of_list(pattern: &str) -> String {
+    if pattern.contains('|') {
+        return String::new();
+    }
+    let parts: Vec<&str> = pattern
+        .split(',')
+        .flat_map(|part| part.split(" and "))
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .collect();
+    if parts.len() < 2 || parts.iter().any(|part| part.contains(char::is_whitespace)) {
+        return String::new();
+    }
+    let alternation = serde_json::to_string(&parts.join("|")).unwrap_or_default();
+    format!(
+        ": the pattern is a list, and a line matches it only holding all of it in that order. For the lines with any one of them, grep one pattern joined by |: {alternation}"
+    )
 }
