@@ -129,80 +129,25 @@ pub(super) async fn run(
             code: code.code.clone(),
         }));
         let key = code.code.trim().to_owned();
-        if let Some((times, output)) = ran
-            .blocks
-            .get(&key)
-            .filter(|(times, _)| *times >= REPEAT_LIMIT)
-        {
-            not_run.push(NotRun::Repeat);
-            emit_not_run(
-                sink,
-                iteration,
-                block,
-                &format!("the same code ran {times} times already"),
-            );
-            let value = prose_answer::printed_value(output);
-            turn.reports.push(prompt::repeated_code(
-                &code.code, language, *times, output, value, task_call,
-            ));
-            continue;
-        }
-        let literal = context_literal::assignment(&code.code).filter(|_| context_chars > 0);
-        if let Some(assignment) = literal {
-            not_run.push(NotRun::ContextLiteral);
-            emit_not_run(sink, iteration, block, "it assigns a literal to `context`");
-            turn.reports.push(prompt::context_literal(
-                &code.code,
-                language,
-                assignment,
-                context_chars,
-                task_call,
-            ));
-            continue;
-        }
-        let echoed = echoed_error::read(
+        let refused = refusal(
             &code.code,
-            ran.blocks.values().map(|(_, output)| output.as_str()),
-        );
-        if let Some(header) = echoed {
-            not_run.push(NotRun::EchoedError);
-            emit_not_run(
-                sink,
-                iteration,
-                block,
-                "it is the REPL's error message copied back",
-            );
-            turn.reports.push(prompt::echoed_error(
-                &code.code, language, header, task_call,
-            ));
-            continue;
-        }
-        if let Some(token) = shown_words::read(&code.code, shown) {
-            not_run.push(NotRun::ShownWords);
-            emit_not_run(
-                sink,
-                iteration,
-                block,
-                "it is text the model was shown, not code",
-            );
-            turn.reports
-                .push(prompt::shown_words(token, language, task_call));
-            continue;
-        }
-        if let Some(value) = value_block::read(&code.code) {
-            not_run.push(NotRun::Value);
-            emit_not_run(
-                sink,
-                iteration,
-                block,
-                "it is only a value written into the code",
-            );
-            turn.reports.push(prompt::value_block(
-                &code.code,
+            &Checks {
                 language,
-                value.scalar(),
+                ran,
+                context_chars,
+                shown,
                 task_call,
-            ));
+            },
+        );
+        if let Some(Refusal {
+            reason,
+            why,
+            report,
+        }) = refused
+        {
+            not_run.push(reason);
+            emit_not_run(sink, iteration, block, &why);
+            turn.reports.push(report);
             continue;
         }
         let outcome = env.execute(&code.code).await?;
@@ -311,6 +256,82 @@ pub(super) async fn run(
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)
+}
+
+/// What a block is checked against before it runs.
+struct Checks<'a> {
+    language: &'a str,
+    ran: &'a RanBefore,
+    context_chars: u64,
+    shown: &'a [&'a str],
+    task_call: Option<&'a str>,
+}
+
+/// A block not run: why, in the trace's words, and the report the model reads.
+struct Refusal {
+    reason: NotRun,
+    why: String,
+    report: String,
+}
+
+/// Why `code` is not run and what the model is told, or `None` to run it. In order:
+/// the same code a third time, a literal assigned to `context`, the REPL's error
+/// message copied back, a token of the task or the preview, a block of only a value.
+fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
+    let Checks {
+        language,
+        ran,
+        context_chars,
+        shown,
+        task_call,
+    } = *checks;
+    let refuse = |reason, why: &str, report| {
+        Some(Refusal {
+            reason,
+            why: why.to_owned(),
+            report,
+        })
+    };
+    if let Some((times, output)) = ran
+        .blocks
+        .get(code.trim())
+        .filter(|(times, _)| *times >= REPEAT_LIMIT)
+    {
+        let value = prose_answer::printed_value(output);
+        return refuse(
+            NotRun::Repeat,
+            &format!("the same code ran {times} times already"),
+            prompt::repeated_code(code, language, *times, output, value, task_call),
+        );
+    }
+    if let Some(assignment) = context_literal::assignment(code).filter(|_| context_chars > 0) {
+        return refuse(
+            NotRun::ContextLiteral,
+            "it assigns a literal to `context`",
+            prompt::context_literal(code, language, assignment, context_chars, task_call),
+        );
+    }
+    let outputs = ran.blocks.values().map(|(_, output)| output.as_str());
+    if let Some(header) = echoed_error::read(code, outputs) {
+        return refuse(
+            NotRun::EchoedError,
+            "it is the REPL's error message copied back",
+            prompt::echoed_error(code, language, header, task_call),
+        );
+    }
+    if let Some(token) = shown_words::read(code, shown) {
+        return refuse(
+            NotRun::ShownWords,
+            "it is text the model was shown, not code",
+            prompt::shown_words(token, language, task_call),
+        );
+    }
+    let value = value_block::read(code)?;
+    refuse(
+        NotRun::Value,
+        "it is only a value written into the code",
+        prompt::value_block(code, language, value.scalar(), task_call),
+    )
 }
 
 /// Why a block of the reply was not run. When none of a reply's blocks ran, the
