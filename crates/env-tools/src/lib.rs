@@ -530,6 +530,58 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_summary_of_keys_a_grep_found_is_refused_with_the_lines() {
+        // The after-echo reading's multi-needle item 1: the four keys grepped, the four
+        // lines found, then ctx_summarize asked and its misreading answered.
+        let (_dir, mut env) = env_with(
+            "Intro.\nThe special magic number for olive-bison-20 is 6786748.\nMiddle.\nThe special magic number for hollow-gecko-55 is 7665772.\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        let question = "What are the special magic numbers for hollow-gecko-55 and olive-bison-20 mentioned in the context?";
+        let summarize = call(
+            "ctx_summarize",
+            json!({"variable": "context", "instruction": question}),
+        );
+        let grep = |pattern: &str| {
+            call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": pattern}),
+            )
+        };
+        // One key found is not enough.
+        env.call_tool(&grep("olive-bison-20")).await.unwrap();
+        let summary = env.call_tool(&summarize).await.unwrap();
+        assert!(
+            !summary.content.contains("already found"),
+            "{}",
+            summary.content
+        );
+        env.call_tool(&grep("hollow-gecko-55|olive-bison-20"))
+            .await
+            .unwrap();
+        let refused = env.call_tool(&summarize).await.unwrap();
+        assert!(refused.is_error);
+        assert!(
+            refused.content.contains(
+                "Your ctx_grep already found the lines that name hollow-gecko-55, olive-bison-20"
+            ) && refused.content.contains("is 7665772.")
+                && refused.content.contains("is 6786748.")
+                && refused.content.ends_with("call final_answer with it."),
+            "{}",
+            refused.content
+        );
+    }
+
+    #[test]
+    fn keys_are_tokens_with_a_dash_and_a_digit() {
+        assert_eq!(
+            run::keys_named("numbers for eager-yak-46, olive-quokka-48 and x-y in 2024?"),
+            vec!["eager-yak-46", "olive-quokka-48"]
+        );
+    }
+
+    #[tokio::test]
     async fn a_grep_for_a_list_that_finds_nothing_names_the_alternation() {
         // The after-echo reading's multi-needle item 0: four keys joined by commas.
         let (_dir, mut env) = env_with(
@@ -735,7 +787,15 @@ mod tests {
             ))
             .await
             .unwrap();
-        assert!(backwards.is_error);
+        // An end before the start is a length (the local model's slip).
+        assert!(
+            !backwards.is_error
+                && backwards
+                    .content
+                    .starts_with("context[5:5] (end 1 is before start 5: read as a length)"),
+            "{}",
+            backwards.content
+        );
         let empty = env
             .call_tool(&call(
                 "ctx_slice",

@@ -202,13 +202,22 @@ impl ToolsEnv {
 
     async fn slice(&self, arguments: &str) -> Result<String, ToolError> {
         let args: SliceArgs = parse_args(MicroTool::Slice, arguments)?;
-        if args.end <= args.start {
+        // An end before the start is read as a length: the local model asked
+        // `start: 2300, end: 345` twice for the 345 characters after a grep's offset
+        // (docs/eval.md, after-echo, `multi-needle` item 1).
+        let as_length = args.end > 0 && args.end < args.start;
+        let asked_end = if as_length {
+            args.start.saturating_add(args.end)
+        } else {
+            args.end
+        };
+        if asked_end <= args.start {
             return Err(ToolError::EmptyRange {
                 start: args.start,
                 end: args.end,
             });
         }
-        let end = args.end.min(args.start.saturating_add(SLICE_MAX_CHARS));
+        let end = asked_end.min(args.start.saturating_add(SLICE_MAX_CHARS));
         let source = self.source(&args.variable)?;
         let start = args.start;
         let text = self
@@ -216,7 +225,13 @@ impl ToolsEnv {
             .await?;
         let shown = text.chars().count() as u64;
         let mut header = format!("{}[{}:{}]", args.variable, start, start + shown);
-        if args.end - args.start > SLICE_MAX_CHARS {
+        if as_length {
+            header.push_str(&format!(
+                " (end {} is before start {start}: read as a length)",
+                args.end
+            ));
+        }
+        if asked_end - args.start > SLICE_MAX_CHARS {
             header.push_str(&format!(
                 " (cut to {SLICE_MAX_CHARS} characters; ask for the next range with start={})",
                 start + shown
@@ -237,6 +252,9 @@ impl ToolsEnv {
             Err(error) => return Ok(ToolOutcome::error(error.to_string())),
         };
         if let Some(refusal) = self.plan_instead_of_summary(&args.instruction) {
+            return Ok(ToolOutcome::error(refusal));
+        }
+        if let Some(refusal) = self.grep_lines_instead_of_summary(&args.instruction) {
             return Ok(ToolOutcome::error(refusal));
         }
         let source = match self.source(&args.variable) {
@@ -382,6 +400,43 @@ impl ToolsEnv {
         ))
     }
 
+    /// A summary asked about keys (`hollow-gecko-55`) that an earlier `ctx_grep` of
+    /// the run already found, each on a line of its own: those lines, which are exact
+    /// where a summary is a model's reading. `None` when the instruction names no such
+    /// key or a grep did not find every one. The local model grepped the four keys of a
+    /// `multi-needle` task, got the four lines with their numbers, then asked
+    /// `ctx_summarize` the task's question and answered its misreading (docs/eval.md,
+    /// after-echo, `multi-needle` item 1).
+    fn grep_lines_instead_of_summary(&self, instruction: &str) -> Option<String> {
+        let keys = keys_named(instruction);
+        let found: Vec<&str> = self
+            .seen
+            .iter()
+            .filter(|((tool, _), (_, outcome))| {
+                tool.as_str() == MicroTool::Grep.name() && !outcome.is_error && !outcome.repeated
+            })
+            .flat_map(|(_, (_, outcome))| outcome.content.lines().skip(1))
+            .collect();
+        let line_of = |key: &str| {
+            let key = key.to_lowercase();
+            found
+                .iter()
+                .find(|line| line.to_lowercase().contains(&key))
+                .copied()
+        };
+        let lines: Vec<&str> = keys.iter().map(|key| line_of(key)).collect::<Option<_>>()?;
+        if lines.is_empty() {
+            return None;
+        }
+        let mut unique = lines.clone();
+        unique.dedup();
+        Some(format!(
+            "ctx_summarize asks a model to read the text, and it may misread it. Your ctx_grep already found the lines that name {}; they are the text itself:\n{}\nRead the answer in them and call final_answer with it.",
+            keys.join(", "),
+            unique.join("\n")
+        ))
+    }
+
     /// `ctx_map_reduce`: the plan goes to the orchestrator, over the variable's key.
     async fn map_reduce(&self, arguments: &str) -> Result<ToolOutcome, HostError> {
         let args: MapReduceArgs = match parse_args(MicroTool::MapReduce, arguments) {
@@ -503,4 +558,20 @@ fn alternation_instead_of_list(pattern: &str) -> String {
     format!(
         ": the pattern is a list, and a line matches it only holding all of it in that order. For the lines with any one of them, grep one pattern joined by |: {alternation}"
     )
+}
+
+/// The keys `text` names: its tokens of letters, digits, `-` and `_` that hold a `-`
+/// or `_` and a digit (`eager-yak-46`, `order_17`), as a needle's key is written.
+pub(crate) fn keys_named(text: &str) -> Vec<&str> {
+    let mut keys: Vec<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+        .map(|token| token.trim_matches(['-', '_']))
+        .filter(|token| {
+            token.len() >= 3
+                && token.contains(['-', '_'])
+                && token.contains(|c: char| c.is_ascii_digit())
+        })
+        .collect();
+    keys.dedup();
+    keys
 }
