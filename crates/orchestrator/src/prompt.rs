@@ -299,7 +299,10 @@ pub fn shown_words(token: &str, language: &str, task_call: Option<&str>) -> Stri
     )
 }
 
-/// `text` as a regular expression that matches it literally.
+/// `text` as the body of a JavaScript regular expression literal (`/…/`) that
+/// matches it as written, also read the same by Python's `re`. Not `regex::escape`:
+/// it escapes `-`, `#`, `&` and `~` too, which a `/…/u` literal rejects and which make
+/// a key such as `eager-yak-46` harder for a small model to copy.
 fn regex_of(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
@@ -509,6 +512,12 @@ mod tests {
             &serde_json::Value::String(text.to_owned()),
             "test.log".into(),
         )
+    }
+
+    #[test]
+    fn a_token_becomes_a_regex_literal_body_that_keeps_dashes_plain() {
+        assert_eq!(regex_of("eager-yak-46"), "eager-yak-46");
+        assert_eq!(regex_of("a/b.c(d)"), r"a\/b\.c\(d\)");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! write either.
 
 use super::prose_answer::stands_in;
+use super::sole_line::sole_line;
 
 /// What a failed bare `FINAL(word)` block means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,14 +52,7 @@ pub(super) fn read<'a>(
 /// The identifier of a block that is one `FINAL(identifier)` call and nothing else but
 /// comments ("# Final the answer" above it, as the model writes it).
 fn bare_word(code: &str) -> Option<&str> {
-    let mut lines = code
-        .lines()
-        .map(str::trim)
-        .filter(|line| !(line.is_empty() || line.starts_with('#') || line.starts_with("//")));
-    let (Some(call), None) = (lines.next(), lines.next()) else {
-        return None;
-    };
-    let call = call.trim_end_matches(';').trim_end();
+    let call = sole_line(code)?.trim_end_matches(';').trim_end();
     let word = call.strip_prefix("FINAL(")?.strip_suffix(')')?.trim();
     let mut chars = word.chars();
     let starts = chars

@@ -13,6 +13,7 @@ mod echoed_error;
 mod fit;
 mod prose_answer;
 mod shown_words;
+mod sole_line;
 mod task_plan;
 mod tool_turn;
 mod value_block;

@@ -10,6 +10,8 @@
 //! bracket, and not a name, which may be a variable echoed — that the task or the
 //! preview holds as a whole token.
 
+use super::sole_line::sole_line;
+
 /// The most characters such a token has: longer text is code.
 const MAX_CHARS: usize = 80;
 
@@ -18,14 +20,7 @@ const MAX_CHARS: usize = 80;
 /// `-` or `:`), that one of the `shown` texts holds whole (between whitespace, the
 /// text's ends or `.,;:?!"'`).
 pub(super) fn read<'a>(code: &'a str, shown: &[&str]) -> Option<&'a str> {
-    let mut lines = code
-        .lines()
-        .map(str::trim)
-        .filter(|line| !(line.is_empty() || line.starts_with('#') || line.starts_with("//")));
-    let (Some(line), None) = (lines.next(), lines.next()) else {
-        return None;
-    };
-    let token = line.trim_end_matches(';');
+    let token = sole_line(code)?.trim_end_matches(';');
     let length = token.chars().count();
     // A name or a property (`labels`, `context.length`) may be a variable echoed.
     let not_a_name = token.contains(|c: char| !(c.is_alphanumeric() || "_$.".contains(c)));
