@@ -468,19 +468,17 @@ impl Engine {
                     reply.stdout.push_str(&echo);
                     reply.stdout.push('\n');
                 }
-                let error = error.map(|error| {
-                    if out_of_memory(&error, &code) {
+                let oom = error.as_deref().is_some_and(|e| out_of_memory(e, &code));
+                if oom && !self.healthy().await {
+                    reply.broken = true;
+                }
+                reply.error = error.map(|error| {
+                    if oom {
                         out_of_memory_explained(error, self.info.memory_limit_bytes)
                     } else {
                         without_modules_explained(with_source_line(error, &code, id))
                     }
                 });
-                if let Some(error) = &error {
-                    if out_of_memory(error, &code) && !self.healthy().await {
-                        reply.broken = true;
-                    }
-                }
-                reply.error = error;
             }
             None => {
                 reply.error = Some(if cancelled {

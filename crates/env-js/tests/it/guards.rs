@@ -10,7 +10,7 @@ use rlm_env::{CodeRepl, ContextShape};
 use rlm_env_js::JsOptions;
 use rlm_test_support::repl::{error_of, run, EXEC_TIMEOUT};
 
-use crate::support::{fixture_with, plain};
+use crate::support::{fixture_with, plain, JsFixture};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_but_what_rlm_gives_is_reachable() {
@@ -78,13 +78,18 @@ async fn catching_the_interrupt_does_not_keep_code_running() {
     assert!(!outcome.stdout.contains("caught"), "{}", outcome.stdout);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_memory_bomb_ends_the_step_not_the_run() {
+/// An engine whose contexts are `values`, with a 64 MiB memory limit.
+async fn with_64_mib(values: &[Value]) -> JsFixture {
     let options = JsOptions {
         memory_limit_bytes: Some(64 << 20),
         ..JsOptions::default()
     };
-    let mut f = fixture_with(&[], ContextShape::Single, EXEC_TIMEOUT, options).await;
+    fixture_with(values, ContextShape::Single, EXEC_TIMEOUT, options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_ends_the_step_not_the_run() {
+    let mut f = with_64_mib(&[]).await;
     run(&mut f.env, "var kept = 7").await;
     let outcome = f
         .env
@@ -113,21 +118,11 @@ async fn a_memory_bomb_ends_the_step_not_the_run() {
 /// `InternalError:` it copies back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_regex_loop_that_never_ends_is_told_as_out_of_memory_with_its_cause() {
-    let options = JsOptions {
-        memory_limit_bytes: Some(64 << 20),
-        ..JsOptions::default()
-    };
     // An odd count of matches: the push takes the null, and the next `exec` starts over.
     let records: String = (0..401)
         .map(|i| format!("person {i:06}: city=Lima year={}\n", 1950 + i % 70))
         .collect();
-    let mut f = fixture_with(
-        &[Value::String(records)],
-        ContextShape::Single,
-        EXEC_TIMEOUT,
-        options,
-    )
-    .await;
+    let mut f = with_64_mib(&[Value::String(records)]).await;
     let code = "const regex = /city=(\\w+) year=(\\d+)/g;\nlet matches = [];\nwhile (regex.exec(context) !== null) {\n  matches.push(regex.exec(context));\n}\nconsole.log(matches.length)";
     let outcome = f.env.execute(code).await.unwrap();
     let error = outcome.error.unwrap();
