@@ -579,6 +579,11 @@ mod tests {
             run::keys_named("numbers for eager-yak-46, olive-quokka-48 and x-y in 2024?"),
             vec!["eager-yak-46", "olive-quokka-48"]
         );
+        // A key named twice, apart, is one key.
+        assert_eq!(
+            run::keys_named("a-1 and b-2, then a-1 again"),
+            vec!["a-1", "b-2"]
+        );
     }
 
     #[tokio::test]

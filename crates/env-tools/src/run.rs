@@ -409,31 +409,34 @@ impl ToolsEnv {
     /// after-echo, `multi-needle` item 1).
     fn grep_lines_instead_of_summary(&self, instruction: &str) -> Option<String> {
         let keys = keys_named(instruction);
-        let found: Vec<&str> = self
+        if keys.is_empty() {
+            return None;
+        }
+        // The hit lines of every grep that ran (a repeated call is not stored again),
+        // sorted: `seen` is a map, and the same run must give the same text.
+        let mut found: Vec<&str> = self
             .seen
             .iter()
             .filter(|((tool, _), (_, outcome))| {
-                tool.as_str() == MicroTool::Grep.name() && !outcome.is_error && !outcome.repeated
+                tool.as_str() == MicroTool::Grep.name() && !outcome.is_error
             })
             .flat_map(|(_, (_, outcome))| outcome.content.lines().skip(1))
             .collect();
-        let line_of = |key: &str| {
+        found.sort_unstable();
+        let mut lines: Vec<&str> = Vec::with_capacity(keys.len());
+        for key in &keys {
             let key = key.to_lowercase();
-            found
+            let line = found
                 .iter()
-                .find(|line| line.to_lowercase().contains(&key))
-                .copied()
-        };
-        let lines: Vec<&str> = keys.iter().map(|key| line_of(key)).collect::<Option<_>>()?;
-        if lines.is_empty() {
-            return None;
+                .find(|line| line.to_lowercase().contains(&key))?;
+            if !lines.contains(line) {
+                lines.push(line);
+            }
         }
-        let mut unique = lines.clone();
-        unique.dedup();
         Some(format!(
             "ctx_summarize asks a model to read the text, and it may misread it. Your ctx_grep already found the lines that name {}; they are the text itself:\n{}\nRead the answer in them and call final_answer with it.",
             keys.join(", "),
-            unique.join("\n")
+            lines.join("\n")
         ))
     }
 
@@ -572,6 +575,7 @@ pub(crate) fn keys_named(text: &str) -> Vec<&str> {
                 && token.contains(|c: char| c.is_ascii_digit())
         })
         .collect();
-    keys.dedup();
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|key| seen.insert(*key));
     keys
 }
