@@ -51,7 +51,7 @@ pub(super) fn read<'a>(
 
 /// The identifier of a block that is one `FINAL(identifier)` call and nothing else but
 /// comments ("# Final the answer" above it, as the model writes it).
-fn bare_word(code: &str) -> Option<&str> {
+pub(super) fn bare_word(code: &str) -> Option<&str> {
     let call = sole_line(code)?.trim_end_matches(';').trim_end();
     let word = call.strip_prefix("FINAL(")?.strip_suffix(')')?.trim();
     let mut chars = word.chars();

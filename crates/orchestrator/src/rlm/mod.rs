@@ -576,6 +576,14 @@ async fn force_final(
             let inner = parse_response(&block.code, &[]);
             parsed.final_literal = inner.final_literal;
             parsed.final_var = inner.final_var;
+            // In code, `FINAL(name)` passes the value of a variable of that name.
+            let variable = match (bare_final::bare_word(&block.code), &mut *medium) {
+                (Some(name), Medium::Code(repl)) => repl.final_var(name).await?,
+                _ => None,
+            };
+            if variable.is_some() {
+                parsed.final_literal = variable;
+            }
         }
     }
     let answer = match (&parsed.final_literal, &parsed.final_var) {

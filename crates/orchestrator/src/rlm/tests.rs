@@ -445,6 +445,21 @@ async fn a_forced_answer_written_in_a_fence_is_read_as_the_final_it_holds() {
     .await;
     assert!(h.outcome.forced);
     assert_eq!(h.outcome.answer, "7");
+    // `FINAL(x)` in a fence passes the variable, as it would have run; a word that
+    // names no variable is the answer as written.
+    for (forced, answer) in [
+        ("```python\nFINAL(x)\n```", "7"),
+        ("```python\nFINAL(billing)\n```", "billing"),
+    ] {
+        let h = run_with(
+            &["```python\nx = 7\n```", value, value, value, forced],
+            settings(),
+            Limits::default(),
+        )
+        .await;
+        assert!(h.outcome.forced);
+        assert_eq!(h.outcome.answer, answer);
+    }
 }
 
 #[tokio::test]
