@@ -262,22 +262,44 @@ pub fn context_literal(
 /// The report of a block that was not run because it is only a value written into
 /// the code: running it would only echo the value. The exact `FINAL` line when that
 /// value is one `scalar`, and the helper call that answers the task, where there is one.
+///
+/// The block is not shown back in a fence: the local model, shown its own array of
+/// city names above the offered call, sent the array again until forced (docs/eval.md,
+/// after-shown-seed7, js `pairs` items 2, 3 and 4). The same value sent `again` is
+/// answered with the call alone, as the one block to send.
 pub fn value_block(
     code: &str,
-    language: &str,
     scalar: Option<&str>,
     task_call: Option<&str>,
+    again: bool,
 ) -> String {
-    let next = match scalar {
-        Some(value) => format!(
-            "If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code that computes the answer from `context`."
+    let shown = one_line(code, 60);
+    match (again, scalar, task_call) {
+        (true, _, Some(call)) => format!(
+            "Code not run: `{shown}` is the same value you sent before, and a value is not code. Send exactly this block and nothing else; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
         ),
-        None => "Write code that computes the answer from `context`.".to_owned(),
-    };
-    format!(
-        "Code not run: it is only a value written into the code; it reads nothing from `context` and computes nothing.\n```{language}\n{code}\n```\n\n{next}{}",
-        task_call_offer(task_call)
-    )
+        (false, None, Some(call)) => format!(
+            "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
+        ),
+        (_, Some(value), _) => format!(
+            "Code not run: it is only a value written into the code (`{shown}`); it reads nothing from `context` and computes nothing.\n\nIf {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code that computes the answer from `context`.{}",
+            task_call_offer(task_call)
+        ),
+        (_, None, None) => format!(
+            "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Write code that computes the answer from `context` and prints it."
+        ),
+    }
+}
+
+/// `code` on one line (its lines joined by spaces), cut to `limit` characters with `…`.
+fn one_line(code: &str, limit: usize) -> String {
+    let joined = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= limit {
+        joined
+    } else {
+        let cut: String = joined.chars().take(limit).collect();
+        format!("{cut} …")
+    }
 }
 
 /// The report of a block not run because it is the REPL's error message copied back
@@ -506,6 +528,24 @@ fn json_quoted(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::context::describe_value;
+
+    #[test]
+    fn a_value_block_is_named_on_one_line_cut_to_sixty_characters() {
+        assert_eq!(one_line("[1,\n  2]", 60), "[1, 2]");
+        let long = format!("[{}]", "\"Lima\", ".repeat(20));
+        let shown = one_line(&long, 60);
+        assert_eq!(shown.chars().count(), 62, "{shown}");
+        assert!(shown.ends_with(" …"), "{shown}");
+    }
+
+    #[test]
+    fn a_scalar_value_block_is_offered_its_final_line_even_when_sent_again() {
+        let text = value_block("42", Some("42"), None, true);
+        assert!(
+            text.contains("reply with exactly this line and nothing else:\nFINAL(42)"),
+            "{text}"
+        );
+    }
 
     fn info_of(text: &str) -> ContextInfo {
         describe_value(

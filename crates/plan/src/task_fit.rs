@@ -106,7 +106,8 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     let Map::Ask(question) = &plan.map else {
         return None;
     };
-    if !asks_a_count(question) {
+    let bare = names_only_what_to_count(question, task);
+    if !asks_a_count(question) && !bare {
         return None;
     }
     let (pattern, whence) = match &plan.filter {
@@ -123,7 +124,11 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
             "the task names",
         ),
     };
-    let lead = "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)";
+    let lead = if bare {
+        format!("`map.ask` sends each piece only {}, so a model reads it and answers as it likes, and the sum of its answers is not a count", json(question.trim()))
+    } else {
+        "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)".to_owned()
+    };
     if mentions(task, &["pair"]) || mentions(question, &["pair"]) {
         let key = shared_key(task);
         // The whole plan, the model's own filter in it: told to "keep your filter", the
@@ -502,6 +507,15 @@ fn asks_a_count(question: &str) -> bool {
         })
 }
 
+/// True when `question` is nothing but a `key=value` token of a `task` that asks "how
+/// many": the local model sent `ctx_map(pieces, {ask: 'label=returns'})` for "How many
+/// records have label=returns?" and waited out two 900-second timeouts on the leaves'
+/// answers (docs/eval.md, after-shown-seed7 `aggregate` item 0).
+fn names_only_what_to_count(question: &str, task: &str) -> bool {
+    let question = question.trim();
+    key_value(question) == Some(question) && key_value(task) == Some(question) && asks_a_count(task)
+}
+
 /// The field two items share, as a task names it: the word after "same" ("live in the
 /// same city" → `city`).
 fn shared_key(task: &str) -> Option<&str> {
@@ -568,6 +582,41 @@ mod tests {
         )
         .expect("refused");
         assert!(text.contains(r#"{"count": "label=fraud"}"#), "{text}");
+    }
+
+    #[test]
+    fn an_ask_of_only_the_task_s_key_value_is_a_count_asked_of_a_model() {
+        // The after-shown-seed7 reading's `aggregate` item 0, as the model wrote it.
+        let task = "How many records in the context have label=returns? Answer with a number.";
+        let map = Map::Ask("label=returns".to_owned());
+        let refused = map_refusal(&map, None, task).expect("refused");
+        assert!(
+            refused
+                .message
+                .contains(r#"map {"count": "label=returns"}, reduce {"op": "sum"}"#),
+            "{}",
+            refused.message
+        );
+        assert!(
+            refused
+                .message
+                .contains(r#"sends each piece only "label=returns""#),
+            "{}",
+            refused.message
+        );
+        assert_eq!(
+            refused.exact.map(|plan| plan.map),
+            Some(Map::Count("label=returns".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_bare_key_value_ask_runs_when_the_task_counts_nothing_or_names_another() {
+        let map = Map::Ask("label=returns".to_owned());
+        assert_eq!(map_refusal(&map, None, MOST), None);
+        assert_eq!(map_refusal(&map, None, LABEL_COUNT), None);
+        let question = Map::Ask("Does this piece mention label=payments at all?".to_owned());
+        assert_eq!(map_refusal(&question, None, LABEL_COUNT), None);
     }
 
     #[test]

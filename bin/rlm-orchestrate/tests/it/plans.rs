@@ -848,6 +848,34 @@ fn a_step_map_refused_again_runs_the_map_its_refusal_named() {
 }
 
 #[test]
+fn a_step_map_asking_only_the_task_s_key_value_is_a_count_refused_then_run_exactly() {
+    // The after-shown-seed7 reading's `aggregate` item 0, the model's block as written:
+    // every piece asked only "label=payments", two 900-second timeouts on the leaves.
+    // Refused before any leaf; the same block again runs the count map in its place.
+    let js = "const pieces = await ctx_split('context', {by: 'lines', size: 25});\nconst results = await ctx_map(pieces, {ask: 'label=payments'});\nconst total = await ctx_reduce(results, {op: 'sum'});\nconsole.log(total);";
+    let block = format!("```repl\n{js}\n```");
+    let script = MockScript::new()
+        .then(MockReply::text(block.clone()))
+        .then(MockReply::text(block))
+        .then(MockReply::text("FINAL(30)"));
+    let (mock, answer) = run_on_records("js", PAYMENTS_TASK, script);
+    assert_eq!(answer, "30");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "no leaf was asked");
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains(r#"`map.ask` sends each piece only "label=payments""#)
+            && refused.contains(r#"map {"count": "label=payments"}, reduce {"op": "sum"}"#),
+        "{refused}"
+    );
+    let ran = requests[2].message_texts().join("\n");
+    assert!(
+        ran.contains("Your map was refused before") && ran.contains("It gives 30"),
+        "{ran}"
+    );
+}
+
+#[test]
 fn the_worked_example_copied_as_a_step_map_twice_runs_the_plan_the_task_names() {
     // The after-map-repeat reading's aggregate item 2: for the sum of a field over the
     // records with a key=value, the model split and asked every piece the worked

@@ -152,7 +152,7 @@ fn a_block_of_only_a_value_after_the_refusal_is_refused_with_the_call_again() {
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, pairs) = people(300);
     let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconsole.log(context.length);\n```";
-    let script = copies_the_call_offered_after("it is only a value written into the code")
+    let script = copies_the_call_offered_after("is only a value written into the code")
         .then(MockReply::text(literal))
         .then(MockReply::text(
             "```repl\n[[\"Lima\", \"Accra\", \"Quito\", \"Osaka\"]]\n```",
@@ -162,9 +162,37 @@ fn a_block_of_only_a_value_after_the_refusal_is_refused_with_the_call_again() {
     let requests = mock.control().requests();
     assert_eq!(requests.len(), 4, "refused twice, the call, the answer");
     let refused = requests[2].last_user_message().unwrap_or_default();
+    // The call is the one block shown: the array is named on a line, not fenced.
     assert!(
-        refused.contains("Write code that computes the answer from `context`."),
+        refused.contains("Send this block; it computes the answer from `context` exactly")
+            && refused.matches("```").count() == 2
+            && refused.contains("`[[\"Lima\", \"Accra\", \"Quito\", \"Osaka\"]]` is only a value"),
         "{refused}"
+    );
+}
+
+#[test]
+fn the_same_value_sent_again_is_answered_with_the_call_alone() {
+    // The after-shown-seed7 reading's js `pairs` items 2, 3 and 4: the array of city
+    // names sent again after its refusal, until forced. The second refusal of the same
+    // array says so and shows only the call; the model that copies it then gets the
+    // exact count before the third reply would force an answer.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let array = "```repl\n[[\"Quito\", \"Perth\", \"Tunis\", \"Riga\"]]\n```";
+    let script = copies_the_call_offered_after("is the same value you sent before")
+        .then(MockReply::text(array))
+        .then(MockReply::text(array));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "the array twice, the call, the answer");
+    let again = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        again.contains("Send exactly this block and nothing else")
+            && !again.contains("If ")
+            && again.matches("```").count() == 2,
+        "{again}"
     );
 }
 

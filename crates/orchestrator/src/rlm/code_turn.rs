@@ -1,7 +1,7 @@
 //! A turn of the code medium: the model's fenced blocks run in order in the REPL, and
 //! their output — shaped by the redaction guard and truncation — is what it reads next.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -50,6 +50,9 @@ pub(super) struct RanBefore {
     /// The shaped output of the block that ran last: what a reply in prose after it
     /// may be stating as the answer ([`prose_answer`]).
     last_output: Option<String>,
+    /// Trimmed code of the blocks refused as only a value: the same value sent again
+    /// is answered with the task's call alone.
+    refused_values: HashSet<String>,
 }
 
 impl RanBefore {
@@ -145,6 +148,9 @@ pub(super) async fn run(
             report,
         }) = refused
         {
+            if reason == NotRun::Value {
+                ran.refused_values.insert(key);
+            }
             not_run.push(reason);
             emit_not_run(sink, iteration, block, &why);
             turn.reports.push(report);
@@ -327,10 +333,11 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
         );
     }
     let value = value_block::read(code)?;
+    let again = ran.refused_values.contains(code.trim());
     refuse(
         NotRun::Value,
         "it is only a value written into the code",
-        prompt::value_block(code, language, value.scalar(), task_call),
+        prompt::value_block(code, value.scalar(), task_call, again),
     )
 }
 
