@@ -618,13 +618,15 @@ const SOURCE_LINE_CHARS: usize = 160;
 
 /// Whether a cell's `error` is QuickJS running out of memory: its message says so, or
 /// what was thrown could not be allocated — an `InternalError` with no message, or a
-/// `null` from `code` that throws nothing (both seen after a `while (re.exec(context))`
-/// loop that never ended: docs/eval.md, after-question-seed6, js `pairs` item 2).
+/// `null` from `code` that neither throws nor rejects (both seen after a
+/// `while (re.exec(context))` loop that never ended: docs/eval.md,
+/// after-question-seed6, js `pairs` item 2). A `null` a promise rejects with
+/// (`Promise.reject(null)`, `reject(null)`) is the code's own.
 fn out_of_memory(error: &str, code: &str) -> bool {
     let header = error.lines().next().unwrap_or_default().trim();
     error.contains("out of memory")
         || header == "InternalError:"
-        || (header == "Uncaught null" && !code.contains("throw"))
+        || (header == "Uncaught null" && !code.contains("throw") && !code.contains("reject"))
 }
 
 /// `error` with what running out of memory means and the usual cause, for a model

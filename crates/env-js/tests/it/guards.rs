@@ -192,6 +192,13 @@ async fn a_thrown_null_reads_as_null_not_as_running_out_of_memory() {
     assert_eq!(outcome.error.as_deref(), Some("Uncaught null"));
     let outcome = f.env.execute("throw 42").await.unwrap();
     assert_eq!(outcome.error.as_deref(), Some("Uncaught 42"));
+    for rejects in [
+        "await Promise.reject(null)",
+        "await new Promise((_, reject) => reject(null))",
+    ] {
+        let outcome = f.env.execute(rejects).await.unwrap();
+        assert_eq!(outcome.error.as_deref(), Some("Uncaught null"), "{rejects}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
