@@ -266,7 +266,8 @@ pub fn context_literal(
 /// The block is not shown back in a fence: the local model, shown its own array of
 /// city names above the offered call, sent the array again until forced (docs/eval.md,
 /// after-shown-seed7, js `pairs` items 2, 3 and 4). The same value sent `again` is
-/// answered with the call alone, as the one block to send.
+/// answered with the call alone, as the one block to send (a list or object sent again
+/// has the call run in its place instead: [`value_ran_instead`]).
 pub fn value_block(
     code: &str,
     scalar: Option<&str>,
@@ -275,20 +276,41 @@ pub fn value_block(
 ) -> String {
     let shown = one_line(code, 60);
     match (again, scalar, task_call) {
-        (true, _, Some(call)) => format!(
+        (_, Some(value), _) => format!(
+            "Code not run: it is only a value written into the code (`{shown}`); it reads nothing from `context` and computes nothing.\n\nIf {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code that computes the answer from `context`.{}",
+            task_call_offer(task_call)
+        ),
+        (true, None, Some(call)) => format!(
             "Code not run: `{shown}` is the same value you sent before, and a value is not code. Send exactly this block and nothing else; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
         ),
         (false, None, Some(call)) => format!(
             "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
         ),
-        (_, Some(value), _) => format!(
-            "Code not run: it is only a value written into the code (`{shown}`); it reads nothing from `context` and computes nothing.\n\nIf {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code that computes the answer from `context`.{}",
-            task_call_offer(task_call)
-        ),
         (_, None, None) => format!(
             "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Write code that computes the answer from `context` and prints it."
         ),
     }
+}
+
+/// The report of a block of only a value sent again, with `call`, the task's exact
+/// helper call, run in its place: the call, its `output`, and the exact `FINAL` line
+/// when the output ended in one `value`.
+pub fn value_ran_instead(code: &str, call: &str, output: &str, value: Option<&str>) -> String {
+    let shown = one_line(code, 60);
+    let output = if output.trim().is_empty() {
+        "(no output)"
+    } else {
+        output
+    };
+    let next = match value {
+        Some(value) => format!(
+            "If that answers the task, reply with exactly this line and nothing else:\nFINAL({value})"
+        ),
+        None => "Answer from that output with FINAL(...), or write code that computes the answer from `context`.".to_owned(),
+    };
+    format!(
+        "Code not run: `{shown}` is the same value you sent before, and a value is not code. In its place the call that computes the task's answer from `context` exactly, with no model, ran:\n```repl\n{call}\n```\n\nREPL output:\n{output}\n\n{next}"
+    )
 }
 
 /// `code` on one line (its lines joined by spaces), cut to `limit` characters with `…`.

@@ -172,26 +172,40 @@ fn a_block_of_only_a_value_after_the_refusal_is_refused_with_the_call_again() {
 }
 
 #[test]
-fn the_same_value_sent_again_is_answered_with_the_call_alone() {
-    // The after-shown-seed7 reading's js `pairs` items 2, 3 and 4: the array of city
-    // names sent again after its refusal, until forced. The second refusal of the same
-    // array says so and shows only the call; the model that copies it then gets the
-    // exact count before the third reply would force an answer.
+fn the_same_value_sent_again_runs_the_call_in_its_place() {
+    // The after-shown-seed7 reading's js `pairs` items 2, 3 and 4 and after-value-seed8
+    // item 0: the array of city names sent again after its refusal, until forced, the
+    // offered call never copied. The second time, the call runs in the array's place
+    // and the model is shown its output and the exact FINAL line.
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, pairs) = people(300);
     let array = "```repl\n[[\"Quito\", \"Perth\", \"Tunis\", \"Riga\"]]\n```";
-    let script = copies_the_call_offered_after("is the same value you sent before")
+    let script = MockScript::new()
+        .rule(on(
+            "reply with exactly this line and nothing else:\n",
+            |last| {
+                let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
+                Some(MockReply::text(line.to_owned()))
+            },
+        ))
         .then(MockReply::text(array))
         .then(MockReply::text(array));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, pairs.to_string());
     let requests = mock.control().requests();
-    assert_eq!(requests.len(), 4, "the array twice, the call, the answer");
+    assert_eq!(requests.len(), 3, "the array twice, the answer");
+    let first = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        first.contains("Send this block; it computes the answer")
+            && first.matches("```").count() == 2,
+        "{first}"
+    );
     let again = requests[2].last_user_message().unwrap_or_default();
     assert!(
-        again.contains("Send exactly this block and nothing else")
-            && !again.contains("If ")
-            && again.matches("```").count() == 2,
+        again.contains("is the same value you sent before")
+            && again.contains("In its place the call that computes the task's answer")
+            && again.contains(&format!("REPL output:\n{pairs}\n"))
+            && again.contains(&format!("nothing else:\nFINAL({pairs})")),
         "{again}"
     );
 }

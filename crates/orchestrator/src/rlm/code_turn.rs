@@ -148,12 +148,29 @@ pub(super) async fn run(
             report,
         }) = refused
         {
-            if reason == NotRun::Value {
+            if matches!(reason, NotRun::Value | NotRun::ValueAgain) {
                 ran.refused_values.insert(key);
             }
             not_run.push(reason);
             emit_not_run(sink, iteration, block, &why);
-            turn.reports.push(report);
+            let in_place = match (reason, task_call) {
+                (NotRun::ValueAgain, Some(call)) => {
+                    let shape = |output: &str| {
+                        shape_output(
+                            output,
+                            max_output_chars,
+                            context_chars,
+                            settings.redact_ratio,
+                        )
+                    };
+                    Some(
+                        run_in_place(call, &code.code, (iteration, block), env, sink, ran, shape)
+                            .await?,
+                    )
+                }
+                _ => None,
+            };
+            turn.reports.push(in_place.unwrap_or(report));
             continue;
         }
         let outcome = env.execute(&code.code).await?;
@@ -335,10 +352,59 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     let value = value_block::read(code)?;
     let again = ran.refused_values.contains(code.trim());
     refuse(
-        NotRun::Value,
+        if again && value.scalar().is_none() {
+            NotRun::ValueAgain
+        } else {
+            NotRun::Value
+        },
         "it is only a value written into the code",
         prompt::value_block(code, value.scalar(), task_call, again),
     )
+}
+
+/// Runs `call`, the task's exact helper call, in place of the block `value` — a value
+/// sent again after its refusal — and returns the report the model reads: the call
+/// and its output, and the `FINAL` line when it printed one value. The local model sent
+/// the same array of city names three times in a row, refused each time with the call
+/// to send, and was forced (docs/eval.md, after-shown-seed7 `pairs` items 2–4,
+/// after-value-seed8 item 0); the call in a refusal it did not copy.
+async fn run_in_place(
+    call: &str,
+    value: &str,
+    (iteration, block): (u32, usize),
+    env: &mut dyn CodeRepl,
+    sink: &EventSink,
+    ran: &mut RanBefore,
+    shape: impl Fn(&str) -> String,
+) -> Result<String, LoopError> {
+    sink.emit(EventData::Code(CodeRecord {
+        iteration,
+        block,
+        code: call.to_owned(),
+    }));
+    let outcome = env.execute(call).await?;
+    let shaped = shape(&outcome.combined_output());
+    sink.emit(EventData::Exec(ExecRecord {
+        iteration,
+        block,
+        output: shaped.clone(),
+        error: outcome.error.is_some(),
+        timed_out: outcome.timed_out,
+        duration_ms: outcome.duration.as_millis() as u64,
+    }));
+    let report = prompt::value_ran_instead(
+        value,
+        call,
+        &shaped,
+        prose_answer::printed_value(&shaped).filter(|_| outcome.error.is_none()),
+    );
+    ran.last_output = Some(shaped.clone());
+    let entry = ran
+        .blocks
+        .entry(call.trim().to_owned())
+        .or_insert((0, String::new()));
+    *entry = (entry.0 + 1, shaped);
+    Ok(report)
 }
 
 /// Why a block of the reply was not run. When none of a reply's blocks ran, the
@@ -349,6 +415,9 @@ enum NotRun {
     Repeat,
     /// Only a value written into the code ([`value_block`]).
     Value,
+    /// The same list or object value as a block refused before: the task's call runs
+    /// in its place ([`run_in_place`]).
+    ValueAgain,
     /// A token of the task or the context's preview written as code ([`shown_words`]).
     ShownWords,
     /// The REPL's error message copied back as code ([`echoed_error`]).
@@ -362,7 +431,7 @@ impl NotRun {
     fn correction(self) -> &'static str {
         match self {
             Self::Repeat => "code that already ran twice",
-            Self::Value => "code that is only a value",
+            Self::Value | Self::ValueAgain => "code that is only a value",
             Self::ShownWords => "text of the task or the context sent as code",
             Self::EchoedError => "an error message sent as code",
             Self::ContextLiteral => "code that replaces `context` with a literal",
