@@ -23,6 +23,7 @@
 mod bridge;
 mod control;
 mod error;
+mod lint;
 mod load;
 mod output;
 mod values;
@@ -469,6 +470,10 @@ impl Engine {
                     reply.stdout.push('\n');
                 }
                 let oom = error.as_deref().is_some_and(|e| out_of_memory(e, &code));
+                if let Some(note) = lint::exec_called_twice(&code).filter(|_| !oom) {
+                    reply.stderr.push_str(&note);
+                    reply.stderr.push('\n');
+                }
                 if oom && !self.healthy().await {
                     reply.broken = true;
                 }

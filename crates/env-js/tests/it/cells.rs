@@ -134,3 +134,22 @@ async fn a_raw_host_call_whose_arguments_are_not_json_is_refused() {
     assert!(reply.contains("invalid call of llm_query"), "{reply}");
     assert!(f.host.calls("llm_query").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_calling_exec_twice_a_pass_gets_a_note_after_its_output() {
+    // The after-value-seed8 reading's js `pairs` item 1, the loop as the model wrote it.
+    let mut f = with_context(json!(
+        "city=Lima year=2001\ncity=Riga year=2002\ncity=Oslo year=2003\ncity=Rome year=2004\n"
+    ))
+    .await;
+    let code = "const regex = /city=(\\w+) year=(\\d+)/g;\nlet matches = [];\nwhile (regex.exec(context) !== null) {\n  matches.push(regex.exec(context));\n}\nconsole.log(matches.length);";
+    let outcome = f.env.execute(code).await.unwrap();
+    let output = outcome.combined_output();
+    assert!(output.starts_with("2\n"), "{output}");
+    assert!(
+        output.contains("note: your loop calls `regex.exec(…)` in its test and again in its body"),
+        "{output}"
+    );
+    let kept = "let m; const found = [];\nwhile ((m = regex.exec(context)) !== null) { found.push(m[1]); }\nconsole.log(found.length);";
+    assert_eq!(f.env.execute(kept).await.unwrap().combined_output(), "4\n");
+}
