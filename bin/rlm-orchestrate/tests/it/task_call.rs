@@ -180,32 +180,69 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, pairs) = people(300);
     let array = "```repl\n[[\"Quito\", \"Perth\", \"Tunis\", \"Riga\"]]\n```";
+    // after-value-seed8 item 2: a number no code printed, sent three times.
+    let number = "```repl\n10\n```";
+    for value in [array, number] {
+        let script = MockScript::new()
+            .rule(on(
+                "reply with exactly this line and nothing else:\n",
+                |last| {
+                    if !last.contains("In its place") {
+                        return None;
+                    }
+                    let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
+                    Some(MockReply::text(line.to_owned()))
+                },
+            ))
+            .then(MockReply::text(value))
+            .then(MockReply::text(value));
+        let (mock, answer) = run_on("js", task, records.clone(), script);
+        assert_eq!(answer, pairs.to_string(), "{value}");
+        let requests = mock.control().requests();
+        assert_eq!(requests.len(), 3, "{value}: the value twice, the answer");
+        let first = requests[1].last_user_message().unwrap_or_default();
+        assert!(first.contains("is only a value"), "{first}");
+        let again = requests[2].last_user_message().unwrap_or_default();
+        assert!(
+            again.contains("is the same value you sent before")
+                && again.contains("In its place the call that computes the task's answer")
+                && again.contains(&format!("REPL output:\n{pairs}\n"))
+                && again.contains(&format!("nothing else:\nFINAL({pairs})")),
+            "{again}"
+        );
+    }
+    // The array's first refusal fences only the call, not the array.
     let script = MockScript::new()
-        .rule(on(
-            "reply with exactly this line and nothing else:\n",
-            |last| {
-                let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
-                Some(MockReply::text(line.to_owned()))
-            },
-        ))
         .then(MockReply::text(array))
-        .then(MockReply::text(array));
-    let (mock, answer) = run_on("js", task, records, script);
-    assert_eq!(answer, pairs.to_string());
-    let requests = mock.control().requests();
-    assert_eq!(requests.len(), 3, "the array twice, the answer");
-    let first = requests[1].last_user_message().unwrap_or_default();
+        .then(MockReply::text("FINAL(1)"));
+    let (mock, _) = run_on("js", task, records, script);
+    let first = mock.control().requests()[1]
+        .last_user_message()
+        .unwrap_or_default();
     assert!(
         first.contains("Send this block; it computes the answer")
             && first.matches("```").count() == 2,
         "{first}"
     );
-    let again = requests[2].last_user_message().unwrap_or_default();
+}
+
+#[test]
+fn a_number_printed_before_and_sent_as_code_twice_keeps_its_final_line() {
+    // A value the model's own code printed may be its answer: sent twice as code, it is
+    // offered its FINAL line again, and no call runs in its place.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, _) = people(300);
+    let script = MockScript::new()
+        .then(MockReply::text("```repl\nconsole.log(17)\n```"))
+        .then(MockReply::text("```repl\n17\n```"))
+        .then(MockReply::text("```repl\n17\n```"))
+        .then(MockReply::text("FINAL(17)"));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, "17");
+    let requests = mock.control().requests();
+    let again = requests[3].last_user_message().unwrap_or_default();
     assert!(
-        again.contains("is the same value you sent before")
-            && again.contains("In its place the call that computes the task's answer")
-            && again.contains(&format!("REPL output:\n{pairs}\n"))
-            && again.contains(&format!("nothing else:\nFINAL({pairs})")),
+        again.contains("nothing else:\nFINAL(17)") && !again.contains("In its place"),
         "{again}"
     );
 }

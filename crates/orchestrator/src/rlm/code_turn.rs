@@ -351,8 +351,15 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     }
     let value = value_block::read(code)?;
     let again = ran.refused_values.contains(code.trim());
+    // A number or word an earlier block printed may be the model's answer, sent as
+    // code: it keeps its FINAL line. One nothing printed is a guess.
+    let printed = value.scalar().is_some_and(|scalar| {
+        ran.blocks
+            .values()
+            .any(|(_, output)| prose_answer::stands_in(output, scalar))
+    });
     refuse(
-        if again && value.scalar().is_none() {
+        if again && !printed {
             NotRun::ValueAgain
         } else {
             NotRun::Value
@@ -367,7 +374,8 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
 /// and its output, and the `FINAL` line when it printed one value. The local model sent
 /// the same array of city names three times in a row, refused each time with the call
 /// to send, and was forced (docs/eval.md, after-shown-seed7 `pairs` items 2–4,
-/// after-value-seed8 item 0); the call in a refusal it did not copy.
+/// after-value-seed8 item 0), and once a number no code had printed (`10`, item 2); the
+/// call in a refusal it did not copy.
 async fn run_in_place(
     call: &str,
     value: &str,
@@ -415,8 +423,8 @@ enum NotRun {
     Repeat,
     /// Only a value written into the code ([`value_block`]).
     Value,
-    /// The same list or object value as a block refused before: the task's call runs
-    /// in its place ([`run_in_place`]).
+    /// The same value as a block refused before, not one an earlier block printed: the
+    /// task's call runs in its place ([`run_in_place`]).
     ValueAgain,
     /// A token of the task or the context's preview written as code ([`shown_words`]).
     ShownWords,
