@@ -385,6 +385,11 @@ async fn run_in_place(
     ran: &mut RanBefore,
     shape: impl Fn(&str) -> String,
 ) -> Result<String, LoopError> {
+    if let Some((_, output)) = ran.blocks.get(call.trim()) {
+        // Its output cannot change: shown again, not run again.
+        let printed = prose_answer::printed_value(output);
+        return Ok(prompt::value_ran_instead(value, call, output, printed));
+    }
     sink.emit(EventData::Code(CodeRecord {
         iteration,
         block,
