@@ -228,23 +228,40 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
 
 #[test]
 fn a_number_printed_before_and_sent_as_code_twice_keeps_its_final_line() {
-    // A value the model's own code printed may be its answer: sent twice as code, it is
-    // offered its FINAL line again, and no call runs in its place.
+    // A value the model's own code printed may be its answer: sent twice as code after
+    // another block ran, it is offered its FINAL line again, and no call runs in its
+    // place.
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, _) = people(300);
     let script = MockScript::new()
         .then(MockReply::text("```repl\nconsole.log(17)\n```"))
+        .then(MockReply::text("```repl\nconsole.log('checked')\n```"))
         .then(MockReply::text("```repl\n17\n```"))
         .then(MockReply::text("```repl\n17\n```"))
         .then(MockReply::text("FINAL(17)"));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, "17");
     let requests = mock.control().requests();
-    let again = requests[3].last_user_message().unwrap_or_default();
+    let again = requests[4].last_user_message().unwrap_or_default();
     assert!(
         again.contains("nothing else:\nFINAL(17)") && !again.contains("In its place"),
         "{again}"
     );
+}
+
+#[test]
+fn the_number_the_last_block_printed_sent_as_code_is_the_answer() {
+    // The after-inplace-seed8 reading's js `pairs` item 1: the task's call printed
+    // 3985, then `3985` sent as code three times until forced.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let call = r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#;
+    let script = MockScript::new()
+        .then(MockReply::text(format!("```repl\n{call}\n```")))
+        .then(MockReply::text(format!("```repl\n{pairs}\n```")));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(mock.control().requests().len(), 2, "no correction");
 }
 
 #[test]

@@ -132,6 +132,16 @@ pub(super) async fn run(
             code: code.code.clone(),
         }));
         let key = code.code.trim().to_owned();
+        if let Some(answer) = printed_value_sent_back(&code.code, ran) {
+            emit_not_run(
+                sink,
+                iteration,
+                block,
+                "it is the value the last block printed, read as the answer",
+            );
+            turn.final_answer = Some(outcome_of(answer, AnswerSource::Final, None));
+            return Ok(turn);
+        }
         let refused = refusal(
             &code.code,
             &Checks {
@@ -279,6 +289,17 @@ pub(super) async fn run(
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)
+}
+
+/// The value of a block that is only the one value the last block that ran printed
+/// last (`3985` after `console.log(…)` printed `3985`): the model's answer, sent as
+/// code. The local model did that three times after the task's call printed the right
+/// count, told each time to send `FINAL(3985)` instead, and was forced (docs/eval.md,
+/// after-inplace-seed8 `pairs` item 1).
+fn printed_value_sent_back(code: &str, ran: &RanBefore) -> Option<String> {
+    let value = value_block::read(code)?.scalar()?;
+    let printed = prose_answer::printed_value(ran.last_output.as_deref()?)?;
+    (value == printed).then(|| value.to_owned())
 }
 
 /// What a block is checked against before it runs.
