@@ -292,11 +292,18 @@ pub fn value_block(
     }
 }
 
-/// The report of a block of only a value sent again, with `call`, the task's exact
-/// helper call, run in its place: the call, its `output`, and the exact `FINAL` line
-/// when the output ended in one `value`.
-pub fn value_ran_instead(code: &str, call: &str, output: &str, value: Option<&str>) -> String {
+/// The report of a block of only a value (or a `sentence`) sent again, with `call`, the
+/// task's exact helper call, run in its place: the call, its `output`, and the exact
+/// `FINAL` line when the output ended in one `value`.
+pub fn value_ran_instead(
+    code: &str,
+    sentence: bool,
+    call: &str,
+    output: &str,
+    value: Option<&str>,
+) -> String {
     let shown = one_line(code, 60);
+    let what = if sentence { "sentence" } else { "value" };
     let output = if output.trim().is_empty() {
         "(no output)"
     } else {
@@ -309,8 +316,23 @@ pub fn value_ran_instead(code: &str, call: &str, output: &str, value: Option<&st
         None => "Answer from that output with FINAL(...), or write code that computes the answer from `context`.".to_owned(),
     };
     format!(
-        "Code not run: `{shown}` is the same value you sent before, and a value is not code. In its place the call that computes the task's answer from `context` exactly, with no model, ran:\n```repl\n{call}\n```\n\nREPL output:\n{output}\n\n{next}"
+        "Code not run: `{shown}` is the same {what} you sent before, and a {what} is not code. In its place the call that computes the task's answer from `context` exactly, with no model, ran:\n```repl\n{call}\n```\n\nREPL output:\n{output}\n\n{next}"
     )
+}
+
+/// The report of a block not run because it is a sentence of prose, not code: what it
+/// is, and the call that answers the task, where there is one (sent again, that call
+/// runs in its place: [`value_ran_instead`]).
+pub fn sentence_block(code: &str, task_call: Option<&str>) -> String {
+    let shown = one_line(code, 80);
+    match task_call {
+        Some(call) => format!(
+            "Code not run: `{shown}` is a sentence, not code; it computes nothing. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
+        ),
+        None => format!(
+            "Code not run: `{shown}` is a sentence, not code; it computes nothing. Write code that computes the answer from `context` and prints it; once it has, reply with FINAL(answer)."
+        ),
+    }
 }
 
 /// `code` on one line (its lines joined by spaces), cut to `limit` characters with `…`.

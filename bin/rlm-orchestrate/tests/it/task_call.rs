@@ -227,6 +227,40 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
 }
 
 #[test]
+fn a_sentence_sent_as_code_twice_runs_the_call_in_its_place() {
+    // The after-inplace-seed8 reading's `aggregate` item 2: a sentence stating a label,
+    // fenced as code, run (a SyntaxError) and sent until forced. Not run; sent again,
+    // the task's call runs in its place.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let sentence = "```repl\nThe label that appears in the most records is: support\n```";
+    let script = MockScript::new()
+        .rule(on(
+            "reply with exactly this line and nothing else:\n",
+            |last| {
+                let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
+                Some(MockReply::text(line.to_owned()))
+            },
+        ))
+        .then(MockReply::text(sentence))
+        .then(MockReply::text(sentence));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "the sentence twice, the answer");
+    let first = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        first.contains("is a sentence, not code") && first.contains("Send this block"),
+        "{first}"
+    );
+    let again = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        again.contains("is the same sentence you sent before"),
+        "{again}"
+    );
+}
+
+#[test]
 fn a_number_printed_before_and_sent_as_code_twice_keeps_its_final_line() {
     // A value the model's own code printed may be its answer: sent twice as code after
     // another block ran, it is offered its FINAL line again, and no call runs in its

@@ -370,8 +370,19 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
             prompt::shown_words(token, language, task_call),
         );
     }
-    let value = value_block::read(code)?;
     let again = ran.refused_values.contains(code.trim());
+    if value_block::is_sentence(code) {
+        return refuse(
+            if again {
+                NotRun::ValueAgain
+            } else {
+                NotRun::Value
+            },
+            "it is a sentence, not code",
+            prompt::sentence_block(code, task_call),
+        );
+    }
+    let value = value_block::read(code)?;
     // A number or word an earlier block printed may be the model's answer, sent as
     // code: it keeps its FINAL line. One nothing printed is a guess.
     let printed = value.scalar().is_some_and(|scalar| {
@@ -409,7 +420,13 @@ async fn run_in_place(
     if let Some((_, output)) = ran.blocks.get(call.trim()) {
         // Its output cannot change: shown again, not run again.
         let printed = prose_answer::printed_value(output);
-        return Ok(prompt::value_ran_instead(value, call, output, printed));
+        return Ok(prompt::value_ran_instead(
+            value,
+            value_block::is_sentence(value),
+            call,
+            output,
+            printed,
+        ));
     }
     sink.emit(EventData::Code(CodeRecord {
         iteration,
@@ -428,6 +445,7 @@ async fn run_in_place(
     }));
     let report = prompt::value_ran_instead(
         value,
+        value_block::is_sentence(value),
         call,
         &shaped,
         prose_answer::printed_value(&shaped).filter(|_| outcome.error.is_none()),

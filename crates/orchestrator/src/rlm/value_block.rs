@@ -78,6 +78,27 @@ pub(super) fn read(code: &str) -> Option<Value<'_>> {
     }
 }
 
+/// True when `code` is one line of prose — a capitalised sentence of at least four
+/// words with none of code's brackets, quotes, operators or calls — such as
+/// `The label that appears in the most records is: support`, which the local model
+/// sent as code, unrun, three times until forced (docs/eval.md, after-inplace-seed8
+/// `aggregate` item 2). Like a value, it computes nothing.
+pub(super) fn is_sentence(code: &str) -> bool {
+    let mut lines = code.lines().map(str::trim).filter(|line| !line.is_empty());
+    let (Some(line), None) = (lines.next(), lines.next()) else {
+        return false;
+    };
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.len() >= 4
+        && line.starts_with(|c: char| c.is_uppercase())
+        && !line.contains(|c: char| "()[]{}=;`'\"<>+*/\\#$&|".contains(c))
+        && words.iter().all(|word| {
+            word.trim_end_matches([':', ',', '.', '?', '!'])
+                .chars()
+                .all(char::is_alphanumeric)
+        })
+}
+
 /// The literal words of Python and JavaScript that are values, not names.
 const KEYWORDS: [&str; 8] = [
     "true",
@@ -161,6 +182,30 @@ mod tests {
             "[null, 2];",
         ] {
             assert_eq!(read(code), Some(Value::Composite), "{code}");
+        }
+    }
+
+    #[test]
+    fn reads_the_sentence_the_local_model_sent_as_code() {
+        assert!(is_sentence(
+            "The label that appears in the most records is: support"
+        ));
+        assert!(is_sentence("\nThe answer is 42.\n"));
+    }
+
+    #[test]
+    fn leaves_code_and_short_or_lowercase_lines_alone() {
+        for code in [
+            "print('The label is support')",
+            "The answer is = 42",
+            "return x if y else z",
+            "Answer: support",
+            "The label is\nsupport here now",
+            "console.log(context.length)",
+            "SyntaxError: expecting ';'",
+            "Counter(labels).most_common(1)",
+        ] {
+            assert!(!is_sentence(code), "{code}");
         }
     }
 
