@@ -50,8 +50,8 @@ pub(super) struct RanBefore {
     /// The shaped output of the block that ran last: what a reply in prose after it
     /// may be stating as the answer ([`prose_answer`]).
     last_output: Option<String>,
-    /// Trimmed code of the blocks refused as only a value: the same value sent again
-    /// is answered with the task's call alone.
+    /// Trimmed code of the blocks refused as only a value or a sentence: the same one
+    /// sent again has the task's call run in its place ([`run_in_place`]).
     refused_values: HashSet<String>,
 }
 
