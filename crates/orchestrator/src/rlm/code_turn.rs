@@ -162,6 +162,12 @@ pub(super) async fn run(
                 ran.refused_values.insert(key);
             }
             not_run.push(reason);
+            let why = match (reason, task_call) {
+                (NotRun::ValueAgain, Some(_)) => {
+                    format!("{why}, sent again; the task's call runs in its place")
+                }
+                _ => why,
+            };
             emit_not_run(sink, iteration, block, &why);
             let in_place = match (reason, task_call) {
                 (NotRun::ValueAgain, Some(call)) => {
