@@ -265,28 +265,19 @@ pub fn context_literal(
 ///
 /// The block is not shown back in a fence: the local model, shown its own array of
 /// city names above the offered call, sent the array again until forced (docs/eval.md,
-/// after-shown-seed7, js `pairs` items 2, 3 and 4). The same value sent `again` is
-/// answered with the call alone, as the one block to send (a list or object sent again
-/// has the call run in its place instead: [`value_ran_instead`]).
-pub fn value_block(
-    code: &str,
-    scalar: Option<&str>,
-    task_call: Option<&str>,
-    again: bool,
-) -> String {
+/// after-shown-seed7, js `pairs` items 2, 3 and 4). Sent again, the call runs in its
+/// place instead ([`value_ran_instead`]).
+pub fn value_block(code: &str, scalar: Option<&str>, task_call: Option<&str>) -> String {
     let shown = one_line(code, 60);
-    match (again, scalar, task_call) {
-        (_, Some(value), _) => format!(
+    match (scalar, task_call) {
+        (Some(value), _) => format!(
             "Code not run: it is only a value written into the code (`{shown}`); it reads nothing from `context` and computes nothing.\n\nIf {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code that computes the answer from `context`.{}",
             task_call_offer(task_call)
         ),
-        (true, None, Some(call)) => format!(
-            "Code not run: `{shown}` is the same value you sent before, and a value is not code. Send exactly this block and nothing else; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
-        ),
-        (false, None, Some(call)) => format!(
+        (None, Some(call)) => format!(
             "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
         ),
-        (_, None, None) => format!(
+        (None, None) => format!(
             "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Write code that computes the answer from `context` and prints it."
         ),
     }
@@ -583,8 +574,8 @@ mod tests {
     }
 
     #[test]
-    fn a_scalar_value_block_is_offered_its_final_line_even_when_sent_again() {
-        let text = value_block("42", Some("42"), None, true);
+    fn a_scalar_value_block_is_offered_its_final_line() {
+        let text = value_block("42", Some("42"), None);
         assert!(
             text.contains("reply with exactly this line and nothing else:\nFINAL(42)"),
             "{text}"

@@ -12,7 +12,7 @@ use super::prose_answer;
 use super::shown_words;
 use super::value_block;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
-use crate::env::{CodeRepl, FinalAnswer};
+use crate::env::{CodeRepl, ExecOutcome, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
@@ -59,6 +59,13 @@ impl RanBefore {
     /// Nothing ran yet.
     pub(super) fn new() -> Self {
         Self::default()
+    }
+
+    /// The block `key` (its trimmed code) ran once more and printed `shaped`.
+    fn record(&mut self, key: String, shaped: String) {
+        self.last_output = Some(shaped.clone());
+        let entry = self.blocks.entry(key).or_insert((0, String::new()));
+        *entry = (entry.0 + 1, shaped);
     }
 }
 
@@ -205,19 +212,10 @@ pub(super) async fn run(
             context_chars,
             settings.redact_ratio,
         );
-        sink.emit(EventData::Exec(ExecRecord {
-            iteration,
-            block,
-            output: shaped.clone(),
-            error: outcome.error.is_some(),
-            timed_out: outcome.timed_out,
-            duration_ms: outcome.duration.as_millis() as u64,
-        }));
+        emit_exec(sink, (iteration, block), &outcome, &shaped);
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
-        ran.last_output = Some(shaped.clone());
-        let entry = ran.blocks.entry(key).or_insert((0, String::new()));
-        *entry = (entry.0 + 1, shaped);
+        ran.record(key, shaped);
         if let Some(notice) = prompt::exec_notices(&outcome) {
             turn.notices.push(notice);
         }
@@ -403,7 +401,7 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
             NotRun::Value
         },
         "it is only a value written into the code",
-        prompt::value_block(code, value.scalar(), task_call, again),
+        prompt::value_block(code, value.scalar(), task_call),
     )
 }
 
@@ -441,14 +439,7 @@ async fn run_in_place(
     }));
     let outcome = env.execute(call).await?;
     let shaped = shape(&outcome.combined_output());
-    sink.emit(EventData::Exec(ExecRecord {
-        iteration,
-        block,
-        output: shaped.clone(),
-        error: outcome.error.is_some(),
-        timed_out: outcome.timed_out,
-        duration_ms: outcome.duration.as_millis() as u64,
-    }));
+    emit_exec(sink, (iteration, block), &outcome, &shaped);
     let report = prompt::value_ran_instead(
         value,
         value_block::is_sentence(value),
@@ -456,12 +447,7 @@ async fn run_in_place(
         &shaped,
         prose_answer::printed_value(&shaped).filter(|_| outcome.error.is_none()),
     );
-    ran.last_output = Some(shaped.clone());
-    let entry = ran
-        .blocks
-        .entry(call.trim().to_owned())
-        .or_insert((0, String::new()));
-    *entry = (entry.0 + 1, shaped);
+    ran.record(call.trim().to_owned(), shaped);
     Ok(report)
 }
 
@@ -495,6 +481,23 @@ impl NotRun {
             Self::ContextLiteral => "code that replaces `context` with a literal",
         }
     }
+}
+
+/// The trace's record of the block that ran as `outcome`, with its `shaped` output.
+fn emit_exec(
+    sink: &EventSink,
+    (iteration, block): (u32, usize),
+    outcome: &ExecOutcome,
+    shaped: &str,
+) {
+    sink.emit(EventData::Exec(ExecRecord {
+        iteration,
+        block,
+        output: shaped.to_owned(),
+        error: outcome.error.is_some(),
+        timed_out: outcome.timed_out,
+        duration_ms: outcome.duration.as_millis() as u64,
+    }));
 }
 
 /// The trace's record of a block that was not run, and `why` (`[not run: …]`).
