@@ -170,6 +170,9 @@ pub(super) async fn run(
             }
             not_run.push(reason);
             let why = match (reason, task_call) {
+                (NotRun::ValueAgain, Some(call)) if ran.blocks.contains_key(call.trim()) => {
+                    format!("{why}, sent again; the output of the task's call is shown again")
+                }
                 (NotRun::ValueAgain, Some(_)) => {
                     format!("{why}, sent again; the task's call runs in its place")
                 }
