@@ -677,7 +677,7 @@ mod tests {
             .unwrap();
         assert!(
             text_of_the_field.content.starts_with("1 line of context matches")
-                && text_of_the_field.content.contains(r#"the task asks for the records whose field meets "year > 2000""#)
+                && text_of_the_field.content.contains(r#"not the comparison the task asks for; the records whose field meets "year > 2000" are kept by the filter {"where": "year > 2000"} of ctx_map_reduce"#)
                 && text_of_the_field.content.contains(r#"Answer the task exactly with ctx_map_reduce, filter {"where": "year > 2000"}"#),
             "{}",
             text_of_the_field.content

@@ -340,9 +340,9 @@ impl ToolsEnv {
         {
             return String::new();
         }
-        let condition = serde_json::to_string(pattern.trim()).unwrap_or_default();
         let mut text = format!(
-            ": a pattern matches text, it does not compare numbers. The records whose field meets {condition} are kept by the filter {{\"where\": {condition}}} of ctx_map_reduce"
+            ": a pattern matches text, it does not compare numbers; {}",
+            kept_by_where(pattern.trim())
         );
         if let Some(plan) = rlm_plan::task_fit::exact_plan_for_task(&self.config.query) {
             text.push_str(&format!(
@@ -375,9 +375,9 @@ impl ToolsEnv {
         if field.is_empty() || !pattern.to_lowercase().contains(&field) {
             return String::new();
         }
-        let condition = serde_json::to_string(condition).unwrap_or_default();
         format!(
-            "\nThese lines match the text of the pattern; the task asks for the records whose field meets {condition}, which the filter {{\"where\": {condition}}} of ctx_map_reduce keeps. {}.",
+            "\nThese lines match the text of the pattern, not the comparison the task asks for; {}. {}.",
+            kept_by_where(condition),
             exact_plan_sentence(&rlm_plan::task_fit::parts_of(&plan))
         )
     }
@@ -491,6 +491,16 @@ impl ToolsEnv {
             Err(fatal @ HostError::Fatal(_)) => Err(fatal),
         }
     }
+}
+
+/// The clause that names the `where` filter of `ctx_map_reduce` keeping the records whose
+/// field meets `condition` (`year > 2000`): one wording for a grep pattern that is such
+/// a comparison and for one that only names its field.
+fn kept_by_where(condition: &str) -> String {
+    let condition = serde_json::to_string(condition).unwrap_or_default();
+    format!(
+        "the records whose field meets {condition} are kept by the filter {{\"where\": {condition}}} of ctx_map_reduce"
+    )
 }
 
 /// The sentence that names the plan answering the task exactly, given its parts as
