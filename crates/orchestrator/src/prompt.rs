@@ -205,6 +205,22 @@ pub fn exec_report(code: &str, language: &str, shaped_output: &str) -> String {
     format!("Code executed:\n```{language}\n{code}\n```\n\nREPL output:\n{output}")
 }
 
+/// The notice after the task's exact helper call ran and printed only `value`: that
+/// is the task's answer, and the exact line that sends it, last.
+pub fn task_call_printed(value: &str) -> String {
+    format!(
+        "That call computes the task's answer from `context` exactly. If {value} answers the task, reply with exactly this line and nothing else:\nFINAL({value})"
+    )
+}
+
+/// The notice after the same code ran again and printed the same `value`: running it
+/// once more changes nothing, and the exact line that sends the value, last.
+pub fn same_value_printed_again(value: &str) -> String {
+    format!(
+        "The same code printed {value} before; running it again gives the same. To look further, change the code. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})"
+    )
+}
+
 /// The report of a block that was not run because the same code already ran `times`
 /// times: the output it had, and what to do instead — with the exact line to send
 /// when that output ended in one `value`, else with `task_call`, the call that answers
@@ -225,7 +241,7 @@ pub fn repeated_code(
     };
     let next = match value {
         Some(value) => format!(
-            "If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise change the code (another pattern, other offsets, another helper)."
+            "To look further, change the code (another pattern, other offsets, another helper). If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})"
         ),
         None => format!(
             "Change the code (another pattern, other offsets, another helper) or answer with FINAL(...).{}",

@@ -299,6 +299,43 @@ fn the_number_the_last_block_printed_sent_as_code_is_the_answer() {
 }
 
 #[test]
+fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
+    // The head-seed9 reading's js `pairs` items: the model sent the task's call, saw
+    // the count, and sent the call again until refused and forced. After the call
+    // printed only its answer, the model is shown the exact FINAL line, last.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let call = r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#;
+    let script = MockScript::new()
+        .rule(on("That call computes the task's answer", |last| {
+            let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
+            Some(MockReply::text(line.to_owned()))
+        }))
+        .then(MockReply::text(format!("```repl\n{call}\n```")));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 2, "the call, the answer");
+    let after = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        after.contains(&format!("REPL output:\n{pairs}\n"))
+            && after.contains(&format!(
+                "If {pairs} answers the task, reply with exactly this line and nothing else:\nFINAL({pairs})\n\nState:"
+            )),
+        "{after}"
+    );
+    // Other code that prints a number the first time is shown no such line.
+    let script = MockScript::new()
+        .then(MockReply::text("```repl\nconsole.log(context.length)\n```"))
+        .then(MockReply::text("FINAL(1)"));
+    let (mock, _) = run_on("js", task, people(300).0, script);
+    let after = mock.control().requests()[1]
+        .last_user_message()
+        .unwrap_or_default();
+    assert!(!after.contains("FINAL("), "{after}");
+}
+
+#[test]
 fn a_reply_cut_while_it_copied_the_context_is_shown_the_call_that_answers() {
     // The after-task-call-seed6 reading's js `pairs` item 2: the records written out
     // into `const context = `…`` until the output-token limit cut the reply, three

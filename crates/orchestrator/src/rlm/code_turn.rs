@@ -218,10 +218,17 @@ pub(super) async fn run(
         emit_exec(sink, (iteration, block), &outcome, &shaped);
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
+        let earlier = ran.blocks.get(&key).map(|(_, output)| output.as_str());
+        let answer_line = outcome
+            .error
+            .is_none()
+            .then(|| answer_in_view(&key, &shaped, earlier, task_call))
+            .flatten();
         ran.record(key, shaped);
         if let Some(notice) = prompt::exec_notices(&outcome) {
             turn.notices.push(notice);
         }
+        turn.notices.extend(answer_line);
         match outcome.final_answer {
             Some(FinalAnswer::Var { value, .. }) => {
                 turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
@@ -307,6 +314,27 @@ fn printed_value_sent_back(code: &str, ran: &RanBefore) -> Option<String> {
     let value = value_block::read(code)?.scalar()?;
     let printed = prose_answer::printed_value(ran.last_output.as_deref()?)?;
     (value == printed).then(|| value.to_owned())
+}
+
+/// The notice with the exact `FINAL` line after a block that printed one value the
+/// loop can tell answers the task: the task's exact call printed only it, or the same
+/// code printed the same value again. The local model copied the task's call, saw the
+/// count, and sent the call again until it was refused and then forced, four times
+/// of five (docs/eval.md, head-seed9 js `pairs`): it is shown no line to answer with
+/// after a block that ran. A first run of any other code gets none: a value it prints
+/// may be a step on the way.
+fn answer_in_view(
+    code: &str,
+    shaped: &str,
+    earlier: Option<&str>,
+    task_call: Option<&str>,
+) -> Option<String> {
+    let value = prose_answer::printed_value(shaped)?;
+    let only_line = shaped.trim().lines().count() == 1;
+    if only_line && task_call.is_some_and(|call| call.trim() == code) {
+        return Some(prompt::task_call_printed(value));
+    }
+    (earlier == Some(shaped)).then(|| prompt::same_value_printed_again(value))
 }
 
 /// What a block is checked against before it runs.

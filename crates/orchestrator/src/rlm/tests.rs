@@ -515,6 +515,26 @@ async fn the_same_code_sent_after_it_printed_a_value_is_shown_the_line_that_answ
 }
 
 #[tokio::test]
+async fn the_same_code_printing_the_same_value_again_is_followed_by_the_final_line() {
+    // The head-seed9 reading: code that printed the answer, sent again. The second run
+    // printed the same and says so with the FINAL line; the first run says nothing.
+    let count = "```python\nprint(51)\n```";
+    let h = run_with(&[count, count, "FINAL(51)"], settings(), Limits::default()).await;
+    assert_eq!(h.env.executed.len(), 2);
+    let first = last_user_message(&h, 1);
+    assert!(!first.contains("FINAL("), "{first}");
+    let second = last_user_message(&h, 2);
+    assert!(
+        second.contains("The same code printed 51 before")
+            && second
+                .contains("reply with exactly this line and nothing else:\nFINAL(51)\n\nState:"),
+        "{second}"
+    );
+    assert!(!h.outcome.forced);
+    assert_eq!(h.outcome.answer, "51");
+}
+
+#[tokio::test]
 async fn code_that_sets_context_to_a_literal_is_not_run_and_the_rest_of_it_runs_after() {
     let copied = "```python\ncontext = \"xxxxx\"\nprint(len(context))\n```";
     let fixed = "```python\nprint(len(context))\n```";
