@@ -311,6 +311,15 @@ pub fn value_ran_instead(
 ) -> String {
     let shown = one_line(code, 60);
     let what = if sentence { "sentence" } else { "value" };
+    format!(
+        "Code not run: `{shown}` is the same {what} you sent before, and a {what} is not code. {}",
+        call_ran_in_place(call, output, value)
+    )
+}
+
+/// What the task's exact `call`, run in place of a reply, did: the call, its `output`,
+/// and the exact `FINAL` line when the output ended in one `value`.
+fn call_ran_in_place(call: &str, output: &str, value: Option<&str>) -> String {
     let output = if output.trim().is_empty() {
         "(no output)"
     } else {
@@ -323,7 +332,7 @@ pub fn value_ran_instead(
         None => "Answer from that output with FINAL(...), or write code that computes the answer from `context`.".to_owned(),
     };
     format!(
-        "Code not run: `{shown}` is the same {what} you sent before, and a {what} is not code. In its place the call that computes the task's answer from `context` exactly, with no model, ran:\n```repl\n{call}\n```\n\nREPL output:\n{output}\n\n{next}"
+        "In its place the call that computes the task's answer from `context` exactly, with no model, ran:\n```repl\n{call}\n```\n\nREPL output:\n{output}\n\n{next}"
     )
 }
 
@@ -473,6 +482,27 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
 pub fn answer_in_prose(value: &str) -> String {
     format!(
         "Your message had no code to run and no final answer: an answer in a sentence is not taken. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code in a ```repl block."
+    )
+}
+
+/// The correction of a reply in prose, with no code and no final answer, after code
+/// whose output shows nothing the prose states: an answer now is a guess, and `call`,
+/// the task's exact helper call, computes it. The local model's code printed
+/// `000001 label`, and it stated a label in a sentence four times until forced
+/// (docs/eval.md, final-line-seed9 js `aggregate` item 4).
+pub fn answer_not_printed(call: &str) -> String {
+    format!(
+        "Your message had no code to run and no final answer, and no output of your code shows what it states: an answer now would be a guess. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
+    )
+}
+
+/// The report of the same prose sent again after [`answer_not_printed`], with `call`
+/// run in its place: the call, its `output`, and the exact `FINAL` line when the output
+/// ended in one `value`.
+pub fn prose_ran_instead(call: &str, output: &str, value: Option<&str>) -> String {
+    format!(
+        "Your message is the same answer in prose as before, with no code and no final answer. {}",
+        call_ran_in_place(call, output, value)
     )
 }
 

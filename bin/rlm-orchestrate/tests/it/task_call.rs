@@ -336,6 +336,42 @@ fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
 }
 
 #[test]
+fn prose_stating_what_no_output_showed_is_offered_the_call_and_again_runs_it() {
+    // The final-line-seed9 reading's js `aggregate` item 4: code printed `000001 label`,
+    // then a label stated in a sentence four times until forced (the sentence was the
+    // answer). Offered the call; the same prose again has it run in its place.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let prose = "The label that appears in the most records of the context is `returns`.";
+    let script = MockScript::new()
+        .rule(on("In its place", |last| {
+            let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
+            Some(MockReply::text(line.to_owned()))
+        }))
+        .then(MockReply::text("```repl\nconsole.log('000001 label')\n```"))
+        .then(MockReply::text(prose))
+        .then(MockReply::text(prose));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "the code, the prose twice, the answer");
+    let first = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        first.contains("no output of your code shows what it states")
+            && offered_call(&first)
+                .is_some_and(|call| call.contains("top_k") || call.contains("map_reduce(")),
+        "{first}"
+    );
+    let again = requests[3].last_user_message().unwrap_or_default();
+    assert!(
+        again.contains("the same answer in prose as before")
+            && again.contains("REPL output:\nbilling")
+            && again.contains("nothing else:\nFINAL(billing)"),
+        "{again}"
+    );
+}
+
+#[test]
 fn a_reply_cut_while_it_copied_the_context_is_shown_the_call_that_answers() {
     // The after-task-call-seed6 reading's js `pairs` item 2: the records written out
     // into `const context = `…`` until the output-token limit cut the reply, three

@@ -189,8 +189,12 @@ pub(super) async fn run(
                             settings.redact_ratio,
                         )
                     };
+                    let sentence = value_block::is_sentence(&code.code);
+                    let report = |output: &str, value: Option<&str>| {
+                        prompt::value_ran_instead(&code.code, sentence, call, output, value)
+                    };
                     Some(
-                        run_in_place(call, &code.code, (iteration, block), env, sink, ran, shape)
+                        run_in_place(call, (iteration, block), env, sink, ran, shape, report)
                             .await?,
                     )
                 }
@@ -295,11 +299,34 @@ pub(super) async fn run(
             .filter(|_| parsed.misfence.is_none());
         let nothing = output.and_then(prose_answer::found_nothing);
         let stated = output.and_then(|out| prose_answer::stated(&parsed.transcript_text, out));
-        turn.notices.push(match (nothing, stated) {
-            (Some(nothing), _) => prompt::answer_after_nothing(nothing, language, task_call),
-            (None, Some(value)) => prompt::answer_in_prose(value),
-            (None, None) => prompt::correction(parsed.misfence.as_ref(), language),
-        });
+        let prose = parsed.transcript_text.trim();
+        let notice = match (nothing, stated, output.and(task_call)) {
+            (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
+            (None, Some(value), _) => prompt::answer_in_prose(value),
+            // Prose after code that printed something else states what no output
+            // showed: a guess. The task's call is offered, and the same prose again
+            // has it run in its place.
+            (None, None, Some(call)) if !prose.is_empty() => {
+                if ran.refused_values.insert(prose.to_owned()) {
+                    prompt::answer_not_printed(call)
+                } else {
+                    let shape = |output: &str| {
+                        shape_output(
+                            output,
+                            max_output_chars,
+                            context_chars,
+                            settings.redact_ratio,
+                        )
+                    };
+                    let report = |output: &str, value: Option<&str>| {
+                        prompt::prose_ran_instead(call, output, value)
+                    };
+                    run_in_place(call, (iteration, 0), env, sink, ran, shape, report).await?
+                }
+            }
+            (None, None, _) => prompt::correction(parsed.misfence.as_ref(), language),
+        };
+        turn.notices.push(notice);
         turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
     }
     Ok(turn)
@@ -436,32 +463,26 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     )
 }
 
-/// Runs `call`, the task's exact helper call, in place of the block `value` — a value
-/// sent again after its refusal — and returns the report the model reads: the call
-/// and its output, and the `FINAL` line when it printed one value. The local model sent
-/// the same array of city names three times in a row, refused each time with the call
-/// to send, and was forced (docs/eval.md, after-shown-seed7 `pairs` items 2–4,
-/// after-value-seed8 item 0), and once a number no code had printed (`10`, item 2); the
-/// call in a refusal it did not copy.
+/// Runs `call`, the task's exact helper call, in place of a reply that cannot answer —
+/// a value or sentence sent again after its refusal, the same prose again after an
+/// answer no output showed — and returns the report the model reads, written by
+/// `report` from the call's output and the one value it printed (for the `FINAL`
+/// line). The local model sent the same array of city names three times in a row,
+/// refused each time with the call to send, and was forced (docs/eval.md,
+/// after-shown-seed7 `pairs` items 2–4, after-value-seed8 item 0), and once a number no
+/// code had printed (`10`, item 2); the call in a refusal it did not copy.
 async fn run_in_place(
     call: &str,
-    value: &str,
     (iteration, block): (u32, usize),
     env: &mut dyn CodeRepl,
     sink: &EventSink,
     ran: &mut RanBefore,
     shape: impl Fn(&str) -> String,
+    report: impl Fn(&str, Option<&str>) -> String,
 ) -> Result<String, LoopError> {
     if let Some((_, output)) = ran.blocks.get(call.trim()) {
         // Its output cannot change: shown again, not run again.
-        let printed = prose_answer::printed_value(output);
-        return Ok(prompt::value_ran_instead(
-            value,
-            value_block::is_sentence(value),
-            call,
-            output,
-            printed,
-        ));
+        return Ok(report(output, prose_answer::printed_value(output)));
     }
     sink.emit(EventData::Code(CodeRecord {
         iteration,
@@ -471,15 +492,10 @@ async fn run_in_place(
     let outcome = env.execute(call).await?;
     let shaped = shape(&outcome.combined_output());
     emit_exec(sink, (iteration, block), &outcome, &shaped);
-    let report = prompt::value_ran_instead(
-        value,
-        value_block::is_sentence(value),
-        call,
-        &shaped,
-        prose_answer::printed_value(&shaped).filter(|_| outcome.error.is_none()),
-    );
+    let printed = prose_answer::printed_value(&shaped).filter(|_| outcome.error.is_none());
+    let text = report(&shaped, printed);
     ran.record(call.trim().to_owned(), shaped);
-    Ok(report)
+    Ok(text)
 }
 
 /// Why a block of the reply was not run. When none of a reply's blocks ran, the
