@@ -486,13 +486,13 @@ pub fn answer_in_prose(value: &str) -> String {
 }
 
 /// The correction of a reply in prose, with no code and no final answer, after code
-/// whose output shows nothing the prose states: an answer now is a guess, and `call`,
-/// the task's exact helper call, computes it. The local model's code printed
+/// whose output does not end in a value the prose states: an answer in a sentence is
+/// not taken, and `call`, the task's exact helper call, computes it. The local model's code printed
 /// `000001 label`, and it stated a label in a sentence four times until forced
 /// (docs/eval.md, final-line-seed9 js `aggregate` item 4).
 pub fn answer_not_printed(call: &str) -> String {
     format!(
-        "Your message had no code to run and no final answer, and no output of your code shows what it states: an answer now would be a guess. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
+        "Your message had no code to run and no final answer: an answer in a sentence is not taken, and your last output does not end in a value it states. Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
     )
 }
 

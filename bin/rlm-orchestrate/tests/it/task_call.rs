@@ -357,7 +357,7 @@ fn prose_stating_what_no_output_showed_is_offered_the_call_and_again_runs_it() {
     assert_eq!(requests.len(), 4, "the code, the prose twice, the answer");
     let first = requests[2].last_user_message().unwrap_or_default();
     assert!(
-        first.contains("no output of your code shows what it states")
+        first.contains("your last output does not end in a value it states")
             && offered_call(&first)
                 .is_some_and(|call| call.contains("top_k") || call.contains("map_reduce(")),
         "{first}"

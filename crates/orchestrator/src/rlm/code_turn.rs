@@ -303,9 +303,8 @@ pub(super) async fn run(
         let notice = match (nothing, stated, output.and(task_call)) {
             (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
             (None, Some(value), _) => prompt::answer_in_prose(value),
-            // Prose after code that printed something else states what no output
-            // showed: a guess. The task's call is offered, and the same prose again
-            // has it run in its place.
+            // Prose after code whose output does not end in what it states: the task's
+            // call is offered, and the same prose again has it run in its place.
             (None, None, Some(call)) if !prose.is_empty() => {
                 if ran.refused_values.insert(prose.to_owned()) {
                     prompt::answer_not_printed(call)
