@@ -358,8 +358,10 @@ fn prose_stating_what_no_output_showed_is_offered_the_call_and_again_runs_it() {
     let first = requests[2].last_user_message().unwrap_or_default();
     assert!(
         first.contains("your last output does not end in a value it states")
-            && offered_call(&first)
-                .is_some_and(|call| call.contains("top_k") || call.contains("map_reduce(")),
+            && offered_call(&first).as_deref()
+                == Some(
+                    r#"console.log(await map_reduce({map: {"extract": "label=(\\w+)"}, reduce: {"op": "top_k", "k": 1}}))"#
+                ),
         "{first}"
     );
     let again = requests[3].last_user_message().unwrap_or_default();

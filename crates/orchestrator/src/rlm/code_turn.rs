@@ -50,8 +50,10 @@ pub(super) struct RanBefore {
     /// The shaped output of the block that ran last: what a reply in prose after it
     /// may be stating as the answer ([`prose_answer`]).
     last_output: Option<String>,
-    /// Trimmed code of the blocks refused as only a value or a sentence: the same one
-    /// sent again has the task's call run in its place ([`run_in_place`]).
+    /// What the model was told cannot answer — the trimmed code of a block refused as
+    /// only a value or a sentence, the trimmed text of prose stating what no output
+    /// ended in: the same one sent again has the task's call run in its place
+    /// ([`run_in_place`]).
     refused_values: HashSet<String>,
 }
 
@@ -92,6 +94,16 @@ pub(super) async fn run(
         task_call,
         shown,
     } = step;
+    // A block's output as the model reads it: redacted where it echoes the context,
+    // cut to what the window allows.
+    let shape = |output: &str| {
+        shape_output(
+            output,
+            max_output_chars,
+            context_chars,
+            settings.redact_ratio,
+        )
+    };
     let tags = env.fence_tags();
     let language = tags.first().copied().unwrap_or("repl");
     let parsed = parse_response(text, tags);
@@ -169,38 +181,22 @@ pub(super) async fn run(
                 ran.refused_values.insert(key);
             }
             not_run.push(reason);
-            let why = match (reason, task_call) {
-                (NotRun::ValueAgain, Some(call)) if ran.blocks.contains_key(call.trim()) => {
-                    format!("{why}, sent again; the output of the task's call is shown again")
-                }
-                (NotRun::ValueAgain, Some(_)) => {
-                    format!("{why}, sent again; the task's call runs in its place")
-                }
-                _ => why,
-            };
-            emit_not_run(sink, iteration, block, &why);
-            let in_place = match (reason, task_call) {
+            let report = match (reason, task_call) {
                 (NotRun::ValueAgain, Some(call)) => {
-                    let shape = |output: &str| {
-                        shape_output(
-                            output,
-                            max_output_chars,
-                            context_chars,
-                            settings.redact_ratio,
-                        )
-                    };
+                    let note = format!("{why}, sent again; {}", in_place_note(call, ran));
+                    emit_not_run(sink, iteration, block, &note);
                     let sentence = value_block::is_sentence(&code.code);
                     let report = |output: &str, value: Option<&str>| {
                         prompt::value_ran_instead(&code.code, sentence, call, output, value)
                     };
-                    Some(
-                        run_in_place(call, (iteration, block), env, sink, ran, shape, report)
-                            .await?,
-                    )
+                    run_in_place(call, (iteration, block), env, sink, ran, &shape, report).await?
                 }
-                _ => None,
+                _ => {
+                    emit_not_run(sink, iteration, block, &why);
+                    report
+                }
             };
-            turn.reports.push(in_place.unwrap_or(report));
+            turn.reports.push(report);
             continue;
         }
         let outcome = env.execute(&code.code).await?;
@@ -213,12 +209,7 @@ pub(super) async fn run(
                 ran.blocks.values().map(|(_, out)| out.as_str()),
             )
         });
-        let shaped = shape_output(
-            &outcome.combined_output(),
-            max_output_chars,
-            context_chars,
-            settings.redact_ratio,
-        );
+        let shaped = shape(&outcome.combined_output());
         emit_exec(sink, (iteration, block), &outcome, &shaped);
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
@@ -309,18 +300,18 @@ pub(super) async fn run(
                 if ran.refused_values.insert(prose.to_owned()) {
                     prompt::answer_not_printed(call)
                 } else {
-                    let shape = |output: &str| {
-                        shape_output(
-                            output,
-                            max_output_chars,
-                            context_chars,
-                            settings.redact_ratio,
-                        )
-                    };
+                    // No block to mark `[not run: …]`: the trace says why a call the
+                    // model did not write runs.
+                    sink.emit(EventData::Warning {
+                        message: format!(
+                            "the reply is the same answer in prose as before, with no code; {}",
+                            in_place_note(call, ran)
+                        ),
+                    });
                     let report = |output: &str, value: Option<&str>| {
                         prompt::prose_ran_instead(call, output, value)
                     };
-                    run_in_place(call, (iteration, 0), env, sink, ran, shape, report).await?
+                    run_in_place(call, (iteration, 0), env, sink, ran, &shape, report).await?
                 }
             }
             (None, None, _) => prompt::correction(parsed.misfence.as_ref(), language),
@@ -495,6 +486,17 @@ async fn run_in_place(
     let text = report(&shaped, printed);
     ran.record(call.trim().to_owned(), shaped);
     Ok(text)
+}
+
+/// What takes the place of a reply sent again, in the trace's words: the task's `call`
+/// runs — or, when it ran before, its output is shown again ([`run_in_place`] does not
+/// run it twice).
+fn in_place_note(call: &str, ran: &RanBefore) -> &'static str {
+    if ran.blocks.contains_key(call.trim()) {
+        "the output of the task's call is shown again"
+    } else {
+        "the task's call runs in its place"
+    }
 }
 
 /// Why a block of the reply was not run. When none of a reply's blocks ran, the
