@@ -75,6 +75,15 @@ fn answer_with_printed() -> MockRule {
     })
 }
 
+/// A rule: when the last message holds `marker`, send the line it gives after
+/// "reply with exactly this line and nothing else:".
+fn sends_the_final_line_after(marker: &'static str) -> MockRule {
+    on(marker, |last| {
+        let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
+        Some(MockReply::text(line.to_owned()))
+    })
+}
+
 /// A model that copies the call offered in a message holding `marker`, then answers
 /// with what the call printed; its first replies are added with `.then`.
 fn copies_the_call_offered_after(marker: &'static str) -> MockScript {
@@ -184,16 +193,7 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
     let number = "```repl\n10\n```";
     for value in [array, number] {
         let script = MockScript::new()
-            .rule(on(
-                "reply with exactly this line and nothing else:\n",
-                |last| {
-                    if !last.contains("In its place") {
-                        return None;
-                    }
-                    let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
-                    Some(MockReply::text(line.to_owned()))
-                },
-            ))
+            .rule(sends_the_final_line_after("In its place"))
             .then(MockReply::text(value))
             .then(MockReply::text(value));
         let (mock, answer) = run_on("js", task, records.clone(), script);
@@ -235,13 +235,7 @@ fn a_sentence_sent_as_code_twice_runs_the_call_in_its_place() {
         "Which label appears in the most records of the context? Answer with the label only.";
     let sentence = "```repl\nThe label that appears in the most records is: support\n```";
     let script = MockScript::new()
-        .rule(on(
-            "reply with exactly this line and nothing else:\n",
-            |last| {
-                let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
-                Some(MockReply::text(line.to_owned()))
-            },
-        ))
+        .rule(sends_the_final_line_after("nothing else:\n"))
         .then(MockReply::text(sentence))
         .then(MockReply::text(sentence));
     let (mock, answer) = run_on("js", task, orders(200), script);
@@ -307,10 +301,9 @@ fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
     let (records, pairs) = people(300);
     let call = r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#;
     let script = MockScript::new()
-        .rule(on("That call computes the task's answer", |last| {
-            let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
-            Some(MockReply::text(line.to_owned()))
-        }))
+        .rule(sends_the_final_line_after(
+            "That call computes the task's answer",
+        ))
         .then(MockReply::text(format!("```repl\n{call}\n```")));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, pairs.to_string());
@@ -344,10 +337,7 @@ fn prose_stating_what_no_output_showed_is_offered_the_call_and_again_runs_it() {
         "Which label appears in the most records of the context? Answer with the label only.";
     let prose = "The label that appears in the most records of the context is `returns`.";
     let script = MockScript::new()
-        .rule(on("In its place", |last| {
-            let line = last.split("nothing else:\n").nth(1)?.lines().next()?;
-            Some(MockReply::text(line.to_owned()))
-        }))
+        .rule(sends_the_final_line_after("In its place"))
         .then(MockReply::text("```repl\nconsole.log('000001 label')\n```"))
         .then(MockReply::text(prose))
         .then(MockReply::text(prose));
