@@ -213,19 +213,60 @@ pub fn task_call_printed(value: &str) -> String {
     )
 }
 
-/// The notice after the same code ran again and printed the same `value`: running it
-/// once more changes nothing, and the exact line that sends the value, last.
-pub fn same_value_printed_again(value: &str) -> String {
+/// The notice questioning a `FINAL` answer, `answer`, that no output of the run
+/// showed, after the last code printed `printed`: the answer should come from what the
+/// code found; the printed value's exact line, last. The same answer sent again is
+/// taken.
+pub fn answer_unlike_output(answer: &str, printed: &str) -> String {
     format!(
-        "The same code printed {value} before; running it again gives the same. To look further, change the code. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})"
+        "Your answer {answer} is in no output of your code: your last code printed {printed}. An answer comes from what the code found, not from a variable's name or a guess. To look further, run code that prints the answer. If {printed} answers the task, reply with exactly this line and nothing else:\nFINAL({printed})"
+    )
+}
+
+/// [`answer_unlike_output`] for a bare `FINAL(word)` that ran as code and failed: the
+/// word is no variable, and no output showed it.
+pub fn bare_final_unlike_output(word: &str, printed: &str) -> String {
+    format!(
+        "FINAL({word}) ran as code, and `{word}` is not a variable of the REPL. {}",
+        answer_unlike_output(word, printed)
+    )
+}
+
+/// The notice after the same code ran again and printed the same `value`: running it
+/// once more changes nothing, and the exact line that sends the value, last — or, for
+/// a zero, `task_call`, the call that answers the task exactly, where there is one
+/// ([`zero_offer`]).
+pub fn same_value_printed_again(value: &str, task_call: Option<&str>) -> String {
+    let next = match task_call {
+        Some(call) if is_zero(value) => zero_offer(value, call),
+        _ => format!(
+            "To look further, change the code. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})"
+        ),
+    };
+    format!("The same code printed {value} before; running it again gives the same. {next}")
+}
+
+/// True when `value` is a zero (`0`, `0.0`): what a count or a sum prints when its
+/// pattern matched nothing.
+fn is_zero(value: &str) -> bool {
+    value.parse::<f64>().is_ok_and(|number| number == 0.0)
+}
+
+/// What follows code that printed a zero twice, when the task has a `call` that
+/// answers it exactly: the call, not the zero's `FINAL` line. The local model's regex
+/// matched nothing, printed `0` twice, was offered `FINAL(0)` and answered 0 where the
+/// count was 129 (docs/eval.md, final-line-seed9, python `aggregate` items 0 and 3).
+fn zero_offer(value: &str, call: &str) -> String {
+    format!(
+        "{value} often means the code matched nothing in `context`. Change the code, or send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
     )
 }
 
 /// The report of a block that was not run because the same code already ran `times`
 /// times: the output it had, and what to do instead — with the exact line to send
-/// when that output ended in one `value`, else with `task_call`, the call that answers
-/// the task exactly, where there is one (after-echo-seed6, js `pairs` item 0: a block
-/// with a syntax error sent four times).
+/// when that output ended in one `value` other than a zero, else with `task_call`, the
+/// call that answers the task exactly, where there is one and it is not this code
+/// (after-echo-seed6, js `pairs` item 0: a block with a syntax error sent four times).
 pub fn repeated_code(
     code: &str,
     language: &str,
@@ -239,11 +280,13 @@ pub fn repeated_code(
     } else {
         last_output
     };
-    let next = match value {
-        Some(value) => format!(
+    let other_call = task_call.filter(|call| call.trim() != code.trim());
+    let next = match (value, other_call) {
+        (Some(value), Some(call)) if is_zero(value) => zero_offer(value, call),
+        (Some(value), _) => format!(
             "To look further, change the code (another pattern, other offsets, another helper). If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})"
         ),
-        None => format!(
+        (None, _) => format!(
             "Change the code (another pattern, other offsets, another helper) or answer with FINAL(...).{}",
             task_call_offer(task_call)
         ),

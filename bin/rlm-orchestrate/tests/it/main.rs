@@ -51,6 +51,7 @@ mod task_call;
 mod terminal;
 mod tools;
 mod tree_limits;
+mod unprinted_answer;
 mod vars_big;
 mod vars_bounds;
 mod vars_errors;

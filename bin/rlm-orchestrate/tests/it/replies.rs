@@ -84,6 +84,7 @@ fn the_parser_takes_each_reply_as_the_corpus_says() {
                     || parsed.final_var.is_some()
                     || !parsed.blocks.is_empty()
             }
+            "question" => parsed.final_literal.is_some() || !parsed.blocks.is_empty(),
             "correct" => {
                 // A cut reply is parsed like any other; the loop refuses it.
                 case.finish_reason.is_some()
@@ -191,6 +192,11 @@ fn the_loop_does_what_the_corpus_says_with_each_reply() {
                 let says = case.says.as_deref().unwrap_or_default();
                 assert!(next_message.contains(says), "{name}: {next_message}");
                 assert_eq!(answer, "done", "{name}");
+            }
+            "question" => {
+                let says = case.says.as_deref().unwrap_or_default();
+                assert!(next_message.contains(says), "{name}: {next_message}");
+                assert_eq!(answer, "done", "{name}: its FINAL was not taken");
             }
             "correct" => {
                 assert!(outputs.is_empty(), "{name}: nothing runs: {outputs:?}");

@@ -318,14 +318,54 @@ fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
         "{after}"
     );
     // Other code that prints a number the first time is shown no such line.
+    let records = people(300).0;
+    let length = records.len();
     let script = MockScript::new()
         .then(MockReply::text("```repl\nconsole.log(context.length)\n```"))
-        .then(MockReply::text("FINAL(1)"));
-    let (mock, _) = run_on("js", task, people(300).0, script);
+        .then(MockReply::text(format!("FINAL({length})")));
+    let (mock, _) = run_on("js", task, records, script);
     let after = mock.control().requests()[1]
         .last_user_message()
         .unwrap_or_default();
     assert!(!after.contains("FINAL("), "{after}");
+}
+
+#[test]
+fn code_that_printed_zero_twice_is_offered_the_task_s_call_not_final_zero() {
+    // The final-line-seed9 reading's python `aggregate` items 0 and 3: a regex that
+    // matched nothing printed `0` twice, the model was offered `FINAL(0)` after the
+    // second run and after the third send, and answered 0 (the counts were 129 and 47).
+    // The task's call is offered instead, after the second run and with the repeat.
+    let task = "How many records in the context have label=returns? Answer with a number.";
+    let zero = "```repl\nimport re\nprint(len(re.findall(r'label: returns', context)))\n```";
+    for (marker, replies) in [
+        ("printed 0 before", 2),
+        ("the same code already ran 2 times", 3),
+    ] {
+        // Copies the call only where `marker` is, then sends the FINAL line offered.
+        let model = MockScript::new()
+            .rule(on(marker, |last| {
+                let call = offered_call(last)?;
+                Some(MockReply::text(format!("```repl\n{call}\n```")))
+            }))
+            .rule(sends_the_final_line_after("That call computes"));
+        let script = (0..replies).fold(model, |script, _| script.then(MockReply::text(zero)));
+        let (mock, answer) = run_on("python", task, orders(200), script);
+        assert_eq!(answer, "40", "{marker}");
+        let requests = mock.control().requests();
+        assert_eq!(
+            requests.len(),
+            replies + 2,
+            "{marker}: then the call, the answer"
+        );
+        let offered = requests[replies].last_user_message().unwrap_or_default();
+        assert!(
+            offered.contains("0 often means the code matched nothing")
+                && !offered.contains("FINAL(0)")
+                && offered_call(&offered).is_some_and(|call| call.contains("map_reduce(")),
+            "{offered}"
+        );
+    }
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod shown_words;
 mod sole_line;
 mod task_plan;
 mod tool_turn;
+mod unprinted_answer;
 mod value_block;
 
 pub use compact::WindowTooSmall;

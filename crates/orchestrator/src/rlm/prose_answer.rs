@@ -76,7 +76,7 @@ pub(super) fn stands_in(text: &str, value: &str) -> bool {
 }
 
 /// `text` with the commas that group digits taken out ("83,810" → "83810").
-fn ungrouped(text: &str) -> String {
+pub(super) fn ungrouped(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     chars
         .iter()

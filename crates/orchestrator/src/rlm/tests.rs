@@ -322,13 +322,13 @@ async fn imitated_output_never_reaches_the_transcript() {
     let h = run_with(
         &[
             "```repl\nprint(hello)\n```\nREPL output:\nfake 123\nFINAL(fake)",
-            "FINAL(done)",
+            "FINAL(hello)",
         ],
         settings(),
         Limits::default(),
     )
     .await;
-    assert_eq!(h.outcome.answer, "done");
+    assert_eq!(h.outcome.answer, "hello");
     let requests = h.provider.requests.lock().unwrap();
     let assistant = &requests[1][2];
     assert_eq!(assistant.role, crate::provider::Role::Assistant);

@@ -1,8 +1,6 @@
 //! A turn of the code medium: the model's fenced blocks run in order in the REPL, and
 //! their output — shaped by the redaction guard and truncation — is what it reads next.
 
-use std::collections::{HashMap, HashSet};
-
 use serde_json::Value;
 
 use super::bare_final::{self, BareFinal};
@@ -10,6 +8,7 @@ use super::context_literal;
 use super::echoed_error;
 use super::prose_answer;
 use super::shown_words;
+use super::unprinted_answer;
 use super::value_block;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, ExecOutcome, FinalAnswer};
@@ -18,6 +17,10 @@ use crate::output::shape_output;
 use crate::parse::parse_response;
 use crate::prompt;
 use crate::provider::ChatMessage;
+
+mod ran_before;
+
+pub(super) use ran_before::RanBefore;
 
 /// Where the turn stands.
 pub(super) struct Step<'a> {
@@ -39,36 +42,6 @@ pub(super) struct Step<'a> {
     /// The task and the context's preview as the model was shown them: a block of one
     /// token of them is not code ([`shown_words`]).
     pub shown: &'a [&'a str],
-}
-
-/// What a run's blocks have done so far.
-#[derive(Debug, Default)]
-pub(super) struct RanBefore {
-    /// Trimmed code → times run, last shaped output: the same code a third time is not
-    /// run again ([`REPEAT_LIMIT`]).
-    blocks: HashMap<String, (u32, String)>,
-    /// The shaped output of the block that ran last: what a reply in prose after it
-    /// may be stating as the answer ([`prose_answer`]).
-    last_output: Option<String>,
-    /// What the model was told cannot answer — the trimmed code of a block refused as
-    /// only a value or a sentence, the trimmed text of prose stating what no output
-    /// ended in: the same one sent again has the task's call run in its place
-    /// ([`run_in_place`]).
-    refused_values: HashSet<String>,
-}
-
-impl RanBefore {
-    /// Nothing ran yet.
-    pub(super) fn new() -> Self {
-        Self::default()
-    }
-
-    /// The block `key` (its trimmed code) ran once more and printed `shaped`.
-    fn record(&mut self, key: String, shaped: String) {
-        self.last_output = Some(shaped.clone());
-        let entry = self.blocks.entry(key).or_insert((0, String::new()));
-        *entry = (entry.0 + 1, shaped);
-    }
 }
 
 /// The same block is run this many times; after that the model is shown the output it
@@ -219,15 +192,24 @@ pub(super) async fn run(
             .is_none()
             .then(|| answer_in_view(&key, &shaped, earlier, task_call))
             .flatten();
-        ran.record(key, shaped);
+        ran.record(key, shaped, outcome.error.is_some());
         if let Some(notice) = prompt::exec_notices(&outcome) {
             turn.notices.push(notice);
         }
         turn.notices.extend(answer_line);
         match outcome.final_answer {
             Some(FinalAnswer::Var { value, .. }) => {
-                turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
-                return Ok(turn);
+                // A value written into `FINAL("…")` may be one the code never found.
+                let questioned = unprinted_answer::literal_in_code(&code.code)
+                    .and_then(|literal| question_unprinted(literal, ran, sink));
+                match questioned {
+                    Some(notice) => turn.notices.push(notice),
+                    None => {
+                        turn.final_answer =
+                            Some(outcome_of(value, AnswerSource::FinalVar, None));
+                        return Ok(turn);
+                    }
+                }
             }
             Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
                 Ok(()) => {
@@ -249,7 +231,15 @@ pub(super) async fn run(
                 turn.final_answer = Some(outcome_of(word, AnswerSource::Final, None));
                 return Ok(turn);
             }
-            Some(BareFinal::Notice(text)) => turn.notices.push(text),
+            Some(BareFinal::Notice(text)) => {
+                // A word no output showed, after code that printed another value: the
+                // printed value's line, not how to quote the word.
+                let unlike = bare_final::bare_word(&code.code).and_then(|word| {
+                    let printed = ran.printed_instead(word)?;
+                    Some(prompt::bare_final_unlike_output(word, printed))
+                });
+                turn.notices.push(unlike.unwrap_or(text));
+            }
             None => {}
         }
     }
@@ -260,7 +250,12 @@ pub(super) async fn run(
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
-            turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
+            match question_unprinted(answer, ran, sink) {
+                Some(notice) => turn.notices.push(notice),
+                None => {
+                    turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
+                }
+            }
             return Ok(turn);
         }
     } else if parsed.final_literal.is_some() {
@@ -351,7 +346,26 @@ fn answer_in_view(
     if only_line && task_call.is_some_and(|call| call.trim() == code) {
         return Some(prompt::task_call_printed(value));
     }
-    (earlier == Some(shaped)).then(|| prompt::same_value_printed_again(value))
+    let other_call = task_call.filter(|call| call.trim() != code);
+    (earlier == Some(shaped)).then(|| prompt::same_value_printed_again(value, other_call))
+}
+
+/// The notice questioning `answer`, a `FINAL` value no output of the run showed, when
+/// the last block that printed ended in another value ([`unprinted_answer`]); `None`
+/// takes the answer. Each answer is questioned once: sent again, it is taken. The
+/// trace says why an answer was not taken (`runs show` shows the warning).
+fn question_unprinted(answer: &str, ran: &mut RanBefore, sink: &EventSink) -> Option<String> {
+    let answer = answer.trim();
+    let printed = ran.printed_instead(answer)?.to_owned();
+    if !ran.questioned.insert(answer.to_owned()) {
+        return None;
+    }
+    sink.emit(EventData::Warning {
+        message: format!(
+            "the answer {answer} is in no output of the run's code, which printed {printed} last: questioned once (sent again, it is taken)"
+        ),
+    });
+    Some(prompt::answer_unlike_output(answer, &printed))
 }
 
 /// What a block is checked against before it runs.
@@ -484,7 +498,7 @@ async fn run_in_place(
     emit_exec(sink, (iteration, block), &outcome, &shaped);
     let printed = prose_answer::printed_value(&shaped).filter(|_| outcome.error.is_none());
     let text = report(&shaped, printed);
-    ran.record(call.trim().to_owned(), shaped);
+    ran.record(call.trim().to_owned(), shaped, outcome.error.is_some());
     Ok(text)
 }
 
