@@ -227,6 +227,56 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
 }
 
 #[test]
+fn a_call_run_in_a_value_s_place_is_not_a_third_correction() {
+    // The head-seed10 reading's js `pairs` item 3: two arrays refused, the second sent
+    // again had the call run in its place (3757) — and the run stopped there, a third
+    // reply of only a value, forced before the model saw the count: it answered 4.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let second = "```repl\n[[\"Lisbon\", \"Perth\"], [\"Lisbon\", \"Quito\"]]\n```";
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after("In its place"))
+        .then(MockReply::text("```repl\n[[\"Lisbon\"]]\n```"))
+        .then(MockReply::text(second))
+        .then(MockReply::text(second));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    let requests = mock.control().requests();
+    assert_eq!(
+        requests.len(),
+        4,
+        "three values, then the answer, not forced"
+    );
+}
+
+#[test]
+fn the_forced_answer_after_corrections_reads_what_the_last_reply_was_told() {
+    // The loop stops after a third reply of the same refused form; what that reply was
+    // told — here the refusal offering the task's call — comes with the request for the
+    // forced answer instead of being dropped.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, _) = people(300);
+    let literal = |n: u32| {
+        format!("```repl\nconst context = `person 00000{n}: city=Lima year=1960`;\nconsole.log(context.length);\n```")
+    };
+    let script = MockScript::new()
+        .then(MockReply::text(literal(1)))
+        .then(MockReply::text(literal(2)))
+        .then(MockReply::text(literal(3)))
+        .then(MockReply::text("FINAL(7)"));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, "7");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 4, "three literals, the forced answer");
+    let forced = requests[3].last_user_message().unwrap_or_default();
+    assert!(
+        forced.contains("Code not run: its line\nconst context = `person 000003")
+            && forced.contains("Stop: the reply was again code that replaces `context`"),
+        "{forced}"
+    );
+}
+
+#[test]
 fn a_sentence_sent_as_code_twice_runs_the_call_in_its_place() {
     // The after-inplace-seed8 reading's `aggregate` item 2: a sentence stating a label,
     // fenced as code, run (a SyntaxError) and sent until forced. Not run; sent again,

@@ -262,6 +262,8 @@ pub async fn run_loop(
     };
     let mut iterations = 0;
     let mut stop_reason = None;
+    // What the reply the loop stopped after was told — never sent otherwise.
+    let mut unread = None;
     let mut same_corrections: Option<(String, u32)> = None;
     let mut ran_before = code_turn::RanBefore::new();
     // Shown to a code-writing model where its own code cannot get there.
@@ -351,6 +353,16 @@ pub async fn run_loop(
                 stop_reason = Some(format!(
                     "the reply was again {form}, after {MAX_SAME_CORRECTIONS} corrections"
                 ));
+                // Its reports may hold what answers: a refusal's offered call, the
+                // output of a call run in a block's place (head-seed10 js `pairs`
+                // item 3: the count shown to no one, the forced answer a guess).
+                let said: Vec<&str> = turn
+                    .reports
+                    .iter()
+                    .chain(&turn.notices)
+                    .map(String::as_str)
+                    .collect();
+                unread = (!said.is_empty()).then(|| said.join("\n\n"));
                 sink.emit(EventData::StepCompleted {
                     iteration,
                     duration_ms: step_start.elapsed().as_millis() as u64,
@@ -397,6 +409,7 @@ pub async fn run_loop(
         caller,
         iterations,
         stop_reason,
+        unread,
     };
     force_final(ending, &mut medium, &mut fitter, &mut messages).await
 }
@@ -496,6 +509,9 @@ struct Ending<'a> {
     caller: Caller<'a>,
     iterations: u32,
     stop_reason: Option<String>,
+    /// The reports and notices of the last turn, when the loop stopped before they
+    /// were sent: they come first in the forced request.
+    unread: Option<String>,
 }
 
 /// Asks once more for an answer, with no more code or tools to run: the answer is
@@ -510,10 +526,14 @@ async fn force_final(
         caller,
         iterations,
         stop_reason,
+        unread,
     } = ending;
     let mut instruction = forced_instruction(medium).to_owned();
     if let Some(reason) = &stop_reason {
         instruction = format!("Stop: {reason}. {instruction}");
+    }
+    if let Some(unread) = unread {
+        instruction = format!("{unread}\n\n{instruction}");
     }
     messages.push(ChatMessage::user(instruction));
     // Tools stay declared (a conversation holding tool calls needs them), and the

@@ -153,9 +153,13 @@ pub(super) async fn run(
             if matches!(reason, NotRun::Value | NotRun::ValueAgain) {
                 ran.refused_values.insert(key);
             }
-            not_run.push(reason);
             let report = match (reason, task_call) {
                 (NotRun::ValueAgain, Some(call)) => {
+                    // The call runs in the block's place: code ran, unless its output
+                    // is only shown again.
+                    if ran.blocks.contains_key(call.trim()) {
+                        not_run.push(reason);
+                    }
                     let note = format!("{why}, sent again; {}", in_place_note(call, ran));
                     emit_not_run(sink, iteration, block, &note);
                     let sentence = value_block::is_sentence(&code.code);
@@ -165,6 +169,7 @@ pub(super) async fn run(
                     run_in_place(call, (iteration, block), env, sink, ran, &shape, report).await?
                 }
                 _ => {
+                    not_run.push(reason);
                     emit_not_run(sink, iteration, block, &why);
                     report
                 }
@@ -286,6 +291,7 @@ pub(super) async fn run(
         let nothing = output.and_then(prose_answer::found_nothing);
         let stated = output.and_then(|out| prose_answer::stated(&parsed.transcript_text, out));
         let prose = parsed.transcript_text.trim();
+        let mut correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
         let notice = match (nothing, stated, output.and(task_call)) {
             (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
             (None, Some(value), _) => prompt::answer_in_prose(value),
@@ -306,13 +312,17 @@ pub(super) async fn run(
                     let report = |output: &str, value: Option<&str>| {
                         prompt::prose_ran_instead(call, output, value)
                     };
+                    if !ran.blocks.contains_key(call.trim()) {
+                        // The call runs now: not a reply that got only a correction.
+                        correction = None;
+                    }
                     run_in_place(call, (iteration, 0), env, sink, ran, &shape, report).await?
                 }
             }
             (None, None, _) => prompt::correction(parsed.misfence.as_ref(), language),
         };
         turn.notices.push(notice);
-        turn.correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
+        turn.correction = correction;
     }
     Ok(turn)
 }
