@@ -342,6 +342,24 @@ pub fn value_block(code: &str, scalar: Option<&str>, task_call: Option<&str>) ->
     }
 }
 
+/// The notice after a block of one bare `word` ran and failed because no variable has
+/// that name: a word is not code, nor an answer; what to send instead — `task_call`,
+/// the call that answers the task exactly, where there is one, else the word's `FINAL`
+/// line or code that computes the answer. Sent again, the word is refused.
+pub fn undefined_word(word: &str, task_call: Option<&str>) -> String {
+    let next = match task_call {
+        Some(call) => format!(
+            "Send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
+        ),
+        None => format!(
+            "Write code that computes the answer from `context` and prints it. If {word} is your answer, reply with exactly this line and nothing else:\nFINAL({word})"
+        ),
+    };
+    format!(
+        "`{word}` ran as code, and no variable of the REPL has that name: a word sent as code computes nothing, and it is not an answer. {next}"
+    )
+}
+
 /// The report of a block of only a value (or a `sentence`) sent again, with `call`, the
 /// task's exact helper call, run in its place: the call, its `output`, and the exact
 /// `FINAL` line when the output ended in one `value`.

@@ -227,6 +227,39 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
 }
 
 #[test]
+fn a_word_sent_as_code_is_offered_the_call_and_again_runs_it() {
+    // The head-seed10 reading's js `aggregate` item 4: after its literal was refused,
+    // the model sent `payments` as code five times (`ReferenceError: payments is not
+    // defined`) and was forced with it, the wrong label. The first failure is told
+    // what a word is and offered the call; the same word again has the call run in its
+    // place.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after("In its place"))
+        .then(MockReply::text("```repl\npayments\n```"))
+        .then(MockReply::text("```repl\npayments\n```"));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "the word twice, the answer");
+    let first = requests[1].last_user_message().unwrap_or_default();
+    assert!(
+        first.contains("payments is not defined")
+            && first.contains("`payments` ran as code, and no variable of the REPL has that name")
+            && offered_call(&first).is_some_and(|call| call.contains("top_k")),
+        "{first}"
+    );
+    // The word its code printed last, sent as code, is the answer.
+    let script = MockScript::new()
+        .then(MockReply::text("```repl\nconsole.log('support')\n```"))
+        .then(MockReply::text("```repl\nsupport;\n```"));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "support");
+    assert_eq!(mock.control().requests().len(), 2, "no correction");
+}
+
+#[test]
 fn a_call_run_in_a_value_s_place_is_not_a_third_correction() {
     // The head-seed10 reading's js `pairs` item 3: two arrays refused, the second sent
     // again had the call run in its place (3757) — and the run stopped there, a third

@@ -11,6 +11,7 @@
 
 use super::prose_answer::stands_in;
 use super::sole_line::sole_line;
+use super::word_as_code;
 
 /// What a failed bare `FINAL(word)` block means.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +32,7 @@ pub(super) fn read<'a>(
     earlier_outputs: impl IntoIterator<Item = &'a str>,
 ) -> Option<BareFinal> {
     let word = bare_word(code)?;
-    let undefined = error.contains(&format!("name '{word}' is not defined"))
-        || error.contains(&format!("{word} is not defined"));
-    if !undefined {
+    if !word_as_code::undefined(error, word) {
         return None;
     }
     let printed = earlier_outputs

@@ -18,6 +18,7 @@ mod task_plan;
 mod tool_turn;
 mod unprinted_answer;
 mod value_block;
+mod word_as_code;
 
 pub use compact::WindowTooSmall;
 pub use fit::HistoryArchive;

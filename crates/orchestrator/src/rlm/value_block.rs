@@ -99,6 +99,12 @@ pub(super) fn is_sentence(code: &str) -> bool {
         })
 }
 
+/// True when `word` is one of the literal words of Python and JavaScript (`None`,
+/// `true` …): a value, not a name.
+pub(super) fn is_literal_word(word: &str) -> bool {
+    KEYWORDS.contains(&word)
+}
+
 /// The literal words of Python and JavaScript that are values, not names.
 const KEYWORDS: [&str; 8] = [
     "true",

@@ -10,6 +10,7 @@ use super::prose_answer;
 use super::shown_words;
 use super::unprinted_answer;
 use super::value_block;
+use super::word_as_code;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
 use crate::env::{CodeRepl, ExecOutcome, FinalAnswer};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
@@ -247,6 +248,20 @@ pub(super) async fn run(
             }
             None => {}
         }
+        if let Some(word) = outcome
+            .error
+            .as_deref()
+            .and_then(|error| word_as_code::read(&code.code, error))
+        {
+            if ran.last_printed.as_deref() == Some(word) {
+                // The word its code printed last, sent as code: the answer.
+                turn.final_answer = Some(outcome_of(word.to_owned(), AnswerSource::Final, None));
+                return Ok(turn);
+            }
+            // Sent again, it is refused like a value ([`refusal`]).
+            ran.refused_values.insert(code.code.trim().to_owned());
+            turn.notices.push(prompt::undefined_word(word, task_call));
+        }
     }
     if !not_run.is_empty() && not_run.len() == parsed.blocks.len() {
         // Nothing ran: counted as a correction so that a third such reply in a row ends
@@ -396,7 +411,8 @@ struct Refusal {
 
 /// Why `code` is not run and what the model is told, or `None` to run it. In order:
 /// the same code a third time, a literal assigned to `context`, the REPL's error
-/// message copied back, a token of the task or the preview, a block of only a value.
+/// message copied back, a token of the task or the preview, a word that failed as no
+/// variable's name sent again ([`word_as_code`]), a block of only a value.
 fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     let Checks {
         language,
@@ -447,6 +463,13 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
         );
     }
     let again = ran.refused_values.contains(code.trim());
+    if let Some(word) = word_as_code::word(code).filter(|_| again) {
+        return refuse(
+            NotRun::ValueAgain,
+            "it is a word no variable of the REPL has",
+            prompt::undefined_word(word, task_call),
+        );
+    }
     if value_block::is_sentence(code) {
         return refuse(
             if again {
@@ -531,7 +554,8 @@ enum NotRun {
     Repeat,
     /// Only a value written into the code ([`value_block`]).
     Value,
-    /// The same value as a block refused before, not one an earlier block printed: the
+    /// The same value as a block refused before, not one an earlier block printed, or
+    /// a word that failed as no variable's name sent again ([`word_as_code`]): the
     /// task's call runs in its place ([`run_in_place`]).
     ValueAgain,
     /// A token of the task or the context's preview written as code ([`shown_words`]).
