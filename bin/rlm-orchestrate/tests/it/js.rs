@@ -51,7 +51,7 @@ fn a_python_fence_under_js_gets_a_correction_naming_js() {
     let mock = mock(&[
         "```python\nprint(len(context))\n```",
         "```repl\nconsole.log(typeof context)\n```",
-        "FINAL(done)",
+        "FINAL(string)",
     ]);
     let context = sb.file("c.txt", "some text");
     let result = run_json(
@@ -60,7 +60,7 @@ fn a_python_fence_under_js_gets_a_correction_naming_js() {
         "q",
         &["--env", "js", "--context", context.to_str().unwrap()],
     );
-    assert_eq!(result["answer"], "done");
+    assert_eq!(result["answer"], "string");
     let requests = mock.control().requests();
     let correction = requests[1].last_user_message().unwrap();
     assert!(

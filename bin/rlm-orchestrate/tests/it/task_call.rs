@@ -400,6 +400,18 @@ fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
             )),
         "{after}"
     );
+    // The call as a middle block of a reply: the blocks after it ran on, and no line
+    // is shown.
+    let script = MockScript::new()
+        .then(MockReply::text(format!(
+            "```repl\n{call}\n```\n```repl\nconsole.log('more')\n```"
+        )))
+        .then(MockReply::text(format!("FINAL({pairs})")));
+    let (mock, _) = run_on("js", task, people(300).0, script);
+    let after = mock.control().requests()[1]
+        .last_user_message()
+        .unwrap_or_default();
+    assert!(!after.contains("nothing else:\nFINAL("), "{after}");
     // Other code that prints a number the first time is shown no such line.
     let records = people(300).0;
     let length = records.len();

@@ -12,9 +12,11 @@ use super::prose_answer::{printed_value, stands_in, ungrouped};
 use super::sole_line::sole_line;
 
 /// The value `last_printed` — the one value the last block that printed anything
-/// ended its output with — when `answer` is another single value that none of
-/// `outputs` (the run's blocks' outputs) holds; `None` when the answer is what the code
-/// showed, is not one value (a list, a sentence), or nothing printed one.
+/// ended its output with — when `answer` is another single value of the same kind (a
+/// number for a number, a word for a word) that none of `outputs` (the run's blocks'
+/// outputs) holds; `None` when the answer is what the code showed, is not one value (a
+/// list, a sentence), is of another kind — `yes` after a count printed `3` is an answer
+/// read from it — or nothing printed one.
 pub(super) fn other_printed<'a, 'o>(
     answer: &str,
     last_printed: &'a str,
@@ -25,11 +27,38 @@ pub(super) fn other_printed<'a, 'o>(
         return None;
     }
     let plain = ungrouped(answer);
+    match (Kind::of(answer), Kind::of(last_printed)) {
+        (Some(answered), Some(printed)) if answered == printed => {}
+        _ => return None,
+    }
     let shown = outputs.into_iter().any(|output| {
         let lower = output.to_lowercase();
         stands_in(&lower, &answer.to_lowercase()) || stands_in(&ungrouped(&lower), &plain)
     });
     (!shown).then_some(last_printed)
+}
+
+/// What a single value is, for comparing an answer with what the code printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A number, its digits grouped or not (`90454`, `90,454`, `-3.5`).
+    Number,
+    /// A word of letters only (`returns`, `loyalty`).
+    Word,
+}
+
+impl Kind {
+    /// The kind of `value`; `None` for anything else — a handle such as
+    /// `pieces-ea8872feb37c` names a value, it is not one.
+    fn of(value: &str) -> Option<Self> {
+        if ungrouped(value).parse::<f64>().is_ok() {
+            Some(Self::Number)
+        } else if value.chars().all(char::is_alphabetic) {
+            Some(Self::Word)
+        } else {
+            None
+        }
+    }
 }
 
 /// The literal a block that is one `FINAL("text")`, `FINAL('text')` or `FINAL(number)`
@@ -74,6 +103,20 @@ mod tests {
         assert_eq!(other_printed("90,454", "7", ["sum 90454", "7"]), None);
         // The value the code printed last is the answer.
         assert_eq!(other_printed("129", "129", ["129"]), None);
+    }
+
+    #[test]
+    fn an_answer_of_another_kind_than_the_printed_value_is_taken() {
+        // A word read from a count, a count of what a word named.
+        assert_eq!(other_printed("yes", "3", ["3"]), None);
+        assert_eq!(other_printed("done", "25", ["30 100 25"]), None);
+        assert_eq!(other_printed("12", "billing", ["billing"]), None);
+        assert_eq!(other_printed("1,924", "90454", ["90454"]), Some("90454"));
+        // A handle a helper printed is not a value an answer is compared with.
+        assert_eq!(
+            other_printed("done", "pieces-ea8872feb37c", ["pieces-ea8872feb37c"]),
+            None
+        );
     }
 
     #[test]

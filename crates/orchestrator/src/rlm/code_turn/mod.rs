@@ -193,9 +193,9 @@ pub(super) async fn run(
         turn.reports
             .push(prompt::exec_report(&code.code, language, &shaped));
         let earlier = ran.blocks.get(&key).map(|(_, output)| output.as_str());
-        let answer_line = outcome
-            .error
-            .is_none()
+        // Only the reply's last block: blocks after a middle one ran on past its value.
+        let last_block = block + 1 == parsed.blocks.len();
+        let answer_line = (outcome.error.is_none() && last_block)
             .then(|| answer_in_view(&key, &shaped, earlier, task_call))
             .flatten();
         ran.record(key, shaped, outcome.error.is_some());
