@@ -213,6 +213,15 @@ pub fn task_call_printed(value: &str) -> String {
     )
 }
 
+/// The notice after a `ctx_grep` of `word`, which the task names, found lines (under
+/// `--env tools`): what the task asks about is in view; answer when it answers the
+/// whole task, since the same search finds the same lines.
+pub fn task_word_found(word: &str) -> String {
+    format!(
+        "Your grep of \"{word}\", which the task names, found the lines above. If what you have found answers the whole task, call final_answer with the answer now; the same search again finds the same lines."
+    )
+}
+
 /// The notice questioning a `FINAL` answer, `answer`, that no output of the run
 /// showed, after the last code printed `printed`: the answer should come from what the
 /// code found; the printed value's exact line, last. The same answer sent again is

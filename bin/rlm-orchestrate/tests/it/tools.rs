@@ -545,3 +545,53 @@ fn a_model_that_repeats_one_call_is_forced_to_answer() {
         "{texts}"
     );
 }
+
+#[test]
+fn a_grep_of_the_task_s_key_that_found_its_line_is_followed_by_the_notice_to_answer() {
+    // The tools-seed10 reading's `sniah` items: the key's line found at the first call,
+    // then slices and the same grep until forced. After such a result the model is told
+    // to answer with final_answer when what it found answers the whole task.
+    let sb = Sandbox::new();
+    let mut text = "an essay line about startups\n".repeat(200);
+    text.push_str("The special magic number for jolly-quokka-91 is 8520563.\n");
+    text.push_str(&"more of the essay\n".repeat(200));
+    let context = sb.file("essay.txt", text);
+    let grep = call(
+        "ctx_grep",
+        json!({"variable": "context", "pattern": "jolly-quokka-91"}),
+    );
+    let answers = MockRule::function("answers after the notice", |request| {
+        let last = request.last_user_message()?;
+        last.contains("which the task names, found the lines above")
+            .then(|| call("final_answer", json!({"answer": "8520563"})))
+    });
+    let model = MockLlm::spawn_blocking_thread(MockScript::new().rule(answers).then(grep)).unwrap();
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &model.control().openai_base_url(),
+        "What is the special magic number for jolly-quokka-91 mentioned in the context?",
+        &args,
+    );
+    assert_eq!(result["answer"], "8520563");
+    assert_eq!(result["forced"], false);
+    assert_eq!(result["iterations"], 2);
+    // A grep of a word the task does not name is followed by no such notice.
+    let other = mock(vec![
+        call(
+            "ctx_grep",
+            json!({"variable": "context", "pattern": "essay"}),
+        ),
+        call("final_answer", json!({"answer": "none"})),
+    ]);
+    run_json(
+        &sb,
+        &other.control().openai_base_url(),
+        "What is the special magic number for jolly-quokka-91 mentioned in the context?",
+        &args,
+    );
+    let requests = other.control().requests();
+    let after = requests[1].last_user_message().unwrap_or_default();
+    assert!(!after.contains("which the task names"), "{after}");
+}

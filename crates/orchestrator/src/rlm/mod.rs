@@ -15,6 +15,7 @@ mod prose_answer;
 mod shown_words;
 mod sole_line;
 mod task_plan;
+mod task_word_found;
 mod tool_turn;
 mod unprinted_answer;
 mod value_block;
@@ -322,6 +323,7 @@ pub async fn run_loop(
             } => {
                 let step = tool_turn::Step {
                     iteration,
+                    task: query,
                     max_output_chars,
                     protocol: *protocol,
                 };

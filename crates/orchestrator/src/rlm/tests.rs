@@ -863,8 +863,12 @@ mod tools_medium {
             tail[2].content
         );
         assert_eq!(tail[3].role, Role::User);
+        // The grep of "vault", a word of the task, found its line: the notice to
+        // answer, then the state.
         assert!(
-            tail[3].content.starts_with("State: iteration 2 of 4"),
+            tail[3].content.starts_with(
+                "Your grep of \"vault\", which the task names, found the lines above."
+            ) && tail[3].content.contains("\n\nState: iteration 2 of 4"),
             "{}",
             tail[3].content
         );

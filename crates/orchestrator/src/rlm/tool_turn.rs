@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use super::task_word_found;
 use super::{outcome_of, LoopError, Turn};
 use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
 use crate::env::{ToolBox, ToolOutcome};
@@ -16,8 +17,11 @@ use crate::prompt::{self, ToolsMiss};
 use crate::provider::{ChatMessage, Completion, ToolCall};
 
 /// Where the turn stands.
-pub(super) struct Step {
+pub(super) struct Step<'a> {
     pub iteration: u32,
+    /// The task as the model was shown it: a grep of a word it names that found lines
+    /// is followed by the notice to answer ([`task_word_found`]).
+    pub task: &'a str,
     /// The most characters of a result shown (`--max-output-chars`, bounded by the
     /// window).
     pub max_output_chars: usize,
@@ -27,7 +31,7 @@ pub(super) struct Step {
 /// Runs the calls of the model's reply; the reply and the results go into `messages`
 /// (results written as text come back in the turn's reports instead).
 pub(super) async fn run(
-    step: Step,
+    step: Step<'_>,
     completion: &Completion,
     env: &mut dyn ToolBox,
     sink: &EventSink,
@@ -35,6 +39,7 @@ pub(super) async fn run(
 ) -> Result<Turn, LoopError> {
     let Step {
         iteration,
+        task,
         max_output_chars,
         protocol,
     } = step;
@@ -163,6 +168,9 @@ pub(super) async fn run(
             return Ok(turn);
         }
         repeated += usize::from(outcome.repeated);
+        if let Some(word) = task_word_found::read(call, &outcome, task) {
+            turn.notices.push(prompt::task_word_found(&word));
+        }
     }
     if repeated == calls.len() {
         // Nothing new ran: a loop, counted as a correction so that a third such reply
