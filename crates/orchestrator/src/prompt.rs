@@ -369,20 +369,20 @@ pub fn undefined_word(word: &str, task_call: Option<&str>) -> String {
     )
 }
 
-/// The report of a block of only a value (or a `sentence`) sent again, with `call`, the
-/// task's exact helper call, run in its place: the call, its `output`, and the exact
-/// `FINAL` line when the output ended in one `value`.
+/// The report of a block refused as no code — `what` it is: a value, a sentence, a
+/// word, text the model was shown — sent again, with `call`, the task's exact helper
+/// call, run in its place: the call, its `output`, and the exact `FINAL` line when the
+/// output ended in one `value`.
 pub fn value_ran_instead(
     code: &str,
-    sentence: bool,
+    what: &str,
     call: &str,
     output: &str,
     value: Option<&str>,
 ) -> String {
     let shown = one_line(code, 60);
-    let what = if sentence { "sentence" } else { "value" };
     format!(
-        "Code not run: `{shown}` is the same {what} you sent before, and a {what} is not code. {}",
+        "Code not run: you sent `{shown}` before, and it is {what}, not code. {}",
         call_ran_in_place(call, output, value)
     )
 }

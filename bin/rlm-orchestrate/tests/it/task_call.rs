@@ -204,7 +204,7 @@ fn the_same_value_sent_again_runs_the_call_in_its_place() {
         assert!(first.contains("is only a value"), "{first}");
         let again = requests[2].last_user_message().unwrap_or_default();
         assert!(
-            again.contains("is the same value you sent before")
+            again.contains("before, and it is a value, not code")
                 && again.contains("In its place the call that computes the task's answer")
                 && again.contains(&format!("REPL output:\n{pairs}\n"))
                 && again.contains(&format!("nothing else:\nFINAL({pairs})")),
@@ -332,7 +332,7 @@ fn a_sentence_sent_as_code_twice_runs_the_call_in_its_place() {
     );
     let again = requests[2].last_user_message().unwrap_or_default();
     assert!(
-        again.contains("is the same sentence you sent before"),
+        again.contains("before, and it is a sentence, not code"),
         "{again}"
     );
 }
@@ -594,5 +594,28 @@ fn a_key_value_of_the_preview_sent_as_code_is_refused_with_the_call_that_answers
         refused.contains("Code not run: `label=fraud` is text you were shown (the task or the context), not code")
             && refused.contains("/label=fraud/"),
         "{refused}"
+    );
+}
+
+#[test]
+fn a_key_value_of_the_preview_sent_again_runs_the_call_in_its_place() {
+    // The mends-seed11 reading's js `aggregate` item 1: after its literal was refused,
+    // `label=returns` three times, refused each time with the call offered, and forced
+    // with it. Sent again, the call runs in its place.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let token = "```repl\nlabel=fraud\n```";
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after("In its place"))
+        .then(MockReply::text(token))
+        .then(MockReply::text(token));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3, "the token twice, the answer");
+    let again = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        again.contains("you sent `label=fraud` before, and it is text you were shown, not code"),
+        "{again}"
     );
 }

@@ -151,7 +151,10 @@ pub(super) async fn run(
             report,
         }) = refused
         {
-            if matches!(reason, NotRun::Value | NotRun::ValueAgain) {
+            if matches!(
+                reason,
+                NotRun::Value | NotRun::ValueAgain | NotRun::ShownWords
+            ) {
                 ran.refused_values.insert(key);
             }
             let report = match (reason, task_call) {
@@ -163,9 +166,9 @@ pub(super) async fn run(
                     }
                     let note = format!("{why}, sent again; {}", in_place_note(call, ran));
                     emit_not_run(sink, iteration, block, &note);
-                    let sentence = value_block::is_sentence(&code.code);
+                    let what = not_code(&code.code, shown);
                     let report = |output: &str, value: Option<&str>| {
-                        prompt::value_ran_instead(&code.code, sentence, call, output, value)
+                        prompt::value_ran_instead(&code.code, what, call, output, value)
                     };
                     run_in_place(call, (iteration, block), env, sink, ran, &shape, report).await?
                 }
@@ -393,6 +396,20 @@ fn question_unprinted(answer: &str, ran: &mut RanBefore, sink: &EventSink) -> Op
     Some(prompt::answer_unlike_output(answer, &printed))
 }
 
+/// What a block refused as no code is, in the words of the report of the call run in
+/// its place: a sentence, a word no variable has, text the model was shown, a value.
+fn not_code(code: &str, shown: &[&str]) -> &'static str {
+    if value_block::is_sentence(code) {
+        "a sentence"
+    } else if shown_words::read(code, shown).is_some() {
+        "text you were shown"
+    } else if word_as_code::word(code).is_some() {
+        "a word no variable has"
+    } else {
+        "a value"
+    }
+}
+
 /// What a block is checked against before it runs.
 struct Checks<'a> {
     language: &'a str,
@@ -455,14 +472,18 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
             prompt::echoed_error(code, language, header, task_call),
         );
     }
+    let again = ran.refused_values.contains(code.trim());
     if let Some(token) = shown_words::read(code, shown) {
         return refuse(
-            NotRun::ShownWords,
+            if again {
+                NotRun::ValueAgain
+            } else {
+                NotRun::ShownWords
+            },
             "it is text the model was shown, not code",
             prompt::shown_words(token, language, task_call),
         );
     }
-    let again = ran.refused_values.contains(code.trim());
     if let Some(word) = word_as_code::word(code).filter(|_| again) {
         return refuse(
             NotRun::ValueAgain,
