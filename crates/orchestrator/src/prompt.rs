@@ -243,8 +243,8 @@ pub fn bare_final_unlike_output(word: &str, printed: &str) -> String {
 
 /// The notice after the same code ran again and printed the same `value`: running it
 /// once more changes nothing, and the exact line that sends the value, last — or, for
-/// a zero, `task_call`, the call that answers the task exactly, where there is one
-/// ([`zero_offer`]).
+/// a zero (which most often means the pattern matched nothing), `task_call`, the call
+/// that answers the task exactly, where there is one.
 pub fn same_value_printed_again(value: &str, task_call: Option<&str>) -> String {
     let next = match task_call {
         Some(call) if is_zero(value) => zero_offer(value, call),

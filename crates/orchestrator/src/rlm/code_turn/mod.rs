@@ -1,26 +1,25 @@
 //! A turn of the code medium: the model's fenced blocks run in order in the REPL, and
 //! their output — shaped by the redaction guard and truncation — is what it reads next.
 
-use serde_json::Value;
-
-use super::bare_final::{self, BareFinal};
+use super::bare_final;
 use super::context_literal;
 use super::echoed_error;
 use super::prose_answer;
 use super::shown_words;
-use super::unprinted_answer;
 use super::value_block;
 use super::word_as_code;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
-use crate::env::{CodeRepl, ExecOutcome, FinalAnswer};
+use crate::env::{CodeRepl, ExecOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
 use crate::prompt;
 use crate::provider::ChatMessage;
 
+mod block_answer;
 mod ran_before;
 
+use block_answer::{answer_of_block, question_unprinted, AnswerChecks, BlockRan};
 pub(super) use ran_before::RanBefore;
 
 /// Where the turn stands.
@@ -206,64 +205,20 @@ pub(super) async fn run(
             turn.notices.push(notice);
         }
         turn.notices.extend(answer_line);
-        match outcome.final_answer {
-            Some(FinalAnswer::Var { value, .. }) => {
-                // A value written into `FINAL("…")` may be one the code never found.
-                let questioned = unprinted_answer::literal_in_code(&code.code)
-                    .and_then(|literal| question_unprinted(literal, ran, sink));
-                match questioned {
-                    Some(notice) => turn.notices.push(notice),
-                    None => {
-                        turn.final_answer =
-                            Some(outcome_of(value, AnswerSource::FinalVar, None));
-                        return Ok(turn);
-                    }
-                }
-            }
-            Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
-                Ok(()) => {
-                    let answer = match &value {
-                        Value::String(s) => s.clone(),
-                        other => serde_json::to_string_pretty(other).unwrap_or_default(),
-                    };
-                    turn.final_answer = Some(outcome_of(answer, AnswerSource::Submit, Some(value)));
-                    return Ok(turn);
-                }
-                Err(errors) => turn.notices.push(format!(
-                    "SUBMIT was rejected: the payload does not match the output schema:\n{errors}\nFix it and call SUBMIT again."
-                )),
-            },
-            None => {}
-        }
-        match bare {
-            Some(BareFinal::Answer(word)) => {
-                turn.final_answer = Some(outcome_of(word, AnswerSource::Final, None));
-                return Ok(turn);
-            }
-            Some(BareFinal::Notice(text)) => {
-                // A word no output showed, after code that printed another value: the
-                // printed value's line, not how to quote the word.
-                let unlike = bare_final::bare_word(&code.code).and_then(|word| {
-                    let printed = ran.printed_instead(word)?;
-                    Some(prompt::bare_final_unlike_output(word, printed))
-                });
-                turn.notices.push(unlike.unwrap_or(text));
-            }
-            None => {}
-        }
-        if let Some(word) = outcome
-            .error
-            .as_deref()
-            .and_then(|error| word_as_code::read(&code.code, error))
-        {
-            if ran.last_printed.as_deref() == Some(word) {
-                // The word its code printed last, sent as code: the answer.
-                turn.final_answer = Some(outcome_of(word.to_owned(), AnswerSource::Final, None));
-                return Ok(turn);
-            }
-            // Sent again, it is refused like a value ([`refusal`]).
-            ran.refused_values.insert(code.code.trim().to_owned());
-            turn.notices.push(prompt::undefined_word(word, task_call));
+        let ran_block = BlockRan {
+            code: &code.code,
+            final_answer: outcome.final_answer,
+            error: outcome.error.as_deref(),
+            bare,
+        };
+        let checks = AnswerChecks {
+            settings,
+            task_call,
+            sink,
+        };
+        if let Some(done) = answer_of_block(ran_block, ran, &checks, &mut turn.notices) {
+            turn.final_answer = Some(done);
+            return Ok(turn);
         }
     }
     if !not_run.is_empty() && not_run.len() == parsed.blocks.len() {
@@ -376,24 +331,6 @@ fn answer_in_view(
     }
     let other_call = task_call.filter(|call| call.trim() != code);
     (earlier == Some(shaped)).then(|| prompt::same_value_printed_again(value, other_call))
-}
-
-/// The notice questioning `answer`, a `FINAL` value no output of the run showed, when
-/// the last block that printed ended in another value ([`unprinted_answer`]); `None`
-/// takes the answer. Each answer is questioned once: sent again, it is taken. The
-/// trace says why an answer was not taken (`runs show` shows the warning).
-fn question_unprinted(answer: &str, ran: &mut RanBefore, sink: &EventSink) -> Option<String> {
-    let answer = answer.trim();
-    let printed = ran.printed_instead(answer)?.to_owned();
-    if !ran.questioned.insert(answer.to_owned()) {
-        return None;
-    }
-    sink.emit(EventData::Warning {
-        message: format!(
-            "the answer {answer} is in no output of the run's code, which printed {printed} last: questioned once (sent again, it is taken)"
-        ),
-    });
-    Some(prompt::answer_unlike_output(answer, &printed))
 }
 
 /// What a block refused as no code is, in the words of the report of the call run in
@@ -627,26 +564,4 @@ fn emit_not_run(sink: &EventSink, iteration: u32, block: usize, why: &str) {
         timed_out: false,
         duration_ms: 0,
     }));
-}
-
-/// A SUBMIT payload that does not match `--output-schema`: what is wrong, one line
-/// each, for the model to fix.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", .0.join("\n"))]
-struct SchemaMismatch(Vec<String>);
-
-/// Checks a SUBMIT payload against `--output-schema`.
-fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), SchemaMismatch> {
-    let Some(schema) = &settings.output_schema else {
-        return Ok(());
-    };
-    let errors: Vec<String> = schema
-        .iter_errors(value)
-        .map(|e| format!("- at {}: {e}", e.instance_path()))
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(SchemaMismatch(errors))
-    }
 }

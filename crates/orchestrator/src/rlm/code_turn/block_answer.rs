@@ -1,0 +1,148 @@
+//! What a block that ran answers: its `FINAL("…")`/`FINAL_VAR` call, a `SUBMIT` that
+//! fits `--output-schema`, a bare `FINAL(word)`, a bare word its code printed last — and
+//! the notices when it does not: a `FINAL` of a value no output showed is questioned
+//! once ([`unprinted_answer`]), a word no variable has is offered the task's call.
+
+use serde_json::Value;
+
+use super::RanBefore;
+use crate::env::FinalAnswer;
+use crate::events::{AnswerSource, EventData, EventSink};
+use crate::prompt;
+use crate::rlm::bare_final::{self, BareFinal};
+use crate::rlm::{outcome_of, unprinted_answer, word_as_code, LoopOutcome, LoopSettings};
+
+/// What a block that ran gave besides its output, for [`answer_of_block`].
+pub(super) struct BlockRan<'a> {
+    /// Its code.
+    pub code: &'a str,
+    /// The `FINAL`, `FINAL_VAR` or `SUBMIT` it called.
+    pub final_answer: Option<FinalAnswer>,
+    /// The error it raised, if any.
+    pub error: Option<&'a str>,
+    /// Its reading as a bare `FINAL(word)`, made before its output joined the run's.
+    pub bare: Option<BareFinal>,
+}
+
+/// What [`answer_of_block`] checks an answer against.
+pub(super) struct AnswerChecks<'a> {
+    /// `--output-schema`, for `SUBMIT`.
+    pub settings: &'a LoopSettings,
+    /// The task's exact call, offered after a word sent as code.
+    pub task_call: Option<&'a str>,
+    /// Where a questioned answer is traced.
+    pub sink: &'a EventSink,
+}
+
+/// The answer a block that ran gives, if any — its `FINAL("…")` or `FINAL_VAR` call
+/// (a literal no output showed questioned once), a `SUBMIT` that fits the schema, a
+/// bare `FINAL(word)` or a bare word its code printed last — with what the model is told
+/// otherwise pushed to `notices`.
+pub(super) fn answer_of_block(
+    block: BlockRan<'_>,
+    ran: &mut RanBefore,
+    checks: &AnswerChecks<'_>,
+    notices: &mut Vec<String>,
+) -> Option<LoopOutcome> {
+    let BlockRan {
+        code,
+        final_answer,
+        error,
+        bare,
+    } = block;
+    let AnswerChecks {
+        settings,
+        task_call,
+        sink,
+    } = *checks;
+    match final_answer {
+        Some(FinalAnswer::Var { value, .. }) => {
+            // A value written into `FINAL("…")` may be one the code never found.
+            let questioned = unprinted_answer::literal_in_code(code)
+                .and_then(|literal| question_unprinted(literal, ran, sink));
+            match questioned {
+                Some(notice) => notices.push(notice),
+                None => return Some(outcome_of(value, AnswerSource::FinalVar, None)),
+            }
+        }
+        Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
+            Ok(()) => {
+                let answer = match &value {
+                    Value::String(s) => s.clone(),
+                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
+                };
+                return Some(outcome_of(answer, AnswerSource::Submit, Some(value)));
+            }
+            Err(errors) => notices.push(format!(
+                "SUBMIT was rejected: the payload does not match the output schema:\n{errors}\nFix it and call SUBMIT again."
+            )),
+        },
+        None => {}
+    }
+    match bare {
+        Some(BareFinal::Answer(word)) => return Some(outcome_of(word, AnswerSource::Final, None)),
+        Some(BareFinal::Notice(text)) => {
+            // A word no output showed, after code that printed another value: the
+            // printed value's line, not how to quote the word.
+            let unlike = bare_final::bare_word(code).and_then(|word| {
+                let printed = ran.printed_instead(word)?;
+                Some(prompt::bare_final_unlike_output(word, printed))
+            });
+            notices.push(unlike.unwrap_or(text));
+        }
+        None => {}
+    }
+    let word = error.and_then(|error| word_as_code::read(code, error))?;
+    if ran.last_printed.as_deref() == Some(word) {
+        // The word its code printed last, sent as code: the answer.
+        return Some(outcome_of(word.to_owned(), AnswerSource::Final, None));
+    }
+    // Sent again, it is refused like a value ([`super::refusal`]).
+    ran.refused_values.insert(code.trim().to_owned());
+    notices.push(prompt::undefined_word(word, task_call));
+    None
+}
+
+/// The notice questioning `answer`, a `FINAL` value no output of the run showed, when
+/// the last block that printed ended in another value ([`unprinted_answer`]); `None`
+/// takes the answer. Each answer is questioned once: sent again, it is taken. The
+/// trace says why an answer was not taken (`runs show` shows the warning).
+pub(super) fn question_unprinted(
+    answer: &str,
+    ran: &mut RanBefore,
+    sink: &EventSink,
+) -> Option<String> {
+    let answer = answer.trim();
+    let printed = ran.printed_instead(answer)?.to_owned();
+    if !ran.questioned.insert(answer.to_owned()) {
+        return None;
+    }
+    sink.emit(EventData::Warning {
+        message: format!(
+            "the answer {answer} is in no output of the run's code, which printed {printed} last: questioned once (sent again, it is taken)"
+        ),
+    });
+    Some(prompt::answer_unlike_output(answer, &printed))
+}
+
+/// A SUBMIT payload that does not match `--output-schema`: what is wrong, one line
+/// each, for the model to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+struct SchemaMismatch(Vec<String>);
+
+/// Checks a SUBMIT payload against `--output-schema`.
+fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), SchemaMismatch> {
+    let Some(schema) = &settings.output_schema else {
+        return Ok(());
+    };
+    let errors: Vec<String> = schema
+        .iter_errors(value)
+        .map(|e| format!("- at {}: {e}", e.instance_path()))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(SchemaMismatch(errors))
+    }
+}
