@@ -257,7 +257,7 @@ pub fn same_value_printed_again(value: &str, task_call: Option<&str>) -> String 
 
 /// True when `value` is a zero (`0`, `0.0`): what a count or a sum prints when its
 /// pattern matched nothing.
-fn is_zero(value: &str) -> bool {
+pub(crate) fn is_zero(value: &str) -> bool {
     value.parse::<f64>().is_ok_and(|number| number == 0.0)
 }
 
@@ -549,9 +549,25 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
 /// printed, without `FINAL`: the exact line to send, which a small model copies where
 /// it does not follow the general rule (Qwen2.5-Coder-1.5B wrote "The answer is 290."
 /// ten times after the general correction, docs/eval.md, the matrix reading).
-pub fn answer_in_prose(value: &str) -> String {
+pub fn answer_in_prose(value: &str, task_call: Option<&str>) -> String {
+    match task_call {
+        Some(call) if is_zero(value) => format!(
+            "Your message had no code to run and no final answer: an answer in a sentence is not taken. {}",
+            zero_offer(value, call)
+        ),
+        _ => format!(
+            "Your message had no code to run and no final answer: an answer in a sentence is not taken. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code in a ```repl block."
+        ),
+    }
+}
+
+/// The notice questioning a `FINAL(0)` — a zero the task's `call` did not give: a zero
+/// most often means the code matched nothing; the call that computes the answer
+/// exactly. The same answer sent again is taken.
+pub fn zero_answer(value: &str, call: &str) -> String {
     format!(
-        "Your message had no code to run and no final answer: an answer in a sentence is not taken. If {value} is your answer, reply with exactly this line and nothing else:\nFINAL({value})\nOtherwise write code in a ```repl block."
+        "Your answer is {value}, and {} If it prints {value} too, {value} is the answer.",
+        zero_offer(value, call)
     )
 }
 

@@ -619,3 +619,36 @@ fn a_key_value_of_the_preview_sent_again_runs_the_call_in_its_place() {
         "{again}"
     );
 }
+
+#[test]
+fn a_zero_answered_from_the_model_s_own_code_is_offered_the_task_s_call_once() {
+    // The mends-seed11 reading's js `pairs` item 3: its own code printed 0, then "The
+    // answer is 0.", offered FINAL(0), answered 0 (the count was 3920). A zero the
+    // task's call did not give is offered the call, stated in prose or in FINAL.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let zero = "```repl\nconsole.log(context.split('\\n').filter(l => l.includes('city: Lima')).length)\n```";
+    for (reply, marker) in [
+        ("The answer is 0.", "an answer in a sentence is not taken. 0 often means"),
+        ("FINAL(0)", "Your answer is 0, and 0 often means"),
+    ] {
+        let script = copies_the_call_offered_after(marker)
+            .then(MockReply::text(zero))
+            .then(MockReply::text(reply));
+        let (mock, answer) = run_on("js", task, records.clone(), script);
+        assert_eq!(answer, pairs.to_string(), "{reply}");
+        assert_eq!(
+            mock.control().requests().len(),
+            4,
+            "{reply}: the code, the zero, the call, the answer"
+        );
+    }
+    // Sent again, the zero is taken.
+    let script = MockScript::new()
+        .then(MockReply::text(zero))
+        .then(MockReply::text("FINAL(0)"))
+        .then(MockReply::text("FINAL(0)"));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, "0");
+    assert_eq!(mock.control().requests().len(), 3);
+}

@@ -1,7 +1,8 @@
 //! What a block that ran answers: its `FINAL("…")`/`FINAL_VAR` call, a `SUBMIT` that
 //! fits `--output-schema`, a bare `FINAL(word)`, a bare word its code printed last — and
-//! the notices when it does not: a `FINAL` of a value no output showed is questioned
-//! once ([`unprinted_answer`]), a word no variable has is offered the task's call.
+//! the notices when it does not: a `FINAL` of a value no output showed, or of a zero
+//! the task's call did not give, is questioned once ([`unprinted_answer`]), a word no
+//! variable has is offered the task's call.
 
 use serde_json::Value;
 
@@ -59,7 +60,7 @@ pub(super) fn answer_of_block(
         Some(FinalAnswer::Var { value, .. }) => {
             // A value written into `FINAL("…")` may be one the code never found.
             let questioned = unprinted_answer::literal_in_code(code)
-                .and_then(|literal| question_unprinted(literal, ran, sink));
+                .and_then(|literal| question_answer(literal, ran, task_call, sink));
             match questioned {
                 Some(notice) => notices.push(notice),
                 None => return Some(outcome_of(value, AnswerSource::FinalVar, None)),
@@ -103,26 +104,41 @@ pub(super) fn answer_of_block(
     None
 }
 
-/// The notice questioning `answer`, a `FINAL` value no output of the run showed, when
-/// the last block that printed ended in another value ([`unprinted_answer`]); `None`
-/// takes the answer. Each answer is questioned once: sent again, it is taken. The
-/// trace says why an answer was not taken (`runs show` shows the warning).
-pub(super) fn question_unprinted(
+/// The notice questioning a `FINAL` `answer`: a value no output of the run showed,
+/// when the last block that printed ended in another value of its kind
+/// ([`unprinted_answer`]), or a zero the task's call (`task_call`, where there is one)
+/// did not give. `None` takes the answer. Each answer is questioned once: sent again,
+/// it is taken. The trace says why an answer was not taken (`runs show` shows the
+/// warning).
+pub(super) fn question_answer(
     answer: &str,
     ran: &mut RanBefore,
+    task_call: Option<&str>,
     sink: &EventSink,
 ) -> Option<String> {
     let answer = answer.trim();
-    let printed = ran.printed_instead(answer)?.to_owned();
+    let (why, notice) = if let Some(printed) = ran.printed_instead(answer) {
+        (
+            format!("it is in no output of the run's code, which printed {printed} last"),
+            prompt::answer_unlike_output(answer, printed),
+        )
+    } else {
+        // A zero the task's call did not give: most often a pattern that matched
+        // nothing (mends-seed11, js `pairs` item 3: its code printed 0, answered 0).
+        let call = task_call
+            .filter(|call| prompt::is_zero(answer) && !ran.blocks.contains_key(call.trim()))?;
+        (
+            "a zero the task's call did not give".to_owned(),
+            prompt::zero_answer(answer, call),
+        )
+    };
     if !ran.questioned.insert(answer.to_owned()) {
         return None;
     }
     sink.emit(EventData::Warning {
-        message: format!(
-            "the answer {answer} is in no output of the run's code, which printed {printed} last: questioned once (sent again, it is taken)"
-        ),
+        message: format!("the answer {answer} is questioned once (sent again, it is taken): {why}"),
     });
-    Some(prompt::answer_unlike_output(answer, &printed))
+    Some(notice)
 }
 
 /// A SUBMIT payload that does not match `--output-schema`: what is wrong, one line

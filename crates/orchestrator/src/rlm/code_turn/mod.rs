@@ -19,7 +19,7 @@ use crate::provider::ChatMessage;
 mod block_answer;
 mod ran_before;
 
-use block_answer::{answer_of_block, question_unprinted, AnswerChecks, BlockRan};
+use block_answer::{answer_of_block, question_answer, AnswerChecks, BlockRan};
 pub(super) use ran_before::RanBefore;
 
 /// Where the turn stands.
@@ -228,7 +228,7 @@ pub(super) async fn run(
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
-            match question_unprinted(answer, ran, sink) {
+            match question_answer(answer, ran, task_call, sink) {
                 Some(notice) => turn.notices.push(notice),
                 None => {
                     turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
@@ -267,7 +267,11 @@ pub(super) async fn run(
         let mut correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
         let notice = match (nothing, stated, output.and(task_call)) {
             (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
-            (None, Some(value), _) => prompt::answer_in_prose(value),
+            (None, Some(value), _) => {
+                // A zero offers the task's call unless that call gave it.
+                let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()));
+                prompt::answer_in_prose(value, call)
+            }
             // Prose after code whose output does not end in what it states: the task's
             // call is offered, and the same prose again has it run in its place.
             (None, None, Some(call)) if !prose.is_empty() => {
