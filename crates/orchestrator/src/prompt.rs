@@ -222,6 +222,22 @@ pub fn task_word_found(word: &str) -> String {
     )
 }
 
+/// The notice after a `ctx_grep` of `word` found lines, for a task that names `count`
+/// keys (`multi-needle`): which keys no grep has found yet (`missing`), or, when none
+/// is left, to answer with all of them.
+pub fn task_keys_found(word: &str, count: usize, missing: &[&str]) -> String {
+    if missing.is_empty() {
+        format!(
+            "Your grep of \"{word}\" found the lines above. You have found lines for every one of the {count} keys the task names: call final_answer now with the whole answer the task asks for."
+        )
+    } else {
+        format!(
+            "Your grep of \"{word}\" found the lines above. The task names {count} keys; not found yet: {}. Grep each of them; when you have them all, call final_answer with the whole answer the task asks for.",
+            missing.join(", ")
+        )
+    }
+}
+
 /// The notice questioning a `FINAL` answer, `answer`, that no output of the run
 /// showed, after the last code printed `printed`: the answer should come from what the
 /// code found; the printed value's exact line, last. The same answer sent again is

@@ -629,7 +629,10 @@ fn a_zero_answered_from_the_model_s_own_code_is_offered_the_task_s_call_once() {
     let (records, pairs) = people(300);
     let zero = "```repl\nconsole.log(context.split('\\n').filter(l => l.includes('city: Lima')).length)\n```";
     for (reply, marker) in [
-        ("The answer is 0.", "an answer in a sentence is not taken. 0 often means"),
+        (
+            "The answer is 0.",
+            "an answer in a sentence is not taken. 0 often means",
+        ),
         ("FINAL(0)", "Your answer is 0, and 0 often means"),
     ] {
         let script = copies_the_call_offered_after(marker)

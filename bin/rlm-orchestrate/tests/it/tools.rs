@@ -595,3 +595,46 @@ fn a_grep_of_the_task_s_key_that_found_its_line_is_followed_by_the_notice_to_ans
     let after = requests[1].last_user_message().unwrap_or_default();
     assert!(!after.contains("which the task names"), "{after}");
 }
+
+#[test]
+fn a_task_of_several_keys_is_told_which_keys_no_grep_has_found_yet() {
+    // The latest-seed11 reading's `multi-needle` item 0: told to answer after the first
+    // key's line, the model answered with one number of four. A task that names
+    // several keys is told which are left, and to answer once none is.
+    let sb = Sandbox::new();
+    let mut text = "an essay line\n".repeat(100);
+    text.push_str("The special magic number for ivory-falcon-10 is 9085628.\n");
+    text.push_str(&"more essay\n".repeat(100));
+    text.push_str("The special magic number for eager-badger-07 is 8830464.\n");
+    let context = sb.file("essay.txt", text);
+    fn grep(key: &str) -> MockReply {
+        call("ctx_grep", json!({"variable": "context", "pattern": key}))
+    }
+    let next_key = MockRule::function("greps the key left", |request| {
+        let last = request.last_user_message()?;
+        last.contains("not found yet: eager-badger-07")
+            .then(|| grep("eager-badger-07"))
+    });
+    let answers = MockRule::function("answers when none is left", |request| {
+        let last = request.last_user_message()?;
+        last.contains("every one of the 2 keys")
+            .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
+    });
+    let model = MockLlm::spawn_blocking_thread(
+        MockScript::new()
+            .rule(next_key)
+            .rule(answers)
+            .then(grep("ivory-falcon-10")),
+    )
+    .unwrap();
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &model.control().openai_base_url(),
+        "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?",
+        &args,
+    );
+    assert_eq!(result["answer"], "9085628, 8830464");
+    assert_eq!(result["iterations"], 3);
+}

@@ -268,6 +268,8 @@ pub async fn run_loop(
     let mut unread = None;
     let mut same_corrections: Option<(String, u32)> = None;
     let mut ran_before = code_turn::RanBefore::new();
+    // The words of the task that a tools-medium grep found ([`task_word_found`]).
+    let mut found_task_words = std::collections::HashSet::new();
     // Shown to a code-writing model where its own code cannot get there.
     let task_call = match &medium {
         Medium::Code(repl) => {
@@ -324,6 +326,7 @@ pub async fn run_loop(
                 let step = tool_turn::Step {
                     iteration,
                     task: query,
+                    found: &mut found_task_words,
                     max_output_chars,
                     protocol: *protocol,
                 };

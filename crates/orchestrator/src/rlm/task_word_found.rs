@@ -5,6 +5,13 @@
 //! (docs/eval.md). After such a result it is told to answer with `final_answer` when
 //! what it found answers the whole task; the code media show the exact `FINAL` line in
 //! that position.
+//!
+//! A task that names several keys (`multi-needle`: "the special magic numbers for
+//! ivory-falcon-10, eager-badger-07, …") is told which keys no grep has found yet
+//! instead: told only to answer, the model answered with the first key's number
+//! (latest-seed11, `multi-needle` item 0).
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -30,6 +37,43 @@ pub(super) fn read(call: &ToolCall, outcome: &ToolOutcome, task: &str) -> Option
             .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '));
     (plain && holds_token(&task.to_lowercase(), &pattern.to_lowercase()))
         .then(|| pattern.to_owned())
+}
+
+/// The keys `task` names: its words that hold a letter and a `-` or a digit
+/// (`jolly-quokka-91`), lowercased, in order, each once.
+pub(super) fn keys(task: &str) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for word in task.split_whitespace() {
+        let word = word
+            .trim_matches(|c: char| ",.;:?!\"'()`".contains(c))
+            .to_lowercase();
+        let letter = word.chars().any(char::is_alphabetic);
+        let mark = word.chars().any(|c| c == '-' || c.is_ascii_digit());
+        let plain = word
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_'));
+        if word.len() >= 3 && letter && mark && plain && !keys.contains(&word) {
+            keys.push(word);
+        }
+    }
+    keys
+}
+
+/// What the model is told after a grep of `word`, a word the task names, found lines:
+/// `found` gathers, over the run, the words such greps found. For a task of one key or
+/// none, to answer when what it found answers the whole task; for a task of several
+/// `keys`, which of them no grep has found yet — or, when none is left, to answer.
+pub(super) fn notice(word: &str, keys: &[String], found: &mut HashSet<String>) -> String {
+    found.insert(word.to_lowercase());
+    if keys.len() < 2 {
+        return crate::prompt::task_word_found(word);
+    }
+    let missing: Vec<&str> = keys
+        .iter()
+        .filter(|key| !found.contains(*key))
+        .map(String::as_str)
+        .collect();
+    crate::prompt::task_keys_found(word, keys.len(), &missing)
 }
 
 /// Whether `text` holds `token` with no letter, digit, `-` or `_` touching either end.
@@ -70,6 +114,46 @@ mod tests {
         assert_eq!(
             read(&grep("Magic Number"), &found(line), TASK).as_deref(),
             Some("Magic Number")
+        );
+    }
+
+    #[test]
+    fn the_keys_a_task_names_are_read_in_order() {
+        assert_eq!(keys(TASK), ["jolly-quokka-91"]);
+        // The latest-seed11 reading's `multi-needle` item 0.
+        let four = "What are the special magic numbers for ivory-falcon-10, eager-badger-07, dusty-ibis-84 and eager-marten-09 mentioned in the context?";
+        assert_eq!(
+            keys(four),
+            [
+                "ivory-falcon-10",
+                "eager-badger-07",
+                "dusty-ibis-84",
+                "eager-marten-09"
+            ]
+        );
+        // A field's value, a year or a plain word is not a key.
+        let records = "How many records have label=returns and year > 2000?";
+        assert!(keys(records).is_empty(), "{:?}", keys(records));
+    }
+
+    #[test]
+    fn a_task_of_several_keys_is_told_which_are_left() {
+        let keys = keys("the numbers for ivory-falcon-10, eager-badger-07 and dusty-ibis-84?");
+        let mut found = HashSet::new();
+        let first = notice("Ivory-Falcon-10", &keys, &mut found);
+        assert!(
+            first.contains("not found yet: eager-badger-07, dusty-ibis-84")
+                && !first.contains("call final_answer with the answer now"),
+            "{first}"
+        );
+        notice("eager-badger-07", &keys, &mut found);
+        let last = notice("dusty-ibis-84", &keys, &mut found);
+        assert!(last.contains("every one of the 3 keys"), "{last}");
+        // One key: answer when it answers the whole task.
+        let one = notice("jolly-quokka-91", &["jolly-quokka-91".into()], &mut found);
+        assert!(
+            one.contains("call final_answer with the answer now"),
+            "{one}"
         );
     }
 

@@ -4,6 +4,7 @@
 //! written as text. The run ends by `FINAL(...)` in a message without calls, or by a
 //! `final_answer` call made alone.
 
+use std::collections::HashSet;
 use std::time::Instant;
 
 use super::task_word_found;
@@ -22,6 +23,9 @@ pub(super) struct Step<'a> {
     /// The task as the model was shown it: a grep of a word it names that found lines
     /// is followed by the notice to answer ([`task_word_found`]).
     pub task: &'a str,
+    /// The words of the task such greps found so far in the run: a task of several
+    /// keys is told which are left.
+    pub found: &'a mut HashSet<String>,
     /// The most characters of a result shown (`--max-output-chars`, bounded by the
     /// window).
     pub max_output_chars: usize,
@@ -40,6 +44,7 @@ pub(super) async fn run(
     let Step {
         iteration,
         task,
+        found,
         max_output_chars,
         protocol,
     } = step;
@@ -169,7 +174,9 @@ pub(super) async fn run(
         }
         repeated += usize::from(outcome.repeated);
         if let Some(word) = task_word_found::read(call, &outcome, task) {
-            turn.notices.push(prompt::task_word_found(&word));
+            let keys = task_word_found::keys(task);
+            turn.notices
+                .push(task_word_found::notice(&word, &keys, found));
         }
     }
     if repeated == calls.len() {
