@@ -646,6 +646,20 @@ fn a_zero_answered_from_the_model_s_own_code_is_offered_the_task_s_call_once() {
             "{reply}: the code, the zero, the call, the answer"
         );
     }
+    // The latest-seed12 reading's js `pairs` item 4: the same "The answer is 0." three
+    // times, the call never copied. Sent again, the prose has the call run in its place.
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after("In its place"))
+        .then(MockReply::text(zero))
+        .then(MockReply::text("The answer is 0."))
+        .then(MockReply::text("The answer is 0."));
+    let (mock, answer) = run_on("js", task, records.clone(), script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(
+        mock.control().requests().len(),
+        4,
+        "the code, the prose twice, the answer"
+    );
     // Sent again, the zero is taken.
     let script = MockScript::new()
         .then(MockReply::text(zero))

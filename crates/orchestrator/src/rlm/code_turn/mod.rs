@@ -265,38 +265,40 @@ pub(super) async fn run(
         let stated = output.and_then(|out| prose_answer::stated(&parsed.transcript_text, out));
         let prose = parsed.transcript_text.trim();
         let mut correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
-        let notice = match (nothing, stated, output.and(task_call)) {
-            (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
-            (None, Some(value), _) => {
-                // A zero offers the task's call unless that call gave it.
-                let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()));
-                prompt::answer_in_prose(value, call)
-            }
-            // Prose after code whose output does not end in what it states: the task's
-            // call is offered, and the same prose again has it run in its place.
-            (None, None, Some(call)) if !prose.is_empty() => {
-                if ran.refused_values.insert(prose.to_owned()) {
-                    prompt::answer_not_printed(call)
-                } else {
-                    // No block to mark `[not run: …]`: the trace says why a call the
-                    // model did not write runs.
-                    sink.emit(EventData::Warning {
-                        message: format!(
-                            "the reply is the same answer in prose as before, with no code; {}",
-                            in_place_note(call, ran)
-                        ),
-                    });
-                    let report = |output: &str, value: Option<&str>| {
-                        prompt::prose_ran_instead(call, output, value)
-                    };
-                    if !ran.blocks.contains_key(call.trim()) {
-                        // The call runs now: not a reply that got only a correction.
-                        correction = None;
-                    }
-                    run_in_place(call, (iteration, 0), env, sink, ran, &shape, report).await?
+        // The task's call, offered where the prose cannot answer — a zero the call did
+        // not give (latest-seed12 js `pairs` item 4: "The answer is 0." three times), an
+        // answer no output ended in — and run in its place when the same prose comes
+        // again.
+        let offered = match (nothing, stated) {
+            (None, Some(value)) => task_call
+                .filter(|call| prompt::is_zero(value) && !ran.blocks.contains_key(call.trim())),
+            (None, None) => output.and(task_call).filter(|_| !prose.is_empty()),
+            (Some(_), _) => None,
+        };
+        let again = offered.is_some() && !ran.refused_values.insert(prose.to_owned());
+        let notice = match (nothing, stated, offered) {
+            (_, _, Some(call)) if again => {
+                // No block to mark `[not run: …]`: the trace says why a call the
+                // model did not write runs.
+                sink.emit(EventData::Warning {
+                    message: format!(
+                        "the reply is the same answer in prose as before, with no code; {}",
+                        in_place_note(call, ran)
+                    ),
+                });
+                let report = |output: &str, value: Option<&str>| {
+                    prompt::prose_ran_instead(call, output, value)
+                };
+                if !ran.blocks.contains_key(call.trim()) {
+                    // The call runs now: not a reply that got only a correction.
+                    correction = None;
                 }
+                run_in_place(call, (iteration, 0), env, sink, ran, &shape, report).await?
             }
-            (None, None, _) => prompt::correction(parsed.misfence.as_ref(), language),
+            (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
+            (None, Some(value), call) => prompt::answer_in_prose(value, call),
+            (None, None, Some(call)) => prompt::answer_not_printed(call),
+            (None, None, None) => prompt::correction(parsed.misfence.as_ref(), language),
         };
         turn.notices.push(notice);
         turn.correction = correction;
