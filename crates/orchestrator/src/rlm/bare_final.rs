@@ -10,7 +10,7 @@
 //! write either.
 
 use super::prose_answer::stands_in;
-use super::sole_line::sole_line;
+use super::sole_line::sole_statement;
 use super::word_as_code;
 
 /// What a failed bare `FINAL(word)` block means.
@@ -51,13 +51,20 @@ pub(super) fn read<'a>(
 /// The identifier of a block that is one `FINAL(identifier)` call and nothing else but
 /// comments ("# Final the answer" above it, as the model writes it).
 pub(super) fn bare_word(code: &str) -> Option<&str> {
-    let call = sole_line(code)?.trim_end_matches(';').trim_end();
-    let word = call.strip_prefix("FINAL(")?.strip_suffix(')')?.trim();
+    let word = final_argument(code)?;
     let mut chars = word.chars();
     let starts = chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     (starts && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(word)
+}
+
+/// The argument, trimmed, of a block that is one `FINAL(…)` call and nothing else but
+/// comments and a trailing `;`: what [`bare_word`] and
+/// [`super::unprinted_answer::literal_in_code`] read.
+pub(super) fn final_argument(code: &str) -> Option<&str> {
+    let call = sole_statement(code)?;
+    Some(call.strip_prefix("FINAL(")?.strip_suffix(')')?.trim())
 }
 
 /// True when an output is an error's: its words are the traceback's, not a value.

@@ -14,6 +14,12 @@ pub(super) fn sole_line(code: &str) -> Option<&str> {
     }
 }
 
+/// The block's one statement: its [`sole_line`] without a trailing `;` (`FINAL(x);`,
+/// `payments;`).
+pub(super) fn sole_statement(code: &str) -> Option<&str> {
+    Some(sole_line(code)?.trim_end_matches(';').trim_end())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,8 +8,8 @@
 //! Such an answer is questioned once, with the `FINAL` line of the value the code
 //! printed; the same answer sent again is taken ([`super::code_turn`] keeps which).
 
+use super::bare_final::final_argument;
 use super::prose_answer::{printed_value, stands_in, ungrouped};
-use super::sole_line::sole_line;
 
 /// The value `last_printed` — the one value the last block that printed anything
 /// ended its output with — when `answer` is another single value of the same kind (a
@@ -65,8 +65,7 @@ impl Kind {
 /// call answers with: a value written into the code, not one the code computed
 /// (`FINAL(most_common)` names a variable and is not read).
 pub(super) fn literal_in_code(code: &str) -> Option<&str> {
-    let call = sole_line(code)?.trim_end_matches(';').trim_end();
-    let argument = call.strip_prefix("FINAL(")?.strip_suffix(')')?.trim();
+    let argument = final_argument(code)?;
     let quoted = ['"', '\'', '`'].into_iter().find_map(|quote| {
         argument
             .strip_prefix(quote)?

@@ -8,12 +8,12 @@
 //! read after: a word its code printed last is the answer; another word gets a notice,
 //! and the same word sent again is refused like a value ([`super::code_turn`]).
 
-use super::sole_line::sole_line;
+use super::sole_line::sole_statement;
 
 /// The word of a block that is one identifier and nothing else (comments and a `;`
 /// aside): `payments`, not `labels[0]`, `x = 1` or `None`.
 pub(super) fn word(code: &str) -> Option<&str> {
-    let word = sole_line(code)?.trim_end_matches(';').trim_end();
+    let word = sole_statement(code)?;
     let mut chars = word.chars();
     let starts = chars
         .next()

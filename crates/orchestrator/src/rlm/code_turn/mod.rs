@@ -152,12 +152,12 @@ pub(super) async fn run(
         {
             if matches!(
                 reason,
-                NotRun::Value | NotRun::ValueAgain | NotRun::ShownWords
+                NotRun::Value | NotRun::ValueAgain(_) | NotRun::ShownWords
             ) {
                 ran.refused_values.insert(key);
             }
             let report = match (reason, task_call) {
-                (NotRun::ValueAgain, Some(call)) => {
+                (NotRun::ValueAgain(what), Some(call)) => {
                     // The call runs in the block's place: code ran, unless its output
                     // is only shown again.
                     if ran.blocks.contains_key(call.trim()) {
@@ -165,7 +165,6 @@ pub(super) async fn run(
                     }
                     let note = format!("{why}, sent again; {}", in_place_note(call, ran));
                     emit_not_run(sink, iteration, block, &note);
-                    let what = not_code(&code.code, shown);
                     let report = |output: &str, value: Option<&str>| {
                         prompt::value_ran_instead(&code.code, what, call, output, value)
                     };
@@ -339,20 +338,6 @@ fn answer_in_view(
     (earlier == Some(shaped)).then(|| prompt::same_value_printed_again(value, other_call))
 }
 
-/// What a block refused as no code is, in the words of the report of the call run in
-/// its place: a sentence, a word no variable has, text the model was shown, a value.
-fn not_code(code: &str, shown: &[&str]) -> &'static str {
-    if value_block::is_sentence(code) {
-        "a sentence"
-    } else if shown_words::read(code, shown).is_some() {
-        "text you were shown"
-    } else if word_as_code::word(code).is_some() {
-        "a word no variable has"
-    } else {
-        "a value"
-    }
-}
-
 /// What a block is checked against before it runs.
 struct Checks<'a> {
     language: &'a str,
@@ -419,7 +404,7 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     if let Some(token) = shown_words::read(code, shown) {
         return refuse(
             if again {
-                NotRun::ValueAgain
+                NotRun::ValueAgain("text you were shown")
             } else {
                 NotRun::ShownWords
             },
@@ -429,7 +414,7 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     }
     if let Some(word) = word_as_code::word(code).filter(|_| again) {
         return refuse(
-            NotRun::ValueAgain,
+            NotRun::ValueAgain("a word no variable has"),
             "it is a word no variable of the REPL has",
             prompt::undefined_word(word, task_call),
         );
@@ -437,7 +422,7 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     if value_block::is_sentence(code) {
         return refuse(
             if again {
-                NotRun::ValueAgain
+                NotRun::ValueAgain("a sentence")
             } else {
                 NotRun::Value
             },
@@ -455,7 +440,7 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
     });
     refuse(
         if again && !printed {
-            NotRun::ValueAgain
+            NotRun::ValueAgain("a value")
         } else {
             NotRun::Value
         },
@@ -519,9 +504,11 @@ enum NotRun {
     /// Only a value written into the code ([`value_block`]).
     Value,
     /// The same value as a block refused before, not one an earlier block printed, or
-    /// a word that failed as no variable's name sent again ([`word_as_code`]): the
-    /// task's call runs in its place ([`run_in_place`]).
-    ValueAgain,
+    /// a word that failed as no variable's name sent again ([`word_as_code`]), or a
+    /// token of the task or the preview sent again: the task's call runs in its place
+    /// ([`run_in_place`]). It holds what the block is, in the words of that report
+    /// (`a value`, `a sentence`, `a word no variable has`, `text you were shown`).
+    ValueAgain(&'static str),
     /// A token of the task or the context's preview written as code ([`shown_words`]).
     ShownWords,
     /// The REPL's error message copied back as code ([`echoed_error`]).
@@ -535,7 +522,7 @@ impl NotRun {
     fn correction(self) -> &'static str {
         match self {
             Self::Repeat => "code that already ran twice",
-            Self::Value | Self::ValueAgain => "code that is only a value",
+            Self::Value | Self::ValueAgain(_) => "code that is only a value",
             Self::ShownWords => "text of the task or the context sent as code",
             Self::EchoedError => "an error message sent as code",
             Self::ContextLiteral => "code that replaces `context` with a literal",
