@@ -333,7 +333,9 @@ impl ToolsEnv {
     /// records, and the plan the task's words name, where there is one — when
     /// `ctx_map_reduce` is offered. Empty otherwise. The local model grepped "year >
     /// 2000" for the pairs of people born after 2000, found no line, and answered 0
-    /// (docs/eval.md, after-tools-4 `pairs` items 1 and 2).
+    /// (docs/eval.md, after-tools-4 `pairs` items 1 and 2); under `--env plan` it wrote
+    /// the same comparison as a plan's `{"regex": …}` filter, which kept no piece, and
+    /// answered a guess (final-seed12 `pairs` items 0–3).
     fn condition_instead_of_pattern(&self, pattern: &str) -> String {
         if !self.tools.contains(&MicroTool::MapReduce)
             || rlm_plan::condition::Condition::parse(pattern).is_err()
@@ -456,6 +458,20 @@ impl ToolsEnv {
                 args.variable
             )));
         };
+        // A regex filter that is a comparison (`year > 2000`) keeps no piece: no line
+        // holds that text. Said when the plan kept none.
+        let comparison_note = args
+            .filter
+            .as_ref()
+            .and_then(|filter| filter.get("regex"))
+            .and_then(Value::as_str)
+            .map(|pattern| {
+                (
+                    pattern.to_owned(),
+                    self.condition_instead_of_pattern(pattern),
+                )
+            })
+            .filter(|(_, note)| !note.is_empty());
         let mut plan = json!({"input": key, "map": args.map, "reduce": args.reduce});
         for (part, value) in [("split", args.split), ("filter", args.filter)] {
             if let Some(value) = value.filter(|v| !v.is_null()) {
@@ -468,6 +484,13 @@ impl ToolsEnv {
             .await
         {
             Ok(reply) => {
+                if let (Some((pattern, note)), Some(0)) = (&comparison_note, reply["kept"].as_u64())
+                {
+                    return Ok(ToolOutcome::error(format!(
+                        "ctx_map_reduce kept no piece: no line matches the filter {{\"regex\": {}}}{note}",
+                        serde_json::to_string(pattern).unwrap_or_default()
+                    )));
+                }
                 let answer = match &reply["answer"] {
                     Value::String(text) => text.clone(),
                     other => other.to_string(),

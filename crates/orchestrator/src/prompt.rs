@@ -698,6 +698,13 @@ pub const FORCE_FINAL: &str = "You have used every iteration. Do not write code.
 /// Sent when iterations are exhausted under `--env tools`.
 pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer with it, or write FINAL(…) on its own line with the answer inside the parentheses.";
 
+/// Sent once when the forced answer came as prose with no `FINAL(...)`: the answer
+/// alone, which a caller can compare and use.
+pub const FORCED_PROSE: &str = "Your reply has no FINAL line. Reply with one line only: FINAL(the answer), with just the answer inside the parentheses (the number, the word or the value the task asks for), no sentence around it.";
+
+/// [`FORCED_PROSE`] under `--env tools`.
+pub const FORCED_PROSE_TOOLS: &str = "Your reply called no final_answer. Call final_answer with just the answer (the number, the word or the value the task asks for), no sentence around it.";
+
 /// A note for an execution that timed out or restarted the REPL, if any.
 pub fn exec_notices(outcome: &ExecOutcome) -> Option<String> {
     outcome.restarted.then(|| "Note: the REPL was restarted; variables you defined are gone (context and helpers are loaded again).".to_owned())

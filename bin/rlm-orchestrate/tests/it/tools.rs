@@ -379,6 +379,37 @@ fn ctx_summarize_asks_the_sub_model_and_a_stored_variable_is_read_by_key() {
 /// A command-line model has no tool calling: it writes its calls as text and reads
 /// the results as text. This one greps, then answers from what the result showed.
 #[test]
+fn a_forced_answer_in_a_sentence_is_asked_once_for_final_answer() {
+    // The forced request names final_answer; a model that answers in a sentence is
+    // asked once more for the answer alone, and its call is the answer.
+    let sb = Sandbox::new();
+    let context = sb.file("app.log", "alpha\n");
+    let mock = mock(vec![
+        call("ctx_length", json!({"variable": "context"})),
+        MockReply::text("The log has one line, and the answer is \"alpha\"."),
+        call("final_answer", json!({"answer": "alpha"})),
+    ]);
+    let mut args = vec![
+        "--env",
+        "tools",
+        "--max-iterations",
+        "1",
+        "--context",
+        context.to_str().unwrap(),
+    ];
+    args.extend(NO_PYTHON);
+    let result = run_json(&sb, &mock.control().openai_base_url(), "q", &args);
+    assert_eq!(result["answer"], "alpha");
+    assert_eq!(result["forced"], true);
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[2]
+        .last_user_message()
+        .unwrap_or_default()
+        .starts_with("Your reply called no final_answer."));
+}
+
+#[test]
 fn a_cli_model_writes_its_calls_as_text() {
     let sb = Sandbox::new();
     let context = sb.file("app.log", "boot ok\nSECRET-CODE=abc123\nshutdown\n");
@@ -637,4 +668,60 @@ fn a_task_of_several_keys_is_told_which_keys_no_grep_has_found_yet() {
     );
     assert_eq!(result["answer"], "9085628, 8830464");
     assert_eq!(result["iterations"], 3);
+}
+
+#[test]
+fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
+    // The final-seed12 reading's plan `pairs` items 0-3: the filter
+    // {"regex": "year > 2000"} kept no piece (no line holds that text), the plan
+    // answered nothing, and the model answered a guess. The result now says why and
+    // names the `where` filter and the task's exact plan; the plan sent with it counts.
+    let sb = Sandbox::new();
+    let mut text = String::new();
+    for (i, (city, year)) in [
+        ("Lima", 2004),
+        ("Lima", 2010),
+        ("Lima", 1990),
+        ("Oslo", 2001),
+        ("Oslo", 2003),
+        ("Kyiv", 2005),
+    ]
+    .iter()
+    .enumerate()
+    {
+        text.push_str(&format!("person {i:06}: city={city} year={year}\n"));
+    }
+    let context = sb.file("people.txt", text);
+    let by_regex = call(
+        "ctx_map_reduce",
+        json!({"variable": "context", "filter": {"regex": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}),
+    );
+    let by_where = call(
+        "ctx_map_reduce",
+        json!({"variable": "context", "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}),
+    );
+    let model = mock(vec![
+        by_regex,
+        by_where,
+        call("final_answer", json!({"answer": "2"})),
+    ]);
+    let mut args = vec!["--env", "plan", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &model.control().openai_base_url(),
+        "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.",
+        &args,
+    );
+    assert_eq!(result["answer"], "2");
+    let results = results(&model);
+    assert!(
+        results[0].starts_with(r#"ctx_map_reduce kept no piece: no line matches the filter {"regex": "year > 2000"}: a pattern matches text, it does not compare numbers"#)
+            && results[0].contains(r#"kept by the filter {"where": "year > 2000"} of ctx_map_reduce"#)
+            && results[0].contains(r#"Answer the task exactly with ctx_map_reduce, filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
+        "{}",
+        results[0]
+    );
+    // Lima 2004 and 2010, Oslo 2001 and 2003: two pairs.
+    assert!(results[1].starts_with("2\n(plan:"), "{}", results[1]);
 }

@@ -463,6 +463,46 @@ async fn a_forced_answer_written_in_a_fence_is_read_as_the_final_it_holds() {
 }
 
 #[tokio::test]
+async fn a_forced_answer_in_a_sentence_is_asked_once_for_the_answer_alone() {
+    // head-seed13 js `aggregate` item 4: forced, the model answered "The label that
+    // appears in the most records of the context is \"billing\"." — the right label,
+    // taken whole as the answer. Asked once more, it writes the FINAL line.
+    let value = "```python\n[1]\n```";
+    let sentence = "The label that appears in the most records of the context is \"billing\".";
+    let h = run_with(
+        &[value, value, value, sentence, "FINAL(billing)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.answer, "billing");
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 5);
+    assert_eq!(last_user_message(&h, 4), prompt::FORCED_PROSE);
+    // Prose again: the first sentence is the answer, with a warning.
+    let h = run_with(
+        &[value, value, value, sentence, "It is billing, as I said."],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, sentence);
+    assert!(h.events.iter().any(|e| matches!(
+        &e.data,
+        EventData::Warning { message } if message.contains("came as prose twice")
+    )));
+    // A bare value is the answer as written, with no request more.
+    let h = run_with(
+        &[value, value, value, "billing", "FINAL(never asked)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "billing");
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 4);
+}
+
+#[tokio::test]
 async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_answer() {
     let search = "```repl\nprint(search(context, 'vault code'))\n```";
     let mut s = settings();
