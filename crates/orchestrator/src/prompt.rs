@@ -283,7 +283,8 @@ pub(crate) fn is_zero(value: &str) -> bool {
 /// count was 129 (docs/eval.md, final-line-seed9, python `aggregate` items 0 and 3).
 fn zero_offer(value: &str, call: &str) -> String {
     format!(
-        "{value} often means the code matched nothing in `context`. Change the code, or send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```"
+        "{value} often means the code matched nothing in `context`. {}",
+        call_offer(call)
     )
 }
 
@@ -564,10 +565,16 @@ pub fn correction(misfence: Option<&Misfence>, language: &str) -> String {
 /// The correction of a reply in prose that states `value`, the value the last block
 /// printed, without `FINAL`: the exact line to send, which a small model copies where
 /// it does not follow the general rule (Qwen2.5-Coder-1.5B wrote "The answer is 290."
-/// ten times after the general correction, docs/eval.md, the matrix reading).
-pub fn answer_in_prose(value: &str, task_call: Option<&str>) -> String {
-    match task_call {
-        Some(call) if is_zero(value) => format!(
+/// ten times after the general correction, docs/eval.md, the matrix reading). With
+/// `task_call`, a zero or a value that is not `unfit`'s shape of the task's answer is
+/// offered that call instead.
+pub fn answer_in_prose(value: &str, task_call: Option<&str>, unfit: Option<&str>) -> String {
+    match (task_call, unfit) {
+        (Some(call), Some(what)) => format!(
+            "Your message had no code to run and no final answer: an answer in a sentence is not taken. {value} is not {what}, as the task's answer is: the code most likely read the wrong part of the records. {}",
+            call_offer(call)
+        ),
+        (Some(call), None) if is_zero(value) => format!(
             "Your message had no code to run and no final answer: an answer in a sentence is not taken. {}",
             zero_offer(value, call)
         ),
@@ -585,6 +592,21 @@ pub fn zero_answer(value: &str, call: &str) -> String {
         "Your answer is {value}, and {} If it prints {value} too, {value} is the answer.",
         zero_offer(value, call)
     )
+}
+
+/// The notice questioning an answer that is not `what` the task's answer is (a time
+/// `02:21` for "which label"): the code read the wrong thing; `call` computes the
+/// answer exactly. The same answer sent again is taken.
+pub fn unfit_answer(value: &str, what: &str, call: &str) -> String {
+    format!(
+        "Your answer is {value}, but the task's answer is {what}: the code most likely read the wrong part of the records. {} If it prints {value} too, {value} is the answer.",
+        call_offer(call)
+    )
+}
+
+/// The task's exact `call`, offered as a block to send.
+fn call_offer(call: &str) -> String {
+    format!("Change the code, or send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```")
 }
 
 /// The correction of a reply in prose, with no code and no final answer, after code

@@ -669,3 +669,46 @@ fn a_zero_answered_from_the_model_s_own_code_is_offered_the_task_s_call_once() {
     assert_eq!(answer, "0");
     assert_eq!(mock.control().requests().len(), 3);
 }
+
+#[test]
+fn an_answer_not_of_the_task_s_shape_is_offered_the_task_s_call_once() {
+    // The s18-seed14 reading's js `aggregate` item 4: code split each record on spaces
+    // and took its second word, the time `02:21`, as the label; "The label … is
+    // `02:21`." was shown its FINAL line, and 02:21 was the answer. A value that is no
+    // single word, where the task's answer is one `label=` value, is offered the call,
+    // stated in prose or in FINAL.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let time = "```repl\nconst labels = context.split('\\n').map(r => r.split(' ')[1]);\nconsole.log(labels[0]);\n```";
+    for (reply, marker) in [
+        (
+            "The label that appears in the most records of the context is `14:02`.",
+            "14:02 is not one `label=` value, a single word, as the task's answer is",
+        ),
+        (
+            "FINAL(14:02)",
+            "Your answer is 14:02, but the task's answer is one `label=` value, a single word",
+        ),
+    ] {
+        let script = copies_the_call_offered_after(marker)
+            .then(MockReply::text(time))
+            .then(MockReply::text(reply));
+        let (mock, answer) = run_on("js", task, orders(200), script);
+        assert_eq!(answer, "billing", "{reply}");
+        assert_eq!(
+            mock.control().requests().len(),
+            4,
+            "{reply}: the code, the time, the call, the answer"
+        );
+    }
+    // Sent again, a FINAL of another shape is taken; a word is never questioned so.
+    for (reply, taken) in [("FINAL(14:02)", 3), ("FINAL(fraud)", 2)] {
+        let script = MockScript::new()
+            .then(MockReply::text(time))
+            .then(MockReply::text(reply))
+            .then(MockReply::text(reply));
+        let (mock, answer) = run_on("js", task, orders(200), script);
+        assert_eq!(answer, reply["FINAL(".len()..reply.len() - 1], "{reply}");
+        assert_eq!(mock.control().requests().len(), taken, "{reply}");
+    }
+}

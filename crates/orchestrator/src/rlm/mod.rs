@@ -278,6 +278,11 @@ pub async fn run_loop(
         }
         Medium::Tools { .. } => None,
     };
+    // What shape the task's answer has, where the task's call is offered: an answer of
+    // another shape is questioned once with that call.
+    let task_answer = task_call
+        .as_ref()
+        .and_then(|_| task_plan::AnswerKind::of_task(query));
     // What the model was shown of the task and the context: a block of one token of
     // it is not code.
     let shown = [query, context.map_or("", |info| info.preview.as_str())];
@@ -316,6 +321,7 @@ pub async fn run_loop(
                     truncated: completion.truncated,
                     ran: &mut ran_before,
                     task_call: task_call.as_deref(),
+                    task_answer: task_answer.as_ref(),
                     shown: &shown,
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?

@@ -12,7 +12,7 @@
 //! 2: told the plan, it wrote it and got the sum).
 
 use rlm_plan::condition::Condition;
-use rlm_plan::spec::{Filter, Map, Plan};
+use rlm_plan::spec::{Filter, Map, Plan, Reduce};
 use rlm_plan::task_fit::{call_parts, exact_plan_for_task};
 
 use crate::context::ContextInfo;
@@ -32,6 +32,57 @@ pub(super) fn offered_call(
         .iter()
         .all(|field| preview.contains(&format!("{field}=")));
     shown.then(|| call(&plan, language))
+}
+
+/// What the answer to a task with an exact plan is: a number (a count, a sum, the
+/// pairs), or one value of a field (`label=(\w+)`'s most frequent value), a single
+/// word. An answer of another shape came from code that read the wrong thing: the
+/// local model split records on spaces, took the time `02:21` as the label, and
+/// answered it (docs/eval.md, s18-seed14 js `aggregate` item 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum AnswerKind {
+    /// A number.
+    Number,
+    /// One value of the named field: a single word.
+    Word(String),
+}
+
+impl AnswerKind {
+    /// The kind of the answer to `task`, where its words name an exact plan whose
+    /// reduction gives one number or one value; `None` otherwise.
+    pub(super) fn of_task(task: &str) -> Option<Self> {
+        let plan = exact_plan_for_task(task)?;
+        match (&plan.reduce, &plan.map) {
+            (Reduce::Sum | Reduce::Pairs | Reduce::Count | Reduce::Min | Reduce::Max, _) => {
+                Some(Self::Number)
+            }
+            (Reduce::TopK { k: 1 } | Reduce::Vote, Map::Extract(pattern)) => {
+                named(pattern).map(Self::Word)
+            }
+            _ => None,
+        }
+    }
+
+    /// True when `answer` has this kind's shape: a number (its digits may be grouped
+    /// by commas), or one word of letters, digits and `_`.
+    pub(super) fn fits(&self, answer: &str) -> bool {
+        let answer = answer.trim();
+        match self {
+            Self::Number => answer.replace(',', "").parse::<f64>().is_ok(),
+            Self::Word(_) => {
+                !answer.is_empty() && answer.chars().all(|c| c.is_alphanumeric() || c == '_')
+            }
+        }
+    }
+
+    /// What the task's answer is, for the model: "a number", "one `label=` value, a
+    /// single word".
+    pub(super) fn described(&self) -> String {
+        match self {
+            Self::Number => "a number".to_owned(),
+            Self::Word(field) => format!("one `{field}=` value, a single word"),
+        }
+    }
 }
 
 /// The fields `plan` reads by name: its map's and its filter's (`label` of
@@ -105,6 +156,23 @@ mod tests {
                 r#"print(map_reduce(filter={"where": "year > 2000"}, map={"extract": "city=(\\w+)"}, reduce={"op": "pairs"}))"#
             )
         );
+    }
+
+    #[test]
+    fn the_answer_of_a_task_with_a_plan_is_a_number_or_one_value_of_its_field() {
+        let ranked = AnswerKind::of_task(
+            "Which label appears in the most records of the context? Answer with the label only.",
+        );
+        assert_eq!(ranked, Some(AnswerKind::Word("label".into())));
+        let ranked = ranked.unwrap();
+        assert!(ranked.fits("loyalty") && ranked.fits(" billing\n"));
+        assert!(!ranked.fits("02:21") && !ranked.fits("label=billing") && !ranked.fits(""));
+        assert_eq!(ranked.described(), "one `label=` value, a single word");
+        let count = AnswerKind::of_task(PAIRS).unwrap();
+        assert_eq!(count, AnswerKind::Number);
+        assert!(count.fits("3757") && count.fits("83,810") && count.fits("0"));
+        assert!(!count.fits("Lima") && !count.fits("3757 pairs"));
+        assert_eq!(AnswerKind::of_task("Summarise the incidents."), None);
     }
 
     #[test]

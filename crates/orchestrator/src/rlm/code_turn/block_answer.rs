@@ -11,6 +11,7 @@ use crate::env::FinalAnswer;
 use crate::events::{AnswerSource, EventData, EventSink};
 use crate::prompt;
 use crate::rlm::bare_final::{self, BareFinal};
+use crate::rlm::task_plan::AnswerKind;
 use crate::rlm::{outcome_of, unprinted_answer, word_as_code, LoopOutcome, LoopSettings};
 
 /// What a block that ran gave besides its output, for [`answer_of_block`].
@@ -31,6 +32,8 @@ pub(super) struct AnswerChecks<'a> {
     pub settings: &'a LoopSettings,
     /// The task's exact call, offered after a word sent as code.
     pub task_call: Option<&'a str>,
+    /// The shape of the task's answer, where `task_call` is offered.
+    pub task_answer: Option<&'a AnswerKind>,
     /// Where a questioned answer is traced.
     pub sink: &'a EventSink,
 }
@@ -54,13 +57,14 @@ pub(super) fn answer_of_block(
     let AnswerChecks {
         settings,
         task_call,
+        task_answer,
         sink,
     } = *checks;
     match final_answer {
         Some(FinalAnswer::Var { value, .. }) => {
             // A value written into `FINAL("…")` may be one the code never found.
             let questioned = unprinted_answer::literal_in_code(code)
-                .and_then(|literal| question_answer(literal, ran, task_call, sink));
+                .and_then(|literal| question_answer(literal, ran, (task_call, task_answer), sink));
             match questioned {
                 Some(notice) => notices.push(notice),
                 None => return Some(outcome_of(value, AnswerSource::FinalVar, None)),
@@ -106,31 +110,40 @@ pub(super) fn answer_of_block(
 
 /// The notice questioning a `FINAL` `answer`: a value no output of the run showed,
 /// when the last block that printed ended in another value of its kind
-/// ([`unprinted_answer`]), or a zero the task's call (`task_call`, where there is one)
-/// did not give. `None` takes the answer. Each answer is questioned once: sent again,
-/// it is taken. The trace says why an answer was not taken (`runs show` shows the
-/// warning).
+/// ([`unprinted_answer`]), or — before the task's call (`task`'s first, where there is
+/// one) ran — a zero, or a value not of the shape the task's answer has (`task`'s
+/// second). `None` takes the answer. Each answer is questioned once: sent again, it is
+/// taken. The trace says why an answer was not taken (`runs show` shows the warning).
 pub(super) fn question_answer(
     answer: &str,
     ran: &mut RanBefore,
-    task_call: Option<&str>,
+    task: (Option<&str>, Option<&AnswerKind>),
     sink: &EventSink,
 ) -> Option<String> {
     let answer = answer.trim();
+    let (task_call, task_answer) = task;
     let (why, notice) = if let Some(printed) = ran.printed_instead(answer) {
         (
             format!("it is in no output of the run's code, which printed {printed} last"),
             prompt::answer_unlike_output(answer, printed),
         )
     } else {
-        // A zero the task's call did not give: most often a pattern that matched
-        // nothing (mends-seed11, js `pairs` item 3: its code printed 0, answered 0).
-        let call = task_call
-            .filter(|call| prompt::is_zero(answer) && !ran.blocks.contains_key(call.trim()))?;
-        (
-            "a zero the task's call did not give".to_owned(),
-            prompt::zero_answer(answer, call),
-        )
+        let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()))?;
+        match task_answer.filter(|kind| !kind.fits(answer)) {
+            // Code that read the wrong thing (s18-seed14, js `aggregate` item 4: the
+            // time `02:21` taken as the label).
+            Some(kind) => (
+                format!("it is not {}, as the task's answer is", kind.described()),
+                prompt::unfit_answer(answer, &kind.described(), call),
+            ),
+            // A zero the task's call did not give: most often a pattern that matched
+            // nothing (mends-seed11, js `pairs` item 3: its code printed 0, answered 0).
+            None if prompt::is_zero(answer) => (
+                "a zero the task's call did not give".to_owned(),
+                prompt::zero_answer(answer, call),
+            ),
+            None => return None,
+        }
     };
     if !ran.questioned.insert(answer.to_owned()) {
         return None;

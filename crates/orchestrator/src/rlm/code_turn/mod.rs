@@ -6,6 +6,7 @@ use super::context_literal;
 use super::echoed_error;
 use super::prose_answer;
 use super::shown_words;
+use super::task_plan::AnswerKind;
 use super::value_block;
 use super::word_as_code;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
@@ -39,6 +40,9 @@ pub(super) struct Step<'a> {
     /// ([`super::task_plan`]): shown after code that found nothing and with a block
     /// refused for replacing `context`.
     pub task_call: Option<&'a str>,
+    /// The shape of the task's answer, where `task_call` is offered: an answer of
+    /// another shape is questioned once with that call ([`super::task_plan::AnswerKind`]).
+    pub task_answer: Option<&'a AnswerKind>,
     /// The task and the context's preview as the model was shown them: a block of one
     /// token of them is not code ([`shown_words`]).
     pub shown: &'a [&'a str],
@@ -65,6 +69,7 @@ pub(super) async fn run(
         truncated,
         ran,
         task_call,
+        task_answer,
         shown,
     } = step;
     // A block's output as the model reads it: redacted where it echoes the context,
@@ -213,6 +218,7 @@ pub(super) async fn run(
         let checks = AnswerChecks {
             settings,
             task_call,
+            task_answer,
             sink,
         };
         if let Some(done) = answer_of_block(ran_block, ran, &checks, &mut turn.notices) {
@@ -227,7 +233,7 @@ pub(super) async fn run(
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
-            match question_answer(answer, ran, task_call, sink) {
+            match question_answer(answer, ran, (task_call, task_answer), sink) {
                 Some(notice) => turn.notices.push(notice),
                 None => {
                     turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
@@ -268,9 +274,16 @@ pub(super) async fn run(
         // not give (latest-seed12 js `pairs` item 4: "The answer is 0." three times), an
         // answer no output ended in — and run in its place when the same prose comes
         // again.
+        // A stated value not of the task's answer's shape (s18-seed14 js `aggregate`
+        // item 4: "… is `02:21`." for "which label").
+        let unfit = stated
+            .zip(task_answer)
+            .filter(|(value, kind)| !kind.fits(value))
+            .map(|(_, kind)| kind.described());
         let offered = match (nothing, stated) {
-            (None, Some(value)) => task_call
-                .filter(|call| prompt::is_zero(value) && !ran.blocks.contains_key(call.trim())),
+            (None, Some(value)) => task_call.filter(|call| {
+                (prompt::is_zero(value) || unfit.is_some()) && !ran.blocks.contains_key(call.trim())
+            }),
             (None, None) => output.and(task_call).filter(|_| !prose.is_empty()),
             (Some(_), _) => None,
         };
@@ -295,7 +308,7 @@ pub(super) async fn run(
                 run_in_place(call, (iteration, 0), env, sink, ran, &shape, report).await?
             }
             (Some(nothing), _, _) => prompt::answer_after_nothing(nothing, language, task_call),
-            (None, Some(value), call) => prompt::answer_in_prose(value, call),
+            (None, Some(value), call) => prompt::answer_in_prose(value, call, unfit.as_deref()),
             (None, None, Some(call)) => prompt::answer_not_printed(call),
             (None, None, None) => prompt::correction(parsed.misfence.as_ref(), language),
         };
