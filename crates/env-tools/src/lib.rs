@@ -620,6 +620,21 @@ mod tests {
             "{}",
             alternation.content
         );
+        // The s18-seed14 reading's multi-needle item 4: the keys joined by spaces.
+        let spaced = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "eager-yak-46 keen-stoat-32 gentle-otter-45 and olive-bison-20"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            spaced.content.ends_with(
+                r#"grep one pattern joined by |: "eager-yak-46|keen-stoat-32|gentle-otter-45|olive-bison-20""#
+            ),
+            "{}",
+            spaced.content
+        );
         // A phrase with commas is not a list of keys.
         let phrase = env
             .call_tool(&call(

@@ -576,18 +576,23 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
 /// of them in that order: the alternation that matches a line with any one. Empty when
 /// the pattern is no such list. The local model grepped the four keys of a
 /// `multi-needle` task joined by commas, three times, and found no line (docs/eval.md,
-/// after-echo, `multi-needle` item 0).
+/// after-echo, `multi-needle` item 0); and joined by spaces, five times, until forced
+/// (s18-seed14 `multi-needle` item 4): a pattern of words that names two keys or more
+/// ([`keys_named`]) is the list of those keys.
 fn alternation_instead_of_list(pattern: &str) -> String {
     if pattern.contains('|') {
         return String::new();
     }
-    let parts: Vec<&str> = pattern
+    let mut parts: Vec<&str> = pattern
         .split(',')
         .flat_map(|part| part.split(" and "))
         .map(str::trim)
         .filter(|part| !part.is_empty())
         .collect();
-    if parts.len() < 2 || parts.iter().any(|part| part.contains(char::is_whitespace)) {
+    if parts.iter().any(|part| part.contains(char::is_whitespace)) {
+        parts = keys_named(pattern);
+    }
+    if parts.len() < 2 {
         return String::new();
     }
     let alternation = serde_json::to_string(&parts.join("|")).unwrap_or_default();
