@@ -422,6 +422,7 @@ pub async fn run_loop(
         iterations,
         stop_reason,
         unread,
+        ran: &ran_before,
     };
     force_final(ending, &mut medium, &mut fitter, &mut messages).await
 }
@@ -524,6 +525,9 @@ struct Ending<'a> {
     /// The reports and notices of the last turn, when the loop stopped before they
     /// were sent: they come first in the forced request.
     unread: Option<String>,
+    /// What the run's blocks printed: a forced reply that sends one of them again
+    /// answers with the value it printed.
+    ran: &'a code_turn::RanBefore,
 }
 
 /// Asks once more for an answer, with no more code or tools to run: the answer is
@@ -539,6 +543,7 @@ async fn force_final(
         iterations,
         stop_reason,
         unread,
+        ran,
     } = ending;
     let mut instruction = forced_instruction(medium).to_owned();
     if let Some(reason) = &stop_reason {
@@ -597,7 +602,7 @@ async fn force_final(
             });
         }
     }
-    let answer = match forced_answer(&completion, medium).await? {
+    let answer = match forced_answer(&completion, medium, (ran, caller.sink)).await? {
         Ok(answer) => answer,
         Err(prose) if one_value(&prose) => prose,
         Err(prose) => {
@@ -622,12 +627,12 @@ async fn force_final(
                 iterations + 1,
             )
             .await?;
-            match forced_answer(&again, medium).await? {
+            match forced_answer(&again, medium, (ran, caller.sink)).await? {
                 Ok(answer) => answer,
                 Err(bare) if one_value(&bare) => bare,
                 Err(_) => {
                     caller.sink.emit(EventData::Warning {
-                        message: "the forced final answer came as prose twice, with no FINAL(...): it is given as first written".to_owned(),
+                        message: "the forced final answer came twice with no FINAL(...): it is given as first written".to_owned(),
                     });
                     prose
                 }
@@ -653,6 +658,7 @@ async fn force_final(
 async fn forced_answer(
     completion: &Completion,
     medium: &mut Medium<'_>,
+    (ran, sink): (&code_turn::RanBefore, &EventSink),
 ) -> Result<Result<String, String>, LoopError> {
     let tags = match medium {
         Medium::Code(repl) => repl.fence_tags(),
@@ -674,6 +680,18 @@ async fn forced_answer(
             };
             if variable.is_some() {
                 parsed.final_literal = variable;
+            }
+            // The block that printed the answer, sent once more instead of it (the
+            // s18b-seed15 js `aggregate` item 3: `map_reduce`'s count printed 46
+            // twice, the same block sent until forced and then as the forced answer):
+            // nothing runs now, so what it printed is the answer.
+            if parsed.final_literal.is_none() && parsed.final_var.is_none() {
+                if let Some(value) = ran.printed_by(&block.code) {
+                    sink.emit(EventData::Warning {
+                        message: format!("the forced reply was code that ran before and printed {value}: {value} is the answer"),
+                    });
+                    parsed.final_literal = Some(value.to_owned());
+                }
             }
         }
     }

@@ -489,7 +489,7 @@ async fn a_forced_answer_in_a_sentence_is_asked_once_for_the_answer_alone() {
     assert_eq!(h.outcome.answer, sentence);
     assert!(h.events.iter().any(|e| matches!(
         &e.data,
-        EventData::Warning { message } if message.contains("came as prose twice")
+        EventData::Warning { message } if message.contains("came twice with no FINAL")
     )));
     // A bare value is the answer as written, with no request more.
     let h = run_with(
@@ -500,6 +500,46 @@ async fn a_forced_answer_in_a_sentence_is_asked_once_for_the_answer_alone() {
     .await;
     assert_eq!(h.outcome.answer, "billing");
     assert_eq!(h.provider.requests.lock().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn a_forced_reply_that_sends_a_block_that_ran_again_answers_with_its_value() {
+    // s18b-seed15 js `aggregate` item 3: the count printed 46 twice, the same block was
+    // sent until forced, and then as the forced answer, taken whole, fence and all.
+    let count = "```python\nn = 46\nprint(n)\n```";
+    let h = run_with(
+        &[count, count, count, count, count],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.answer, "46");
+    assert_eq!(
+        h.provider.requests.lock().unwrap().len(),
+        5,
+        "no request more"
+    );
+    assert!(h.events.iter().any(|e| matches!(
+        &e.data,
+        EventData::Warning { message } if message.contains("code that ran before and printed 46")
+    )));
+    // A block that never ran is no answer: asked once for the FINAL line.
+    let h = run_with(
+        &[
+            count,
+            count,
+            count,
+            count,
+            "```python\nprint(m)\n```",
+            "FINAL(46)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "46");
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 6);
 }
 
 #[tokio::test]

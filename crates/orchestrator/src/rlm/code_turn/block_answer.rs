@@ -72,10 +72,7 @@ pub(super) fn answer_of_block(
         }
         Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
             Ok(()) => {
-                let answer = match &value {
-                    Value::String(s) => s.clone(),
-                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
-                };
+                let answer = submitted_answer(&value, settings.output_schema.is_some());
                 return Some(outcome_of(answer, AnswerSource::Submit, Some(value)));
             }
             Err(errors) => notices.push(format!(
@@ -154,6 +151,24 @@ pub(super) fn question_answer(
     Some(notice)
 }
 
+/// The answer a `SUBMIT(value)` gives: a string as it is, else the value as JSON —
+/// but with no `--output-schema` (`schema` false), an object of one member whose value
+/// is a string, a number or a boolean gives that value: the caller asked for text,
+/// and the model wrapped it (s18b-seed15 python `aggregate` item 4:
+/// `SUBMIT({'answer': 'fraud'})` for "Answer with the label only" answered the object).
+/// The payload itself is kept beside the answer either way.
+fn submitted_answer(value: &Value, schema: bool) -> String {
+    let sole = match value {
+        Value::Object(members) if !schema && members.len() == 1 => members.values().next(),
+        _ => None,
+    };
+    match (value, sole) {
+        (Value::String(text), _) | (_, Some(Value::String(text))) => text.clone(),
+        (_, Some(scalar @ (Value::Number(_) | Value::Bool(_)))) => scalar.to_string(),
+        (other, _) => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
 /// A SUBMIT payload that does not match `--output-schema`: what is wrong, one line
 /// each, for the model to fix.
 #[derive(Debug, thiserror::Error)]
@@ -173,5 +188,36 @@ fn validate_submit(settings: &LoopSettings, value: &Value) -> Result<(), SchemaM
         Ok(())
     } else {
         Err(SchemaMismatch(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::submitted_answer;
+
+    #[test]
+    fn a_submitted_object_of_one_scalar_is_that_value_when_no_schema_asks_for_json() {
+        assert_eq!(
+            submitted_answer(&json!({"answer": "fraud"}), false),
+            "fraud"
+        );
+        assert_eq!(submitted_answer(&json!({"count": 46}), false), "46");
+        assert_eq!(submitted_answer(&json!("plain"), false), "plain");
+        // With a schema, or with more than one member or a nested value, the JSON.
+        assert_eq!(
+            submitted_answer(&json!({"answer": "fraud"}), true),
+            "{\n  \"answer\": \"fraud\"\n}"
+        );
+        assert_eq!(
+            submitted_answer(&json!({"a": 1, "b": 2}), false),
+            "{\n  \"a\": 1,\n  \"b\": 2\n}"
+        );
+        assert_eq!(
+            submitted_answer(&json!({"a": [1]}), false),
+            "{\n  \"a\": [\n    1\n  ]\n}"
+        );
+        assert_eq!(submitted_answer(&json!(7), false), "7");
     }
 }

@@ -48,6 +48,13 @@ impl RanBefore {
         *entry = (entry.0 + 1, shaped);
     }
 
+    /// The one value the block `code` ended its last output with, when it ran before
+    /// ([`prose_answer::printed_value`]: a number or a word, not a "nothing" value).
+    pub(in crate::rlm) fn printed_by(&self, code: &str) -> Option<&str> {
+        let (_, output) = self.blocks.get(code.trim())?;
+        prose_answer::printed_value(output)
+    }
+
     /// The value the code printed last, when `answer` is another single value that no
     /// output of a block that ran without an error showed
     /// ([`unprinted_answer::other_printed`]).
