@@ -604,6 +604,15 @@ pub fn unfit_answer(value: &str, what: &str, call: &str) -> String {
     )
 }
 
+/// The notice questioning an answer written as a sentence where the task states its
+/// answer's `form`: the answer alone, in that form, with `how` (`FINAL(...)`, the
+/// `final_answer` call). Sent again as it is, it is taken.
+pub fn answer_not_in_form(form: &str, how: &str) -> String {
+    format!(
+        "Your answer is a sentence, and the task says: \"{form}\" Give only the answer, in that form, with {how} — no sentence around it. If the sentence is the answer you mean, send it again as it is."
+    )
+}
+
 /// The task's exact `call`, offered as a block to send.
 fn call_offer(call: &str) -> String {
     format!("Change the code, or send this block; it computes the answer from `context` exactly, with no model:\n```repl\n{call}\n```")

@@ -712,3 +712,33 @@ fn an_answer_not_of_the_task_s_shape_is_offered_the_task_s_call_once() {
         assert_eq!(mock.control().requests().len(), taken, "{reply}");
     }
 }
+
+#[test]
+fn a_final_sentence_where_the_task_states_its_form_is_questioned_once() {
+    // A FINAL of a sentence around the answer, where the task says "Answer with a
+    // number.": asked once for the answer alone; sent again, taken.
+    let task = "How many records in the context have label=billing? Answer with a number.";
+    let count = "```repl\nconsole.log(context.split('\\n').filter(l => l.includes('label=billing')).length)\n```";
+    let sentence =
+        "FINAL(The number of records in the context that have the label billing is 80 in total.)";
+    let script = MockScript::new()
+        .then(MockReply::text(count))
+        .then(MockReply::text(sentence))
+        .then(MockReply::text("FINAL(80)"));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "80");
+    let requests = mock.control().requests();
+    assert_eq!(requests.len(), 3);
+    let questioned = requests[2].last_user_message().unwrap_or_default();
+    assert!(
+        questioned
+            .contains("Your answer is a sentence, and the task says: \"Answer with a number.\""),
+        "{questioned}"
+    );
+    let script = MockScript::new()
+        .then(MockReply::text(count))
+        .then(MockReply::text(sentence))
+        .then(MockReply::text(sentence));
+    let (_, answer) = run_on("js", task, orders(200), script);
+    assert!(answer.starts_with("The number of records"), "{answer}");
+}

@@ -725,3 +725,39 @@ fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
     // Lima 2004 and 2010, Oslo 2001 and 2003: two pairs.
     assert!(results[1].starts_with("2\n(plan:"), "{}", results[1]);
 }
+
+#[test]
+fn an_answer_in_a_sentence_where_the_task_states_its_form_is_questioned_once() {
+    // The s18b-seed15 reading's multi-needle item 3: the four lines found, then
+    // final_answer with a sentence holding the keys' numbers and the answer's, where
+    // the task says "Answer with the four numbers separated by commas."
+    let sb = Sandbox::new();
+    let context = sb.file(
+        "essay.txt",
+        "The special magic number for amber-falcon-05 is 5599158.\nThe special magic number for dusty-yak-07 is 6488076.\n",
+    );
+    let task = "What are the special magic numbers for amber-falcon-05 and dusty-yak-07 mentioned in the context? Answer with the two numbers separated by commas.";
+    let sentence = "The special magic numbers for amber-falcon-05 and dusty-yak-07 mentioned in the context are 5599158 and 6488076.";
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let model = mock(vec![
+        call("final_answer", json!({"answer": sentence})),
+        call("final_answer", json!({"answer": "5599158, 6488076"})),
+    ]);
+    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
+    assert_eq!(result["answer"], "5599158, 6488076");
+    let results = results(&model);
+    assert!(
+        results[0].starts_with("Your answer is a sentence, and the task says: \"Answer with the two numbers separated by commas.\""),
+        "{}",
+        results[0]
+    );
+    // Sent again as it is, the sentence is the answer.
+    let model = mock(vec![
+        call("final_answer", json!({"answer": sentence})),
+        call("final_answer", json!({"answer": sentence})),
+    ]);
+    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
+    assert_eq!(result["answer"], sentence);
+    assert_eq!(model.control().requests().len(), 2);
+}

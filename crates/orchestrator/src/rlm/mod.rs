@@ -5,6 +5,7 @@
 //! `--env tools`, calls of the environment's tools (`tool_turn`); everything else —
 //! budgets, the trace, the forced last answer — is the same for both.
 
+mod answer_form;
 mod bare_final;
 mod code_turn;
 mod compact;
@@ -280,9 +281,16 @@ pub async fn run_loop(
     };
     // What shape the task's answer has, where the task's call is offered: an answer of
     // another shape is questioned once with that call.
-    let task_answer = task_call
+    let task_kind = task_call
         .as_ref()
         .and_then(|_| task_plan::AnswerKind::of_task(query));
+    let task_answer = answer_form::TaskAnswer {
+        kind: task_kind.as_ref(),
+        form: answer_form::stated_form(query),
+    };
+    // An answer not in the task's stated form is questioned once a run (tools; the
+    // code turn keeps its questioned answers in `ran_before`).
+    let mut form_questioned = false;
     // What the model was shown of the task and the context: a block of one token of
     // it is not code.
     let shown = [query, context.map_or("", |info| info.preview.as_str())];
@@ -321,7 +329,7 @@ pub async fn run_loop(
                     truncated: completion.truncated,
                     ran: &mut ran_before,
                     task_call: task_call.as_deref(),
-                    task_answer: task_answer.as_ref(),
+                    task_answer,
                     shown: &shown,
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
@@ -332,6 +340,7 @@ pub async fn run_loop(
                 let step = tool_turn::Step {
                     iteration,
                     task: query,
+                    form: (task_answer.form, &mut form_questioned),
                     found: &mut found_task_words,
                     max_output_chars,
                     protocol: *protocol,

@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
+use super::answer_form;
 use super::task_word_found;
 use super::{outcome_of, LoopError, Turn};
 use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
@@ -23,6 +24,9 @@ pub(super) struct Step<'a> {
     /// The task as the model was shown it: a grep of a word it names that found lines
     /// is followed by the notice to answer ([`task_word_found`]).
     pub task: &'a str,
+    /// The form the task states for its answer ([`super::answer_form`]), and whether an
+    /// answer was questioned for it already this run (once a run).
+    pub form: (Option<&'a str>, &'a mut bool),
     /// The words of the task such greps found so far in the run: a task of several
     /// keys is told which are left.
     pub found: &'a mut HashSet<String>,
@@ -44,10 +48,20 @@ pub(super) async fn run(
     let Step {
         iteration,
         task,
+        form: (form, form_questioned),
         found,
         max_output_chars,
         protocol,
     } = step;
+    // An answer written as a sentence where the task states a form: questioned once.
+    let mut not_in_form = |answer: &str| {
+        let form = answer_form::unmet(answer, form).filter(|_| !*form_questioned)?;
+        *form_questioned = true;
+        sink.emit(EventData::Warning {
+            message: format!("the answer is questioned once (sent again, it is taken): it is a sentence, where the task says \"{form}\""),
+        });
+        Some(prompt::answer_not_in_form(form, "final_answer"))
+    };
     let text = completion.text.trim();
     let parsed = parse_response(text, &[]);
     if !text.is_empty() {
@@ -82,7 +96,7 @@ pub(super) async fn run(
     let mut turn = Turn::default();
     if calls.is_empty() {
         match (&parsed.final_literal, parsed.unclosed_final) {
-            (Some(answer), _) => match env.refuse_answer() {
+            (Some(answer), _) => match env.refuse_answer().or_else(|| not_in_form(answer)) {
                 Some(why) => {
                     // A call's refusal shows as its result; a FINAL( has none.
                     sink.emit(EventData::Warning {
@@ -137,7 +151,9 @@ pub(super) async fn run(
         } else if !alone {
             Some(prompt::PREMATURE_FINAL_TOOLS.to_owned())
         } else {
-            env.refuse_answer()
+            env.refuse_answer().or_else(|| {
+                final_answer_of(&call.arguments).and_then(|answer| not_in_form(&answer))
+            })
         };
         let outcome = match refused {
             Some(why) => ToolOutcome::error(why),

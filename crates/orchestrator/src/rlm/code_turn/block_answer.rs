@@ -10,8 +10,8 @@ use super::RanBefore;
 use crate::env::FinalAnswer;
 use crate::events::{AnswerSource, EventData, EventSink};
 use crate::prompt;
+use crate::rlm::answer_form::{self, TaskAnswer};
 use crate::rlm::bare_final::{self, BareFinal};
-use crate::rlm::task_plan::AnswerKind;
 use crate::rlm::{outcome_of, unprinted_answer, word_as_code, LoopOutcome, LoopSettings};
 
 /// What a block that ran gave besides its output, for [`answer_of_block`].
@@ -32,8 +32,8 @@ pub(super) struct AnswerChecks<'a> {
     pub settings: &'a LoopSettings,
     /// The task's exact call, offered after a word sent as code.
     pub task_call: Option<&'a str>,
-    /// The shape of the task's answer, where `task_call` is offered.
-    pub task_answer: Option<&'a AnswerKind>,
+    /// What the task says of its answer: its shape and its stated form.
+    pub task_answer: TaskAnswer<'a>,
     /// Where a questioned answer is traced.
     pub sink: &'a EventSink,
 }
@@ -107,40 +107,47 @@ pub(super) fn answer_of_block(
 
 /// The notice questioning a `FINAL` `answer`: a value no output of the run showed,
 /// when the last block that printed ended in another value of its kind
-/// ([`unprinted_answer`]), or — before the task's call (`task`'s first, where there is
-/// one) ran — a zero, or a value not of the shape the task's answer has (`task`'s
-/// second). `None` takes the answer. Each answer is questioned once: sent again, it is
-/// taken. The trace says why an answer was not taken (`runs show` shows the warning).
+/// ([`unprinted_answer`]); a sentence where the task states its answer's form
+/// ([`answer_form`]); or, before the task's call (`task`'s first, where there is one)
+/// ran, a zero or a value not of the shape the task's answer has. `None` takes the answer.
+/// Each answer is questioned once: sent again, it is taken. The trace says why an
+/// answer was not taken (`runs show` shows the warning).
 pub(super) fn question_answer(
     answer: &str,
     ran: &mut RanBefore,
-    task: (Option<&str>, Option<&AnswerKind>),
+    task: (Option<&str>, TaskAnswer<'_>),
     sink: &EventSink,
 ) -> Option<String> {
     let answer = answer.trim();
     let (task_call, task_answer) = task;
+    let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()));
     let (why, notice) = if let Some(printed) = ran.printed_instead(answer) {
         (
             format!("it is in no output of the run's code, which printed {printed} last"),
             prompt::answer_unlike_output(answer, printed),
         )
+    } else if let Some(form) = answer_form::unmet(answer, task_answer.form) {
+        (
+            format!("it is a sentence, where the task says \"{form}\""),
+            prompt::answer_not_in_form(form, "FINAL(...)"),
+        )
+    } else if let Some((call, kind)) = call.zip(task_answer.kind.filter(|kind| !kind.fits(answer)))
+    {
+        // Code that read the wrong thing (s18-seed14, js `aggregate` item 4: the time
+        // `02:21` taken as the label).
+        (
+            format!("it is not {}, as the task's answer is", kind.described()),
+            prompt::unfit_answer(answer, &kind.described(), call),
+        )
+    } else if let Some(call) = call.filter(|_| prompt::is_zero(answer)) {
+        // A zero the task's call did not give: most often a pattern that matched
+        // nothing (mends-seed11, js `pairs` item 3: its code printed 0, answered 0).
+        (
+            "a zero the task's call did not give".to_owned(),
+            prompt::zero_answer(answer, call),
+        )
     } else {
-        let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()))?;
-        match task_answer.filter(|kind| !kind.fits(answer)) {
-            // Code that read the wrong thing (s18-seed14, js `aggregate` item 4: the
-            // time `02:21` taken as the label).
-            Some(kind) => (
-                format!("it is not {}, as the task's answer is", kind.described()),
-                prompt::unfit_answer(answer, &kind.described(), call),
-            ),
-            // A zero the task's call did not give: most often a pattern that matched
-            // nothing (mends-seed11, js `pairs` item 3: its code printed 0, answered 0).
-            None if prompt::is_zero(answer) => (
-                "a zero the task's call did not give".to_owned(),
-                prompt::zero_answer(answer, call),
-            ),
-            None => return None,
-        }
+        return None;
     };
     if !ran.questioned.insert(answer.to_owned()) {
         return None;

@@ -1,12 +1,12 @@
 //! A turn of the code medium: the model's fenced blocks run in order in the REPL, and
 //! their output — shaped by the redaction guard and truncation — is what it reads next.
 
+use super::answer_form::TaskAnswer;
 use super::bare_final;
 use super::context_literal;
 use super::echoed_error;
 use super::prose_answer;
 use super::shown_words;
-use super::task_plan::AnswerKind;
 use super::value_block;
 use super::word_as_code;
 use super::{outcome_of, LoopError, LoopSettings, Turn};
@@ -40,9 +40,10 @@ pub(super) struct Step<'a> {
     /// ([`super::task_plan`]): shown after code that found nothing and with a block
     /// refused for replacing `context`.
     pub task_call: Option<&'a str>,
-    /// The shape of the task's answer, where `task_call` is offered: an answer of
-    /// another shape is questioned once with that call ([`super::task_plan::AnswerKind`]).
-    pub task_answer: Option<&'a AnswerKind>,
+    /// What the task says of its answer: an answer of another shape than its exact
+    /// call gives is questioned once with that call ([`super::task_plan::AnswerKind`]),
+    /// one not in its stated form once with that form ([`super::answer_form`]).
+    pub task_answer: TaskAnswer<'a>,
     /// The task and the context's preview as the model was shown them: a block of one
     /// token of them is not code ([`shown_words`]).
     pub shown: &'a [&'a str],
@@ -277,7 +278,7 @@ pub(super) async fn run(
         // A stated value not of the task's answer's shape (s18-seed14 js `aggregate`
         // item 4: "… is `02:21`." for "which label").
         let unfit = stated
-            .zip(task_answer)
+            .zip(task_answer.kind)
             .filter(|(value, kind)| !kind.fits(value))
             .map(|(_, kind)| kind.described());
         let offered = match (nothing, stated) {
