@@ -573,6 +573,57 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_grep_of_a_misspelt_key_is_told_the_task_s_spelling() {
+        // The s18b-seed15 reading's multi-needle item 4: `gently-raven-88` for the
+        // task's `gentle-raven-88`, in a spaced list and then in the alternation.
+        let (_dir, mut env) = env_with(
+            "The special magic number for gentle-raven-88 is 5524366.\nThe special magic number for olive-heron-73 is 7298506.\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        env.config.query = "What are the special magic numbers for gentle-raven-88 and olive-heron-73 mentioned in the context?".into();
+        let spaced = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "gently-raven-88 olive-heron-73"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            spaced.content.contains(r#"joined by |: "gentle-raven-88|olive-heron-73""#)
+                && spaced.content.ends_with("The task names gentle-raven-88 (not gently-raven-88): grep each key as the task writes it."),
+            "{}",
+            spaced.content
+        );
+        let alternation = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "gently-raven-88|olive-heron-73"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            alternation.content.starts_with("1 line of context matches")
+                && alternation.content.ends_with("The task names gentle-raven-88 (not gently-raven-88): grep each key as the task writes it."),
+            "{}",
+            alternation.content
+        );
+        // Keys spelt as the task writes them, or far from any of its keys: no note.
+        let right = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "gentle-raven-88|amber-falcon-05"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            !right.content.contains("The task names"),
+            "{}",
+            right.content
+        );
+    }
+
     #[test]
     fn keys_are_tokens_with_a_dash_and_a_digit() {
         assert_eq!(

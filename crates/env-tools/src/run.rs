@@ -177,8 +177,8 @@ impl ToolsEnv {
                 args.variable,
                 args.pattern,
                 self.condition_instead_of_pattern(&args.pattern),
-                alternation_instead_of_list(&args.pattern)
-            ));
+                alternation_instead_of_list(&args.pattern, &self.config.query)
+            ) + &misspelt_keys_note(&args.pattern, &self.config.query));
         }
         let mut text = format!(
             "{total} {} of {} {} {:?}{}:",
@@ -197,6 +197,7 @@ impl ToolsEnv {
             text.push_str(&render_hit(hit));
         }
         text.push_str(&self.task_condition_note(&args.pattern));
+        text.push_str(&misspelt_keys_note(&args.pattern, &self.config.query));
         Ok(text)
     }
 
@@ -578,8 +579,9 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
 /// `multi-needle` task joined by commas, three times, and found no line (docs/eval.md,
 /// after-echo, `multi-needle` item 0); and joined by spaces, five times, until forced
 /// (s18-seed14 `multi-needle` item 4): a pattern of words that names two keys or more
-/// ([`keys_named`]) is the list of those keys.
-fn alternation_instead_of_list(pattern: &str) -> String {
+/// ([`keys_named`]) is the list of those keys. A key the task names with a letter or
+/// two more or less is written as the task writes it ([`task_spelling`]).
+fn alternation_instead_of_list(pattern: &str, task: &str) -> String {
     if pattern.contains('|') {
         return String::new();
     }
@@ -595,9 +597,50 @@ fn alternation_instead_of_list(pattern: &str) -> String {
     if parts.len() < 2 {
         return String::new();
     }
+    let task_keys = keys_named(task);
+    let parts: Vec<&str> = parts
+        .into_iter()
+        .map(|part| task_spelling(part, &task_keys).unwrap_or(part))
+        .collect();
     let alternation = serde_json::to_string(&parts.join("|")).unwrap_or_default();
     format!(
         ": the pattern is a list, and a line matches it only holding all of it in that order. For the lines with any one of them, grep one pattern joined by |: {alternation}"
+    )
+}
+
+/// Edits (letters added, dropped or changed) within which a key of a pattern is read
+/// as a misspelling of a key the task names.
+const MISSPELLING_EDITS: usize = 2;
+
+/// The key of `task_keys` that `key` misspells — one a letter or two away, not the
+/// same — when there is one. The local model grepped `gently-raven-88` for the task's
+/// `gentle-raven-88`, found the other three keys' lines, and sliced around them until
+/// forced (docs/eval.md, s18b-seed15 `multi-needle` item 4).
+fn task_spelling<'t>(key: &str, task_keys: &[&'t str]) -> Option<&'t str> {
+    if task_keys.contains(&key) {
+        return None;
+    }
+    task_keys
+        .iter()
+        .copied()
+        .filter(|task_key| strsim::levenshtein(key, task_key) <= MISSPELLING_EDITS)
+        .min_by_key(|task_key| strsim::levenshtein(key, task_key))
+}
+
+/// A note naming the keys of a grep `pattern` that misspell keys the task names, each
+/// with the task's spelling; empty when there is none.
+fn misspelt_keys_note(pattern: &str, task: &str) -> String {
+    let task_keys = keys_named(task);
+    let fixes: Vec<String> = keys_named(pattern)
+        .into_iter()
+        .filter_map(|key| Some(format!("{} (not {key})", task_spelling(key, &task_keys)?)))
+        .collect();
+    if fixes.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nThe task names {}: grep each key as the task writes it.",
+        fixes.join(", ")
     )
 }
 
