@@ -271,16 +271,16 @@ pub(super) async fn run(
         let stated = output.and_then(|out| prose_answer::stated(&parsed.transcript_text, out));
         let prose = parsed.transcript_text.trim();
         let mut correction = Some(prompt::misfence_form(parsed.misfence.as_ref()));
-        // The task's call, offered where the prose cannot answer — a zero the call did
-        // not give (latest-seed12 js `pairs` item 4: "The answer is 0." three times), an
-        // answer no output ended in — and run in its place when the same prose comes
-        // again.
         // A stated value not of the task's answer's shape (s18-seed14 js `aggregate`
         // item 4: "… is `02:21`." for "which label").
         let unfit = stated
             .zip(task_answer.kind)
             .filter(|(value, kind)| !kind.fits(value))
             .map(|(_, kind)| kind.described());
+        // The task's call, offered where the prose cannot answer — a zero the call did
+        // not give (latest-seed12 js `pairs` item 4: "The answer is 0." three times), a
+        // value of another shape, an answer no output ended in — and run in its place
+        // when the same prose comes again.
         let offered = match (nothing, stated) {
             (None, Some(value)) => task_call.filter(|call| {
                 (prompt::is_zero(value) || unfit.is_some()) && !ran.blocks.contains_key(call.trim())
