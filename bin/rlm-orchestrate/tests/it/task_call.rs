@@ -742,3 +742,26 @@ fn a_final_sentence_where_the_task_states_its_form_is_questioned_once() {
     let (_, answer) = run_on("js", task, orders(200), script);
     assert!(answer.starts_with("The number of records"), "{answer}");
 }
+
+#[test]
+fn the_same_prose_after_code_that_found_nothing_runs_the_call_in_its_place() {
+    // The s18c-seed16 reading's js `aggregate` item 1: the code printed `null`, then
+    // "… is \"fraud\"." three times, the call offered never copied, and the forced
+    // answer that guess. Sent again, the prose has the call run in its place.
+    let task =
+        "Which label appears in the most records of the context? Answer with the label only.";
+    let null = "```repl\nconsole.log(null)\n```";
+    let guess = "The label that appears in the most records of the context is \"fraud\".";
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after("In its place"))
+        .then(MockReply::text(null))
+        .then(MockReply::text(guess))
+        .then(MockReply::text(guess));
+    let (mock, answer) = run_on("js", task, orders(200), script);
+    assert_eq!(answer, "billing");
+    assert_eq!(
+        mock.control().requests().len(),
+        4,
+        "the code, the prose twice, the answer"
+    );
+}

@@ -279,14 +279,16 @@ pub(super) async fn run(
             .map(|(_, kind)| kind.described());
         // The task's call, offered where the prose cannot answer — a zero the call did
         // not give (latest-seed12 js `pairs` item 4: "The answer is 0." three times), a
-        // value of another shape, an answer no output ended in — and run in its place
-        // when the same prose comes again.
+        // value of another shape, an answer no output ended in, anything after code that
+        // found nothing — and run in its place when the same prose comes again.
         let offered = match (nothing, stated) {
             (None, Some(value)) => task_call.filter(|call| {
                 (prompt::is_zero(value) || unfit.is_some()) && !ran.blocks.contains_key(call.trim())
             }),
             (None, None) => output.and(task_call).filter(|_| !prose.is_empty()),
-            (Some(_), _) => None,
+            // After code that found nothing, a guess (s18c-seed16 js `aggregate` item
+            // 1: `null`, then "… is \"fraud\"." three times, never the call offered).
+            (Some(_), _) => task_call.filter(|call| !ran.blocks.contains_key(call.trim())),
         };
         let again = offered.is_some() && !ran.refused_values.insert(prose.to_owned());
         let notice = match (nothing, stated, offered) {
