@@ -75,6 +75,7 @@ pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
         .or_else(|| extract_reduced_as_a_number(plan, task))
         .or_else(|| count_for_a_sum(plan, task))
         .or_else(|| count_for_the_values(plan, task))
+        .or_else(|| extract_of_another_field(plan, task))
 }
 
 /// The checks that read a map alone, for `ctx_map` (a plan written a step at a time):
@@ -206,6 +207,39 @@ fn extract_reduced_as_a_number(plan: &Plan, task: &str) -> Option<Refusal> {
             value_reductions(task, Some(&plan.reduce)).join("; ")
         ),
         exact,
+    ))
+}
+
+/// The refusal of an `extract` that does not read the field the task asks about, when
+/// the task's exact plan extracts that field (`label=(\w+)` for "which label appears in
+/// the most records"): it captures other text, every word of a record for `(\w+)`, and
+/// its most frequent item is no value of the field. The local model, told its
+/// `{"extract": "label"}` had no group, wrote `(\w+)` and answered `03`, a part of the
+/// records' times (docs/eval.md, s18c-seed16 plan `aggregate` item 4).
+fn extract_of_another_field(plan: &Plan, task: &str) -> Option<Refusal> {
+    let Map::Extract(pattern) = &plan.map else {
+        return None;
+    };
+    let exact = exact_plan_for_task(task)?;
+    let Map::Extract(field_pattern) = &exact.map else {
+        return None;
+    };
+    let field = field_pattern.split_once('=')?.0.to_owned();
+    if pattern.to_lowercase().contains(&field.to_lowercase()) {
+        return None;
+    }
+    let exact = Plan {
+        input: plan.input.clone(),
+        split: plan.split.clone(),
+        ..exact
+    };
+    Some(Refusal::new(
+        format!(
+            "the task asks about the `{field}=` values, and map {{\"extract\": {}}} captures other text of the records, so its results are no `{field}=` values. Answer the task exactly with {}",
+            json(pattern),
+            parts_of(&exact)
+        ),
+        Some(exact),
     ))
 }
 
@@ -555,6 +589,43 @@ mod tests {
     const MOST: &str =
         "Which label appears in the most records of the context? Answer with the label only.";
     const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+
+    #[test]
+    fn an_extract_that_does_not_read_the_task_s_field_is_told_the_field_s_extract() {
+        // The s18c-seed16 reading's plan `aggregate` item 4, as the model wrote it.
+        let refused = refusal(
+            r#"{"input": "context", "split": {"by": "lines", "size": 20000},
+                "filter": {"regex": "label"}, "map": {"extract": "(\\w+)"},
+                "reduce": {"op": "top_k", "k": 1}}"#,
+            MOST,
+        )
+        .expect("refused");
+        assert!(
+            refused.contains(r#"map {"extract": "(\\w+)"} captures other text"#)
+                && refused.contains(r#"exactly with map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#),
+            "{refused}"
+        );
+        // The pairs task's field, read by another extract: refused alike.
+        let pairs = refusal(
+            r#"{"input": "context", "map": {"extract": "year=(\\d+)"}, "reduce": {"op": "pairs"}}"#,
+            PAIRS,
+        )
+        .expect("refused");
+        assert!(pairs.contains("the `city=` values"), "{pairs}");
+        // The field read, in any case, and a task with no exact plan: the plan runs.
+        for (json, task) in [
+            (
+                r#"{"input": "context", "map": {"extract": "Label=(\\w+)"}, "reduce": {"op": "top_k", "k": 1}}"#,
+                MOST,
+            ),
+            (
+                r#"{"input": "context", "map": {"extract": "(\\w+)"}, "reduce": {"op": "top_k", "k": 1}}"#,
+                "Which words are the most frequent?",
+            ),
+        ] {
+            assert_eq!(refusal(json, task), None, "{json}");
+        }
+    }
 
     #[test]
     fn an_ask_map_counting_what_its_filter_picks_is_told_the_count_map() {
