@@ -625,14 +625,19 @@ const SOURCE_LINE_CHARS: usize = 160;
 /// what was thrown could not be allocated — an `InternalError` with no message, or a
 /// `null` from `code` that neither throws nor rejects (both seen after a
 /// `while (re.exec(context))` loop that never ended: docs/eval.md,
-/// after-question-seed6, js `pairs` item 2). A `null` a promise rejects with
-/// (`Promise.reject(null)`, `reject(null)`) is the code's own.
+/// after-question-seed6, js `pairs` item 2), or QuickJS's stand-in for an error message
+/// it could not allocate (`InternalError: Invalid error message`). A `null` a promise
+/// rejects with (`Promise.reject(null)`, `reject(null)`) is the code's own.
 fn out_of_memory(error: &str, code: &str) -> bool {
     let header = error.lines().next().unwrap_or_default().trim();
     error.contains("out of memory")
         || header == "InternalError:"
+        || header == UNALLOCATED_MESSAGE
         || (header == "Uncaught null" && !code.contains("throw") && !code.contains("reject"))
 }
+
+/// What QuickJS makes an error's message when it cannot allocate the real one.
+const UNALLOCATED_MESSAGE: &str = "InternalError: Invalid error message";
 
 /// `error` with what running out of memory means and the usual cause, for a model
 /// that otherwise reads an empty `InternalError:` and copies it back.
@@ -641,7 +646,10 @@ fn out_of_memory_explained(error: String, limit_bytes: u64) -> String {
         _ if error.trim() == "InternalError:" || error.trim() == "Uncaught null" => {
             "InternalError: out of memory".to_owned()
         }
-        Some((header, rest)) if header.trim() == "InternalError:" => {
+        _ if error.trim() == UNALLOCATED_MESSAGE => "InternalError: out of memory".to_owned(),
+        Some((header, rest))
+            if header.trim() == "InternalError:" || header.trim() == UNALLOCATED_MESSAGE =>
+        {
             format!("InternalError: out of memory\n{rest}")
         }
         _ => error,

@@ -18,6 +18,7 @@ const __rlm_safe = (() => {
   return Object.freeze({
     String,
     Error,
+    RegExp,
     WeakSet,
     Map,
     Set,
@@ -40,6 +41,8 @@ const __rlm_safe = (() => {
     startsWith: uncurry(String.prototype.startsWith),
     trim: uncurry(String.prototype.trim),
     symbolText: uncurry(Symbol.prototype.toString),
+    /** A RegExp's pattern (`label=x` of `/label=x/i`), read by the getter as it was. */
+    regexSource: uncurry(Object.getOwnPropertyDescriptor(RegExp.prototype, "source").get),
     /** Appends `value` to `list` as an own data property (no setter on
      * `Array.prototype` is reached, unlike `push` or `list[i] = value`). */
     append(list, value) {
@@ -86,6 +89,10 @@ globalThis.__rlm_json = function (value) {
       if (typeof v === "symbol") return safe.symbolText(v);
       if (v instanceof safe.Map) return safe.fromEntries(v);
       if (v instanceof safe.Set) return safe.arrayFrom(v);
+      // A regex literal where a helper takes a pattern (`ctx_filter(p, {regex:
+      // /label=fraud/})`, s18c-seed16 js `aggregate` item 0, s18b-seed15 item 3): its pattern, not
+      // the `{}` JSON makes of it. Plans' patterns ignore case already.
+      if (v instanceof safe.RegExp) return safe.regexSource(v);
       if (v !== null && typeof v === "object") {
         if (safe.weakHas(seen, v)) return "[circular]";
         safe.weakAdd(seen, v);

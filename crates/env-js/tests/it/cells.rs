@@ -153,3 +153,19 @@ async fn a_loop_calling_exec_twice_a_pass_gets_a_note_after_its_output() {
     let kept = "let m; const found = [];\nwhile ((m = regex.exec(context)) !== null) { found.push(m[1]); }\nconsole.log(found.length);";
     assert_eq!(f.env.execute(kept).await.unwrap().combined_output(), "4\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regex_literal_is_its_pattern_where_a_helper_takes_one() {
+    // The s18c-seed16 js `aggregate` item 0 and s18b-seed15 item 3: `{regex}` with
+    // `const regex = /label=loyalty/` reached the host as `{"regex": {}}`.
+    let mut f = plain().await;
+    assert_eq!(
+        run(
+            &mut f.env,
+            "const regex = /label=loyalty/i\nconsole.log(JSON.stringify(__rlm_plain({regex})))"
+        )
+        .await,
+        "{\"regex\":\"label=loyalty\"}\n"
+    );
+    assert_eq!(run(&mut f.env, "console.log(/a|b/)").await, "\"a|b\"\n");
+}
