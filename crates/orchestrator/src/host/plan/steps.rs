@@ -289,6 +289,9 @@ impl RunHost {
     /// The pieces variable `key`, and the file its pieces point into — refused when
     /// the file is gone or changed since the split.
     async fn piece_set(&self, key: &str) -> Result<(PieceSet, Source), HostError> {
+        if let Some(refusal) = text_for_a_key(key) {
+            return Err(refusal);
+        }
         let k = key.to_owned();
         let value = self
             .blocking(move |store| store.has(&k).then(|| store.get(&k)).transpose())
@@ -411,5 +414,48 @@ pub(super) fn piece_result(index: usize, piece: Piece, result: String) -> PieceR
         end: piece.end,
         chars: piece.chars,
         result,
+    }
+}
+
+/// The characters of a text passed where a pieces key goes that the refusal quotes.
+const TEXT_SHOWN_CHARS: usize = 40;
+
+/// The refusal of `key` when it is text, not a key — longer than any key or over
+/// several lines: the local model passed `context` itself to `ctx_filter`, and the
+/// refusal that quoted it whole was redacted as an echo of the context, so the model
+/// read only "[redacted: output too large]" (s18c-seed16 js `aggregate` item 0, as
+/// replayed). `None` for what may be a key.
+fn text_for_a_key(key: &str) -> Option<HostError> {
+    let chars = key.chars().count();
+    if key.len() <= rlm_context_store::MAX_KEY_BYTES && !key.contains('\n') {
+        return None;
+    }
+    let start: String = key.chars().take(TEXT_SHOWN_CHARS).collect();
+    Some(HostError::RespondToModel(format!(
+        "ctx_filter and ctx_map take the key of a pieces variable, and this is a text of {chars} characters (`{}…`), not a key: cut it into pieces with ctx_split first (ctx_split of \"context\" by lines returns a key) and pass the key it returns",
+        start.replace('\n', " ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_passed_for_a_pieces_key_is_refused_with_its_start_not_whole() {
+        let text = "2026-03-07 14:02 order=1 label=fraud amount=5\n".repeat(300);
+        let Some(HostError::RespondToModel(message)) = text_for_a_key(&text) else {
+            panic!("refused");
+        };
+        assert!(
+            message.contains(
+                "a text of 13800 characters (`2026-03-07 14:02 order=1 label=fraud amo…`)"
+            ) && message.contains("cut it into pieces with ctx_split first"),
+            "{message}"
+        );
+        assert!(message.len() < 400, "{message}");
+        // One line of two, and a key: only the text is refused.
+        assert!(text_for_a_key("line one\nline two").is_some());
+        assert!(text_for_a_key("pieces-3f2a").is_none());
     }
 }
