@@ -609,6 +609,21 @@ mod tests {
             "{}",
             alternation.content
         );
+        // The s18c-seed16 reading's multi-needle item 4: the task's phrase, plural,
+        // grepped five times. A pattern that names no key of the task, and found
+        // nothing, is told the keys.
+        let phrase = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "special magic numbers"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            phrase.content.ends_with(r#"The task names gentle-raven-88, olive-heron-73: the lines to find are the ones that name them; grep "gentle-raven-88|olive-heron-73"."#),
+            "{}",
+            phrase.content
+        );
         // Keys spelt as the task writes them, or far from any of its keys: no note.
         let right = env
             .call_tool(&call(

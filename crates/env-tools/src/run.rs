@@ -178,7 +178,8 @@ impl ToolsEnv {
                 args.pattern,
                 self.condition_instead_of_pattern(&args.pattern),
                 alternation_instead_of_list(&args.pattern, &self.config.query)
-            ) + &misspelt_keys_note(&args.pattern, &self.config.query));
+            ) + &misspelt_keys_note(&args.pattern, &self.config.query)
+                + &task_keys_note(&args.pattern, &self.config.query));
         }
         let mut text = format!(
             "{total} {} of {} {} {:?}{}:",
@@ -641,6 +642,31 @@ fn misspelt_keys_note(pattern: &str, task: &str) -> String {
     format!(
         "\nThe task names {}: grep each key as the task writes it.",
         fixes.join(", ")
+    )
+}
+
+/// After a grep that found nothing, the keys the task names (`cobalt-lynx-35`), when
+/// the pattern holds none of them and is not a misspelling of one: the lines to look
+/// for are the ones that name them. The local model grepped the task's phrase "special
+/// magic numbers" (the lines say "number") five times and was forced (docs/eval.md,
+/// s18c-seed16 `multi-needle` item 4). Empty otherwise.
+fn task_keys_note(pattern: &str, task: &str) -> String {
+    let task_keys = keys_named(task);
+    let pattern_lower = pattern.to_lowercase();
+    let names_one = task_keys
+        .iter()
+        .any(|key| pattern_lower.contains(&key.to_lowercase()));
+    let misspells_one = keys_named(pattern)
+        .into_iter()
+        .any(|key| task_spelling(key, &task_keys).is_some());
+    if task_keys.is_empty() || names_one || misspells_one {
+        return String::new();
+    }
+    let alternation = serde_json::to_string(&task_keys.join("|")).unwrap_or_default();
+    format!(
+        "\nThe task names {}: the lines to find are the ones that name {}; grep {alternation}.",
+        task_keys.join(", "),
+        if task_keys.len() == 1 { "it" } else { "them" }
     )
 }
 
