@@ -111,6 +111,11 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     if !asks_a_count(question) && !bare {
         return None;
     }
+    let lead = if bare {
+        format!("`map.ask` sends each piece only {}, so a model reads it and answers as it likes, and the sum of its answers is not a count", json(question.trim()))
+    } else {
+        "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)".to_owned()
+    };
     let (pattern, whence) = match &plan.filter {
         Some(Filter::Regex(pattern)) if key_value(pattern) == Some(pattern.trim()) => {
             (pattern.trim().to_owned(), "your filter already picks")
@@ -120,15 +125,10 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
             "names the field of the records your filter keeps",
         ),
         Some(Filter::Ask(_)) => return None,
-        Some(Filter::Regex(_)) | None => (
-            key_value(question).or_else(|| key_value(task))?.to_owned(),
-            "the task names",
-        ),
-    };
-    let lead = if bare {
-        format!("`map.ask` sends each piece only {}, so a model reads it and answers as it likes, and the sum of its answers is not a count", json(question.trim()))
-    } else {
-        "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)".to_owned()
+        Some(Filter::Regex(_)) | None => match key_value(question).or_else(|| key_value(task)) {
+            Some(key_value) => (key_value.to_owned(), "the task names"),
+            None => return counted_without_a_pattern(plan, task, &lead),
+        },
     };
     if mentions(task, &["pair"]) || mentions(question, &["pair"]) {
         let key = shared_key(task);
@@ -156,6 +156,26 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
             json(&pattern)
         ),
         Some(with(plan, Map::Count(pattern), Reduce::Sum)),
+    ))
+}
+
+/// The refusal of a counting `ask` that names no pattern to count ("How many times
+/// does the label 'fraud' appear?") when the task's words name its exact plan: the
+/// local model asked that of every piece, one label after another, six model calls a
+/// label, for "which label appears in the most records" (docs/eval.md, s18c-seed16
+/// plan-text `aggregate` item 1). `None` when the task names no plan: the ask runs.
+fn counted_without_a_pattern(plan: &Plan, task: &str, lead: &str) -> Option<Refusal> {
+    let exact = Plan {
+        input: plan.input.clone(),
+        split: plan.split.clone(),
+        ..exact_plan_for_task(task)?
+    };
+    Some(Refusal::new(
+        format!(
+            "{lead}. Answer the task exactly, with no model call: {}",
+            parts_of(&exact)
+        ),
+        Some(exact),
     ))
 }
 
@@ -589,6 +609,29 @@ mod tests {
     const MOST: &str =
         "Which label appears in the most records of the context? Answer with the label only.";
     const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+
+    #[test]
+    fn a_count_asked_of_one_value_for_a_ranking_task_is_told_the_task_s_plan() {
+        // The s18c-seed16 reading's plan-text `aggregate` item 1, as the model wrote it.
+        let refused = refusal(
+            r#"{"input": "context", "map": {"ask": "How many times does the label 'fraud' appear in the context? Answer with a number."},
+                "reduce": {"op": "sum"}}"#,
+            MOST,
+        )
+        .expect("refused");
+        assert!(
+            refused.contains(r#"exactly, with no model call: map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#),
+            "{refused}"
+        );
+        // A count asked for a task that names no plan still runs.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "map": {"ask": "How many failed payments are there?"}, "reduce": {"op": "sum"}}"#,
+                "Summarise the failures."
+            ),
+            None
+        );
+    }
 
     #[test]
     fn an_extract_that_does_not_read_the_task_s_field_is_told_the_field_s_extract() {
