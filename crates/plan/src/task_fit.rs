@@ -116,6 +116,21 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     } else {
         "`map.ask` asks each piece \"how many\", and a model's count of a piece it reads is not exact (it guesses)".to_owned()
     };
+    // A task that sums a field or ranks its values is not answered by the count the
+    // question asks (s18c-seed16 plan-text `aggregate` item 2: "how many records have
+    // label=fraud" for the sum of their amounts, and the count ran in its place).
+    let task_plan = exact_plan_for_task(task).filter(|exact| {
+        matches!(
+            (&exact.map, &exact.reduce),
+            (
+                Map::Extract(_),
+                Reduce::Sum | Reduce::TopK { .. } | Reduce::Vote
+            )
+        )
+    });
+    if task_plan.is_some() {
+        return counted_without_a_pattern(plan, task, &lead);
+    }
     let (pattern, whence) = match &plan.filter {
         Some(Filter::Regex(pattern)) if key_value(pattern) == Some(pattern.trim()) => {
             (pattern.trim().to_owned(), "your filter already picks")
@@ -159,11 +174,13 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     ))
 }
 
-/// The refusal of a counting `ask` that names no pattern to count ("How many times
-/// does the label 'fraud' appear?") when the task's words name its exact plan: the
-/// local model asked that of every piece, one label after another, six model calls a
-/// label, for "which label appears in the most records" (docs/eval.md, s18c-seed16
-/// plan-text `aggregate` item 1). `None` when the task names no plan: the ask runs.
+/// The refusal of a counting `ask` with the task's exact plan, when its words name
+/// one: for an ask that names no pattern to count ("How many times does the label
+/// 'fraud' appear?" — the local model asked that of every piece, one label after
+/// another, six model calls a label, for "which label appears in the most records":
+/// docs/eval.md, s18c-seed16 plan-text `aggregate` item 1), and for any count asked
+/// where the task sums a field or ranks its values. `None` when the task names no
+/// plan: the ask runs.
 fn counted_without_a_pattern(plan: &Plan, task: &str, lead: &str) -> Option<Refusal> {
     let exact = Plan {
         input: plan.input.clone(),
@@ -609,6 +626,22 @@ mod tests {
     const MOST: &str =
         "Which label appears in the most records of the context? Answer with the label only.";
     const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+
+    #[test]
+    fn a_count_asked_for_a_sum_task_is_told_the_sum_plan_not_the_count() {
+        // The s18c-seed16 reading's plan-text `aggregate` item 2, as the model wrote it:
+        // the count it named ran in place and 194 records was the answer.
+        let task = "What is the sum of the amount fields of the records with label=fraud? Answer with a number.";
+        let refused = refusal(
+            r#"{"input": "context", "map": {"ask": "How many records have label=fraud? Answer with a number."}, "reduce": {"op": "sum"}}"#,
+            task,
+        )
+        .expect("refused");
+        assert!(
+            refused.contains(r#"filter {"regex": "label=fraud"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn a_count_asked_of_one_value_for_a_ranking_task_is_told_the_task_s_plan() {
