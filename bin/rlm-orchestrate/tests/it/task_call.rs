@@ -264,14 +264,18 @@ fn a_call_run_in_a_value_s_place_is_not_a_third_correction() {
     // The head-seed10 reading's js `pairs` item 3: two arrays refused, the second sent
     // again had the call run in its place (3757) — and the run stopped there, a third
     // reply of only a value, forced before the model saw the count: it answered 4.
+    // (A list after a refused value now runs the call at once: two other refusals
+    // come first here.)
     let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
     let (records, pairs) = people(300);
-    let second = "```repl\n[[\"Lisbon\", \"Perth\"], [\"Lisbon\", \"Quito\"]]\n```";
+    let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconsole.log(context.length);\n```";
     let script = MockScript::new()
         .rule(sends_the_final_line_after("In its place"))
-        .then(MockReply::text("```repl\n[[\"Lisbon\"]]\n```"))
-        .then(MockReply::text(second))
-        .then(MockReply::text(second));
+        .then(MockReply::text(literal))
+        .then(MockReply::text("```repl\n10\n```"))
+        .then(MockReply::text(
+            "```repl\n[[\"Lisbon\", \"Perth\"], [\"Lisbon\", \"Quito\"]]\n```",
+        ));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, pairs.to_string());
     let requests = mock.control().requests();
@@ -763,5 +767,30 @@ fn the_same_prose_after_code_that_found_nothing_runs_the_call_in_its_place() {
         mock.control().requests().len(),
         4,
         "the code, the prose twice, the answer"
+    );
+}
+
+#[test]
+fn another_list_after_a_refused_value_runs_the_call_in_its_place() {
+    // The s18d-seed17 reading's js `pairs` item 1: the preview copied into `context`
+    // (refused), then three arrays of city names, one shorter each time, each refused
+    // as a new value, and the forced answer a guess. A list or map after any refused
+    // value has the call run in its place.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after("In its place"))
+        .then(MockReply::text(
+            "```repl\n[[\"Oslo\", \"Perth\", \"Hanoi\", \"D\"]]\n```",
+        ))
+        .then(MockReply::text(
+            "```repl\n[[\"Oslo\", \"Perth\", \"Hanoi\"]]\n```",
+        ));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(
+        mock.control().requests().len(),
+        3,
+        "the first list, the second run in place, the answer"
     );
 }

@@ -454,8 +454,12 @@ fn refusal(code: &str, checks: &Checks<'_>) -> Option<Refusal> {
             .values()
             .any(|(_, output)| prose_answer::stands_in(output, scalar))
     });
+    // A list or map after any value was refused is the same loop in other values: the
+    // local model sent three arrays of city names, one shorter each time, until forced
+    // (docs/eval.md, s18d-seed17 js `pairs` item 1).
+    let another_list = value.scalar().is_none() && !ran.refused_values.is_empty();
     refuse(
-        if again && !printed {
+        if (again || another_list) && !printed {
             NotRun::ValueAgain("a value")
         } else {
             NotRun::Value
