@@ -99,7 +99,9 @@ fn with(plan: &Plan, map: Map, reduce: Reduce) -> Plan {
     }
 }
 
-/// The refusal of an `ask` map that asks each piece to count what a pattern names
+/// The refusal of an `ask` map that asks each piece to count: with the task's exact
+/// plan when the task sums a field or ranks its values, or when the count names no
+/// pattern ([`counted_without_a_pattern`]); else with the count of what a pattern names
 /// exactly: a filter on a field (`label=payments`, `year > 2000`), or a `key=value` in
 /// the question or the task. A filter on a plain word (`payment`) may keep more than
 /// the question counts ("failed payments", said in many ways): that ask runs.
@@ -119,7 +121,7 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     // A task that sums a field or ranks its values is not answered by the count the
     // question asks (s18c-seed16 plan-text `aggregate` item 2: "how many records have
     // label=fraud" for the sum of their amounts, and the count ran in its place).
-    let task_plan = exact_plan_for_task(task).filter(|exact| {
+    let sums_or_ranks = exact_plan_for_task(task).filter(|exact| {
         matches!(
             (&exact.map, &exact.reduce),
             (
@@ -128,7 +130,7 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
             )
         )
     });
-    if task_plan.is_some() {
+    if sums_or_ranks.is_some() {
         return counted_without_a_pattern(plan, task, &lead);
     }
     let (pattern, whence) = match &plan.filter {
