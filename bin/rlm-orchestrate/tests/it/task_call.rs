@@ -794,3 +794,29 @@ fn another_list_after_a_refused_value_runs_the_call_in_its_place() {
         "the first list, the second run in place, the answer"
     );
 }
+
+#[test]
+fn a_forced_reply_of_the_task_s_call_runs_it_and_answers_with_its_value() {
+    // The s18e-seed18 reading's js `pairs` item 1: the preview copied into `context`
+    // three times, refused with the task's call, and the forced reply that call in a
+    // fence, taken whole as the answer. It calls no model: it runs, and its value is
+    // the answer.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconsole.log(context.length);\n```";
+    let call = r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#;
+    let script = MockScript::new()
+        .rule(on("You have used every iteration", move |_| {
+            Some(MockReply::text(format!("```repl\n{call}\n```")))
+        }))
+        .then(MockReply::text(literal))
+        .then(MockReply::text(literal))
+        .then(MockReply::text(literal));
+    let (mock, answer) = run_on("js", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(
+        mock.control().requests().len(),
+        4,
+        "three literals, the forced reply"
+    );
+}

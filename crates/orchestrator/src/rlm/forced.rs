@@ -25,6 +25,9 @@ pub(super) struct Ending<'a> {
     /// What the run's blocks printed: a forced reply that sends one of them again
     /// answers with the value it printed.
     pub ran: &'a code_turn::RanBefore,
+    /// The task's exact helper call, where there is one: a forced reply of only that
+    /// call runs it (no model call) and answers with what it printed.
+    pub task_call: Option<&'a str>,
 }
 
 /// Asks once more for an answer, with no more code or tools to run: the answer is
@@ -41,6 +44,7 @@ pub(super) async fn force_final(
         stop_reason,
         unread,
         ran,
+        task_call,
     } = ending;
     let mut instruction = forced_instruction(medium).to_owned();
     if let Some(reason) = &stop_reason {
@@ -99,7 +103,7 @@ pub(super) async fn force_final(
             });
         }
     }
-    let answer = match forced_answer(&completion, medium, (ran, caller.sink)).await? {
+    let answer = match forced_answer(&completion, medium, (ran, task_call, caller.sink)).await? {
         Ok(answer) => answer,
         Err(prose) if one_value(&prose) => prose,
         Err(prose) => {
@@ -124,7 +128,7 @@ pub(super) async fn force_final(
                 iterations + 1,
             )
             .await?;
-            match forced_answer(&again, medium, (ran, caller.sink)).await? {
+            match forced_answer(&again, medium, (ran, task_call, caller.sink)).await? {
                 Ok(answer) => answer,
                 Err(bare) if one_value(&bare) => bare,
                 Err(_) => {
@@ -155,7 +159,7 @@ pub(super) async fn force_final(
 async fn forced_answer(
     completion: &Completion,
     medium: &mut Medium<'_>,
-    (ran, sink): (&code_turn::RanBefore, &EventSink),
+    (ran, task_call, sink): (&code_turn::RanBefore, Option<&str>, &EventSink),
 ) -> Result<Result<String, String>, LoopError> {
     let tags = match medium {
         Medium::Code(repl) => repl.fence_tags(),
@@ -186,6 +190,30 @@ async fn forced_answer(
                 if let Some(value) = ran.printed_by(&block.code) {
                     sink.emit(EventData::Warning {
                         message: format!("the forced reply was code that ran before and printed {value}: {value} is the answer"),
+                    });
+                    parsed.final_literal = Some(value.to_owned());
+                }
+            }
+            // The task's exact call, offered and never run, sent as the forced answer
+            // (s18e-seed18 js `pairs` item 1: its first copy was cut at the token
+            // limit): it calls no model, so it runs now and what it prints answers.
+            let is_task_call = task_call.is_some_and(|call| call.trim() == block.code.trim());
+            if let (true, None, None, Medium::Code(repl)) = (
+                is_task_call,
+                &parsed.final_literal,
+                &parsed.final_var,
+                &mut *medium,
+            ) {
+                let outcome = repl.execute(&block.code).await?;
+                let output = outcome.combined_output();
+                if let Some(value) = outcome
+                    .error
+                    .is_none()
+                    .then(|| super::prose_answer::printed_value(&output))
+                    .flatten()
+                {
+                    sink.emit(EventData::Warning {
+                        message: format!("the forced reply was the task's exact call, which ran now and printed {value}: {value} is the answer"),
                     });
                     parsed.final_literal = Some(value.to_owned());
                 }

@@ -432,6 +432,7 @@ pub async fn run_loop(
         stop_reason,
         unread,
         ran: &ran_before,
+        task_call: task_call.as_deref(),
     };
     forced::force_final(ending, &mut medium, &mut fitter, &mut messages).await
 }
