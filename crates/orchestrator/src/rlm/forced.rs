@@ -68,35 +68,24 @@ pub(super) async fn force_final(
         // The forced answer is free text.
         reply_schema: None,
     };
-    let mut completion = fit::ask_fitted(
+    let ask = Ask {
         caller,
-        fitter,
-        messages,
         offer,
-        (CallPurpose::ForcedFinal, Reservation::default()),
-        iterations + 1,
-    )
-    .await?;
+        iteration: iterations + 1,
+    };
+    let mut completion = ask.first(fitter, messages).await?;
     if completion.truncated {
         // A reply cut at its limit is not an answer: ask once more, for a shorter one.
-        messages.push(ChatMessage::assistant(completion.text.clone()));
-        messages.push(ChatMessage::user(format!(
+        let retry = format!(
             "{} {}",
-            match medium {
-                Medium::Code(_) => prompt::TRUNCATED_REPLY,
-                Medium::Tools { .. } => prompt::TRUNCATED_REPLY_TOOLS,
-            },
+            by_medium(
+                medium,
+                prompt::TRUNCATED_REPLY,
+                prompt::TRUNCATED_REPLY_TOOLS
+            ),
             forced_instruction(medium)
-        )));
-        completion = fit::ask_fitted(
-            caller,
-            fitter,
-            messages,
-            offer,
-            (CallPurpose::ForcedFinal, Reservation::default()),
-            iterations + 1,
-        )
-        .await?;
+        );
+        completion = ask.again(fitter, messages, &completion, retry).await?;
         if completion.truncated {
             caller.sink.emit(EventData::Warning {
                 message: "the forced final answer was cut at the model's output-token limit twice: it is given as it came, cut short".to_owned(),
@@ -111,23 +100,10 @@ pub(super) async fn force_final(
             // answer a caller can compare or use: asked once for the answer alone
             // (head-seed13 js `aggregate` item 4 and seed 9's item 4, the right label
             // scored wrong for its sentence).
-            messages.push(ChatMessage::assistant(completion.text.clone()));
-            messages.push(ChatMessage::user(
-                match medium {
-                    Medium::Code(_) => prompt::FORCED_PROSE,
-                    Medium::Tools { .. } => prompt::FORCED_PROSE_TOOLS,
-                }
-                .to_owned(),
-            ));
-            let again = fit::ask_fitted(
-                caller,
-                fitter,
-                messages,
-                offer,
-                (CallPurpose::ForcedFinal, Reservation::default()),
-                iterations + 1,
-            )
-            .await?;
+            let retry = by_medium(medium, prompt::FORCED_PROSE, prompt::FORCED_PROSE_TOOLS);
+            let again = ask
+                .again(fitter, messages, &completion, retry.to_owned())
+                .await?;
             match forced_answer(&again, medium, (ran, task_call, caller.sink)).await? {
                 Ok(answer) => answer,
                 Err(bare) if one_value(&bare) => bare,
@@ -152,6 +128,54 @@ pub(super) async fn force_final(
         iterations,
         submitted: None,
     })
+}
+
+/// The forced request as it is asked, first and after a reply that is not an answer.
+struct Ask<'a> {
+    caller: Caller<'a>,
+    offer: Offer<'a>,
+    /// The iteration the forced request counts as.
+    iteration: u32,
+}
+
+impl Ask<'_> {
+    /// The forced request, on the conversation as it stands.
+    async fn first(
+        &self,
+        fitter: &mut fit::Fitter,
+        messages: &mut Vec<ChatMessage>,
+    ) -> Result<Completion, LoopError> {
+        fit::ask_fitted(
+            self.caller,
+            fitter,
+            messages,
+            self.offer,
+            (CallPurpose::ForcedFinal, Reservation::default()),
+            self.iteration,
+        )
+        .await
+    }
+
+    /// Asked again after `previous`, which was not an answer, with `correction`.
+    async fn again(
+        &self,
+        fitter: &mut fit::Fitter,
+        messages: &mut Vec<ChatMessage>,
+        previous: &Completion,
+        correction: String,
+    ) -> Result<Completion, LoopError> {
+        messages.push(ChatMessage::assistant(previous.text.clone()));
+        messages.push(ChatMessage::user(correction));
+        self.first(fitter, messages).await
+    }
+}
+
+/// `code` under the code medium, `tools` under `--env tools`.
+fn by_medium(medium: &Medium<'_>, code: &'static str, tools: &'static str) -> &'static str {
+    match medium {
+        Medium::Code(_) => code,
+        Medium::Tools { .. } => tools,
+    }
 }
 
 /// The answer a forced reply gives — its `FINAL(...)`, `FINAL_VAR(name)`, or
@@ -246,8 +270,5 @@ fn one_value(text: &str) -> bool {
 
 /// What the forced last request asks for.
 fn forced_instruction(medium: &Medium<'_>) -> &'static str {
-    match medium {
-        Medium::Code(_) => prompt::FORCE_FINAL,
-        Medium::Tools { .. } => prompt::FORCE_FINAL_TOOLS,
-    }
+    by_medium(medium, prompt::FORCE_FINAL, prompt::FORCE_FINAL_TOOLS)
 }
