@@ -53,13 +53,11 @@ pub(super) async fn run(
         max_output_chars,
         protocol,
     } = step;
-    // An answer written as a sentence where the task states a form: questioned once.
+    // An answer written as a sentence where the task states a form: questioned once
+    // (the trace shows why: a `FINAL`'s refusal as a warning, a call's as its result).
     let mut not_in_form = |answer: &str| {
         let form = answer_form::unmet(answer, form).filter(|_| !*form_questioned)?;
         *form_questioned = true;
-        sink.emit(EventData::Warning {
-            message: format!("the answer is questioned once (sent again, it is taken): it is a sentence, where the task says \"{form}\""),
-        });
         Some(prompt::answer_not_in_form(form, "final_answer"))
     };
     let text = completion.text.trim();
