@@ -121,7 +121,8 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     // A task that sums a field or ranks its values is not answered by the count the
     // question asks (s18c-seed16 plan-text `aggregate` item 2: "how many records have
     // label=fraud" for the sum of their amounts, and the count ran in its place).
-    let sums_or_ranks = exact_plan_for_task(task).filter(|exact| {
+    let task_plan = exact_plan_for_task(task);
+    let sums_or_ranks = task_plan.as_ref().is_some_and(|exact| {
         matches!(
             (&exact.map, &exact.reduce),
             (
@@ -130,8 +131,8 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
             )
         )
     });
-    if sums_or_ranks.is_some() {
-        return counted_without_a_pattern(plan, task, &lead);
+    if sums_or_ranks {
+        return counted_without_a_pattern(plan, task_plan, &lead);
     }
     let (pattern, whence) = match &plan.filter {
         Some(Filter::Regex(pattern)) if key_value(pattern) == Some(pattern.trim()) => {
@@ -144,7 +145,7 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
         Some(Filter::Ask(_)) => return None,
         Some(Filter::Regex(_)) | None => match key_value(question).or_else(|| key_value(task)) {
             Some(key_value) => (key_value.to_owned(), "the task names"),
-            None => return counted_without_a_pattern(plan, task, &lead),
+            None => return counted_without_a_pattern(plan, task_plan, &lead),
         },
     };
     if mentions(task, &["pair"]) || mentions(question, &["pair"]) {
@@ -176,18 +177,18 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
     ))
 }
 
-/// The refusal of a counting `ask` with the task's exact plan, when its words name
-/// one: for an ask that names no pattern to count ("How many times does the label
+/// The refusal of a counting `ask` with `task_plan`, the task's exact plan, when its
+/// words name one: for an ask that names no pattern to count ("How many times does the label
 /// 'fraud' appear?" — the local model asked that of every piece, one label after
 /// another, six model calls a label, for "which label appears in the most records":
 /// docs/eval.md, s18c-seed16 plan-text `aggregate` item 1), and for any count asked
 /// where the task sums a field or ranks its values. `None` when the task names no
 /// plan: the ask runs.
-fn counted_without_a_pattern(plan: &Plan, task: &str, lead: &str) -> Option<Refusal> {
+fn counted_without_a_pattern(plan: &Plan, task_plan: Option<Plan>, lead: &str) -> Option<Refusal> {
     let exact = Plan {
         input: plan.input.clone(),
         split: plan.split.clone(),
-        ..exact_plan_for_task(task)?
+        ..task_plan?
     };
     Some(Refusal::new(
         format!(
