@@ -426,10 +426,10 @@ const TEXT_SHOWN_CHARS: usize = 40;
 /// read only "[redacted: output too large]" (s18c-seed16 js `aggregate` item 0, as
 /// replayed). `None` for what may be a key.
 fn text_for_a_key(key: &str) -> Option<HostError> {
-    let chars = key.chars().count();
     if key.len() <= rlm_context_store::MAX_KEY_BYTES && !key.contains('\n') {
         return None;
     }
+    let chars = key.chars().count();
     let start: String = key.chars().take(TEXT_SHOWN_CHARS).collect();
     Some(HostError::RespondToModel(format!(
         "ctx_filter and ctx_map take the key of a pieces variable, and this is a text of {chars} characters (`{}…`), not a key: cut it into pieces with ctx_split first (ctx_split of \"context\" by lines returns a key) and pass the key it returns",
