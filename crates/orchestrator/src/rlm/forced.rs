@@ -6,7 +6,8 @@
 //! answer alone.
 
 use super::{
-    bare_final, code_turn, fit, prompt, tool_turn, Caller, LoopError, LoopOutcome, Medium, Offer,
+    bare_final, code_turn, fit, prompt, prose_answer, tool_turn, Caller, LoopError, LoopOutcome,
+    Medium, Offer,
 };
 use crate::accounting::Reservation;
 use crate::env::tools::MicroTool;
@@ -196,52 +197,14 @@ async fn forced_answer(
         // block holds is read as if written outside it.
         if let Some(block) = parsed.blocks.last() {
             let inner = parse_response(&block.code, &[]);
-            parsed.final_literal = inner.final_literal;
             parsed.final_var = inner.final_var;
-            // In code, `FINAL(name)` passes the value of a variable of that name.
-            let variable = match (bare_final::bare_word(&block.code), &mut *medium) {
-                (Some(name), Medium::Code(repl)) => repl.final_var(name).await?,
-                _ => None,
+            parsed.final_literal = match &parsed.final_var {
+                Some(_) => inner.final_literal,
+                None => {
+                    let written = inner.final_literal;
+                    value_of_block(&block.code, written, medium, (ran, task_call, sink)).await?
+                }
             };
-            if variable.is_some() {
-                parsed.final_literal = variable;
-            }
-            // The block that printed the answer, sent once more instead of it (the
-            // s18b-seed15 js `aggregate` item 3: `map_reduce`'s count printed 46
-            // twice, the same block sent until forced and then as the forced answer):
-            // nothing runs now, so what it printed is the answer.
-            if parsed.final_literal.is_none() && parsed.final_var.is_none() {
-                if let Some(value) = ran.printed_by(&block.code) {
-                    sink.emit(EventData::Warning {
-                        message: format!("the forced reply was code that ran before and printed {value}: {value} is the answer"),
-                    });
-                    parsed.final_literal = Some(value.to_owned());
-                }
-            }
-            // The task's exact call, offered and never run, sent as the forced answer
-            // (s18e-seed18 js `pairs` item 1: its first copy was cut at the token
-            // limit): it calls no model, so it runs now and what it prints answers.
-            let is_task_call = task_call.is_some_and(|call| call.trim() == block.code.trim());
-            if let (true, None, None, Medium::Code(repl)) = (
-                is_task_call,
-                &parsed.final_literal,
-                &parsed.final_var,
-                &mut *medium,
-            ) {
-                let outcome = repl.execute(&block.code).await?;
-                let output = outcome.combined_output();
-                if let Some(value) = outcome
-                    .error
-                    .is_none()
-                    .then(|| super::prose_answer::printed_value(&output))
-                    .flatten()
-                {
-                    sink.emit(EventData::Warning {
-                        message: format!("the forced reply was the task's exact call, which ran now and printed {value}: {value} is the answer"),
-                    });
-                    parsed.final_literal = Some(value.to_owned());
-                }
-            }
         }
     }
     let text = parsed.transcript_text.trim().to_owned();
@@ -259,6 +222,58 @@ async fn forced_answer(
             Medium::Code(_) => Err(text),
         },
     })
+}
+
+/// The value a forced reply's last block stands for, where it stands for one: its
+/// bare `FINAL(name)` of a REPL variable; the one value it printed when it ran before
+/// (the s18b-seed15 js `aggregate` item 3: `map_reduce`'s count printed 46 twice, the
+/// same block sent until forced and then as the forced answer); or, when it is the
+/// task's exact call, offered and never run, what that call prints now — it calls no
+/// model (s18e-seed18 js `pairs` item 1: its first copy was cut at the token limit).
+/// Each but the variable is traced as a warning. `written` is the `FINAL(...)` the
+/// block holds, the answer when it names no variable.
+async fn value_of_block(
+    code: &str,
+    written: Option<String>,
+    medium: &mut Medium<'_>,
+    (ran, task_call, sink): (&code_turn::RanBefore, Option<&str>, &EventSink),
+) -> Result<Option<String>, LoopError> {
+    let Medium::Code(repl) = medium else {
+        return Ok(written);
+    };
+    // In code, `FINAL(name)` passes the value of a variable of that name.
+    if let Some(name) = bare_final::bare_word(code) {
+        if let Some(value) = repl.final_var(name).await? {
+            return Ok(Some(value));
+        }
+    }
+    if written.is_some() {
+        return Ok(written);
+    }
+    if let Some(value) = ran.printed_by(code) {
+        sink.emit(EventData::Warning {
+            message: format!(
+                "the forced reply was code that ran before and printed {value}: {value} is the answer"
+            ),
+        });
+        return Ok(Some(value.to_owned()));
+    }
+    if task_call.is_none_or(|call| call.trim() != code.trim()) {
+        return Ok(None);
+    }
+    let outcome = repl.execute(code).await?;
+    let output = outcome.combined_output();
+    let value = outcome
+        .error
+        .is_none()
+        .then(|| prose_answer::printed_value(&output))
+        .flatten();
+    if let Some(value) = value {
+        sink.emit(EventData::Warning {
+            message: format!("the forced reply was the task's exact call, which ran now and printed {value}: {value} is the answer"),
+        });
+    }
+    Ok(value.map(str::to_owned))
 }
 
 /// True when a forced reply's text is one value as written — a number, a word, a
