@@ -723,11 +723,16 @@ pub fn tools_correction(miss: ToolsMiss) -> String {
 /// Told when `FINAL(...)` or `final_answer` came with other tool calls.
 pub const PREMATURE_FINAL_TOOLS: &str = "Your final answer came in the same message as other tool calls, before you saw their results, so it was not accepted. Read the results, then answer in a message of its own.";
 
-/// Sent when iterations are exhausted.
-pub const FORCE_FINAL: &str = "You have used every iteration. Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
+/// What the forced request says first when the iterations ran out (when the loop
+/// stopped for another reason, that reason is said instead).
+pub const ITERATIONS_USED: &str = "You have used every iteration.";
 
-/// Sent when iterations are exhausted under `--env tools`.
-pub const FORCE_FINAL_TOOLS: &str = "You have used every iteration. Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer with it, or write FINAL(…) on its own line with the answer inside the parentheses.";
+/// The forced request when iterations are exhausted or the loop stopped: after
+/// [`ITERATIONS_USED`] or the reason it stopped.
+pub const FORCE_FINAL: &str = "Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
+
+/// Sent when iterations are exhausted, or the loop stopped, under `--env tools`.
+pub const FORCE_FINAL_TOOLS: &str = "Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer with it, or write FINAL(…) on its own line with the answer inside the parentheses.";
 
 /// Sent once when the forced answer came as prose with no `FINAL(...)`: the answer
 /// alone, which a caller can compare and use.

@@ -47,10 +47,13 @@ pub(super) async fn force_final(
         ran,
         task_call,
     } = ending;
-    let mut instruction = forced_instruction(medium).to_owned();
-    if let Some(reason) = &stop_reason {
-        instruction = format!("Stop: {reason}. {instruction}");
-    }
+    // Why no more steps: the iterations ran out, or the reason the loop stopped (not
+    // both: "you have used every iteration" after a stop on a repeated call was untrue).
+    let why = match &stop_reason {
+        Some(reason) => format!("Stop: {reason}."),
+        None => prompt::ITERATIONS_USED.to_owned(),
+    };
+    let mut instruction = format!("{why} {}", forced_instruction(medium));
     if let Some(unread) = unread {
         instruction = format!("{unread}\n\n{instruction}");
     }

@@ -565,11 +565,13 @@ async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_an
     assert!(h.outcome.forced);
     assert_eq!(h.outcome.iterations, 5);
     assert_eq!(h.outcome.answer, "none found");
+    let forced = last_user_message(&h, 5);
     assert!(
-        last_user_message(&h, 5).contains("again code that already ran twice, after 2 corrections"),
-        "{}",
-        last_user_message(&h, 5)
+        forced.contains("again code that already ran twice, after 2 corrections"),
+        "{forced}"
     );
+    // The loop stopped with iterations left: the request does not say they ran out.
+    assert!(!forced.contains("every iteration"), "{forced}");
 }
 
 #[tokio::test]
