@@ -604,6 +604,17 @@ pub fn unfit_answer(value: &str, what: &str, call: &str) -> String {
     )
 }
 
+/// The notice questioning an answer printed by code that does not name `value`, what
+/// the task selects its records by (`fraud` of "the records with label=fraud"): it most
+/// likely counted or added every record; `call` computes the answer exactly. The same
+/// answer sent again is taken.
+pub fn unselected_answer(answer: &str, value: &str, call: &str) -> String {
+    format!(
+        "Your answer is {answer}, but the code that printed it does not select the records by `{value}` as the task asks: it most likely counted or added every record. {} If it prints {answer} too, {answer} is the answer.",
+        call_offer(call)
+    )
+}
+
 /// The notice questioning an answer written as a sentence where the task states its
 /// answer's `form`: the answer alone, in that form, with `how` (`FINAL(...)`, the
 /// `final_answer` call). Sent again as it is, it is taken.

@@ -419,8 +419,11 @@ fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
     // Other code that prints a number the first time is shown no such line.
     let records = people(300).0;
     let length = records.len();
+    // (Its answer names no `2000`, what the task selects by: questioned once, then
+    // taken.)
     let script = MockScript::new()
         .then(MockReply::text("```repl\nconsole.log(context.length)\n```"))
+        .then(MockReply::text(format!("FINAL({length})")))
         .then(MockReply::text(format!("FINAL({length})")));
     let (mock, _) = run_on("js", task, records, script);
     let after = mock.control().requests()[1]
@@ -718,6 +721,70 @@ fn an_answer_not_of_the_task_s_shape_is_offered_the_task_s_call_once() {
 }
 
 #[test]
+fn an_answer_printed_by_code_that_does_not_select_the_task_s_records_is_offered_the_call_once() {
+    // The s19-seed19 reading's python `aggregate` item 2: every `amount=` summed,
+    // `label=fraud` named only in a comment, and FINAL of that sum (308268 for 98784).
+    // Questioned once with the task's call; the model copies it and answers its sum.
+    let task =
+        "What is the sum of the amount fields of the records with label=fraud? Answer with a number.";
+    let records = orders(200);
+    let fraud: u64 = (0..200u64).filter(|i| i % 5 == 0).map(|i| 100 + i).sum();
+    let every: u64 = (0..200u64).map(|i| 100 + i).sum();
+    let summed_all = [
+        (
+            "python",
+            "```repl
+import re
+# the records with label=fraud
+amounts = re.findall(r'amount=(\\d+)', context)
+print(sum(map(int, amounts)))
+```",
+        ),
+        (
+            "js",
+            "```repl
+// the records with label=fraud
+const amounts = context.match(/amount=(\\d+)/g).map(a => Number(a.slice(7)));
+console.log(amounts.reduce((a, b) => a + b, 0));
+```",
+        ),
+    ];
+    let marker = "does not select the records by `fraud` as the task asks";
+    for (env, code) in summed_all {
+        let script = copies_the_call_offered_after(marker)
+            .then(MockReply::text(code))
+            .then(MockReply::text(format!("FINAL({every})")));
+        let (mock, answer) = run_on(env, task, records.clone(), script);
+        assert_eq!(answer, fraud.to_string(), "{env}");
+        assert_eq!(
+            mock.control().requests().len(),
+            4,
+            "{env}: the code, the answer, the call, the answer"
+        );
+        // Sent again, the answer is taken: the check questions, it does not refuse.
+        let script = MockScript::new()
+            .then(MockReply::text(code))
+            .then(MockReply::text(format!("FINAL({every})")))
+            .then(MockReply::text(format!("FINAL({every})")));
+        let (mock, answer) = run_on(env, task, records.clone(), script);
+        assert_eq!(answer, every.to_string(), "{env}");
+        assert_eq!(mock.control().requests().len(), 3, "{env}");
+    }
+    // Code that names `fraud` selects: its answer is taken at once.
+    let filtered = "```repl
+import re
+amounts = re.findall(r'label=fraud amount=(\\d+)', context)
+print(sum(map(int, amounts)))
+```";
+    let script = MockScript::new()
+        .then(MockReply::text(filtered))
+        .then(MockReply::text(format!("FINAL({fraud})")));
+    let (mock, answer) = run_on("python", task, records, script);
+    assert_eq!(answer, fraud.to_string());
+    assert_eq!(mock.control().requests().len(), 2);
+}
+
+#[test]
 fn a_final_sentence_where_the_task_states_its_form_is_questioned_once() {
     // A FINAL of a sentence around the answer, where the task says "Answer with a
     // number.": asked once for the answer alone; sent again, taken.
@@ -806,7 +873,7 @@ fn a_forced_reply_of_the_task_s_call_runs_it_and_answers_with_its_value() {
     let literal = "```repl\nconst context = `person 000000: city=Lima year=1960\\nperson 000001: city=Ri`;\nconsole.log(context.length);\n```";
     let call = r#"console.log(await map_reduce({filter: {"where": "year > 2000"}, map: {"extract": "city=(\\w+)"}, reduce: {"op": "pairs"}}))"#;
     let script = MockScript::new()
-        .rule(on("You have used every iteration", move |_| {
+        .rule(on("Do not write code. Answer now", move |_| {
             Some(MockReply::text(format!("```repl\n{call}\n```")))
         }))
         .then(MockReply::text(literal))

@@ -18,6 +18,8 @@ pub(super) struct TaskAnswer<'a> {
     pub kind: Option<&'a super::task_plan::AnswerKind>,
     /// The task's sentence that states its answer's form ([`stated_form`]).
     pub form: Option<&'a str>,
+    /// The values the task selects its records by ([`super::selection`]).
+    pub selects: &'a [String],
 }
 
 /// The task's sentence that states its answer's form: the one that begins "Answer

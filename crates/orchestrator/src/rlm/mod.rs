@@ -14,6 +14,7 @@ mod echoed_error;
 mod fit;
 mod forced;
 mod prose_answer;
+mod selection;
 mod shown_words;
 mod sole_line;
 mod task_plan;
@@ -284,9 +285,16 @@ pub async fn run_loop(
     let task_kind = task_call
         .as_ref()
         .and_then(|_| task_plan::AnswerKind::of_task(query));
+    // What the task selects its records by, where its call is offered: an answer
+    // printed by code that names none of it is questioned once with that call.
+    let task_selects = task_call
+        .as_ref()
+        .map(|_| selection::selecting_values(query))
+        .unwrap_or_default();
     let task_answer = answer_form::TaskAnswer {
         kind: task_kind.as_ref(),
         form: answer_form::stated_form(query),
+        selects: &task_selects,
     };
     // An answer not in the task's stated form is questioned once a run (tools; the
     // code turn keeps its questioned answers in `ran_before`).

@@ -109,7 +109,9 @@ pub(super) fn answer_of_block(
 /// when the last block that printed ended in another value of its kind
 /// ([`unprinted_answer`]); a sentence where the task states its answer's form
 /// ([`answer_form`]); or, before the task's call (`task`'s first, where there is one)
-/// ran, a zero or a value not of the shape the task's answer has. `None` takes the answer.
+/// ran, a value not of the shape the task's answer has, a zero, or the value printed
+/// last by code that does not name what the task selects its records by
+/// ([`crate::rlm::selection`]). `None` takes the answer.
 /// Each answer is questioned once: sent again, it is taken. The trace says why an
 /// answer was not taken (`runs show` shows the warning).
 pub(super) fn question_answer(
@@ -145,6 +147,15 @@ pub(super) fn question_answer(
         (
             "a zero the task's call did not give".to_owned(),
             prompt::zero_answer(answer, call),
+        )
+    } else if let Some((call, value)) =
+        call.zip(ran.unselected_by_printer(answer, task_answer.selects))
+    {
+        // Code that added every record (s19-seed19 python `aggregate` item 2: every
+        // `amount=` summed, `label=fraud` only in a comment, 308268 for 98784).
+        (
+            format!("the code that printed it names no `{value}`, which the task selects its records by"),
+            prompt::unselected_answer(answer, value, call),
         )
     } else {
         return None;

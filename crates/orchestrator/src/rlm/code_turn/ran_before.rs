@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::rlm::{prose_answer, unprinted_answer};
+use crate::rlm::{prose_answer, selection, unprinted_answer};
 
 /// What a run's blocks have done so far.
 #[derive(Debug, Default)]
@@ -23,6 +23,9 @@ pub(in crate::rlm) struct RanBefore {
     /// ended its output with (`None` when that output ended in no single value): what
     /// a `FINAL` of a value no output showed is questioned with ([`unprinted_answer`]).
     pub(super) last_printed: Option<String>,
+    /// The trimmed code of the last block that ran without an error and printed
+    /// anything: what an answer of [`Self::last_printed`] was computed by.
+    pub(super) last_printer: Option<String>,
     /// The output of every block that ran without an error: what an answer may have
     /// been read from (a traceback naming a word does not show it as a value).
     pub(super) error_free_outputs: Vec<String>,
@@ -41,6 +44,7 @@ impl RanBefore {
     pub(super) fn record(&mut self, key: String, shaped: String, failed: bool) {
         if !failed && !shaped.trim().is_empty() {
             self.last_printed = prose_answer::printed_value(&shaped).map(str::to_owned);
+            self.last_printer = Some(key.clone());
             self.error_free_outputs.push(shaped.clone());
         }
         self.last_output = Some(shaped.clone());
@@ -62,5 +66,19 @@ impl RanBefore {
         let printed = self.last_printed.as_deref()?;
         let outputs = self.error_free_outputs.iter().map(String::as_str);
         unprinted_answer::other_printed(answer, printed, outputs)
+    }
+
+    /// The first of `values` (what the task selects its records by) that the code
+    /// which printed `answer` last does not name ([`selection::unnamed`]); `None` when
+    /// `answer` is not the value the code printed last, or the code names them all.
+    pub(super) fn unselected_by_printer<'a>(
+        &self,
+        answer: &str,
+        values: &'a [String],
+    ) -> Option<&'a str> {
+        if self.last_printed.as_deref() != Some(answer) {
+            return None;
+        }
+        selection::unnamed(self.last_printer.as_deref()?, values)
     }
 }
