@@ -265,7 +265,14 @@ fn extract_of_another_field(plan: &Plan, task: &str) -> Option<Refusal> {
         return None;
     };
     let field = field_pattern.split_once('=')?.0.to_owned();
-    if pattern.to_lowercase().contains(&field.to_lowercase()) {
+    // The field its first group captures, where it names one (`user` of `user=(\w+)
+    // city=(\w+)`: s19-seed19 plan `pairs` item 0 paired users, not cities); else the
+    // field named anywhere in it.
+    let reads_the_field = match captured_field(pattern) {
+        Some(captured) => captured.eq_ignore_ascii_case(&field),
+        None => pattern.to_lowercase().contains(&field.to_lowercase()),
+    };
+    if reads_the_field {
         return None;
     }
     let exact = Plan {
@@ -281,6 +288,52 @@ fn extract_of_another_field(plan: &Plan, task: &str) -> Option<Refusal> {
         ),
         Some(exact),
     ))
+}
+
+/// The field whose value the first capturing group of `pattern` reads: the last name
+/// written before that group, its escapes (`\s*`) left out (`user` of `user=(\w+)
+/// city=(\w+)`, `city` of `city:\s*(\w+)`); `None` when the pattern has no capturing
+/// group or no name comes before it.
+fn captured_field(pattern: &str) -> Option<&str> {
+    let group = first_capturing_group(pattern)?;
+    last_name(&pattern[..group])
+}
+
+/// Where the first capturing group of `pattern` opens: a `(` not escaped, plain or
+/// named (`(?P<name>`, `(?<name>`), not `(?:`, a flag group or a look-around.
+fn first_capturing_group(pattern: &str) -> Option<usize> {
+    let mut escaped = false;
+    pattern.char_indices().find_map(|(at, c)| {
+        let opens = !escaped && c == '(';
+        escaped = !escaped && c == '\\';
+        let rest = &pattern[at..];
+        let capturing = !rest.starts_with("(?")
+            || rest.starts_with("(?P<")
+            || (rest.starts_with("(?<") && !rest.starts_with("(?<=") && !rest.starts_with("(?<!"));
+        (opens && capturing).then_some(at)
+    })
+}
+
+/// The last name in `text` (letters, digits and `_`, not starting with a digit), the
+/// letter of an escape (`\s`, `\d`) not one.
+fn last_name(text: &str) -> Option<&str> {
+    let mut last = None;
+    let mut start = None;
+    let mut escaped = false;
+    for (at, c) in text.char_indices() {
+        if !escaped && (c.is_alphanumeric() || c == '_') {
+            start.get_or_insert(at);
+            continue;
+        }
+        if let Some(from) = start.take() {
+            last = Some(&text[from..at]);
+        }
+        escaped = !escaped && c == '\\';
+    }
+    if let Some(from) = start {
+        last = Some(&text[from..]);
+    }
+    last.filter(|name| !name.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// The refusal of a `count` of a field's name for a task that asks for the sum of the
@@ -670,6 +723,25 @@ mod tests {
     }
 
     #[test]
+    fn the_captured_field_is_the_last_name_before_the_first_group() {
+        for (pattern, field) in [
+            ("label=(\\w+)", Some("label")),
+            ("user=(\\w+) city=(\\w+)", Some("user")),
+            ("person \\d+: city=(\\w+)", Some("city")),
+            ("city:\\s*(\\w+)", Some("city")),
+            ("city=(?P<c>\\w+)", Some("city")),
+            ("(?:city|town)=(\\w+)", Some("town")),
+            ("(?i)city=(\\w+)", Some("city")),
+            ("(\\w+)", None),
+            ("city=\\w+", None),
+            ("\\(city\\)", None),
+            ("2026=(\\w+)", None),
+        ] {
+            assert_eq!(captured_field(pattern), field, "{pattern}");
+        }
+    }
+
+    #[test]
     fn an_extract_that_does_not_read_the_task_s_field_is_told_the_field_s_extract() {
         // The s18c-seed16 reading's plan `aggregate` item 4, as the model wrote it.
         let refused = refusal(
@@ -691,6 +763,18 @@ mod tests {
         )
         .expect("refused");
         assert!(pairs.contains("the `city=` values"), "{pairs}");
+        // The field named, but the first group reads another (s19-seed19 plan `pairs`
+        // item 0: `user=(\w+) city=(\w+)`, pairs of users, none found, 0 answered).
+        let users = refusal(
+            r#"{"input": "context", "filter": {"where": "year > 2000"}, "map": {"extract": "user=(\\w+) city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+            PAIRS,
+        )
+        .expect("refused");
+        assert!(
+            users.contains("the `city=` values")
+                && users.contains(r#"map {"extract": "city=(\\w+)"}"#),
+            "{users}"
+        );
         // The field read, in any case, and a task with no exact plan: the plan runs.
         for (json, task) in [
             (
