@@ -257,6 +257,9 @@ pub async fn run_loop(
         )),
     ];
     let mut fitter = fit::Fitter::new(&messages[1].content, archive);
+    fitter
+        .history()
+        .keep_lines_naming(task_word_found::keys(query));
     let mut known_variables = std::collections::HashSet::new();
     let context_chars = context.map_or(0, |c| c.total_chars);
     let caller = Caller {
