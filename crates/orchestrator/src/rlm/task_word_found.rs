@@ -18,11 +18,23 @@ use serde_json::Value;
 use crate::env::ToolOutcome;
 use crate::provider::ToolCall;
 
-/// The pattern of `call` when it is a `ctx_grep` that ran (not an error, not a repeat
-/// shown again) and found at least one line, and `task` holds the pattern as a whole
-/// token, in any case (`jolly-quokka-91` of "… the special magic number for
-/// jolly-quokka-91 mentioned …").
-pub(super) fn read(call: &ToolCall, outcome: &ToolOutcome, task: &str) -> Option<String> {
+/// A `ctx_grep` of words the task names that found lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Grep {
+    /// Its pattern, as written.
+    pub pattern: String,
+    /// The words of the pattern that the task names and the lines found hold: the
+    /// pattern itself, or those alternatives of `a|b|c` that were found.
+    pub words: Vec<String>,
+}
+
+/// The grep `call` made when it is a `ctx_grep` that ran (not an error, not a repeat
+/// shown again) and found at least one line, and its pattern is a word `task` holds as
+/// a whole token, in any case (`jolly-quokka-91` of "… the special magic number for
+/// jolly-quokka-91 mentioned …"), or such words joined by `|` — each counted found
+/// when a line found holds it (s19-seed19 tools `multi-needle` item 1: all four keys in
+/// one grep, told nothing, then slices and guesses).
+pub(super) fn read(call: &ToolCall, outcome: &ToolOutcome, task: &str) -> Option<Grep> {
     if call.name != "ctx_grep" || outcome.is_error || outcome.repeated {
         return None;
     }
@@ -31,12 +43,39 @@ pub(super) fn read(call: &ToolCall, outcome: &ToolOutcome, task: &str) -> Option
     }
     let arguments: Value = serde_json::from_str(&call.arguments).ok()?;
     let pattern = arguments.get("pattern")?.as_str()?.trim();
-    let plain = pattern.len() >= 3
-        && pattern
-            .chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '));
-    (plain && holds_token(&task.to_lowercase(), &pattern.to_lowercase()))
-        .then(|| pattern.to_owned())
+    let task = task.to_lowercase();
+    let named = |word: &str| {
+        let plain = word.len() >= 3
+            && word
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '));
+        plain && holds_token(&task, &word.to_lowercase())
+    };
+    let words: Vec<String> = if pattern.contains('|') {
+        let alternatives: Vec<&str> = pattern.split('|').map(str::trim).collect();
+        if !alternatives.iter().all(|word| named(word)) {
+            return None;
+        }
+        // The lines found, not the header that repeats the pattern.
+        let lines = outcome
+            .content
+            .split_once('\n')
+            .map_or("", |(_, lines)| lines)
+            .to_lowercase();
+        alternatives
+            .into_iter()
+            .filter(|word| lines.contains(&word.to_lowercase()))
+            .map(str::to_owned)
+            .collect()
+    } else if named(pattern) {
+        vec![pattern.to_owned()]
+    } else {
+        return None;
+    };
+    (!words.is_empty()).then(|| Grep {
+        pattern: pattern.to_owned(),
+        words,
+    })
 }
 
 /// The keys `task` names: its words that hold a letter and a `-` or a digit
@@ -59,12 +98,13 @@ pub(super) fn keys(task: &str) -> Vec<String> {
     keys
 }
 
-/// What the model is told after a grep of `word`, a word the task names, found lines:
-/// `found` gathers, over the run, the words such greps found. For a task of one key or
-/// none, to answer when what it found answers the whole task; for a task of several
-/// `keys`, which of them no grep has found yet — or, when none is left, to answer.
-pub(super) fn notice(word: &str, keys: &[String], found: &mut HashSet<String>) -> String {
-    found.insert(word.to_lowercase());
+/// What the model is told after `grep`, of words the task names, found lines: `found`
+/// gathers, over the run, the words such greps found. For a task of one key or none,
+/// to answer when what it found answers the whole task; for a task of several `keys`,
+/// which of them no grep has found yet — or, when none is left, to answer.
+pub(super) fn notice(grep: &Grep, keys: &[String], found: &mut HashSet<String>) -> String {
+    found.extend(grep.words.iter().map(|word| word.to_lowercase()));
+    let word = grep.pattern.as_str();
     if keys.len() < 2 {
         return crate::prompt::task_word_found(word);
     }
@@ -107,14 +147,12 @@ mod tests {
     fn a_grep_of_the_task_s_key_that_found_its_line_is_read() {
         // The tools-seed10 reading's `sniah` item 1, as the model called it.
         let line = "1 line of context matches \"jolly-quokka-91\":\noffset 9847 (line 153): The special magic number for jolly-quokka-91 is 8520563.";
+        let words = |pattern: &str| read(&grep(pattern), &found(line), TASK).map(|g| g.words);
         assert_eq!(
-            read(&grep("jolly-quokka-91"), &found(line), TASK).as_deref(),
-            Some("jolly-quokka-91")
+            words("jolly-quokka-91"),
+            Some(vec!["jolly-quokka-91".into()])
         );
-        assert_eq!(
-            read(&grep("Magic Number"), &found(line), TASK).as_deref(),
-            Some("Magic Number")
-        );
+        assert_eq!(words("Magic Number"), Some(vec!["Magic Number".into()]));
     }
 
     #[test]
@@ -140,20 +178,59 @@ mod tests {
     fn a_task_of_several_keys_is_told_which_are_left() {
         let keys = keys("the numbers for ivory-falcon-10, eager-badger-07 and dusty-ibis-84?");
         let mut found = HashSet::new();
-        let first = notice("Ivory-Falcon-10", &keys, &mut found);
+        let first = notice(&one("Ivory-Falcon-10"), &keys, &mut found);
         assert!(
             first.contains("not found yet: eager-badger-07, dusty-ibis-84")
                 && !first.contains("call final_answer with the answer now"),
             "{first}"
         );
-        notice("eager-badger-07", &keys, &mut found);
-        let last = notice("dusty-ibis-84", &keys, &mut found);
+        notice(&one("eager-badger-07"), &keys, &mut found);
+        let last = notice(&one("dusty-ibis-84"), &keys, &mut found);
         assert!(last.contains("every one of the 3 keys"), "{last}");
         // One key: answer when it answers the whole task.
-        let one = notice("jolly-quokka-91", &["jolly-quokka-91".into()], &mut found);
+        let single = notice(
+            &one("jolly-quokka-91"),
+            &["jolly-quokka-91".into()],
+            &mut found,
+        );
         assert!(
-            one.contains("call final_answer with the answer now"),
-            "{one}"
+            single.contains("call final_answer with the answer now"),
+            "{single}"
+        );
+    }
+
+    /// A grep of the one word `word` that found it.
+    fn one(word: &str) -> Grep {
+        Grep {
+            pattern: word.to_owned(),
+            words: vec![word.to_owned()],
+        }
+    }
+
+    #[test]
+    fn a_grep_of_the_task_s_keys_joined_by_bars_counts_each_key_found() {
+        // The s19-seed19 reading's tools `multi-needle` item 1, as the model called it.
+        let task = "What are the special magic numbers for nimble-yak-67, mellow-quokka-07, hollow-heron-27 and frosty-quokka-10 mentioned in the context?";
+        let pattern = "nimble-yak-67|mellow-quokka-07|hollow-heron-27|frosty-quokka-10";
+        let all = format!("4 lines of context match \"{pattern}\":\noffset 2341 (line 47): The special magic number for frosty-quokka-10 is 3172248.\noffset 7212 (line 118): The special magic number for nimble-yak-67 is 3502627.\noffset 15419 (line 238): The special magic number for mellow-quokka-07 is 7142310.\noffset 23545 (line 359): The special magic number for hollow-heron-27 is 5617100.");
+        let read_all = read(&grep(pattern), &found(&all), task).expect("read");
+        assert_eq!(read_all.words.len(), 4);
+        let mut seen = HashSet::new();
+        let told = notice(&read_all, &keys(task), &mut seen);
+        assert!(told.contains("every one of the 4 keys"), "{told}");
+        // Two of the four found: those two counted, the others named as left.
+        let two = format!("2 lines of context match \"{pattern}\":\noffset 2341 (line 47): The special magic number for frosty-quokka-10 is 3172248.\noffset 7212 (line 118): The special magic number for nimble-yak-67 is 3502627.");
+        let read_two = read(&grep(pattern), &found(&two), task).expect("read");
+        assert_eq!(read_two.words, ["nimble-yak-67", "frosty-quokka-10"]);
+        let told = notice(&read_two, &keys(task), &mut HashSet::new());
+        assert!(
+            told.contains("not found yet: mellow-quokka-07, hollow-heron-27"),
+            "{told}"
+        );
+        // An alternative the task does not name: not read.
+        assert_eq!(
+            read(&grep("nimble-yak-67|magic\\d"), &found(&all), task),
+            None
         );
     }
 

@@ -187,10 +187,10 @@ pub(super) async fn run(
             return Ok(turn);
         }
         repeated += usize::from(outcome.repeated);
-        if let Some(word) = task_word_found::read(call, &outcome, task) {
+        if let Some(grep) = task_word_found::read(call, &outcome, task) {
             let keys = task_word_found::keys(task);
             turn.notices
-                .push(task_word_found::notice(&word, &keys, found));
+                .push(task_word_found::notice(&grep, &keys, found));
         }
     }
     if repeated == calls.len() {
