@@ -404,6 +404,21 @@ pub fn value_ran_instead(
     )
 }
 
+/// The report of an answer questioned with the task's `call` and sent again unchanged,
+/// with the call run in its place: the call, its `output`, and the exact `FINAL` line
+/// when the output ended in one `value`. Sent a third time, the answer is taken.
+pub fn questioned_answer_ran_instead(
+    answer: &str,
+    call: &str,
+    output: &str,
+    value: Option<&str>,
+) -> String {
+    format!(
+        "Your answer {answer} came again as it was questioned. {}\n\nIf {answer} is still your answer, send FINAL({answer}) once more: it is then taken.",
+        call_ran_in_place(call, output, value)
+    )
+}
+
 /// What the task's exact `call`, run in place of a reply, did: the call, its `output`,
 /// and the exact `FINAL` line when the output ended in one `value`.
 fn call_ran_in_place(call: &str, output: &str, value: Option<&str>) -> String {

@@ -419,10 +419,11 @@ fn the_task_s_call_that_printed_its_answer_is_followed_by_the_final_line() {
     // Other code that prints a number the first time is shown no such line.
     let records = people(300).0;
     let length = records.len();
-    // (Its answer names no `2000`, what the task selects by: questioned once, then
-    // taken.)
+    // (Its answer names no `2000`, what the task selects by: questioned once, the
+    // call run in its place, then taken.)
     let script = MockScript::new()
         .then(MockReply::text("```repl\nconsole.log(context.length)\n```"))
+        .then(MockReply::text(format!("FINAL({length})")))
         .then(MockReply::text(format!("FINAL({length})")))
         .then(MockReply::text(format!("FINAL({length})")));
     let (mock, _) = run_on("js", task, records, script);
@@ -667,14 +668,26 @@ fn a_zero_answered_from_the_model_s_own_code_is_offered_the_task_s_call_once() {
         4,
         "the code, the prose twice, the answer"
     );
-    // Sent again, the zero is taken.
+    // Sent again, the zero has the call run in its place, with the call's FINAL line;
+    // sent a third time, it is taken.
+    let script = MockScript::new()
+        .rule(sends_the_final_line_after(
+            "came again as it was questioned",
+        ))
+        .then(MockReply::text(zero))
+        .then(MockReply::text("FINAL(0)"))
+        .then(MockReply::text("FINAL(0)"));
+    let (mock, answer) = run_on("js", task, records.clone(), script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(mock.control().requests().len(), 4);
     let script = MockScript::new()
         .then(MockReply::text(zero))
+        .then(MockReply::text("FINAL(0)"))
         .then(MockReply::text("FINAL(0)"))
         .then(MockReply::text("FINAL(0)"));
     let (mock, answer) = run_on("js", task, records, script);
     assert_eq!(answer, "0");
-    assert_eq!(mock.control().requests().len(), 3);
+    assert_eq!(mock.control().requests().len(), 4);
 }
 
 #[test]
@@ -708,10 +721,12 @@ fn an_answer_not_of_the_task_s_shape_is_offered_the_task_s_call_once() {
             "{reply}: the code, the time, the call, the answer"
         );
     }
-    // Sent again, a FINAL of another shape is taken; a word is never questioned so.
-    for (reply, taken) in [("FINAL(14:02)", 3), ("FINAL(fraud)", 2)] {
+    // Sent again, a FINAL of another shape has the call run in its place, and a third
+    // time it is taken; a word is never questioned so.
+    for (reply, taken) in [("FINAL(14:02)", 4), ("FINAL(fraud)", 2)] {
         let script = MockScript::new()
             .then(MockReply::text(time))
+            .then(MockReply::text(reply))
             .then(MockReply::text(reply))
             .then(MockReply::text(reply));
         let (mock, answer) = run_on("js", task, orders(200), script);
@@ -761,14 +776,38 @@ console.log(amounts.reduce((a, b) => a + b, 0));
             4,
             "{env}: the code, the answer, the call, the answer"
         );
-        // Sent again, the answer is taken: the check questions, it does not refuse.
-        let script = MockScript::new()
+        // Sent again, the call runs in its place and the model is shown its FINAL line
+        // (the same reading's item sent FINAL(308268) again); sent a third time, the
+        // answer is taken: the check questions, it does not refuse.
+        let again = MockScript::new()
+            .rule(sends_the_final_line_after(
+                "came again as it was questioned",
+            ))
             .then(MockReply::text(code))
             .then(MockReply::text(format!("FINAL({every})")))
             .then(MockReply::text(format!("FINAL({every})")));
-        let (mock, answer) = run_on(env, task, records.clone(), script);
+        let (mock, answer) = run_on(env, task, records.clone(), again);
+        assert_eq!(answer, fraud.to_string(), "{env}");
+        assert_eq!(mock.control().requests().len(), 4, "{env}");
+        let thrice = MockScript::new()
+            .then(MockReply::text(code))
+            .then(MockReply::text(format!("FINAL({every})")))
+            .then(MockReply::text(format!("FINAL({every})")))
+            .then(MockReply::text(format!("FINAL({every})")));
+        let (mock, answer) = run_on(env, task, records.clone(), thrice);
         assert_eq!(answer, every.to_string(), "{env}");
-        assert_eq!(mock.control().requests().len(), 3, "{env}");
+        assert_eq!(mock.control().requests().len(), 4, "{env}");
+        // The same with FINAL called in a block, as the reading's model wrote it.
+        let in_a_block = MockScript::new()
+            .rule(sends_the_final_line_after(
+                "came again as it was questioned",
+            ))
+            .then(MockReply::text(code))
+            .then(MockReply::text(format!("```repl\nFINAL({every})\n```")))
+            .then(MockReply::text(format!("```repl\nFINAL({every})\n```")));
+        let (mock, answer) = run_on(env, task, records.clone(), in_a_block);
+        assert_eq!(answer, fraud.to_string(), "{env}: in a block");
+        assert_eq!(mock.control().requests().len(), 4, "{env}: in a block");
     }
     // Code that names `fraud` selects: its answer is taken at once.
     let filtered = "```repl

@@ -42,12 +42,12 @@ pub(super) struct AnswerChecks<'a> {
 /// (a literal no output showed questioned once), a `SUBMIT` that fits the schema, a
 /// bare `FINAL(word)` or a bare word its code printed last — with what the model is told
 /// otherwise pushed to `notices`.
-pub(super) fn answer_of_block(
+pub(super) fn answer_of_block<'a>(
     block: BlockRan<'_>,
     ran: &mut RanBefore,
-    checks: &AnswerChecks<'_>,
+    checks: &AnswerChecks<'a>,
     notices: &mut Vec<String>,
-) -> Option<LoopOutcome> {
+) -> BlockAnswer<'a> {
     let BlockRan {
         code,
         final_answer,
@@ -63,17 +63,31 @@ pub(super) fn answer_of_block(
     match final_answer {
         Some(FinalAnswer::Var { value, .. }) => {
             // A value written into `FINAL("…")` may be one the code never found.
-            let questioned = unprinted_answer::literal_in_code(code)
-                .and_then(|literal| question_answer(literal, ran, (task_call, task_answer), sink));
+            let questioned = unprinted_answer::literal_in_code(code).map(|literal| {
+                let questioned = question_answer(literal, ran, (task_call, task_answer), sink);
+                (literal.trim(), questioned)
+            });
             match questioned {
-                Some(notice) => notices.push(notice),
-                None => return Some(outcome_of(value, AnswerSource::FinalVar, None)),
+                Some((_, Questioned::Notice(notice))) => notices.push(notice),
+                Some((literal, Questioned::RunCall(call))) => {
+                    return BlockAnswer::RunCall {
+                        answer: literal.to_owned(),
+                        call,
+                    }
+                }
+                Some((_, Questioned::Taken)) | None => {
+                    return BlockAnswer::Answer(outcome_of(value, AnswerSource::FinalVar, None))
+                }
             }
         }
         Some(FinalAnswer::Submit { value }) => match validate_submit(settings, &value) {
             Ok(()) => {
                 let answer = submitted_answer(&value, settings.output_schema.is_some());
-                return Some(outcome_of(answer, AnswerSource::Submit, Some(value)));
+                return BlockAnswer::Answer(outcome_of(
+                    answer,
+                    AnswerSource::Submit,
+                    Some(value),
+                ));
             }
             Err(errors) => notices.push(format!(
                 "SUBMIT was rejected: the payload does not match the output schema:\n{errors}\nFix it and call SUBMIT again."
@@ -82,7 +96,9 @@ pub(super) fn answer_of_block(
         None => {}
     }
     match bare {
-        Some(BareFinal::Answer(word)) => return Some(outcome_of(word, AnswerSource::Final, None)),
+        Some(BareFinal::Answer(word)) => {
+            return BlockAnswer::Answer(outcome_of(word, AnswerSource::Final, None))
+        }
         Some(BareFinal::Notice(text)) => {
             // A word no output showed, after code that printed another value: the
             // printed value's line, not how to quote the word.
@@ -94,15 +110,17 @@ pub(super) fn answer_of_block(
         }
         None => {}
     }
-    let word = error.and_then(|error| word_as_code::read(code, error))?;
+    let Some(word) = error.and_then(|error| word_as_code::read(code, error)) else {
+        return BlockAnswer::None;
+    };
     if ran.last_printed.as_deref() == Some(word) {
         // The word its code printed last, sent as code: the answer.
-        return Some(outcome_of(word.to_owned(), AnswerSource::Final, None));
+        return BlockAnswer::Answer(outcome_of(word.to_owned(), AnswerSource::Final, None));
     }
     // Sent again, it is refused like a value ([`super::refusal`]).
     ran.refused_values.insert(code.trim().to_owned());
     notices.push(prompt::undefined_word(word, task_call));
-    None
+    BlockAnswer::None
 }
 
 /// The notice questioning a `FINAL` `answer`: a value no output of the run showed,
@@ -112,26 +130,29 @@ pub(super) fn answer_of_block(
 /// ran, a value not of the shape the task's answer has, a zero, or the value printed
 /// last by code that does not name what the task selects its records by
 /// ([`crate::rlm::selection`]). `None` takes the answer.
-/// Each answer is questioned once: sent again, it is taken. The trace says why an
-/// answer was not taken (`runs show` shows the warning).
-pub(super) fn question_answer(
+/// Each answer is questioned once: sent again, it is taken — or, when the notice
+/// offered the task's call, that call runs in its place and a third send is taken. The
+/// trace says why an answer was not taken (`runs show` shows the warning).
+pub(super) fn question_answer<'a>(
     answer: &str,
     ran: &mut RanBefore,
-    task: (Option<&str>, TaskAnswer<'_>),
+    task: (Option<&'a str>, TaskAnswer<'_>),
     sink: &EventSink,
-) -> Option<String> {
+) -> Questioned<'a> {
     let answer = answer.trim();
     let (task_call, task_answer) = task;
     let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()));
-    let (why, notice) = if let Some(printed) = ran.printed_instead(answer) {
+    let (why, notice, offered) = if let Some(printed) = ran.printed_instead(answer) {
         (
             format!("it is in no output of the run's code, which printed {printed} last"),
             prompt::answer_unlike_output(answer, printed),
+            None,
         )
     } else if let Some(form) = answer_form::unmet(answer, task_answer.form) {
         (
             format!("it is a sentence, where the task says \"{form}\""),
             prompt::answer_not_in_form(form, "FINAL(...)"),
+            None,
         )
     } else if let Some((call, kind)) = call.zip(task_answer.kind.filter(|kind| !kind.fits(answer)))
     {
@@ -140,6 +161,7 @@ pub(super) fn question_answer(
         (
             format!("it is not {}, as the task's answer is", kind.described()),
             prompt::unfit_answer(answer, &kind.described(), call),
+            Some(call),
         )
     } else if let Some(call) = call.filter(|_| prompt::is_zero(answer)) {
         // A zero the task's call did not give: most often a pattern that matched
@@ -147,6 +169,7 @@ pub(super) fn question_answer(
         (
             "a zero the task's call did not give".to_owned(),
             prompt::zero_answer(answer, call),
+            Some(call),
         )
     } else if let Some((call, value)) =
         call.zip(ran.unselected_by_printer(answer, task_answer.selects))
@@ -156,17 +179,49 @@ pub(super) fn question_answer(
         (
             format!("the code that printed it names no `{value}`, which the task selects its records by"),
             prompt::unselected_answer(answer, value, call),
+            Some(call),
         )
     } else {
-        return None;
+        return Questioned::Taken;
     };
     if !ran.questioned.insert(answer.to_owned()) {
-        return None;
+        // Sent again unchanged: the task's call the notice offered runs in its place
+        // (the same reading's item: `FINAL(308268)` again, the call never copied).
+        return offered.map_or(Questioned::Taken, Questioned::RunCall);
     }
+    let again = if offered.is_some() {
+        "sent again, the task's call runs in its place"
+    } else {
+        "sent again, it is taken"
+    };
     sink.emit(EventData::Warning {
-        message: format!("the answer {answer} is questioned once (sent again, it is taken): {why}"),
+        message: format!("the answer {answer} is questioned once ({again}): {why}"),
     });
-    Some(notice)
+    Questioned::Notice(notice)
+}
+
+/// What [`question_answer`] makes of an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Questioned<'a> {
+    /// It is the answer.
+    Taken,
+    /// It is questioned: the model is told this.
+    Notice(String),
+    /// It was questioned with the task's call, which has not run, and came again: the
+    /// call runs in its place ([`super::run_in_place`]); sent a third time, it is taken.
+    RunCall(&'a str),
+}
+
+/// What a block that ran gives toward the answer ([`answer_of_block`]).
+#[derive(Debug)]
+pub(super) enum BlockAnswer<'a> {
+    /// The run's answer.
+    Answer(LoopOutcome),
+    /// Its `FINAL` of `answer`, questioned before with the task's `call`, came again:
+    /// the call runs in its place.
+    RunCall { answer: String, call: &'a str },
+    /// No answer (what the model is told, if anything, is in the notices).
+    None,
 }
 
 /// The answer a `SUBMIT(value)` gives: a string as it is, else the value as JSON —

@@ -20,7 +20,9 @@ use crate::provider::ChatMessage;
 mod block_answer;
 mod ran_before;
 
-use block_answer::{answer_of_block, question_answer, AnswerChecks, BlockRan};
+use block_answer::{
+    answer_of_block, question_answer, AnswerChecks, BlockAnswer, BlockRan, Questioned,
+};
 pub(super) use ran_before::RanBefore;
 
 /// Where the turn stands.
@@ -222,9 +224,26 @@ pub(super) async fn run(
             task_answer,
             sink,
         };
-        if let Some(done) = answer_of_block(ran_block, ran, &checks, &mut turn.notices) {
-            turn.final_answer = Some(done);
-            return Ok(turn);
+        match answer_of_block(ran_block, ran, &checks, &mut turn.notices) {
+            BlockAnswer::Answer(done) => {
+                turn.final_answer = Some(done);
+                return Ok(turn);
+            }
+            BlockAnswer::RunCall { answer, call } => {
+                let report = questioned_again(
+                    &answer,
+                    call,
+                    (iteration, block + 1),
+                    env,
+                    sink,
+                    ran,
+                    &shape,
+                )
+                .await?;
+                turn.reports.push(report);
+                return Ok(turn);
+            }
+            BlockAnswer::None => {}
         }
     }
     if !not_run.is_empty() && not_run.len() == parsed.blocks.len() {
@@ -235,8 +254,21 @@ pub(super) async fn run(
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
             match question_answer(answer, ran, (task_call, task_answer), sink) {
-                Some(notice) => turn.notices.push(notice),
-                None => {
+                Questioned::Notice(notice) => turn.notices.push(notice),
+                Questioned::RunCall(call) => {
+                    let report = questioned_again(
+                        answer.trim(),
+                        call,
+                        (iteration, 0),
+                        env,
+                        sink,
+                        ran,
+                        &shape,
+                    )
+                    .await?;
+                    turn.reports.push(report);
+                }
+                Questioned::Taken => {
                     turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
                 }
             }
@@ -502,6 +534,29 @@ async fn run_in_place(
     let text = report(&shaped, printed);
     ran.record(call.trim().to_owned(), shaped, outcome.error.is_some());
     Ok(text)
+}
+
+/// The task's `call` run in place of `answer`, a `FINAL` questioned with that call and
+/// sent again unchanged (block `block` of `iteration` in the trace): the report of what
+/// it printed, with the exact `FINAL` line.
+async fn questioned_again(
+    answer: &str,
+    call: &str,
+    (iteration, block): (u32, usize),
+    env: &mut dyn CodeRepl,
+    sink: &EventSink,
+    ran: &mut RanBefore,
+    shape: &(dyn Fn(&str) -> String + Sync),
+) -> Result<String, LoopError> {
+    sink.emit(EventData::Warning {
+        message: format!(
+            "the answer {answer} came again after it was questioned; the task's call runs in its place"
+        ),
+    });
+    let report = |output: &str, value: Option<&str>| {
+        prompt::questioned_answer_ran_instead(answer, call, output, value)
+    };
+    run_in_place(call, (iteration, block), env, sink, ran, shape, report).await
 }
 
 /// What takes the place of a reply sent again, in the trace's words: the task's `call`
