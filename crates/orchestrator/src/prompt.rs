@@ -630,6 +630,16 @@ pub fn unselected_answer(answer: &str, value: &str, call: &str) -> String {
     )
 }
 
+/// The notice questioning an answer printed by code that pairs no records, where the
+/// task asks how many pairs share their `field=` value: it most likely counted the
+/// records; `call` computes the answer exactly. Sent again, the call runs in its place.
+pub fn unpaired_answer(answer: &str, field: &str, call: &str) -> String {
+    format!(
+        "Your answer is {answer}, but the task asks for pairs of records that share their `{field}=` value, and the code that printed it pairs nothing (no count per `{field}` value with n*(n-1)/2, no combinations): it most likely counted records. {} If it prints {answer} too, {answer} is the answer.",
+        call_offer(call)
+    )
+}
+
 /// The notice questioning an answer written as a sentence where the task states its
 /// answer's `form`: the answer alone, in that form, with `how` (`FINAL(...)`, the
 /// `final_answer` call). Sent again as it is, it is taken.

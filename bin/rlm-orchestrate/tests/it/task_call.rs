@@ -824,6 +824,43 @@ print(sum(map(int, amounts)))
 }
 
 #[test]
+fn an_answer_printed_by_code_that_pairs_nothing_is_offered_the_call_once() {
+    // The s19b-seed20 reading's python `pairs` items 0–2 and 4: the people born after
+    // 2000 filtered and counted, `len(filtered_pairs)`, 293 for 3584 pairs. Questioned
+    // once with the task's call; the model copies it and answers the pairs.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let (records, pairs) = people(300);
+    let after_2000 = records
+        .lines()
+        .filter(|line| {
+            line.rsplit("year=")
+                .next()
+                .and_then(|year| year.parse::<u32>().ok())
+                .is_some_and(|year| year > 2000)
+        })
+        .count();
+    let counted = "```repl\nimport re\n# Filter pairs where both persons were born after 2000\nmatches = re.findall(r'city=(\\w+) year=(\\d+)', context)\nfiltered_pairs = [(c, y) for c, y in matches if int(y) > 2000]\nprint(len(filtered_pairs))\n```";
+    let script = copies_the_call_offered_after("pairs nothing (no count per `city` value")
+        .then(MockReply::text(counted))
+        .then(MockReply::text(format!("FINAL({after_2000})")));
+    let (mock, answer) = run_on("python", task, records.clone(), script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(
+        mock.control().requests().len(),
+        4,
+        "the code, the count, the call, the answer"
+    );
+    // Code that pairs (a count per city, n*(n-1)//2): its answer is taken at once.
+    let paired = "```repl\nimport re\nfrom collections import Counter\nc = Counter(city for city, y in re.findall(r'city=(\\w+) year=(\\d+)', context) if int(y) > 2000)\nprint(sum(n * (n - 1) // 2 for n in c.values()))\n```";
+    let script = MockScript::new()
+        .then(MockReply::text(paired))
+        .then(MockReply::text(format!("FINAL({pairs})")));
+    let (mock, answer) = run_on("python", task, records, script);
+    assert_eq!(answer, pairs.to_string());
+    assert_eq!(mock.control().requests().len(), 2);
+}
+
+#[test]
 fn a_final_sentence_where_the_task_states_its_form_is_questioned_once() {
     // A FINAL of a sentence around the answer, where the task says "Answer with a
     // number.": asked once for the answer alone; sent again, taken.

@@ -20,6 +20,8 @@ pub(super) struct TaskAnswer<'a> {
     pub form: Option<&'a str>,
     /// The values the task selects its records by ([`super::selection`]).
     pub selects: &'a [String],
+    /// The field whose shared values the task pairs ([`super::pairing`]).
+    pub paired: Option<&'a str>,
 }
 
 /// The task's sentence that states its answer's form: the one that begins "Answer

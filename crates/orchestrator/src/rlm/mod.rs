@@ -13,6 +13,7 @@ mod context_literal;
 mod echoed_error;
 mod fit;
 mod forced;
+mod pairing;
 mod prose_answer;
 mod selection;
 mod shown_words;
@@ -294,10 +295,16 @@ pub async fn run_loop(
         .as_ref()
         .map(|_| selection::selecting_values(query))
         .unwrap_or_default();
+    // The field whose shared values the task pairs, where its call is offered: an
+    // answer printed by code that pairs nothing is questioned once with that call.
+    let task_paired = task_call
+        .as_ref()
+        .and_then(|_| pairing::paired_field(query));
     let task_answer = answer_form::TaskAnswer {
         kind: task_kind.as_ref(),
         form: answer_form::stated_form(query),
         selects: &task_selects,
+        paired: task_paired.as_deref(),
     };
     // An answer not in the task's stated form is questioned once a run (tools; the
     // code turn keeps its questioned answers in `ran_before`).

@@ -37,19 +37,23 @@ pub(super) fn selecting_values(task: &str) -> Vec<String> {
 /// a part of a longer name), its lines that are only a comment (`#` or `//` first) left
 /// out: a comment restating the task selects nothing.
 pub(super) fn unnamed<'a>(code: &str, values: &'a [String]) -> Option<&'a str> {
-    let code: String = code
-        .lines()
+    let code = uncommented(code);
+    values
+        .iter()
+        .find(|value| !names(&code, &value.to_lowercase()))
+        .map(String::as_str)
+}
+
+/// `code` lowercased, its lines that are only a comment (`#` or `//` first) left out.
+pub(super) fn uncommented(code: &str) -> String {
+    code.lines()
         .filter(|line| {
             let line = line.trim_start();
             !line.starts_with('#') && !line.starts_with("//")
         })
         .collect::<Vec<_>>()
         .join("\n")
-        .to_lowercase();
-    values
-        .iter()
-        .find(|value| !names(&code, &value.to_lowercase()))
-        .map(String::as_str)
+        .to_lowercase()
 }
 
 /// True when `value` occurs in `code` not as a part of a longer name: `fraud` in

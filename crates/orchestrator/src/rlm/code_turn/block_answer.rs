@@ -129,7 +129,8 @@ pub(super) fn answer_of_block<'a>(
 /// ([`answer_form`]); or, before the task's call (`task`'s first, where there is one)
 /// ran, a value not of the shape the task's answer has, a zero, or the value printed
 /// last by code that does not name what the task selects its records by
-/// ([`crate::rlm::selection`]). `None` takes the answer.
+/// ([`crate::rlm::selection`]) or, for a task about pairs, pairs nothing
+/// ([`crate::rlm::pairing`]). [`Questioned::Taken`] takes the answer.
 /// Each answer is questioned once: sent again, it is taken — or, when the notice
 /// offered the task's call, that call runs in its place and a third send is taken. The
 /// trace says why an answer was not taken (`runs show` shows the warning).
@@ -179,6 +180,17 @@ pub(super) fn question_answer<'a>(
         (
             format!("the code that printed it names no `{value}`, which the task selects its records by"),
             prompt::unselected_answer(answer, value, call),
+            Some(call),
+        )
+    } else if let Some((call, field)) = call
+        .zip(task_answer.paired)
+        .filter(|_| ran.unpaired_by_printer(answer))
+    {
+        // Code that counted records, not pairs (s19b-seed20 python `pairs` items 0–2
+        // and 4: `len(filtered_pairs)`, 293 for 3584).
+        (
+            format!("the code that printed it pairs no records by their `{field}=` value"),
+            prompt::unpaired_answer(answer, field, call),
             Some(call),
         )
     } else {

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::rlm::{prose_answer, selection, unprinted_answer};
+use crate::rlm::{pairing, prose_answer, selection, unprinted_answer};
 
 /// What a run's blocks have done so far.
 #[derive(Debug, Default)]
@@ -80,5 +80,15 @@ impl RanBefore {
             return None;
         }
         selection::unnamed(self.last_printer.as_deref()?, values)
+    }
+
+    /// True when `answer` is the value the code printed last and that code pairs
+    /// nothing ([`pairing::pairs_nothing`]).
+    pub(super) fn unpaired_by_printer(&self, answer: &str) -> bool {
+        self.last_printed.as_deref() == Some(answer)
+            && self
+                .last_printer
+                .as_deref()
+                .is_some_and(pairing::pairs_nothing)
     }
 }
