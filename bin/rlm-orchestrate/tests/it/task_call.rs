@@ -861,6 +861,42 @@ fn an_answer_printed_by_code_that_pairs_nothing_is_offered_the_call_once() {
 }
 
 #[test]
+fn a_zero_answered_by_a_variable_s_name_is_offered_the_call_once() {
+    // The s19c-seed21 reading's python `aggregate` item 2: code that found nothing
+    // printed 0, then `FINAL(total_amount)` answered the variable's 0 (the sum was
+    // 11810). A variable's value is questioned like a written one on what the task's
+    // call can tell, in a block or as FINAL_VAR.
+    let task =
+        "What is the sum of the amount fields of the records with label=fraud? Answer with a number.";
+    let fraud: u64 = (0..200u64).filter(|i| i % 5 == 0).map(|i| 100 + i).sum();
+    let nothing = "```repl\nimport re\nfound = re.findall(r'label: fraud amount: (\\d+)', context)\ntotal_amount = sum(map(int, found))\nprint(total_amount)\n```";
+    for answer in [
+        "```repl\nFINAL(total_amount)\n```",
+        "FINAL_VAR(total_amount)",
+    ] {
+        let script = copies_the_call_offered_after("Your answer is 0, and 0 often means")
+            .then(MockReply::text(nothing))
+            .then(MockReply::text(answer));
+        let (mock, got) = run_on("python", task, orders(200), script);
+        assert_eq!(got, fraud.to_string(), "{answer}");
+        assert_eq!(
+            mock.control().requests().len(),
+            4,
+            "{answer}: the code, the zero, the call, the answer"
+        );
+    }
+    // A variable's value that no output showed is not questioned for that: it was
+    // computed, not written.
+    let computed = "```repl\nimport re\ntotal_amount = sum(int(a) for a in re.findall(r'label=fraud amount=(\\d+)', context))\nprint('done')\n```";
+    let script = MockScript::new()
+        .then(MockReply::text(computed))
+        .then(MockReply::text("FINAL_VAR(total_amount)"));
+    let (mock, got) = run_on("python", task, orders(200), script);
+    assert_eq!(got, fraud.to_string());
+    assert_eq!(mock.control().requests().len(), 2);
+}
+
+#[test]
 fn a_final_sentence_where_the_task_states_its_form_is_questioned_once() {
     // A FINAL of a sentence around the answer, where the task says "Answer with a
     // number.": asked once for the answer alone; sent again, taken.

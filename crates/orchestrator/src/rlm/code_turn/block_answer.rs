@@ -62,20 +62,23 @@ pub(super) fn answer_of_block<'a>(
     } = *checks;
     match final_answer {
         Some(FinalAnswer::Var { value, .. }) => {
-            // A value written into `FINAL("…")` may be one the code never found.
-            let questioned = unprinted_answer::literal_in_code(code).map(|literal| {
-                let questioned = question_answer(literal, ran, (task_call, task_answer), sink);
-                (literal.trim(), questioned)
-            });
-            match questioned {
-                Some((_, Questioned::Notice(notice))) => notices.push(notice),
-                Some((literal, Questioned::RunCall(call))) => {
+            // A value written into `FINAL("…")` may be one the code never found; a
+            // variable's value is questioned on what the task's call can tell (s19c-seed21
+            // python `aggregate` item 2: `FINAL(total_amount)` of a 0).
+            let (answer, written) = match unprinted_answer::literal_in_code(code) {
+                Some(literal) => (literal.trim(), true),
+                None => (value.trim(), false),
+            };
+            let task = (task_call, task_answer);
+            match question_answer(answer, written, ran, task, sink) {
+                Questioned::Notice(notice) => notices.push(notice),
+                Questioned::RunCall(call) => {
                     return BlockAnswer::RunCall {
-                        answer: literal.to_owned(),
+                        answer: answer.to_owned(),
                         call,
                     }
                 }
-                Some((_, Questioned::Taken)) | None => {
+                Questioned::Taken => {
                     return BlockAnswer::Answer(outcome_of(value, AnswerSource::FinalVar, None))
                 }
             }
@@ -123,9 +126,9 @@ pub(super) fn answer_of_block<'a>(
     BlockAnswer::None
 }
 
-/// The notice questioning a `FINAL` `answer`: a value no output of the run showed,
-/// when the last block that printed ended in another value of its kind
-/// ([`unprinted_answer`]); a sentence where the task states its answer's form
+/// The notice questioning a `FINAL` `answer`: a value `written` into the `FINAL` (not
+/// a variable's) that no output of the run showed, when the last block that printed
+/// ended in another value of its kind ([`unprinted_answer`]); a sentence where the task states its answer's form
 /// ([`answer_form`]); or, before the task's call (`task`'s first, where there is one)
 /// ran, a value not of the shape the task's answer has, a zero, or the value printed
 /// last by code that does not name what the task selects its records by
@@ -136,6 +139,7 @@ pub(super) fn answer_of_block<'a>(
 /// trace says why an answer was not taken (`runs show` shows the warning).
 pub(super) fn question_answer<'a>(
     answer: &str,
+    written: bool,
     ran: &mut RanBefore,
     task: (Option<&'a str>, TaskAnswer<'_>),
     sink: &EventSink,
@@ -143,7 +147,8 @@ pub(super) fn question_answer<'a>(
     let answer = answer.trim();
     let (task_call, task_answer) = task;
     let call = task_call.filter(|call| !ran.blocks.contains_key(call.trim()));
-    let (why, notice, offered) = if let Some(printed) = ran.printed_instead(answer) {
+    let printed_instead = ran.printed_instead(answer).filter(|_| written);
+    let (why, notice, offered) = if let Some(printed) = printed_instead {
         (
             format!("it is in no output of the run's code, which printed {printed} last"),
             prompt::answer_unlike_output(answer, printed),

@@ -253,7 +253,7 @@ pub(super) async fn run(
     }
     if parsed.blocks.is_empty() {
         if let Some(answer) = &parsed.final_literal {
-            match question_answer(answer, ran, (task_call, task_answer), sink) {
+            match question_answer(answer, true, ran, (task_call, task_answer), sink) {
                 Questioned::Notice(notice) => turn.notices.push(notice),
                 Questioned::RunCall(call) => {
                     let report = questioned_again(
@@ -281,7 +281,27 @@ pub(super) async fn run(
         // Evaluated after the code of the same response ran.
         match env.final_var(name).await? {
             Some(value) => {
-                turn.final_answer = Some(outcome_of(value, AnswerSource::FinalVar, None));
+                // A variable's value, questioned on what the task's call can tell.
+                match question_answer(&value, false, ran, (task_call, task_answer), sink) {
+                    Questioned::Notice(notice) => turn.notices.push(notice),
+                    Questioned::RunCall(call) => {
+                        let report = questioned_again(
+                            value.trim(),
+                            call,
+                            (iteration, parsed.blocks.len()),
+                            env,
+                            sink,
+                            ran,
+                            &shape,
+                        )
+                        .await?;
+                        turn.reports.push(report);
+                    }
+                    Questioned::Taken => {
+                        turn.final_answer =
+                            Some(outcome_of(value, AnswerSource::FinalVar, None));
+                    }
+                }
                 return Ok(turn);
             }
             None => turn.notices.push(format!(
