@@ -590,8 +590,10 @@ mod tests {
             ))
             .await
             .unwrap();
+        // A list of the task's keys, one misspelt: grepped as the task writes them,
+        // joined by |, and told the spelling.
         assert!(
-            spaced.content.contains(r#"joined by |: "gentle-raven-88|olive-heron-73""#)
+            spaced.content.contains(r#"were grepped in its place: 2 lines of context match "gentle-raven-88|olive-heron-73":"#)
                 && spaced.content.ends_with("The task names gentle-raven-88 (not gently-raven-88): grep each key as the task writes it."),
             "{}",
             spaced.content
@@ -649,6 +651,49 @@ mod tests {
         assert_eq!(
             run::keys_named("a-1 and b-2, then a-1 again"),
             vec!["a-1", "b-2"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_grep_of_the_task_s_list_of_keys_greps_them_joined_by_bars() {
+        // The s19c-seed21 reading's multi-needle item 1: the task's list sent four
+        // times, told each time to join it by |, then forced on the keys' last digits.
+        let (_dir, mut env) = env_with(
+            "The special magic number for keen-walrus-89 is 3445222.\nnothing here\nThe special magic number for ivory-yak-55 is 6670753.\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        env.config.query = "What are the special magic numbers for keen-walrus-89, ivory-yak-55 and nimble-heron-52 mentioned in the context?".into();
+        let list = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "keen-walrus-89, ivory-yak-55 and nimble-heron-52"}),
+            ))
+            .await
+            .unwrap();
+        assert!(!list.is_error);
+        assert!(
+            list.content.starts_with(r#"no line of context holds "keen-walrus-89, ivory-yak-55 and nimble-heron-52" whole"#)
+                && list.content.contains(r#"were grepped in its place: 2 lines of context match "keen-walrus-89|ivory-yak-55|nimble-heron-52":"#)
+                && list.content.contains("is 3445222.")
+                && list.content.contains("is 6670753."),
+            "{}",
+            list.content
+        );
+        // A list that names anything but the task's keys is only told the alternation.
+        let mixed = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "keen-walrus-89, magic"}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            mixed
+                .content
+                .contains(r#"grep one pattern joined by |: "keen-walrus-89|magic""#),
+            "{}",
+            mixed.content
         );
     }
 

@@ -14,7 +14,7 @@ use crate::catalog::{
     parse_args, ArgsError, FinalAnswerArgs, GrepArgs, MapReduceArgs, MicroTool, SliceArgs,
     SummarizeArgs, VariableArgs, GREP_MAX_LINES, SLICE_MAX_CHARS, SUMMARY_FALLBACK_CHARS,
 };
-use crate::read::{grep, render_hit, Source};
+use crate::read::{grep, render_hit, GrepHit, Source};
 use crate::ToolsEnv;
 use rlm_env::{HostCall, HostError, PlanArgs, PromptArgs, SubRlmArgs, ToolOutcome};
 
@@ -172,6 +172,9 @@ impl ToolsEnv {
             .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
             .await?;
         if hits.is_empty() {
+            if let Some(found) = self.grep_keys_listed(&args).await? {
+                return Ok(found);
+            }
             return Ok(format!(
                 "no line of {} matches {:?}{}{}",
                 args.variable,
@@ -181,25 +184,36 @@ impl ToolsEnv {
             ) + &misspelt_keys_note(&args.pattern, &self.config.query)
                 + &task_keys_note(&args.pattern, &self.config.query));
         }
-        let mut text = format!(
-            "{total} {} of {} {} {:?}{}:",
-            if total == 1 { "line" } else { "lines" },
-            args.variable,
-            if total == 1 { "matches" } else { "match" },
-            args.pattern,
-            if total > hits.len() as u64 {
-                format!("; the first {} are shown", hits.len())
-            } else {
-                String::new()
-            }
-        );
-        for hit in &hits {
-            text.push('\n');
-            text.push_str(&render_hit(hit));
-        }
+        let mut text = found_lines(&args.variable, &args.pattern, &hits, total);
         text.push_str(&self.task_condition_note(&args.pattern));
         text.push_str(&misspelt_keys_note(&args.pattern, &self.config.query));
         Ok(text)
+    }
+
+    /// A grep of a list of the keys the task names (`keen-walrus-89, ivory-yak-55 and
+    /// nimble-heron-52`) that found no line, as no line holds the whole list: the keys
+    /// joined by `|` grepped in its place, when that finds lines. The local model sent
+    /// the task's list four times, told each time to join it by `|`, and was forced on
+    /// the keys' last digits (docs/eval.md, s19c-seed21 `multi-needle` item 1).
+    async fn grep_keys_listed(&self, args: &GrepArgs) -> Result<Option<String>, ToolError> {
+        let Some(alternation) = task_keys_alternation(&args.pattern, &self.config.query) else {
+            return Ok(None);
+        };
+        let regex = compile(&alternation)?;
+        let source = self.source(&args.variable)?;
+        let (hits, total) = self
+            .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
+            .await?;
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "no line of {} holds {:?} whole (a line matches a pattern only holding all of it, in that order); the keys it lists, joined by |, were grepped in its place: {}{}",
+            args.variable,
+            args.pattern,
+            found_lines(&args.variable, &alternation, &hits, total),
+            misspelt_keys_note(&args.pattern, &self.config.query)
+        )))
     }
 
     async fn slice(&self, arguments: &str) -> Result<String, ToolError> {
@@ -573,6 +587,26 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
         })
 }
 
+/// The header and lines of a grep of `pattern` over `variable` that found `hits` (of
+/// `total` lines).
+fn found_lines(variable: &str, pattern: &str, hits: &[GrepHit], total: u64) -> String {
+    let mut text = format!(
+        "{total} {} of {variable} {} {pattern:?}{}:",
+        if total == 1 { "line" } else { "lines" },
+        if total == 1 { "matches" } else { "match" },
+        if total > hits.len() as u64 {
+            format!("; the first {} are shown", hits.len())
+        } else {
+            String::new()
+        }
+    );
+    for hit in hits {
+        text.push('\n');
+        text.push_str(&render_hit(hit));
+    }
+    text
+}
+
 /// What to write instead of a grep pattern that lists several things (`eager-yak-46,
 /// olive-quokka-48, keen-stoat-32` or `a and b`), which a line matches only holding all
 /// of them in that order: the alternation that matches a line with any one. Empty when
@@ -583,8 +617,21 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
 /// ([`keys_named`]) is the list of those keys. A key the task names with a letter or
 /// two more or less is written as the task writes it ([`task_spelling`]).
 fn alternation_instead_of_list(pattern: &str, task: &str) -> String {
-    if pattern.contains('|') {
+    let Some(parts) = listed(pattern, task) else {
         return String::new();
+    };
+    let alternation = serde_json::to_string(&parts.join("|")).unwrap_or_default();
+    format!(
+        ": the pattern is a list, and a line matches it only holding all of it in that order. For the lines with any one of them, grep one pattern joined by |: {alternation}"
+    )
+}
+
+/// The things a grep pattern lists — split on commas and "and", or the keys it names
+/// when an item holds a space — each key written as the task writes it; `None` for a
+/// pattern of fewer than two or one that already joins them by `|`.
+fn listed<'a>(pattern: &'a str, task: &'a str) -> Option<Vec<&'a str>> {
+    if pattern.contains('|') {
+        return None;
     }
     let mut parts: Vec<&str> = pattern
         .split(',')
@@ -596,17 +643,26 @@ fn alternation_instead_of_list(pattern: &str, task: &str) -> String {
         parts = keys_named(pattern);
     }
     if parts.len() < 2 {
-        return String::new();
+        return None;
     }
     let task_keys = keys_named(task);
-    let parts: Vec<&str> = parts
-        .into_iter()
-        .map(|part| task_spelling(part, &task_keys).unwrap_or(part))
-        .collect();
-    let alternation = serde_json::to_string(&parts.join("|")).unwrap_or_default();
-    format!(
-        ": the pattern is a list, and a line matches it only holding all of it in that order. For the lines with any one of them, grep one pattern joined by |: {alternation}"
+    Some(
+        parts
+            .into_iter()
+            .map(|part| task_spelling(part, &task_keys).unwrap_or(part))
+            .collect(),
     )
+}
+
+/// The alternation of a grep pattern that lists only keys the task names (each as the
+/// task writes it): what the list was meant to find ([`ToolsEnv::grep_keys_listed`]).
+fn task_keys_alternation(pattern: &str, task: &str) -> Option<String> {
+    let parts = listed(pattern, task)?;
+    let task_keys = keys_named(task);
+    let all_keys = parts
+        .iter()
+        .all(|part| task_keys.iter().any(|key| key.eq_ignore_ascii_case(part)));
+    all_keys.then(|| parts.join("|"))
 }
 
 /// Edits (letters added, dropped or changed) within which a key of a pattern is read

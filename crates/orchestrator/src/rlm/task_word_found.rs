@@ -51,8 +51,18 @@ pub(super) fn read(call: &ToolCall, outcome: &ToolOutcome, task: &str) -> Option
                 .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '));
         plain && holds_token(&task, &word.to_lowercase())
     };
-    let words: Vec<String> = if pattern.contains('|') {
-        let alternatives: Vec<&str> = pattern.split('|').map(str::trim).collect();
+    let listed = [",", "|", " and "]
+        .iter()
+        .any(|mark| pattern.contains(mark));
+    let words: Vec<String> = if listed {
+        // Keys joined by `|`, or listed as the task lists them (the tool greps such a
+        // list of its keys joined by `|` in its place).
+        let alternatives: Vec<&str> = pattern
+            .split(['|', ','])
+            .flat_map(|part| part.split(" and "))
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .collect();
         if !alternatives.iter().all(|word| named(word)) {
             return None;
         }
@@ -232,6 +242,10 @@ mod tests {
             read(&grep("nimble-yak-67|magic\\d"), &found(&all), task),
             None
         );
+        // The task's list, grepped by the tool as the alternation: read alike.
+        let list = "nimble-yak-67, mellow-quokka-07, hollow-heron-27 and frosty-quokka-10";
+        let listed = read(&grep(list), &found(&all), task).expect("read");
+        assert_eq!(listed.words.len(), 4);
     }
 
     #[test]
