@@ -161,6 +161,43 @@ fn refused(error: PlanError) -> HostError {
     HostError::RespondToModel(error.to_string())
 }
 
+/// The plan `value` holds, or the error that says why it does not read: a `map` or
+/// `filter` of several options is named with its keys (serde's "expected map with a
+/// single key" named neither), and the task's exact plan follows where there is one.
+/// The local model sent `map {"extract": …, "sub_rlm": …}` five times, told only that
+/// the map was "invalid", and its forced answer was a made-up object (docs/eval.md,
+/// s19c-seed21 plan `pairs` item 1).
+fn read_plan(value: Value, task: &str) -> Result<Plan, HostError> {
+    let several = ["map", "filter"]
+        .into_iter()
+        .find_map(|name| match value.get(name) {
+            Some(Value::Object(given)) if given.len() > 1 => {
+                let keys: Vec<&str> = given.keys().map(String::as_str).collect();
+                Some(format!(
+                    "`{name}` takes one option, not several: it has {}",
+                    keys.join(", ")
+                ))
+            }
+            _ => None,
+        });
+    let problem = match several {
+        Some(problem) => problem,
+        None => match serde_json::from_value(value) {
+            Ok(plan) => return Ok(plan),
+            Err(error) => error.to_string(),
+        },
+    };
+    let exact = rlm_plan::task_fit::exact_plan_for_task(task)
+        .map(|plan| {
+            format!(
+                ". The task's exact plan: {}",
+                rlm_plan::task_fit::parts_of(&plan)
+            )
+        })
+        .unwrap_or_default();
+    Err(refused(PlanError::Json(format!("{problem}{exact}"))))
+}
+
 impl RunHost {
     /// Runs `map_reduce`: prices the plan, checks it, runs it; replies with the answer
     /// and the figures.
@@ -168,10 +205,9 @@ impl RunHost {
         let started = std::time::Instant::now();
         let plan_id = crate::ids::AgentId::generate().to_string();
         let mut spec = args.plan.clone();
-        let plan: Plan = serde_json::from_value(args.plan)
-            .map_err(|e| refused(PlanError::Json(e.to_string())))?;
-        plan.check_shape(0).map_err(refused)?;
         let task = &self.settings.task;
+        let plan = read_plan(args.plan, task)?;
+        plan.check_shape(0).map_err(refused)?;
         let refusal = example::refusal(example::Asking::Plan(&plan), task)
             .or_else(|| rlm_plan::task_fit::refusal(&plan, task));
         let (plan, note) = match refusal {
@@ -533,6 +569,48 @@ mod tests {
 
     fn split(json: &str) -> Split {
         serde_json::from_str(json).expect("a valid split")
+    }
+
+    #[test]
+    fn a_plan_that_does_not_read_names_its_part_and_the_task_s_exact_plan() {
+        // The s19c-seed21 reading's plan `pairs` item 1, as the model wrote it.
+        let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+        let two = json!({"input": "context", "split": {"by": "lines", "size": 1000},
+            "filter": {"regex": "year > 2000"},
+            "map": {"extract": "city=(\\w+) year=\\d+", "sub_rlm": "person $1: city=$2 year=$3"},
+            "reduce": {"op": "pairs"}});
+        let message = match read_plan(two, task) {
+            Err(HostError::RespondToModel(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            message.starts_with("the plan is not valid: `map` takes one option, not several: it has extract, sub_rlm. The task's exact plan: filter {\"where\": \"year > 2000\"}, map {\"extract\": \"city=(\\\\w+)\"}, reduce {\"op\": \"pairs\"}"),
+            "{message}"
+        );
+        // Any other plan that does not read: serde's words, then the exact plan.
+        let unknown = json!({"input": "context", "map": {"grep": "x"}, "reduce": {"op": "sum"}});
+        let Err(HostError::RespondToModel(message)) = read_plan(unknown, task) else {
+            panic!("read");
+        };
+        assert!(
+            message.contains("unknown variant `grep`") && message.contains("The task's exact plan"),
+            "{message}"
+        );
+        // With no exact plan for the task, only what is wrong.
+        let Err(HostError::RespondToModel(message)) =
+            read_plan(json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
+        else {
+            panic!("read");
+        };
+        assert_eq!(
+            message,
+            "the plan is not valid: `map` takes one option, not several: it has ask, count"
+        );
+        assert!(read_plan(
+            json!({"input": "context", "map": {"count": "a"}, "reduce": {"op": "sum"}}),
+            task
+        )
+        .is_ok());
     }
 
     #[test]
