@@ -76,6 +76,7 @@ pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
         .or_else(|| count_for_a_sum(plan, task))
         .or_else(|| count_for_the_values(plan, task))
         .or_else(|| extract_of_another_field(plan, task))
+        .or_else(|| filter_left_out(plan, task))
 }
 
 /// The checks that read a map alone, for `ctx_map` (a plan written a step at a time):
@@ -284,6 +285,42 @@ fn extract_of_another_field(plan: &Plan, task: &str) -> Option<Refusal> {
         format!(
             "the task asks about the `{field}=` values, and map {{\"extract\": {}}} captures other text of the records, so its results are no `{field}=` values. Answer the task exactly with {}",
             json(pattern),
+            parts_of(&exact)
+        ),
+        Some(exact),
+    ))
+}
+
+/// The refusal of a plan with no filter where the task's exact plan selects its records
+/// by one (`label=payments`, `year > 2000`) and the plan's map does not name it: it adds,
+/// ranks or pairs every record. The local model was told the exact plan, sent it
+/// without its filter, and answered the sum of every amount, 289680 for 11810
+/// (docs/eval.md, s19c-seed21 plan-text `aggregate` item 2).
+fn filter_left_out(plan: &Plan, task: &str) -> Option<Refusal> {
+    if plan.filter.is_some() || matches!(plan.map, Map::Ask(_) | Map::Plan(_)) {
+        return None;
+    }
+    let exact = exact_plan_for_task(task)?;
+    let filter = written_filter(exact.filter.as_ref()?)?;
+    let selected = match exact.filter.as_ref()? {
+        Filter::Regex(pattern) | Filter::Where(pattern) => pattern.to_lowercase(),
+        Filter::Ask(_) => return None,
+    };
+    let map_names_it = match &plan.map {
+        Map::Count(pattern) | Map::Extract(pattern) => pattern.to_lowercase().contains(&selected),
+        _ => false,
+    };
+    if map_names_it {
+        return None;
+    }
+    let exact = Plan {
+        input: plan.input.clone(),
+        split: plan.split.clone(),
+        ..exact
+    };
+    Some(Refusal::new(
+        format!(
+            "the task asks only about the records that {filter} keeps, and this plan has no filter, so it reads every record. Answer the task exactly with {}",
             parts_of(&exact)
         ),
         Some(exact),
@@ -720,6 +757,50 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn a_plan_without_the_task_s_filter_is_told_the_exact_plan() {
+        // The s19c-seed21 reading's plan-text `aggregate` item 2, as the model wrote it.
+        let sum = "What is the sum of the amount fields of the records with label=payments? Answer with a number.";
+        let refused = refusal(
+            r#"{"input": "context", "map": {"extract": "amount=(\\d+)"}, "reduce": {"op": "sum"}}"#,
+            sum,
+        )
+        .expect("refused");
+        assert!(
+            refused.contains(r#"only about the records that {"regex": "label=payments"} keeps"#)
+                && refused.contains(r#"exactly with filter {"regex": "label=payments"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#),
+            "{refused}"
+        );
+        // The pairs task's where filter, left out: refused alike.
+        let pairs = refusal(
+            r#"{"input": "context", "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+            PAIRS,
+        )
+        .expect("refused");
+        assert!(
+            pairs.contains(r#"{"where": "year > 2000"} keeps"#),
+            "{pairs}"
+        );
+        // A map that names the selection itself, a plan with a filter, a task that
+        // selects nothing: they run.
+        for (json, task) in [
+            (
+                r#"{"input": "context", "map": {"count": "label=payments"}, "reduce": {"op": "sum"}}"#,
+                "How many records in the context have label=payments? Answer with a number.",
+            ),
+            (
+                r#"{"input": "context", "filter": {"regex": "payments"}, "map": {"extract": "amount=(\\d+)"}, "reduce": {"op": "sum"}}"#,
+                sum,
+            ),
+            (
+                r#"{"input": "context", "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "top_k", "k": 1}}"#,
+                MOST,
+            ),
+        ] {
+            assert_eq!(refusal(json, task), None, "{json}");
+        }
     }
 
     #[test]
