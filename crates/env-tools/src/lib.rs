@@ -641,6 +641,39 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_grep_that_found_only_lines_naming_no_key_is_told_the_keys() {
+        // The s19d-seed22 reading's sniah item 3: `PR diving`, a phrase of the context,
+        // grepped; its line names no key of the task; sliced and grepped until forced.
+        let (_dir, mut env) = env_with(
+            "propose we call this new sport \"PR diving,\" and I'm sure\nThe special magic number for lunar-viper-88 is 4720305.\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        env.config.query =
+            "What is the special magic number for lunar-viper-88 mentioned in the context?".into();
+        let grep = |pattern: &str| {
+            call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": pattern}),
+            )
+        };
+        let phrase = env.call_tool(&grep("PR diving")).await.unwrap();
+        assert!(
+            phrase.content.starts_with("1 line of context matches")
+                && phrase.content.ends_with(r#"The task names lunar-viper-88: the lines to find are the ones that name it; grep "lunar-viper-88"."#),
+            "{}",
+            phrase.content
+        );
+        // Lines that name the key: no note.
+        let found = env.call_tool(&grep("magic number")).await.unwrap();
+        assert!(
+            !found.content.contains("The task names"),
+            "{}",
+            found.content
+        );
+    }
+
     #[test]
     fn keys_are_tokens_with_a_dash_and_a_digit() {
         assert_eq!(

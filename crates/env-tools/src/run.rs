@@ -187,6 +187,18 @@ impl ToolsEnv {
         let mut text = found_lines(&args.variable, &args.pattern, &hits, total);
         text.push_str(&self.task_condition_note(&args.pattern));
         text.push_str(&misspelt_keys_note(&args.pattern, &self.config.query));
+        // Lines that name none of the task's keys are not the ones to find (s19d-seed22
+        // `sniah` item 3: a phrase of the preview grepped, its line sliced until forced).
+        let task_keys = keys_named(&self.config.query);
+        let names_a_key = hits.iter().any(|hit| {
+            let line = hit.text.to_lowercase();
+            task_keys
+                .iter()
+                .any(|key| line.contains(&key.to_lowercase()))
+        });
+        if !names_a_key {
+            text.push_str(&task_keys_note(&args.pattern, &self.config.query));
+        }
         Ok(text)
     }
 
@@ -701,11 +713,12 @@ fn misspelt_keys_note(pattern: &str, task: &str) -> String {
     )
 }
 
-/// After a grep that found nothing, the keys the task names (`cobalt-lynx-35`), when
-/// the pattern holds none of them and is not a misspelling of one: the lines to look
-/// for are the ones that name them. The local model grepped the task's phrase "special
-/// magic numbers" (the lines say "number") five times and was forced (docs/eval.md,
-/// s18c-seed16 `multi-needle` item 4). Empty otherwise.
+/// After a grep that found nothing, or only lines that name no key of the task, the
+/// keys the task names (`cobalt-lynx-35`), when the pattern holds none of them and is
+/// not a misspelling of one: the lines to look for are the ones that name them. The
+/// local model grepped the task's phrase "special magic numbers" (the lines say
+/// "number") five times and was forced (docs/eval.md, s18c-seed16 `multi-needle` item
+/// 4). Empty otherwise.
 fn task_keys_note(pattern: &str, task: &str) -> String {
     let task_keys = keys_named(task);
     let pattern_lower = pattern.to_lowercase();
