@@ -112,6 +112,26 @@ pub fn render_hit(hit: &GrepHit) -> String {
     )
 }
 
+/// The header and lines of a grep of `pattern` over `variable` that found `hits` (of
+/// `total` lines).
+pub fn found_lines(variable: &str, pattern: &str, hits: &[GrepHit], total: u64) -> String {
+    let mut text = format!(
+        "{total} {} of {variable} {} {pattern:?}{}:",
+        if total == 1 { "line" } else { "lines" },
+        if total == 1 { "matches" } else { "match" },
+        if total > hits.len() as u64 {
+            format!("; the first {} are shown", hits.len())
+        } else {
+            String::new()
+        }
+    );
+    for hit in hits {
+        text.push('\n');
+        text.push_str(&render_hit(hit));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use crate::catalog::{
     parse_args, ArgsError, FinalAnswerArgs, GrepArgs, MapReduceArgs, MicroTool, SliceArgs,
     SummarizeArgs, VariableArgs, GREP_MAX_LINES, SLICE_MAX_CHARS, SUMMARY_FALLBACK_CHARS,
 };
-use crate::read::{grep, render_hit, GrepHit, Source};
+use crate::read::{found_lines, grep, Source};
 use crate::ToolsEnv;
 use rlm_env::{HostCall, HostError, PlanArgs, PromptArgs, SubRlmArgs, ToolOutcome};
 
@@ -597,26 +597,6 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
             pattern: pattern.to_owned(),
             error,
         })
-}
-
-/// The header and lines of a grep of `pattern` over `variable` that found `hits` (of
-/// `total` lines).
-fn found_lines(variable: &str, pattern: &str, hits: &[GrepHit], total: u64) -> String {
-    let mut text = format!(
-        "{total} {} of {variable} {} {pattern:?}{}:",
-        if total == 1 { "line" } else { "lines" },
-        if total == 1 { "matches" } else { "match" },
-        if total > hits.len() as u64 {
-            format!("; the first {} are shown", hits.len())
-        } else {
-            String::new()
-        }
-    );
-    for hit in hits {
-        text.push('\n');
-        text.push_str(&render_hit(hit));
-    }
-    text
 }
 
 /// What to write instead of a grep pattern that lists several things (`eager-yak-46,
