@@ -57,6 +57,22 @@ impl Refusal {
     fn new(message: String, exact: Option<Plan>) -> Self {
         Self { message, exact }
     }
+
+    /// The refusal that names `exact`, its message written around the plan's parts
+    /// ([`parts_of`]).
+    fn offering(exact: Plan, message: impl FnOnce(&str) -> String) -> Self {
+        let message = message(&parts_of(&exact));
+        Self::new(message, Some(exact))
+    }
+}
+
+/// The task's `exact` plan over the pieces `written` reads: its input and split kept.
+fn over_the_same_pieces(exact: Plan, written: &Plan) -> Plan {
+    Plan {
+        input: written.input.clone(),
+        split: written.split.clone(),
+        ..exact
+    }
 }
 
 /// Refuses `plan` when its map or reduction cannot answer `task`, saying which plan
@@ -186,17 +202,9 @@ fn counting_ask(plan: &Plan, task: &str) -> Option<Refusal> {
 /// where the task sums a field or ranks its values. `None` when the task names no
 /// plan: the ask runs.
 fn counted_without_a_pattern(plan: &Plan, task_plan: Option<Plan>, lead: &str) -> Option<Refusal> {
-    let exact = Plan {
-        input: plan.input.clone(),
-        split: plan.split.clone(),
-        ..task_plan?
-    };
-    Some(Refusal::new(
-        format!(
-            "{lead}. Answer the task exactly, with no model call: {}",
-            parts_of(&exact)
-        ),
-        Some(exact),
+    Some(Refusal::offering(
+        over_the_same_pieces(task_plan?, plan),
+        |parts| format!("{lead}. Answer the task exactly, with no model call: {parts}"),
     ))
 }
 
@@ -276,18 +284,14 @@ fn extract_of_another_field(plan: &Plan, task: &str) -> Option<Refusal> {
     if reads_the_field {
         return None;
     }
-    let exact = Plan {
-        input: plan.input.clone(),
-        split: plan.split.clone(),
-        ..exact
-    };
-    Some(Refusal::new(
-        format!(
-            "the task asks about the `{field}=` values, and map {{\"extract\": {}}} captures other text of the records, so its results are no `{field}=` values. Answer the task exactly with {}",
-            json(pattern),
-            parts_of(&exact)
-        ),
-        Some(exact),
+    Some(Refusal::offering(
+        over_the_same_pieces(exact, plan),
+        |parts| {
+            format!(
+            "the task asks about the `{field}=` values, and map {{\"extract\": {}}} captures other text of the records, so its results are no `{field}=` values. Answer the task exactly with {parts}",
+            json(pattern)
+        )
+        },
     ))
 }
 
@@ -313,17 +317,13 @@ fn filter_left_out(plan: &Plan, task: &str) -> Option<Refusal> {
     if map_names_it {
         return None;
     }
-    let exact = Plan {
-        input: plan.input.clone(),
-        split: plan.split.clone(),
-        ..exact
-    };
-    Some(Refusal::new(
-        format!(
-            "the task asks only about the records that {filter} keeps, and this plan has no filter, so it reads every record. Answer the task exactly with {}",
-            parts_of(&exact)
-        ),
-        Some(exact),
+    Some(Refusal::offering(
+        over_the_same_pieces(exact, plan),
+        |parts| {
+            format!(
+            "the task asks only about the records that {filter} keeps, and this plan has no filter, so it reads every record. Answer the task exactly with {parts}"
+        )
+        },
     ))
 }
 
