@@ -251,63 +251,41 @@ pub(super) async fn run(
         // in a forced answer.
         turn.correction = not_run.iter().max().map(|why| why.correction().to_owned());
     }
+    // An answer outside the blocks: a `FINAL(...)` line of a reply with no code, else a
+    // `FINAL_VAR(name)` evaluated after the reply's code ran. (What it is, whether it
+    // was written as a value, how the trace names its source, where a call run in its
+    // place goes in the trace.)
+    let mut given = None;
     if parsed.blocks.is_empty() {
-        if let Some(answer) = &parsed.final_literal {
-            match question_answer(answer, true, ran, (task_call, task_answer), sink) {
-                Questioned::Notice(notice) => turn.notices.push(notice),
-                Questioned::RunCall(call) => {
-                    let report = questioned_again(
-                        answer.trim(),
-                        call,
-                        (iteration, 0),
-                        env,
-                        sink,
-                        ran,
-                        &shape,
-                    )
-                    .await?;
-                    turn.reports.push(report);
-                }
-                Questioned::Taken => {
-                    turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
-                }
-            }
-            return Ok(turn);
-        }
+        given = parsed
+            .final_literal
+            .clone()
+            .map(|answer| (answer, true, AnswerSource::Final, 0));
     } else if parsed.final_literal.is_some() {
         turn.notices.push(prompt::PREMATURE_FINAL.to_owned());
     }
-    if let Some(name) = &parsed.final_var {
-        // Evaluated after the code of the same response ran.
+    if let (None, Some(name)) = (&given, &parsed.final_var) {
         match env.final_var(name).await? {
             Some(value) => {
-                // A variable's value, questioned on what the task's call can tell.
-                match question_answer(&value, false, ran, (task_call, task_answer), sink) {
-                    Questioned::Notice(notice) => turn.notices.push(notice),
-                    Questioned::RunCall(call) => {
-                        let report = questioned_again(
-                            value.trim(),
-                            call,
-                            (iteration, parsed.blocks.len()),
-                            env,
-                            sink,
-                            ran,
-                            &shape,
-                        )
-                        .await?;
-                        turn.reports.push(report);
-                    }
-                    Questioned::Taken => {
-                        turn.final_answer =
-                            Some(outcome_of(value, AnswerSource::FinalVar, None));
-                    }
-                }
-                return Ok(turn);
+                given = Some((value, false, AnswerSource::FinalVar, parsed.blocks.len()));
             }
             None => turn.notices.push(format!(
                 "FINAL_VAR({name}) names no variable in the REPL. Define it in a ```repl block first, or answer with FINAL(...)."
             )),
         }
+    }
+    if let Some((answer, written, source, block)) = given {
+        match question_answer(&answer, written, ran, (task_call, task_answer), sink) {
+            Questioned::Notice(notice) => turn.notices.push(notice),
+            Questioned::RunCall(call) => {
+                let at = (iteration, block);
+                let report =
+                    questioned_again(answer.trim(), call, at, env, sink, ran, &shape).await?;
+                turn.reports.push(report);
+            }
+            Questioned::Taken => turn.final_answer = Some(outcome_of(answer, source, None)),
+        }
+        return Ok(turn);
     }
     if let Some(name) = parsed.unclosed_final {
         turn.notices.push(prompt::unclosed_final(name));
