@@ -86,13 +86,17 @@ pub fn check(plan: &Plan, task: &str) -> Result<(), PlanError> {
 pub fn refusal(plan: &Plan, task: &str) -> Option<Refusal> {
     // Before `counting_ask`: a leaf asked "how many label=fraud" under such a filter is
     // still a ranking task, not a count.
+    // The field and the filter before the reduction: a refusal of the reduction keeps
+    // the model's filter and extract, and one that kept a filter on something else was
+    // answered as named (docs/eval.md, s20-seed23 plan `pairs` item 0).
     ask_over_captured_values(plan, task)
         .or_else(|| counting_ask(plan, task))
+        .or_else(|| extract_of_another_field(plan, task))
+        .or_else(|| count_for_the_values(plan, task))
+        .or_else(|| filter_left_out(plan, task))
+        .or_else(|| another_value_reduction(plan, task))
         .or_else(|| extract_reduced_as_a_number(plan, task))
         .or_else(|| count_for_a_sum(plan, task))
-        .or_else(|| count_for_the_values(plan, task))
-        .or_else(|| extract_of_another_field(plan, task))
-        .or_else(|| filter_left_out(plan, task))
 }
 
 /// The checks that read a map alone, for `ctx_map` (a plan written a step at a time):
@@ -295,18 +299,21 @@ fn extract_of_another_field(plan: &Plan, task: &str) -> Option<Refusal> {
     ))
 }
 
-/// The refusal of a plan with no filter where the task's exact plan selects its records
-/// by one (`label=payments`, `year > 2000`) and the plan's map does not name it: it adds,
-/// ranks or pairs every record. The local model was told the exact plan, sent it
-/// without its filter, and answered the sum of every amount, 289680 for 11810
-/// (docs/eval.md, s19c-seed21 plan-text `aggregate` item 2).
+/// The refusal of a plan with no filter, or a filter on something else, where the
+/// task's exact plan selects its records by one (`label=payments`, `year > 2000`) and
+/// the plan's map does not name it: it adds, ranks or pairs other records. The local
+/// model was told the exact plan, sent it without its filter, and answered the sum of
+/// every amount, 289680 for 11810 (docs/eval.md, s19c-seed21 plan-text `aggregate` item
+/// 2); it filtered the pairs task's records by `person`, which every record names, and
+/// answered the pairs of all of them, 34555 for 3752 (s20-seed23 plan `pairs` item 0).
 fn filter_left_out(plan: &Plan, task: &str) -> Option<Refusal> {
-    if plan.filter.is_some() || matches!(plan.map, Map::Ask(_) | Map::Plan(_)) {
+    if matches!(plan.map, Map::Ask(_) | Map::Plan(_)) {
         return None;
     }
     let exact = exact_plan_for_task(task)?;
-    let filter = written_filter(exact.filter.as_ref()?)?;
-    let selected = match exact.filter.as_ref()? {
+    let task_filter = exact.filter.as_ref()?;
+    let filter = written_filter(task_filter)?;
+    let selected = match task_filter {
         Filter::Regex(pattern) | Filter::Where(pattern) => pattern.to_lowercase(),
         Filter::Ask(_) => return None,
     };
@@ -317,14 +324,91 @@ fn filter_left_out(plan: &Plan, task: &str) -> Option<Refusal> {
     if map_names_it {
         return None;
     }
+    let what_it_reads = match &plan.filter {
+        None => "this plan has no filter, so it reads every record".to_owned(),
+        Some(own) if selects_by_the_same(own, task_filter) => return None,
+        Some(own) => format!(
+            "your filter {} does not select by that, so the plan reads other records",
+            written_filter(own)?
+        ),
+    };
     Some(Refusal::offering(
         over_the_same_pieces(exact, plan),
         |parts| {
             format!(
-            "the task asks only about the records that {filter} keeps, and this plan has no filter, so it reads every record. Answer the task exactly with {parts}"
+            "the task asks only about the records that {filter} keeps, and {what_it_reads}. Answer the task exactly with {parts}"
         )
         },
     ))
+}
+
+/// Whether `own`, a plan's filter, selects records by what `task_filter` does: a
+/// condition on the same field, or a regex that names the field and a number
+/// (`year=(20[0-9][1-9])`), for a stated comparison; a filter naming the value
+/// (`payments`, `label=payments`) for a `key=value`. A filter that only names the
+/// field (`year`, which every record has) does not; one this cannot read (an `ask`,
+/// a condition that does not parse) is let run.
+fn selects_by_the_same(own: &Filter, task_filter: &Filter) -> bool {
+    match (task_filter, own) {
+        (Filter::Ask(_), _) | (_, Filter::Ask(_)) => true,
+        (Filter::Where(condition), _) => {
+            let Ok(condition) = Condition::parse(condition) else {
+                return true;
+            };
+            let field = condition.field().to_lowercase();
+            match own {
+                Filter::Where(text) => Condition::parse(text)
+                    .map_or(true, |own| own.field().eq_ignore_ascii_case(&field)),
+                Filter::Regex(pattern) => {
+                    let pattern = pattern.to_lowercase();
+                    pattern.contains(&field) && pattern.contains(|c: char| c.is_ascii_digit())
+                }
+                Filter::Ask(_) => true,
+            }
+        }
+        (Filter::Regex(key_value), Filter::Regex(text) | Filter::Where(text)) => {
+            let value = key_value
+                .split_once('=')
+                .map_or(key_value.as_str(), |(_, v)| v);
+            text.to_lowercase().contains(&value.to_lowercase())
+        }
+    }
+}
+
+/// The refusal of an `extract` reduced to another kind of answer about its values than
+/// the task asks for — the most frequent for how many pairs share one, or the reverse:
+/// the local model ranked the cities with `top_k` for the pairs task and, its next plan
+/// refused, answered 0 (docs/eval.md, s20-seed23 plan `pairs` item 2).
+fn another_value_reduction(plan: &Plan, task: &str) -> Option<Refusal> {
+    let Map::Extract(_) = &plan.map else {
+        return None;
+    };
+    let exact = exact_plan_for_task(task)?;
+    let asked = answer_about_values(&exact.reduce)?;
+    let given = answer_about_values(&plan.reduce)?;
+    if asked == given || !matches!(exact.map, Map::Extract(_)) {
+        return None;
+    }
+    let written = spaced(&plan.reduce);
+    Some(Refusal::offering(
+        over_the_same_pieces(exact, plan),
+        |parts| {
+            format!(
+                "reduce {written} gives {given}, and this task asks for {asked}. Answer the task exactly with {parts}"
+            )
+        },
+    ))
+}
+
+/// What a reduction of extracted values answers, for the ones that answer about the
+/// values themselves; `None` for one that makes a number of them.
+fn answer_about_values(reduce: &Reduce) -> Option<&'static str> {
+    match reduce {
+        Reduce::Pairs => Some("the number of pairs that share a value"),
+        Reduce::TopK { .. } | Reduce::Vote => Some("the most frequent values"),
+        Reduce::Union | Reduce::Join { .. } => Some("each value once"),
+        _ => None,
+    }
 }
 
 /// The field whose value the first capturing group of `pattern` reads: the last name
@@ -801,6 +885,101 @@ mod tests {
         ] {
             assert_eq!(refusal(json, task), None, "{json}");
         }
+    }
+
+    #[test]
+    fn a_filter_on_something_else_is_told_the_exact_plan() {
+        // The s20-seed23 reading's plan `pairs` items 0 and 2, as the model wrote them.
+        let exact = r#"exactly with filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#;
+        for (json, its_filter) in [
+            (
+                r#"{"input": "context", "split": {"by": "lines", "size": 20000}, "filter": {"regex": "person"},
+                    "map": {"extract": "city=(\\w+) year=(\\d+)"}, "reduce": {"op": "pairs"}}"#,
+                r#"your filter {"regex": "person"} does not select by that"#,
+            ),
+            (
+                r#"{"input": "context", "filter": {"regex": "year"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+                r#"your filter {"regex": "year"} does not select by that"#,
+            ),
+            (
+                r#"{"input": "context", "filter": {"regex": "city"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "top_k", "k": 2}}"#,
+                r#"your filter {"regex": "city"} does not select by that"#,
+            ),
+        ] {
+            let refused = refusal(json, PAIRS).expect("refused");
+            assert!(
+                refused.contains(r#"only about the records that {"where": "year > 2000"} keeps"#)
+                    && refused.contains(its_filter)
+                    && refused.contains(exact),
+                "{refused}"
+            );
+        }
+        // A filter on the task's field and a number, or on its condition, or naming the
+        // task's value: they run.
+        let sum = "What is the sum of the amount fields of the records with label=payments? Answer with a number.";
+        for (json, task) in [
+            (
+                r#"{"input": "context", "filter": {"where": "year >= 2001"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+                PAIRS,
+            ),
+            (
+                r#"{"input": "context", "filter": {"regex": "year=(20[0-9][1-9])"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+                PAIRS,
+            ),
+            (
+                r#"{"input": "context", "filter": {"regex": "label=payments"}, "map": {"extract": "amount=(\\d+)"}, "reduce": {"op": "sum"}}"#,
+                sum,
+            ),
+            (
+                r#"{"input": "context", "filter": {"ask": "Is the person born after 2000?"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+                PAIRS,
+            ),
+        ] {
+            assert_eq!(refusal(json, task), None, "{json}");
+        }
+        // A filter on another value of the task's field is one on something else.
+        let other = refusal(
+            r#"{"input": "context", "filter": {"regex": "label=fraud"}, "map": {"extract": "amount=(\\d+)"}, "reduce": {"op": "sum"}}"#,
+            sum,
+        )
+        .expect("refused");
+        assert!(
+            other.contains(
+                r#"filter {"regex": "label=payments"}, map {"extract": "amount=(\\d+)"}"#
+            ),
+            "{other}"
+        );
+    }
+
+    #[test]
+    fn a_ranking_for_a_pairs_task_or_pairs_for_a_ranking_is_told_the_exact_plan() {
+        let refused = refusal(
+            r#"{"input": "context", "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "top_k", "k": 2}}"#,
+            PAIRS,
+        )
+        .expect("refused");
+        assert!(
+            refused.contains(r#"reduce {"op": "top_k", "k": 2} gives the most frequent values, and this task asks for the number of pairs that share a value"#)
+                && refused.contains(r#"reduce {"op": "pairs"}"#),
+            "{refused}"
+        );
+        let ranked = refusal(
+            r#"{"input": "context", "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+            MOST,
+        )
+        .expect("refused");
+        assert!(
+            ranked.contains(r#"map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#),
+            "{ranked}"
+        );
+        // Another reduction that answers the same: it runs.
+        assert_eq!(
+            refusal(
+                r#"{"input": "context", "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "vote"}}"#,
+                MOST,
+            ),
+            None
+        );
     }
 
     #[test]
