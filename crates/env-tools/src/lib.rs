@@ -257,8 +257,8 @@ impl ToolBox for ToolsEnv {
             .then(|| text_protocol::reply_schema(&self.tools))
     }
 
-    /// Under `--env plan`, an answer before any plan has given a result; under `--env
-    /// tools`, one right after a failed plan; each once a run.
+    /// Under `--env plan`, an answer before any plan has given a result or right after
+    /// a failed plan; under `--env tools`, one right after a failed plan; once a run.
     fn refuse_answer(&mut self) -> Option<String> {
         if self.plan_only {
             self.gate.refuse_guess()

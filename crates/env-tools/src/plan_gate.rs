@@ -4,7 +4,10 @@
 //! reduction that found no number (docs/eval.md) — rather than write the plan again.
 //! Such an answer — a `final_answer` call or `FINAL(...)` — is refused once a run,
 //! with the last plan's error repeated; a second one is taken (a run must be able to
-//! end, and the forced last answer is never asked about).
+//! end, and the forced last answer is never asked about). So is one given right after
+//! a failed plan when an earlier plan gave a result: the local model ranked the cities,
+//! had its pairs plan refused, and answered `0` (docs/eval.md, s20-seed23 plan `pairs`
+//! item 2).
 //!
 //! Under `--env tools` the model reads with grep and slice as well, so an answer with
 //! no plan result is not a guess by itself; but an answer given right after a refused
@@ -54,9 +57,13 @@ impl PlanGate {
         ))
     }
 
-    /// Why a final answer now would be a guess (at most once a run).
+    /// Under `--env plan`: why a final answer now would be a guess — no plan has given
+    /// a result, or the last plan failed and none has since (at most once a run).
     pub fn refuse_guess(&mut self) -> Option<String> {
-        if self.answered || self.refused {
+        if self.answered {
+            return self.refuse_after_failed_plan();
+        }
+        if self.refused {
             return None;
         }
         self.refused = true;
@@ -100,8 +107,27 @@ mod tests {
         let mut answered = PlanGate::default();
         answered.saw_plan(&ToolOutcome::error("failed"));
         answered.saw_plan(&ToolOutcome::result("42"));
-        answered.saw_plan(&ToolOutcome::error("failed again"));
         assert!(answered.refuse_guess().is_none(), "a plan gave a result");
+    }
+
+    #[test]
+    fn under_plan_an_answer_right_after_a_failed_plan_is_refused_though_one_gave_a_result() {
+        // The s20-seed23 reading's plan `pairs` item 2: a ranking ran, the next plan was
+        // refused, and `0` was answered.
+        let mut gate = PlanGate::default();
+        gate.saw_plan(&ToolOutcome::result("Denver (92)\nRiga (92)"));
+        gate.saw_plan(&ToolOutcome::error(
+            "ctx_map_reduce failed: the plan cannot run as written",
+        ));
+        let refusal = gate.refuse_guess().expect("refused");
+        assert!(
+            refusal.contains("your last plan failed and no plan has given a result since")
+                && refusal.contains(
+                    "The plan's error: ctx_map_reduce failed: the plan cannot run as written"
+                ),
+            "{refusal}"
+        );
+        assert!(gate.refuse_guess().is_none(), "only once a run");
     }
 
     #[test]
