@@ -907,6 +907,64 @@ fn the_worked_example_copied_as_a_step_map_twice_runs_the_plan_the_task_names() 
 }
 
 #[test]
+fn an_unread_plan_sent_again_runs_the_task_s_exact_plan_in_its_place() {
+    // The s20-seed23 reading's plan-text `aggregate` item 1: a `top_k` with a
+    // `separator`, told it does not read and the task's exact plan, sent five times,
+    // then a forced answer. The second time the exact plan runs in its place.
+    let task = "Which label appears in the most records? Answer with the label only.";
+    let unread = map_reduce_call(serde_json::json!({
+        "map": {"extract": "label=(\\w+)"},
+        "reduce": {"op": "top_k", "k": 1, "separator": ";"},
+    }));
+    let script = calls_then_answer([unread.clone(), unread], "fraud");
+    let (mock, answer) = run_on_records("plan", task, script);
+    assert_eq!(answer, "fraud");
+    let requests = mock.control().requests();
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains("the plan is not valid: unknown field `separator`")
+            && refused.contains(r#"The task's exact plan: map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#),
+        "{refused}"
+    );
+    let ran = requests[2].message_texts().join("\n");
+    assert!(
+        ran.contains("Your plan was refused before") && ran.contains("fraud (70)"),
+        "{ran}"
+    );
+}
+
+#[test]
+fn under_plan_an_answer_right_after_a_failed_plan_is_sent_back_once() {
+    // The s20-seed23 reading's plan `pairs` item 2: a plan gave a result, the next was
+    // refused, and `0` was answered at once and taken.
+    let task = "Which label appears in the most records? Answer with the label only.";
+    let ranked = map_reduce_call(serde_json::json!({
+        "map": {"extract": "label=(\\w+)"},
+        "reduce": {"op": "top_k", "k": 1},
+    }));
+    let counted = map_reduce_call(serde_json::json!({
+        "map": {"extract": "label=(\\w+)"},
+        "reduce": {"op": "count"},
+    }));
+    let script = one_call_a_reply([
+        ranked,
+        counted,
+        final_answer_call("0"),
+        final_answer_call("fraud"),
+    ]);
+    let (mock, answer) = run_on_records("plan", task, script);
+    assert_eq!(answer, "fraud");
+    let requests = mock.control().requests();
+    let refused = requests[3].message_texts().join("\n");
+    assert!(
+        refused.contains(
+            "Answer not taken: your last plan failed and no plan has given a result since"
+        ) && refused.contains("`count` makes one number of them"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn an_extract_counted_for_a_which_most_task_is_told_top_k_and_nothing_runs() {
     // The after-tools-2 reading's item 4: the right extract, reduced by `count` (596,
     // how many labels there were) for "which label appears most".

@@ -27,6 +27,9 @@ pub(crate) enum Written {
         /// The last filter of its pieces, if any.
         filter: Option<Filter>,
     },
+    /// A plan's JSON that does not read as a plan (a reduction with a field of another
+    /// one, a map of two options), as the model sent it.
+    Unread(serde_json::Value),
 }
 
 /// What a run wrote and had refused for its shape, to recognise it written again.

@@ -12,6 +12,7 @@ use regex::Regex;
 use rlm_plan::condition::Condition;
 use rlm_plan::price::Estimate;
 use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
+use rlm_plan::task_fit::Refusal;
 use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::{HostError, PlanArgs};
 use serde_json::{json, Value};
@@ -161,13 +162,16 @@ fn refused(error: PlanError) -> HostError {
     HostError::RespondToModel(error.to_string())
 }
 
-/// The plan `value` holds, or the error that says why it does not read: a `map` or
-/// `filter` of several options is named with its keys (serde's "expected map with a
-/// single key" named neither), and the task's exact plan follows where there is one.
-/// The local model sent `map {"extract": …, "sub_rlm": …}` five times, told only that
-/// the map was "invalid", and its forced answer was a made-up object (docs/eval.md,
-/// s19c-seed21 plan `pairs` item 1).
-fn read_plan(value: Value, task: &str) -> Result<Plan, HostError> {
+/// The plan `value` holds, or why it does not read as a refusal: a `map` or `filter`
+/// of several options is named with its keys (serde's "expected map with a single key"
+/// named neither), and the task's exact plan follows where there is one, over the
+/// input and split `value` names where they read. The local model sent `map
+/// {"extract": …, "sub_rlm": …}` five times, told only that the map was "invalid", and
+/// its forced answer was a made-up object (docs/eval.md, s19c-seed21 plan `pairs`
+/// item 1); told the exact plan, it sent a `top_k` with a `separator` five times and
+/// was forced (s20-seed23 plan-text `aggregate` item 1): the refusal's exact plan runs
+/// in place of the same unread plan sent again ([`refused_plans`]).
+fn read_plan(value: Value, task: &str) -> Result<Plan, Refusal> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
@@ -182,23 +186,68 @@ fn read_plan(value: Value, task: &str) -> Result<Plan, HostError> {
         });
     let problem = match several {
         Some(problem) => problem,
-        None => match serde_json::from_value(value) {
+        None => match serde_json::from_value(value.clone()) {
             Ok(plan) => return Ok(plan),
             Err(error) => error.to_string(),
         },
     };
     let exact = rlm_plan::task_fit::exact_plan_for_task(task)
+        .map(|exact| over_the_written_pieces(exact, &value));
+    let named = exact
+        .as_ref()
         .map(|plan| {
             format!(
                 ". The task's exact plan: {}",
-                rlm_plan::task_fit::parts_of(&plan)
+                rlm_plan::task_fit::parts_of(plan)
             )
         })
         .unwrap_or_default();
-    Err(refused(PlanError::Json(format!("{problem}{exact}"))))
+    Err(Refusal {
+        message: PlanError::Json(format!("{problem}{named}")).to_string(),
+        exact,
+    })
+}
+
+/// The task's `exact` plan over the input and split an unread plan's JSON names, where
+/// each reads; the exact plan's own (the context, the default split) where not.
+fn over_the_written_pieces(exact: Plan, written: &Value) -> Plan {
+    let input = written
+        .get("input")
+        .and_then(Value::as_str)
+        .map_or_else(|| exact.input.clone(), str::to_owned);
+    let split = written
+        .get("split")
+        .and_then(|split| serde_json::from_value(split.clone()).ok())
+        .unwrap_or_else(|| exact.split.clone());
+    Plan {
+        input,
+        split,
+        ..exact
+    }
 }
 
 impl RunHost {
+    /// `written`, refused by `refusal` (its message as the model reads it): refused
+    /// again, or — written before — the refusal's exact plan to run in its place, with
+    /// the note that says so and `spec` (the plan as traced) made that plan.
+    fn refused_or_instead(
+        &self,
+        written: Written,
+        refusal: Refusal,
+        spec: &mut Value,
+    ) -> Result<(Plan, Option<String>), HostError> {
+        match self.refused_plans.decide(written, refusal) {
+            Repeat::Refuse(message) => Err(HostError::RespondToModel(message)),
+            Repeat::RunInstead(exact) => {
+                let note = refused_plans::ran_instead(&exact);
+                if let Ok(value) = serde_json::to_value(&exact) {
+                    *spec = value;
+                }
+                Ok((exact, Some(note)))
+            }
+        }
+    }
+
     /// Runs `map_reduce`: prices the plan, checks it, runs it; replies with the answer
     /// and the figures.
     pub(super) async fn run_plan(&self, args: PlanArgs) -> Result<Value, HostError> {
@@ -206,23 +255,23 @@ impl RunHost {
         let plan_id = crate::ids::AgentId::generate().to_string();
         let mut spec = args.plan.clone();
         let task = &self.settings.task;
-        let plan = read_plan(args.plan, task)?;
-        plan.check_shape(0).map_err(refused)?;
-        let refusal = example::refusal(example::Asking::Plan(&plan), task)
-            .or_else(|| rlm_plan::task_fit::refusal(&plan, task));
-        let (plan, note) = match refusal {
-            None => (plan, None),
-            Some(refusal) => match self
-                .refused_plans
-                .decide(Written::Plan(plan.clone()), refusal)
-            {
-                Repeat::Refuse(message) => return Err(refused(PlanError::Shape(message))),
-                Repeat::RunInstead(exact) => {
-                    let note = refused_plans::ran_instead(&exact);
-                    spec = serde_json::to_value(&exact).unwrap_or(spec);
-                    (exact, Some(note))
+        let (plan, note) = match read_plan(args.plan.clone(), task) {
+            Ok(plan) => {
+                plan.check_shape(0).map_err(refused)?;
+                let refusal = example::refusal(example::Asking::Plan(&plan), task)
+                    .or_else(|| rlm_plan::task_fit::refusal(&plan, task));
+                match refusal {
+                    None => (plan, None),
+                    Some(refusal) => {
+                        let message = PlanError::Shape(refusal.message).to_string();
+                        let refusal = Refusal { message, ..refusal };
+                        self.refused_or_instead(Written::Plan(plan), refusal, &mut spec)?
+                    }
                 }
-            },
+            }
+            Err(unread) => {
+                self.refused_or_instead(Written::Unread(args.plan), unread, &mut spec)?
+            }
         };
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
@@ -579,17 +628,22 @@ mod tests {
             "filter": {"regex": "year > 2000"},
             "map": {"extract": "city=(\\w+) year=\\d+", "sub_rlm": "person $1: city=$2 year=$3"},
             "reduce": {"op": "pairs"}});
-        let message = match read_plan(two, task) {
-            Err(HostError::RespondToModel(message)) => message,
-            other => panic!("{other:?}"),
+        let Err(Refusal { message, exact }) = read_plan(two, task) else {
+            panic!("read");
         };
         assert!(
             message.starts_with("the plan is not valid: `map` takes one option, not several: it has extract, sub_rlm. The task's exact plan: filter {\"where\": \"year > 2000\"}, map {\"extract\": \"city=(\\\\w+)\"}, reduce {\"op\": \"pairs\"}"),
             "{message}"
         );
+        // Its exact plan reads the pieces the model's plan named.
+        let exact = exact.expect("the task's exact plan");
+        assert_eq!(
+            (exact.input.as_str(), exact.split.size),
+            ("context", Some(1000))
+        );
         // Any other plan that does not read: serde's words, then the exact plan.
         let unknown = json!({"input": "context", "map": {"grep": "x"}, "reduce": {"op": "sum"}});
-        let Err(HostError::RespondToModel(message)) = read_plan(unknown, task) else {
+        let Err(Refusal { message, .. }) = read_plan(unknown, task) else {
             panic!("read");
         };
         assert!(
@@ -597,11 +651,12 @@ mod tests {
             "{message}"
         );
         // With no exact plan for the task, only what is wrong.
-        let Err(HostError::RespondToModel(message)) =
+        let Err(Refusal { message, exact }) =
             read_plan(json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
         else {
             panic!("read");
         };
+        assert_eq!(exact, None);
         assert_eq!(
             message,
             "the plan is not valid: `map` takes one option, not several: it has ask, count"
