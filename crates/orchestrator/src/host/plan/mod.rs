@@ -171,7 +171,7 @@ fn refused(error: PlanError) -> HostError {
 /// item 1); told the exact plan, it sent a `top_k` with a `separator` five times and
 /// was forced (s20-seed23 plan-text `aggregate` item 1): the refusal's exact plan runs
 /// in place of the same unread plan sent again ([`refused_plans`]).
-fn read_plan(value: Value, task: &str) -> Result<Plan, Refusal> {
+fn read_plan(value: Value, task: &str) -> Result<Plan, Box<Refusal>> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
@@ -202,10 +202,10 @@ fn read_plan(value: Value, task: &str) -> Result<Plan, Refusal> {
             )
         })
         .unwrap_or_default();
-    Err(Refusal {
+    Err(Box::new(Refusal {
         message: PlanError::Json(format!("{problem}{named}")).to_string(),
         exact,
-    })
+    }))
 }
 
 /// The task's `exact` plan over the input and split an unread plan's JSON names, where
@@ -270,7 +270,7 @@ impl RunHost {
                 }
             }
             Err(unread) => {
-                self.refused_or_instead(Written::Unread(args.plan), unread, &mut spec)?
+                self.refused_or_instead(Written::Unread(args.plan), *unread, &mut spec)?
             }
         };
         let nesting = nesting_of(&plan);
@@ -628,9 +628,10 @@ mod tests {
             "filter": {"regex": "year > 2000"},
             "map": {"extract": "city=(\\w+) year=\\d+", "sub_rlm": "person $1: city=$2 year=$3"},
             "reduce": {"op": "pairs"}});
-        let Err(Refusal { message, exact }) = read_plan(two, task) else {
+        let Err(refusal) = read_plan(two, task) else {
             panic!("read");
         };
+        let Refusal { message, exact } = *refusal;
         assert!(
             message.starts_with("the plan is not valid: `map` takes one option, not several: it has extract, sub_rlm. The task's exact plan: filter {\"where\": \"year > 2000\"}, map {\"extract\": \"city=(\\\\w+)\"}, reduce {\"op\": \"pairs\"}"),
             "{message}"
@@ -643,19 +644,20 @@ mod tests {
         );
         // Any other plan that does not read: serde's words, then the exact plan.
         let unknown = json!({"input": "context", "map": {"grep": "x"}, "reduce": {"op": "sum"}});
-        let Err(Refusal { message, .. }) = read_plan(unknown, task) else {
+        let Err(refusal) = read_plan(unknown, task) else {
             panic!("read");
         };
+        let message = refusal.message;
         assert!(
             message.contains("unknown variant `grep`") && message.contains("The task's exact plan"),
             "{message}"
         );
         // With no exact plan for the task, only what is wrong.
-        let Err(Refusal { message, exact }) =
-            read_plan(json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
+        let Err(refusal) = read_plan(json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
         else {
             panic!("read");
         };
+        let Refusal { message, exact } = *refusal;
         assert_eq!(exact, None);
         assert_eq!(
             message,
