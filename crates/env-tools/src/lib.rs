@@ -593,7 +593,7 @@ mod tests {
         // A list of the task's keys, one misspelt: grepped as the task writes them,
         // joined by |, and told the spelling.
         assert!(
-            spaced.content.contains(r#"were grepped in its place: 2 lines of context match "gentle-raven-88|olive-heron-73":"#)
+            spaced.content.contains(r#"in that order): 2 lines of context match "gentle-raven-88|olive-heron-73":"#)
                 && spaced.content.ends_with("The task names gentle-raven-88 (not gently-raven-88): grep each key as the task writes it."),
             "{}",
             spaced.content
@@ -706,8 +706,8 @@ mod tests {
             .unwrap();
         assert!(!list.is_error);
         assert!(
-            list.content.starts_with(r#"no line of context holds "keen-walrus-89, ivory-yak-55 and nimble-heron-52" whole"#)
-                && list.content.contains(r#"were grepped in its place: 2 lines of context match "keen-walrus-89|ivory-yak-55|nimble-heron-52":"#)
+            list.content.starts_with(r#"the keys "keen-walrus-89, ivory-yak-55 and nimble-heron-52" lists, joined by |, were grepped in its place (no line of context holds the list whole"#)
+                && list.content.contains(r#"in that order): 2 lines of context match "keen-walrus-89|ivory-yak-55|nimble-heron-52":"#)
                 && list.content.contains("is 3445222.")
                 && list.content.contains("is 6670753."),
             "{}",

@@ -219,10 +219,13 @@ impl ToolsEnv {
         if hits.is_empty() {
             return Ok(None);
         }
+        // The keys first: the loop reads a grep's result as found lines unless it
+        // starts "no line" (s20-seed23 `multi-needle` item 3: all four keys found this
+        // way, never told so, sliced and grepped again until forced).
         Ok(Some(format!(
-            "no line of {} holds {:?} whole (a line matches a pattern only holding all of it, in that order); the keys it lists, joined by |, were grepped in its place: {}{}",
-            args.variable,
+            "the keys {:?} lists, joined by |, were grepped in its place (no line of {} holds the list whole: a line matches a pattern only holding all of it, in that order): {}{}",
             args.pattern,
+            args.variable,
             found_lines(&args.variable, &alternation, &hits, total),
             misspelt_keys_note(&args.pattern, &self.config.query)
         )))

@@ -668,6 +668,29 @@ fn a_task_of_several_keys_is_told_which_keys_no_grep_has_found_yet() {
     );
     assert_eq!(result["answer"], "9085628, 8830464");
     assert_eq!(result["iterations"], 3);
+
+    // The task's list grepped as the task writes it: the tool greps its keys joined by
+    // `|`, and both found, the model is told to answer (s20-seed23 `multi-needle` item
+    // 3 was not, and sliced and grepped until forced).
+    let answers = MockRule::function("answers when none is left", |request| {
+        let last = request.last_user_message()?;
+        last.contains("every one of the 2 keys")
+            .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
+    });
+    let model = MockLlm::spawn_blocking_thread(
+        MockScript::new()
+            .rule(answers)
+            .then(grep("ivory-falcon-10 and eager-badger-07")),
+    )
+    .unwrap();
+    let result = run_json(
+        &sb,
+        &model.control().openai_base_url(),
+        "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?",
+        &args,
+    );
+    assert_eq!(result["answer"], "9085628, 8830464");
+    assert_eq!(result["iterations"], 2);
 }
 
 #[test]

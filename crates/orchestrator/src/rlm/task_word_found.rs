@@ -242,9 +242,11 @@ mod tests {
             read(&grep("nimble-yak-67|magic\\d"), &found(&all), task),
             None
         );
-        // The task's list, grepped by the tool as the alternation: read alike.
+        // The task's list, grepped by the tool as the alternation (its result as the
+        // tool writes it): read alike.
         let list = "nimble-yak-67, mellow-quokka-07, hollow-heron-27 and frosty-quokka-10";
-        let listed = read(&grep(list), &found(&all), task).expect("read");
+        let in_place = format!("the keys \"{list}\" lists, joined by |, were grepped in its place (no line of context holds the list whole: a line matches a pattern only holding all of it, in that order): {all}");
+        let listed = read(&grep(list), &found(&in_place), task).expect("read");
         assert_eq!(listed.words.len(), 4);
     }
 
