@@ -222,6 +222,18 @@ pub fn task_word_found(word: &str) -> String {
     )
 }
 
+/// The notice after a `ctx_map_reduce` of the task's own exact plan gave `answer`
+/// ([`crate::rlm`]'s `exact_plan_ran`): the call to answer with, written out.
+pub fn exact_plan_answered(answer: &str) -> String {
+    let arguments = serde_json::json!({ "answer": answer });
+    let arguments = serde_json::to_string(&arguments)
+        .unwrap_or_default()
+        .replacen("\":", "\": ", 1);
+    format!(
+        "That plan is the task's exact plan, so its result answers the task: {answer}. Call final_answer with {arguments} now; the same plan again gives the same result."
+    )
+}
+
 /// The notice after a `ctx_grep` of `word` found lines, for a task that names `count`
 /// keys (`multi-needle`): which keys no grep has found yet (`missing`), or, when none
 /// is left, to answer with all of them.

@@ -934,6 +934,77 @@ fn an_unread_plan_sent_again_runs_the_task_s_exact_plan_in_its_place() {
 }
 
 #[test]
+fn another_plan_refused_with_the_same_exact_plan_runs_it_in_its_place() {
+    // The s20-seed23 reading's plan `pairs` item 2, replayed: a ranking of cities under
+    // a filter on `city` refused with the task's exact plan, a guess sent back, then the
+    // pairs of cities under the same filter, refused with the same exact plan. That
+    // plan runs in its place: 2 pairs (Lima, Oslo) of the people born after 2000.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let people: String = [
+        ("Lima", 2004),
+        ("Lima", 2010),
+        ("Lima", 1990),
+        ("Oslo", 2001),
+        ("Oslo", 2003),
+        ("Kyiv", 2005),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (city, year))| format!("person {i:06}: city={city} year={year}\n"))
+    .collect();
+    let by_city = |reduce: Value| {
+        map_reduce_call(serde_json::json!({
+            "split": {"by": "lines", "size": 1000},
+            "filter": {"regex": "city"},
+            "map": {"extract": "city=(\\w+)"},
+            "reduce": reduce,
+        }))
+    };
+    let script = one_call_a_reply([
+        by_city(serde_json::json!({"op": "top_k", "k": 2})),
+        final_answer_call("0"),
+        by_city(serde_json::json!({"op": "pairs"})),
+        final_answer_call("2"),
+    ]);
+    let (mock, answer) = run_on("plan", task, people, script);
+    assert_eq!(answer, "2");
+    let requests = mock.control().requests();
+    let refused = requests[1].message_texts().join("\n");
+    assert!(
+        refused.contains(r#"your filter {"regex": "city"} does not select by that"#),
+        "{refused}"
+    );
+    let ran = requests[3].message_texts().join("\n");
+    assert!(
+        ran.contains("names the same exact plan as the refusal of your earlier plan")
+            && ran.contains(r#""filter":{"where":"year > 2000"}"#)
+            && ran.contains("2\n(plan: "),
+        "{ran}"
+    );
+}
+
+#[test]
+fn the_task_s_exact_plan_that_ran_is_followed_by_the_call_to_answer_with() {
+    // The s20-seed23 reading's plan-text `aggregate` item 1, replayed: the exact plan
+    // ran, gave `support (182)`, and was sent again until stopped; the forced answer
+    // was another label. Its result now names the answer and the call to make.
+    let task = "Which label appears in the most records? Answer with the label only.";
+    let exact = map_reduce_call(serde_json::json!({
+        "map": {"extract": "label=(\\w+)"},
+        "reduce": {"op": "top_k", "k": 1},
+    }));
+    let script = calls_then_answer([exact], "fraud");
+    let (mock, answer) = run_on_records("plan", task, script);
+    assert_eq!(answer, "fraud");
+    let told = mock.control().requests()[1].message_texts().join("\n");
+    assert!(
+        told.contains("fraud (70)")
+            && told.contains(r#"That plan is the task's exact plan, so its result answers the task: fraud. Call final_answer with {"answer": "fraud"} now"#),
+        "{told}"
+    );
+}
+
+#[test]
 fn under_plan_an_answer_right_after_a_failed_plan_is_sent_back_once() {
     // The s20-seed23 reading's plan `pairs` item 2: a plan gave a result, the next was
     // refused, and `0` was answered at once and taken.

@@ -8,11 +8,16 @@
 //! the same filter kept runs the named plan over those pieces, its results reduced as
 //! that plan says (docs/eval.md, js-2: the same refused `ctx_map` five times, then a
 //! guess).
+//!
+//! A whole plan refused with the same exact plan as an earlier one runs that plan too:
+//! the local model, told the pairs task's exact plan for a ranking of cities, wrote
+//! another plan the same check refused, with the same exact plan named, then answered
+//! `0` (docs/eval.md, s20-seed23 plan `pairs` item 2, replayed).
 
 use std::sync::{Mutex, PoisonError};
 
 use rlm_plan::task_fit::Refusal;
-use rlm_plan::{Filter, Map, Plan};
+use rlm_plan::{Filter, Map, Plan, Reduce};
 
 /// What the model wrote that was refused for its shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +39,17 @@ pub(crate) enum Written {
 
 /// What a run wrote and had refused for its shape, to recognise it written again.
 #[derive(Debug, Default)]
-pub(crate) struct RefusedPlans(Mutex<Vec<Written>>);
+pub(crate) struct RefusedPlans(Mutex<Refused>);
+
+/// What the refusals of a run saw.
+#[derive(Debug, Default)]
+struct Refused {
+    /// Everything refused, each once.
+    written: Vec<Written>,
+    /// The exact plans named to whole plans, as (filter, map, reduce): the pieces a
+    /// plan reads do not change what it answers.
+    named: Vec<(Option<Filter>, Map, Reduce)>,
+}
 
 /// What to do with a plan the task checks refuse.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,19 +58,36 @@ pub(crate) enum Repeat {
     Refuse(String),
     /// Run this plan in its place: the same plan was refused before.
     RunInstead(Plan),
+    /// Run this plan in its place: another whole plan was refused before with it named.
+    RunNamedAgain(Plan),
 }
 
 impl RefusedPlans {
     /// What to do with `written`, which `refusal` refuses: run the refusal's exact plan
-    /// if it was refused before, else refuse it (and remember it).
+    /// if `written` was refused before, or — a whole plan — if that plan was named to
+    /// an earlier refused plan; else refuse it (and remember both).
     pub fn decide(&self, written: Written, refusal: Refusal) -> Repeat {
         let mut refused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let again = refused.contains(&written);
-        match refusal.exact {
-            Some(exact) if again => Repeat::RunInstead(exact),
-            _ => {
+        let again = refused.written.contains(&written);
+        let whole = !matches!(written, Written::Map { .. });
+        let answers = refusal.exact.as_ref().map(|exact| {
+            (
+                exact.filter.clone(),
+                exact.map.clone(),
+                exact.reduce.clone(),
+            )
+        });
+        match (refusal.exact, answers) {
+            (Some(exact), _) if again => Repeat::RunInstead(exact),
+            (Some(exact), Some(answers)) if whole && refused.named.contains(&answers) => {
+                Repeat::RunNamedAgain(exact)
+            }
+            (_, answers) => {
                 if !again {
-                    refused.push(written);
+                    refused.written.push(written);
+                }
+                if let Some(answers) = answers.filter(|_| whole) {
+                    refused.named.push(answers);
                 }
                 Repeat::Refuse(refusal.message)
             }
@@ -69,6 +101,15 @@ pub(crate) fn ran_instead(exact: &Plan) -> String {
     let written = serde_json::to_string(exact).unwrap_or_default();
     format!(
         "Your plan was refused before, for the reason it was refused then, so the plan that refusal named ran in its place: {written}. Its result is the answer below; answer from it."
+    )
+}
+
+/// The note a reply carries when the exact plan ran in place of a plan refused for the
+/// first time, because an earlier refusal had named the same plan.
+pub(crate) fn named_again(exact: &Plan) -> String {
+    let written = serde_json::to_string(exact).unwrap_or_default();
+    format!(
+        "Your plan was refused, and the refusal names the same exact plan as the refusal of your earlier plan, so that plan ran in its place: {written}. Its result is the answer below; answer from it."
     )
 }
 
@@ -115,11 +156,15 @@ mod tests {
             refused.decide(asked.clone(), refusal()),
             Repeat::Refuse("use the count".into())
         );
-        // Another refused plan is refused the first time too.
+        // Another refused plan with no exact plan is refused the first time too.
         let other = Written::Plan(plan(Map::Ask("How many records?".into())));
+        let choose = Refusal {
+            message: "choose".into(),
+            exact: None,
+        };
         assert_eq!(
-            refused.decide(other, refusal()),
-            Repeat::Refuse("use the count".into())
+            refused.decide(other, choose),
+            Repeat::Refuse("choose".into())
         );
         assert_eq!(
             refused.decide(asked.clone(), refusal()),
@@ -135,6 +180,45 @@ mod tests {
             Repeat::Refuse("choose".into())
         );
         assert!(ran_instead(&exact).contains(r#""map":{"count":"label=payments"}"#));
+    }
+
+    #[test]
+    fn a_whole_plan_refused_with_a_plan_named_before_runs_it() {
+        let refused = RefusedPlans::default();
+        let exact = plan(Map::Count("label=payments".into()));
+        let refusal = || Refusal {
+            message: "use the count".into(),
+            exact: Some(exact.clone()),
+        };
+        let first = Written::Plan(plan(Map::Ask("How many?".into())));
+        assert_eq!(
+            refused.decide(first, refusal()),
+            Repeat::Refuse("use the count".into())
+        );
+        // Another plan, the same exact plan named, over other pieces: it runs.
+        let other = Written::Plan(plan(Map::Ask("How many records?".into())));
+        let over_lines = Plan {
+            input: "other".into(),
+            ..exact.clone()
+        };
+        let named = Refusal {
+            message: "use the count".into(),
+            exact: Some(over_lines.clone()),
+        };
+        assert_eq!(
+            refused.decide(other, named),
+            Repeat::RunNamedAgain(over_lines.clone())
+        );
+        assert!(named_again(&over_lines).contains("names the same exact plan"));
+        // Map steps keep to their own rule: another step is refused the first time.
+        let step = Written::Map {
+            map: Map::Ask("How many?".into()),
+            filter: None,
+        };
+        assert_eq!(
+            refused.decide(step, refusal()),
+            Repeat::Refuse("use the count".into())
+        );
     }
 
     #[test]

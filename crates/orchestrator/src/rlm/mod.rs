@@ -11,6 +11,7 @@ mod code_turn;
 mod compact;
 mod context_literal;
 mod echoed_error;
+mod exact_plan_ran;
 mod fit;
 mod forced;
 mod pairing;

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use super::answer_form;
+use super::exact_plan_ran;
 use super::task_word_found;
 use super::{outcome_of, LoopError, Turn};
 use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
@@ -192,6 +193,8 @@ pub(super) async fn run(
             turn.notices
                 .push(task_word_found::notice(&grep, &keys, found));
         }
+        turn.notices
+            .extend(exact_plan_ran::notice(call, &outcome, task));
     }
     if repeated == calls.len() {
         // Nothing new ran: a loop, counted as a correction so that a third such reply

@@ -208,6 +208,15 @@ fn read_plan(value: Value, task: &str) -> Result<Plan, Box<Refusal>> {
     }))
 }
 
+/// The exact plan that runs in place of a refused one, with the `note` that says so;
+/// `spec` (the plan as traced) made that plan.
+fn ran_in_place(note: String, exact: Plan, spec: &mut Value) -> (Plan, Option<String>) {
+    if let Ok(value) = serde_json::to_value(&exact) {
+        *spec = value;
+    }
+    (exact, Some(note))
+}
+
 /// The task's `exact` plan over the input and split an unread plan's JSON names, where
 /// each reads; the exact plan's own (the context, the default split) where not.
 fn over_the_written_pieces(exact: Plan, written: &Value) -> Plan {
@@ -238,13 +247,16 @@ impl RunHost {
     ) -> Result<(Plan, Option<String>), HostError> {
         match self.refused_plans.decide(written, refusal) {
             Repeat::Refuse(message) => Err(HostError::RespondToModel(message)),
-            Repeat::RunInstead(exact) => {
-                let note = refused_plans::ran_instead(&exact);
-                if let Ok(value) = serde_json::to_value(&exact) {
-                    *spec = value;
-                }
-                Ok((exact, Some(note)))
-            }
+            Repeat::RunInstead(exact) => Ok(ran_in_place(
+                refused_plans::ran_instead(&exact),
+                exact,
+                spec,
+            )),
+            Repeat::RunNamedAgain(exact) => Ok(ran_in_place(
+                refused_plans::named_again(&exact),
+                exact,
+                spec,
+            )),
         }
     }
 

@@ -260,7 +260,9 @@ impl RunHost {
             .decide(Written::Map { map, filter }, refusal)
         {
             Repeat::Refuse(message) => Err(refused(PlanError::Shape(message))),
-            Repeat::RunInstead(exact) => Ok((exact.map.clone(), Some(exact))),
+            Repeat::RunInstead(exact) | Repeat::RunNamedAgain(exact) => {
+                Ok((exact.map.clone(), Some(exact)))
+            }
         }
     }
 
