@@ -236,9 +236,12 @@ fn over_the_written_pieces(exact: Plan, written: &Value) -> Plan {
 }
 
 impl RunHost {
-    /// `written`, refused by `refusal` (its message as the model reads it): refused
-    /// again, or — written before — the refusal's exact plan to run in its place, with
-    /// the note that says so and `spec` (the plan as traced) made that plan.
+    /// `written`, refused by `refusal` (its message as the model reads it): refused,
+    /// or — written before, or another plan refused with the same exact plan — the
+    /// refusal's exact plan to run in its place ([`RefusedPlans::decide`]), with the
+    /// note that says so and `spec` (the plan as traced) made that plan.
+    ///
+    /// [`RefusedPlans::decide`]: refused_plans::RefusedPlans::decide
     fn refused_or_instead(
         &self,
         written: Written,
