@@ -25,6 +25,7 @@ mod control;
 mod error;
 mod lint;
 mod load;
+mod missing_part;
 mod output;
 mod values;
 
@@ -481,7 +482,9 @@ impl Engine {
                     if oom {
                         out_of_memory_explained(error, self.info.memory_limit_bytes)
                     } else {
-                        without_modules_explained(with_source_line(error, &code, id))
+                        missing_part::explained(without_modules_explained(with_source_line(
+                            error, &code, id,
+                        )))
                     }
                 });
             }

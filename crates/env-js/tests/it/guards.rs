@@ -158,6 +158,26 @@ async fn an_error_shows_the_line_of_the_cell_it_points_at() {
     assert!(error.ends_with("\n    line 2: o.x"), "{error}");
 }
 
+/// s20c-seed25, js `aggregate` item 1: a `split('label=')[1]` over every line, one of
+/// them with no `label=`; the model read the TypeError as `context` not being defined.
+/// The error names the part and the filter to write first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_part_missing_on_some_line_is_told_with_the_filter_to_write() {
+    let mut f = plain().await;
+    let code = r"const text = 'records\nid=1 label=fraud\nid=2 label=returns';
+const labels = text.split('\n').map(line => line.split('label=')[1].split(' ')[0]);";
+    let error = f.env.execute(code).await.unwrap().error.unwrap();
+    assert!(
+        error.starts_with("TypeError: cannot read property 'split' of undefined"),
+        "{error}"
+    );
+    assert!(
+        error.contains("`.split('label=')[1]` is undefined on a line that has no 'label='")
+            && error.contains("filter(line => line.includes('label='))"),
+        "{error}"
+    );
+}
+
 /// after-echo-seed6, js `aggregate` item 1: `require` of the context's file, three
 /// times. The error says there are no modules and `context` holds the text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
