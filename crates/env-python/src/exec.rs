@@ -21,7 +21,7 @@ fn outcome_from(body: serde_json::Value) -> (ExecOutcome, Option<String>) {
             ExecOutcome {
                 stdout: reply.stdout,
                 stderr: reply.stderr,
-                error: reply.error,
+                error: reply.error.map(crate::missing_part::explained),
                 final_answer: reply.final_answer,
                 timed_out: reply.interrupted,
                 ..ExecOutcome::default()

@@ -46,6 +46,7 @@ mod exec;
 mod factory;
 mod guide;
 mod kernel;
+mod missing_part;
 mod options;
 mod protocol;
 #[cfg(test)]

@@ -43,6 +43,21 @@ print("two")
     assert_eq!(run(&mut f.env, "1 + 1").await, "2\n");
 }
 
+/// s20c-seed25 (the js form, js `aggregate` item 1): a `split('label=')[1]` over
+/// every line of a context whose first line has no `label=`. The traceback is told the
+/// part is missing there and the filter to write first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_part_missing_on_some_line_is_told_with_the_filter_to_write() {
+    let mut f = with_context(json!("records\nid=1 label=fraud\nid=2 label=returns")).await;
+    let code = "labels = [line.split('label=')[1] for line in context.splitlines()]";
+    let error = f.env.execute(code).await.unwrap().error.unwrap();
+    assert!(
+        error.contains("IndexError: list index out of range")
+            && error.contains("`[line for line in context.splitlines() if 'label=' in line]`"),
+        "{error}"
+    );
+}
+
 /// `sys.exit` in a cell is an error the model sees, not the end of the kernel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_is_an_error_and_the_kernel_goes_on() {
