@@ -29,11 +29,35 @@ pub(super) fn notice(call: &ToolCall, outcome: &ToolOutcome, task: &str) -> Opti
     };
     let map: Map = serde_json::from_value(arguments.get("map")?.clone()).ok()?;
     let reduce: Reduce = serde_json::from_value(arguments.get("reduce")?.clone()).ok()?;
-    if (filter, map, reduce) != (exact.filter, exact.map, exact.reduce) {
+    // A filter the exact plan has not, that keeps every line its extract reads
+    // (`{"regex": "label"}` before `label=(\w+)`), changes nothing: s20d-seed26 plan
+    // `aggregate` item 4 ran that plan, sent it until stopped, and was forced on `label`.
+    let same_filter = filter == exact.filter
+        || (exact.filter.is_none()
+            && filter
+                .as_ref()
+                .is_some_and(|filter| keeps_every_line_read(filter, &map)));
+    if !same_filter || (map, reduce) != (exact.map, exact.reduce) {
         return None;
     }
     let answer = answer_of(&outcome.content)?;
     Some(crate::prompt::exact_plan_answered(&answer))
+}
+
+/// Whether `filter` keeps every line `map` reads: a regex of plain text (letters,
+/// digits, `_`, `=`) that the text of an `extract` before its first group holds, so
+/// that any line the extract matches matches it too.
+fn keeps_every_line_read(filter: &Filter, map: &Map) -> bool {
+    let (Filter::Regex(text), Map::Extract(pattern)) = (filter, map) else {
+        return false;
+    };
+    let text = text.trim();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '='));
+    let before_group = pattern.split('(').next().unwrap_or_default();
+    plain && before_group.to_lowercase().contains(&text.to_lowercase())
 }
 
 /// The answer a plan's result gives: its first line (the lines after it are the plan's
@@ -96,6 +120,30 @@ mod tests {
         )
         .expect("told");
         assert!(told.contains(r#"{"answer": "3752"}"#), "{told}");
+    }
+
+    #[test]
+    fn a_filter_that_keeps_every_line_the_extract_reads_is_the_exact_plan() {
+        // The s20d-seed26 reading's plan `aggregate` item 4, as the model wrote it.
+        let filtered = map_reduce(serde_json::json!({
+            "variable": "context", "split": {"by": "lines", "size": 20000},
+            "filter": {"regex": "label"}, "map": {"extract": "label=(\\w+)"},
+            "reduce": {"op": "top_k", "k": 1}
+        }));
+        let told = notice(&filtered, &ToolOutcome::result(RANKED), MOST).expect("told");
+        assert!(told.contains(r#"{"answer": "support"}"#), "{told}");
+        // A filter that keeps some of those lines only, or is a pattern: not told.
+        for filter in ["fraud", "label=fraud", "lab.l", "year"] {
+            let other = map_reduce(serde_json::json!({
+                "filter": {"regex": filter}, "map": {"extract": "label=(\\w+)"},
+                "reduce": {"op": "top_k", "k": 1}
+            }));
+            assert_eq!(
+                notice(&other, &ToolOutcome::result(RANKED), MOST),
+                None,
+                "{filter}"
+            );
+        }
     }
 
     #[test]
