@@ -15,6 +15,7 @@ use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
 use rlm_plan::task_fit::Refusal;
 use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::{HostError, PlanArgs};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::example;
@@ -171,7 +172,7 @@ fn refused(error: PlanError) -> HostError {
 /// item 1); told the exact plan, it sent a `top_k` with a `separator` five times and
 /// was forced (s20-seed23 plan-text `aggregate` item 1): the refusal's exact plan runs
 /// in place of the same unread plan sent again ([`refused_plans`]).
-fn read_plan(value: Value, task: &str) -> Result<Plan, Box<Refusal>> {
+fn read_plan(value: &Value, task: &str) -> Result<Plan, Box<Refusal>> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
@@ -186,13 +187,13 @@ fn read_plan(value: Value, task: &str) -> Result<Plan, Box<Refusal>> {
         });
     let problem = match several {
         Some(problem) => problem,
-        None => match serde_json::from_value(value.clone()) {
+        None => match Plan::deserialize(value) {
             Ok(plan) => return Ok(plan),
             Err(error) => error.to_string(),
         },
     };
     let exact = rlm_plan::task_fit::exact_plan_for_task(task)
-        .map(|exact| over_the_written_pieces(exact, &value));
+        .map(|exact| over_the_written_pieces(exact, value));
     let named = exact
         .as_ref()
         .map(|plan| {
@@ -218,19 +219,20 @@ fn ran_in_place(note: String, exact: Plan, spec: &mut Value) -> (Plan, Option<St
 }
 
 /// The task's `exact` plan over the input and split an unread plan's JSON names, where
-/// each reads; the exact plan's own (the context, the default split) where not.
+/// each reads and passes the plan checks a written plan passes (`"size": 0` does not);
+/// the exact plan's own (the context, the default split) where not.
 fn over_the_written_pieces(exact: Plan, written: &Value) -> Plan {
     let input = written
         .get("input")
         .and_then(Value::as_str)
-        .map_or_else(|| exact.input.clone(), str::to_owned);
+        .filter(|input| !input.trim().is_empty());
     let split = written
         .get("split")
-        .and_then(|split| serde_json::from_value(split.clone()).ok())
-        .unwrap_or_else(|| exact.split.clone());
+        .and_then(|split| Split::deserialize(split).ok())
+        .filter(|split| split.check().is_ok());
     Plan {
-        input,
-        split,
+        input: input.map_or(exact.input, str::to_owned),
+        split: split.unwrap_or(exact.split),
         ..exact
     }
 }
@@ -270,7 +272,7 @@ impl RunHost {
         let plan_id = crate::ids::AgentId::generate().to_string();
         let mut spec = args.plan.clone();
         let task = &self.settings.task;
-        let (plan, note) = match read_plan(args.plan.clone(), task) {
+        let (plan, note) = match read_plan(&args.plan, task) {
             Ok(plan) => {
                 plan.check_shape(0).map_err(refused)?;
                 let refusal = example::refusal(example::Asking::Plan(&plan), task)
@@ -643,7 +645,7 @@ mod tests {
             "filter": {"regex": "year > 2000"},
             "map": {"extract": "city=(\\w+) year=\\d+", "sub_rlm": "person $1: city=$2 year=$3"},
             "reduce": {"op": "pairs"}});
-        let Err(refusal) = read_plan(two, task) else {
+        let Err(refusal) = read_plan(&two, task) else {
             panic!("read");
         };
         let Refusal { message, exact } = *refusal;
@@ -657,9 +659,17 @@ mod tests {
             (exact.input.as_str(), exact.split.size),
             ("context", Some(1000))
         );
+        // A split the plan checks refuse is not the exact plan's: it keeps its own.
+        let size_0 = json!({"input": "  ", "split": {"by": "lines", "size": 0},
+            "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "top_k", "k": 1, "separator": ";"}});
+        let Err(refusal) = read_plan(&size_0, task) else {
+            panic!("read");
+        };
+        let exact = refusal.exact.expect("the task's exact plan");
+        assert_eq!((exact.input.as_str(), exact.split.size), ("context", None));
         // Any other plan that does not read: serde's words, then the exact plan.
         let unknown = json!({"input": "context", "map": {"grep": "x"}, "reduce": {"op": "sum"}});
-        let Err(refusal) = read_plan(unknown, task) else {
+        let Err(refusal) = read_plan(&unknown, task) else {
             panic!("read");
         };
         let message = refusal.message;
@@ -668,7 +678,7 @@ mod tests {
             "{message}"
         );
         // With no exact plan for the task, only what is wrong.
-        let Err(refusal) = read_plan(json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
+        let Err(refusal) = read_plan(&json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
         else {
             panic!("read");
         };
@@ -679,7 +689,7 @@ mod tests {
             "the plan is not valid: `map` takes one option, not several: it has ask, count"
         );
         assert!(read_plan(
-            json!({"input": "context", "map": {"count": "a"}, "reduce": {"op": "sum"}}),
+            &json!({"input": "context", "map": {"count": "a"}, "reduce": {"op": "sum"}}),
             task
         )
         .is_ok());
