@@ -17,7 +17,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use rlm_plan::task_fit::Refusal;
-use rlm_plan::{Filter, Map, Plan, Reduce};
+use rlm_plan::{Filter, Map, Plan};
 
 /// What the model wrote that was refused for its shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +46,8 @@ pub(crate) struct RefusedPlans(Mutex<Refused>);
 struct Refused {
     /// Everything refused, each once.
     written: Vec<Written>,
-    /// The exact plans named to whole plans, as (filter, map, reduce): the pieces a
-    /// plan reads do not change what it answers.
-    named: Vec<(Option<Filter>, Map, Reduce)>,
+    /// The exact plans named to whole plans ([`same_answer`] tells one named again).
+    named: Vec<Plan>,
 }
 
 /// What to do with a plan the task checks refuse.
@@ -70,29 +69,28 @@ impl RefusedPlans {
         let mut refused = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let again = refused.written.contains(&written);
         let whole = !matches!(written, Written::Map { .. });
-        let answers = refusal.exact.as_ref().map(|exact| {
-            (
-                exact.filter.clone(),
-                exact.map.clone(),
-                exact.reduce.clone(),
-            )
-        });
-        match (refusal.exact, answers) {
-            (Some(exact), _) if again => Repeat::RunInstead(exact),
-            (Some(exact), Some(answers)) if whole && refused.named.contains(&answers) => {
-                Repeat::RunNamedAgain(exact)
+        if let Some(exact) = refusal.exact {
+            if again {
+                return Repeat::RunInstead(exact);
             }
-            (_, answers) => {
-                if !again {
-                    refused.written.push(written);
-                }
-                if let Some(answers) = answers.filter(|_| whole) {
-                    refused.named.push(answers);
-                }
-                Repeat::Refuse(refusal.message)
+            if whole && refused.named.iter().any(|named| same_answer(named, &exact)) {
+                return Repeat::RunNamedAgain(exact);
+            }
+            if whole {
+                refused.named.push(exact);
             }
         }
+        if !again {
+            refused.written.push(written);
+        }
+        Repeat::Refuse(refusal.message)
     }
+}
+
+/// Whether plans `a` and `b` answer alike: the same filter, map and reduction, over
+/// whatever pieces (the pieces a plan reads do not change what it answers).
+fn same_answer(a: &Plan, b: &Plan) -> bool {
+    (&a.filter, &a.map, &a.reduce) == (&b.filter, &b.map, &b.reduce)
 }
 
 /// The note a reply carries when the exact plan ran in place of the model's (the plan
