@@ -225,12 +225,9 @@ pub fn task_word_found(word: &str) -> String {
 /// The notice after a `ctx_map_reduce` of the task's own exact plan gave `answer`
 /// ([`crate::rlm`]'s `exact_plan_ran`): the call to answer with, written out.
 pub fn exact_plan_answered(answer: &str) -> String {
-    let arguments = serde_json::json!({ "answer": answer });
-    let arguments = serde_json::to_string(&arguments)
-        .unwrap_or_default()
-        .replacen("\":", "\": ", 1);
+    let quoted = serde_json::to_string(answer).unwrap_or_default();
     format!(
-        "That plan is the task's exact plan, so its result answers the task: {answer}. Call final_answer with {arguments} now; the same plan again gives the same result."
+        "That plan is the task's exact plan, so its result answers the task: {answer}. Call final_answer with {{\"answer\": {quoted}}} now; the same plan again gives the same result."
     )
 }
 

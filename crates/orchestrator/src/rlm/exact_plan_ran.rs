@@ -62,19 +62,10 @@ fn keeps_every_line_read(filter: &Filter, map: &Map) -> bool {
 
 /// The answer a plan's result gives: its first line (the lines after it are the plan's
 /// figures), without the count a `top_k` writes after a value (`support (182)` →
-/// `support`); `None` when it is empty.
+/// `support`, [`rlm_plan::reduce::ranked_item`]); `None` when it is empty.
 fn answer_of(result: &str) -> Option<String> {
     let line = result.lines().next()?.trim();
-    let value = match line.rsplit_once(" (") {
-        Some((value, count))
-            if count
-                .strip_suffix(')')
-                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) =>
-        {
-            value.trim()
-        }
-        _ => line,
-    };
+    let value = rlm_plan::reduce::ranked_item(line).unwrap_or(line).trim();
     (!value.is_empty()).then(|| value.to_owned())
 }
 
