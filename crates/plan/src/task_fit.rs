@@ -349,22 +349,24 @@ fn filter_left_out(plan: &Plan, task: &str) -> Option<Refusal> {
 /// field (`year`, which every record has) does not; one this cannot read (an `ask`,
 /// a condition that does not parse) is let run.
 fn selects_by_the_same(own: &Filter, task_filter: &Filter) -> bool {
+    let field_of = |condition: &str| {
+        Condition::parse(condition)
+            .ok()
+            .map(|c| c.field().to_lowercase())
+    };
     match (task_filter, own) {
         (Filter::Ask(_), _) | (_, Filter::Ask(_)) => true,
-        (Filter::Where(condition), _) => {
-            let Ok(condition) = Condition::parse(condition) else {
-                return true;
-            };
-            let field = condition.field().to_lowercase();
-            match own {
-                Filter::Where(text) => Condition::parse(text)
-                    .map_or(true, |own| own.field().eq_ignore_ascii_case(&field)),
-                Filter::Regex(pattern) => {
-                    let pattern = pattern.to_lowercase();
-                    pattern.contains(&field) && pattern.contains(|c: char| c.is_ascii_digit())
-                }
-                Filter::Ask(_) => true,
+        (Filter::Where(condition), Filter::Where(text)) => {
+            match (field_of(condition), field_of(text)) {
+                (Some(field), Some(own_field)) => field == own_field,
+                _ => true,
             }
+        }
+        (Filter::Where(condition), Filter::Regex(pattern)) => {
+            field_of(condition).is_none_or(|field| {
+                let pattern = pattern.to_lowercase();
+                pattern.contains(&field) && pattern.contains(|c: char| c.is_ascii_digit())
+            })
         }
         (Filter::Regex(key_value), Filter::Regex(text) | Filter::Where(text)) => {
             let value = key_value
@@ -386,7 +388,7 @@ fn another_value_reduction(plan: &Plan, task: &str) -> Option<Refusal> {
     let exact = exact_plan_for_task(task)?;
     let asked = answer_about_values(&exact.reduce)?;
     let given = answer_about_values(&plan.reduce)?;
-    if asked == given || !matches!(exact.map, Map::Extract(_)) {
+    if asked == given {
         return None;
     }
     let written = spaced(&plan.reduce);
