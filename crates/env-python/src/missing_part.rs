@@ -16,9 +16,9 @@ use regex::Regex;
 pub(crate) fn explained(error: String) -> String {
     let last = error.trim_end().lines().last().unwrap_or_default().trim();
     let note = if last.starts_with("IndexError:") {
-        split_part(&error).map(|separator| {
+        split_part(&error).map(|(separator, index)| {
             format!(
-                "A part `.split({separator})[…]` reads is missing on a line that has no {separator} (a header, a blank last line): keep only the lines that contain it first, as in `[line for line in context.splitlines() if {separator} in line]`, and split those."
+                "`.split({separator})[{index}]` is out of range on a line that has no {separator} (a header, a blank last line): keep only the lines that contain it first, as in `[line for line in context.splitlines() if {separator} in line]`, and split those."
             )
         })
     } else if last.starts_with("AttributeError: 'NoneType' object has no attribute 'group'")
@@ -35,13 +35,14 @@ pub(crate) fn explained(error: String) -> String {
     }
 }
 
-/// The separator (as written, quotes and all) of the first `.split(…)[k]` with k ≥ 1
-/// in `text`.
-fn split_part(text: &str) -> Option<&str> {
+/// The separator (as written, quotes and all) and the index of the first
+/// `.split(…)[k]` with k ≥ 1 in `text`.
+fn split_part(text: &str) -> Option<(&str, &str)> {
     static SPLIT_INDEX: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(r#"\.split\(\s*('[^']*'|"[^"]*")\s*\)\s*\[\s*[1-9][0-9]*\s*\]"#).ok()
+        Regex::new(r#"\.split\(\s*('[^']*'|"[^"]*")\s*\)\s*\[\s*([1-9][0-9]*)\s*\]"#).ok()
     });
-    Some(SPLIT_INDEX.as_ref()?.captures(text)?.get(1)?.as_str())
+    let found = SPLIT_INDEX.as_ref()?.captures(text)?;
+    Some((found.get(1)?.as_str(), found.get(2)?.as_str()))
 }
 
 #[cfg(test)]
@@ -53,6 +54,10 @@ mod tests {
         let error = "Traceback (most recent call last):\n  File \"<cell 1>\", line 1, in <module>\n    labels = [line.split('label=')[1].split()[0] for line in context.splitlines()]\n              ~~~~~~~~~~~~~~~~~~~~~^^^\nIndexError: list index out of range\n".to_owned();
         let told = explained(error.clone());
         assert!(told.starts_with(error.trim_end()), "{told}");
+        assert!(
+            told.contains("`.split('label=')[1]` is out of range on a line that has no 'label='"),
+            "{told}"
+        );
         assert!(
             told.ends_with("keep only the lines that contain it first, as in `[line for line in context.splitlines() if 'label=' in line]`, and split those."),
             "{told}"
