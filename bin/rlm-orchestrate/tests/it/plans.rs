@@ -933,14 +933,10 @@ fn an_unread_plan_sent_again_runs_the_task_s_exact_plan_in_its_place() {
     );
 }
 
-#[test]
-fn another_plan_refused_with_the_same_exact_plan_runs_it_in_its_place() {
-    // The s20-seed23 reading's plan `pairs` item 2, replayed: a ranking of cities under
-    // a filter on `city` refused with the task's exact plan, a guess sent back, then the
-    // pairs of cities under the same filter, refused with the same exact plan. That
-    // plan runs in its place: 2 pairs (Lima, Oslo) of the people born after 2000.
-    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
-    let people: String = [
+/// Six people, `person 000000: city=Lima year=2004` a line: of those born after 2000,
+/// two pairs share a city (Lima, Oslo).
+pub(crate) fn six_people() -> String {
+    [
         ("Lima", 2004),
         ("Lima", 2010),
         ("Lima", 1990),
@@ -951,7 +947,17 @@ fn another_plan_refused_with_the_same_exact_plan_runs_it_in_its_place() {
     .iter()
     .enumerate()
     .map(|(i, (city, year))| format!("person {i:06}: city={city} year={year}\n"))
-    .collect();
+    .collect()
+}
+
+#[test]
+fn another_plan_refused_with_the_same_exact_plan_runs_it_in_its_place() {
+    // The s20-seed23 reading's plan `pairs` item 2, replayed: a ranking of cities under
+    // a filter on `city` refused with the task's exact plan, a guess sent back, then the
+    // pairs of cities under the same filter, refused with the same exact plan. That
+    // plan runs in its place: 2 pairs (Lima, Oslo) of the people born after 2000.
+    let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    let people = six_people();
     let by_city = |reduce: Value| {
         map_reduce_call(serde_json::json!({
             "split": {"by": "lines", "size": 1000},

@@ -646,49 +646,37 @@ fn a_task_of_several_keys_is_told_which_keys_no_grep_has_found_yet() {
         last.contains("not found yet: eager-badger-07")
             .then(|| grep("eager-badger-07"))
     });
-    let answers = MockRule::function("answers when none is left", |request| {
-        let last = request.last_user_message()?;
-        last.contains("every one of the 2 keys")
-            .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
-    });
+    fn answers_when_none_is_left() -> MockRule {
+        MockRule::function("answers when none is left", |request| {
+            let last = request.last_user_message()?;
+            last.contains("every one of the 2 keys")
+                .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
+        })
+    }
     let model = MockLlm::spawn_blocking_thread(
         MockScript::new()
             .rule(next_key)
-            .rule(answers)
+            .rule(answers_when_none_is_left())
             .then(grep("ivory-falcon-10")),
     )
     .unwrap();
     let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
     args.extend(NO_PYTHON);
-    let result = run_json(
-        &sb,
-        &model.control().openai_base_url(),
-        "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?",
-        &args,
-    );
+    let task = "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?";
+    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
     assert_eq!(result["answer"], "9085628, 8830464");
     assert_eq!(result["iterations"], 3);
 
     // The task's list grepped as the task writes it: the tool greps its keys joined by
     // `|`, and both found, the model is told to answer (s20-seed23 `multi-needle` item
     // 3 was not, and sliced and grepped until forced).
-    let answers = MockRule::function("answers when none is left", |request| {
-        let last = request.last_user_message()?;
-        last.contains("every one of the 2 keys")
-            .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
-    });
     let model = MockLlm::spawn_blocking_thread(
         MockScript::new()
-            .rule(answers)
+            .rule(answers_when_none_is_left())
             .then(grep("ivory-falcon-10 and eager-badger-07")),
     )
     .unwrap();
-    let result = run_json(
-        &sb,
-        &model.control().openai_base_url(),
-        "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?",
-        &args,
-    );
+    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
     assert_eq!(result["answer"], "9085628, 8830464");
     assert_eq!(result["iterations"], 2);
 }
@@ -700,21 +688,7 @@ fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
     // answered nothing, and the model answered a guess. The result now says why and
     // names the `where` filter and the task's exact plan; the plan sent with it counts.
     let sb = Sandbox::new();
-    let mut text = String::new();
-    for (i, (city, year)) in [
-        ("Lima", 2004),
-        ("Lima", 2010),
-        ("Lima", 1990),
-        ("Oslo", 2001),
-        ("Oslo", 2003),
-        ("Kyiv", 2005),
-    ]
-    .iter()
-    .enumerate()
-    {
-        text.push_str(&format!("person {i:06}: city={city} year={year}\n"));
-    }
-    let context = sb.file("people.txt", text);
+    let context = sb.file("people.txt", crate::plans::six_people());
     let by_regex = call(
         "ctx_map_reduce",
         json!({"variable": "context", "filter": {"regex": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}),
