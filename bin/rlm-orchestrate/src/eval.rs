@@ -50,6 +50,8 @@ struct Plan {
     haystack: Option<Haystack>,
     /// `--distractors`.
     distractors: u32,
+    /// `--variant`.
+    form: rlm_eval::suite::Form,
 }
 
 impl Plan {
@@ -58,6 +60,7 @@ impl Plan {
         Options {
             haystack: self.haystack.as_ref(),
             distractors: self.distractors,
+            form: self.form,
         }
     }
 }
@@ -89,7 +92,7 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     let variant = plan.options().variant();
     if let Some(other) = earlier.iter().find(|r| !r.variant.same_items_as(&variant)) {
         return Err(bad_input(format!(
-            "{} holds results made with {}, but this run uses {}: pass the same --haystack and --distractors to --resume them, or choose another --out",
+            "{} holds results made with {}, but this run uses {}: pass the same --haystack, --distractors and --variant to --resume them, or choose another --out",
             results_path.display(),
             other.variant,
             variant
@@ -252,6 +255,17 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
             args.baseline_window
         ))
     })?;
+    let form: rlm_eval::suite::Form = args.variant.parse().map_err(bad_input)?;
+    if !form.is_default() {
+        if let Some(suite) = suites
+            .iter()
+            .find(|s| !matches!(s, Suite::Aggregate | Suite::Pairs))
+        {
+            return Err(bad_input(format!(
+                "--variant {form} applies to the record suites aggregate and pairs, not to {suite}: run {suite} without --variant"
+            )));
+        }
+    }
     let (arms, externals) = arm::select(args)?;
     if args.items == 0 || suites.is_empty() || lengths.is_empty() || arms.is_empty() {
         return Err(bad_input(
@@ -277,6 +291,7 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
         window: usize::try_from(window).unwrap_or(usize::MAX),
         haystack,
         distractors: args.distractors,
+        form,
     })
 }
 
@@ -297,6 +312,9 @@ fn prepare_items(
     }
     if variant.distractors > 0 {
         suffix.push_str(&format!("-d{}", variant.distractors));
+    }
+    if !variant.form.is_default() {
+        suffix.push_str(&format!("-{}", variant.form));
     }
     for &suite in &plan.suites {
         for &length in &plan.lengths {

@@ -8,6 +8,9 @@ pub enum EvalError {
     /// A suite name that is not one of the four.
     #[error("unknown suite `{0}`; use sniah, multi-needle, aggregate, pairs or word-count")]
     UnknownSuite(String),
+    /// A `--variant` that is not one of the forms.
+    #[error("unknown variant `{0}`; use default, reworded, json or csv")]
+    UnknownForm(String),
     /// A context length that cannot be read.
     #[error("bad context length `{0}`; use a number of characters with an optional k or m suffix, e.g. 8k, 1m, 64m (at least 1k)")]
     BadLength(String),

@@ -21,7 +21,7 @@ use crate::rng::Rng;
 use crate::score::Expected;
 use crate::text::{distractors, filler_with_needles, word_count, Counting, Needle};
 pub use crate::text::{WordTally, WORD_RULE};
-pub use crate::variant::{Options, Variant};
+pub use crate::variant::{Form, Options, Variant};
 
 /// A benchmark suite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -233,13 +233,13 @@ pub fn generate_with(
             )
         }
         Suite::Aggregate => {
-            let (question, expected) =
-                records(&mut rng, &mut out, length, index).map_err(EvalError::Write)?;
+            let (question, expected) = records(&mut rng, &mut out, length, index, options.form)
+                .map_err(EvalError::Write)?;
             (question, expected, None)
         }
         Suite::Pairs => {
-            let (question, expected) =
-                people(&mut rng, &mut out, length).map_err(EvalError::Write)?;
+            let (question, expected) = people(&mut rng, &mut out, length, index, options.form)
+                .map_err(EvalError::Write)?;
             (question, expected, None)
         }
         Suite::WordCount => {
@@ -280,12 +280,14 @@ const LABELS: [&str; 8] = [
 /// the most frequent.
 const LABEL_WEIGHTS: [u64; 8] = [30, 20, 12, 10, 8, 8, 6, 6];
 
-/// Labelled order records up to `length`; the question depends on `index`.
+/// Labelled order records up to `length`, written in `form`; the question depends on
+/// `index` (its kind) and on `form` (its wording).
 fn records(
     rng: &mut Rng,
     out: &mut Counting<'_>,
     length: u64,
     index: u32,
+    form: Form,
 ) -> io::Result<(String, Expected)> {
     let mut labels = LABELS;
     for i in (1..labels.len()).rev() {
@@ -296,19 +298,25 @@ fn records(
     let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
     let mut id = 0_u64;
     let mut line = String::new();
+    if form == Form::Csv {
+        out.line("date,time,order,label,amount\n")?;
+    }
     let mut record = |rng: &mut Rng, label: &'static str| {
         id += 1;
         let amount = 1 + rng.below(999);
+        let (day, hour, minute) = (1 + rng.below(28), rng.below(24), rng.below(60));
         line.clear();
-        line.push_str(&format!(
-            "2026-03-{:02} {:02}:{:02} order={:06} label={} amount={}\n",
-            1 + rng.below(28),
-            rng.below(24),
-            rng.below(60),
-            id,
-            label,
-            amount
-        ));
+        line.push_str(&match form {
+            Form::Default | Form::Reworded => format!(
+                "2026-03-{day:02} {hour:02}:{minute:02} order={id:06} label={label} amount={amount}\n"
+            ),
+            Form::Json => format!(
+                "{{\"date\": \"2026-03-{day:02}\", \"time\": \"{hour:02}:{minute:02}\", \"order\": \"{id:06}\", \"label\": \"{label}\", \"amount\": {amount}}}\n"
+            ),
+            Form::Csv => {
+                format!("2026-03-{day:02},{hour:02}:{minute:02},{id:06},{label},{amount}\n")
+            }
+        });
         (line.clone(), label, amount)
     };
     loop {
@@ -343,13 +351,33 @@ fn records(
         *sums.entry(label).or_default() += amount;
     }
     let asked = *rng.pick(&labels);
+    let wording = (index / 3 % 3) as usize;
+    let reworded = form == Form::Reworded;
     Ok(match index % 3 {
         0 => (
-            format!("How many records in the context have label={asked}? Answer with a number."),
+            if reworded {
+                [
+                    format!("Count the orders whose label is {asked}. Reply with just the count."),
+                    format!("In this log, how many orders were filed under {asked}?"),
+                    format!("How often does the {asked} label occur? Give the number only."),
+                ][wording]
+                    .clone()
+            } else {
+                format!("How many records in the context have label={asked}? Answer with a number.")
+            },
             Expected::Number(counts.get(asked).copied().unwrap_or(0) as f64),
         ),
         1 => (
-            "Which label appears in the most records of the context? Answer with the label only.".to_owned(),
+            if reworded {
+                [
+                    "Which category has the most orders in this log? Just the category name.",
+                    "What is the most common label among these orders?",
+                    "Across all orders, which label shows up most often?",
+                ][wording]
+                    .to_owned()
+            } else {
+                "Which label appears in the most records of the context? Answer with the label only.".to_owned()
+            },
             {
                 let top = counts
                     .iter()
@@ -367,7 +395,16 @@ fn records(
             },
         ),
         _ => (
-            format!("What is the sum of the amount fields of the records with label={asked}? Answer with a number."),
+            if reworded {
+                [
+                    format!("Add up the amounts of all {asked} orders. What is the total?"),
+                    format!("What is the total amount across the orders labelled {asked}?"),
+                    format!("How much do the {asked} orders come to in total?"),
+                ][wording]
+                    .clone()
+            } else {
+                format!("What is the sum of the amount fields of the records with label={asked}? Answer with a number.")
+            },
             Expected::Number(sums.get(asked).copied().unwrap_or(0) as f64),
         ),
     })
@@ -378,16 +415,31 @@ const CITIES: [&str; 12] = [
     "Osaka", "Denver",
 ];
 
-/// People records up to `length`: how many pairs share a city and were both born
-/// after 2000.
-fn people(rng: &mut Rng, out: &mut Counting<'_>, length: u64) -> io::Result<(String, Expected)> {
+/// People records up to `length`, written in `form`: how many pairs share a city and
+/// were both born after 2000 (worded by `form` and `index`).
+fn people(
+    rng: &mut Rng,
+    out: &mut Counting<'_>,
+    length: u64,
+    index: u32,
+    form: Form,
+) -> io::Result<(String, Expected)> {
     let mut young: BTreeMap<&str, u64> = BTreeMap::new();
     let mut id = 0_u64;
+    if form == Form::Csv {
+        out.line("person,city,year\n")?;
+    }
     loop {
         id += 1;
         let city = *rng.pick(&CITIES);
         let year = 1950 + rng.below(76);
-        let line = format!("person {id:06}: city={city} year={year}\n");
+        let line = match form {
+            Form::Default | Form::Reworded => format!("person {id:06}: city={city} year={year}\n"),
+            Form::Json => {
+                format!("{{\"person\": \"{id:06}\", \"city\": \"{city}\", \"year\": {year}}}\n")
+            }
+            Form::Csv => format!("{id:06},{city},{year}\n"),
+        };
         if out.written + line.len() as u64 > length {
             break;
         }
@@ -397,10 +449,16 @@ fn people(rng: &mut Rng, out: &mut Counting<'_>, length: u64) -> io::Result<(Str
         }
     }
     let pairs: u64 = young.values().map(|n| n * n.saturating_sub(1) / 2).sum();
-    Ok((
-        "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.".to_owned(),
-        Expected::Number(pairs as f64),
-    ))
+    let question = if form == Form::Reworded {
+        [
+            "Count the pairs of people who share a city and were both born after 2000.",
+            "How many two-person pairs live in the same city, with both people born after the year 2000?",
+            "Among the people born after 2000, how many pairs have the same home city?",
+        ][(index % 3) as usize]
+    } else {
+        "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number."
+    };
+    Ok((question.to_owned(), Expected::Number(pairs as f64)))
 }
 
 #[cfg(test)]
@@ -663,6 +721,7 @@ pub(crate) mod tests {
         let options = Options {
             haystack: Some(haystack),
             distractors,
+            ..Options::default()
         };
         let mut text = Vec::new();
         let item = generate_with(suite, length, index, 3, seed, &options, &mut text).unwrap();
@@ -846,6 +905,42 @@ pub(crate) mod tests {
         assert_eq!(counts["don"], (2, 1));
         assert_eq!(counts["t"], (2, 1));
         assert_eq!(counts["stop"], (4, 3));
+    }
+
+    /// `--variant reworded` words the question another way over the very same bytes;
+    /// `json` and `csv` write the same draws as other lines, under the same question.
+    #[test]
+    fn forms_change_the_wording_or_the_format_and_nothing_else() {
+        for suite in [Suite::Aggregate, Suite::Pairs] {
+            for index in 0..3 {
+                let make_form = |form: Form| {
+                    let mut text = Vec::new();
+                    let options = Options {
+                        form,
+                        ..Options::default()
+                    };
+                    let item =
+                        generate_with(suite, 20_000, index, 3, 2, &options, &mut text).unwrap();
+                    (item, String::from_utf8(text).unwrap())
+                };
+                let (plain, plain_text) = make_form(Form::Default);
+                let (reworded, reworded_text) = make_form(Form::Reworded);
+                assert_eq!(plain_text, reworded_text);
+                assert_eq!(plain.expected, reworded.expected);
+                assert_ne!(plain.question, reworded.question);
+                assert_eq!(reworded.variant.form, Form::Reworded);
+                let (json, json_text) = make_form(Form::Json);
+                assert!(json_text
+                    .lines()
+                    .all(|line| serde_json::from_str::<serde_json::Value>(line).is_ok()));
+                assert_eq!(json.question, plain.question);
+                let (csv, csv_text) = make_form(Form::Csv);
+                let header = csv_text.lines().next().unwrap();
+                assert!(header == "date,time,order,label,amount" || header == "person,city,year");
+                assert_eq!(csv.question, plain.question);
+                assert!(!json.variant.same_items_as(&csv.variant));
+            }
+        }
     }
 
     #[test]

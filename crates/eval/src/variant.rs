@@ -1,6 +1,6 @@
 //! What, besides suite, length, index and seed, makes an item: the haystack its text
-//! comes from and the distractor needles ([`Options`] to generate with, the
-//! [`Variant`] items and results record).
+//! comes from, the distractor needles and the form of a record suite's item
+//! ([`Options`] to generate with, the [`Variant`] items and results record).
 
 use std::fmt;
 
@@ -19,6 +19,65 @@ pub struct Variant {
     /// Distractor needles per `sniah` and `multi-needle` context (`--distractors`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub distractors: u32,
+    /// How a record suite's item is put (`--variant`): the question's wording and the
+    /// records' format.
+    #[serde(default, skip_serializing_if = "Form::is_default")]
+    pub form: Form,
+}
+
+/// How an item of a record suite (`aggregate`, `pairs`) is put to the model: the same
+/// records, drawn from the same seed, and the same question, worded or formatted
+/// another way. Other suites have only the default form.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Form {
+    /// `key=value` log lines and the suite's own question.
+    #[default]
+    Default,
+    /// The same records and question, worded as a user might word it.
+    Reworded,
+    /// The records as JSON lines (one object a line), the suite's own question.
+    Json,
+    /// The records as CSV with a header line, the suite's own question.
+    Csv,
+}
+
+impl Form {
+    /// Every form, in table order.
+    pub const ALL: [Form; 4] = [Self::Default, Self::Reworded, Self::Json, Self::Csv];
+
+    /// The form's name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Reworded => "reworded",
+            Self::Json => "json",
+            Self::Csv => "csv",
+        }
+    }
+
+    /// Whether this is the default form (what runs before forms recorded).
+    pub fn is_default(&self) -> bool {
+        *self == Self::Default
+    }
+}
+
+impl fmt::Display for Form {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Form {
+    type Err = crate::EvalError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let wanted = text.trim().to_ascii_lowercase();
+        Self::ALL
+            .into_iter()
+            .find(|form| form.name() == wanted)
+            .ok_or_else(|| crate::EvalError::UnknownForm(text.to_owned()))
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -36,6 +95,7 @@ impl Variant {
     pub fn same_items_as(&self, other: &Variant) -> bool {
         self.haystack.as_ref().map(|h| &h.digest) == other.haystack.as_ref().map(|h| &h.digest)
             && self.distractors == other.distractors
+            && self.form == other.form
     }
 }
 
@@ -45,7 +105,11 @@ impl fmt::Display for Variant {
             Some(h) => write!(f, "haystack {} (sha256 {})", h.path.display(), h.digest)?,
             None => f.write_str("generated filler (no --haystack)")?,
         }
-        write!(f, " and {} distractors", self.distractors)
+        write!(f, " and {} distractors", self.distractors)?;
+        if !self.form.is_default() {
+            write!(f, ", {} form", self.form)?;
+        }
+        Ok(())
     }
 }
 
@@ -59,6 +123,8 @@ pub struct Options<'a> {
     /// Distractor needles per `sniah` and `multi-needle` context: the same sentence
     /// with a key one word or one digit away from an asked key, and another number.
     pub distractors: u32,
+    /// The form of record suites' items (`--variant`).
+    pub form: Form,
 }
 
 impl Options<'_> {
@@ -67,6 +133,7 @@ impl Options<'_> {
         Variant {
             haystack: self.haystack.map(|h| h.id().clone()),
             distractors: self.distractors,
+            form: self.form,
         }
     }
 }

@@ -104,6 +104,17 @@ pub struct EvalArgs {
     )]
     pub distractors: u32,
 
+    /// The form of the record suites' items (aggregate, pairs): default, reworded (the
+    /// same records, the question worded another way), json (the records as JSON
+    /// lines) or csv (with a header line). Items and results record it.
+    #[arg(
+        long,
+        default_value = "default",
+        value_name = "FORM",
+        help_heading = "Evaluation"
+    )]
+    pub variant: String,
+
     /// Go on with OUT/results.json: items already scored are skipped.
     #[arg(long, help_heading = "Evaluation")]
     pub resume: bool,

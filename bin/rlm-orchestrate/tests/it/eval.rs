@@ -637,3 +637,85 @@ fn resumed_answers_are_scored_by_todays_rules() {
     assert_eq!(rescored[at]["score"], 0.0, "a hedge is not an answer");
     assert_eq!(rescored[1 - at]["score"], 1.0);
 }
+
+/// `--variant` puts the record suites' items in another wording or format: each form
+/// scores full through the RLM arm (the oracle's code reads every form), records the
+/// form in every result, keeps its contexts apart, and `--resume` refuses another form.
+#[test]
+fn each_variant_of_the_record_suites_runs_and_is_recorded() {
+    let sb = Sandbox::new();
+    let mock = oracle(Duration::ZERO);
+    for form in ["reworded", "json", "csv"] {
+        let out = sb.root().join(format!("eval-{form}"));
+        let output = eval_command(
+            &sb,
+            &mock,
+            &out,
+            &[
+                "--suite",
+                "aggregate,pairs",
+                "--lengths",
+                "4k",
+                "--items",
+                "3",
+                "--arms",
+                "rlm",
+                "--variant",
+                form,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{form}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let all = results(&out);
+        assert_eq!(all.len(), 2 * 3, "{form}");
+        for result in &all {
+            assert_eq!(result["variant"]["form"], form, "{result}");
+            assert_eq!(result["score"].as_f64(), Some(1.0), "{form}: {result}");
+        }
+        let names: Vec<String> = std::fs::read_dir(out.join("contexts"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| n.contains(&format!("-{form}."))),
+            "{names:?}"
+        );
+        let again = eval_command(
+            &sb,
+            &mock,
+            &out,
+            &[
+                "--suite",
+                "aggregate",
+                "--lengths",
+                "4k",
+                "--items",
+                "3",
+                "--resume",
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(again.status.code(), Some(2), "{form}");
+        assert!(
+            String::from_utf8_lossy(&again.stderr).contains("--variant"),
+            "{}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+    }
+    let refused = eval_command(
+        &sb,
+        &mock,
+        &sb.root().join("eval-sniah"),
+        &["--suite", "sniah", "--lengths", "4k", "--variant", "json"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("record suites"));
+}
