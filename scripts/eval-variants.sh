@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Issue 50's reading: the RLM's own loop on the record suites (aggregate, pairs) in every
+# form `eval --variant` gives them, with the corrections on and (where the binary has
+# them) off, on the real local model. Resumable (`eval --resume`): run it again after a
+# crash or a Ctrl-C and it goes on. Long (about a minute an item on two cores): run it in
+# the background.
+#
+# The plan, fixed before any result is seen:
+#   model     Qwen2.5-Coder-1.5B-Instruct Q4_K_M (scripts/local-model.sh), n_ctx 8192,
+#             temperature 0, on 127.0.0.1:$RLM_EVAL_PORT (default 8091)
+#   items     --seed $RLM_EVAL_SEED (default 101), 5 items per cell, --parallel 1
+#   suites    aggregate, pairs; length 32k characters (past the window)
+#   env       $RLM_EVAL_ENVS (default python)
+#   cells     form default, reworded, json, csv  ×  corrections $RLM_EVAL_CORRECTIONS
+#             (default "default"; "default none" on a binary with --corrections)
+#   arm       rlm only (the plain model and rlms do not change with the loop)
+#
+# Usage: RLM_EVAL_BIN=path/to/rlm-orchestrate RLM_EVAL_NAME=before scripts/eval-variants.sh run
+#        RLM_EVAL_NAME=before scripts/eval-variants.sh table
+# Work files live in $RLM_EVAL_DIR (default .local-models/variants-$RLM_EVAL_NAME).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+NAME="${RLM_EVAL_NAME:?set RLM_EVAL_NAME (before, after, ...)}"
+WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/variants-$NAME}"
+BIN="${RLM_EVAL_BIN:-$ROOT/target/release/rlm-orchestrate}"
+PORT="${RLM_EVAL_PORT:-8091}"
+SEED="${RLM_EVAL_SEED:-101}"
+MODEL=qwen2.5-coder-1.5b
+read -r -a ENVS <<<"${RLM_EVAL_ENVS:-python}"
+read -r -a CORRECTIONS <<<"${RLM_EVAL_CORRECTIONS:-default}"
+FORMS=(default reworded json csv)
+BASE_URL="http://127.0.0.1:$PORT/v1"
+
+case "${1:-}" in
+  run)
+    [ -x "$BIN" ] || { echo "eval-variants: $BIN is not an executable (set RLM_EVAL_BIN)" >&2; exit 1; }
+    if ! curl -sf "$BASE_URL/models" >/dev/null; then
+      bash "$ROOT/scripts/local-model.sh" --model "$MODEL" start "$PORT"
+    fi
+    mkdir -p "$WORK"
+    for env in "${ENVS[@]}"; do
+      for corrections in "${CORRECTIONS[@]}"; do
+        for form in "${FORMS[@]}"; do
+          flags=()
+          [ "$corrections" = default ] || flags+=(--corrections "$corrections")
+          out="$WORK/$env-$form-corrections-$corrections"
+          echo "eval-variants: $env · $form · corrections $corrections"
+          "$BIN" --data-dir "$WORK/data" eval --suite aggregate,pairs --lengths 32k \
+            --items 5 --seed "$SEED" --parallel 1 --variant "$form" --arms rlm \
+            --base-url "$BASE_URL" --model "$MODEL" --temperature 0 \
+            --request-timeout 900 --env "$env" --out "$out" --resume "${flags[@]}" ||
+            echo "eval-variants: $out: items left unscored; run again to ask them"
+        done
+      done
+    done
+    ;;
+  table)
+    python3 - "$WORK" <<'PY'
+import collections, glob, json, math, os, sys
+def wilson(k, n, z=1.959964):
+    if n == 0:
+        return 0.0, 0.0
+    p = k / n; d = 1 + z * z / n; c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+print("| cell | suite | items | correct | 95 % CI | forced | mean s |")
+print("| --- | --- | --- | --- | --- | --- | --- |")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
+    cell = os.path.basename(os.path.dirname(path))
+    rows = collections.defaultdict(list)
+    for r in json.load(open(path)):
+        if not r.get("error"):
+            rows[r["suite"]].append(r)
+    for suite, rs in sorted(rows.items()):
+        n = len(rs); k = sum(1 for r in rs if r["score"] == 1)
+        lo, hi = wilson(k, n)
+        forced = sum(1 for r in rs if r.get("forced"))
+        secs = sum(r["seconds"] for r in rs) / n
+        print(f"| {cell} | {suite} | {n} | {k} | {100*lo:.0f}–{100*hi:.0f} % | {forced} | {secs:.0f} |")
+PY
+    ;;
+  *)
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
