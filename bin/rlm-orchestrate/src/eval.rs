@@ -99,6 +99,12 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
         )));
     }
     if let Some(haystack) = &plan.haystack {
+        for skipped in haystack.skipped() {
+            crate::live::write_stderr(&format!(
+                "warning: --haystack {}: skipped {skipped}",
+                haystack.id().path.display()
+            ));
+        }
         if !global.quiet {
             crate::live::write_stderr(&format!(
                 "haystack {}: {} files, {} bytes, sha256 {}",
@@ -273,7 +279,7 @@ fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
         ));
     }
     let haystack = match &args.haystack {
-        Some(path) => Some(Haystack::load(path).map_err(bad_input)?),
+        Some(path) => Some(Haystack::load(path, options.max_context_bytes).map_err(bad_input)?),
         None => match suites.iter().find(|s| s.needs_haystack()) {
             Some(suite) => {
                 return Err(bad_input(rlm_eval::EvalError::HaystackRequired(

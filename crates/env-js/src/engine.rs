@@ -16,11 +16,14 @@
 //! calls are aborted and its continuation never resumes (its generation is over).
 //!
 //! The prelude takes private copies of the built-ins it relies on before any model code
-//! runs (`__rlm_safe` in `prelude/core.js`), and `__rlm_seal` makes its own `__rlm_*`
-//! functions unchangeable: model code may replace `Array.prototype.map`, `JSON` or
-//! `String` in its own world, but what the host prints, stores and sends stays as it was.
+//! runs (`__rlm_safe` in `prelude/core.js`), and `__rlm_seal` (`prelude/seal.js`) makes
+//! its own `__rlm_*` functions unchangeable and closes the built-in prototypes to new
+//! properties: model code may replace `Array.prototype.map`, `JSON` or `String` in its
+//! own world, but what the host prints, stores and sends stays as it was, and nothing
+//! it adds to a prototype reaches the objects the engine and the prelude make.
 
 mod bridge;
+mod closed;
 mod control;
 mod error;
 mod lint;
@@ -53,10 +56,11 @@ use rlm_env::Host;
 use rlm_env::{ContextShape, ContextSource, EnvConfig, FinalAnswer, HistoryEntry, ReplVariable};
 
 /// The prelude, split by purpose, run in order when a runtime starts.
-const PRELUDE: [(&str, &str); 3] = [
+const PRELUDE: [(&str, &str); 4] = [
     ("<rlm-core>", include_str!("prelude/core.js")),
     ("<rlm-explore>", include_str!("prelude/explore.js")),
     ("<rlm-helpers>", include_str!("prelude/helpers.js")),
+    ("<rlm-seal>", include_str!("prelude/seal.js")),
 ];
 
 /// What the engine is asked to do.
@@ -482,9 +486,8 @@ impl Engine {
                     if oom {
                         out_of_memory_explained(error, self.info.memory_limit_bytes)
                     } else {
-                        missing_part::explained(without_modules_explained(with_source_line(
-                            error, &code, id,
-                        )))
+                        let error = closed::explained(with_source_line(error, &code, id), &code);
+                        missing_part::explained(without_modules_explained(error))
                     }
                 });
             }

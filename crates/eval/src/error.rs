@@ -42,6 +42,23 @@ pub enum EvalError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A file of the haystack is a device, a FIFO or a socket, which has no end to read
+    /// to (or no writer to wait for).
+    #[error("the haystack file {} is {what}, not a regular file; pass --haystack a .txt file or a directory of .txt files", path.display())]
+    HaystackNotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is (`a FIFO`, `a character device`, …).
+        what: &'static str,
+    },
+    /// The haystack holds more than `--max-context-bytes`.
+    #[error("the haystack {} holds more than {max} bytes (--max-context-bytes); pass a smaller --haystack or raise --max-context-bytes", path.display())]
+    HaystackTooLarge {
+        /// The file or directory.
+        path: PathBuf,
+        /// The limit, in bytes.
+        max: u64,
+    },
     /// A suite that needs real text was asked for without a haystack.
     #[error("suite {0} counts words in real text: pass --haystack FILE|DIR (scripts/corpora.sh fetches corpora; crates/eval/fixtures/haystack is a small one)")]
     HaystackRequired(&'static str),

@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::EvalError;
 
+mod files;
+
 /// The longest segment, in bytes: a longer sentence is cut at a space before it, so a
 /// context falls short of its length by less than this.
 pub const MAX_SEGMENT: usize = 300;
@@ -38,47 +40,26 @@ pub struct Haystack {
     bytes: u64,
     text: String,
     segments: Vec<Range<usize>>,
+    /// `name (why)` of each `.txt` entry of its directory that was not read.
+    skipped: Vec<String>,
 }
 
 impl Haystack {
     /// Reads `path`: a `.txt` file, or a directory whose `.txt` files (not those of its
-    /// subdirectories) are read in byte order of their names.
-    pub fn load(path: &Path) -> Result<Self, EvalError> {
-        let metadata =
-            std::fs::metadata(path).map_err(|source| EvalError::haystack_io(path, source))?;
-        let mut files: Vec<(Vec<u8>, PathBuf)> = Vec::new();
-        if metadata.is_dir() {
-            let entries =
-                std::fs::read_dir(path).map_err(|source| EvalError::haystack_io(path, source))?;
-            for entry in entries {
-                let entry = entry.map_err(|source| EvalError::haystack_io(path, source))?;
-                let name = entry.file_name();
-                let file = entry.path();
-                if name.as_encoded_bytes().ends_with(b".txt") && file.is_file() {
-                    files.push((name.as_encoded_bytes().to_vec(), file));
-                }
-            }
-            files.sort();
-        } else {
-            let name = path
-                .file_name()
-                .map(|n| n.as_encoded_bytes().to_vec())
-                .unwrap_or_default();
-            files.push((name, path.to_owned()));
-        }
-        if files.is_empty() {
+    /// subdirectories, nor its symbolic links, which are listed in
+    /// [`Haystack::skipped`]) are read in byte order of their names; at most
+    /// `max_bytes` in all. Devices, FIFOs and sockets are refused unread.
+    pub fn load(path: &Path, max_bytes: u64) -> Result<Self, EvalError> {
+        let read = files::read_haystack(path, max_bytes)?;
+        if read.files.is_empty() {
             return Err(EvalError::Haystack {
                 path: path.to_owned(),
                 reason: "holds no .txt file".to_owned(),
             });
         }
-        let mut named = Vec::with_capacity(files.len());
-        for (name, file) in files {
-            let bytes =
-                std::fs::read(&file).map_err(|source| EvalError::haystack_io(&file, source))?;
-            named.push((name, bytes));
-        }
-        Self::from_files(path, &named)
+        let mut haystack = Self::from_files(path, &read.files)?;
+        haystack.skipped = read.skipped;
+        Ok(haystack)
     }
 
     /// A haystack of `files` (each a name and raw contents, in the order given), known
@@ -119,6 +100,7 @@ impl Haystack {
             bytes,
             text,
             segments,
+            skipped: Vec::new(),
         })
     }
 
@@ -130,6 +112,12 @@ impl Haystack {
     /// How many files it was read from.
     pub fn files(&self) -> usize {
         self.files
+    }
+
+    /// `name (why)` of each `.txt` entry of its directory that was not read (symbolic
+    /// links), for the user to be told.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     /// The raw bytes of its files.
@@ -299,14 +287,16 @@ mod tests {
         std::fs::write(dir.path().join("b.txt"), "Second file.").unwrap();
         std::fs::write(dir.path().join("a.txt"), "First file.").unwrap();
         std::fs::write(dir.path().join("notes.md"), "Not read.").unwrap();
-        let h = Haystack::load(dir.path()).unwrap();
+        let h = Haystack::load(dir.path(), 1 << 20).unwrap();
         assert_eq!(h.text(), "First file.\nSecond file.\n");
-        let single = Haystack::load(&dir.path().join("a.txt")).unwrap();
+        let single = Haystack::load(&dir.path().join("a.txt"), 1 << 20).unwrap();
         assert_eq!(single.text(), "First file.\n");
         let empty = tempfile::tempdir().unwrap();
-        let error = Haystack::load(empty.path()).unwrap_err().to_string();
+        let error = Haystack::load(empty.path(), 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("holds no .txt file"), "{error}");
-        let missing = Haystack::load(&empty.path().join("nope")).unwrap_err();
+        let missing = Haystack::load(&empty.path().join("nope"), 1 << 20).unwrap_err();
         assert!(missing.to_string().contains("nope"), "{missing}");
     }
 }

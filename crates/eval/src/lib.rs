@@ -18,6 +18,7 @@ pub mod chart;
 pub mod error;
 pub mod haystack;
 pub mod oracle;
+pub mod regular_file;
 pub mod report;
 pub mod rng;
 pub mod score;

@@ -707,7 +707,7 @@ pub(crate) mod tests {
     /// The small committed corpus the tests use.
     pub(crate) fn fixture() -> Haystack {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/haystack");
-        Haystack::load(&dir).unwrap()
+        Haystack::load(&dir, 1 << 30).unwrap()
     }
 
     pub(crate) fn make_with(
@@ -777,7 +777,7 @@ pub(crate) mod tests {
         }
         // Another text (one file dropped) gives other contexts.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/haystack");
-        let one = Haystack::load(&dir.join("02-orchard.txt")).unwrap();
+        let one = Haystack::load(&dir.join("02-orchard.txt"), 1 << 30).unwrap();
         assert_ne!(one.id().digest, hay.id().digest);
         let (_, text) = make_with(Suite::Sniah, 20_000, 1, 7, &one, 2);
         assert_ne!(text, make_with(Suite::Sniah, 20_000, 1, 7, &hay, 2).1);

@@ -4,11 +4,21 @@
 //! recorded here; the loop checks [`Accounting::exhausted`] before each turn and the
 //! host before each sub-call, so a spent budget ends the run cleanly with a forced
 //! answer instead of failing mid-way.
+//!
+//! The forced answer is one call, and it counts: each run *holds* one call of the
+//! call budget for it from its start ([`Accounting::hold_final`]; a nested run's is
+//! held by its parent before the child starts, [`Accounting::hold_for_child`]), so the
+//! other calls stop one short of the budget and the tree makes exactly the calls it
+//! was given (`--max-llm-calls 20` over a root and four looping children made 26
+//! requests). A forced reply that is cut short or in prose is asked again only while a
+//! budget leaves a call for it.
 
 use rlm_context_store::private_fs::write_private_new_with;
 use rlm_context_store::Durability;
+use std::collections::BTreeSet;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -91,15 +101,17 @@ pub const BUDGETS_DIR: &str = "budgets";
 /// updates under an exclusive `flock`. A model call is *reserved* before it is made
 /// (counted, with its prompt's estimated tokens and cost), so concurrent children
 /// cannot all take the last call or the last tokens; its real tokens and cost are
-/// *settled* when it returns. Forced final answers are not reserved: a run whose
-/// budget is spent still answers, with one call.
+/// *settled* when it returns. Each run of the tree holds one call for its forced final
+/// answer (by agent id) until it uses or releases it: the call budget counts held
+/// calls as spent, so a run whose other calls spent the budget still answers, within
+/// it.
 #[derive(Debug, Clone)]
 pub struct TreeBudget {
     path: PathBuf,
 }
 
 /// The ledger's content.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Ledger {
     limits: Limits,
     llm_calls: u64,
@@ -111,6 +123,9 @@ struct Ledger {
     /// Estimated cost of the calls in flight.
     #[serde(default)]
     reserved_cost_usd: f64,
+    /// Agent ids of the runs holding one call for their forced final answer.
+    #[serde(default)]
+    held_finals: BTreeSet<String>,
 }
 
 /// What budgets leave: calls, tokens, dollars (`None`: no such budget).
@@ -149,7 +164,7 @@ impl TreeBudget {
             BudgetLeft {
                 calls: limits
                     .max_llm_calls
-                    .map(|max| max.saturating_sub(ledger.llm_calls)),
+                    .map(|max| max.saturating_sub(ledger.committed_calls())),
                 tokens: limits
                     .max_tokens
                     .map(|max| max.saturating_sub(ledger.tokens + ledger.reserved_tokens)),
@@ -216,6 +231,43 @@ impl TreeBudget {
         })
     }
 
+    /// Holds one call for the forced final answer of the run `holder` (an agent id),
+    /// unless it holds one already; `false` when the call budget has none left to hold.
+    fn hold_final(&self, holder: &str) -> std::io::Result<bool> {
+        self.update(|ledger| {
+            if ledger.held_finals.contains(holder) {
+                return true;
+            }
+            let room = match ledger.limits.max_llm_calls {
+                Some(max) => ledger.committed_calls() < max,
+                None => true,
+            };
+            if room {
+                ledger.held_finals.insert(holder.to_owned());
+            }
+            room
+        })
+    }
+
+    /// Gives back the call `holder` held for its forced answer, if it still holds one.
+    fn release_final(&self, holder: &str) -> std::io::Result<()> {
+        self.update(|ledger| {
+            ledger.held_finals.remove(holder);
+        })
+    }
+
+    /// Counts the forced final answer of `holder`, expected to cost `expected`: the
+    /// call it held becomes a call made (one is counted even when it held none, past
+    /// the budget: a run always answers once).
+    fn use_final(&self, holder: &str, expected: Reservation) -> std::io::Result<()> {
+        self.update(|ledger| {
+            ledger.held_finals.remove(holder);
+            ledger.llm_calls += 1;
+            ledger.reserved_tokens += expected.tokens;
+            ledger.reserved_cost_usd += expected.cost_usd;
+        })
+    }
+
     /// Which tree budget is spent, if any.
     fn spent(&self) -> std::io::Result<Option<String>> {
         self.update(|ledger| ledger.spent())
@@ -243,9 +295,17 @@ impl TreeBudget {
 }
 
 impl Ledger {
+    /// Calls made or in flight, and calls held for forced answers.
+    fn committed_calls(&self) -> u64 {
+        self.llm_calls + self.held_finals.len() as u64
+    }
+
     fn spent(&self) -> Option<String> {
         let limits = &self.limits;
-        if let Some(max) = limits.max_llm_calls.filter(|max| self.llm_calls >= *max) {
+        if let Some(max) = limits
+            .max_llm_calls
+            .filter(|max| self.committed_calls() >= *max)
+        {
             return Some(format!(
                 "the run tree's model-call budget (--max-llm-calls {max}) is spent"
             ));
@@ -280,6 +340,10 @@ pub struct Accounting {
     started: Instant,
     totals: Mutex<Totals>,
     tree: Option<TreeBudget>,
+    /// This run's agent id: whose held call the tree's ledger keeps.
+    holder: String,
+    /// One call is held for this run's forced final answer.
+    final_held: AtomicBool,
 }
 
 impl Accounting {
@@ -309,15 +373,102 @@ impl Accounting {
             started: Instant::now(),
             totals: Mutex::new(Totals::default()),
             tree: None,
+            holder: String::new(),
+            final_held: AtomicBool::new(false),
         }
     }
 
-    /// Accounting that also reserves and settles every call in the tree's budget.
-    pub fn with_tree(limits: Limits, tree: Option<TreeBudget>) -> Self {
+    /// Accounting of the run `holder` (its agent id) that also reserves and settles
+    /// every call in the tree's budget.
+    pub fn with_tree(limits: Limits, tree: Option<TreeBudget>, holder: &str) -> Self {
         Self {
             tree,
+            holder: holder.to_owned(),
             ..Self::new(limits)
         }
+    }
+
+    /// Holds one call of the call budgets for this run's forced final answer (called
+    /// once, as the run starts; a nested run finds the call its parent held for it).
+    /// `false` when no call is left to hold: the forced answer is then counted past
+    /// the budget.
+    pub fn hold_final(&self) -> bool {
+        let totals = self.totals();
+        let mut held = self
+            .limits
+            .max_llm_calls
+            .is_none_or(|max| totals.llm_calls < max);
+        if let Some(tree) = &self.tree {
+            match tree.hold_final(&self.holder) {
+                Ok(granted) => held &= granted,
+                Err(error) => {
+                    tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be read; counting this run only");
+                }
+            }
+        }
+        self.final_held.store(held, Ordering::SeqCst);
+        held
+    }
+
+    /// Before the forced final answer, expected to cost `expected`: counts it, with
+    /// the call held for it (or past the budget when none was held); the reservation
+    /// to settle with [`Accounting::record_call`] or give back with
+    /// [`Accounting::release`].
+    pub fn start_final(&self, expected: Reservation) -> Reservation {
+        self.final_held.store(false, Ordering::SeqCst);
+        if let Some(tree) = &self.tree {
+            if let Err(error) = tree.use_final(&self.holder, expected) {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be updated");
+            }
+        }
+        expected
+    }
+
+    /// Gives back the call held for the forced final answer, when the run ended
+    /// without one.
+    pub fn release_final(&self) {
+        if !self.final_held.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(tree) = &self.tree {
+            if let Err(error) = tree.release_final(&self.holder) {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be updated");
+            }
+        }
+    }
+
+    /// Holds one call of the tree's budget for the forced answer of the nested run
+    /// `child` (an agent id) before it starts; `Some(reason)` when none is left, and
+    /// the child must not start (it could not answer). Released by
+    /// [`Accounting::release_child`] once the child ended, however it ended.
+    pub fn hold_for_child(&self, child: &str) -> Option<String> {
+        let tree = self.tree.as_ref()?;
+        match tree.hold_final(child) {
+            Ok(true) => None,
+            Ok(false) => Some(format!(
+                "the run tree's model-call budget (--max-llm-calls {}) has no call left for a sub-run's answer",
+                tree_limit(tree).unwrap_or_default()
+            )),
+            Err(error) => {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be read; the sub-run starts uncounted");
+                None
+            }
+        }
+    }
+
+    /// Gives back the call held for `child`'s forced answer, if the child did not use
+    /// it (it answered, or it was killed).
+    pub fn release_child(&self, child: &str) {
+        if let Some(tree) = &self.tree {
+            if let Err(error) = tree.release_final(child) {
+                tracing::warn!(%error, path = %tree.path.display(), "the tree budget could not be updated");
+            }
+        }
+    }
+
+    /// 1 while a call is held for this run's forced answer, else 0.
+    fn held(&self) -> u64 {
+        u64::from(self.final_held.load(Ordering::SeqCst))
     }
 
     /// The tree's budget, if one is shared.
@@ -393,14 +544,15 @@ impl Accounting {
         totals.depth_reached = totals.depth_reached.max(child.depth_reached);
     }
 
-    /// What is left of each limit: the budgets a child run is given.
+    /// What is left of each limit: the budgets a child run is given (less the call
+    /// held for this run's own forced answer).
     pub fn remaining(&self) -> Limits {
         let totals = self.totals();
         let limits = &self.limits;
         Limits {
             max_llm_calls: limits
                 .max_llm_calls
-                .map(|max| max.saturating_sub(totals.llm_calls)),
+                .map(|max| max.saturating_sub(totals.llm_calls + self.held())),
             max_tokens: limits
                 .max_tokens
                 .map(|max| max.saturating_sub(totals.usage.total())),
@@ -419,11 +571,15 @@ impl Accounting {
         *self.lock()
     }
 
-    /// Which budget is spent, in words, if any.
+    /// Which budget is spent, in words, if any (the call held for the forced answer
+    /// counted as spent).
     pub fn exhausted(&self) -> Option<String> {
         let totals = self.totals();
         let limits = &self.limits;
-        if let Some(max) = limits.max_llm_calls.filter(|max| totals.llm_calls >= *max) {
+        if let Some(max) = limits
+            .max_llm_calls
+            .filter(|max| totals.llm_calls + self.held() >= *max)
+        {
             return Some(format!(
                 "the model-call budget (--max-llm-calls {max}) is spent"
             ));
@@ -449,6 +605,13 @@ impl Accounting {
     fn lock(&self) -> std::sync::MutexGuard<'_, Totals> {
         self.totals.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The tree's call budget, for messages.
+fn tree_limit(tree: &TreeBudget) -> Option<u64> {
+    tree.update(|ledger| ledger.limits.max_llm_calls)
+        .ok()
+        .flatten()
 }
 
 #[cfg(test)]
@@ -515,7 +678,8 @@ mod tests {
         };
         let tree = TreeBudget::create(dir.path(), "r1", tree_limits).unwrap();
         // A sibling elsewhere in the tree has a call in flight.
-        let sibling = Accounting::with_tree(tree_limits, Some(TreeBudget::open(tree.path())));
+        let sibling =
+            Accounting::with_tree(tree_limits, Some(TreeBudget::open(tree.path())), "sibling");
         let reservation = Reservation {
             tokens: 300,
             cost_usd: 0.0,
@@ -527,6 +691,7 @@ mod tests {
                 ..Limits::default()
             },
             Some(tree),
+            "run",
         );
         let left = run.left();
         assert_eq!(left.calls, Some(5), "the run's own budget is tighter");
@@ -551,9 +716,13 @@ mod tests {
             ..Limits::default()
         };
         let tree = TreeBudget::create(dir.path(), "r1", limits).unwrap();
-        let root = Accounting::with_tree(limits, Some(tree.clone()));
+        let root = Accounting::with_tree(limits, Some(tree.clone()), "root");
         // A child was handed the whole remaining budget, but shares the tree's.
-        let child = Accounting::with_tree(root.remaining(), Some(TreeBudget::open(tree.path())));
+        let child = Accounting::with_tree(
+            root.remaining(),
+            Some(TreeBudget::open(tree.path())),
+            "child",
+        );
         assert_eq!(root.start_call(Reservation::default()), None);
         assert_eq!(child.start_call(Reservation::default()), None);
         let refused = child.start_call(Reservation::default()).unwrap_or_default();
@@ -579,5 +748,66 @@ mod tests {
             TreeBudget::create(dir.path(), "r1", limits).is_err(),
             "never overwritten"
         );
+    }
+
+    #[test]
+    fn forced_answers_are_held_from_the_start_and_the_tree_makes_exactly_its_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            max_llm_calls: Some(5),
+            ..Limits::default()
+        };
+        let tree = TreeBudget::create(dir.path(), "r1", limits).unwrap();
+        let root = Accounting::with_tree(limits, Some(tree.clone()), "root");
+        assert!(root.hold_final());
+        assert!(root.hold_final(), "holding again holds nothing more");
+        assert_eq!(root.start_call(Reservation::default()), None);
+        // Three children held by the root before they start; a fourth finds no call.
+        for child in ["a", "b", "c"] {
+            assert_eq!(root.hold_for_child(child), None, "{child}");
+        }
+        let refused = root.hold_for_child("d").unwrap_or_default();
+        assert!(refused.contains("--max-llm-calls 5"), "{refused}");
+        // Child `a` finds its held call, and has no other: it answers, forced.
+        let a = Accounting::with_tree(root.remaining(), Some(TreeBudget::open(tree.path())), "a");
+        assert!(a.hold_final());
+        assert!(a.start_call(Reservation::default()).is_some());
+        a.start_final(Reservation::default());
+        root.release_child("a");
+        // Child `b` was killed before it answered: its parent gives its call back,
+        // which the root may use.
+        root.release_child("b");
+        assert_eq!(root.start_call(Reservation::default()), None);
+        assert!(root.start_call(Reservation::default()).is_some());
+        // Child `c` answered without forcing: its call comes back too.
+        root.release_child("c");
+        assert_eq!(root.start_call(Reservation::default()), None);
+        root.start_final(Reservation::default());
+        let ledger = tree.update(|ledger| ledger.clone()).unwrap();
+        assert_eq!(ledger.llm_calls, 5, "the tree made exactly its five calls");
+        assert!(ledger.held_finals.is_empty());
+        // A run that answered without forcing gives its held call back.
+        let other = TreeBudget::create(dir.path(), "r2", limits).unwrap();
+        let run = Accounting::with_tree(limits, Some(other.clone()), "run");
+        assert!(run.hold_final());
+        assert_eq!(run.left().calls, Some(4));
+        run.release_final();
+        assert_eq!(run.left().calls, Some(5));
+    }
+
+    #[test]
+    fn without_a_tree_the_forced_answer_is_held_in_the_runs_own_budget() {
+        let run = Accounting::new(Limits {
+            max_llm_calls: Some(2),
+            ..Limits::default()
+        });
+        assert!(run.hold_final());
+        assert_eq!(run.start_call(Reservation::default()), None);
+        run.record_call(Usage::default(), None, Reservation::default());
+        let spent = run.start_call(Reservation::default()).unwrap_or_default();
+        assert!(spent.contains("--max-llm-calls 2"), "{spent}");
+        run.start_final(Reservation::default());
+        run.record_call(Usage::default(), None, Reservation::default());
+        assert_eq!(run.totals().llm_calls, 2);
     }
 }

@@ -527,6 +527,8 @@ pub struct RunOptions {
     #[arg(
         long,
         value_name = "N",
+        // At least the forced answer's call, which the budget includes.
+        value_parser = clap::value_parser!(u64).range(1..),
         env = "RLM_MAX_LLM_CALLS",
         help_heading = "Sub-calls and budgets"
     )]

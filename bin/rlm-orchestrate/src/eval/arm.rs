@@ -10,7 +10,9 @@
 //! `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `TZ`, `TERM`, `TMPDIR`, `LC_*`,
 //! `XDG_*`) plus the API key variables of the eval's models.
 //!
-//! Its answer is the file `{output_file}` if the command wrote it, else its stdout. An
+//! Its answer is the file `{output_file}` if the command wrote it (a regular file, not
+//! a link, at most as large as stdout may be: anything else fails the item), else its
+//! stdout. An
 //! answer that is a JSON object with an `answer` member (the whole text, or its last
 //! non-empty line) is the *answer form*: `{"answer": "...", "usage": {"prompt_tokens":
 //! N, "completion_tokens": N}, "forced": false}`, which reports tokens and whether
@@ -22,10 +24,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rlm_eval::regular_file::{read_regular_file, Refused};
 use rlm_orchestrator::provider::Usage;
 use rlm_process::{
     inherited_environment, run_supervised, AllowList, CancellationToken, SpawnOptions,
-    SuperviseOptions, Termination,
+    SuperviseOptions, Termination, DEFAULT_STDOUT_CAP_BYTES,
 };
 
 use anyhow::Context as _;
@@ -34,6 +37,9 @@ use rlm_orchestrator::settings::RunSettings;
 use super::{Answer, ArmError, Prepared};
 use crate::cli::EvalArgs;
 use crate::exit::bad_input;
+
+/// The largest answer an arm gives: in `{output_file}` as on stdout.
+const ANSWER_MAX_BYTES: u64 = DEFAULT_STDOUT_CAP_BYTES as u64;
 
 /// Characters of a failed arm's stderr kept in `results.json`.
 const STDERR_TAIL_CHARS: usize = 2000;
@@ -311,14 +317,25 @@ impl ArmRunner<'_> {
         Some(Ok(match done.termination {
             Termination::Cancelled => return None,
             Termination::Exited(0) => {
-                let output = match std::fs::read(&files.output) {
+                // Read as a context file is: a regular file (not a link to `/dev/zero`,
+                // not a FIFO), as large as an answer on stdout may be.
+                let output = match read_regular_file(&files.output, false, ANSWER_MAX_BYTES) {
                     Ok(bytes) => bytes,
-                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => done.stdout,
-                    Err(source) => {
+                    Err(Refused::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => {
+                        done.stdout
+                    }
+                    Err(Refused::Io(source)) => {
                         return Some(Err(ArmError::ArmFiles {
                             path: files.output,
                             source,
                         }))
+                    }
+                    Err(refused) => {
+                        return Some(Ok(failed(format!(
+                            "arm {} wrote {{output_file}} {}, which {refused}: an arm writes its answer into that file itself, a regular file of at most {ANSWER_MAX_BYTES} bytes (or prints it)",
+                            arm.name,
+                            files.output.display()
+                        ))))
                     }
                 };
                 read_answer(&String::from_utf8_lossy(&output))
@@ -348,14 +365,23 @@ impl ArmRunner<'_> {
             move |source| ArmError::ArmFiles { path, source }
         };
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        match std::fs::remove_file(&files.output) {
-            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io(&files.output)(error))
+        // What an earlier answer left (a link among them) is removed, and the question
+        // file made anew, so no write follows a link the arm put there.
+        for path in [&files.output, &files.question] {
+            match std::fs::remove_file(path) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io(path)(error))
+                }
+                _ => {}
             }
-            _ => {}
         }
         if arm.uses(&Piece::QuestionFile) {
-            std::fs::write(&files.question, &prepared.item.question)
+            use std::io::Write as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&files.question)
+                .and_then(|mut file| file.write_all(prepared.item.question.as_bytes()))
                 .map_err(io(&files.question))?;
         }
         Ok(files)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockScript};
 
-use crate::support::{Sandbox, BIN};
+use crate::support::{fifo, Sandbox, BIN};
 
 /// Bound on how long a broken build may run before the test gives up on it (not a
 /// timing assertion: a working build finishes at once).
@@ -160,14 +160,6 @@ fn dash_needs_the_task_as_an_argument() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("stdin carries the queries"));
-}
-
-/// Makes a FIFO with `mkfifo`.
-fn fifo(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    let status = StdCommand::new("mkfifo").arg(&path).status().unwrap();
-    assert!(status.success(), "mkfifo failed");
-    path
 }
 
 /// Writes `bytes` into the FIFO at `path` from a thread (the reader may stop early:

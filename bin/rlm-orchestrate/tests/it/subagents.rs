@@ -271,15 +271,18 @@ fn a_spent_budget_ends_the_run_with_a_forced_answer() {
         .then(MockReply::text("FINAL(stopped early)"))
         .or_else(MockReply::text("```repl\nx = 3\n```"));
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    // Three calls: two steps and the forced answer, whose call the budget holds.
     let result = run_json(
         &sb,
         &mock.control().openai_base_url(),
         "q",
-        &["--max-llm-calls", "2"],
+        &["--max-llm-calls", "3"],
     );
     assert_eq!(result["forced"], true);
     assert_eq!(result["answer"], "stopped early");
     assert_eq!(result["iterations"], 2);
+    assert_eq!(result["llm_calls"], 3);
+    assert_eq!(mock.control().request_count(), 3);
 }
 
 /// An agent in Python: reads the variable files named in its prompt file and prints

@@ -16,6 +16,17 @@ pub fn mock_replies(replies: &[&str]) -> rlm_test_support::mock_llm::MockLlmThre
     .unwrap()
 }
 
+/// Makes a FIFO `name` in `dir` with `mkfifo`.
+pub fn fifo(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let status = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo failed");
+    path
+}
+
 /// Path of the binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_rlm-orchestrate");
 

@@ -116,14 +116,82 @@ fn concurrent_children_share_the_call_budget_instead_of_each_getting_it() {
         .args(["--max-llm-calls", "2", "--max-parallel", "4"])
         .assert()
         .success();
-    // The tree's budget is 2 calls; each of its 5 runs may add one forced answer.
-    // Without the shared ledger each child got "what is left" (1 call) for itself:
-    // 1 + 4 × (1 + 1 forced) + 1 forced = 10 requests.
+    // The tree's budget is 2 calls, forced answers included: the root's first call
+    // and its forced answer; no child can start, as none could answer. Without the
+    // shared ledger each child got "what is left" (1 call) for itself: 1 + 4 × (1 + 1
+    // forced) + 1 forced = 10 requests; with it but forced answers uncounted, 7.
     let requests = mock.control().request_count();
     assert!(
-        requests <= 2 + 5,
+        requests <= 2,
         "{requests} model requests for a budget of 2 in 5 runs"
     );
+}
+
+/// Issue 49, item 12: `--max-llm-calls 20` over a root and four children that go on
+/// writing code made 26 requests (each of the five runs' forced answers uncounted, and
+/// one asked twice). Each run holds one call of the tree's budget for its forced answer
+/// from its start (a child's is held by its parent before it starts), so the tree
+/// makes exactly the calls it was given.
+#[test]
+fn a_call_budget_over_a_root_and_four_looping_children_is_exact() {
+    let (requests, _) = fan_out_under(
+        &["--max-llm-calls", "20"],
+        std::time::Duration::from_millis(20),
+    );
+    assert_eq!(requests, 20, "model requests for --max-llm-calls 20");
+}
+
+/// After a budget is spent a run makes one forced request, and counts it: a forced
+/// reply in prose (or cut at its limit) used to be asked again past the budget.
+#[test]
+fn a_spent_budget_makes_one_forced_request_and_counts_it() {
+    use rlm_test_support::mock_llm::{MockLlm, MockReply, MockRule, MockScript};
+    for forced_reply in [
+        MockReply::text("I believe the answer is probably 42, from what I saw."),
+        crate::support::reply_with_finish("FINAL(4", "length"),
+    ] {
+        let sb = Sandbox::new();
+        let mock = MockLlm::spawn_blocking_thread(
+            MockScript::always(MockReply::text("```repl\nx = 1\n```")).rule(MockRule::function(
+                "told to answer",
+                move |request| {
+                    let texts = request.message_texts();
+                    let told = texts.last().is_some_and(|t| t.contains("Answer now"));
+                    told.then(|| forced_reply.clone())
+                },
+            )),
+        )
+        .unwrap();
+        let out = sb
+            .bare()
+            .env_remove("OPENAI_API_KEY")
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "count", "--model", "mock", "--json", "--base-url"])
+            .arg(mock.control().openai_base_url())
+            .args(["--max-llm-calls", "3"])
+            .assert()
+            .success();
+        let result: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        assert_eq!(result["forced"], true, "{result}");
+        assert_eq!(
+            mock.control().request_count(),
+            3,
+            "two steps and one forced request: {result}"
+        );
+        assert_eq!(
+            result["llm_calls"], 3,
+            "the forced request counts: {result}"
+        );
+        assert_eq!(result["iterations"], 2, "{result}");
+    }
+    // No budget is smaller than the forced answer's one call.
+    let sb = Sandbox::new();
+    sb.bare()
+        .args(["run", "count", "--max-llm-calls", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--max-llm-calls"));
 }
 
 /// A root that fans out to four nested runs at once, each of which would go on writing

@@ -1,4 +1,4 @@
-// rlm's JavaScript prelude, part 1/3 (core): output capture, rendering values, the
+// rlm's JavaScript prelude, part 1/4 (core): output capture, rendering values, the
 // host bridge and HostError. The parts run in order, once, when a runtime starts
 // (see engine.rs); the Rust side has already defined `__rlm_write(stream, text)` and
 // the async `__rlm_host(method, argsJson)` before they run.
@@ -9,12 +9,26 @@
  * `JSON.stringify`, `String`, ...) without changing what the host sees: the prelude
  * reads only these copies, never the prototypes' current methods. Prototype methods
  * are *uncurried* (`slice(text, 0, 3)`) through bound functions, which call their
- * target directly, so replacing `Function.prototype.call` changes nothing either. */
+ * target directly, so replacing `Function.prototype.call` changes nothing either.
+ * Nothing here iterates with the iteration protocol (`for…of`, spread, destructuring
+ * of arrays, `Array.from` of an array): a replaced `Array.prototype[Symbol.iterator]`
+ * or iterator `next` would reach it. Lists are walked by index, Maps and Sets with
+ * their own `forEach`. */
 const __rlm_safe = (() => {
   const { bind, call } = Function.prototype;
   /** `uncurry(f)(self, ...args)` is `f.call(self, ...args)` as it was at startup. */
   const uncurry = bind.call(bind, call);
   const defineProperty = Object.defineProperty;
+  const isArray = Array.isArray;
+  const arrayFrom = Array.from;
+  const mapForEach = uncurry(Map.prototype.forEach);
+  const setForEach = uncurry(Set.prototype.forEach);
+  const { max, min, trunc } = Math;
+  /** A relative index of `slice` (negative from the end, clamped to `[0, length]`). */
+  const relative = (n, length) => {
+    const number = trunc(+n) || 0;
+    return number < 0 ? max(length + number, 0) : min(number, length);
+  };
   return Object.freeze({
     String,
     Error,
@@ -25,21 +39,33 @@ const __rlm_safe = (() => {
     Object,
     stringify: JSON.stringify,
     parse: JSON.parse,
-    isArray: Array.isArray,
-    arrayFrom: Array.from,
-    fromEntries: Object.fromEntries,
+    isArray,
+    arrayFrom,
     keys: Object.keys,
     names: Object.getOwnPropertyNames,
     is: Object.is,
     defineProperty,
+    getPrototypeOf: Object.getPrototypeOf,
+    ownDescriptor: Object.getOwnPropertyDescriptor,
     weakHas: uncurry(WeakSet.prototype.has),
     weakAdd: uncurry(WeakSet.prototype.add),
     mapHas: uncurry(Map.prototype.has),
     mapGet: uncurry(Map.prototype.get),
     mapSet: uncurry(Map.prototype.set),
+    mapForEach,
+    setForEach,
+    mapSize: uncurry(Object.getOwnPropertyDescriptor(Map.prototype, "size").get),
+    setSize: uncurry(Object.getOwnPropertyDescriptor(Set.prototype, "size").get),
     slice: uncurry(String.prototype.slice),
     startsWith: uncurry(String.prototype.startsWith),
     trim: uncurry(String.prototype.trim),
+    indexOf: uncurry(String.prototype.indexOf),
+    lastIndexOf: uncurry(String.prototype.lastIndexOf),
+    toLowerCase: uncurry(String.prototype.toLowerCase),
+    regexExec: uncurry(RegExp.prototype.exec),
+    regexFlags: uncurry(Object.getOwnPropertyDescriptor(RegExp.prototype, "flags").get),
+    sort: uncurry(Array.prototype.sort),
+    math: Object.freeze({ max, min, trunc, floor: Math.floor, ceil: Math.ceil, log: Math.log, round: Math.round }),
     symbolText: uncurry(Symbol.prototype.toString),
     /** A RegExp's pattern (`label=x` of `/label=x/i`), read by the getter as it was. */
     regexSource: uncurry(Object.getOwnPropertyDescriptor(RegExp.prototype, "source").get),
@@ -57,6 +83,51 @@ const __rlm_safe = (() => {
       }
       return out;
     },
+    /** `list.slice(start, end)` read by index: no species constructor, no replaced
+     * method. `end` undefined is the list's end. */
+    sliceList(list, start, end) {
+      const length = list.length;
+      const from = relative(start, length);
+      const to = end === undefined ? length : relative(end, length);
+      const out = [];
+      for (let i = from; i < to; i++) {
+        defineProperty(out, i - from, { value: list[i], writable: true, enumerable: true, configurable: true });
+      }
+      return out;
+    },
+    /** The items of `items` as a new array, each passed through `f` (with its index):
+     * an array is read by index, anything else (the model's own iterable) is given to
+     * `Array.from`. */
+    listOf(items, f) {
+      if (!isArray(items)) return arrayFrom(items, f);
+      const out = [];
+      for (let i = 0; i < items.length; i++) {
+        defineProperty(out, i, { value: f(items[i], i), writable: true, enumerable: true, configurable: true });
+      }
+      return out;
+    },
+    /** A Map's entries as an object (what `Object.fromEntries(map)` gives). */
+    mapObject(map) {
+      const out = {};
+      mapForEach(map, (value, key) => {
+        defineProperty(out, key, { value, writable: true, enumerable: true, configurable: true });
+      });
+      return out;
+    },
+    /** A Set's values as an array. */
+    setList(set) {
+      const out = [];
+      setForEach(set, (value) => {
+        defineProperty(out, out.length, { value, writable: true, enumerable: true, configurable: true });
+      });
+      return out;
+    },
+    /** Gives `target` an own data property (no setter anywhere on its prototypes is
+     * reached, unlike `target[key] = value`). */
+    own(target, key, value) {
+      defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+      return target;
+    },
     /** `list.join(separator)` without `Array.prototype.join` (items are strings). */
     join(list, separator) {
       let text = "";
@@ -73,7 +144,9 @@ const __rlm_safe = (() => {
 globalThis.HostError = class HostError extends Error {
   constructor(message) {
     super(message);
-    this.name = "HostError";
+    // Defined, not assigned: an accessor model code put on `Error.prototype.name` is
+    // never reached.
+    __rlm_safe.defineProperty(this, "name", { value: "HostError", writable: true, configurable: true });
   }
 };
 
@@ -87,8 +160,8 @@ globalThis.__rlm_json = function (value) {
       if (typeof v === "bigint") return safe.String(v);
       if (typeof v === "function") return `[function ${v.name || "anonymous"}]`;
       if (typeof v === "symbol") return safe.symbolText(v);
-      if (v instanceof safe.Map) return safe.fromEntries(v);
-      if (v instanceof safe.Set) return safe.arrayFrom(v);
+      if (v instanceof safe.Map) return safe.mapObject(v);
+      if (v instanceof safe.Set) return safe.setList(v);
       // A regex literal where a helper takes a pattern (`ctx_filter(p, {regex:
       // /label=fraud/})`, s18c-seed16 js `aggregate` item 0, s18b-seed15 item 3): its pattern, not
       // the `{}` JSON makes of it. Plans' patterns ignore case already.

@@ -1,15 +1,41 @@
-// rlm's JavaScript prelude, part 2/3 (explore): peek, search, find_relevant and the
+// rlm's JavaScript prelude, part 2/4 (explore): peek, search, find_relevant and the
 // lazy `context_chunks` view, which need no host. They mirror the Python helpers.
+// Like the rest of the prelude they read only the private copies of `__rlm_safe` and
+// walk lists by index, so model code that replaces a built-in method or the array
+// iterator changes none of their results.
 "use strict";
 
 const __RLM_PREVIEW_CHARS = 200;
 const __RLM_BM25_CHUNK_CHARS = 2000;
+/** `Reflect.get` as it was at startup (the chunks view's proxy reads through it). */
+const __RLM_REFLECT_GET = Reflect.get;
 
 function __rlm_kind(value) {
   if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
+  if (__rlm_safe.isArray(value)) return "array";
   if (value instanceof __RLM_Chunks) return "chunks";
   return typeof value;
+}
+
+/** True when `prop` is a string of decimal digits (an index of the chunks view). */
+function __rlm_is_index(prop) {
+  if (typeof prop !== "string" || prop.length === 0) return false;
+  for (let i = 0; i < prop.length; i++) {
+    if (prop[i] < "0" || prop[i] > "9") return false;
+  }
+  return true;
+}
+
+/** Every match of the global regular expression `re` in `text`, as strings. */
+function __rlm_all_matches(re, text) {
+  const safe = __rlm_safe;
+  const out = [];
+  re.lastIndex = 0;
+  for (let m = safe.regexExec(re, text); m !== null; m = safe.regexExec(re, text)) {
+    safe.append(out, m[0]);
+    if (m[0] === "") re.lastIndex += 1;
+  }
+  return out;
 }
 
 /** `context_chunks`: the context in pieces of at most `size` characters, sliced when
@@ -18,23 +44,27 @@ function __rlm_kind(value) {
  * whole. Indexable, has `length` and `slice`, iterable. */
 class __RLM_Chunks {
   constructor(context, size) {
-    this.size = Math.max(1, size | 0);
+    const safe = __rlm_safe;
+    safe.own(this, "size", safe.math.max(1, size | 0));
     let items;
-    if (Array.isArray(context)) items = context;
-    else if (context !== null && typeof context === "object") items = Object.values(context);
-    else items = context === null || context === undefined ? [] : [context];
-    this.items = items;
-    this.starts = [];
+    if (safe.isArray(context)) items = context;
+    else if (context !== null && typeof context === "object") {
+      items = safe.map(safe.keys(context), (key) => context[key]);
+    } else items = context === null || context === undefined ? [] : [context];
+    safe.own(this, "items", items);
+    const starts = [];
     let total = 0;
-    for (const item of items) {
-      this.starts.push(total);
-      total += typeof item === "string" ? Math.max(Math.ceil(item.length / this.size), 1) : 1;
+    for (let i = 0; i < items.length; i++) {
+      safe.append(starts, total);
+      const item = items[i];
+      total += typeof item === "string" ? safe.math.max(safe.math.ceil(item.length / this.size), 1) : 1;
     }
-    this.length = total;
+    safe.own(this, "starts", starts);
+    safe.own(this, "length", total);
     return new Proxy(this, {
       get(target, prop, receiver) {
-        if (typeof prop === "string" && /^\d+$/.test(prop)) return target.at(Number(prop));
-        return Reflect.get(target, prop, receiver);
+        if (__rlm_is_index(prop)) return target.at(+prop);
+        return __RLM_REFLECT_GET(target, prop, receiver);
       },
     });
   }
@@ -51,13 +81,14 @@ class __RLM_Chunks {
     const item = this.items[lo];
     if (typeof item !== "string") return item;
     const at = (i - this.starts[lo]) * this.size;
-    return item.slice(at, at + this.size);
+    return __rlm_safe.slice(item, at, at + this.size);
   }
   slice(start = 0, end = this.length) {
+    const safe = __rlm_safe;
     const out = [];
-    if (start < 0) start = Math.max(this.length + start, 0);
+    if (start < 0) start = safe.math.max(this.length + start, 0);
     if (end < 0) end = this.length + end;
-    for (let i = start; i < Math.min(end, this.length); i++) out.push(this.at(i));
+    for (let i = start; i < safe.math.min(end, this.length); i++) safe.append(out, this.at(i));
     return out;
   }
   *[Symbol.iterator]() {
@@ -74,36 +105,64 @@ globalThis.__RLM_Chunks = __RLM_Chunks;
 
 /** A slice of an array, an object (by key order) or a string. */
 globalThis.peek = function peek(value, start = 0, end = 10) {
-  if (typeof value === "string" || Array.isArray(value)) return value.slice(start, end);
+  const safe = __rlm_safe;
+  if (typeof value === "string") return safe.slice(value, start, end);
+  if (safe.isArray(value)) return safe.sliceList(value, start, end);
   if (value instanceof __RLM_Chunks) return value.slice(start, end);
   if (value !== null && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).slice(start, end));
+    const out = {};
+    const keys = safe.sliceList(safe.keys(value), start, end);
+    for (let i = 0; i < keys.length; i++) safe.own(out, keys[i], value[keys[i]]);
+    return out;
   }
   throw new TypeError(`peek() cannot slice a ${__rlm_kind(value)}`);
 };
 
 function __rlm_finder(pattern, regex) {
-  if (regex || pattern instanceof RegExp) {
-    const source = pattern instanceof RegExp ? pattern.source : String(pattern);
-    const flags = pattern instanceof RegExp ? pattern.flags : "";
-    const re = new RegExp(source, flags.includes("g") ? flags : flags + "g");
+  const safe = __rlm_safe;
+  if (regex || pattern instanceof safe.RegExp) {
+    const isRegExp = pattern instanceof safe.RegExp;
+    const source = isRegExp ? safe.regexSource(pattern) : safe.String(pattern);
+    const flags = isRegExp ? safe.regexFlags(pattern) : "";
+    const re = new safe.RegExp(source, safe.indexOf(flags, "g") !== -1 ? flags : flags + "g");
     return (text, at = 0) => {
       re.lastIndex = at;
-      const m = re.exec(text);
+      const m = safe.regexExec(re, text);
       return m ? [m.index, m[0]] : null;
     };
   }
-  const needle = String(pattern);
+  const needle = safe.String(pattern);
   return (text, at = 0) => {
-    const found = text.indexOf(needle, at);
+    const found = safe.indexOf(text, needle, at);
     return found === -1 ? null : [found, needle];
   };
 }
 
 function __rlm_preview(text, at, length) {
-  const begin =
-    length < __RLM_PREVIEW_CHARS ? Math.max(at - Math.floor((__RLM_PREVIEW_CHARS - length) / 2), 0) : at;
-  return text.slice(begin, begin + __RLM_PREVIEW_CHARS);
+  const { max, floor } = __rlm_safe.math;
+  const begin = length < __RLM_PREVIEW_CHARS ? max(at - floor((__RLM_PREVIEW_CHARS - length) / 2), 0) : at;
+  return __rlm_safe.slice(text, begin, begin + __RLM_PREVIEW_CHARS);
+}
+
+/** The items of an array, the chunks view or an object as `[location, item]` pairs,
+ * with the name of the location (`index` or `key`); `null` for anything else. */
+function __rlm_items(value) {
+  const safe = __rlm_safe;
+  const items = [];
+  if (safe.isArray(value)) {
+    for (let i = 0; i < value.length; i++) safe.append(items, [i, value[i]]);
+    return ["index", items];
+  }
+  if (value instanceof __RLM_Chunks) {
+    for (let i = 0; i < value.length; i++) safe.append(items, [i, value.at(i)]);
+    return ["index", items];
+  }
+  if (value !== null && typeof value === "object") {
+    const keys = safe.keys(value);
+    for (let i = 0; i < keys.length; i++) safe.append(items, [keys[i], value[keys[i]]]);
+    return ["key", items];
+  }
+  return null;
 }
 
 /** Occurrences of `pattern` (literal and case-sensitive unless `regex` is true or a
@@ -111,6 +170,7 @@ function __rlm_preview(text, at, length) {
  * array: [{index, offset, preview}]; in an object: [{key, offset, preview}] (the first
  * match of each item). Previews are 200 characters around the match. */
 globalThis.search = function search(value, pattern, regex = false, max_results = 10) {
+  const safe = __rlm_safe;
   const find = __rlm_finder(pattern, regex);
   const limit = max_results == null || max_results <= 0 ? Infinity : max_results;
   const results = [];
@@ -121,104 +181,122 @@ globalThis.search = function search(value, pattern, regex = false, max_results =
     while (results.length < limit) {
       const hit = find(value, at);
       if (hit === null) break;
-      const [offset, matched] = hit;
-      for (let i = value.indexOf("\n", counted); i !== -1 && i < offset; i = value.indexOf("\n", i + 1)) {
+      const offset = hit[0];
+      const matched = hit[1];
+      for (let i = safe.indexOf(value, "\n", counted); i !== -1 && i < offset; i = safe.indexOf(value, "\n", i + 1)) {
         line++;
       }
       counted = offset;
-      results.push({ offset, line, match: matched, preview: __rlm_preview(value, offset, matched.length) });
-      at = offset + Math.max(matched.length, 1);
+      safe.append(results, { offset, line, match: matched, preview: __rlm_preview(value, offset, matched.length) });
+      at = offset + safe.math.max(matched.length, 1);
       if (at > value.length) break;
     }
     return results;
   }
-  let items;
-  let label;
-  if (Array.isArray(value) || value instanceof __RLM_Chunks) {
-    items = Array.from(value, (item, i) => [i, item]);
-    label = "index";
-  } else if (value !== null && typeof value === "object") {
-    items = Object.entries(value);
-    label = "key";
-  } else {
-    throw new TypeError(`search() cannot search a ${__rlm_kind(value)}`);
-  }
-  for (const [location, item] of items) {
-    const text = __rlm_text(item);
+  const listed = __rlm_items(value);
+  if (listed === null) throw new TypeError(`search() cannot search a ${__rlm_kind(value)}`);
+  const label = listed[0];
+  const items = listed[1];
+  for (let i = 0; i < items.length; i++) {
+    const text = __rlm_text(items[i][1]);
     const hit = find(text);
     if (hit !== null) {
-      const [offset, matched] = hit;
-      results.push({ [label]: location, offset, preview: __rlm_preview(text, offset, matched.length) });
+      safe.append(results, { [label]: items[i][0], offset: hit[0], preview: __rlm_preview(text, hit[0], hit[1].length) });
       if (results.length >= limit) break;
     }
   }
   return results;
 };
 
-/** The pieces find_relevant ranks: array items, object values, or ~2000-character
- * pieces of a string (cut at a newline where there is one). */
-function* __rlm_documents(value) {
+/** The pieces find_relevant ranks, as `[label, location, text]`: array items, object
+ * values, or ~2000-character pieces of a string (cut at a newline where there is one). */
+function __rlm_documents(value) {
+  const safe = __rlm_safe;
+  const docs = [];
   if (typeof value === "string") {
     let at = 0;
     while (at < value.length) {
-      let end = Math.min(at + __RLM_BM25_CHUNK_CHARS, value.length);
+      let end = safe.math.min(at + __RLM_BM25_CHUNK_CHARS, value.length);
       if (end < value.length) {
-        const newline = value.lastIndexOf("\n", end - 1);
+        const newline = safe.lastIndexOf(value, "\n", end - 1);
         if (newline >= at + __RLM_BM25_CHUNK_CHARS / 2) end = newline + 1;
       }
-      yield ["offset", at, value.slice(at, end)];
+      safe.append(docs, ["offset", at, safe.slice(value, at, end)]);
       at = end;
     }
-  } else if (Array.isArray(value) || value instanceof __RLM_Chunks) {
-    let i = 0;
-    for (const item of value) yield ["index", i++, __rlm_text(item)];
-  } else if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) yield ["key", key, __rlm_text(item)];
-  } else {
-    throw new TypeError(`find_relevant() cannot rank a ${__rlm_kind(value)}`);
+    return docs;
   }
+  const listed = __rlm_items(value);
+  if (listed === null) throw new TypeError(`find_relevant() cannot rank a ${__rlm_kind(value)}`);
+  const items = listed[1];
+  for (let i = 0; i < items.length; i++) safe.append(docs, [listed[0], items[i][0], __rlm_text(items[i][1])]);
+  return docs;
+}
+
+/** `word` with the characters a regular expression reads escaped. */
+function __rlm_escape(word) {
+  let out = "";
+  for (let i = 0; i < word.length; i++) {
+    const c = word[i];
+    out += __rlm_safe.indexOf(".*+?^${}()|[]\\/", c) === -1 ? c : "\\" + c;
+  }
+  return out;
 }
 
 /** The `top_k` items most relevant to `query` (BM25 over words): [{index|key|offset,
  * score, item}], best first; items with no query word are left out. */
 globalThis.find_relevant = function find_relevant(value, query, top_k = 5) {
-  const terms = Array.from(new Set(String(query).toLowerCase().match(/\w+/g) || [])).sort();
-  const docs = Array.from(__rlm_documents(value));
+  const safe = __rlm_safe;
+  const { log, max, round } = safe.math;
+  const seen = new safe.Map();
+  const words = __rlm_all_matches(/\w+/g, safe.toLowerCase(safe.String(query)));
+  const terms = [];
+  for (let i = 0; i < words.length; i++) {
+    if (!safe.mapHas(seen, words[i])) {
+      safe.mapSet(seen, words[i], true);
+      safe.append(terms, words[i]);
+    }
+  }
+  safe.sort(terms);
+  const docs = __rlm_documents(value);
   if (terms.length === 0 || docs.length === 0) return [];
-  const escaped = terms.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  const word = new RegExp(`\\b(?:${escaped.join("|")})\\b`, "gi");
+  const word = new safe.RegExp(`\\b(?:${safe.join(safe.map(terms, __rlm_escape), "|")})\\b`, "gi");
   const k1 = 1.5;
   const b = 0.75;
   let totalLength = 0;
   const hits = [];
-  const documentFrequency = new Map();
-  for (const [label, location, text] of docs) {
+  const documentFrequency = new safe.Map();
+  for (let d = 0; d < docs.length; d++) {
+    const text = docs[d][2];
     totalLength += text.length;
-    const counts = new Map();
-    for (const found of text.match(word) || []) {
-      const key = found.toLowerCase();
-      counts.set(key, (counts.get(key) || 0) + 1);
+    const counts = new safe.Map();
+    const found = __rlm_all_matches(word, text);
+    for (let i = 0; i < found.length; i++) {
+      const key = safe.toLowerCase(found[i]);
+      safe.mapSet(counts, key, (safe.mapGet(counts, key) || 0) + 1);
     }
-    if (counts.size > 0) {
-      hits.push({ label, location, text, counts });
-      for (const key of counts.keys()) documentFrequency.set(key, (documentFrequency.get(key) || 0) + 1);
+    if (safe.mapSize(counts) > 0) {
+      safe.append(hits, { label: docs[d][0], location: docs[d][1], text, counts });
+      safe.mapForEach(counts, (_, key) => {
+        safe.mapSet(documentFrequency, key, (safe.mapGet(documentFrequency, key) || 0) + 1);
+      });
     }
   }
   if (hits.length === 0) return [];
   const average = totalLength / docs.length || 1;
-  const scored = hits.map((hit, position) => {
+  const scored = safe.map(hits, (hit, position) => {
     let score = 0;
-    for (const [key, tf] of hit.counts) {
-      const df = documentFrequency.get(key);
-      const idf = Math.log((docs.length - df + 0.5) / (df + 0.5) + 1);
+    safe.mapForEach(hit.counts, (tf, key) => {
+      const df = safe.mapGet(documentFrequency, key);
+      const idf = log((docs.length - df + 0.5) / (df + 0.5) + 1);
       score += (idf * tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * hit.text.length) / average));
-    }
+    });
     return { score, position };
   });
-  scored.sort((x, y) => y.score - x.score || x.position - y.position);
-  return scored.slice(0, Math.max(top_k | 0, 0)).map(({ score, position }) => {
-    const hit = hits[position];
-    const item = hit.label === "offset" ? hit.text : Array.isArray(value) ? value[hit.location] : value[hit.location];
-    return { [hit.label]: hit.location, score: Math.round(score * 10000) / 10000, item };
+  safe.sort(scored, (x, y) => y.score - x.score || x.position - y.position);
+  return safe.map(safe.sliceList(scored, 0, max(top_k | 0, 0)), (ranked) => {
+    const hit = hits[ranked.position];
+    const item = hit.label === "offset" ? hit.text : value[hit.location];
+    return { [hit.label]: hit.location, score: round(ranked.score * 10000) / 10000, item };
   });
 };

@@ -1,4 +1,4 @@
-// rlm's JavaScript prelude, part 3/3 (helpers): the helpers served by the host — they
+// rlm's JavaScript prelude, part 3/4 (helpers): the helpers served by the host — they
 // return Promises, so `await` them (several at once with Promise.all) — and FINAL_VAR,
 // SUBMIT, SHOW_VARS. Argument shapes mirror the Python helpers; pairs are arrays.
 "use strict";
@@ -15,7 +15,7 @@ function __rlm_prompt_args(prompt, context, split) {
 function __rlm_refs(refs) {
   if (refs === undefined || refs === null) return [];
   if (typeof refs === "string") return [refs];
-  return __rlm_safe.arrayFrom(refs, (ref) => __rlm_safe.String(ref));
+  return __rlm_safe.listOf(refs, (ref) => __rlm_safe.String(ref));
 }
 
 /** One plain call to the sub-model; resolves to its text. A prompt past the
@@ -30,7 +30,7 @@ globalThis.llm_query = async function llm_query(prompt, context = null, options 
  * answers in order. A failed call's answer is "[llm_query error: ...]". */
 globalThis.llm_query_parallel = async function llm_query_parallel(prompts, options = null) {
   const split = options !== null && typeof options === "object" && options.split === true;
-  const jobs = __rlm_safe.arrayFrom(prompts, (entry) => {
+  const jobs = __rlm_safe.listOf(prompts, (entry) => {
     if (__rlm_safe.isArray(entry) && entry.length === 2) return __rlm_prompt_args(entry[0], entry[1], split);
     if (entry !== null && typeof entry === "object" && "prompt" in entry) {
       return __rlm_prompt_args(entry.prompt, entry.context, entry.split === true || split);
@@ -83,7 +83,7 @@ function __rlm_parts(options) {
   const out = {};
   for (let i = 0; i < names.length; i++) {
     const value = plain[names[i]];
-    if (value !== undefined && value !== null) out[names[i]] = value;
+    if (value !== undefined && value !== null) __rlm_safe.own(out, names[i], value);
   }
   return out;
 }
@@ -141,11 +141,13 @@ globalThis.sub_rlm = async function sub_rlm(query, context = null) {
  * --max-parallel running); answers in order. A failed run's answer is
  * "[sub_rlm error: ...]". */
 globalThis.sub_rlm_parallel = async function sub_rlm_parallel(jobs) {
-  const payload = __rlm_safe.arrayFrom(jobs, (job) => {
+  const payload = __rlm_safe.listOf(jobs, (job) => {
     let query = job;
     let context = null;
-    if (__rlm_safe.isArray(job) && job.length === 2) [query, context] = job;
-    else if (job !== null && typeof job === "object" && "query" in job) {
+    if (__rlm_safe.isArray(job) && job.length === 2) {
+      query = job[0];
+      context = job[1];
+    } else if (job !== null && typeof job === "object" && "query" in job) {
       query = job.query;
       context = job.context ?? null;
     }
@@ -172,7 +174,7 @@ globalThis.spawn_agent = async function spawn_agent(task, refs = null) {
 /** Several agents in parallel: jobs are [task, refs] pairs or tasks; answers in order. */
 globalThis.spawn_agents = async function spawn_agents(jobs) {
   const text = __rlm_safe.String;
-  const payload = __rlm_safe.arrayFrom(jobs, (job) => {
+  const payload = __rlm_safe.listOf(jobs, (job) => {
     if (__rlm_safe.isArray(job)) return { task: text(job[0]), refs: __rlm_refs(job[1]) };
     if (job !== null && typeof job === "object") return { task: text(job.task), refs: __rlm_refs(job.refs) };
     return { task: text(job), refs: [] };
@@ -257,16 +259,25 @@ function __rlm_short(value, limit = 80) {
   return text.length <= limit ? text : safe.slice(text, 0, limit - 3) + "...";
 }
 
+/** The name of a value's type as SHOW_VARS shows it: `Array`, its constructor's name
+ * (read from own data properties only, so no getter model code put on a prototype
+ * runs), else `Object`. */
 function __rlm_type_name(value) {
+  const safe = __rlm_safe;
   if (value === null) return "null";
-  if (__rlm_safe.isArray(value)) return "Array";
-  if (typeof value === "object") return (value.constructor && value.constructor.name) || "Object";
-  return typeof value;
+  if (safe.isArray(value)) return "Array";
+  if (typeof value !== "object") return typeof value;
+  const proto = safe.getPrototypeOf(value);
+  const constructor = proto === null ? undefined : safe.ownDescriptor(proto, "constructor");
+  const ctor = constructor === undefined ? undefined : constructor.value;
+  const name = typeof ctor === "function" ? safe.ownDescriptor(ctor, "name") : undefined;
+  return name !== undefined && typeof name.value === "string" && name.value !== "" ? name.value : "Object";
 }
 
 function __rlm_size(value) {
   if (typeof value === "string" || __rlm_safe.isArray(value)) return value.length;
-  if (value instanceof __rlm_safe.Map || value instanceof __rlm_safe.Set) return value.size;
+  if (value instanceof __rlm_safe.Map) return __rlm_safe.mapSize(value);
+  if (value instanceof __rlm_safe.Set) return __rlm_safe.setSize(value);
   if (value !== null && typeof value === "object") return __rlm_safe.keys(value).length;
   return 0;
 }
@@ -291,22 +302,6 @@ globalThis.SHOW_VARS = function SHOW_VARS() {
   if (rows.length === 0) return "(no variables defined yet)";
   const lines = __rlm_safe.map(rows, (r) => `${r.name}: ${r.type_name}, size ${r.size} = ${r.preview}`);
   return __rlm_safe.join(lines, "\n");
-};
-
-/** Records every global that exists now as provided (called once the prelude and the
- * built-ins are in place), and makes the prelude's own plumbing (`__rlm_*` functions
- * the host calls) unchangeable, so model code cannot replace what the host runs. Only
- * `__rlm_final`, where FINAL_VAR and SUBMIT leave the answer, stays writable. */
-globalThis.__rlm_seal = function () {
-  const safe = __rlm_safe;
-  const names = safe.names(globalThis);
-  for (let i = 0; i < names.length; i++) {
-    const name = names[i];
-    safe.mapSet(__rlm_base, name, globalThis[name]);
-    if (safe.startsWith(name, "__rlm_") && name !== "__rlm_final" && name !== "__rlm_base") {
-      safe.defineProperty(globalThis, name, { writable: false, configurable: false });
-    }
-  }
 };
 
 /** Binds a global the engine provides (context, query, history, ...): not listed as

@@ -3,6 +3,7 @@
 //! `JSON.parse`, `JSON.stringify` or the `String.prototype` methods the output path
 //! uses are replaced, printing, the echo, `store.set`/`store.get` round trips and the
 //! helpers still work as before, while the model's own code sees its own replacements.
+//! What model code adds to a built-in prototype is in `prototypes.rs`.
 
 #![expect(
     clippy::unwrap_used,
@@ -179,17 +180,19 @@ async fn replacing_the_string_methods_of_the_output_path_leaves_it_intact() {
          Object.fromEntries = () => ({hijacked: true}); Array.from = () => ['FROM']; \
          Function.prototype.call = function () { return 'CALLED'; }; \
          Function.prototype.apply = function () { return 'APPLIED'; }; \
-         Object.prototype.toJSON = undefined;",
+         try { Object.prototype.toJSON = undefined; } catch (e) {}",
     )
     .await;
 }
 
+/// Replacing a built-in changes the model's own world. Adding to a built-in prototype
+/// is refused (issue 49, item 14: `prototypes.rs`), with why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_still_changes_its_own_world() {
     let mut f = plain().await;
     run(
         &mut f.env,
-        "Array.prototype.foo = function () { return 'foo of ' + this.length; };\n\
+        "Array.prototype.includes = function () { return 'includes of ' + this.length; };\n\
          Array.prototype.join = function () { return 'mine'; };\n\
          JSON.stringify = () => 'my stringify';",
     )
@@ -197,10 +200,23 @@ async fn the_model_still_changes_its_own_world() {
     assert_eq!(
         run(
             &mut f.env,
-            "print([1, 2].foo(), [1].join(), JSON.stringify({}))"
+            "print([1, 2].includes(3), [1].join(), JSON.stringify({}))"
         )
         .await,
-        "foo of 2 mine my stringify\n"
+        "includes of 2 mine my stringify\n"
+    );
+    let added = f
+        .env
+        .execute("Array.prototype.foo = function () { return 'foo'; }")
+        .await
+        .unwrap();
+    assert!(
+        added
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("No property can be added to a built-in prototype"),
+        "{added:?}"
     );
 }
 

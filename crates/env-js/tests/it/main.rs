@@ -8,4 +8,5 @@
 mod builtins;
 mod cells;
 mod guards;
+mod prototypes;
 mod support;

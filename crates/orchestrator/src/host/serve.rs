@@ -337,6 +337,13 @@ impl RunHost {
             self.cache_hit(CachedCall::SubRlm, &cache_key);
             return Ok(answer);
         }
+        // The child's forced answer is within the tree's call budget: its call is held
+        // before the child starts, or the child does not start.
+        if let Some(reason) = self.accounting.hold_for_child(child.agent_id.as_str()) {
+            return Err(HostError::RespondToModel(format!(
+                "no sub-run started: {reason}; answer from what you have"
+            )));
+        }
         self.accounting.record_sub_agent();
         self.sink.emit(EventData::SubAgentSpawned(SubAgentSpawned {
             child_agent_id: child.agent_id.clone(),
@@ -355,6 +362,7 @@ impl RunHost {
             cancel: Some(self.settings.cancel.clone()),
         };
         let outcome = run_child(launcher, Arc::clone(&self.store), request).await;
+        self.accounting.release_child(child_id.as_str());
         let totals = child_totals(&outcome.result, child_depth);
         self.accounting.record_child(&totals);
         self.sink

@@ -4,6 +4,12 @@
 //! without guessing — a `FINAL` also when fenced, the value a block that ran printed
 //! when the reply sends that block again — and a sentence is asked once more for the
 //! answer alone.
+//!
+//! The forced request uses the call the run held for it from its start
+//! ([`Accounting::hold_final`](crate::accounting::Accounting::hold_final)) and counts
+//! like any other. A reply cut at its limit or in prose is asked again only while the
+//! budgets leave a call for it: after a budget is spent, a run makes exactly one forced
+//! request.
 
 use super::{
     bare_final, code_turn, fit, prompt, prose_answer, tool_turn, Caller, LoopError, LoopOutcome,
@@ -12,6 +18,7 @@ use super::{
 use crate::accounting::Reservation;
 use crate::env::tools::MicroTool;
 use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord};
+use crate::host::expected_cost;
 use crate::parse::parse_response;
 use crate::provider::{ChatMessage, Completion};
 
@@ -89,11 +96,13 @@ pub(super) async fn force_final(
             ),
             forced_instruction(medium)
         );
-        completion = ask.again(fitter, messages, &completion, retry).await?;
-        if completion.truncated {
-            caller.sink.emit(EventData::Warning {
-                message: "the forced final answer was cut at the model's output-token limit twice: it is given as it came, cut short".to_owned(),
-            });
+        if let Some(again) = ask.again(fitter, messages, &completion, retry).await? {
+            completion = again;
+            if completion.truncated {
+                caller.sink.emit(EventData::Warning {
+                    message: "the forced final answer was cut at the model's output-token limit twice: it is given as it came, cut short".to_owned(),
+                });
+            }
         }
     }
     let answer = match forced_answer(&completion, medium, (ran, task_call, caller.sink)).await? {
@@ -105,17 +114,22 @@ pub(super) async fn force_final(
             // (head-seed13 js `aggregate` item 4 and seed 9's item 4, the right label
             // scored wrong for its sentence).
             let retry = by_medium(medium, prompt::FORCED_PROSE, prompt::FORCED_PROSE_TOOLS);
-            let again = ask
+            match ask
                 .again(fitter, messages, &completion, retry.to_owned())
-                .await?;
-            match forced_answer(&again, medium, (ran, task_call, caller.sink)).await? {
-                Ok(answer) => answer,
-                Err(bare) if one_value(&bare) => bare,
-                Err(_) => {
-                    caller.sink.emit(EventData::Warning {
-                        message: "the forced final answer came twice with no FINAL(...): it is given as first written".to_owned(),
-                    });
-                    prose
+                .await?
+            {
+                None => prose,
+                Some(again) => {
+                    match forced_answer(&again, medium, (ran, task_call, caller.sink)).await? {
+                        Ok(answer) => answer,
+                        Err(bare) if one_value(&bare) => bare,
+                        Err(_) => {
+                            caller.sink.emit(EventData::Warning {
+                                message: "the forced final answer came twice with no FINAL(...): it is given as first written".to_owned(),
+                            });
+                            prose
+                        }
+                    }
                 }
             }
         }
@@ -143,34 +157,57 @@ struct Ask<'a> {
 }
 
 impl Ask<'_> {
-    /// The forced request, on the conversation as it stands.
+    /// The forced request, on the conversation as it stands, with the call held for it.
     async fn first(
         &self,
         fitter: &mut fit::Fitter,
         messages: &mut Vec<ChatMessage>,
     ) -> Result<Completion, LoopError> {
-        fit::ask_fitted(
-            self.caller,
-            fitter,
-            messages,
-            self.offer,
-            (CallPurpose::ForcedFinal, Reservation::default()),
-            self.iteration,
-        )
-        .await
+        let expected = expected_cost(self.caller.model, messages);
+        let reserved = self.caller.accounting.start_final(expected);
+        self.send(fitter, messages, reserved).await
     }
 
-    /// Asked again after `previous`, which was not an answer, with `correction`.
+    /// Asked again after `previous`, which was not an answer, with `correction`, when
+    /// the budgets leave a call for it; `None` (and a warning) when they do not.
     async fn again(
         &self,
         fitter: &mut fit::Fitter,
         messages: &mut Vec<ChatMessage>,
         previous: &Completion,
         correction: String,
-    ) -> Result<Completion, LoopError> {
+    ) -> Result<Option<Completion>, LoopError> {
         messages.push(ChatMessage::assistant(previous.text.clone()));
         messages.push(ChatMessage::user(correction));
-        self.first(fitter, messages).await
+        let reserved = expected_cost(self.caller.model, messages);
+        if let Some(reason) = self.caller.accounting.start_call(reserved) {
+            messages.truncate(messages.len() - 2);
+            self.caller.sink.emit(EventData::Warning {
+                message: format!(
+                    "the forced final answer was not asked again ({reason}): it is given as it came"
+                ),
+            });
+            return Ok(None);
+        }
+        self.send(fitter, messages, reserved).await.map(Some)
+    }
+
+    /// One forced request, accounted against `reserved`.
+    async fn send(
+        &self,
+        fitter: &mut fit::Fitter,
+        messages: &mut Vec<ChatMessage>,
+        reserved: Reservation,
+    ) -> Result<Completion, LoopError> {
+        fit::ask_fitted(
+            self.caller,
+            fitter,
+            messages,
+            self.offer,
+            (CallPurpose::ForcedFinal, reserved),
+            self.iteration,
+        )
+        .await
     }
 }
 

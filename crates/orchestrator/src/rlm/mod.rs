@@ -313,6 +313,9 @@ pub async fn run_loop(
     // What the model was shown of the task and the context: a block of one token of
     // it is not code.
     let shown = [query, context.map_or("", |info| info.preview.as_str())];
+    // The forced answer's call, held from the start: the other calls stop one short of
+    // the call budget, so the answer is within it.
+    accounting.hold_final();
     for iteration in 1..=settings.max_iterations {
         let reserved = crate::host::expected_cost(model, &messages);
         if let Some(reason) = accounting.start_call(reserved) {

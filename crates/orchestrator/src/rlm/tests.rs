@@ -709,19 +709,27 @@ async fn a_spent_budget_forces_the_answer_early() {
         max_llm_calls: Some(2),
         ..Limits::default()
     };
+    // One step, then the forced answer: the budget holds the forced answer's call.
     let h = run_with(
         &[
             "```repl\nprint(1)\n```",
-            "```repl\nprint(2)\n```",
-            "FINAL(cut short)",
+            "The answer, I think, is cut short.",
+            "FINAL(asked again)",
         ],
         settings(),
         limits,
     )
     .await;
     assert!(h.outcome.forced);
-    assert_eq!(h.outcome.iterations, 2);
-    assert!(last_user_message(&h, 2).contains("--max-llm-calls 2"));
+    assert_eq!(h.outcome.iterations, 1);
+    assert!(last_user_message(&h, 1).contains("--max-llm-calls 2"));
+    // The forced reply in prose is not asked again: no call is left for it.
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 2);
+    assert_eq!(h.outcome.answer, "The answer, I think, is cut short.");
+    assert!(h.events.iter().any(|e| matches!(
+        &e.data,
+        EventData::Warning { message } if message.contains("was not asked again")
+    )));
 }
 
 #[tokio::test]

@@ -245,6 +245,7 @@ impl Session {
         let accounting = Arc::new(Accounting::with_tree(
             self.config.limits,
             self.tree_budget(&run_id),
+            self.lineage.agent_id.as_str(),
         ));
         self.host.set(Some(Arc::new(RunHost::new(
             Arc::clone(&self.store),
@@ -269,6 +270,8 @@ impl Session {
 
         self.canceller.set(None);
         self.host.set(None);
+        // A run that answered without a forced answer gives back the call it held.
+        accounting.release_final();
         let totals = accounting.totals();
         self.add_totals(&totals);
         // A run that ends without an answer is recorded the same way whatever the cause.
