@@ -17,6 +17,7 @@
 //! `/sys/fs/cgroup`), nothing here is used and the cookie sweeps are all there is; the
 //! root of the run tree says so once ([`Unavailable`] says why).
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -183,11 +184,11 @@ fn is_zombie(pid: u32) -> bool {
 
 /// Once the run is gone (its watchdog, or a later run reaping a dead one): kills
 /// everything in `dir` and below (with `cgroup.kill` where the kernel has it, else
-/// member by member) until it is empty or a few seconds pass. Returns how many
-/// processes were in it.
-pub(crate) fn kill_members(dir: &Path) -> usize {
+/// member by member) until it is empty or a few seconds pass. Returns the pids that
+/// were in it.
+pub(crate) fn kill_members(dir: &Path) -> HashSet<u32> {
     let deadline = Instant::now() + KILL_WAIT;
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     loop {
         let left: Vec<u32> = members(dir)
             .into_iter()
@@ -204,12 +205,12 @@ pub(crate) fn kill_members(dir: &Path) -> usize {
         }
         std::thread::sleep(POLL);
     }
-    seen.len()
+    seen
 }
 
-/// [`kill_members`], then removes `dir` with the cgroups nested in it. Returns how
-/// many processes were killed and whether the directory is gone.
-pub(crate) fn kill_and_remove(dir: &Path) -> (usize, bool) {
+/// [`kill_members`], then removes `dir` with the cgroups nested in it. Returns the
+/// pids that were in it and whether the directory is gone.
+pub(crate) fn kill_and_remove(dir: &Path) -> (HashSet<u32>, bool) {
     let killed = kill_members(dir);
     remove_all(dir);
     (killed, !dir.exists())

@@ -136,7 +136,8 @@ fn kill_watchdog_then_run(sb: &Sandbox, mark: &str) -> Leftovers {
         )
         .unwrap();
     };
-    let (watchdog, cookie) = watchdog.unwrap_or_else(|| panic!("the run's watchdog was never seen"));
+    let (watchdog, cookie) =
+        watchdog.unwrap_or_else(|| panic!("the run's watchdog was never seen"));
     let temp_dir = sleeps.iter().find_map(|&pid| {
         tmpdir_of(pid).filter(|dir| {
             dir.file_name()

@@ -165,7 +165,8 @@ fn a_process_inside_the_run_cannot_register_a_command() {
         found.is_some() || !matches!(run.try_wait(), Ok(None))
     });
     let out = run.wait_with_output().unwrap();
-    let (watchdog, _) = found.unwrap_or_else(|| panic!("the run ended before its watchdog was seen"));
+    let (watchdog, _) =
+        found.unwrap_or_else(|| panic!("the run ended before its watchdog was seen"));
     eventually("the watchdog exits", || gone(watchdog));
     let seen = mock.control().requests();
     assert!(out.status.success(), "{out:?}");

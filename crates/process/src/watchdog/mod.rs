@@ -105,8 +105,15 @@ pub fn start_watchdog(program: &Path, data_dir: Option<&Path>) -> std::io::Resul
             return Err(error);
         }
     };
-    // The watchdog removes the (empty) directory when we are gone if we cannot enter.
-    let tree = made.and_then(|dir| crate::cgroup::enter(&dir).map(|()| dir));
+    // A cgroup we cannot enter holds nothing: removed at once (the watchdog, told of
+    // it, then finds nothing there).
+    let tree = made.and_then(|dir| {
+        crate::cgroup::enter(&dir)
+            .map(|()| dir.clone())
+            .inspect_err(|_| {
+                crate::cgroup::discard(&dir);
+            })
+    });
     if let Err(why) = &tree {
         if root_of_tree {
             tracing::warn!(
@@ -199,7 +206,11 @@ fn send(order: &Order) {
     let mut pipe = pipe.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(stdin) = pipe.as_mut() {
         if let Err(error) = orders::write_order(stdin, order) {
-            tracing::warn!(%error, "could not give the watchdog a clean-up order");
+            // Said once: a killed watchdog would fail every later order the same way.
+            static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(%error, "could not give the watchdog a clean-up order: if this run is killed, a later run or `runs prune` ends what it leaves");
+            }
         }
     }
 }

@@ -16,6 +16,7 @@
 //! `rlm-…`. A forged record can so name only what its writer could have killed or
 //! removed itself, and never a live run (whose lock is held).
 
+use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -101,7 +102,7 @@ pub fn reap_dead_runs(data_dir: &Path, options: ReapOptions) -> Result<Reaped, R
     }
     let cookies: Vec<String> = dead.iter().map(|(r, _)| r.cookie.clone()).collect();
     let mut killed = if options.dry_run {
-        vec![0; cookies.len()]
+        vec![HashSet::new(); cookies.len()]
     } else {
         sweep(&cookies)
     };
@@ -120,8 +121,8 @@ pub fn reap_dead_runs(data_dir: &Path, options: ReapOptions) -> Result<Reaped, R
         let mut emptied = true;
         if !options.dry_run {
             if let Some(dir) = &cgroup {
-                let (count, gone) = crate::cgroup::kill_and_remove(dir);
-                *killed += count;
+                let (members, gone) = crate::cgroup::kill_and_remove(dir);
+                killed.extend(members);
                 emptied = gone;
             }
             for dir in &temp_dirs {
@@ -138,7 +139,7 @@ pub fn reap_dead_runs(data_dir: &Path, options: ReapOptions) -> Result<Reaped, R
         reaped.runs.push(ReapedRun {
             cookie: record.cookie,
             owner_pid: record.owner.pid,
-            processes: *killed,
+            processes: killed.len(),
             cgroup,
             temp_dirs,
         });
@@ -200,9 +201,9 @@ struct DeadLock {
 }
 
 /// `SIGKILL`s the carriers of `cookies` until two sweeps in a row find none or
-/// [`SWEEP_FOR`] passes; returns how many were killed, per cookie.
-fn sweep(cookies: &[String]) -> Vec<usize> {
-    let mut killed = vec![0; cookies.len()];
+/// [`SWEEP_FOR`] passes; returns the pids killed, per cookie.
+fn sweep(cookies: &[String]) -> Vec<HashSet<u32>> {
+    let mut killed = vec![HashSet::new(); cookies.len()];
     let deadline = Instant::now() + SWEEP_FOR;
     let mut quiet = 0;
     while quiet < 2 && Instant::now() < deadline {
@@ -213,10 +214,10 @@ fn sweep(cookies: &[String]) -> Vec<usize> {
             quiet = 0;
         }
         for pid in found {
-            for (cookie, count) in cookies.iter().zip(killed.iter_mut()) {
+            for (cookie, pids) in cookies.iter().zip(killed.iter_mut()) {
                 let one = std::slice::from_ref(cookie);
                 if crate::procfs::signal_carrier(pid, one, nix::sys::signal::Signal::SIGKILL) {
-                    *count += 1;
+                    pids.insert(pid);
                     break;
                 }
             }
@@ -305,6 +306,21 @@ mod tests {
         let alive = format!("{}.t1", own.pid);
         let _mine =
             super::super::record::OwnRecord::create(live.clone(), record_of(&alive, own)).unwrap();
+        // A forged version of the live run's record (as model code could write it): a
+        // wrong start time, a directory to remove. The held lock keeps it alive.
+        let kept = tempfile::Builder::new()
+            .prefix("rlm-kernel-")
+            .tempdir()
+            .unwrap();
+        let mut forged = record_of(
+            &alive,
+            ProcessId {
+                pid: own.pid,
+                start_ticks: own.start_ticks + 1,
+            },
+        );
+        forged.temp_dirs.push(kept.path().to_owned());
+        live.write(&forged).unwrap();
         // A child that has exited and been reaped: its pid names no process now (or
         // another one, with another start time).
         let mut child = std::process::Command::new("true").spawn().unwrap();
@@ -345,6 +361,7 @@ mod tests {
         assert_eq!(reaped.runs[0].temp_dirs, [temp.path().to_owned()]);
         assert!(!temp.path().exists());
         assert!(precious.path().exists());
+        assert!(kept.path().exists());
         assert!(!live.record_path(&dead).exists());
         assert!(live.record_path(&alive).exists());
     }
