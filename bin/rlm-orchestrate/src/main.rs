@@ -59,6 +59,8 @@ fn main() -> std::process::ExitCode {
     // What escaped every supervisor (a cleared environment, then `setsid` or a double
     // fork) is still in the run's cgroup: the run is over, so it ends too.
     rlm_process::end_tree();
+    // Nothing of the run is left: no later run needs to look for it.
+    rlm_process::forget_live_record();
     exit::finish(result)
 }
 
@@ -88,12 +90,20 @@ fn start_watchdog(cli: &cli::Cli) {
     ) {
         return;
     }
-    let started = std::env::current_exe().and_then(|exe| rlm_process::start_watchdog(&exe));
+    // The root of a run tree first ends what dead runs of this data directory left
+    // (killed together with their watchdogs); a few at most, so start-up stays quick.
+    let root_of_tree = std::env::var_os(rlm_process::SUPERVISION_COOKIE_ENV).is_none();
+    let data_dir = &cli.global.data_dir;
+    let started =
+        std::env::current_exe().and_then(|exe| rlm_process::start_watchdog(&exe, Some(data_dir)));
     if let Err(error) = started {
         tracing::warn!(
             %error,
             "could not start the watchdog: if rlm-orchestrate is killed, processes it started may be left running"
         );
+    }
+    if root_of_tree {
+        runs::reap_at_start(data_dir);
     }
 }
 

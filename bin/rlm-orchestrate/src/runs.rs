@@ -8,6 +8,7 @@
 //! rest is shown.
 
 mod html;
+mod leftovers;
 mod prune;
 mod text;
 
@@ -23,6 +24,8 @@ use rlm_orchestrator::trace::{
     attach_agent_results, list_runs, load_trace, RunListing, RunSummary, RunTrace, TraceProblem,
     TraceReadError,
 };
+
+pub use leftovers::reap_at_start;
 
 use crate::cli::runs::{ListArgs, RunsArgs, RunsCommand, ShowArgs};
 use crate::cli::GlobalArgs;

@@ -88,11 +88,10 @@ pub(super) fn confine(
         .prefix("rlm-kernel-")
         .tempdir()
         .map_err(|source| KernelError::TempDir { source })?;
-    // Removed by the run's watchdog if the orchestrator is killed before it can.
-    if let Some(path) = tmp.path().to_str() {
-        #[cfg(target_os = "linux")]
-        rlm_process::run_at_exit(&["rm", "-rf", "--", path]);
-    }
+    // Removed by the run's watchdog if the orchestrator is killed before it can (and
+    // by a later run if the watchdog is killed too).
+    #[cfg(target_os = "linux")]
+    rlm_process::remove_at_exit(tmp.path());
     let policy = kernel_policy(sandbox, config, python, tmp.path(), more_contexts);
     let (program, args) =
         rlm_sandbox::wrap_command(launcher, &policy, python.as_os_str(), python_args);

@@ -9,12 +9,15 @@
 //! every child inherits it. [`end_tree`] (the end of `main`, the second Ctrl-C)
 //! `SIGKILL`s every member but the process itself; the watchdog, after the process is
 //! gone however it ended (`kill -9` included), writes `cgroup.kill` and removes the
-//! directory. A nested run makes its cgroup inside its parent's, so a parent's
-//! clean-up reaches its children's trees too.
+//! directory; should the watchdog be killed too, a later run or `runs prune` does
+//! ([`reap_dead_runs`](crate::reap_dead_runs)). A nested run makes its cgroup inside
+//! its parent's, so a parent's clean-up reaches its children's trees too.
 //!
 //! Where no cgroup v2 hierarchy is mounted writable (not root, a read-only
-//! `/sys/fs/cgroup`), nothing here is used and the cookie sweeps are all there is.
+//! `/sys/fs/cgroup`), nothing here is used and the cookie sweeps are all there is; the
+//! root of the run tree says so once ([`Unavailable`] says why).
 
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -32,7 +35,7 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup`, or
 /// `/sys/fs/cgroup/unified` on hybrid systems), from `/proc/self/mountinfo`.
-fn mount_point() -> Option<PathBuf> {
+pub(crate) fn mount_point() -> Option<PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     mountinfo.lines().find_map(|line| {
         let (fields, rest) = line.split_once(" - ")?;
@@ -49,25 +52,58 @@ fn own_path() -> Option<String> {
         .map(|path| path.trim().to_owned())
 }
 
-/// Creates the run's cgroup `rlm-<cookie>` under this process's own; `None` (logged)
-/// where cgroup v2 is not available or not writable.
-pub(crate) fn create(cookie: &str) -> Option<PathBuf> {
-    let mount = mount_point()?;
-    let own = own_path()?;
+/// Why a run has no cgroup of its own.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unavailable {
+    /// No cgroup v2 hierarchy is mounted.
+    #[error("no cgroup v2 hierarchy is mounted")]
+    NotMounted,
+    /// `/proc/self/cgroup` names no cgroup v2 path.
+    #[error("this process's cgroup v2 path is unknown")]
+    NoOwnPath,
+    /// The directory could not be made (a read-only hierarchy, no permission).
+    #[error("failed to create {} (is cgroup v2 read-only, or not delegated to this user?): {source}", path.display())]
+    Create {
+        /// The run's cgroup.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// This process could not move into it.
+    #[error("failed to move into {}: {source}", path.display())]
+    Enter {
+        /// The run's cgroup.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Creates the run's cgroup `rlm-<cookie>` under this process's own, or says why
+/// there is none (cgroup v2 not mounted, or not writable).
+pub(crate) fn create(cookie: &str) -> Result<PathBuf, Unavailable> {
+    let mount = mount_point().ok_or(Unavailable::NotMounted)?;
+    let own = own_path().ok_or(Unavailable::NoOwnPath)?;
     let dir = mount
         .join(own.trim_start_matches('/'))
         .join(format!("rlm-{cookie}"));
     match std::fs::create_dir(&dir) {
-        Ok(()) => Some(dir),
-        Err(error) => {
-            tracing::debug!(path = %dir.display(), %error, "no cgroup for the run; escaped descendants are found by their cookie only");
-            None
-        }
+        Ok(()) => Ok(dir),
+        Err(source) => Err(Unavailable::Create { path: dir, source }),
     }
 }
 
 /// Moves this process into `dir` (made by [`create`]); its children are born there.
-pub(crate) fn enter(dir: &Path) -> io::Result<()> {
+pub(crate) fn enter(dir: &Path) -> Result<(), Unavailable> {
+    enter_inner(dir).map_err(|source| Unavailable::Enter {
+        path: dir.to_owned(),
+        source,
+    })
+}
+
+fn enter_inner(dir: &Path) -> io::Result<()> {
     std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string())?;
     let _ = TREE.set(dir.to_owned());
     Ok(())
@@ -146,16 +182,22 @@ fn is_zombie(pid: u32) -> bool {
     })
 }
 
-/// For the watchdog once the run is gone: kills everything in `dir` (with
-/// `cgroup.kill` where the kernel has it, else member by member), waits until it is
-/// empty, and removes it with the cgroups nested in it.
-pub(crate) fn kill_and_remove(dir: &Path) {
+/// Once the run is gone (its watchdog, or a later run reaping a dead one): kills
+/// everything in `dir` and below (with `cgroup.kill` where the kernel has it, else
+/// member by member) until it is empty or a few seconds pass. Returns the pids that
+/// were in it.
+pub(crate) fn kill_members(dir: &Path) -> HashSet<u32> {
     let deadline = Instant::now() + KILL_WAIT;
+    let mut seen = HashSet::new();
     loop {
-        let left = members(dir);
+        let left: Vec<u32> = members(dir)
+            .into_iter()
+            .filter(|&pid| !is_zombie(pid))
+            .collect();
         if left.is_empty() || Instant::now() >= deadline {
             break;
         }
+        seen.extend(left.iter().copied());
         if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
             for pid in left {
                 let _ = crate::signal::send_signal(pid, Signal::SIGKILL);
@@ -163,7 +205,15 @@ pub(crate) fn kill_and_remove(dir: &Path) {
         }
         std::thread::sleep(POLL);
     }
+    seen
+}
+
+/// [`kill_members`], then removes `dir` with the cgroups nested in it. Returns the
+/// pids that were in it and whether the directory is gone.
+pub(crate) fn kill_and_remove(dir: &Path) -> (HashSet<u32>, bool) {
+    let killed = kill_members(dir);
     remove_all(dir);
+    (killed, !dir.exists())
 }
 
 /// Removes `dir` and the cgroups below it, deepest first.

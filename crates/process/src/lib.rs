@@ -64,4 +64,7 @@ pub use supervise::{
 };
 pub use tokio_util::sync::CancellationToken;
 #[cfg(target_os = "linux")]
-pub use watchdog::{run_at_exit, start_watchdog, watchdog_main, WATCHDOG_SUBCOMMAND};
+pub use watchdog::{
+    forget_live_record, reap_dead_runs, remove_at_exit, run_at_exit, start_watchdog, watchdog_main,
+    ReapOptions, Reaped, ReapedRun, RecordError, LIVE_DIR, TEMP_DIR_PREFIX, WATCHDOG_SUBCOMMAND,
+};

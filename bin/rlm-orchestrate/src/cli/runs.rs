@@ -50,7 +50,8 @@ Exits 4 when no run matches, 2 when the prefix matches several.")]
     Show(ShowArgs),
 
     /// Remove what ended runs left behind: the copies of their contexts in the store
-    /// (scope `session:<run-id>`) and, with --traces, their trace directories.
+    /// (scope `session:<run-id>`) and, with --traces, their trace directories; first,
+    /// end what runs killed together with their watchdog left running.
     #[command(after_help = "\
 Examples:
   rlm-orchestrate runs prune                      # sessions over for a week
@@ -60,7 +61,12 @@ Examples:
 A session is over when its orchestrator is gone and nothing was written for
 --older-than (default 7d): neither its trace nor its context variables. Sub-agent
 results, cache entries (scope cache) and variables you set yourself are kept; remove
-those with `vars rm` or `vars clear`.")]
+those with `vars rm` or `vars clear`.
+
+A run `kill -9`ed together with its watchdog leaves its processes, its cgroup and its
+kernels' temporary directories; its record in <data-dir>/live/ says where. Whatever
+--older-than says, prune ends and removes them (--dry-run: says what it would); each
+new run also does so for a few such runs as it starts.")]
     Prune(PruneArgs),
 }
 

@@ -7,7 +7,8 @@
 //! size every run. `prune` removes the variables of sessions that are over — no live
 //! orchestrator, nothing written for `--older-than` — and, with `--traces`, the trace
 //! directories of such runs. Results, cache entries and the user's own variables are
-//! left alone.
+//! left alone. First it ends what runs killed together with their watchdog left
+//! running ([`super::leftovers`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -38,6 +39,8 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs, out: &mut dyn Write) -> Resu
         )?;
         return Ok(());
     }
+    // Dead runs' processes, cgroups and temporary directories go whatever their age.
+    super::leftovers::reap_all(data_dir, args.dry_run, out)?;
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);

@@ -88,3 +88,73 @@ fn daemons_with_a_cleared_environment_do_not_outlive_a_kill_9_of_the_run() {
     }
     assert_all_gone(&left);
 }
+
+/// The cgroup v2 mount point, from `/proc/self/mountinfo`.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (fields, rest) = line.split_once(" - ")?;
+        (rest.split_whitespace().next()? == "cgroup2")
+            .then(|| fields.split_whitespace().nth(4).map(PathBuf::from))?
+    })
+}
+
+/// Issue 49: where cgroup v2 is read-only, the run says once (not once per process of
+/// its tree) that escaped daemons cannot be caught; it used to say nothing.
+#[test]
+#[allow(clippy::print_stderr, reason = "a skipped test says so")]
+fn a_read_only_cgroup_hierarchy_is_warned_about_once() {
+    let Some(mount) = cgroup2_mount() else {
+        eprintln!("SKIPPED: no cgroup v2 here");
+        return;
+    };
+    let private_mounts = std::process::Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !private_mounts {
+        eprintln!("SKIPPED: no private mount namespace here");
+        return;
+    }
+    let sb = Sandbox::new();
+    // The root run starts a nested run: two processes that each start a watchdog.
+    let mock = rlm_test_support::mock_llm::MockLlm::spawn_blocking_thread(
+        rlm_test_support::mock_llm::MockScript::replies([
+            rlm_test_support::mock_llm::MockReply::text("```repl\nprint(sub_rlm('x'))\n```"),
+            rlm_test_support::mock_llm::MockReply::text("FINAL(child)"),
+            rlm_test_support::mock_llm::MockReply::text("FINAL(child)"),
+        ]),
+    )
+    .unwrap();
+    // A read-only view of the hierarchy in a mount namespace of the run's own.
+    let script =
+        "mount --bind \"$1\" \"$1\" && mount -o remount,bind,ro \"$1\" && shift && exec \"$@\"";
+    let out = std::process::Command::new("unshare")
+        .current_dir(sb.root())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("RLM_SANDBOX")
+        .env_remove("RUST_LOG")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(&mount)
+        .arg(crate::support::BIN)
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args([
+            "run",
+            "nest",
+            "--model",
+            "mock",
+            "--max-depth",
+            "2",
+            "--base-url",
+        ])
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "child\n");
+    let warned = stderr.matches("cannot be caught when it ends").count();
+    assert_eq!(warned, 1, "{stderr}");
+    assert!(stderr.contains("read-only"), "{stderr}");
+}

@@ -146,3 +146,80 @@ fn kill_9_of_a_run_leaves_no_kernel_temporary_directory() {
     }
     assert!(!left, "{dir} is left after kill -9 of the run");
 }
+
+/// Issue 49: when the data directory's disk fills up during a run, the run says once
+/// that its trace is incomplete (it used to warn once per lost event), and the trace
+/// reads as `unknown` with the reason, not as a complete answered run.
+#[test]
+#[allow(clippy::print_stderr, reason = "a skipped test says so")]
+fn a_full_disk_is_said_once_and_the_run_reads_as_unknown_with_the_reason() {
+    let private_mounts = Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !private_mounts {
+        eprintln!("SKIPPED: no private mount namespace here");
+        return;
+    }
+    let sb = Sandbox::new();
+    let data = sb.data_dir();
+    std::fs::create_dir_all(&data).unwrap();
+    let filler = data.join("filler");
+    // The first cell fills the data directory's disk and prints more than the free end
+    // of the trace file's last page holds: the events of its step are lost.
+    // The second frees it again, so the end of the run is written.
+    let fill = format!(
+        "```repl\ntry:\n    with open({filler:?}, 'wb') as f:\n        while True:\n            f.write(b'x' * 65536)\nexcept OSError as e:\n    print('full', e.errno)\nprint('y' * 30000)\n```"
+    );
+    let free = format!("```repl\nimport os\nos.remove({filler:?})\nprint('done')\n```");
+    let mock = MockLlm::spawn_blocking_thread(MockScript::replies([
+        MockReply::text(fill),
+        MockReply::text(free),
+        MockReply::text("FINAL(done)"),
+    ]))
+    .unwrap();
+    // A 4 MiB disk for the data directory, in a mount namespace of the test's own; the
+    // trace is read back inside it.
+    let script = "mount -t tmpfs -o size=4m tmpfs \"$1\" && d=\"$1\" && bin=\"$2\" && shift 2 \
+                  && \"$bin\" --data-dir \"$d\" \"$@\"; echo '=== list'; \"$bin\" --data-dir \"$d\" runs list --json";
+    let out = Command::new("unshare")
+        .current_dir(sb.root())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("RLM_SANDBOX")
+        .env_remove("RUST_LOG")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(&data)
+        .arg(BIN)
+        .args([
+            "run",
+            "fill the disk",
+            "--model",
+            "mock",
+            "--sandbox",
+            "off",
+            "--base-url",
+        ])
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (answer, listing) = stdout
+        .split_once("=== list\n")
+        .unwrap_or_else(|| panic!("{out:?}"));
+    assert_eq!(answer, "done\n", "{stderr}");
+    assert_eq!(
+        stderr.matches("is incomplete").count(),
+        1,
+        "the full disk is said once:\n{stderr}"
+    );
+    let runs: serde_json::Value =
+        serde_json::from_str(listing).unwrap_or_else(|e| panic!("{e}: {listing}"));
+    let run = &runs[0];
+    assert_eq!(run["status"], "unknown", "{run}");
+    let reason = run["error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("incomplete") && reason.contains("No space left"),
+        "{run}"
+    );
+}

@@ -11,6 +11,7 @@
 mod big_context;
 mod config;
 mod context_limits;
+mod dead_runs;
 mod escapees;
 mod eval;
 mod eval_arms;
@@ -59,4 +60,5 @@ mod vars_errors;
 mod vars_integrity;
 mod vars_ranges;
 mod vars_roundtrip;
+mod watchdog_orders;
 mod windows;

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use answer_file::{stored_answer, ANSWER_FILE, ANSWER_INLINE_BYTES};
-pub use sink::{now_ms, EventListener, EventSink, RunIdentity, TraceError, RUNS_DIR};
+pub use sink::{now_ms, EventListener, EventSink, RunIdentity, TraceError, EVENTS_FILE, RUNS_DIR};
 pub use summary::{RunSummaryFile, SUMMARY_FILE, SUMMARY_FORMAT_VERSION};
 
 use crate::env::{EnvKind, ReplVariable};
@@ -494,6 +494,10 @@ pub struct RunFinished {
     pub cost_usd: Option<f64>,
     /// Wall time.
     pub duration_ms: u64,
+    /// Set when some of the run's events could not be written (a full disk): how
+    /// many, and why. Readers then take the run's state as unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_incomplete: Option<String>,
 }
 
 /// One line of `events.jsonl`.

@@ -1,9 +1,14 @@
 //! Writing a run's trace: `events.jsonl` line by line as things happen, the same
 //! events to the listeners (live view, `--events`), and `summary.json` at the end.
+//!
+//! A trace that cannot be written (a full disk) never stops the run. The first failed
+//! write is said once, not once per event; the sink counts what it lost, and the run's
+//! end (`run_finished`, `summary.json`) says the trace is incomplete and why, so a
+//! reader takes the run's state as unknown rather than trusting a trace with a hole.
 
 use rlm_context_store::private_fs::{create_dir_all_private, open_private_append};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +17,9 @@ use crate::ids::{AgentId, RunId};
 
 /// Sub-directory of the data dir holding one directory per run.
 pub const RUNS_DIR: &str = "runs";
+
+/// Name of the event log in a run directory: one JSON object a line.
+pub const EVENTS_FILE: &str = "events.jsonl";
 
 /// Who a run is, stamped on each of its events.
 #[derive(Debug, Clone)]
@@ -55,10 +63,37 @@ impl TraceError {
 pub struct EventSink {
     identity: RunIdentity,
     dir: PathBuf,
-    file: Arc<Mutex<BufWriter<File>>>,
+    file: Arc<Mutex<TraceFile>>,
     listeners: Arc<Vec<EventListener>>,
     /// The fingerprint of the answer the last `final` event carried.
     final_answer: Arc<Mutex<Option<Fingerprint>>>,
+}
+
+/// `events.jsonl` and what could not be written to it.
+struct TraceFile {
+    file: File,
+    /// Events that could not be written.
+    lost: u64,
+    /// Why the first of them could not.
+    first_error: Option<String>,
+    /// The last write failed, possibly half way through its line: the next line starts
+    /// on a line of its own.
+    torn: bool,
+}
+
+impl TraceFile {
+    /// Appends `line` as one write; `Err` (with the error) when it was lost.
+    fn append(&mut self, line: &str) -> std::io::Result<()> {
+        let mut bytes = Vec::with_capacity(line.len() + 2);
+        if self.torn {
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        let written = self.file.write_all(&bytes);
+        self.torn = written.is_err();
+        written
+    }
 }
 
 /// An answer's length and hash: enough to tell that `run_finished` would repeat the
@@ -93,7 +128,7 @@ impl EventSink {
             path: dir.clone(),
             source: e.source,
         })?;
-        let path = dir.join("events.jsonl");
+        let path = dir.join(EVENTS_FILE);
         let file = open_private_append(&path).map_err(|e| TraceError {
             action: "open",
             path: path.clone(),
@@ -102,7 +137,12 @@ impl EventSink {
         Ok(Self {
             identity,
             dir,
-            file: Arc::new(Mutex::new(BufWriter::new(file))),
+            file: Arc::new(Mutex::new(TraceFile {
+                file,
+                lost: 0,
+                first_error: None,
+                torn: false,
+            })),
             listeners: Arc::new(listeners),
             final_answer: Arc::new(Mutex::new(None)),
         })
@@ -116,6 +156,19 @@ impl EventSink {
     /// The run's identity.
     pub fn identity(&self) -> &RunIdentity {
         &self.identity
+    }
+
+    /// `Some(why)` once an event could not be written: how many were lost, and the
+    /// first error (`run_finished` and `summary.json` carry it).
+    pub fn trace_incomplete(&self) -> Option<String> {
+        let trace = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let error = trace.first_error.as_ref()?;
+        let plural = if trace.lost == 1 { "" } else { "s" };
+        Some(format!(
+            "{} event{plural} could not be written to {}: {error}",
+            trace.lost,
+            self.dir.join(EVENTS_FILE).display()
+        ))
     }
 
     /// Records an event. Trace write failures are logged, never fatal to the run.
@@ -139,9 +192,17 @@ impl EventSink {
             }
         }
         {
-            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            if let Err(e) = writeln!(file, "{line}").and_then(|()| file.flush()) {
-                tracing::warn!("failed to write event to {}: {e}", self.dir.display());
+            let mut trace = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = trace.append(&line) {
+                trace.lost += 1;
+                if trace.first_error.is_none() {
+                    tracing::warn!(
+                        "the trace of run {} is incomplete: failed to write an event to {}: {e}; the run goes on, `runs list` will show it as unknown (free space there for later runs)",
+                        self.identity.run_id,
+                        self.dir.join(EVENTS_FILE).display()
+                    );
+                    trace.first_error = Some(e.to_string());
+                }
             }
         }
         // The listeners (the terminal, `--events`) get the whole event, scrubbed.

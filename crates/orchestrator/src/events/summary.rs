@@ -50,6 +50,10 @@ pub struct RunSummaryFile {
     pub totals: RunTotals,
     /// Wall time.
     pub duration_ms: u64,
+    /// Set when some of the run's events could not be written (a full disk): how
+    /// many, and why. Readers then take the run's state as unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_incomplete: Option<String>,
 }
 
 impl RunSummaryFile {
@@ -103,6 +107,7 @@ mod tests {
                 cost_usd: Some(0.25),
             },
             duration_ms: 812,
+            trace_incomplete: None,
         }
     }
 

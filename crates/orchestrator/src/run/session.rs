@@ -595,6 +595,7 @@ fn finish(
     let totals = accounting.totals();
     let cost = totals.cost_known.then_some(totals.cost_usd);
     let duration_ms = started.elapsed().as_millis() as u64;
+    let trace_incomplete = sink.trace_incomplete();
     sink.emit(EventData::RunFinished(RunFinished {
         status,
         answer: answer.map(str::to_owned),
@@ -602,6 +603,7 @@ fn finish(
         usage: totals.usage,
         cost_usd: cost,
         duration_ms,
+        trace_incomplete: trace_incomplete.clone(),
     }));
     let identity = sink.identity();
     let summary = RunSummaryFile {
@@ -619,6 +621,7 @@ fn finish(
             ..totals.run_totals()
         },
         duration_ms,
+        trace_incomplete,
     };
     if let Err(e) = sink.write_summary(&summary) {
         tracing::warn!("{e}");

@@ -62,9 +62,9 @@ fn from_summary(dir: &Path, file: RunSummaryFile, first: Option<&Event>) -> RunS
         depth: file.depth,
         task: started.map(|s| s.task.clone()),
         model: started.map(|s| s.model.clone()),
-        status: RunState::Ended(file.status),
+        status: state(file.status, file.trace_incomplete.as_deref()),
         answer: crate::events::stored_answer(dir).or(file.answer),
-        error: file.error,
+        error: with_gap(file.error, file.trace_incomplete.as_deref()),
         iterations: file.iterations,
         totals: file.totals,
         duration_ms: Some(file.duration_ms),
@@ -73,13 +73,38 @@ fn from_summary(dir: &Path, file: RunSummaryFile, first: Option<&Event>) -> RunS
     }
 }
 
+/// How a run that ended with `status` stands: unknown when its trace is incomplete
+/// (events were lost, so what it says cannot be taken as the whole story).
+fn state(status: crate::events::RunStatus, trace_incomplete: Option<&str>) -> RunState {
+    match trace_incomplete {
+        Some(_) => RunState::Unknown,
+        None => RunState::Ended(status),
+    }
+}
+
+/// The error shown for a run, with why its trace is incomplete when it is.
+fn with_gap(error: Option<String>, trace_incomplete: Option<&str>) -> Option<String> {
+    let Some(gap) = trace_incomplete else {
+        return error;
+    };
+    let gap = format!("the trace is incomplete: {gap}");
+    Some(match error {
+        Some(error) => format!("{error} ({gap})"),
+        None => gap,
+    })
+}
+
 /// Adds up a run from its events.
 fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
     let fold = RunFold::of(events);
     let started = fold.started.as_ref();
     let pid = started.map(|(_, s)| s.pid);
+    let gap = fold
+        .finished
+        .as_ref()
+        .and_then(|f| f.trace_incomplete.as_deref());
     let status = match &fold.finished {
-        Some(finished) => RunState::Ended(finished.status),
+        Some(finished) => state(finished.status, gap),
         None if pid.is_some_and(read::orchestrator_alive) => RunState::Running,
         None => RunState::Unknown,
     };
@@ -97,7 +122,7 @@ fn derive(run_id: &str, dir: &Path, events: &[Event]) -> Header {
             .or_else(|| read::time_from_run_id(run_id)),
         status,
         answer: crate::events::stored_answer(dir).or_else(|| fold.answer.clone()),
-        error: fold.error.clone(),
+        error: with_gap(fold.error.clone(), gap),
         iterations: fold
             .finished
             .as_ref()

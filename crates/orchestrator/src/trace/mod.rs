@@ -53,7 +53,7 @@ pub enum RunState {
     /// It has not ended and its orchestrator is still alive.
     Running,
     /// It has not ended and its orchestrator is gone (killed, crashed, or on another
-    /// machine).
+    /// machine), or its trace is incomplete (events could not be written: a full disk).
     Unknown,
 }
 
@@ -726,6 +726,7 @@ mod tests {
                     cost_usd: Some(0.5),
                 },
                 duration_ms: 7,
+                trace_incomplete: None,
             })
             .unwrap();
         dir

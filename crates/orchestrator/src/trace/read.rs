@@ -14,10 +14,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::TraceProblem;
+pub use crate::events::EVENTS_FILE;
 use crate::events::{Event, EventData, RunStarted, RunSummaryFile, SUMMARY_FILE};
-
-/// Name of the event log in a run directory.
-pub const EVENTS_FILE: &str = "events.jsonl";
 
 /// Longest first line read to learn a run's task (the `run_started` event).
 const FIRST_LINE_MAX_BYTES: u64 = 1 << 20;
