@@ -12,6 +12,11 @@
 //! progress), and a cancelled request cancels the run: its loop stops and every child
 //! process is ended, as on Ctrl-C. Stdout carries the protocol and nothing else; logs
 //! go to stderr.
+//!
+//! The client is not trusted (docs/security.md, "A hostile MCP client"): a call's base
+//! URL and context paths pass [`policy`] first, at most `--mcp-max-runs` runs go at once
+//! ([`slots`]), and the transport ([`stdio`]) answers every line and stops reading a
+//! client that does not read its replies.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -323,45 +328,35 @@ impl RlmServer {
         inline_context: Option<&std::path::Path>,
     ) -> Vec<OsString> {
         let mut args = mcp_command_line(&self.base.data_dir, &self.base.args);
-        let mut flag = |name: &str, value: Option<OsString>| {
+        let mut flag = |name: &str, value: Option<&std::ffi::OsStr>| {
             if let Some(value) = value {
                 let mut arg = OsString::from(format!("--{name}="));
                 arg.push(value);
                 args.push(arg);
             }
         };
-        let text = |value: &Option<String>| value.clone().map(OsString::from);
-        let number = |value: Option<String>| value.map(OsString::from);
-        flag("model", text(&params.model));
-        flag("provider", text(&params.provider));
-        flag("base-url", text(&checked.base_url));
-        flag("sub-model", text(&params.sub_model));
-        flag("env", text(&params.env));
-        flag(
-            "max-iterations",
-            number(params.max_iterations.map(|n| n.to_string())),
-        );
-        flag("max-depth", number(params.max_depth.map(|n| n.to_string())));
-        flag(
-            "max-llm-calls",
-            number(params.max_llm_calls.map(|n| n.to_string())),
-        );
-        flag(
-            "max-tokens",
-            number(params.max_tokens.map(|n| n.to_string())),
-        );
-        flag(
-            "max-cost-usd",
-            number(params.max_cost_usd.map(|n| n.to_string())),
-        );
-        flag("max-time", number(params.max_time.map(|n| n.to_string())));
-        for path in checked
-            .context_paths
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(inline_context)
-        {
-            flag("context", Some(path.as_os_str().to_owned()));
+        let text = |value: &Option<String>| value.as_ref().map(OsString::from);
+        let numbers = [
+            ("max-iterations", number(params.max_iterations)),
+            ("max-depth", number(params.max_depth)),
+            ("max-llm-calls", number(params.max_llm_calls)),
+            ("max-tokens", number(params.max_tokens)),
+            ("max-cost-usd", number(params.max_cost_usd)),
+            ("max-time", number(params.max_time)),
+        ];
+        let texts = [
+            ("model", text(&params.model)),
+            ("provider", text(&params.provider)),
+            ("base-url", text(&checked.base_url)),
+            ("sub-model", text(&params.sub_model)),
+            ("env", text(&params.env)),
+        ];
+        for (name, value) in texts.iter().chain(&numbers) {
+            flag(name, value.as_deref());
+        }
+        let paths = checked.context_paths.iter().map(PathBuf::as_path);
+        for path in paths.chain(inline_context) {
+            flag("context", Some(path.as_os_str()));
         }
         args
     }
@@ -427,6 +422,11 @@ impl RlmServer {
         }
         result
     }
+}
+
+/// A number argument as a flag's value.
+fn number<T: ToString>(value: Option<T>) -> Option<OsString> {
+    value.map(|n| n.to_string().into())
 }
 
 /// A call's base URL and context paths as the policy let them through.
