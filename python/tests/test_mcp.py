@@ -1,6 +1,7 @@
 """`rlm-orchestrate mcp` driven by the official MCP Python SDK (`mcp` from PyPI):
 initialize, list the tools, rlm_run against the scripted mock model (with progress
-notifications), the vars_* and runs_* tools, bad input as a tool error, and a
+notifications), the vars_* and runs_* tools, bad input as a tool error (a context path
+outside --mcp-root and a base URL the server was not started with included), and a
 cancelled call ending its run and the agent process it started.
 
 Usage: python test_mcp.py RLM_ORCHESTRATE_BIN MOCK_LLM_BIN
@@ -48,7 +49,8 @@ async def session_checks(tmp):
         "FINAL_VAR(n)",
     ]
     with MockModel(MOCK, replies) as model:
-        async with stdio_client(server(data, "--base-url", model.base_url, "--model", "mock")) as (r, w):
+        flags = ("--base-url", model.base_url, "--model", "mock", "--mcp-root", tmp)
+        async with stdio_client(server(data, *flags)) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()
                 names = {tool.name for tool in (await session.list_tools()).tools}
@@ -104,6 +106,11 @@ async def session_checks(tmp):
                 assert empty.is_error and "the task is empty" in text_of(empty), text_of(empty)
                 bad = await session.call_tool("rlm_run", {"task": "q", "context_paths": ["/nonexistent/x.log"]})
                 assert bad.is_error and "does not exist" in text_of(bad), text_of(bad)
+                # A file outside --mcp-root, and a base URL the server was not started with.
+                outside = await session.call_tool("rlm_run", {"task": "q", "context_paths": [os.path.abspath(BIN)]})
+                assert outside.is_error and "--mcp-root" in text_of(outside), text_of(outside)
+                elsewhere = await session.call_tool("rlm_run", {"task": "q", "base_url": "http://127.0.0.1:9/v1"})
+                assert elsewhere.is_error and "--mcp-allow-base-url" in text_of(elsewhere), text_of(elsewhere)
                 inline = await session.call_tool("rlm_run", {"task": "q", "context": "inline text", "env": "nope"})
                 assert inline.is_error and "invalid value 'nope'" in text_of(inline), text_of(inline)
 

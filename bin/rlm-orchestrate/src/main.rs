@@ -119,7 +119,7 @@ fn dispatch(cli: cli::Cli, after_mcp: Vec<std::ffi::OsString>) -> anyhow::Result
         cli::Command::Completions(args) => completions::run(&args),
         cli::Command::Runs(args) => runs::run(&cli.global, args),
         cli::Command::Eval(args) => eval::run(&cli.global, *args),
-        cli::Command::Mcp(_) => mcp::run(&cli.global, after_mcp),
+        cli::Command::Mcp(args) => mcp::run(&cli.global, &args.server, after_mcp),
     }
 }
 

@@ -12,6 +12,11 @@
 //! progress), and a cancelled request cancels the run: its loop stops and every child
 //! process is ended, as on Ctrl-C. Stdout carries the protocol and nothing else; logs
 //! go to stderr.
+//!
+//! The client is not trusted (docs/security.md, "A hostile MCP client"): a call's base
+//! URL and context paths pass [`policy`] first, at most `--mcp-max-runs` runs go at once
+//! ([`slots`]), and the transport ([`stdio`]) answers every line and stops reading a
+//! client that does not read its replies.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -20,6 +25,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Parser;
 use rlm_orchestrator::events::{Event, EventData, EventListener};
+use rlm_orchestrator::provider::{AnthropicProvider, OpenAiProvider, ProviderConfig, ProviderKind};
 use rlm_orchestrator::run::RunReport;
 use rlm_process::CancellationToken;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -29,29 +35,53 @@ use rmcp::model::{
     ServerConfig,
 };
 use rmcp::{
-    schemars, tool, tool_handler, tool_router, ErrorData, Peer, RoleServer, ServerHandler,
-    ServiceExt,
+    tool, tool_handler, tool_router, ErrorData, Peer, RoleServer, ServerHandler, ServiceExt,
 };
-use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::cli::run::McpServerArgs;
 use crate::cli::{Cli, Command, GlobalArgs, RunOptions};
+use params::{KeyParams, RunParams, RunsListParams, RunsShowParams, VarsListParams, VarsSetParams};
+use policy::Policy;
+use slots::RunSlots;
 
+mod params;
+mod policy;
+mod slots;
 mod stdio;
 
 /// Most bytes of output a `vars_*`/`runs_*` tool returns; longer output is cut with a
 /// note saying how long it was.
 const OUTPUT_MAX_BYTES: usize = 1 << 20;
 
+/// Most progress messages of one run waiting to be sent; more are dropped (a client
+/// that reads nothing must not make them pile up).
+const PROGRESS_QUEUE: usize = 64;
+
 /// Serves MCP on stdin/stdout until the client closes it. `args_after_mcp` are the
 /// command-line arguments that followed `mcp` (with `rlm.toml`'s settings folded in):
-/// each `rlm_run` parses them again, followed by its own overrides.
-pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result<()> {
+/// each `rlm_run` parses them again, followed by its own overrides; `server` bounds
+/// what those overrides may reach.
+pub fn run(
+    global: &GlobalArgs,
+    server: &McpServerArgs,
+    args_after_mcp: Vec<OsString>,
+) -> anyhow::Result<()> {
+    let own = parse_run_options(mcp_command_line(&global.data_dir, &args_after_mcp))?;
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let policy = Policy::new(
+        cwd,
+        &server.mcp_root,
+        own_base_urls(&own),
+        &server.mcp_allow_base_url,
+    )?;
     let server = RlmServer {
         base: Arc::new(Base {
             data_dir: global.data_dir.clone(),
             verbose: global.verbose,
             args: args_after_mcp,
+            policy,
+            runs: RunSlots::new(server.mcp_max_runs),
         }),
         tool_router: RlmServer::tool_router(),
     };
@@ -59,7 +89,7 @@ pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result
     runtime.block_on(async move {
         let framed = stdio::frame(tokio::io::stdin(), tokio::io::stdout());
         let service = server
-            .serve((framed.read, framed.write))
+            .serve(framed.transport)
             .await
             .map_err(|e| anyhow::anyhow!("the MCP session could not start: {e}"))?;
         service
@@ -72,6 +102,27 @@ pub fn run(global: &GlobalArgs, args_after_mcp: Vec<OsString>) -> anyhow::Result
     })
 }
 
+/// The base URLs the server's own settings send requests to: the root's and the
+/// sub-model's, each its provider's public API when none is given.
+fn own_base_urls(options: &RunOptions) -> Vec<String> {
+    let root = crate::settings::root_provider_config(options);
+    let sub = crate::settings::sub_provider_config(options, &root);
+    let url = |config: &ProviderConfig| {
+        match config.kind {
+            ProviderKind::OpenAi => Some(OpenAiProvider::DEFAULT_BASE_URL),
+            ProviderKind::Anthropic => Some(AnthropicProvider::DEFAULT_BASE_URL),
+            ProviderKind::Cli => None,
+        }
+        .map(|default| {
+            config
+                .base_url
+                .clone()
+                .unwrap_or_else(|| default.to_owned())
+        })
+    };
+    [url(&root), url(&sub)].into_iter().flatten().collect()
+}
+
 /// What every call starts from.
 #[derive(Debug)]
 struct Base {
@@ -79,6 +130,10 @@ struct Base {
     verbose: u8,
     /// The flags given after `mcp`.
     args: Vec<OsString>,
+    /// What a call may point its run at.
+    policy: Policy,
+    /// `--mcp-max-runs`.
+    runs: RunSlots,
 }
 
 impl Base {
@@ -99,98 +154,6 @@ struct RlmServer {
     tool_router: ToolRouter<Self>,
 }
 
-/// `rlm_run`'s arguments.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-struct RunParams {
-    /// The question or task about the context.
-    task: String,
-    /// Files to use as the context (absolute paths, or relative to the server's working
-    /// directory); several make a list. Read where they are, never copied into a prompt.
-    #[serde(default)]
-    context_paths: Vec<String>,
-    /// Context given inline as text (stored in the data directory, then used like a file).
-    #[serde(default)]
-    context: Option<String>,
-    /// The root model's name (default: the server's --model).
-    #[serde(default)]
-    model: Option<String>,
-    /// openai, anthropic or cli (default: the server's --provider).
-    #[serde(default)]
-    provider: Option<String>,
-    /// The model server's base URL, e.g. http://127.0.0.1:8080/v1.
-    #[serde(default)]
-    base_url: Option<String>,
-    /// The sub-model for llm_query and nested runs.
-    #[serde(default)]
-    sub_model: Option<String>,
-    /// Where the model's code runs: python, js or tools.
-    #[serde(default)]
-    env: Option<String>,
-    /// Most iterations of the root loop.
-    #[serde(default)]
-    max_iterations: Option<u32>,
-    /// Most levels of nested runs.
-    #[serde(default)]
-    max_depth: Option<u32>,
-    /// Most model calls across the whole tree.
-    #[serde(default)]
-    max_llm_calls: Option<u64>,
-    /// Most tokens across the whole tree.
-    #[serde(default)]
-    max_tokens: Option<u64>,
-    /// Most dollars across the whole tree (needs prices).
-    #[serde(default)]
-    max_cost_usd: Option<f64>,
-    /// Most seconds for the whole run.
-    #[serde(default)]
-    max_time: Option<u64>,
-}
-
-/// `vars_list`'s arguments.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-struct VarsListParams {
-    /// Only variables of this scope (global, agent:<id>, session:<id>, cache).
-    #[serde(default)]
-    scope: Option<String>,
-}
-
-/// `vars_get`'s arguments.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-struct KeyParams {
-    /// The variable's key.
-    key: String,
-}
-
-/// `vars_set`'s arguments.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-struct VarsSetParams {
-    /// The variable's key.
-    key: String,
-    /// The value: text, or JSON text with json=true.
-    value: String,
-    /// Parse `value` as JSON.
-    #[serde(default)]
-    json: bool,
-    /// Scope (default: global).
-    #[serde(default)]
-    scope: Option<String>,
-}
-
-/// `runs_list`'s arguments.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-struct RunsListParams {
-    /// At most this many of the latest runs.
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
-/// `runs_show`'s arguments.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-struct RunsShowParams {
-    /// The run id, or a unique prefix of one.
-    run_id: String,
-}
-
 #[tool_router]
 impl RlmServer {
     #[tool(
@@ -207,11 +170,28 @@ impl RlmServer {
             Ok(task) => task,
             Err(error) => return Ok(error_result(error_text(&error))),
         };
-        let args = match self.run_args(&params) {
-            Ok(args) => args,
-            Err(error) => return Ok(error_result(error_text(&error))),
+        let checked = match self.checked(&params) {
+            Ok(checked) => checked,
+            Err(refused) => return Ok(error_result(refused.to_string())),
         };
-        let options = match parse_run_options(args) {
+        // A call that does not parse is told so at once, not after waiting for a slot.
+        if let Err(error) = parse_run_options(self.run_args(&params, &checked, None)) {
+            return Ok(error_result(error.to_string()));
+        }
+        let _slot = match self.base.runs.enter(&cancelled).await {
+            Ok(slot) => slot,
+            Err(no_slot) => return Ok(error_result(no_slot.to_string())),
+        };
+        let inline = match params
+            .context
+            .as_deref()
+            .map(|t| self.inline_context_file(t))
+        {
+            None => None,
+            Some(Ok(path)) => Some(path),
+            Some(Err(error)) => return Ok(error_result(error_text(&error))),
+        };
+        let options = match parse_run_options(self.run_args(&params, &checked, inline.as_deref())) {
             Ok(options) => options,
             Err(error) => return Ok(error_result(error.to_string())),
         };
@@ -245,10 +225,12 @@ impl RlmServer {
         &self,
         Parameters(params): Parameters<VarsListParams>,
     ) -> Result<CallToolResult, ErrorData> {
+        let scope = params
+            .scope
+            .as_ref()
+            .map(|scope| format!("--scope={scope}"));
         let mut args = vec!["vars", "list", "--json"];
-        if let Some(scope) = &params.scope {
-            args.extend(["--scope", scope.as_str()]);
-        }
+        args.extend(scope.as_deref());
         Ok(self.command(&args, true))
     }
 
@@ -269,13 +251,15 @@ impl RlmServer {
         &self,
         Parameters(params): Parameters<VarsSetParams>,
     ) -> Result<CallToolResult, ErrorData> {
+        let scope = params
+            .scope
+            .as_ref()
+            .map(|scope| format!("--scope={scope}"));
         let mut args = vec!["vars", "set"];
         if params.json {
             args.push("--json");
         }
-        if let Some(scope) = &params.scope {
-            args.extend(["--scope", scope.as_str()]);
-        }
+        args.extend(scope.as_deref());
         args.extend(["--", params.key.as_str(), params.value.as_str()]);
         Ok(self.command(&args, false))
     }
@@ -317,42 +301,64 @@ impl ServerHandler for RlmServer {
 }
 
 impl RlmServer {
-    /// The command line of one `rlm_run`: the server's flags, then the call's.
-    fn run_args(&self, params: &RunParams) -> anyhow::Result<Vec<OsString>> {
-        let mut args: Vec<OsString> = vec!["rlm-orchestrate".into(), "--data-dir".into()];
-        args.push(self.base.data_dir.clone().into_os_string());
-        args.push("run".into());
-        args.extend(self.base.args.iter().cloned());
-        let mut flag = |name: &str, value: Option<String>| {
+    /// What the policy makes of a call's base URL and context paths: the URL and the
+    /// resolved paths the run gets, or why the call is refused.
+    fn checked(&self, params: &RunParams) -> Result<Checked, policy::Refused> {
+        let policy = &self.base.policy;
+        Ok(Checked {
+            base_url: params
+                .base_url
+                .as_deref()
+                .map(|url| policy.base_url(url))
+                .transpose()?,
+            context_paths: params
+                .context_paths
+                .iter()
+                .map(|path| policy.context_path(path))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The command line of one `rlm_run`: the server's flags, then the call's, each as
+    /// `--flag=value` so no value is read as a flag.
+    fn run_args(
+        &self,
+        params: &RunParams,
+        checked: &Checked,
+        inline_context: Option<&std::path::Path>,
+    ) -> Vec<OsString> {
+        let mut args = mcp_command_line(&self.base.data_dir, &self.base.args);
+        let mut flag = |name: &str, value: Option<&std::ffi::OsStr>| {
             if let Some(value) = value {
-                args.push(format!("--{name}").into());
-                args.push(value.into());
+                let mut arg = OsString::from(format!("--{name}="));
+                arg.push(value);
+                args.push(arg);
             }
         };
-        flag("model", params.model.clone());
-        flag("provider", params.provider.clone());
-        flag("base-url", params.base_url.clone());
-        flag("sub-model", params.sub_model.clone());
-        flag("env", params.env.clone());
-        flag(
-            "max-iterations",
-            params.max_iterations.map(|n| n.to_string()),
-        );
-        flag("max-depth", params.max_depth.map(|n| n.to_string()));
-        flag("max-llm-calls", params.max_llm_calls.map(|n| n.to_string()));
-        flag("max-tokens", params.max_tokens.map(|n| n.to_string()));
-        flag("max-cost-usd", params.max_cost_usd.map(|n| n.to_string()));
-        flag("max-time", params.max_time.map(|n| n.to_string()));
-        for path in &params.context_paths {
-            flag("context", Some(path.clone()));
+        let text = |value: &Option<String>| value.as_ref().map(OsString::from);
+        let numbers = [
+            ("max-iterations", number(params.max_iterations)),
+            ("max-depth", number(params.max_depth)),
+            ("max-llm-calls", number(params.max_llm_calls)),
+            ("max-tokens", number(params.max_tokens)),
+            ("max-cost-usd", number(params.max_cost_usd)),
+            ("max-time", number(params.max_time)),
+        ];
+        let texts = [
+            ("model", text(&params.model)),
+            ("provider", text(&params.provider)),
+            ("base-url", text(&checked.base_url)),
+            ("sub-model", text(&params.sub_model)),
+            ("env", text(&params.env)),
+        ];
+        for (name, value) in texts.iter().chain(&numbers) {
+            flag(name, value.as_deref());
         }
-        if let Some(text) = &params.context {
-            let file = self.inline_context_file(text)?;
-            flag("context", Some(file.display().to_string()));
+        let paths = checked.context_paths.iter().map(PathBuf::as_path);
+        for path in paths.chain(inline_context) {
+            flag("context", Some(path.as_os_str()));
         }
-        args.push("--".into());
-        args.push(params.task.clone().into());
-        Ok(args)
+        args
     }
 
     /// Writes inline context to `<data-dir>/mcp-contexts/<uuid>.txt` (private), so the
@@ -418,13 +424,34 @@ impl RlmServer {
     }
 }
 
-/// Parses a `run` command line into its options. The error is clap's message, whole:
-/// show it with `{}`, since `{:#}` would repeat a value parser's cause after it.
+/// A number argument as a flag's value.
+fn number<T: ToString>(value: Option<T>) -> Option<OsString> {
+    value.map(|n| n.to_string().into())
+}
+
+/// A call's base URL and context paths as the policy let them through.
+struct Checked {
+    base_url: Option<String>,
+    context_paths: Vec<PathBuf>,
+}
+
+/// `rlm-orchestrate --data-dir DIR mcp ARGS…`: the server's own command line, to
+/// which a call appends its overrides.
+fn mcp_command_line(data_dir: &std::path::Path, args: &[OsString]) -> Vec<OsString> {
+    let mut line: Vec<OsString> = vec!["rlm-orchestrate".into(), "--data-dir".into()];
+    line.push(data_dir.as_os_str().to_owned());
+    line.push("mcp".into());
+    line.extend(args.iter().cloned());
+    line
+}
+
+/// Parses an `mcp` command line into its run options. The error is clap's message,
+/// whole: show it with `{}`, since `{:#}` would repeat a value parser's cause after it.
 fn parse_run_options(args: Vec<OsString>) -> anyhow::Result<RunOptions> {
     let cli = Cli::try_parse_from(args)?;
     match cli.command {
-        Command::Run(run) => Ok(run.options),
-        _ => Err(anyhow::anyhow!("not a run")),
+        Command::Mcp(mcp) => Ok(mcp.options),
+        _ => Err(anyhow::anyhow!("not an mcp command line")),
     }
 }
 
@@ -501,7 +528,7 @@ fn progress_listener(meta: RequestMetaObject, peer: Peer<RoleServer>) -> Vec<Eve
     let Some(token) = meta.get_progress_token() else {
         return Vec::new();
     };
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<String>(PROGRESS_QUEUE);
     tokio::spawn(async move {
         let mut count = 0u32;
         while let Some(message) = receiver.recv().await {
@@ -515,7 +542,8 @@ fn progress_listener(meta: RequestMetaObject, peer: Peer<RoleServer>) -> Vec<Eve
     });
     let listener: EventListener = Arc::new(move |event: &Event| {
         if let Some(message) = progress_message(&event.data) {
-            let _ = sender.send(message);
+            // Full: the client is not reading; this message is dropped.
+            let _ = sender.try_send(message);
         }
     });
     vec![listener]

@@ -195,6 +195,11 @@ flags given after `mcp` (and RLM_*, rlm.toml), then the call's own. Progress goe
 as MCP progress notifications; cancelling a call cancels its run and ends its children.
 Stdout carries the protocol only.
 
+A call's base_url must be the server's own or under an --mcp-allow-base-url (requests
+carry the server's key); its context_paths must resolve, links followed, under an
+--mcp-root (default: the working directory). At most --mcp-max-runs runs at once
+(default 2); up to 16 more calls wait, further ones are refused. See docs/security.md.
+
 Examples:
   rlm-orchestrate mcp --model gpt-4o-mini
   rlm-orchestrate mcp --base-url http://127.0.0.1:8080/v1 --model local --env python

@@ -74,6 +74,37 @@ pub(super) fn parse_slurm_args(text: &str) -> Result<SlurmArgs, InvalidValue> {
         .map_err(|e| InvalidValue::new(e.to_string()))
 }
 
+/// `mcp --mcp-allow-base-url`: an http(s) URL with a host and no credentials, query or
+/// fragment, parsed as requests will parse it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedBaseUrl(pub url::Url);
+
+/// Parses `--mcp-allow-base-url`.
+pub(super) fn parse_allowed_base_url(text: &str) -> Result<AllowedBaseUrl, InvalidValue> {
+    let url = url::Url::parse(text).map_err(|e| {
+        InvalidValue::new(format!(
+            "{text:?} is not a URL ({e}): give one like http://127.0.0.1:8080/v1"
+        ))
+    })?;
+    let problem = if !matches!(url.scheme(), "http" | "https") {
+        Some("its scheme is not http or https")
+    } else if url.host_str().is_none_or(str::is_empty) {
+        Some("it has no host")
+    } else if !url.username().is_empty() || url.password().is_some() {
+        Some("it carries credentials (user@ or user:password@)")
+    } else if url.query().is_some() || url.fragment().is_some() {
+        Some("it has a query or a fragment")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(InvalidValue::new(format!(
+            "{text:?} cannot be allowed: {problem}; give a plain base URL like http://127.0.0.1:8080/v1"
+        ))),
+        None => Ok(AllowedBaseUrl(url)),
+    }
+}
+
 /// `--agent`: a built-in preset's name or a preset file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentArg(pub rlm_orchestrator::agents::AgentPreset);

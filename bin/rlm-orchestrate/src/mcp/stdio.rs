@@ -1,65 +1,60 @@
-//! The MCP server's stdio, framed by us before `rmcp` sees it: every line that is not
-//! JSON gets a JSON-RPC `-32700` parse error with `id: null` (rmcp drops it without a
-//! word, and the client then waits for ever), and so does a line over
-//! [`MAX_LINE_BYTES`], which is discarded as it arrives, never buffered whole. The
-//! server goes on after either. Every other line is handed to rmcp as it came.
+//! The MCP server's stdio transport. It is ours, not rmcp's, for what rmcp's does not
+//! do (issue 49, item 9):
 //!
-//! One task writes stdout: rmcp's replies and these errors reach it as whole lines
-//! over one channel, so an error is never written in the middle of a reply.
+//! - **Every line is answered or is a message.** A line that is not JSON, is not UTF-8
+//!   inside a string, nests deeper than serde_json's limit, or is over
+//!   [`MAX_LINE_BYTES`] (discarded as it arrives, never buffered whole) gets one
+//!   JSON-RPC `-32700` parse error with `id: null`; JSON that is not a JSON-RPC
+//!   message gets `-32600` (with its `id` when it has a usable one; a notification,
+//!   which has none, is never answered). rmcp drops such lines without a word, and
+//!   the client then waits for ever. A line is parsed once, into the very type rmcp
+//!   would have parsed, so what we accept is exactly what rmcp serves.
+//! - **Back-pressure.** At most [`MAX_REQUESTS_IN_FLIGHT`] requests are between being
+//!   read and having their reply written to stdout; with every slot taken, stdin is
+//!   not read. A client that sends requests without reading stdout therefore fills
+//!   its pipe and blocks, instead of growing the server's queues (rmcp spawns a task
+//!   per reply and keeps reading): memory stays bounded by the slots.
+//!
+//! One task writes stdout, whole lines one at a time, so an error is never written in
+//! the middle of a reply.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
+use rmcp::service::RoleServer;
+use rmcp::transport::Transport;
 use serde::Serialize;
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// The longest line (one JSON-RPC message) read from stdin: 16 MiB, as rmcp's own cap.
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
+/// Most requests read and not yet answered on stdout; beyond them stdin is not read.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 64;
+
+/// Lines waiting for the stdout writer (each holds a slot or answers a request that
+/// holds one, so this only smooths bursts).
+const QUEUED_LINES: usize = 16;
+
 /// JSON-RPC's code for a message that is not JSON.
 const PARSE_ERROR: i64 = -32700;
 
-/// Bytes of the pipes between this framing and rmcp.
-const PIPE_BYTES: usize = 1 << 16;
+/// JSON-RPC's code for JSON that is not a request, notification or response.
+const INVALID_REQUEST: i64 = -32600;
 
-/// A JSON-RPC error response with a null id, for a message that could not be read.
-#[derive(Debug, Serialize)]
-struct ParseErrorResponse {
-    jsonrpc: &'static str,
-    id: Option<()>,
-    error: ErrorObject,
-}
+/// The UTF-8 byte order mark, which JSON text may start with (RFC 8259 §8.1).
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// The `error` member of [`ParseErrorResponse`].
-#[derive(Debug, Serialize)]
-struct ErrorObject {
-    code: i64,
-    message: String,
-}
-
-impl ParseErrorResponse {
-    fn line(message: String) -> Vec<u8> {
-        let response = Self {
-            jsonrpc: "2.0",
-            id: None,
-            error: ErrorObject {
-                code: PARSE_ERROR,
-                message,
-            },
-        };
-        // A struct of strings and numbers always serialises.
-        let mut line = serde_json::to_vec(&response).unwrap_or_default();
-        line.push(b'\n');
-        line
-    }
-}
-
-/// The framed stdio: what rmcp reads and writes, and the tasks that join it to the
-/// real stdin and stdout.
+/// The framed stdio: the transport rmcp serves, and the task writing stdout.
 pub struct Framed {
-    /// What rmcp reads: the lines of stdin that are JSON.
-    pub read: tokio::io::DuplexStream,
-    /// What rmcp writes: its messages, on their way to stdout.
-    pub write: tokio::io::DuplexStream,
+    /// What rmcp reads messages from and writes replies to.
+    pub transport: StdioTransport,
     /// The task writing stdout; await it after the session so every reply is out.
     pub writer: JoinHandle<()>,
 }
@@ -70,17 +65,293 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (rmcp_read, feed) = tokio::io::duplex(PIPE_BYTES);
-    let (rmcp_write, drain) = tokio::io::duplex(PIPE_BYTES);
-    let (lines, outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::spawn(read_input(BufReader::new(input), feed, lines.clone()));
-    tokio::spawn(forward_replies(BufReader::new(drain), lines));
-    let writer = tokio::spawn(write_output(outgoing, output));
+    let slots = Arc::new(Slots::new(MAX_REQUESTS_IN_FLIGHT));
+    let (to_rmcp, incoming) = mpsc::channel(1);
+    let (outgoing, lines) = mpsc::channel(QUEUED_LINES);
+    tokio::spawn(read_input(
+        BufReader::new(input),
+        to_rmcp,
+        outgoing.clone(),
+        Arc::clone(&slots),
+    ));
+    let writer = tokio::spawn(write_output(lines, output, slots));
     Framed {
-        read: rmcp_read,
-        write: rmcp_write,
+        transport: StdioTransport { incoming, outgoing },
         writer,
     }
+}
+
+/// The transport rmcp serves: messages the reader parsed, replies to the writer.
+pub struct StdioTransport {
+    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
+    outgoing: mpsc::Sender<Outgoing>,
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The message did not serialise (it never happens with rmcp's types).
+    #[error("failed to serialise an MCP message: {0}")]
+    Serialise(#[from] serde_json::Error),
+    /// Stdout is closed: the client is gone.
+    #[error("failed to write an MCP message: stdout is closed (the client has gone)")]
+    Closed,
+}
+
+impl Transport<RoleServer> for StdioTransport {
+    type Error = SendError;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl std::future::Future<Output = Result<(), SendError>> + Send + 'static {
+        let outgoing = self.outgoing.clone();
+        async move {
+            let answers = match &item {
+                JsonRpcMessage::Response(response) => Some(response.id.clone()),
+                JsonRpcMessage::Error(error) => error.id.clone(),
+                JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
+            };
+            let mut line = serde_json::to_vec(&item)?;
+            line.push(b'\n');
+            let line = Outgoing {
+                line,
+                answers,
+                slot: None,
+            };
+            outgoing.send(line).await.map_err(|_| SendError::Closed)
+        }
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<ClientJsonRpcMessage>> + Send {
+        self.incoming.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), SendError> {
+        Ok(())
+    }
+}
+
+/// A line on its way to stdout, and what writing it frees.
+struct Outgoing {
+    line: Vec<u8>,
+    /// The request this line answers: its slot is freed once the line is written.
+    answers: Option<RequestId>,
+    /// A slot held by this line itself (the reader's own error replies).
+    slot: Option<OwnedSemaphorePermit>,
+}
+
+/// The slots of requests in flight: one is taken before each line is read, kept by a
+/// request until its reply is written, given back at once for anything else.
+struct Slots {
+    free: Arc<Semaphore>,
+    held: Mutex<HashMap<RequestId, OwnedSemaphorePermit>>,
+}
+
+impl Slots {
+    fn new(count: usize) -> Self {
+        Self {
+            free: Arc::new(Semaphore::new(count)),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits for a free slot; `None` once the writer has gone.
+    async fn take(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.free).acquire_owned().await.ok()
+    }
+
+    /// Keeps `slot` for request `id` until its reply is written; `false` (and the slot
+    /// back) when a request with that id is already in flight.
+    fn hold(&self, id: RequestId, slot: OwnedSemaphorePermit) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if held.contains_key(&id) {
+            return false;
+        }
+        held.insert(id, slot);
+        true
+    }
+
+    /// Frees the slot of request `id` (answered, or cancelled by the client, whose
+    /// reply rmcp then never sends).
+    fn release(&self, id: &RequestId) {
+        let slot = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        drop(slot);
+    }
+
+    /// No more slots: the reader stops.
+    fn close(&self) {
+        self.free.close();
+    }
+}
+
+/// What one line of stdin is.
+#[derive(Debug)]
+enum Incoming {
+    /// A message for rmcp (boxed: it is far larger than the other variants).
+    Message(Box<ClientJsonRpcMessage>),
+    /// Nothing to do: a blank line, or a notification that is not one rmcp reads
+    /// (a notification is never answered).
+    Ignore,
+    /// A line to answer with this error reply.
+    Refuse(Vec<u8>),
+}
+
+/// Reads stdin line by line: messages go to rmcp, anything else is answered. Ends at
+/// the end of stdin (or a read error), or when rmcp or the writer has gone.
+async fn read_input<R: AsyncRead + Unpin>(
+    mut input: BufReader<R>,
+    to_rmcp: mpsc::Sender<ClientJsonRpcMessage>,
+    outgoing: mpsc::Sender<Outgoing>,
+    slots: Arc<Slots>,
+) {
+    let mut line = Vec::new();
+    // A slot before every read: with all of them taken, stdin waits.
+    while let Some(slot) = slots.take().await {
+        line.clear();
+        let incoming = match read_line(&mut input, &mut line).await {
+            Ok(Line::End) | Err(_) => break,
+            Ok(Line::TooLong(bytes)) => Incoming::Refuse(error_line(
+                Value::Null,
+                PARSE_ERROR,
+                format!(
+                    "Parse error: a message of over {bytes} bytes is longer than the {MAX_LINE_BYTES} bytes this server reads; it was discarded"
+                ),
+            )),
+            Ok(Line::Whole) => classify(&line),
+        };
+        let message = match incoming {
+            Incoming::Ignore => continue,
+            Incoming::Refuse(reply) => {
+                let reply = Outgoing {
+                    line: reply,
+                    answers: None,
+                    slot: Some(slot),
+                };
+                if outgoing.send(reply).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Incoming::Message(message) => *message,
+        };
+        match &message {
+            JsonRpcMessage::Request(request) => {
+                if !slots.hold(request.id.clone(), slot) {
+                    let reply = Outgoing {
+                        line: error_line(
+                            id_value(&request.id),
+                            INVALID_REQUEST,
+                            format!(
+                                "Invalid Request: a request with id {} is already in flight; give each request its own id",
+                                id_value(&request.id)
+                            ),
+                        ),
+                        answers: None,
+                        slot: None,
+                    };
+                    if outgoing.send(reply).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                {
+                    if let Some(id) = &cancelled.params.request_id {
+                        slots.release(id);
+                    }
+                }
+            }
+            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+        }
+        if to_rmcp.send(message).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// What a whole line of stdin (its newline stripped) is.
+fn classify(line: &[u8]) -> Incoming {
+    let text = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = text.strip_prefix(UTF8_BOM).unwrap_or(text);
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Incoming::Ignore;
+    }
+    let error = match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
+        Ok(message) => return Incoming::Message(Box::new(message)),
+        Err(error) => error,
+    };
+    // Not a message: JSON of another shape, or not JSON at all (bytes that are not
+    // UTF-8 in a string, nesting past the recursion limit, …), whichever error the
+    // message type reported first.
+    let value = match serde_json::from_slice::<Value>(text) {
+        Ok(value) => value,
+        Err(not_json) => {
+            tracing::debug!("MCP input is not JSON: {not_json}");
+            return Incoming::Refuse(error_line(
+                Value::Null,
+                PARSE_ERROR,
+                format!("Parse error: the message is not JSON ({not_json})"),
+            ));
+        }
+    };
+    let id = value.get("id");
+    if value.get("method").is_some() && id.is_none() {
+        tracing::debug!("ignoring a notification this server does not read: {error}");
+        return Incoming::Ignore;
+    }
+    let id = id
+        .filter(|id| id.is_string() || id.is_i64())
+        .cloned()
+        .unwrap_or(Value::Null);
+    tracing::debug!("MCP input is not a JSON-RPC message: {error}");
+    Incoming::Refuse(error_line(
+        id,
+        INVALID_REQUEST,
+        format!("Invalid Request: not a JSON-RPC 2.0 message of MCP ({error})"),
+    ))
+}
+
+/// A request id as JSON.
+fn id_value(id: &RequestId) -> Value {
+    serde_json::to_value(id).unwrap_or(Value::Null)
+}
+
+/// A JSON-RPC error response (`id` null when the message's id could not be read).
+#[derive(Debug, Serialize)]
+struct ErrorResponse {
+    jsonrpc: &'static str,
+    id: Value,
+    error: ErrorObject,
+}
+
+/// The `error` member of [`ErrorResponse`].
+#[derive(Debug, Serialize)]
+struct ErrorObject {
+    code: i64,
+    message: String,
+}
+
+/// The line of an error response.
+fn error_line(id: Value, code: i64, message: String) -> Vec<u8> {
+    let response = ErrorResponse {
+        jsonrpc: "2.0",
+        id,
+        error: ErrorObject { code, message },
+    };
+    // A struct of strings, numbers and JSON values always serialises.
+    let mut line = serde_json::to_vec(&response).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 /// One line read from stdin, bounded.
@@ -91,49 +362,6 @@ enum Line {
     TooLong(u64),
     /// The end of the input.
     End,
-}
-
-/// Reads stdin line by line: JSON goes to rmcp, anything else is answered with a
-/// parse error. Ends at the end of stdin (or a read error), closing rmcp's input.
-async fn read_input<R: AsyncRead + Unpin>(
-    mut input: BufReader<R>,
-    mut feed: tokio::io::DuplexStream,
-    replies: mpsc::UnboundedSender<Vec<u8>>,
-) {
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let message = match read_line(&mut input, &mut line).await {
-            Ok(Line::End) | Err(_) => break,
-            Ok(Line::TooLong(bytes)) => format!(
-                "Parse error: a message of over {bytes} bytes is longer than the {MAX_LINE_BYTES} bytes this server reads; it was discarded"
-            ),
-            Ok(Line::Whole) => {
-                let text = line.strip_suffix(b"\r").unwrap_or(&line);
-                if text.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
-                    Ok(_) => {
-                        let forwarded = async {
-                            feed.write_all(text).await?;
-                            feed.write_all(b"\n").await
-                        };
-                        if forwarded.await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                    Err(e) => format!("Parse error: the message is not JSON ({e})"),
-                }
-            }
-        };
-        tracing::debug!("{message}");
-        if replies.send(ParseErrorResponse::line(message)).is_err() {
-            break;
-        }
-    }
-    let _ = feed.shutdown().await;
 }
 
 /// Reads one line into `line` (without its newline), never holding more than
@@ -179,77 +407,29 @@ async fn read_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// Hands each line rmcp writes to the stdout writer.
-async fn forward_replies(
-    mut drain: BufReader<tokio::io::DuplexStream>,
-    lines: mpsc::UnboundedSender<Vec<u8>>,
-) {
-    loop {
-        let mut line = Vec::new();
-        match drain.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// Writes whole lines to stdout, one at a time, flushing each.
+/// Writes whole lines to stdout, one at a time, flushing each, and frees the slot each
+/// one held. When stdout fails (the client has gone) the slots close, which ends the
+/// reader.
 async fn write_output<W: AsyncWrite + Unpin>(
-    mut outgoing: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut lines: mpsc::Receiver<Outgoing>,
     mut output: W,
+    slots: Arc<Slots>,
 ) {
-    while let Some(line) = outgoing.recv().await {
+    while let Some(outgoing) = lines.recv().await {
         let written = async {
-            output.write_all(&line).await?;
+            output.write_all(&outgoing.line).await?;
             output.flush().await
         };
         if written.await.is_err() {
             break;
         }
+        if let Some(id) = &outgoing.answers {
+            slots.release(id);
+        }
+        drop(outgoing.slot);
     }
+    slots.close();
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn lines_of(input: &[u8]) -> Vec<(String, usize)> {
-        let mut reader = BufReader::new(input);
-        let mut out = Vec::new();
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match read_line(&mut reader, &mut line).await.unwrap() {
-                Line::End => break,
-                Line::Whole => out.push((String::from_utf8_lossy(&line).into_owned(), 0)),
-                Line::TooLong(n) => out.push((String::new(), n as usize)),
-            }
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn lines_are_bounded_and_the_next_one_is_read_whole() {
-        let mut input = vec![b'x'; MAX_LINE_BYTES + 10];
-        input.extend_from_slice(b"\n{\"a\":1}\nlast");
-        let lines = lines_of(&input).await;
-        assert_eq!(lines.len(), 3);
-        assert_eq!(lines[0].1, MAX_LINE_BYTES + 10);
-        assert_eq!(lines[1].0, "{\"a\":1}");
-        assert_eq!(lines[2].0, "last");
-    }
-
-    #[test]
-    fn a_parse_error_has_a_null_id() {
-        let line = ParseErrorResponse::line("Parse error: x".into());
-        let value: serde_json::Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(
-            value,
-            serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: x"}})
-        );
-    }
-}
+mod tests;

@@ -29,6 +29,7 @@ mod kill9;
 mod large_answer;
 mod limits;
 mod live;
+mod mcp_policy;
 mod mcp_stdio;
 mod plan_steps;
 mod plans;

@@ -42,12 +42,14 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 mod answer;
+mod gate;
 mod responses;
 mod script;
 mod server;
 mod tools;
 mod wire;
 
+pub use gate::{GateCounts, MockGate};
 pub use script::{
     MockReply, MockRule, MockScript, MockUsage, ReplyKind, RequestMatch, RuleFn, ScriptError,
     StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Api, MockToolCall, RecordedRequest};
+use super::{Api, MockGate, MockToolCall, RecordedRequest};
 
 /// What a reply does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +110,8 @@ pub struct MockReply {
     pub repeat_tool_names: bool,
     /// Streaming only: cut the stream short (`None`: send it whole).
     pub stream_cut: Option<StreamCut>,
+    /// Held at this gate (after `delay`) until the test lets it through.
+    pub gate: Option<MockGate>,
 }
 
 impl MockReply {
@@ -123,6 +125,7 @@ impl MockReply {
             chunk_delay: Duration::ZERO,
             repeat_tool_names: false,
             stream_cut: None,
+            gate: None,
         }
     }
 
@@ -171,6 +174,12 @@ impl MockReply {
     /// The same reply after `delay`.
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
+        self
+    }
+
+    /// The same reply, held at `gate` until the test releases it.
+    pub fn with_gate(mut self, gate: MockGate) -> Self {
+        self.gate = Some(gate);
         self
     }
 

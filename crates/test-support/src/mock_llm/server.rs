@@ -354,6 +354,9 @@ async fn answer(
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
+    if let Some(gate) = &reply.gate {
+        gate.pass().await;
+    }
     match &reply.kind {
         ReplyKind::Close => Ok(false),
         ReplyKind::Reset => {
