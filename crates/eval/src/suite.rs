@@ -305,11 +305,12 @@ fn records(
         id += 1;
         let amount = 1 + rng.below(999);
         let (day, hour, minute) = (1 + rng.below(28), rng.below(24), rng.below(60));
+        let plain = format!(
+            "2026-03-{day:02} {hour:02}:{minute:02} order={id:06} label={label} amount={amount}\n"
+        );
         line.clear();
         line.push_str(&match form {
-            Form::Default | Form::Reworded => format!(
-                "2026-03-{day:02} {hour:02}:{minute:02} order={id:06} label={label} amount={amount}\n"
-            ),
+            Form::Default | Form::Reworded => plain.clone(),
             Form::Json => format!(
                 "{{\"date\": \"2026-03-{day:02}\", \"time\": \"{hour:02}:{minute:02}\", \"order\": \"{id:06}\", \"label\": \"{label}\", \"amount\": {amount}}}\n"
             ),
@@ -317,8 +318,11 @@ fn records(
                 format!("2026-03-{day:02},{hour:02}:{minute:02},{id:06},{label},{amount}\n")
             }
         });
-        (line.clone(), label, amount)
+        (line.clone(), label, amount, plain.len() as u64)
     };
+    // Records are counted by the default form's size, so every form holds the same
+    // draws (and asks the same question); a JSON or CSV context is longer.
+    let mut sized = 0_u64;
     loop {
         let mut pick = rng.below(total_weight);
         let mut chosen = labels[0];
@@ -329,10 +333,11 @@ fn records(
             }
             pick -= weight;
         }
-        let (text, label, amount) = record(rng, chosen);
-        if out.written + text.len() as u64 > length {
+        let (text, label, amount, plain) = record(rng, chosen);
+        if sized + plain > length {
             break;
         }
+        sized += plain;
         out.line(&text)?;
         *counts.entry(label).or_default() += 1;
         *sums.entry(label).or_default() += amount;
@@ -345,7 +350,7 @@ fn records(
         .map(|(label, _)| *label)
         .collect();
     if tied.len() > 1 {
-        let (text, label, amount) = record(rng, tied[0]);
+        let (text, label, amount, _) = record(rng, tied[0]);
         out.line(&text)?;
         *counts.entry(label).or_default() += 1;
         *sums.entry(label).or_default() += amount;
@@ -429,20 +434,24 @@ fn people(
     if form == Form::Csv {
         out.line("person,city,year\n")?;
     }
+    // Counted by the default form's size, as `records` counts.
+    let mut sized = 0_u64;
     loop {
         id += 1;
         let city = *rng.pick(&CITIES);
         let year = 1950 + rng.below(76);
+        let plain = format!("person {id:06}: city={city} year={year}\n");
         let line = match form {
-            Form::Default | Form::Reworded => format!("person {id:06}: city={city} year={year}\n"),
+            Form::Default | Form::Reworded => plain.clone(),
             Form::Json => {
                 format!("{{\"person\": \"{id:06}\", \"city\": \"{city}\", \"year\": {year}}}\n")
             }
             Form::Csv => format!("{id:06},{city},{year}\n"),
         };
-        if out.written + line.len() as u64 > length {
+        if sized + plain.len() as u64 > length {
             break;
         }
+        sized += plain.len() as u64;
         out.line(&line)?;
         if year > 2000 {
             *young.entry(city).or_default() += 1;
