@@ -61,6 +61,7 @@ impl Plan {
             haystack: self.haystack.as_ref(),
             distractors: self.distractors,
             form: self.form,
+            ..Options::default()
         }
     }
 }

@@ -324,6 +324,7 @@ mod tests {
             expected,
             depth_percent: None,
             variant: Variant::default(),
+            framing: None,
         };
         let hedge = ItemResult {
             expected: Expected::Exact("shipping".into()),
