@@ -30,6 +30,38 @@ pub enum Framing {
 /// OOLONG's system preamble (`eval_script_batched.py`).
 pub const OOLONG_PREAMBLE: &str = "You are a helpful assistant.";
 
+/// Who says a message of a framed prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaker {
+    /// The system message.
+    System,
+    /// The user's message.
+    User,
+}
+
+impl Framing {
+    /// The messages of one direct call over `context` (cut or whole) for `question`.
+    pub fn messages(&self, context: &str, question: &str) -> Vec<(Speaker, String)> {
+        match self {
+            Self::Around { before, after, .. } => {
+                vec![(Speaker::User, format!("{before}{context}{after}"))]
+            }
+            Self::SystemContext { preamble } => vec![
+                (Speaker::System, format!("{preamble}\n{context}")),
+                (Speaker::User, question.to_owned()),
+            ],
+        }
+    }
+
+    /// The tokens the benchmark lets the model generate, if it bounds them.
+    pub fn answer_tokens(&self) -> Option<u32> {
+        match self {
+            Self::Around { answer_tokens, .. } => *answer_tokens,
+            Self::SystemContext { .. } => None,
+        }
+    }
+}
+
 /// What a public benchmark's generator makes besides the context: the question of the
 /// arms given the context apart, the expected answer, and the baseline's framing.
 #[derive(Debug, Clone, PartialEq)]

@@ -30,6 +30,7 @@ pub mod ruler;
 pub mod score;
 pub mod stats;
 pub mod suite;
+pub mod tally;
 pub mod text;
 pub mod variant;
 

@@ -12,6 +12,7 @@ use regex::Regex;
 
 use super::score::AnswerKind;
 use super::window::{line_date, Row};
+pub(crate) use crate::tally::{ranked, tally};
 
 /// The instances a question is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,29 +102,6 @@ fn ids(users: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Instances of each key in the order keys first appear (Python's `Counter`).
-pub(crate) fn tally<K: Ord + Clone>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
-    let mut at: std::collections::BTreeMap<K, usize> = std::collections::BTreeMap::new();
-    let mut out: Vec<(K, usize)> = Vec::new();
-    for key in keys {
-        match at.get(&key) {
-            Some(&i) => out[i].1 += 1,
-            None => {
-                at.insert(key.clone(), out.len());
-                out.push((key, 1));
-            }
-        }
-    }
-    out
-}
-
-/// `tally` sorted by count, most first, ties in first-appearance order.
-pub(crate) fn ranked<K: Ord + Clone>(keys: impl Iterator<Item = K>) -> Vec<(K, usize)> {
-    let mut out = tally(keys);
-    out.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
-    out
 }
 
 /// A month (year, month) and its label counts.
