@@ -34,10 +34,11 @@ pub mod tally;
 pub mod text;
 pub mod variant;
 
-pub use data::{DataFile, DataId};
+pub use data::DataId;
 pub use error::EvalError;
 pub use framing::Framing;
 pub use haystack::{Haystack, HaystackId};
+pub use oolong::DataFile;
 pub use report::{ItemResult, SummaryRow};
 pub use score::{score, Expected};
 pub use suite::{generate_with, parse_length, Item, Options, Suite, Variant};

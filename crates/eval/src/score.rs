@@ -1,7 +1,11 @@
-//! Scorers: each item's answer is exact text, a number or a set, and an answer the
-//! model gave is scored in [0, 1] against it.
+//! Scorers: each item's answer is exact text, a number or a set, RULER's gold strings
+//! (`ruler`) or OOLONG's answer (`oolong`), and an answer the model gave is scored in
+//! [0, 1] against it.
 
 use std::collections::BTreeSet;
+
+pub mod oolong;
+pub mod ruler;
 
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +36,7 @@ pub enum Expected {
         /// The gold strings.
         refs: Vec<String>,
         /// `string_match_all` or `string_match_part`.
-        metric: crate::ruler::Metric,
+        metric: ruler::Metric,
     },
     /// OOLONG's gold answer, scored as OOLONG scores its kind (`oolong/*`).
     Oolong {
@@ -40,7 +44,7 @@ pub enum Expected {
         /// comparison phrase).
         answer: String,
         /// What kind of answer it is.
-        kind: crate::oolong::AnswerKind,
+        kind: oolong::AnswerKind,
     },
 }
 
@@ -93,7 +97,7 @@ pub fn score(expected: &Expected, got: &str) -> f64 {
             _ => 0.0,
         },
         Expected::Ruler { refs, metric } => metric.score(refs, got),
-        Expected::Oolong { answer, kind } => crate::oolong::score(answer, *kind, got),
+        Expected::Oolong { answer, kind } => oolong::score(answer, *kind, got),
         Expected::Set(want) => {
             let want: BTreeSet<String> = want.iter().map(|w| normalise(w)).collect();
             let got: BTreeSet<String> = normalise(got)

@@ -85,6 +85,20 @@ impl Suite {
         }
     }
 
+    /// The variant `options` make for its items: `Options::variant` and, for a suite
+    /// built from a data file, that file.
+    pub fn variant(self, options: &Options<'_>) -> Variant {
+        let data = match self {
+            Self::Oolong(Set::TrecCoarse) => options.trec.map(|t| t.id().clone()),
+            Self::Oolong(Set::Released) => options.released.map(|r| r.id().clone()),
+            _ => None,
+        };
+        Variant {
+            data,
+            ..options.variant()
+        }
+    }
+
     /// The data file it is built from (`--data`), if any.
     pub fn data_needed(self) -> Option<Set> {
         match self {
@@ -361,7 +375,7 @@ pub fn generate_with(
         question,
         expected,
         depth_percent,
-        variant: options.variant_for(suite),
+        variant: suite.variant(options),
         framing,
     })
 }

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use crate::data::DataId;
 use crate::haystack::{Haystack, HaystackId};
 use crate::oolong::{Released, TrecSet};
-use crate::suite::Suite;
 
 /// What, besides suite, length, index and seed, shaped the items of a run: the
 /// haystack their text came from and the distractor needles asked for. Recorded in
@@ -144,27 +143,14 @@ pub struct Options<'a> {
 }
 
 impl Options<'_> {
-    /// The variant these options make for suites that read no data file.
+    /// The variant these options make for suites that read no data file (for the
+    /// others, `Suite::variant`).
     pub fn variant(&self) -> Variant {
         Variant {
             haystack: self.haystack.map(|h| h.id().clone()),
             distractors: self.distractors,
             form: self.form,
             data: None,
-        }
-    }
-
-    /// The variant these options make for items of `suite`: [`Options::variant`] and,
-    /// for a suite built from a data file, that file.
-    pub fn variant_for(&self, suite: Suite) -> Variant {
-        let data = match suite {
-            Suite::Oolong(crate::oolong::Set::TrecCoarse) => self.trec.map(|t| t.id().clone()),
-            Suite::Oolong(crate::oolong::Set::Released) => self.released.map(|r| r.id().clone()),
-            _ => None,
-        };
-        Variant {
-            data,
-            ..self.variant()
         }
     }
 }

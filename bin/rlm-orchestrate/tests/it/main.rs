@@ -14,6 +14,7 @@ mod context_limits;
 mod escapees;
 mod eval;
 mod eval_arms;
+mod eval_public;
 mod example_data;
 mod faults;
 mod final_answers;

@@ -8,16 +8,17 @@
 //! directory) as published. Both are scored as OOLONG scores, and put to the baseline in
 //! OOLONG's framing (a system message holding the window, the question as the user's).
 
+mod data_file;
 mod question;
 mod released;
-mod score;
 mod tasks;
 mod trec;
 mod window;
 
+pub use crate::score::oolong::{attempt_parse, score, AnswerKind};
+pub use data_file::DataFile;
 pub use question::{Ask, Question, Scope};
 pub use released::Released;
-pub use score::{attempt_parse, score, AnswerKind};
 pub use tasks::Group;
 pub use trec::{TrecSet, LABELS};
 pub use window::{describe, line_date, Row, Window};

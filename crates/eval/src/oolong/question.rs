@@ -10,8 +10,8 @@
 use chrono::{Datelike, NaiveDate};
 use regex::Regex;
 
-use super::score::AnswerKind;
 use super::window::{line_date, Row};
+use crate::score::oolong::AnswerKind;
 pub(crate) use crate::tally::{ranked, tally};
 
 /// The instances a question is about.

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::score::AnswerKind;
 use crate::data::DataId;
 use crate::error::EvalError;
 use crate::framing::{Framing, Posed, OOLONG_PREAMBLE};
+use crate::score::oolong::AnswerKind;
 use crate::score::Expected;
 
 /// A released record, the fields `eval` reads (the others are left alone).
@@ -217,9 +217,8 @@ fn parse(
     let gold = first_answer(&record.answer)
         .ok_or_else(|| bad(format!("cannot read the answer {}", record.answer)))?;
     let gold = match kind {
-        AnswerKind::Date => {
-            super::score::read_date(&gold).map_or(gold, |d| d.format("%Y-%m-%d").to_string())
-        }
+        AnswerKind::Date => crate::score::oolong::read_date(&gold)
+            .map_or(gold, |d| d.format("%Y-%m-%d").to_string()),
         _ => gold,
     };
     Ok((record.context_len, record, gold, kind))

@@ -15,13 +15,12 @@
 //! use Python's and numpy's generators).
 
 mod freq;
-mod metric;
 mod niah;
 mod template;
 mod vt;
 mod words;
 
-pub use metric::{string_match_all, string_match_part, Metric};
+pub use crate::score::ruler::{string_match_all, string_match_part, Metric};
 pub use template::split_input;
 
 use crate::framing::Posed;
