@@ -55,15 +55,48 @@ fn round_half_even(x: f64) -> f64 {
     }
 }
 
+/// `base` to the power `n`, by multiplication.
+fn power(base: f64, n: u32) -> f64 {
+    (0..n).fold(1.0, |acc, _| acc * base)
+}
+
+/// `x^(1/n)` for `x` ≥ 1, by Newton's method on the four operations only: the bytes
+/// of a window must not depend on a platform's `libm`.
+fn root(x: f64, n: u32) -> f64 {
+    let n_f = f64::from(n);
+    // Bernoulli: 1 + (x - 1) / n is above the root, so Newton descends to it.
+    let mut r = 1.0 + (x - 1.0) / n_f;
+    for _ in 0..64 {
+        r = ((n_f - 1.0) * r + x / power(r, n - 1)) / n_f;
+    }
+    r
+}
+
+/// `e^x` on the four operations only (see [`root`]): `x` halved to within 1/8, a
+/// Taylor series, squared back.
+fn exp(x: f64) -> f64 {
+    let (mut y, mut halvings) = (x, 0);
+    while y.abs() > 0.125 && halvings < 64 {
+        y /= 2.0;
+        halvings += 1;
+    }
+    let (mut term, mut sum) = (1.0, 1.0);
+    for i in 1..=24 {
+        term *= y / f64::from(i);
+        sum += term;
+    }
+    (0..halvings).fold(sum, |s, _| s * s)
+}
+
 /// Counts per label summing to `total`: `softmax(randint(1, 30) ** (1 / temperature))`
 /// of a temperature drawn from 2 to 6, rounded, the first corrected for the rounding.
 fn skewed_counts(rng: &mut Rng, labels: usize, total: usize) -> Vec<usize> {
-    let temperature = rng.between(2, 6) as f64;
+    let temperature = rng.between(2, 6) as u32;
     let weights: Vec<f64> = (0..labels)
-        .map(|_| (rng.between(1, 30) as f64).powf(1.0 / temperature))
+        .map(|_| root(rng.between(1, 30) as f64, temperature))
         .collect();
     let top = weights.iter().copied().fold(f64::MIN, f64::max);
-    let exps: Vec<f64> = weights.iter().map(|w| (w - top).exp()).collect();
+    let exps: Vec<f64> = weights.iter().map(|w| exp(w - top)).collect();
     let sum: f64 = exps.iter().sum();
     let mut counts: Vec<i64> = exps
         .iter()
@@ -221,6 +254,20 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roots_and_exponentials_are_right_on_the_four_operations() {
+        for (x, n) in [(30.0, 2), (17.0, 3), (1.0, 6), (29.0, 6)] {
+            let want = f64::powf(x, 1.0 / f64::from(n));
+            assert!((root(x, n) - want).abs() < 1e-12, "{x} {n}");
+        }
+        for x in [0.0, -0.1, -1.0, -4.48, -20.0] {
+            assert!(
+                (exp(x) - f64::exp(x)).abs() < 1e-12 * f64::exp(x).max(1e-300) + 1e-15,
+                "{x}"
+            );
+        }
+    }
 
     #[test]
     fn rounding_is_pythons_and_counts_add_up() {

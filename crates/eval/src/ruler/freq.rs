@@ -162,8 +162,22 @@ pub(crate) fn common_words(
     (context, parts, common.to_vec())
 }
 
-/// ζ(`alpha`) for `alpha` > 1: the sum to 10⁴ and the Euler–Maclaurin tail.
+/// `k^-alpha`: for RULER's alpha of 2 on the four operations only (the bytes of a
+/// context must not depend on a platform's `libm`).
+fn power_law(k: usize, alpha: f64) -> f64 {
+    if alpha == 2.0 {
+        1.0 / (k as f64 * k as f64)
+    } else {
+        (k as f64).powf(-alpha)
+    }
+}
+
+/// ζ(`alpha`) for `alpha` > 1: π²/6 for 2, else the sum to 10⁴ and the
+/// Euler–Maclaurin tail.
 fn zeta(alpha: f64) -> f64 {
+    if alpha == 2.0 {
+        return std::f64::consts::PI * std::f64::consts::PI / 6.0;
+    }
     const TERMS: u32 = 10_000;
     let head: f64 = (1..=TERMS).map(|k| f64::from(k).powf(-alpha)).sum();
     let n = f64::from(TERMS);
@@ -193,7 +207,7 @@ pub(crate) fn frequent_words(
     let z = zeta(alpha);
     let counts = |total: usize| -> Vec<usize> {
         (1..=vocab.len())
-            .map(|k| (total as f64 * (k as f64).powf(-alpha) / z) as usize)
+            .map(|k| (total as f64 * power_law(k, alpha) / z) as usize)
             .collect()
     };
     let size = |total: usize| -> usize {
@@ -235,7 +249,8 @@ mod tests {
             let written: usize = (1..=n).map(|i| i.to_string().len()).sum();
             assert_eq!(digits_up_to(n), written, "{n}");
         }
-        assert!((zeta(2.0) - std::f64::consts::PI.powi(2) / 6.0).abs() < 1e-9);
+        assert!((zeta(2.0) - std::f64::consts::PI.powi(2) / 6.0).abs() < 1e-12);
+        assert!((zeta(3.0) - 1.202_056_903_159_594).abs() < 1e-9);
     }
 
     fn counts(list: &str) -> BTreeMap<String, usize> {

@@ -103,7 +103,8 @@ pub fn score(gold: &str, kind: AnswerKind, answer: &str) -> f64 {
     }
     match kind {
         AnswerKind::Numeric => match (python_int(&got), python_int(gold)) {
-            (Some(got), Some(gold)) => 0.75_f64.powf(got.abs_diff(gold) as f64),
+            // 0.75 multiplied in, not `powf`: the same score on every platform.
+            (Some(got), Some(gold)) => (0..got.abs_diff(gold).min(4096)).fold(1.0, |s, _| s * 0.75),
             _ => 0.0,
         },
         AnswerKind::Date => match (read_date(&got), NaiveDate::parse_from_str(gold, "%Y-%m-%d")) {
