@@ -24,6 +24,11 @@ pub const BASELINE_OPENING: &str = "Context:\n<<<\n";
 /// What closes the context in the baseline prompt.
 const BASELINE_CLOSING: &str = "\n>>>\n\nQuestion: ";
 
+/// How the official library (`rlms` 0.1.3) opens its root prompt, and what follows
+/// the question there.
+const RLMS_OPENING: &str = "Answer the following: ";
+const RLMS_CLOSING: &str = "\n\nYour context is";
+
 /// The baseline arm's prompt: the (cut) context, then the question.
 pub fn baseline_prompt(context: &str, question: &str) -> String {
     format!(
@@ -53,6 +58,18 @@ pub fn reply(messages: &[&str]) -> Option<String> {
         if let Some(context) = system.strip_prefix(&preamble) {
             return Some(solve(question, context).unwrap_or_else(dunno));
         }
+    }
+    // The official library's (`rlms`) root prompt; its REPL ends a run when the
+    // model's code sets `answer["ready"]` (the dict the library puts there).
+    if let Some(question) = messages
+        .iter()
+        .find_map(|m| m.strip_prefix(RLMS_OPENING))
+        .and_then(|rest| rest.split(RLMS_CLOSING).next())
+    {
+        let code = code_for(question.trim())?;
+        return Some(format!(
+            "Let me compute it.\n```repl\n_slot = answer\n{code}\n_slot[\"content\"] = str(answer)\n_slot[\"ready\"] = True\nanswer = _slot\n```"
+        ));
     }
     let question = messages
         .iter()
@@ -472,5 +489,18 @@ mod tests {
         let second = reply(&["system", task, &first, "REPL output:\n1234567\n"]).unwrap();
         assert_eq!(second, "FINAL_VAR(answer)");
         assert_eq!(reply(&["hello"]), None);
+    }
+
+    /// As the official library's root model: one block that computes the answer and
+    /// hands it to the library's `answer` dict.
+    #[test]
+    fn as_the_official_librarys_root_model_it_fills_its_answer_dict() {
+        let prompt = "Answer the following: What is the special magic number for amber-otter-07 mentioned in the context?\n\nYour context is a str of 8119 total characters.";
+        let first = reply(&["You are a Recursive Language Model (RLM)", prompt]).unwrap();
+        assert!(
+            first.contains("```repl") && first.contains("amber\\-otter\\-07"),
+            "{first}"
+        );
+        assert!(first.contains("_slot[\"ready\"] = True"), "{first}");
     }
 }

@@ -4,7 +4,7 @@
 //! follow a zeta law, the most frequent being dots to ignore).
 //!
 //! `cwe` draws its words from the vendored noun, adjective and verb lists; where a
-//! context needs more distinct words than they hold (8 600, beyond about 400k
+//! context needs more distinct words than they hold (8 165, beyond about 380k
 //! characters) RULER draws from `english_words.json` (a Git LFS file, not offline), and
 //! this crate from `adjective-noun` pairs instead.
 
