@@ -5,7 +5,7 @@
 //! summed up in a table, `results.json` and an accuracy-vs-length chart.
 //!
 //! Contexts are generated once into `OUT/contexts/` (the item's question and answer
-//! beside each). Every scored item is written to `OUT/results.json` as soon as it is
+//! beside each); the table is also written as `OUT/summary.json`. Every scored item is written to `OUT/results.json` as soon as it is
 //! done, so Ctrl-C keeps what was done and `--resume` goes on from there. With
 //! `--haystack` (real text) and `--distractors`, each item and result records the
 //! haystack's digest and the distractors, and `--resume` refuses results of another.
@@ -466,6 +466,12 @@ fn finish(out: &Path, results: &[ItemResult], window: u64) -> anyhow::Result<Str
     let rows = summarise(results);
     let table = markdown_table(&rows);
     write_atomically(&out.join("table.md"), table.as_bytes())?;
+    // The table's rows as JSON (per cell: accuracy and its interval, tokens and seconds
+    // per correct answer, forced, failed), beside results.json's items.
+    write_atomically(
+        &out.join("summary.json"),
+        &serde_json::to_vec_pretty(&rows)?,
+    )?;
     if !rows.is_empty() {
         rlm_eval::chart::write_chart(
             &out.join("accuracy.svg"),
@@ -475,8 +481,9 @@ fn finish(out: &Path, results: &[ItemResult], window: u64) -> anyhow::Result<Str
         )?;
     }
     Ok(format!(
-        "{table}\nresults: {}  table: {}  chart: {}",
+        "{table}\nresults: {}  summary: {}  table: {}  chart: {}",
         out.join("results.json").display(),
+        out.join("summary.json").display(),
         out.join("table.md").display(),
         out.join("accuracy.svg").display()
     ))

@@ -497,6 +497,15 @@ fn arm_rlms_is_built_in_with_the_rlm_arms_model_server_and_iterations() {
     for r in all.iter().filter(|r| r["arm"] == "rlms") {
         assert!(r["input_tokens"].as_u64().unwrap() > 100, "{r}");
     }
+    // summary.json: the table's cells, tokens and seconds per correct answer for every
+    // arm.
+    let summary: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary.len(), 2 * 3);
+    for row in &summary {
+        assert!(row["tokens_per_correct"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["seconds_per_correct"].as_f64().unwrap() > 0.0, "{row}");
+    }
     // The library got the rlm arm's model, server, iterations, timeout, temperature.
     let calls: Vec<Value> = std::fs::read_to_string(&record)
         .unwrap()
