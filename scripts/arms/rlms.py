@@ -4,19 +4,23 @@ library, `rlms` 0.1.3 from PyPI (https://github.com/alexzhang13/rlm): the paper'
 reference implementation, against the same OpenAI-compatible endpoint and model as the
 eval's own arms.
 
-It calls `RLM(backend="openai", backend_kwargs={"model_name", "base_url", "api_key"})
-.completion(context, root_prompt=question)` with every other setting at the library's
-default (local Python REPL, max_depth 1, max_iterations 30), and writes the JSON
-answer form: {"answer": ..., "usage": {"prompt_tokens", "completion_tokens"},
-"forced": bool}. `forced` is true when the library ran out of iterations and asked the
-model for a final answer (its `_default_answer`). Usage is the library's own count of
-every call of the completion (root and `llm_query` sub-calls).
+It calls `RLM(backend="openai", backend_kwargs={"model_name", "base_url", "api_key"},
+max_iterations=N).completion(context, root_prompt=question)` with every other setting at
+the library's default (local Python REPL, max_depth 1; max_iterations 30 unless
+--max-iterations is given), and writes the JSON answer form: {"answer": ...,
+"usage": {"prompt_tokens", "completion_tokens"}, "forced": bool}. `forced` is true when
+the library ran out of iterations and asked the model for a final answer (its
+`_default_answer`). Usage is the library's own count of every call of the completion
+(root and `llm_query` sub-calls).
 
-Install the library with scripts/arms/setup-rlms.sh (its own venv), then:
+Install the library with scripts/arms/setup-rlms.sh (its own venv), then a bare
+`rlm-orchestrate eval --arm rlms ...` runs this adapter (built into the binary) with the
+rlm arm's model, server, API key variable, --max-iterations, --request-timeout and
+--temperature; or by hand:
 
     rlm-orchestrate eval --arm rlms="$(scripts/arms/setup-rlms.sh python) \\
         scripts/arms/rlms.py --base-url {base_url} --model {model} \\
-        --api-key-env {api_key_env} --context-file {context_file} \\
+        --api-key-env {api_key_env} --max-iterations 20 --context-file {context_file} \\
         --question-file {question_file} --output-file {output_file}" ...
 
 Exit status: 0 with an answer; 1 when the library failed (its error on stderr); 2 for
@@ -59,6 +63,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="seconds each model request may take (the library's timeout, passed to its "
              "OpenAI client); default: the library's 300. Give rlm's --request-timeout so "
              "that both arms wait as long for a slow server",
+    )
+    parser.add_argument(
+        "--max-iterations", type=int, default=None,
+        help="the library's max_iterations (root turns before it is made to answer); "
+             "default: the library's 30. `eval --arm rlms` gives rlm's --max-iterations",
     )
     parser.add_argument("--context-file", required=True, help="the item's context ({context_file})")
     question = parser.add_mutually_exclusive_group(required=True)
@@ -108,10 +117,14 @@ def main(argv: list[str]) -> int:
         backend_kwargs["sampling_args"] = {"temperature": args.temperature}
     if args.timeout is not None:
         backend_kwargs["timeout"] = args.timeout
+    rlm_kwargs = {}
+    if args.max_iterations is not None:
+        rlm_kwargs["max_iterations"] = args.max_iterations
     if args.dry_run:
         print(json.dumps({
             "backend": "openai",
             "backend_kwargs": backend_kwargs,
+            "rlm_kwargs": rlm_kwargs,
             "api_key_env": args.api_key_env,
             "context_chars": len(context),
             "root_prompt": question,
@@ -134,7 +147,7 @@ def main(argv: list[str]) -> int:
 
     # Any string is accepted by a local endpoint; a hosted one needs the real key.
     api_key = os.environ.get(args.api_key_env) or "no-key"
-    rlm = RLM(backend="openai", backend_kwargs={**backend_kwargs, "api_key": api_key})
+    rlm = RLM(backend="openai", backend_kwargs={**backend_kwargs, "api_key": api_key}, **rlm_kwargs)
     forced = False
     default_answer = rlm._default_answer  # called when the iterations run out
 

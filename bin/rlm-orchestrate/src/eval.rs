@@ -5,7 +5,7 @@
 //! summed up in a table, `results.json` and an accuracy-vs-length chart.
 //!
 //! Contexts are generated once into `OUT/contexts/` (the item's question and answer
-//! beside each). Every scored item is written to `OUT/results.json` as soon as it is
+//! beside each); the table is also written as `OUT/summary.json`. Every scored item is written to `OUT/results.json` as soon as it is
 //! done, so Ctrl-C keeps what was done and `--resume` goes on from there. With
 //! `--haystack` (real text) and `--distractors`, each item and result records the
 //! haystack's digest and the distractors, and `--resume` refuses results of another.
@@ -18,8 +18,8 @@ use anyhow::Context as _;
 use futures::stream::{self, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use rlm_eval::report::{markdown_table, read_results, summarise, write_atomically, write_results};
-use rlm_eval::suite::{format_length, generate_with};
-use rlm_eval::{score, Haystack, ItemResult, Options, Suite};
+use rlm_eval::suite::format_length;
+use rlm_eval::{score, ItemResult};
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::launch;
 use rlm_orchestrator::provider::ChatRequest;
@@ -32,50 +32,21 @@ use crate::exit::{annotate, bad_input, ExitStatus};
 
 mod arm;
 mod baseline;
+mod plan;
+mod rlms;
+
+use plan::{plan, prepare_items, Prepared};
 
 /// The arm that runs the RLM.
 const RLM_ARM: &str = "rlm";
 /// The arm that calls the model directly.
 const BASELINE_ARM: &str = "baseline";
 
-/// What the command line asked for, checked.
-struct Plan {
-    suites: Vec<Suite>,
-    lengths: Vec<u64>,
-    arms: Vec<String>,
-    /// The external arms (`--arm`), whether selected or not.
-    externals: Vec<arm::ExternalArm>,
-    window: usize,
-    /// The real text of `--haystack`, loaded.
-    haystack: Option<Haystack>,
-    /// `--distractors`.
-    distractors: u32,
-    /// `--variant`.
-    form: rlm_eval::suite::Form,
-}
-
-impl Plan {
-    /// How the contexts are made beyond suite, length, index and seed.
-    fn options(&self) -> Options<'_> {
-        Options {
-            haystack: self.haystack.as_ref(),
-            distractors: self.distractors,
-            form: self.form,
-        }
-    }
-}
-
-/// One item of the plan, its context generated.
-#[derive(Clone)]
-struct Prepared {
-    item: rlm_eval::Item,
-    context: PathBuf,
-}
-
 /// Runs `eval`.
-pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
-    let plan = plan(&args)?;
+pub fn run(global: &GlobalArgs, mut args: EvalArgs) -> anyhow::Result<()> {
     let settings = crate::settings::run_settings(global, &args.options);
+    rlms::expand(&mut args.arm, &settings, &args.out)?;
+    let plan = plan(&args)?;
     std::fs::create_dir_all(args.out.join("contexts"))
         .with_context(|| format!("cannot create the --out directory {}", args.out.display()))?;
     let results_path = args.out.join("results.json");
@@ -89,10 +60,14 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let variant = plan.options().variant();
-    if let Some(other) = earlier.iter().find(|r| !r.variant.same_items_as(&variant)) {
+    let options = plan.options();
+    if let Some((other, variant)) = earlier
+        .iter()
+        .map(|r| (r, r.suite.variant(&options)))
+        .find(|(r, variant)| !r.variant.same_items_as(variant))
+    {
         return Err(bad_input(format!(
-            "{} holds results made with {}, but this run uses {}: pass the same --haystack, --distractors and --variant to --resume them, or choose another --out",
+            "{} holds results made with {}, but this run uses {}: pass the same --haystack, --distractors, --variant and --data to --resume them, or choose another --out",
             results_path.display(),
             other.variant,
             variant
@@ -234,167 +209,6 @@ pub fn run(global: &GlobalArgs, args: EvalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Checks the evaluation flags.
-fn plan(args: &EvalArgs) -> anyhow::Result<Plan> {
-    let options = &args.options;
-    if !options.context.is_empty() || options.context_dir.is_some() || options.context_var.is_some()
-    {
-        return Err(bad_input(
-            "eval generates its contexts: drop --context, --context-dir and --context-var",
-        ));
-    }
-    let suites = args
-        .suite
-        .iter()
-        .map(|s| s.parse::<Suite>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(bad_input)?;
-    let lengths = args
-        .lengths
-        .iter()
-        .map(|l| rlm_eval::parse_length(l))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(bad_input)?;
-    let window = rlm_eval::parse_length(&args.baseline_window).map_err(|_| {
-        bad_input(format!(
-            "--baseline-window {}: use a number of characters, e.g. 96k",
-            args.baseline_window
-        ))
-    })?;
-    let form: rlm_eval::suite::Form = args.variant.parse().map_err(bad_input)?;
-    if !form.is_default() {
-        if let Some(suite) = suites
-            .iter()
-            .find(|s| !matches!(s, Suite::Aggregate | Suite::Pairs))
-        {
-            return Err(bad_input(format!(
-                "--variant {form} applies to the record suites aggregate and pairs, not to {suite}: run {suite} without --variant"
-            )));
-        }
-    }
-    let (arms, externals) = arm::select(args)?;
-    if args.items == 0 || suites.is_empty() || lengths.is_empty() || arms.is_empty() {
-        return Err(bad_input(
-            "nothing to run: give at least one suite, length, arm and item",
-        ));
-    }
-    let haystack = match &args.haystack {
-        Some(path) => Some(Haystack::load(path, options.max_context_bytes).map_err(bad_input)?),
-        None => match suites.iter().find(|s| s.needs_haystack()) {
-            Some(suite) => {
-                return Err(bad_input(rlm_eval::EvalError::HaystackRequired(
-                    suite.name(),
-                )))
-            }
-            None => None,
-        },
-    };
-    Ok(Plan {
-        suites,
-        lengths,
-        arms,
-        externals,
-        window: usize::try_from(window).unwrap_or(usize::MAX),
-        haystack,
-        distractors: args.distractors,
-        form,
-    })
-}
-
-/// Generates every item's context (once: a context already in `OUT/contexts/` with
-/// its item is reused).
-fn prepare_items(
-    plan: &Plan,
-    args: &EvalArgs,
-    cancel: &CancellationToken,
-) -> anyhow::Result<Vec<Prepared>> {
-    let mut prepared = Vec::new();
-    let variant = plan.options().variant();
-    // Contexts of another haystack or distractors live under other names.
-    let mut suffix = String::new();
-    if let Some(haystack) = &variant.haystack {
-        suffix.push_str("-hay");
-        suffix.extend(haystack.digest.chars().take(12));
-    }
-    if variant.distractors > 0 {
-        suffix.push_str(&format!("-d{}", variant.distractors));
-    }
-    if !variant.form.is_default() {
-        suffix.push_str(&format!("-{}", variant.form));
-    }
-    for &suite in &plan.suites {
-        for &length in &plan.lengths {
-            for index in 0..args.items {
-                if cancel.is_cancelled() {
-                    return Ok(prepared);
-                }
-                let name = format!(
-                    "{suite}-{}-seed{}-{index}{suffix}",
-                    format_length(length),
-                    args.seed
-                );
-                let context = args.out.join("contexts").join(format!("{name}.txt"));
-                let meta = args.out.join("contexts").join(format!("{name}.json"));
-                let known = std::fs::read(&meta)
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice::<rlm_eval::Item>(&bytes).ok())
-                    .filter(|item| item.variant.same_items_as(&variant) && context.exists());
-                let item = match known {
-                    // The context is reused; its item is derived again, so answers
-                    // are scored by today's rules (see `rescore`).
-                    Some(known) => {
-                        let item = generate_with(
-                            suite,
-                            length,
-                            index,
-                            args.items,
-                            args.seed,
-                            &plan.options(),
-                            &mut std::io::sink(),
-                        )?;
-                        if item != known {
-                            write_atomically(&meta, &serde_json::to_vec_pretty(&item)?)?;
-                        }
-                        item
-                    }
-                    None => {
-                        let item =
-                            write_context(suite, length, index, args, &plan.options(), &context)?;
-                        let json = serde_json::to_vec_pretty(&item)?;
-                        write_atomically(&meta, &json)?;
-                        item
-                    }
-                };
-                prepared.push(Prepared { item, context });
-            }
-        }
-    }
-    Ok(prepared)
-}
-
-/// Writes one context through a temp file (a generation interrupted leaves nothing).
-fn write_context(
-    suite: Suite,
-    length: u64,
-    index: u32,
-    args: &EvalArgs,
-    options: &Options<'_>,
-    path: &Path,
-) -> anyhow::Result<rlm_eval::Item> {
-    let tmp = path.with_extension("tmp");
-    let file = std::fs::File::create(&tmp)
-        .with_context(|| format!("cannot write the context {}", tmp.display()))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let item = generate_with(
-        suite, length, index, args.items, args.seed, options, &mut out,
-    )
-    .with_context(|| format!("cannot write the context {}", tmp.display()))?;
-    out.flush()
-        .with_context(|| format!("cannot write the context {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(item)
-}
-
 /// A progress bar on stderr (hidden when it is not a terminal or with --quiet).
 fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
@@ -514,7 +328,8 @@ impl Runner<'_> {
                 () = self.cancel.cancelled() => None,
             }
         };
-        let mut fitted = baseline::fit(model, &context, question).await;
+        let framing = prepared.item.framing.as_ref();
+        let mut fitted = baseline::fit(model, &context, question, framing).await;
         let (mut request, mut completion) = ask(fitted.request).await?;
         // A server that refuses the prompt as too long names its window and the tokens it
         // counted (the estimate was off: a tokenizer count that timed out on a busy
@@ -526,7 +341,7 @@ impl Runner<'_> {
                 .await
                 .is_some()
             {
-                fitted = baseline::fit(model, &context, question).await;
+                fitted = baseline::fit(model, &context, question, framing).await;
                 (request, completion) = ask(fitted.request).await?;
             }
         }
@@ -657,6 +472,12 @@ fn finish(out: &Path, results: &[ItemResult], window: u64) -> anyhow::Result<Str
     let rows = summarise(results);
     let table = markdown_table(&rows);
     write_atomically(&out.join("table.md"), table.as_bytes())?;
+    // The table's rows as JSON (per cell: accuracy and its interval, tokens and seconds
+    // per correct answer, forced, failed), beside results.json's items.
+    write_atomically(
+        &out.join("summary.json"),
+        &serde_json::to_vec_pretty(&rows)?,
+    )?;
     if !rows.is_empty() {
         rlm_eval::chart::write_chart(
             &out.join("accuracy.svg"),
@@ -666,8 +487,9 @@ fn finish(out: &Path, results: &[ItemResult], window: u64) -> anyhow::Result<Str
         )?;
     }
     Ok(format!(
-        "{table}\nresults: {}  table: {}  chart: {}",
+        "{table}\nresults: {}  summary: {}  table: {}  chart: {}",
         out.join("results.json").display(),
+        out.join("summary.json").display(),
         out.join("table.md").display(),
         out.join("accuracy.svg").display()
     ))

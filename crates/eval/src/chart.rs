@@ -162,6 +162,7 @@ mod tests {
             mean_output_tokens: None,
             tokens_reported: 3,
             tokens_per_correct: None,
+            seconds_per_correct: None,
             cost_usd: None,
             mean_seconds: 1.0,
             forced: 0,

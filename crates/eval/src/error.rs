@@ -5,8 +5,8 @@ use std::path::PathBuf;
 /// An evaluation error: what failed, on what, and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
-    /// A suite name that is not one of the four.
-    #[error("unknown suite `{0}`; use sniah, multi-needle, aggregate, pairs or word-count")]
+    /// A suite name that is not one of the suites.
+    #[error("unknown suite `{0}`; use sniah, multi-needle, aggregate, pairs, word-count, ruler/<task> (niah_single_1..3, niah_multikey_1..3, niah_multivalue, niah_multiquery, vt, cwe, fwe), oolong/trec_coarse or oolong/released")]
     UnknownSuite(String),
     /// A `--variant` that is not one of the forms.
     #[error("unknown variant `{0}`; use default, reworded, json or csv")]
@@ -62,6 +62,48 @@ pub enum EvalError {
     /// A suite that needs real text was asked for without a haystack.
     #[error("suite {0} counts words in real text: pass --haystack FILE|DIR (scripts/corpora.sh fetches corpora; crates/eval/fixtures/haystack is a small one)")]
     HaystackRequired(&'static str),
+    /// A RULER suite whose haystack is essays was asked for without a haystack.
+    #[error("suite {0} hides its needles in essays (RULER's essay haystack): pass --haystack DIR of .txt essays (scripts/corpora.sh installs Paul Graham's essays, RULER's haystack, into ~/.cache/rlm-corpora/essays)")]
+    EssayRequired(&'static str),
+    /// A suite built from a data file was asked for without it.
+    #[error("suite {suite} is built from {needs}: pass --data PATH (docs/benchmarks.md says where to get it)")]
+    DataRequired {
+        /// The suite.
+        suite: &'static str,
+        /// What file it needs.
+        needs: &'static str,
+    },
+    /// A `--data` file could not be read.
+    #[error("failed to read the data file {}: {source}; pass --data a readable file", path.display())]
+    DataRead {
+        /// The file.
+        path: PathBuf,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `--data` file was read but is not what a suite needs.
+    #[error("failed to read the data file {}{}: {reason}; --data takes a TREC file (`COARSE:fine question` lines) or released OOLONG records (JSON lines), see docs/benchmarks.md", path.display(), at_line(*.line))]
+    Data {
+        /// The file.
+        path: PathBuf,
+        /// The line (from 1; 0: the file as a whole).
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Released OOLONG records were asked for beyond what a length has.
+    #[error("the OOLONG records of {} hold {have} of context_len {length}, fewer than the items asked; it holds {lengths}: pass --items {have} or fewer, or --lengths among those", path.display())]
+    ReleasedShort {
+        /// The `--data` path.
+        path: PathBuf,
+        /// The length asked.
+        length: u64,
+        /// Records of that length.
+        have: usize,
+        /// The lengths the file holds, written out.
+        lengths: String,
+    },
     /// A context could not be written.
     #[error("failed to write a context: {0}; check the space left and the permissions of the --out directory")]
     Write(#[source] std::io::Error),
@@ -73,6 +115,15 @@ pub enum EvalError {
         /// What plotters said.
         message: String,
     },
+}
+
+/// `, line N` for a line number, nothing for 0.
+fn at_line(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(", line {line}")
+    }
 }
 
 impl EvalError {

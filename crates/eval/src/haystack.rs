@@ -145,7 +145,7 @@ impl Haystack {
 /// Appends `text` made ASCII: line ends become `\n`, other control characters spaces,
 /// curly quotes, dashes and the ellipsis their ASCII forms, Latin-1 letters their base
 /// letters; any other non-ASCII character is dropped.
-fn to_ascii(text: &str, out: &mut String) {
+pub(crate) fn to_ascii(text: &str, out: &mut String) {
     const LATIN1: &str = "AAAAAAACEEEEIIIIDNOOOOOxOUUUUYTsaaaaaaaceeeeiiiidnooooo/ouuuuyty";
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {

@@ -5,16 +5,29 @@
 //! from `context`, then answers `FINAL_VAR(answer)` once it has seen the output. As the
 //! baseline arm's model it computes the answer from the context in its prompt — which
 //! is cut to the baseline window, so past the window it answers from part of the data,
-//! as a real model would, and its score falls off.
+//! as a real model would, and its score falls off. It reads the baseline's prompt in
+//! `eval`'s own form and in the public benchmarks' framings (RULER's input, OOLONG's
+//! system message). OOLONG's labels are not in its contexts: the oracle classifies an
+//! instance by its wording, which is right on the tests' files only.
 
 use std::collections::BTreeMap;
 
 use regex::Regex;
 
+mod oolong;
+#[cfg(test)]
+mod public_tests;
+mod ruler;
+
 /// How the baseline arm's prompt starts.
 pub const BASELINE_OPENING: &str = "Context:\n<<<\n";
 /// What closes the context in the baseline prompt.
 const BASELINE_CLOSING: &str = "\n>>>\n\nQuestion: ";
+
+/// How the official library (`rlms` 0.1.3) opens its root prompt, and what follows
+/// the question there.
+const RLMS_OPENING: &str = "Answer the following: ";
+const RLMS_CLOSING: &str = "\n\nYour context is";
 
 /// The baseline arm's prompt: the (cut) context, then the question.
 pub fn baseline_prompt(context: &str, question: &str) -> String {
@@ -27,10 +40,36 @@ pub fn baseline_prompt(context: &str, question: &str) -> String {
 /// when it is neither a baseline prompt nor an RLM run of one of the suites.
 pub fn reply(messages: &[&str]) -> Option<String> {
     let last = messages.last()?;
+    let dunno = || "I do not know.".to_owned();
     if let Some(rest) = last.strip_prefix(BASELINE_OPENING) {
         let (context, after) = rest.split_once(BASELINE_CLOSING)?;
-        let question = after.lines().next()?;
-        return Some(solve(question, context).unwrap_or_else(|| "I do not know.".to_owned()));
+        let question = after
+            .rsplit_once("\nAnswer with the answer only")
+            .map_or(after, |(question, _)| question);
+        return Some(solve(question, context).unwrap_or_else(dunno));
+    }
+    // RULER's input (the baseline of a `ruler/*` item).
+    if let Some((question, context)) = crate::ruler::split_input(last) {
+        return Some(solve(&question, context).unwrap_or_else(dunno));
+    }
+    // OOLONG's framing: the window in the system message, the question the user's.
+    if let [system, .., question] = messages {
+        let preamble = format!("{}\n", crate::framing::OOLONG_PREAMBLE);
+        if let Some(context) = system.strip_prefix(&preamble) {
+            return Some(solve(question, context).unwrap_or_else(dunno));
+        }
+    }
+    // The official library's (`rlms`) root prompt; its REPL ends a run when the
+    // model's code sets `answer["ready"]` (the dict the library puts there).
+    if let Some(question) = messages
+        .iter()
+        .find_map(|m| m.strip_prefix(RLMS_OPENING))
+        .and_then(|rest| rest.split(RLMS_CLOSING).next())
+    {
+        let code = code_for(question.trim())?;
+        return Some(format!(
+            "Let me compute it.\n```repl\n_slot = answer\n{code}\n_slot[\"content\"] = str(answer)\n_slot[\"ready\"] = True\nanswer = _slot\n```"
+        ));
     }
     let question = messages
         .iter()
@@ -55,9 +94,19 @@ enum Question {
     WordCount(String),
     WordLines(String),
     MostFrequentWord(Vec<String>),
+    Ruler(ruler::Ask),
+    Oolong(crate::oolong::Question),
 }
 
 fn read_question(question: &str) -> Option<Question> {
+    // The public benchmarks' wordings first: RULER's needle question would read as the
+    // project's own.
+    if let Some(ask) = ruler::read(question) {
+        return Some(Question::Ruler(ask));
+    }
+    if let Some(asked) = crate::oolong::Question::parse(question) {
+        return Some(Question::Oolong(asked));
+    }
     let grab = |pattern: &str| {
         Regex::new(pattern)
             .ok()
@@ -202,6 +251,8 @@ fn solve(question: &str, context: &str) -> Option<String> {
     };
     let count_of = |word: &str| words_of(context).iter().filter(|w| *w == word).count();
     Some(match read_question(question)? {
+        Question::Ruler(ask) => ruler::solve(&ask, context)?,
+        Question::Oolong(asked) => oolong::solve(&asked, context)?,
         Question::Needle(key) => needle(&key)?,
         Question::WordCount(word) => count_of(&word).to_string(),
         Question::WordLines(word) => context
@@ -267,6 +318,8 @@ fn solve(question: &str, context: &str) -> Option<String> {
 /// in `answer`.
 fn code_for(question: &str) -> Option<String> {
     Some(match read_question(question)? {
+        Question::Ruler(ask) => ruler::code(&ask),
+        Question::Oolong(asked) => oolong::code(&asked),
         Question::Needle(key) => format!(
             "import re\nm = re.search(r'The special magic number for {} is (\\d+)\\.', context)\nanswer = m.group(1) if m else 'not found'\nprint(answer)",
             regex::escape(&key)
@@ -436,5 +489,18 @@ mod tests {
         let second = reply(&["system", task, &first, "REPL output:\n1234567\n"]).unwrap();
         assert_eq!(second, "FINAL_VAR(answer)");
         assert_eq!(reply(&["hello"]), None);
+    }
+
+    /// As the official library's root model: one block that computes the answer and
+    /// hands it to the library's `answer` dict.
+    #[test]
+    fn as_the_official_librarys_root_model_it_fills_its_answer_dict() {
+        let prompt = "Answer the following: What is the special magic number for amber-otter-07 mentioned in the context?\n\nYour context is a str of 8119 total characters.";
+        let first = reply(&["You are a Recursive Language Model (RLM)", prompt]).unwrap();
+        assert!(
+            first.contains("```repl") && first.contains("amber\\-otter\\-07"),
+            "{first}"
+        );
+        assert!(first.contains("_slot[\"ready\"] = True"), "{first}");
     }
 }

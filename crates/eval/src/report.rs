@@ -158,6 +158,9 @@ pub struct SummaryRow {
     pub cost_usd: Option<f64>,
     /// Mean seconds per item.
     pub mean_seconds: f64,
+    /// All seconds of the cell over its correct answers; `None` when none was correct.
+    #[serde(default)]
+    pub seconds_per_correct: Option<f64>,
     /// Answers that were forced.
     pub forced: usize,
     /// Items the arm failed (scored 0).
@@ -206,6 +209,8 @@ pub fn summarise(results: &[ItemResult]) -> Vec<SummaryRow> {
                     .map(|t| t.iter().sum::<u64>() as f64 / correct as f64),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 mean_seconds: items.iter().map(|r| r.seconds).sum::<f64>() / n,
+                seconds_per_correct: (correct > 0)
+                    .then(|| items.iter().map(|r| r.seconds).sum::<f64>() / correct as f64),
                 forced: items.iter().filter(|r| r.forced).count(),
                 failed: items.iter().filter(|r| r.failed.is_some()).count(),
             }
@@ -214,11 +219,11 @@ pub fn summarise(results: &[ItemResult]) -> Vec<SummaryRow> {
 }
 
 /// The header of [`markdown_table`].
-const TABLE_HEADER: &str = "| suite | length | arm | items | correct | accuracy | 95 % CI | mean score | mean input tokens | mean output tokens | tokens per correct | cost | mean seconds | forced | failed |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+const TABLE_HEADER: &str = "| suite | length | arm | items | correct | accuracy | 95 % CI | mean score | mean input tokens | mean output tokens | tokens per correct | cost | mean seconds | seconds per correct | forced | failed |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
 
 /// The table as Markdown (what the terminal shows and `table.md` holds). Tokens an
-/// arm did not report are `unknown`; tokens per correct answer is `—` when no answer
-/// was correct.
+/// arm did not report are `unknown`; tokens and seconds per correct answer are `—`
+/// when no answer was correct.
 pub fn markdown_table(rows: &[SummaryRow]) -> String {
     let mut out = String::from(TABLE_HEADER);
     let tokens =
@@ -232,9 +237,12 @@ pub fn markdown_table(rows: &[SummaryRow]) -> String {
         } else {
             tokens(row.tokens_per_correct)
         };
+        let seconds_per_correct = row
+            .seconds_per_correct
+            .map_or_else(|| "—".to_owned(), |s| format!("{s:.1}"));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {:.0} % | {:.0}–{:.0} % | {:.0} % | {} | {} | {} | {} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} % | {:.0}–{:.0} % | {:.0} % | {} | {} | {} | {} | {:.1} | {} | {} | {} |",
             row.suite,
             format_length(row.length),
             row.arm,
@@ -249,6 +257,7 @@ pub fn markdown_table(rows: &[SummaryRow]) -> String {
             per_correct,
             cost,
             row.mean_seconds,
+            seconds_per_correct,
             row.forced,
             row.failed,
         );
@@ -324,6 +333,7 @@ mod tests {
             expected,
             depth_percent: None,
             variant: Variant::default(),
+            framing: None,
         };
         let hedge = ItemResult {
             expected: Expected::Exact("shipping".into()),
@@ -371,7 +381,7 @@ mod tests {
         let table = markdown_table(&rows);
         assert!(
             table.contains(
-                "| sniah | 8k | rlm | 2 | 1 | 50 % | 9–91 % | 50 % | 90 | 10 | 200 | — | 1.0 | 0 | 0 |"
+                "| sniah | 8k | rlm | 2 | 1 | 50 % | 9–91 % | 50 % | 90 | 10 | 200 | — | 1.0 | 2.0 | 0 | 0 |"
             ),
             "{table}"
         );
@@ -408,13 +418,15 @@ mod tests {
         let table = markdown_table(&rows);
         assert!(
             table.contains(
-                "| sniah | 1k | stub | 4 | 2 | 50 % | 15–85 % | 69 % | unknown | unknown | unknown | — | 1.0 | 1 | 1 |"
+                "| sniah | 1k | stub | 4 | 2 | 50 % | 15–85 % | 69 % | unknown | unknown | unknown | — | 1.0 | 2.0 | 1 | 1 |"
             ),
             "{table}"
         );
         // Nothing correct: tokens per correct answer is a dash, not infinity or 0.
         let none = summarise(&[result("rlm", 1024, 0.0)]);
         assert_eq!(none[0].tokens_per_correct, None);
+        assert_eq!(none[0].seconds_per_correct, None);
+        assert!(markdown_table(&none).contains("| 1.0 | — | 0 | 0 |"));
         assert!(
             markdown_table(&none).contains("| 90 | 10 | — |"),
             "{}",

@@ -33,6 +33,47 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
+
+    /// A number in `low..=high` (`low` ≤ `high`), as Python's `random.randint`.
+    pub fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.below(high.saturating_sub(low).saturating_add(1))
+    }
+
+    /// A number in [0, 1), from 53 random bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1_u64 << 53) as f64
+    }
+
+    /// `items` in a random order (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i as u64 + 1) as usize);
+        }
+    }
+
+    /// `k` distinct numbers of `0..n`, in the order drawn (all of them when `k` ≥ `n`),
+    /// as Python's `random.sample(range(n), k)`.
+    pub fn sample(&mut self, n: usize, k: usize) -> Vec<usize> {
+        let k = k.min(n);
+        if k * 2 >= n {
+            let mut all: Vec<usize> = (0..n).collect();
+            for i in 0..k {
+                let j = i + self.below((n - i) as u64) as usize;
+                all.swap(i, j);
+            }
+            all.truncate(k);
+            return all;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::with_capacity(k);
+        while out.len() < k {
+            let i = self.below(n as u64) as usize;
+            if seen.insert(i) {
+                out.push(i);
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -55,5 +96,25 @@ mod tests {
         assert_ne!(Rng::new(1, 1).next_u64(), Rng::new(1, 0).next_u64());
         let mut rng = Rng::new(7, 3);
         assert!((0..1000).all(|_| rng.below(10) < 10));
+    }
+
+    #[test]
+    fn draws_stay_in_their_ranges_and_samples_are_distinct() {
+        let mut rng = Rng::new(3, 9);
+        assert!((0..1000).all(|_| (5..=7).contains(&rng.between(5, 7))));
+        assert!((0..1000).all(|_| (0.0..1.0).contains(&rng.unit())));
+        for (n, k) in [(10, 3), (10, 9), (1000, 5), (4, 10)] {
+            let drawn = rng.sample(n, k);
+            assert_eq!(drawn.len(), k.min(n));
+            let distinct: std::collections::BTreeSet<_> = drawn.iter().collect();
+            assert_eq!(distinct.len(), drawn.len());
+            assert!(drawn.iter().all(|i| *i < n));
+        }
+        let mut items: Vec<u32> = (0..50).collect();
+        rng.shuffle(&mut items);
+        let mut sorted = items.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
+        assert_ne!(items, sorted);
     }
 }

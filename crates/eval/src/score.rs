@@ -1,7 +1,11 @@
-//! Scorers: each item's answer is exact text, a number or a set, and an answer the
-//! model gave is scored in [0, 1] against it.
+//! Scorers: each item's answer is exact text, a number or a set, RULER's gold strings
+//! (`ruler`) or OOLONG's answer (`oolong`), and an answer the model gave is scored in
+//! [0, 1] against it.
 
 use std::collections::BTreeSet;
+
+pub mod oolong;
+pub mod ruler;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +31,21 @@ pub enum Expected {
         /// The other candidates.
         others: Vec<String>,
     },
+    /// RULER's gold strings, scored by the task's RULER metric (`ruler/*`).
+    Ruler {
+        /// The gold strings.
+        refs: Vec<String>,
+        /// `string_match_all` or `string_match_part`.
+        metric: ruler::Metric,
+    },
+    /// OOLONG's gold answer, scored as OOLONG scores its kind (`oolong/*`).
+    Oolong {
+        /// The answer (a label, a number, a user id, `YYYY-MM-DD`, `Month YYYY` or a
+        /// comparison phrase).
+        answer: String,
+        /// What kind of answer it is.
+        kind: oolong::AnswerKind,
+    },
 }
 
 impl Expected {
@@ -37,6 +56,8 @@ impl Expected {
             Self::Number(n) => format_number(*n),
             Self::Set(items) => items.join(", "),
             Self::Choice { answer, .. } => answer.clone(),
+            Self::Ruler { refs, .. } => refs.join(", "),
+            Self::Oolong { answer, kind } => kind.written(answer),
         }
     }
 }
@@ -75,6 +96,8 @@ pub fn score(expected: &Expected, got: &str) -> f64 {
             Some(n) if (n - want).abs() <= want.abs().max(1.0) * 1e-6 => 1.0,
             _ => 0.0,
         },
+        Expected::Ruler { refs, metric } => metric.score(refs, got),
+        Expected::Oolong { answer, kind } => oolong::score(answer, *kind, got),
         Expected::Set(want) => {
             let want: BTreeSet<String> = want.iter().map(|w| normalise(w)).collect();
             let got: BTreeSet<String> = normalise(got)
@@ -184,6 +207,14 @@ mod tests {
             Expected::Number(-12.5),
             Expected::Number(40_000.0),
             Expected::Set(vec!["1".into(), "2".into()]),
+            Expected::Ruler {
+                refs: vec!["ABCDE".into(), "FGHIJ".into()],
+                metric: crate::ruler::Metric::All,
+            },
+            Expected::Oolong {
+                answer: "human being".into(),
+                kind: crate::oolong::AnswerKind::Label,
+            },
         ] {
             assert_eq!(score(&want, &want.as_answer()), 1.0, "{want:?}");
         }

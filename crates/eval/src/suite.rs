@@ -1,13 +1,16 @@
-//! The five suites: what each item's context, question and answer are, generated from
-//! a seed (and, with a `Haystack`, from its text).
+//! The suites: what each item's context, question and answer are, generated from a
+//! seed (and, with a `Haystack`, from its text; for the public benchmarks' suites, from
+//! their definitions and data files).
 //!
 //! A context is plain ASCII text (so characters and bytes count the same) of about the
 //! requested length, written to any [`Write`] as it is generated, so a 64 M-character
-//! context never sits in memory. Items of one suite and length differ by index: the
-//! needle's depth for `sniah` (10 % to 90 %), the question for `aggregate` and
-//! `word-count`. The needles of `sniah` and `multi-needle` sit in generated filler or,
-//! with a haystack, in real prose, among optional distractor needles whose keys differ
-//! from the asked ones by a word or a digit.
+//! context never sits in memory (the RULER and OOLONG contexts are built in memory
+//! first). Items of one suite and length differ by index: the needle's depth for
+//! `sniah` (10 % to 90 %), the question for `aggregate` and `word-count`. The needles
+//! of `sniah` and `multi-needle` sit in generated filler or, with a haystack, in real
+//! prose, among optional distractor needles whose keys differ from the asked ones by a
+//! word or a digit. `ruler/*` items are RULER's tasks ([`crate::ruler`]), `oolong/*`
+//! items OOLONG's ([`crate::oolong`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,15 +20,17 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::framing::{Framing, Posed};
+use crate::oolong::Set;
 use crate::rng::Rng;
+use crate::ruler::Task;
 use crate::score::Expected;
 use crate::text::{distractors, filler_with_needles, word_count, Counting, Needle};
 pub use crate::text::{WordTally, WORD_RULE};
 pub use crate::variant::{Form, Options, Variant};
 
 /// A benchmark suite.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Suite {
     /// One needle ("The special magic number for KEY is N.") in filler text, at a
     /// depth from 10 % to 90 %.
@@ -39,10 +44,14 @@ pub enum Suite {
     /// Real text (a haystack is required): how often a word occurs, how many lines
     /// hold it, which of five words is the most frequent, over the whole context.
     WordCount,
+    /// One of RULER's synthetic tasks (`ruler/<task>`).
+    Ruler(Task),
+    /// OOLONG (`oolong/trec_coarse`, `oolong/released`).
+    Oolong(Set),
 }
 
 impl Suite {
-    /// Every suite, in table order.
+    /// The project's own suites, in table order.
     pub const ALL: [Suite; 5] = [
         Self::Sniah,
         Self::MultiNeedle,
@@ -51,9 +60,51 @@ impl Suite {
         Self::WordCount,
     ];
 
+    /// Every suite: the project's own, RULER's eleven, OOLONG's two.
+    pub fn every() -> impl Iterator<Item = Suite> {
+        Self::ALL
+            .into_iter()
+            .chain(Task::ALL.into_iter().map(Self::Ruler))
+            .chain(Set::ALL.into_iter().map(Self::Oolong))
+    }
+
     /// Whether its items can only be made from a haystack (`--haystack`).
     pub fn needs_haystack(self) -> bool {
-        self == Self::WordCount
+        match self {
+            Self::WordCount => true,
+            Self::Ruler(task) => task.needs_essay(),
+            _ => false,
+        }
+    }
+
+    /// The error of this suite asked for without a haystack.
+    pub fn haystack_required(self) -> EvalError {
+        match self {
+            Self::Ruler(task) => EvalError::EssayRequired(task.suite_name()),
+            _ => EvalError::HaystackRequired(self.name()),
+        }
+    }
+
+    /// The variant `options` make for its items: `Options::variant` and, for a suite
+    /// built from a data file, that file.
+    pub fn variant(self, options: &Options<'_>) -> Variant {
+        let data = match self {
+            Self::Oolong(Set::TrecCoarse) => options.trec.map(|t| t.id().clone()),
+            Self::Oolong(Set::Released) => options.released.map(|r| r.id().clone()),
+            _ => None,
+        };
+        Variant {
+            data,
+            ..options.variant()
+        }
+    }
+
+    /// The data file it is built from (`--data`), if any.
+    pub fn data_needed(self) -> Option<Set> {
+        match self {
+            Self::Oolong(set) => Some(set),
+            _ => None,
+        }
     }
 
     /// The suite's name on the command line and in results.
@@ -64,6 +115,27 @@ impl Suite {
             Self::Aggregate => "aggregate",
             Self::Pairs => "pairs",
             Self::WordCount => "word-count",
+            Self::Ruler(task) => task.suite_name(),
+            Self::Oolong(set) => set.suite_name(),
+        }
+    }
+
+    /// The suite's name as a file name (no `/`).
+    pub fn file_name(self) -> String {
+        self.name().replace('/', "-")
+    }
+
+    /// What mixes into its items' random streams (fixed forever: changing it changes
+    /// every item).
+    fn stream(self) -> u64 {
+        match self {
+            Self::Sniah => 0,
+            Self::MultiNeedle => 1,
+            Self::Aggregate => 2,
+            Self::Pairs => 3,
+            Self::WordCount => 4,
+            Self::Ruler(task) => 16 + task as u64,
+            Self::Oolong(set) => 32 + set as u64,
         }
     }
 }
@@ -79,12 +151,24 @@ impl FromStr for Suite {
 
     fn from_str(text: &str) -> Result<Self, EvalError> {
         let wanted = text.trim().to_ascii_lowercase();
-        Self::ALL
-            .into_iter()
+        Self::every()
             .find(|suite| {
                 suite.name() == wanted || (wanted == "multi" && *suite == Self::MultiNeedle)
             })
             .ok_or_else(|| EvalError::UnknownSuite(text.to_owned()))
+    }
+}
+
+impl Serialize for Suite {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Suite {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -141,6 +225,10 @@ pub struct Item {
     /// filler, no distractors).
     #[serde(default, skip_serializing_if = "Variant::is_default")]
     pub variant: Variant,
+    /// How the baseline is asked, for a public benchmark's item (absent: `eval`'s own
+    /// prompt, `oracle::baseline_prompt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framing: Option<Framing>,
 }
 
 /// Writes the context of item `index` (of `count` per suite and length) of `suite` at
@@ -185,10 +273,37 @@ pub fn generate_with(
     options: &Options<'_>,
     out: &mut dyn Write,
 ) -> Result<Item, EvalError> {
-    let stream = (suite as u64) << 40 ^ length << 8 ^ u64::from(index);
+    let stream = suite.stream() << 40 ^ length << 8 ^ u64::from(index);
     let mut rng = Rng::new(seed, stream);
     let mut out = Counting { out, written: 0 };
+    let mut framing = None;
+    let mut pose = |context: String, posed: Posed, out: &mut Counting<'_>| {
+        out.line(&context).map_err(EvalError::Write)?;
+        framing = Some(posed.framing);
+        Ok::<_, EvalError>((posed.question, posed.expected, None))
+    };
     let (question, expected, depth_percent) = match suite {
+        Suite::Ruler(task) => {
+            let (context, posed) =
+                crate::ruler::generate(task, &mut rng, options.haystack, length)?;
+            pose(context, posed, &mut out)?
+        }
+        Suite::Oolong(Set::TrecCoarse) => {
+            let trec = options.trec.ok_or(EvalError::DataRequired {
+                suite: suite.name(),
+                needs: Set::TrecCoarse.needs(),
+            })?;
+            let (context, posed) = crate::oolong::trec_coarse(trec, &mut rng, length, index);
+            pose(context, posed, &mut out)?
+        }
+        Suite::Oolong(Set::Released) => {
+            let released = options.released.ok_or(EvalError::DataRequired {
+                suite: suite.name(),
+                needs: Set::Released.needs(),
+            })?;
+            let (context, posed) = released.item(length, index)?;
+            pose(context, posed, &mut out)?
+        }
         Suite::Sniah => {
             let depth = depth_of(index, count);
             let needle = Needle::new(&mut rng);
@@ -260,7 +375,8 @@ pub fn generate_with(
         question,
         expected,
         depth_percent,
-        variant: options.variant(),
+        variant: suite.variant(options),
+        framing,
     })
 }
 
@@ -305,11 +421,12 @@ fn records(
         id += 1;
         let amount = 1 + rng.below(999);
         let (day, hour, minute) = (1 + rng.below(28), rng.below(24), rng.below(60));
+        let plain = format!(
+            "2026-03-{day:02} {hour:02}:{minute:02} order={id:06} label={label} amount={amount}\n"
+        );
         line.clear();
         line.push_str(&match form {
-            Form::Default | Form::Reworded => format!(
-                "2026-03-{day:02} {hour:02}:{minute:02} order={id:06} label={label} amount={amount}\n"
-            ),
+            Form::Default | Form::Reworded => plain.clone(),
             Form::Json => format!(
                 "{{\"date\": \"2026-03-{day:02}\", \"time\": \"{hour:02}:{minute:02}\", \"order\": \"{id:06}\", \"label\": \"{label}\", \"amount\": {amount}}}\n"
             ),
@@ -317,8 +434,11 @@ fn records(
                 format!("2026-03-{day:02},{hour:02}:{minute:02},{id:06},{label},{amount}\n")
             }
         });
-        (line.clone(), label, amount)
+        (line.clone(), label, amount, plain.len() as u64)
     };
+    // Records are counted by the default form's size, so every form holds the same
+    // draws (and asks the same question); a JSON or CSV context is longer.
+    let mut sized = 0_u64;
     loop {
         let mut pick = rng.below(total_weight);
         let mut chosen = labels[0];
@@ -329,10 +449,11 @@ fn records(
             }
             pick -= weight;
         }
-        let (text, label, amount) = record(rng, chosen);
-        if out.written + text.len() as u64 > length {
+        let (text, label, amount, plain) = record(rng, chosen);
+        if sized + plain > length {
             break;
         }
+        sized += plain;
         out.line(&text)?;
         *counts.entry(label).or_default() += 1;
         *sums.entry(label).or_default() += amount;
@@ -345,7 +466,7 @@ fn records(
         .map(|(label, _)| *label)
         .collect();
     if tied.len() > 1 {
-        let (text, label, amount) = record(rng, tied[0]);
+        let (text, label, amount, _) = record(rng, tied[0]);
         out.line(&text)?;
         *counts.entry(label).or_default() += 1;
         *sums.entry(label).or_default() += amount;
@@ -429,20 +550,24 @@ fn people(
     if form == Form::Csv {
         out.line("person,city,year\n")?;
     }
+    // Counted by the default form's size, as `records` counts.
+    let mut sized = 0_u64;
     loop {
         id += 1;
         let city = *rng.pick(&CITIES);
         let year = 1950 + rng.below(76);
+        let plain = format!("person {id:06}: city={city} year={year}\n");
         let line = match form {
-            Form::Default | Form::Reworded => format!("person {id:06}: city={city} year={year}\n"),
+            Form::Default | Form::Reworded => plain.clone(),
             Form::Json => {
                 format!("{{\"person\": \"{id:06}\", \"city\": \"{city}\", \"year\": {year}}}\n")
             }
             Form::Csv => format!("{id:06},{city},{year}\n"),
         };
-        if out.written + line.len() as u64 > length {
+        if sized + plain.len() as u64 > length {
             break;
         }
+        sized += plain.len() as u64;
         out.line(&line)?;
         if year > 2000 {
             *young.entry(city).or_default() += 1;
@@ -799,7 +924,7 @@ pub(crate) mod tests {
                 let values: Vec<String> = match &item.expected {
                     Expected::Exact(v) => vec![v.clone()],
                     Expected::Set(vs) => vs.clone(),
-                    Expected::Number(_) | Expected::Choice { .. } => panic!("{item:?}"),
+                    _ => panic!("{item:?}"),
                 };
                 for (key, value) in keys.iter().zip(&values) {
                     let hits: Vec<_> = found.iter().filter(|(k, _)| k == key).collect();

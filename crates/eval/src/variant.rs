@@ -1,12 +1,15 @@
 //! What, besides suite, length, index and seed, makes an item: the haystack its text
-//! comes from, the distractor needles and the form of a record suite's item
-//! ([`Options`] to generate with, the [`Variant`] items and results record).
+//! comes from, the distractor needles, the form of a record suite's item and the data
+//! file a public benchmark's suite is built from ([`Options`] to generate with, the
+//! [`Variant`] items and results record).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::DataId;
 use crate::haystack::{Haystack, HaystackId};
+use crate::oolong::{Released, TrecSet};
 
 /// What, besides suite, length, index and seed, shaped the items of a run: the
 /// haystack their text came from and the distractor needles asked for. Recorded in
@@ -23,6 +26,10 @@ pub struct Variant {
     /// records' format.
     #[serde(default, skip_serializing_if = "Form::is_default")]
     pub form: Form,
+    /// The data file the item was built from (`--data`: `oolong/*`); none for the
+    /// other suites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataId>,
 }
 
 /// How an item of a record suite (`aggregate`, `pairs`) is put to the model: the same
@@ -90,12 +97,13 @@ impl Variant {
         *self == Self::default()
     }
 
-    /// Whether `other` makes the same items: the same haystack digest (its path may
-    /// differ) and the same distractors.
+    /// Whether `other` makes the same items: the same haystack and data digests (their
+    /// paths may differ), the same distractors and form.
     pub fn same_items_as(&self, other: &Variant) -> bool {
         self.haystack.as_ref().map(|h| &h.digest) == other.haystack.as_ref().map(|h| &h.digest)
             && self.distractors == other.distractors
             && self.form == other.form
+            && self.data.as_ref().map(|d| &d.digest) == other.data.as_ref().map(|d| &d.digest)
     }
 }
 
@@ -108,6 +116,9 @@ impl fmt::Display for Variant {
         write!(f, " and {} distractors", self.distractors)?;
         if !self.form.is_default() {
             write!(f, ", {} form", self.form)?;
+        }
+        if let Some(data) = &self.data {
+            write!(f, ", data {} (sha256 {})", data.path.display(), data.digest)?;
         }
         Ok(())
     }
@@ -125,15 +136,21 @@ pub struct Options<'a> {
     pub distractors: u32,
     /// The form of record suites' items (`--variant`).
     pub form: Form,
+    /// The TREC file of `oolong/trec_coarse` (`--data`).
+    pub trec: Option<&'a TrecSet>,
+    /// The released records of `oolong/released` (`--data`).
+    pub released: Option<&'a Released>,
 }
 
 impl Options<'_> {
-    /// The variant these options make, as items record it.
+    /// The variant these options make for suites that read no data file (for the
+    /// others, `Suite::variant`).
     pub fn variant(&self) -> Variant {
         Variant {
             haystack: self.haystack.map(|h| h.id().clone()),
             distractors: self.distractors,
             form: self.form,
+            data: None,
         }
     }
 }

@@ -9,8 +9,11 @@ use super::RunOptions;
 #[derive(Debug, clap::Args)]
 #[command(args_override_self = true)]
 pub struct EvalArgs {
-    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs, and
-    /// word-count (needs --haystack).
+    /// Suites to run (comma-separated): sniah, multi-needle, aggregate, pairs,
+    /// word-count (needs --haystack); RULER's ruler/niah_single_1..3,
+    /// ruler/niah_multikey_1..3, ruler/niah_multivalue, ruler/niah_multiquery, ruler/vt,
+    /// ruler/cwe, ruler/fwe (the essay ones need --haystack); oolong/trec_coarse and
+    /// oolong/released (need --data). docs/benchmarks.md.
     #[arg(
         long,
         value_delimiter = ',',
@@ -19,7 +22,8 @@ pub struct EvalArgs {
     )]
     pub suite: Vec<String>,
 
-    /// Context lengths in characters (comma-separated; k = 1024, m = 1024²).
+    /// Context lengths in characters (comma-separated; k = 1024, m = 1024²); for
+    /// oolong/released, the records' published context_len (tokens).
     #[arg(
         long,
         value_delimiter = ',',
@@ -73,7 +77,9 @@ pub struct EvalArgs {
     /// An external arm, NAME='COMMAND' (repeatable): a command answering each item,
     /// split like a shell would, with {context_file}, {question}, {question_file},
     /// {output_file}, {model}, {base_url} and {api_key_env} replaced inside its words.
-    /// Its answer is {output_file} if written, else its stdout (docs/eval.md).
+    /// Its answer is {output_file} if written, else its stdout (docs/eval.md). A bare
+    /// `--arm rlms` is the official RLM library (scripts/arms/setup-rlms.sh installs it)
+    /// with the model, server and --max-iterations of the rlm arm.
     #[arg(long = "arm", value_name = "NAME=COMMAND", help_heading = "Evaluation")]
     pub arm: Vec<String>,
 
@@ -92,6 +98,13 @@ pub struct EvalArgs {
     /// it. scripts/corpora.sh fetches corpora.
     #[arg(long, value_name = "PATH", help_heading = "Evaluation")]
     pub haystack: Option<PathBuf>,
+
+    /// A data file a suite is built from (repeatable): a TREC question-classification
+    /// file for oolong/trec_coarse (`COARSE:fine question` lines, as train_5500.label),
+    /// released OOLONG-synth records for oolong/released (a .jsonl file or a directory
+    /// of them). docs/benchmarks.md says where to get them.
+    #[arg(long, value_name = "PATH", help_heading = "Evaluation")]
+    pub data: Vec<PathBuf>,
 
     /// Distractor needles per sniah and multi-needle context: the needle's sentence
     /// with a key one word or one digit away from an asked key, and another number.

@@ -5,10 +5,16 @@
 //! A plain model shown more than its window is refused by the server (or, by some,
 //! truncated silently), which measures the server, not the model: a long-context
 //! benchmark's baseline reads the longest prefix that fits, with room for the answer.
+//!
+//! A public benchmark's item (RULER, OOLONG) is asked in the benchmark's own framing
+//! ([`rlm_eval::Framing`]: RULER's input and answer prefix, OOLONG's system message),
+//! the context cut the same way, and no more answer tokens than the benchmark allows.
 
 use std::io::Read;
 use std::path::Path;
 
+use rlm_eval::framing::Speaker;
+use rlm_eval::Framing;
 use rlm_orchestrator::host::Model;
 use rlm_orchestrator::provider::{ChatMessage, ChatRequest};
 
@@ -51,16 +57,36 @@ pub fn read_prefix(path: &Path, max_bytes: usize) -> std::io::Result<String> {
 
 /// The baseline request over the longest prefix of `context` whose estimated prompt
 /// fits `model`'s window with room for the answer, asking for at most that room
-/// ([`rlm_orchestrator::window::ModelWindow::answer_limit`]). The estimate is calibrated by the
-/// server's tokenizer when it offers one (llama.cpp and llama-cpp-python do).
-pub async fn fit(model: &Model, context: &str, question: &str) -> Fitted {
+/// ([`rlm_orchestrator::window::ModelWindow::answer_limit`]), and at most the
+/// benchmark's answer tokens when `framing` bounds them. The estimate is calibrated by
+/// the server's tokenizer when it offers one (llama.cpp and llama-cpp-python do).
+pub async fn fit(
+    model: &Model,
+    context: &str,
+    question: &str,
+    framing: Option<&Framing>,
+) -> Fitted {
     // The answer's room, asked for as the RLM arm's requests ask for it: the prompt
     // and the answer fit the window together.
-    let max_tokens = model.window.answer_limit().await;
+    let room = model.window.answer_limit().await;
+    let max_tokens = match (room, framing.and_then(Framing::answer_tokens)) {
+        (Some(room), Some(bound)) => Some(room.min(bound)),
+        (room, bound) => room.or(bound),
+    };
     let request_of = |prefix: &str| ChatRequest {
-        messages: vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
-            prefix, question,
-        ))],
+        messages: match framing {
+            Some(framing) => framing
+                .messages(prefix, question)
+                .into_iter()
+                .map(|(speaker, text)| match speaker {
+                    Speaker::System => ChatMessage::system(text),
+                    Speaker::User => ChatMessage::user(text),
+                })
+                .collect(),
+            None => vec![ChatMessage::user(rlm_eval::oracle::baseline_prompt(
+                prefix, question,
+            ))],
+        },
         max_tokens,
         ..ChatRequest::default()
     };
@@ -126,7 +152,7 @@ mod tests {
     async fn a_context_within_the_window_is_shown_whole() {
         let model = model_with_window(8_192);
         let context = "word ".repeat(1_000);
-        let fitted = fit(&model, &context, "How many words?").await;
+        let fitted = fit(&model, &context, "How many words?", None).await;
         assert_eq!(fitted.context_chars, 5_000);
         assert!(fitted.request.messages[0].content.contains(&context));
     }
@@ -135,7 +161,7 @@ mod tests {
     async fn a_context_past_the_window_is_cut_to_fit_it() {
         let model = model_with_window(2_048);
         let context = "0123456789".repeat(10_000);
-        let fitted = fit(&model, &context, "Which digit comes first?").await;
+        let fitted = fit(&model, &context, "Which digit comes first?", None).await;
         let budget = model.window.prompt_budget().await;
         let estimate = model.window.estimator.request_tokens(&fitted.request);
         assert!(estimate <= budget, "{estimate} > {budget}");

@@ -436,7 +436,7 @@ fn in_real_text_with_distractors_the_oracle_scores_the_rlm_full() {
         stderr.contains(&format!(
             "sha256 {digest}) and 2 distractors, but this run uses"
         )) && stderr.contains("and 1 distractors")
-            && stderr.contains("pass the same --haystack and --distractors"),
+            && stderr.contains("pass the same --haystack, --distractors, --variant and --data"),
         "{stderr}"
     );
     let refused = eval_command(

@@ -16,6 +16,7 @@ mod escapees;
 mod eval;
 mod eval_arms;
 mod eval_inputs;
+mod eval_public;
 mod example_data;
 mod faults;
 mod final_answers;

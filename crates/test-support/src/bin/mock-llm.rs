@@ -67,9 +67,11 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
   --record-limit N  keep the last N requests for /_mock/requests (default 10000)
   --no-stdin-watch  do not exit when stdin closes
   --oracle          answer the items of `rlm-orchestrate eval` right when the data is in
-                    view: Python code for an RLM run (then FINAL_VAR(answer)), the answer
-                    computed from the prompt's (cut) context for the baseline; other
-                    requests get the script's replies
+                    view: Python code for an RLM run (then FINAL_VAR(answer); for the
+                    official rlms library, code that fills its `answer` dict), the answer
+                    computed from the prompt's (cut) context for the baseline, in eval's
+                    prompt or RULER's and OOLONG's framings; OOLONG's labels by a wh-word
+                    rule (docs/benchmarks.md); other requests get the script's replies
 
 The first line on stdout is `listening on http://127.0.0.1:PORT`.";
 
