@@ -38,6 +38,7 @@ mod redaction;
 mod repl;
 mod replies;
 mod run;
+mod runaway;
 mod runs;
 mod runs_prune;
 mod sandbox;

@@ -522,10 +522,10 @@ impl Caller<'_> {
                 delta: delta.to_owned(),
             })
         };
+        let forced = purpose == CallPurpose::ForcedFinal;
         let completion = match self
             .model
-            .provider
-            .complete(&request, Some(&on_delta))
+            .complete_within(&request, Some(&on_delta), self.accounting, forced)
             .await
         {
             Ok(completion) => completion,

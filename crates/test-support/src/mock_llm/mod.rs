@@ -42,15 +42,17 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 mod answer;
+mod endless;
 mod responses;
 mod script;
 mod server;
+mod side;
 mod tools;
 mod wire;
 
 pub use script::{
-    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RequestMatch, RuleFn, ScriptError,
-    StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL,
+    MockReply, MockRule, MockScript, MockTokenizer, MockUsage, ReplyKind, RequestMatch, RuleFn,
+    ScriptError, StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL, ENDLESS_LIMIT, ENDLESS_LIMIT_BYTES,
 };
 pub use server::WEBSOCKET_REFUSAL_STATUS;
 pub use tools::{MockToolCall, RecordedToolResult};

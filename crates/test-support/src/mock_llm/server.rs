@@ -252,10 +252,17 @@ async fn answer(
         .next()
         .unwrap_or_default()
         .to_owned();
-    if incoming.method == "GET" && path == "/_mock/requests" {
-        let body = serde_json::to_vec(&shared.requests()).map_err(io::Error::other)?;
-        write_response(stream, 200, "application/json", &body, &[], keep_alive).await?;
-        return Ok(true);
+    if incoming.method == "GET" && path.starts_with("/_mock/") {
+        let listed = match path.as_str() {
+            "/_mock/requests" => Some(shared.requests()),
+            "/_mock/side_requests" => Some(shared.side_requests()),
+            _ => None,
+        };
+        if let Some(listed) = listed {
+            let body = serde_json::to_vec(&listed).map_err(io::Error::other)?;
+            write_response(stream, 200, "application/json", &body, &[], keep_alive).await?;
+            return Ok(true);
+        }
     }
     let api = match (incoming.method.as_str(), path.as_str()) {
         ("POST", p) if p.ends_with("/chat/completions") => Some(Api::OpenAi),
@@ -287,42 +294,15 @@ async fn answer(
         return Ok(false);
     }
     let Some(api) = api else {
-        let (status, body) = match (incoming.method.as_str(), path.as_str()) {
-            ("POST", p) if p.ends_with("/extras/tokenize/count") => {
-                // llama-cpp-python's tokenizer endpoint, counting as the window check
-                // does (characters / 4, rounded up, unless digits are tokens).
-                let input = request
-                    .body
-                    .get("input")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let digits = shared.lock().script.digits_are_tokens;
-                (200, json!({"count": super::mock_tokens(input, digits)}))
-            }
-            ("GET", "/" | "/health") => (
-                200,
-                json!({"status": "ok", "note": "mock-llm is a scripted stand-in, not a model"}),
-            ),
-            ("GET", p) if p.ends_with("/models") => {
-                let (model, window) = {
-                    let state = shared.lock();
-                    let script = &state.script;
-                    (
-                        script.model.clone(),
-                        script.context_window.filter(|_| script.advertise_window),
-                    )
-                };
-                let mut entry = json!({"id": model, "object": "model", "owned_by": "mock-llm"});
-                if let Some(window) = window {
-                    entry["max_model_len"] = json!(window);
-                }
-                (200, json!({"object": "list", "data": [entry]}))
-            }
-            _ => (
-                404,
-                json!({"error": {"message": format!("mock-llm serves no {} {path}", incoming.method), "type": "not_found"}}),
-            ),
+        let (status, body, latency) = {
+            let state = shared.lock();
+            let (status, body) =
+                super::side::answer(&state.script, &incoming.method, &path, &request);
+            (status, body, state.script.latency)
         };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         // A HEAD answer (Claude Code sends `HEAD /api/hello`) has no body, or the
         // client would read the body as the start of the next answer.
         let body = if incoming.method == "HEAD" {
@@ -392,6 +372,10 @@ async fn answer(
             let answer = answer::Answer::tool_calls(api, request.index, text, calls)
                 .with_custom_tools(&request);
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
+        }
+        ReplyKind::Endless { piece_bytes } => {
+            super::endless::send(stream, api, &model, &reply, *piece_bytes, request.stream())
+                .await
         }
     }
 }
