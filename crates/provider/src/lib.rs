@@ -38,6 +38,7 @@ pub mod anthropic;
 mod build;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 mod http;
 pub mod openai;
 pub mod retry;
@@ -53,6 +54,7 @@ pub use cli::CliProvider;
 pub use config::{
     install_crypto_provider, is_local_url, ApiKey, Prices, ProviderConfig, ProviderKind,
 };
+pub use discovery::{ServerFacts, Tokenizer};
 pub use openai::OpenAiProvider;
 pub use retry::RetryPolicy;
 pub use rlm_protocol::{ToolCall, ToolSpec, Usage};

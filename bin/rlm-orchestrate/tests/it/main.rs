@@ -11,6 +11,7 @@
 mod big_context;
 mod config;
 mod context_limits;
+mod discovery;
 mod escapees;
 mod eval;
 mod eval_arms;

@@ -59,7 +59,9 @@ fn watch(mut child: Child) -> (Option<i32>, String, u64) {
         if peak > RSS_BOUND_KIB || started.elapsed() > WATCH_LIMIT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the run grew to {peak} KiB (bound {RSS_BOUND_KIB}) or ran past {WATCH_LIMIT:?}");
+            panic!(
+                "the run grew to {peak} KiB (bound {RSS_BOUND_KIB}) or ran past {WATCH_LIMIT:?}"
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -90,14 +92,17 @@ fn assert_trace_kept(sb: &Sandbox, needle: &str) {
         .unwrap_or_else(|| panic!("no run_finished in {events:?}"));
     assert_eq!(finished["status"], "failed", "{finished}");
     let text = serde_json::to_string(&events).unwrap();
-    assert!(text.contains(needle), "{needle} not in the trace: {text:.2000}");
+    assert!(
+        text.contains(needle),
+        "{needle} not in the trace: {text:.2000}"
+    );
 }
 
 #[test]
 fn an_endless_stream_ends_at_the_reply_bound_with_memory_bounded() {
     let sb = Sandbox::new();
-    let mock = MockLlm::spawn_blocking_thread(MockScript::always(MockReply::endless(4096)))
-        .unwrap();
+    let mock =
+        MockLlm::spawn_blocking_thread(MockScript::always(MockReply::endless(4096))).unwrap();
     let (code, stderr, peak) = watch(spawn_run(&sb, &mock, &[]));
     assert_eq!(code, Some(1), "{stderr}");
     // The endpoint, the bound (the default 16 MiB) and the flag.
@@ -116,8 +121,8 @@ fn an_endless_stream_ends_at_the_reply_bound_with_memory_bounded() {
 #[test]
 fn the_reply_bound_is_a_flag_an_environment_variable_and_a_setting() {
     let sb = Sandbox::new();
-    let mock = MockLlm::spawn_blocking_thread(MockScript::always(MockReply::endless(4096)))
-        .unwrap();
+    let mock =
+        MockLlm::spawn_blocking_thread(MockScript::always(MockReply::endless(4096))).unwrap();
     // A whole (unstreamed) body that never closes is bounded the same.
     let (code, stderr, _) = watch(spawn_run(
         &sb,
@@ -186,12 +191,18 @@ fn a_slow_drip_ends_at_the_runs_deadline() {
     let (code, stderr, _) = watch(spawn_run(
         &sb,
         &mock,
-        &["--max-time", "3", "--request-timeout", "60", "--retries", "0"],
+        &[
+            "--max-time",
+            "3",
+            "--request-timeout",
+            "60",
+            "--retries",
+            "0",
+        ],
     ));
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        stderr.contains(&mock.control().openai_base_url())
-            && stderr.contains("--max-time 3 s"),
+        stderr.contains(&mock.control().openai_base_url()) && stderr.contains("--max-time 3 s"),
         "{stderr}"
     );
     assert_trace_kept(&sb, "--max-time 3 s");

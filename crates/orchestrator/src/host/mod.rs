@@ -66,10 +66,7 @@ impl Model {
             Ok(answer) => answer,
             Err(_elapsed) => Err(ProviderError::OutOfTime {
                 endpoint: self.provider.describe(),
-                max_time_secs: accounting
-                    .limits()
-                    .max_time
-                    .map_or(0, |max| max.as_secs()),
+                max_time_secs: accounting.limits().max_time.map_or(0, |max| max.as_secs()),
             }),
         }
     }

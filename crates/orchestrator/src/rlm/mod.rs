@@ -512,7 +512,8 @@ impl Caller<'_> {
                 name: "step".to_owned(),
                 schema: schema.clone(),
             }),
-            max_tokens: self.model.window.answer_limit().await,
+            // Not waited for: a first request goes out beside discovery.
+            max_tokens: self.model.window.answer_limit_now(),
             ..ChatRequest::default()
         };
         let sink = self.sink;

@@ -103,9 +103,8 @@ fn stream_parts(api: Api, model: &str, piece: &str) -> (String, String) {
             )
         }
         Api::Anthropic => {
-            let event = |name: &str, value: serde_json::Value| {
-                format!("event: {name}\ndata: {value}\n\n")
-            };
+            let event =
+                |name: &str, value: serde_json::Value| format!("event: {name}\ndata: {value}\n\n");
             let start = json!({"type": "message_start", "message": {
                 "id": "msg_mock_endless", "type": "message", "role": "assistant",
                 "model": model, "content": [], "stop_reason": null,

@@ -127,6 +127,10 @@ pub struct RecordedRequest {
     /// When the whole request had arrived, in microseconds since the Unix epoch
     /// (benchmarks measure request-to-request times with it).
     pub received_unix_us: u64,
+    /// Side requests (`/v1/models`, `/props`, …) that had arrived but not been answered
+    /// yet when this one arrived: a model request beside a client's discovery sees
+    /// them, one sent after it sees none.
+    pub side_in_flight: u64,
 }
 
 impl RecordedRequest {

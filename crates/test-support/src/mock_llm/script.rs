@@ -547,6 +547,9 @@ pub struct MockScript {
     /// endpoints answer whatever it plays, so a client that posts to one the server
     /// never offered is seen doing it in [`super::MockControl::side_requests`]).
     pub tokenizer: MockTokenizer,
+    /// The latency of side requests alone (`/v1/models`, `/props`, tokenizers), when
+    /// it differs from `latency`.
+    pub side_latency: Option<Duration>,
 }
 
 /// How the mock says it has a tokenizer, as the servers it stands in for do.
@@ -580,6 +583,7 @@ impl Default for MockScript {
             advertise_window: true,
             digits_are_tokens: false,
             tokenizer: MockTokenizer::default(),
+            side_latency: None,
         }
     }
 }
@@ -934,9 +938,11 @@ impl ReplySpec {
         let mut reply = match (kinds, spec.endless) {
             ((None, None, None, false), Some(piece_bytes)) => MockReply::endless(piece_bytes),
             (_, Some(_)) => {
-                return Err("`endless` is a reply of its own: give no `text`, `tool_calls`, \
+                return Err(
+                    "`endless` is a reply of its own: give no `text`, `tool_calls`, \
                             `status` or `close` with it"
-                    .into())
+                        .into(),
+                )
             }
             ((Some(calls), text, None, false), None) => {
                 if calls.is_empty() {

@@ -46,6 +46,8 @@ struct State {
     /// Every other request (`/v1/models`, `/props`, health checks): kept apart, so the
     /// tests' counts of model calls do not depend on what a client asks besides.
     side_requests: VecDeque<RecordedRequest>,
+    /// Side requests arrived and not answered yet.
+    side_in_flight: u64,
     connections: u64,
 }
 
@@ -57,6 +59,7 @@ impl Shared {
                 requests: VecDeque::new(),
                 received: 0,
                 side_requests: VecDeque::new(),
+                side_in_flight: 0,
                 connections: 0,
             }),
         }
@@ -79,9 +82,11 @@ impl Shared {
         self.lock().side_requests.iter().cloned().collect()
     }
 
-    /// Keeps a request that asks for no completion, apart from the model calls.
+    /// Keeps a request that asks for no completion, apart from the model calls; it is
+    /// in flight until [`Shared::side_answered`].
     fn record_side(&self, request: RecordedRequest) -> RecordedRequest {
         let mut state = self.lock();
+        state.side_in_flight += 1;
         if state.script.record_limit > 0 {
             while state.side_requests.len() >= state.script.record_limit {
                 state.side_requests.pop_front();
@@ -89,6 +94,12 @@ impl Shared {
             state.side_requests.push_back(request.clone());
         }
         request
+    }
+
+    /// A side request was answered (or its connection lost).
+    fn side_answered(&self) {
+        let mut state = self.lock();
+        state.side_in_flight = state.side_in_flight.saturating_sub(1);
     }
 
     pub(crate) fn push_reply(&self, reply: MockReply) {
@@ -117,6 +128,7 @@ impl Shared {
     fn record(&self, mut request: RecordedRequest) -> RecordedRequest {
         let mut state = self.lock();
         request.index = state.received;
+        request.side_in_flight = state.side_in_flight;
         state.received += 1;
         if state.script.record_limit > 0 {
             while state.requests.len() >= state.script.record_limit {
@@ -150,6 +162,16 @@ impl Shared {
             },
         };
         (reply, latency, model)
+    }
+}
+
+/// Marks a side request answered when dropped (after its answer, or with a lost
+/// connection).
+struct SideAnswer<'a>(&'a Shared);
+
+impl Drop for SideAnswer<'_> {
+    fn drop(&mut self) {
+        self.0.side_answered();
     }
 }
 
@@ -274,6 +296,8 @@ async fn answer(
         Some(_) => shared.record(recorded(connection, &incoming, api)),
         None => shared.record_side(recorded(connection, &incoming, api)),
     };
+    // A side request is in flight until answered, whatever happens meanwhile.
+    let _answering = api.is_none().then_some(SideAnswer(shared));
     if request
         .header("upgrade")
         .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
@@ -298,7 +322,8 @@ async fn answer(
             let state = shared.lock();
             let (status, body) =
                 super::side::answer(&state.script, &incoming.method, &path, &request);
-            (status, body, state.script.latency)
+            let latency = state.script.side_latency.unwrap_or(state.script.latency);
+            (status, body, latency)
         };
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
@@ -374,8 +399,7 @@ async fn answer(
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
         }
         ReplyKind::Endless { piece_bytes } => {
-            super::endless::send(stream, api, &model, &reply, *piece_bytes, request.stream())
-                .await
+            super::endless::send(stream, api, &model, &reply, *piece_bytes, request.stream()).await
         }
     }
 }
@@ -503,6 +527,7 @@ fn recorded(connection: u64, incoming: &Incoming, api: Option<Api>) -> RecordedR
         received_unix_us: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64),
+        side_in_flight: 0,
     }
 }
 
