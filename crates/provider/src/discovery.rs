@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{ApiKey, ProviderConfig, ProviderKind};
-use crate::window::{window_in_models, window_in_props, ContextWindow, WindowSource};
+use crate::window::{
+    offline_window, window_in_models, window_in_props, ContextWindow, WindowSource,
+};
 
 /// The version of the [`ServerFacts`] record this build writes.
 pub const DISCOVERY_FORMAT_VERSION: u32 = 1;
@@ -148,6 +150,29 @@ pub async fn discover(config: &ProviderConfig) -> Option<ServerFacts> {
         window,
         tokenizer,
     })
+}
+
+/// The window of the model `config` describes: configured, else what the server says,
+/// else the table, else the default. Asks the server only for an OpenAI-compatible
+/// endpoint with a base URL of its own, in one round ([`discover`]); a server
+/// that does not answer within a few seconds is passed over.
+pub async fn resolve_window(config: &ProviderConfig) -> ContextWindow {
+    if let Some(tokens) = config.context_window {
+        return ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        };
+    }
+    if let Some(window) = served_window(config).await {
+        return window;
+    }
+    offline_window(&config.model)
+}
+
+/// What the server says about the window of `config`'s model, if anything (one round of
+/// [`discover`], no cache).
+pub async fn served_window(config: &ProviderConfig) -> Option<ContextWindow> {
+    discover(config).await?.window
 }
 
 /// The tokens of `text` counted by `tokenizer` on `config`'s server (one the server

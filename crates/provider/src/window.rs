@@ -4,7 +4,7 @@
 //!
 //! The window is found in this order, the first answer wins (docs/windows.md):
 //! 1. configured (`--context-window`, `--sub-context-window`, `rlm.toml`);
-//! 2. the server, where it says ([`crate::discovery`]): `/v1/models` fields (vLLM's
+//! 2. the server, where it says (asked by the discovery module): `/v1/models` fields (vLLM's
 //!    `max_model_len`, `context_length`, `max_context_length`, `context_window`) and
 //!    llama.cpp's `/props` (`n_ctx`);
 //! 3. a table of well-known models ([`known_window`]);
@@ -24,7 +24,6 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::ProviderConfig;
 use crate::{ChatMessage, ChatRequest};
 
 /// The window assumed when nothing configured, served or known says otherwise: small
@@ -150,29 +149,6 @@ pub fn offline_window(model: &str) -> ContextWindow {
             source: WindowSource::Default,
         },
     }
-}
-
-/// The window of the model `config` describes: configured, else what the server says,
-/// else the table, else the default. Asks the server only for an OpenAI-compatible
-/// endpoint with a base URL of its own, in one round ([`crate::discovery`]); a server
-/// that does not answer within a few seconds is passed over.
-pub async fn resolve_window(config: &ProviderConfig) -> ContextWindow {
-    if let Some(tokens) = config.context_window {
-        return ContextWindow {
-            tokens,
-            source: WindowSource::Configured,
-        };
-    }
-    if let Some(window) = served_window(config).await {
-        return window;
-    }
-    offline_window(&config.model)
-}
-
-/// What the server says about the window of `config`'s model, if anything (one round
-/// of [`crate::discovery::discover`], no cache).
-pub async fn served_window(config: &ProviderConfig) -> Option<ContextWindow> {
-    crate::discovery::discover(config).await?.window
 }
 
 /// Fields of a `/v1/models` entry that hold the window, most specific first.

@@ -246,7 +246,7 @@ impl Session {
             context_window,
             sub_context_window,
         }));
-        let _found = super::found::report_windows(&self.config.root, &self.config.sub, &sink);
+        let found = super::found::report_windows(&self.config.root, &self.config.sub, &sink);
         let accounting = Arc::new(Accounting::with_tree(
             self.config.limits,
             self.tree_budget(&run_id),
@@ -272,6 +272,8 @@ impl Session {
             )
             .await;
 
+        // A window still being asked for is not reported after the run's end.
+        drop(found);
         self.canceller.set(None);
         self.host.set(None);
         let totals = accounting.totals();

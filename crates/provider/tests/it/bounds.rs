@@ -3,11 +3,6 @@
 //! ends with an error naming the endpoint, the bound and the flag — never a process
 //! that grows until the kernel kills it, nor a call that never returns.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers fail the test on setup errors"
-)]
-
 use std::time::Duration;
 
 use rlm_provider::{

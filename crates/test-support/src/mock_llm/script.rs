@@ -1153,6 +1153,7 @@ mod tests {
             body,
             body_bytes: 0,
             received_unix_us: 0,
+            side_in_flight: 0,
         };
         let answer = |request: &RecordedRequest| {
             script
