@@ -18,7 +18,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde_json::{json, Value};
 
-use rlm_orchestrator::provider::window::resolve_window;
+use rlm_orchestrator::provider::discovery::resolve_window;
 use rlm_orchestrator::provider::ContextWindow;
 
 use crate::cli::{Cli, ConfigShowArgs, GlobalArgs, RunArgs};

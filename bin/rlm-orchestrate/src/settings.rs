@@ -134,6 +134,7 @@ pub fn root_provider_config(args: &RunOptions) -> ProviderConfig {
         retries: args.retries,
         retry_base_delay: Duration::from_millis(args.retry_base_delay_ms),
         request_timeout: Duration::from_secs(args.request_timeout),
+        max_reply_bytes: args.max_reply_bytes,
         stream: !args.no_stream,
         temperature: args.temperature,
         prices,

@@ -566,6 +566,14 @@ impl Accounting {
         }
     }
 
+    /// What is left of `--max-time` now (`None`: no time budget): how long a model
+    /// call begun now may take.
+    pub fn time_left(&self) -> Option<Duration> {
+        self.limits
+            .max_time
+            .map(|max| max.saturating_sub(self.started.elapsed()))
+    }
+
     /// A copy of the totals.
     pub fn totals(&self) -> Totals {
         *self.lock()

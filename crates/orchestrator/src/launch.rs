@@ -11,6 +11,7 @@ use rlm_process::CancellationToken;
 use crate::agents::{
     publish, AgentPreset, AgentProgram, AgentSandbox, Lineage, PresetError, SubRlmLauncher,
 };
+use crate::discovery::DiscoveryCache;
 use crate::env::python::KernelSandbox;
 use crate::env::tools::ToolProtocol;
 use crate::env::{factory_for, EnvOptions};
@@ -142,12 +143,26 @@ pub fn prepare(
     let request_slots = settings
         .max_requests
         .map(|count| Slots::new(&data_dir, "requests", count));
-    let root = model(&settings.model, ModelRole::Root, request_slots.as_ref())?;
-    let mut sub = model(&settings.sub_model, ModelRole::Sub, request_slots.as_ref())?;
-    if settings.sub_model == settings.model {
-        // One model: one window to find, one token estimate to calibrate.
-        sub.window = Arc::clone(&root.window);
-    }
+    // What each server said of itself is kept beside the runs, for later runs and for
+    // the children (which share this data directory).
+    let cache = DiscoveryCache::new(&data_dir);
+    let root = model(
+        &settings.model,
+        ModelRole::Root,
+        request_slots.as_ref(),
+        &cache,
+    )?;
+    let sub = if settings.sub_model == settings.model {
+        // One model: one client, one window to find, one token estimate to calibrate.
+        root.clone()
+    } else {
+        model(
+            &settings.sub_model,
+            ModelRole::Sub,
+            request_slots.as_ref(),
+            &cache,
+        )?
+    };
     let output_schema = settings
         .output_schema
         .as_deref()
@@ -255,6 +270,7 @@ fn model(
     config: &ProviderConfig,
     role: ModelRole,
     slots: Option<&Slots>,
+    cache: &DiscoveryCache,
 ) -> Result<Model, LaunchError> {
     let mut provider = build_provider(config).map_err(|source| LaunchError::Model {
         role,
@@ -267,7 +283,7 @@ fn model(
     Ok(Model {
         provider,
         price: config.prices,
-        window: Arc::new(ModelWindow::new(config)),
+        window: Arc::new(ModelWindow::with_cache(config, Some(cache.clone()))),
     })
 }
 

@@ -2,18 +2,25 @@
 //! default — see [`rlm_provider::window`]), the calibrated token estimate, and the room
 //! each request keeps for the answer.
 //!
-//! One [`ModelWindow`] belongs to each model a run asks. Its window is found once, on
-//! first use; a server's refusal of a too-long request that names a smaller window
-//! replaces it for the rest of the run.
+//! One [`ModelWindow`] belongs to each model a run asks. What its server says comes from
+//! [`Discovery`]: a record kept in the data directory, else one round of questions
+//! started when the run starts and awaited only where its answer decides something —
+//! not by a first request that is small beside any window (it goes out while discovery
+//! runs). A server's refusal of a too-long request that names a smaller window replaces
+//! it for the rest of the run (and in the record). The server's tokenizer is asked only
+//! when a request is tight (its estimate near the window) and only when the server said
+//! it has one.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use crate::discovery::{Discovery, DiscoveryCache};
+use crate::provider::discovery::count_tokens;
 use crate::provider::window::{
-    is_overflow_refusal, offline_window, prompt_tokens_in_refusal, resolve_window, sample_key,
-    server_token_count, window_in_refusal,
+    is_overflow_refusal, offline_window, prompt_tokens_in_refusal, sample_key, window_in_refusal,
+    DEFAULT_CONTEXT_WINDOW,
 };
 pub use crate::provider::window::{sample_of, SAMPLE_SLICE_CHARS};
 use crate::provider::{
@@ -32,14 +39,27 @@ pub fn answer_reserve(window_tokens: u32) -> u64 {
     u64::from(window_tokens / 8).clamp(512, 4096)
 }
 
+/// Tokens a window of `tokens` leaves for the prompt: less [`answer_reserve`].
+fn budget_of(tokens: u32) -> u64 {
+    u64::from(tokens).saturating_sub(answer_reserve(tokens))
+}
+
+/// True when a request of `tokens` is tight in a prompt budget of `budget`: past half
+/// of it. Only then is the server's tokenizer worth asking (the estimate errs high, so
+/// a request under half cannot overflow at any density a tokenizer reaches), and only
+/// then does a first request wait for discovery.
+pub fn is_tight(tokens: u64, budget: u64) -> bool {
+    tokens.saturating_mul(2) > budget
+}
+
 /// The window of one model, found on first use, and its token estimate.
 #[derive(Debug)]
 pub struct ModelWindow {
     /// How to ask the server (and the configured window, if any).
     config: Option<ProviderConfig>,
-    /// The window found on first use.
-    found: OnceCell<ContextWindow>,
-    /// A smaller window a refusal named (or implied), which wins over `found`.
+    /// What the server says (`None` for a fixed window).
+    discovery: Option<Arc<Discovery>>,
+    /// A smaller window a refusal named (or implied), which wins over what was found.
     learned: Mutex<Option<ContextWindow>>,
     /// Set once the server's tokenizer was asked (whatever it answered).
     tokenizer_asked: OnceCell<()>,
@@ -50,11 +70,18 @@ pub struct ModelWindow {
 }
 
 impl ModelWindow {
-    /// The window of the model `config` describes, found on first use.
+    /// The window of the model `config` describes, found on first use, asking its
+    /// server without keeping the answer.
     pub fn new(config: &ProviderConfig) -> Self {
+        Self::with_cache(config, None)
+    }
+
+    /// The window of the model `config` describes, with what `cache` keeps of its
+    /// server (and keeping what it learns there).
+    pub fn with_cache(config: &ProviderConfig, cache: Option<DiscoveryCache>) -> Self {
         Self {
             config: Some(config.clone()),
-            found: OnceCell::new(),
+            discovery: Some(Discovery::new(config, cache)),
             learned: Mutex::new(None),
             tokenizer_asked: OnceCell::new(),
             sampled: Mutex::new(HashSet::new()),
@@ -62,14 +89,16 @@ impl ModelWindow {
         }
     }
 
-    /// A window of `tokens`, as if configured.
+    /// A window of `tokens`, as if configured, of no server (nothing is asked, no
+    /// answer length sent).
     pub fn fixed(tokens: u32) -> Self {
+        let config = ProviderConfig {
+            context_window: Some(tokens),
+            ..ProviderConfig::default()
+        };
         Self {
-            config: None,
-            found: OnceCell::new_with(Some(ContextWindow {
-                tokens,
-                source: WindowSource::Configured,
-            })),
+            config: Some(config),
+            discovery: None,
             learned: Mutex::new(None),
             tokenizer_asked: OnceCell::new(),
             sampled: Mutex::new(HashSet::new()),
@@ -77,21 +106,68 @@ impl ModelWindow {
         }
     }
 
-    /// The window: learned from a refusal, else found (configured, served, known, the
-    /// default).
-    pub async fn window(&self) -> ContextWindow {
-        if let Some(learned) = self.learned() {
-            return learned;
+    /// Starts asking the server in the background (when nothing configured or kept
+    /// answers already), so the answer is there, or on its way, when needed.
+    pub fn start_discovery(&self) {
+        if let Some(discovery) = &self.discovery {
+            if self.configured().is_none() {
+                discovery.start();
+            }
         }
-        self.found
-            .get_or_init(|| async {
-                match &self.config {
-                    Some(config) => resolve_window(config).await,
-                    None => offline_window(""),
-                }
-            })
-            .await
-            .clone()
+    }
+
+    /// The window: learned from a refusal, else configured, else what the server says
+    /// (waiting for discovery), else the table or the default.
+    pub async fn window(&self) -> ContextWindow {
+        if let Some(known) = self.learned().or_else(|| self.configured()) {
+            return known;
+        }
+        let served = match &self.discovery {
+            Some(discovery) => discovery.facts().await.and_then(|f| f.window.clone()),
+            None => None,
+        };
+        served.unwrap_or_else(|| self.offline())
+    }
+
+    /// The window when it is known without waiting: learned, configured, or what
+    /// discovery found (or a record kept); `None` while discovery is under way.
+    pub fn known(&self) -> Option<ContextWindow> {
+        if let Some(known) = self.learned().or_else(|| self.configured()) {
+            return Some(known);
+        }
+        let served = match &self.discovery {
+            Some(discovery) => discovery.known()?.and_then(|f| f.window.clone()),
+            None => None,
+        };
+        Some(served.unwrap_or_else(|| self.offline()))
+    }
+
+    /// The prompt budget to fit a request of about `tokens` with. While discovery is
+    /// under way, a request small beside the smaller of the table's (or default)
+    /// window and the default is fitted to that and goes at once — the first prompt
+    /// of a run is small, and a server with a smaller window says so by refusing it;
+    /// a tight one waits for the server's answer.
+    pub async fn budget_for(&self, tokens: u64) -> u64 {
+        if let Some(known) = self.known() {
+            return budget_of(known.tokens);
+        }
+        let provisional = budget_of(self.offline().tokens.min(DEFAULT_CONTEXT_WINDOW));
+        if !is_tight(tokens, provisional) {
+            return provisional;
+        }
+        self.prompt_budget().await
+    }
+
+    fn configured(&self) -> Option<ContextWindow> {
+        let tokens = self.config.as_ref()?.context_window?;
+        Some(ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        })
+    }
+
+    fn offline(&self) -> ContextWindow {
+        offline_window(self.config.as_ref().map_or("", |c| c.model.as_str()))
     }
 
     fn learned(&self) -> Option<ContextWindow> {
@@ -101,19 +177,27 @@ impl ModelWindow {
             .clone()
     }
 
-    /// Before the first request: when no usage has calibrated the estimate yet and the
+    /// The tokenizer to count with: the server's, when it said it has one.
+    async fn tokenizer(&self) -> Option<(&ProviderConfig, crate::provider::Tokenizer)> {
+        let config = self.config.as_ref()?;
+        let tokenizer = self.discovery.as_ref()?.tokenizer().await?;
+        Some((config, tokenizer))
+    }
+
+    /// Before a tight request: when no usage has calibrated the estimate yet and the
     /// server offers its tokenizer, calibrates it with the tokens the server counts in
     /// `request`'s text. Asked once per model; servers that report usage calibrate it
     /// after each call anyway, but llama.cpp's servers report none when streaming.
+    /// Callers ask only for a tight request ([`is_tight`]).
     pub async fn calibrate_once(&self, request: &ChatRequest) {
-        let Some(config) = &self.config else {
-            return;
-        };
         if self.estimator.is_calibrated() {
             return;
         }
         self.tokenizer_asked
             .get_or_init(|| async {
+                let Some((config, tokenizer)) = self.tokenizer().await else {
+                    return;
+                };
                 let text: String = request
                     .messages
                     .iter()
@@ -122,7 +206,7 @@ impl ModelWindow {
                     .join("\n");
                 // A sample is enough for a ratio: at most the first 32 000 characters.
                 let sample: String = text.chars().take(CALIBRATION_SAMPLE_CHARS).collect();
-                if let Some(count) = server_token_count(config, &sample).await {
+                if let Some(count) = count_tokens(config, tokenizer, &sample).await {
                     let sampled = ChatRequest {
                         messages: vec![crate::provider::ChatMessage::user(sample)],
                         ..ChatRequest::default()
@@ -150,12 +234,12 @@ impl ModelWindow {
 
     /// The characters per token the server's tokenizer counts in `sample` (of a file
     /// a plan cuts, say). Each distinct sample is counted once, and at most
-    /// `MAX_SAMPLES` a run; `None` when the server has no tokenizer.
+    /// `MAX_SAMPLES` a run; `None` when the server has no tokenizer (or did not say it
+    /// has one: nothing is sent to a tokenizer path a server did not name).
     pub async fn calibrate_on_sample(&self, sample: &str) -> Option<f64> {
         if let Some(ratio) = self.estimator.sample_ratio(sample) {
             return Some(ratio);
         }
-        let config = self.config.as_ref()?;
         if sample.trim().is_empty() {
             return None;
         }
@@ -165,7 +249,8 @@ impl ModelWindow {
                 return None;
             }
         }
-        let count = server_token_count(config, sample).await?;
+        let (config, tokenizer) = self.tokenizer().await?;
+        let count = count_tokens(config, tokenizer, sample).await?;
         let ratio = self.estimator.observe_sample(sample, count);
         tracing::debug!(
             count,
@@ -217,11 +302,22 @@ impl ModelWindow {
     /// answer that it does not know to fit (vLLM counts both), where it takes the
     /// prompt alone and teaches its window by refusing the first that does not fit.
     pub async fn answer_limit(&self) -> Option<u32> {
+        let window = self.window().await;
+        self.limit_within(&window)
+    }
+
+    /// [`ModelWindow::answer_limit`] without waiting: `None` as well while discovery is
+    /// under way (a run's first request, which goes out beside it).
+    pub fn answer_limit_now(&self) -> Option<u32> {
+        let window = self.known()?;
+        self.limit_within(&window)
+    }
+
+    fn limit_within(&self, window: &ContextWindow) -> Option<u32> {
         let config = self.config.as_ref()?;
-        if config.max_tokens.is_some() {
+        if config.max_tokens.is_some() || self.discovery.is_none() {
             return None;
         }
-        let window = self.window().await;
         if window.source == WindowSource::Default {
             return None;
         }
@@ -260,6 +356,9 @@ impl ModelWindow {
             source: WindowSource::Refusal,
         };
         *self.learned.lock().unwrap_or_else(|p| p.into_inner()) = Some(window.clone());
+        if let Some(discovery) = &self.discovery {
+            discovery.remember_window(&window);
+        }
         Some(window)
     }
 }
@@ -282,6 +381,29 @@ mod tests {
         // Multi-byte text is cut on characters.
         let accents = "é".repeat(20_000);
         assert!(sample_of(&accents).chars().all(|c| c == 'é' || c == '\n'));
+    }
+
+    #[tokio::test]
+    async fn a_small_request_does_not_wait_for_discovery_and_a_tight_one_does() {
+        use futures::FutureExt as _;
+        let mut config = ProviderConfig::new(crate::provider::ProviderKind::OpenAi, "m");
+        config.base_url = Some("http://127.0.0.1:9/v1".into());
+        let window = ModelWindow::new(&config);
+        assert_eq!(window.known(), None, "its server is not asked yet");
+        // The default window's budget, 8 192 less 1 024, at once.
+        assert_eq!(window.budget_for(1_000).now_or_never(), Some(7_168));
+        assert_eq!(window.answer_limit_now(), None);
+        assert!(
+            window.budget_for(5_000).now_or_never().is_none(),
+            "it waits"
+        );
+        // Nothing listens there: discovery ends with nothing said, the default stays.
+        assert_eq!(window.budget_for(5_000).await, 7_168);
+        assert_eq!(
+            window.known().map(|w| w.source),
+            Some(WindowSource::Default)
+        );
+        assert!(is_tight(3_585, 7_168) && !is_tight(3_584, 7_168));
     }
 
     #[test]

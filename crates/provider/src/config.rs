@@ -25,6 +25,18 @@ pub const ANTHROPIC_KEY_ENV: &str = "ANTHROPIC_API_KEY";
 /// Per-request timeout unless configured.
 pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 300;
 
+/// The largest reply read unless configured (`--max-reply-bytes`), counted as it
+/// arrives: a whole body, or every byte of a stream. The longest answer rlm asks for
+/// is 4 096 tokens (about 1 MiB streamed, at the ~250 bytes each token's event takes);
+/// a server left to its own limit with a 32 768-token window streams about 8 MiB.
+/// 16 MiB is above both, and far below what a runaway stream reaches: endless 4 KiB
+/// deltas grew a process to 21.7 GB before this bound.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 16 << 20;
+
+fn default_max_reply_bytes() -> u64 {
+    DEFAULT_MAX_REPLY_BYTES
+}
+
 /// Which kind of model endpoint a configuration describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -119,7 +131,8 @@ pub struct ProviderConfig {
     pub llm_cmd: Option<String>,
     /// Retries after the first attempt on 429, 5xx and connection errors.
     pub retries: u32,
-    /// Bound on one attempt (HTTP), or on the whole command (`cli`).
+    /// Bound on one attempt (HTTP: sending, the answer's headers and its whole body or
+    /// stream), or on the whole command (`cli`).
     #[serde(
         with = "rlm_protocol::format::duration_ms",
         rename = "request_timeout_ms"
@@ -133,6 +146,11 @@ pub struct ProviderConfig {
     pub retry_base_delay: Duration,
     /// Stream the answer (SSE) instead of waiting for the whole body.
     pub stream: bool,
+    /// The most bytes of one reply read, whole body or stream
+    /// ([`DEFAULT_MAX_REPLY_BYTES`] unless `--max-reply-bytes`): past it the call fails
+    /// with [`ProviderError::ReplyTooLarge`].
+    #[serde(default = "default_max_reply_bytes")]
+    pub max_reply_bytes: u64,
     /// Output token limit when the request sets none (Anthropic requires one; it
     /// defaults to 4096 there; OpenAI-compatible requests omit it when `None`).
     pub max_tokens: Option<u32>,
@@ -160,6 +178,7 @@ impl Default for ProviderConfig {
             request_timeout: Duration::from_secs(DEFAULT_REQUEST_TIMEOUT_SECS),
             retry_base_delay: Duration::from_millis(DEFAULT_RETRY_BASE_DELAY_MS),
             stream: true,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             max_tokens: None,
             temperature: None,
             prices: None,

@@ -25,11 +25,10 @@ pub(crate) use stream::{read_stream, StreamFlow, StreamState, EMPTY_STREAM, RETR
 pub(crate) const CONNECT_TIMEOUT_SECS: u64 = 30;
 /// How much of an error response's body is kept for the message.
 pub(crate) const ERROR_BODY_MAX_BYTES: usize = 4 * 1024;
-/// Largest non-streamed response body accepted.
-pub(crate) const RESPONSE_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// A client for one provider: `TCP_NODELAY` (small requests must not wait on delayed
-/// ACKs), bounded connect time, and no proxy for local endpoints.
+/// ACKs), bounded connect time, no proxy for local endpoints, and no TLS roots loaded
+/// for a plain `http://` one.
 pub(crate) fn build_client(
     config: &ProviderConfig,
     base_url: &str,
@@ -44,6 +43,11 @@ pub(crate) fn build_client(
         .pool_idle_timeout(Duration::from_secs(90));
     if is_local_url(base_url) {
         builder = builder.no_proxy();
+    }
+    if base_url.starts_with("http://") {
+        // No TLS to verify: loading the system's roots is most of what building a
+        // client costs (about 80 ms of a debug build's start, per client).
+        builder = builder.tls_certs_only(std::iter::empty());
     }
     builder.build().map_err(|error| {
         ProviderError::Config(format!("cannot build the HTTP client: {}", chain(&error)))
@@ -128,21 +132,19 @@ pub(crate) async fn read_capped(
     Ok((body, false))
 }
 
-/// Reads a whole JSON success body (bounded), mapping failures for the retry loop.
+/// Reads a whole JSON success body of at most `max_bytes`, mapping failures for the
+/// retry loop (a larger one is [`ProviderError::ReplyTooLarge`]).
 pub(crate) async fn read_json_body(
     response: Response,
     endpoint: &str,
+    max_bytes: u64,
 ) -> Result<serde_json::Value, AttemptError> {
-    let (bytes, truncated) = read_capped(response, RESPONSE_MAX_BYTES)
-        .await
-        .map_err(|error| {
-            AttemptError::Interrupted(format!("reading the response failed: {}", chain(&error)))
-        })?;
+    let cap = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+    let (bytes, truncated) = read_capped(response, cap).await.map_err(|error| {
+        AttemptError::Interrupted(format!("reading the response failed: {}", chain(&error)))
+    })?;
     if truncated {
-        return Err(protocol(
-            endpoint,
-            format!("the response is larger than {RESPONSE_MAX_BYTES} bytes"),
-        ));
+        return Err(too_large(endpoint, max_bytes));
     }
     serde_json::from_slice(&bytes).map_err(|error| {
         let start = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
@@ -160,6 +162,14 @@ pub(crate) fn is_event_stream(response: &Response) -> bool {
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// The reply went past `--max-reply-bytes`: fatal, never retried.
+pub(crate) fn too_large(endpoint: &str, limit_bytes: u64) -> AttemptError {
+    AttemptError::Fatal(ProviderError::ReplyTooLarge {
+        endpoint: endpoint.to_owned(),
+        limit_bytes,
+    })
 }
 
 /// A fatal protocol error for the retry loop.
@@ -354,6 +364,8 @@ pub(crate) struct HttpTarget {
     pub(crate) temperature: Option<f32>,
     policy: RetryPolicy,
     timeout: Duration,
+    /// The most bytes of one reply read (`--max-reply-bytes`).
+    max_reply_bytes: u64,
 }
 
 impl std::fmt::Debug for HttpTarget {
@@ -399,6 +411,7 @@ impl HttpTarget {
             temperature: config.temperature,
             policy: config.retry_policy(),
             timeout: config.request_timeout,
+            max_reply_bytes: config.max_reply_bytes,
         })
     }
 
@@ -467,14 +480,13 @@ impl HttpTarget {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(rlm_process::redact_secrets(&text).into_owned());
         let request = W::authorize(request, self.key.as_ref())?;
-        send_attempt::<W>(
-            request,
-            self.key.as_ref(),
-            &self.shown_endpoint,
+        let reading = Reading {
+            endpoint: &self.shown_endpoint,
+            max_bytes: self.max_reply_bytes,
             on_delta,
             shown,
-        )
-        .await
+        };
+        send_attempt::<W>(request, self.key.as_ref(), reading).await
     }
 }
 
@@ -491,24 +503,35 @@ fn unstreamed(body: &Value) -> Option<Value> {
     Some(whole)
 }
 
+/// How an attempt reads its answer: for messages, within a bound, shown to whom.
+#[derive(Clone, Copy)]
+pub(crate) struct Reading<'a> {
+    /// The endpoint as shown in messages.
+    pub(crate) endpoint: &'a str,
+    /// The most bytes of the reply read, whole body or stream (`--max-reply-bytes`).
+    pub(crate) max_bytes: u64,
+    /// Receives text as it streams.
+    pub(crate) on_delta: Option<DeltaSink<'a>>,
+    /// Bytes the sink was shown since the last retry notice (shared by the attempts).
+    pub(crate) shown: &'a AtomicUsize,
+}
+
 /// One attempt: sends the request, then reads the answer as a stream or as a whole
 /// body (whichever the server chose), showing text to `on_delta` as it comes.
 async fn send_attempt<W: WireFormat>(
     request: RequestBuilder,
     key: Option<&ApiKey>,
-    endpoint: &str,
-    on_delta: Option<DeltaSink<'_>>,
-    shown: &AtomicUsize,
+    reading: Reading<'_>,
 ) -> Result<RawCompletion, AttemptError> {
     let response = request.send().await.map_err(|error| send_failure(&error))?;
     if !response.status().is_success() {
         return Err(status_failure(response, key).await);
     }
     if is_event_stream(&response) {
-        return read_stream::<W>(response, endpoint, on_delta, shown).await;
+        return read_stream::<W>(response, reading).await;
     }
-    let value = read_json_body(response, endpoint).await?;
-    let raw = W::parse_body(&value, endpoint)?;
-    raw.show_whole(on_delta);
+    let value = read_json_body(response, reading.endpoint, reading.max_bytes).await?;
+    let raw = W::parse_body(&value, reading.endpoint)?;
+    raw.show_whole(reading.on_delta);
     Ok(raw)
 }

@@ -38,6 +38,7 @@ pub mod anthropic;
 mod build;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 mod http;
 pub mod openai;
 pub mod retry;
@@ -53,6 +54,7 @@ pub use cli::CliProvider;
 pub use config::{
     install_crypto_provider, is_local_url, ApiKey, Prices, ProviderConfig, ProviderKind,
 };
+pub use discovery::{ServerFacts, Tokenizer};
 pub use openai::OpenAiProvider;
 pub use retry::RetryPolicy;
 pub use rlm_protocol::{ToolCall, ToolSpec, Usage};
@@ -293,6 +295,25 @@ pub enum ProviderError {
         timeout_secs: u64,
         /// Attempts made.
         attempts: u32,
+    },
+    /// The reply (a whole body, or a stream) went past the bound on a reply's size:
+    /// a runaway model or server would otherwise grow the process without end. Not
+    /// retried (another attempt would run away the same).
+    #[error("model endpoint {endpoint} sent a reply larger than {limit_bytes} bytes (the bound --max-reply-bytes sets) and rlm stopped reading it; the model may be repeating itself or the server misbehaving: check the server, or raise --max-reply-bytes")]
+    ReplyTooLarge {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// The bound, in bytes.
+        limit_bytes: u64,
+    },
+    /// The run's deadline (`--max-time`) passed while a call was under way: the call
+    /// was abandoned, stream and all.
+    #[error("the run's time budget (--max-time {max_time_secs} s) ran out while {endpoint} was answering, and the call was abandoned; raise --max-time")]
+    OutOfTime {
+        /// The model, as [`Provider::describe`] says it.
+        endpoint: String,
+        /// The time budget, in seconds.
+        max_time_secs: u64,
     },
     /// The response could not be understood.
     #[error("model endpoint {endpoint} sent a response rlm cannot read: {message}")]

@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 use super::anthropic::Messages;
-use super::http::{read_stream, RawCompletion, WireFormat};
+use super::http::{read_stream, RawCompletion, Reading, WireFormat};
 use super::openai::ChatCompletions;
 use super::retry::AttemptError;
 
@@ -103,12 +103,13 @@ fn read<W: WireFormat>(
         shown_text.lock().expect("not poisoned").push_str(delta);
     };
     let shown = AtomicUsize::new(0);
-    let outcome = runtime.block_on(read_stream::<W>(
-        response,
-        "http://127.0.0.1:1/v1/fuzz",
-        Some(&sink),
-        &shown,
-    ));
+    let reading = Reading {
+        endpoint: "http://127.0.0.1:1/v1/fuzz",
+        max_bytes: crate::config::DEFAULT_MAX_REPLY_BYTES,
+        on_delta: Some(&sink),
+        shown: &shown,
+    };
+    let outcome = runtime.block_on(read_stream::<W>(response, reading));
     let shown_text = shown_text.into_inner().expect("not poisoned");
     (outcome, shown_text)
 }

@@ -4,9 +4,9 @@
 //!
 //! The window is found in this order, the first answer wins (docs/windows.md):
 //! 1. configured (`--context-window`, `--sub-context-window`, `rlm.toml`);
-//! 2. the server, where it says: `/v1/models` fields (vLLM's `max_model_len`,
-//!    `context_length`, `max_context_length`, `context_window`) and llama.cpp's
-//!    `/props` (`n_ctx`);
+//! 2. the server, where it says (asked by the discovery module): `/v1/models` fields (vLLM's
+//!    `max_model_len`, `context_length`, `max_context_length`, `context_window`) and
+//!    llama.cpp's `/props` (`n_ctx`);
 //! 3. a table of well-known models ([`known_window`]);
 //! 4. [`DEFAULT_CONTEXT_WINDOW`], stated as the default.
 //!
@@ -20,12 +20,10 @@
 
 use std::fmt;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::{ApiKey, ProviderConfig, ProviderKind};
 use crate::{ChatMessage, ChatRequest};
 
 /// The window assumed when nothing configured, served or known says otherwise: small
@@ -36,9 +34,6 @@ pub const DEFAULT_CONTEXT_WINDOW: u32 = 8_192;
 /// The smallest window accepted from a flag, a file or a server: below it not even the
 /// system prompt fits.
 pub const MIN_CONTEXT_WINDOW: u32 = 1_024;
-
-/// How long discovery waits for each of the server's answers.
-const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where a window's size came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,123 +149,6 @@ pub fn offline_window(model: &str) -> ContextWindow {
             source: WindowSource::Default,
         },
     }
-}
-
-/// The window of the model `config` describes: configured, else what the server says,
-/// else the table, else the default. Asks the server only for an OpenAI-compatible
-/// endpoint with a base URL of its own; a server that does not answer within a few
-/// seconds is passed over.
-pub async fn resolve_window(config: &ProviderConfig) -> ContextWindow {
-    if let Some(tokens) = config.context_window {
-        return ContextWindow {
-            tokens,
-            source: WindowSource::Configured,
-        };
-    }
-    if let Some(window) = served_window(config).await {
-        return window;
-    }
-    offline_window(&config.model)
-}
-
-/// What the server says about the window of `config`'s model, if anything.
-pub async fn served_window(config: &ProviderConfig) -> Option<ContextWindow> {
-    if config.kind != ProviderKind::OpenAi {
-        return None;
-    }
-    let base = config.base_url.as_deref()?.trim_end_matches('/').to_owned();
-    crate::config::install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .timeout(DISCOVERY_TIMEOUT)
-        .no_proxy()
-        .build()
-        .ok()?;
-    let key = config.key_env().and_then(ApiKey::from_env);
-    let get = |url: String| {
-        let mut request = client.get(&url);
-        if let Some(key) = &key {
-            request = request.bearer_auth(key.expose());
-        }
-        async move {
-            let response = request.send().await.ok()?;
-            if !response.status().is_success() {
-                return None;
-            }
-            let body: Value = response.json().await.ok()?;
-            Some((url, body))
-        }
-    };
-    let models_url = format!("{base}/models");
-    if let Some((url, body)) = get(models_url).await {
-        if let Some((tokens, field)) = window_in_models(&body, &config.model) {
-            return Some(ContextWindow {
-                tokens,
-                source: WindowSource::Server { url, field },
-            });
-        }
-    }
-    // llama.cpp's server answers `/props` at its root, beside `/v1`.
-    let root = base.strip_suffix("/v1").unwrap_or(&base);
-    let (url, body) = get(format!("{root}/props")).await?;
-    let (tokens, field) = window_in_props(&body)?;
-    Some(ContextWindow {
-        tokens,
-        source: WindowSource::Server { url, field },
-    })
-}
-
-/// How long a count of tokens by the server's own tokenizer may take (a server that
-/// answers one request at a time makes it wait for the one in progress).
-const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The tokens of `text` counted by the server's own tokenizer, when it offers one:
-/// llama-cpp-python's `POST /extras/tokenize/count` or llama.cpp's `POST /tokenize`
-/// (OpenAI-compatible endpoints with their own base URL only). `None` when neither
-/// answers.
-pub async fn server_token_count(config: &ProviderConfig, text: &str) -> Option<u64> {
-    if config.kind != ProviderKind::OpenAi {
-        return None;
-    }
-    let base = config.base_url.as_deref()?.trim_end_matches('/');
-    let root = base.strip_suffix("/v1").unwrap_or(base);
-    crate::config::install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .timeout(TOKENIZE_TIMEOUT)
-        .no_proxy()
-        .build()
-        .ok()?;
-    let key = config.key_env().and_then(ApiKey::from_env);
-    let post = |url: String, body: Value| {
-        let mut request = client.post(url).json(&body);
-        if let Some(key) = &key {
-            request = request.bearer_auth(key.expose());
-        }
-        async move {
-            let response = request.send().await.ok()?;
-            if !response.status().is_success() {
-                return None;
-            }
-            response.json::<Value>().await.ok()
-        }
-    };
-    let python = post(
-        format!("{root}/extras/tokenize/count"),
-        serde_json::json!({"input": text, "model": config.model}),
-    )
-    .await;
-    if let Some(count) = python.as_ref().and_then(|v| v.get("count")?.as_u64()) {
-        return Some(count);
-    }
-    let cpp = post(
-        format!("{root}/tokenize"),
-        serde_json::json!({"content": text}),
-    )
-    .await?;
-    cpp.get("tokens")?
-        .as_array()
-        .map(|tokens| tokens.len() as u64)
 }
 
 /// Fields of a `/v1/models` entry that hold the window, most specific first.

@@ -218,7 +218,7 @@ pub(crate) mod replay {
 
     use serde_json::Value;
 
-    use crate::http::{read_stream, RawCompletion, WireFormat};
+    use crate::http::{read_stream, RawCompletion, Reading, WireFormat};
     use crate::retry::AttemptError;
     use crate::{ChatMessage, ChatRequest, Completion};
 
@@ -238,6 +238,14 @@ pub(crate) mod replay {
 
     /// Reads an SSE body as `W` does; also returns the text the live view was shown.
     pub(crate) fn stream<W: WireFormat>(body: &str) -> (Result<Completion, AttemptError>, String) {
+        stream_within::<W>(body, crate::config::DEFAULT_MAX_REPLY_BYTES)
+    }
+
+    /// [`stream`], reading at most `max_bytes` of it.
+    pub(crate) fn stream_within<W: WireFormat>(
+        body: &str,
+        max_bytes: u64,
+    ) -> (Result<Completion, AttemptError>, String) {
         let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
             .as_bytes()
             .chunks(7)
@@ -255,12 +263,13 @@ pub(crate) mod replay {
             .enable_all()
             .build()
             .expect("a runtime");
-        let outcome = runtime.block_on(read_stream::<W>(
-            response,
-            "http://127.0.0.1:1/v1/test",
-            Some(&sink),
-            &shown_bytes,
-        ));
+        let reading = Reading {
+            endpoint: "http://127.0.0.1:1/v1/test",
+            max_bytes,
+            on_delta: Some(&sink),
+            shown: &shown_bytes,
+        };
+        let outcome = runtime.block_on(read_stream::<W>(response, reading));
         let shown = shown.into_inner().expect("not poisoned");
         (outcome.map(finish), shown)
     }

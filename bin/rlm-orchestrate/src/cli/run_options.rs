@@ -192,6 +192,18 @@ pub struct RunOptions {
     )]
     pub request_timeout: u64,
 
+    /// Bytes one model reply may take, whole body or stream, before the call fails
+    /// (a runaway stream stops there).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = rlm_orchestrator::provider::config::DEFAULT_MAX_REPLY_BYTES,
+        env = "RLM_MAX_REPLY_BYTES",
+        value_parser = clap::value_parser!(u64).range(1024..),
+        help_heading = "Model"
+    )]
+    pub max_reply_bytes: u64,
+
     /// Ask for whole responses instead of streaming them.
     #[arg(long, env = "RLM_NO_STREAM", help_heading = "Model")]
     pub no_stream: bool,

@@ -103,6 +103,7 @@ fn raw_line(event: &Event) -> Option<String> {
             }
         }
         EventData::Text(_)
+        | EventData::WindowFound(_)
         | EventData::Error { .. }
         | EventData::TextDelta { .. }
         | EventData::VariablesUpdated { .. }

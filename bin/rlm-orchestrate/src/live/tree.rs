@@ -72,6 +72,7 @@ impl Tree {
             }
             EventData::Exec(_) => run.code_started_ms = None,
             EventData::RunStarted(_)
+            | EventData::WindowFound(_)
             | EventData::Text(_)
             | EventData::VariablesUpdated { .. }
             | EventData::SubAgentSpawned(_)

@@ -7,11 +7,11 @@
     clippy::unwrap_used,
     reason = "a test fails by panicking; helpers outside #[test] functions too"
 )]
-
 mod big_context;
 mod config;
 mod context_limits;
 mod dead_runs;
+mod discovery;
 mod escapees;
 mod eval;
 mod eval_arms;
@@ -42,6 +42,7 @@ mod redaction;
 mod repl;
 mod replies;
 mod run;
+mod runaway;
 mod runs;
 mod runs_prune;
 mod sandbox;

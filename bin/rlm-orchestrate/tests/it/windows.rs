@@ -80,6 +80,21 @@ fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
 }
 
+/// The root model's window as the trace gives it: in `run_started` when it was known
+/// then (configured, or kept from an earlier run), else in the `window_found` that
+/// follows once its server answered (discovery runs beside the first request).
+fn root_window(events: &[Value]) -> Value {
+    let started = &of_kind(events, "run_started")[0]["context_window"];
+    if !started.is_null() {
+        return started.clone();
+    }
+    of_kind(events, "window_found")
+        .iter()
+        .map(|found| found["context_window"].clone())
+        .find(|window| !window.is_null())
+        .unwrap_or(Value::Null)
+}
+
 /// Requests the mock received that were longer than its window (as it counts).
 fn overflowing(mock: &MockLlmThread, window: u32) -> usize {
     mock.control()
@@ -97,9 +112,8 @@ fn a_refusal_teaches_the_window_and_older_steps_are_compacted() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "counted");
 
     let events = events(&sb);
-    let started = of_kind(&events, "run_started");
     // The mock is unknown and silent: the stated default, until the refusal.
-    assert_eq!(started[0]["context_window"]["source"]["kind"], "default");
+    assert_eq!(root_window(&events)["source"]["kind"], "default");
     let warnings: Vec<String> = of_kind(&events, "warning")
         .iter()
         .map(|w| w["message"].as_str().unwrap().to_owned())
@@ -172,20 +186,23 @@ fn a_window_the_server_gives_is_never_exceeded() {
     let mock = MockLlm::spawn_blocking_thread(script(WINDOW, true)).unwrap();
     run_ok(&sb, &mock, &[]);
     let events = events(&sb);
-    let window = &of_kind(&events, "run_started")[0]["context_window"];
+    let window = root_window(&events);
     assert_eq!(window["tokens"], WINDOW);
     assert_eq!(window["source"]["field"], "max_model_len");
     assert_eq!(overflowing(&mock, WINDOW), 0, "no request was refused");
     assert!(!of_kind(&events, "compacted").is_empty());
-    // The estimate, calibrated by the server's tokenizer before the first request and
-    // by reported usage after, against what the server reported for each call.
-    for call in of_kind(&events, "llm_call") {
+    // The estimate against what the server reported for each call: calibrated by
+    // reported usage after the first call, and by the server's tokenizer when a
+    // request is tight. The first request, small beside the window, went uncounted:
+    // its estimate errs high (3 characters a token, the mock counts 4), never low.
+    for (n, call) in of_kind(&events, "llm_call").iter().enumerate() {
         let reported = call["prompt_tokens"].as_f64().unwrap();
         let estimated = call["estimated_prompt_tokens"].as_f64().unwrap();
         let error = (estimated - reported) / reported;
+        let bound = if n == 0 { 0.4 } else { 0.15 };
         assert!(
-            (0.0..0.15).contains(&error),
-            "estimated {estimated}, reported {reported}"
+            (0.0..bound).contains(&error),
+            "call {n}: estimated {estimated}, reported {reported}"
         );
     }
     let tokenized = mock
@@ -207,7 +224,9 @@ fn a_configured_window_is_used_as_given() {
     run_ok(&sb, &mock, &["--context-window", "4096"]);
     let events = events(&sb);
     let window = &of_kind(&events, "run_started")[0]["context_window"];
+    // Configured: known at once, nothing to find.
     assert_eq!(window["source"]["kind"], "configured");
+    assert!(of_kind(&events, "window_found").is_empty());
     assert_eq!(overflowing(&mock, WINDOW), 0);
 }
 
@@ -326,7 +345,9 @@ fn a_sub_call_past_the_window_is_refused_with_the_sizes_or_split_when_asked() {
     assert!(outputs[1].contains("12 apples in all"));
     // Every request, root and sub-call, asks for no more answer than the room each
     // prompt leaves (an eighth of 4 096, at least 512): prompt and answer fit together.
-    for request in requests.iter().filter(|r| r.api.is_some()) {
+    // (The run's first request may go out before the server said its window, asking
+    // for no particular length: discovery runs beside it.)
+    for request in requests.iter().filter(|r| r.api.is_some()).skip(1) {
         assert_eq!(request.body["max_tokens"], 512, "{}", request.body);
     }
 }

@@ -182,6 +182,9 @@ pub use rlm_protocol::CachedCall;
 pub enum EventData {
     /// A run began.
     RunStarted(RunStarted),
+    /// A model's window became known after `run_started` (its server was asked beside
+    /// the run's first request).
+    WindowFound(WindowFound),
     /// An iteration began.
     StepStarted {
         /// 1-based iteration.
@@ -261,6 +264,18 @@ pub struct RunStarted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<ContextWindow>,
     /// The sub-model's context window and where it comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_context_window: Option<ContextWindow>,
+}
+
+/// `window_found`: the windows `run_started` could not say yet, once the server said
+/// (or did not: the table or the default), each where it applies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowFound {
+    /// The root model's window, when it is the one found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<ContextWindow>,
+    /// The sub-model's window, when it is the one found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_context_window: Option<ContextWindow>,
 }

@@ -29,7 +29,9 @@ pub use settings::{Delegation, HostSettings};
 
 use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
-use crate::provider::{ChatMessage, ChatRequest, Completion, Prices, Provider};
+use crate::provider::{
+    ChatMessage, ChatRequest, Completion, DeltaSink, Prices, Provider, ProviderError,
+};
 use crate::window::ModelWindow;
 
 /// A model with its price and its window.
@@ -41,6 +43,33 @@ pub struct Model {
     pub price: Option<Prices>,
     /// Its context window and token estimate.
     pub window: Arc<ModelWindow>,
+}
+
+impl Model {
+    /// Asks the model within the run's deadline: a call still under way when what is
+    /// left of `--max-time` runs out is abandoned, its stream with it, as
+    /// [`ProviderError::OutOfTime`] (the request timeout bounds each attempt inside
+    /// it). A `forced` final answer, asked after a budget was spent, is bounded by the
+    /// request timeout alone.
+    pub(crate) async fn complete_within(
+        &self,
+        request: &ChatRequest,
+        on_delta: Option<DeltaSink<'_>>,
+        accounting: &Accounting,
+        forced: bool,
+    ) -> Result<Completion, ProviderError> {
+        let call = self.provider.complete(request, on_delta);
+        let Some(left) = accounting.time_left().filter(|_| !forced) else {
+            return call.await;
+        };
+        match tokio::time::timeout(left, call).await {
+            Ok(answer) => answer,
+            Err(_elapsed) => Err(ProviderError::OutOfTime {
+                endpoint: self.provider.describe(),
+                max_time_secs: accounting.limits().max_time.map_or(0, |max| max.as_secs()),
+            }),
+        }
+    }
 }
 
 impl std::fmt::Debug for Model {

@@ -213,7 +213,11 @@ impl RunHost {
                 "no more model calls: {reason}; answer from what you have"
             )));
         }
-        let completion = match self.sub_model.provider.complete(&request, None).await {
+        let answer = self
+            .sub_model
+            .complete_within(&request, None, &self.accounting, false)
+            .await;
+        let completion = match answer {
             Ok(completion) => completion,
             Err(error) => {
                 self.accounting.release(reserved);

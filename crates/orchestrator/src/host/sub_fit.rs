@@ -33,26 +33,26 @@ pub(crate) struct SubFit {
     pub window: ContextWindow,
 }
 
-/// How `content`, sent as one message, compares with `window` (calibrating the
-/// estimate by the server's tokenizer first: once per model, and on a sample of a
-/// large `content`).
+/// How `content`, sent as one message, compares with `window`. A prompt the estimate
+/// puts past a third of the budget could overflow if its text is denser than what
+/// calibrated the estimate (records, code, digits): the estimate is calibrated by the
+/// server's tokenizer first, where it has one (once per model, and on a sample of
+/// `content`). Smaller ones cannot, at any density a tokenizer reaches.
 pub(crate) async fn measure(window: &ModelWindow, content: &str) -> SubFit {
-    window
-        .calibrate_once(&ChatRequest {
-            messages: vec![ChatMessage::user(content)],
-            ..ChatRequest::default()
-        })
-        .await;
-    // A prompt the estimate puts past a third of the budget could overflow if its text
-    // is denser than what calibrated it (records, code, digits): counted on a sample
-    // of it. Smaller ones cannot, at any density a tokenizer reaches.
-    if window.estimator.tokens_of(content) * 3 > window.prompt_budget().await {
+    let budget = window.prompt_budget().await;
+    if window.estimator.tokens_of(content) * 3 > budget {
+        window
+            .calibrate_once(&ChatRequest {
+                messages: vec![ChatMessage::user(content)],
+                ..ChatRequest::default()
+            })
+            .await;
         window.calibrate_on_text(content).await;
     }
     SubFit {
         tokens: window.estimator.tokens_of(content) + SUB_TEMPLATE_TOKENS,
         chars: content.chars().count(),
-        budget: window.prompt_budget().await,
+        budget,
         window: window.window().await,
     }
 }

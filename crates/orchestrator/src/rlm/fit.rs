@@ -69,21 +69,26 @@ impl Fitter {
         iteration: u32,
     ) -> Result<(), LoopError> {
         let window = &caller.model.window;
-        window
-            .calibrate_once(&ChatRequest {
-                messages: messages.clone(),
-                tools: specs.to_vec(),
-                ..ChatRequest::default()
-            })
-            .await;
-        let budget = window.prompt_budget().await;
-        // A large message (a REPL output of records, a long tool result) may be far
-        // denser than the prompts that calibrated the estimate: one past a sixteenth
-        // of the budget is counted on a sample of it (once per distinct sample, a
-        // bounded number a run) before the conversation is fitted.
-        for message in messages.iter() {
-            if window.estimator.tokens_of(&message.content) * 16 > budget {
-                window.calibrate_on_text(&message.content).await;
+        let request = ChatRequest {
+            messages: messages.clone(),
+            tools: specs.to_vec(),
+            ..ChatRequest::default()
+        };
+        let estimate = window.estimator.request_tokens(&request);
+        // A first request small beside any window goes out while the server is still
+        // being asked what its window is (see ModelWindow::budget_for).
+        let budget = window.budget_for(estimate).await;
+        if crate::window::is_tight(estimate, budget) {
+            // Near the window, the estimate is worth checking with the server's own
+            // tokenizer, where it has one: once per model, and on a sample of each
+            // large message (a REPL output of records, a long tool result, far denser
+            // than the prompts that calibrated the estimate) — once per distinct
+            // sample, a bounded number a run.
+            window.calibrate_once(&request).await;
+            for message in messages.iter() {
+                if window.estimator.tokens_of(&message.content) * 16 > budget {
+                    window.calibrate_on_text(&message.content).await;
+                }
             }
         }
         let Some(compaction) = self

@@ -515,7 +515,8 @@ impl Caller<'_> {
                 name: "step".to_owned(),
                 schema: schema.clone(),
             }),
-            max_tokens: self.model.window.answer_limit().await,
+            // Not waited for: a first request goes out beside discovery.
+            max_tokens: self.model.window.answer_limit_now(),
             ..ChatRequest::default()
         };
         let sink = self.sink;
@@ -525,10 +526,10 @@ impl Caller<'_> {
                 delta: delta.to_owned(),
             })
         };
+        let forced = purpose == CallPurpose::ForcedFinal;
         let completion = match self
             .model
-            .provider
-            .complete(&request, Some(&on_delta))
+            .complete_within(&request, Some(&on_delta), self.accounting, forced)
             .await
         {
             Ok(completion) => completion,

@@ -7,6 +7,7 @@
 //! comes back as [`RunError::BadInput`].
 
 mod config;
+mod found;
 mod report;
 mod session;
 

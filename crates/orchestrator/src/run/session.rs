@@ -146,6 +146,10 @@ impl Session {
     /// starts with the first query. `config.history` seeds `history`; `config.cancel`
     /// cancels the running query and every later one.
     pub async fn start(config: RunConfig, listeners: Vec<EventListener>) -> Result<Self, RunError> {
+        // Each server is asked what it is while the store opens, the context loads and
+        // the environment starts (or not at all: a record kept from an earlier run).
+        config.root.window.start_discovery();
+        config.sub.window.start_discovery();
         let store_options = StoreOptions {
             memory_ceiling_bytes: config.memory_ceiling_bytes,
             ..StoreOptions::default()
@@ -229,10 +233,10 @@ impl Session {
             parent_id: self.lineage.parent_id.clone(),
         };
         let sink = EventSink::create(self.store.data_dir(), identity, self.listeners.clone())?;
-        // Found once per model (configured, served, known or the default), so the
-        // trace says from the start which windows the run works within.
-        let context_window = Some(self.config.root.window.window().await);
-        let sub_context_window = Some(self.config.sub.window.window().await);
+        // The windows known now (configured, kept from an earlier run, or found
+        // already); one whose server is still being asked follows as `window_found`.
+        let context_window = self.config.root.window.known();
+        let sub_context_window = self.config.sub.window.known();
         sink.emit(EventData::RunStarted(RunStarted {
             task: text.to_owned(),
             model: self.config.root.provider.model().to_owned(),
@@ -242,6 +246,7 @@ impl Session {
             context_window,
             sub_context_window,
         }));
+        let found = super::found::report_windows(&self.config.root, &self.config.sub, &sink);
         let accounting = Arc::new(Accounting::with_tree(
             self.config.limits,
             self.tree_budget(&run_id),
@@ -268,6 +273,8 @@ impl Session {
             )
             .await;
 
+        // A window still being asked for is not reported after the run's end.
+        drop(found);
         self.canceller.set(None);
         self.host.set(None);
         // A run that answered without a forced answer gives back the call it held.
@@ -384,8 +391,9 @@ impl Session {
         let mut loop_settings = self.config.loop_settings.clone();
         let sub_window = &self.config.sub.window;
         let (chars_per_token, _) = sub_window.estimator.calibration();
-        let window_chars =
-            (sub_window.prompt_budget().await as f64 * chars_per_token * 0.9) as usize;
+        // Not waited for: while the server is being asked, the table's or the
+        // default window (no larger than the default) sizes it.
+        let window_chars = (sub_window.budget_for(0).await as f64 * chars_per_token * 0.9) as usize;
         loop_settings.sub_context_chars = loop_settings.sub_context_chars.min(window_chars);
         let looped = run_loop(text, info, state, parts, &loop_settings);
         let result = tokio::select! {

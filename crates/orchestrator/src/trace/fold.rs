@@ -141,6 +141,19 @@ impl RunFold {
                 self.cache_hits += 1;
                 Some(StepItem::CacheHit(hit.clone()))
             }
+            EventData::WindowFound(found) => {
+                if let Some((_, started)) = self.started.as_mut() {
+                    if found.context_window.is_some() {
+                        started.context_window.clone_from(&found.context_window);
+                    }
+                    if found.sub_context_window.is_some() {
+                        started
+                            .sub_context_window
+                            .clone_from(&found.sub_context_window);
+                    }
+                }
+                None
+            }
             EventData::Compacted(record) => Some(StepItem::Compacted(record.clone())),
             EventData::Plan(record) => Some(StepItem::Plan(record.clone())),
             EventData::Warning { message } => Some(StepItem::Warning {
@@ -248,6 +261,7 @@ fn step_of(data: &EventData) -> Option<u32> {
         EventData::VariablesUpdated { iteration, .. } => Some(*iteration),
         EventData::Compacted(record) => Some(record.iteration),
         EventData::RunStarted(_)
+        | EventData::WindowFound(_)
         | EventData::StepStarted { .. }
         | EventData::TextDelta { .. }
         | EventData::SubAgentSpawned(_)

@@ -22,8 +22,10 @@ POST /v1/responses (and /responses; what the Codex CLI speaks) and Anthropic
 POST /v1/messages, streamed (SSE) or not, on 127.0.0.1. WebSocket upgrades are
 refused with 426 so clients fall back to HTTP. Every answer comes from the script;
 POST /extras/tokenize/count answers {\"count\": characters / 4} as llama-cpp-python's
-tokenizer endpoint does. GET /_mock/requests lists the completion requests received (auth header values are never
-kept; GETs such as /v1/models are not listed).
+tokenizer endpoint does, and GET /openapi.json lists it there as llama-cpp-python's
+server does. GET /_mock/requests lists the completion requests received, GET
+/_mock/side_requests the others (/v1/models, /props, tokenizers); auth header values
+are never kept. --latency-ms delays every answer, side requests too.
 
 Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT]
                 [--model NAME] [--record-limit N] [--no-stdin-watch] [--oracle]
@@ -43,8 +45,11 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
                       \"tool_results\": true|false  tool results present or not
                       \"system\": S                 the system prompt contains S
                     e.g. {\"tools\": false, \"reply\": \"A title\"}; a reply R is
-                    a string or {\"text\"|\"tool_calls\"|\"status\"+\"body\"|\"close\": true,
-                    \"delay_ms\", \"usage\", ...}
+                    a string or {\"text\"|\"tool_calls\"|\"status\"+\"body\"|\"close\": true|
+                    \"endless\": BYTES, \"delay_ms\", \"usage\", \"chunk_bytes\", ...};
+                    \"endless\" streams text in pieces of BYTES until the client
+                    hangs up (a runaway server; a slow drip with chunk_bytes 1 and
+                    chunk_delay_ms)
                     tool calls, after an optional \"text\":
                       {\"tool_calls\": [{\"name\": \"ctx_grep\",
                         \"arguments\": {\"variable\": \"context\", \"pattern\": \"ERROR\"}}]}
@@ -54,7 +59,7 @@ Usage: mock-llm [--port N] [--script FILE.json] [--latency-ms N] [--default TEXT
                     to Responses clients a call is a function_call, or a custom_tool_call
                     (\"arguments\" a string sent as the input text) when the request
                     offers the tool as a custom (freeform) tool, as Codex's \"exec\"
-  --latency-ms N    wait N ms before every reply
+  --latency-ms N    wait N ms before every answer (side requests too)
   --default TEXT    answer TEXT once the script is used up (else HTTP 500 \"script exhausted\")
   --model NAME      model name reported in answers (default mock-llm)
   --context-window TOKENS

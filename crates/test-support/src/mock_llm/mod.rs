@@ -42,17 +42,19 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 mod answer;
+mod endless;
 mod gate;
 mod responses;
 mod script;
 mod server;
+mod side;
 mod tools;
 mod wire;
 
 pub use gate::{GateCounts, MockGate};
 pub use script::{
-    MockReply, MockRule, MockScript, MockUsage, ReplyKind, RequestMatch, RuleFn, ScriptError,
-    StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL,
+    MockReply, MockRule, MockScript, MockTokenizer, MockUsage, ReplyKind, RequestMatch, RuleFn,
+    ScriptError, StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL, ENDLESS_LIMIT, ENDLESS_LIMIT_BYTES,
 };
 pub use server::WEBSOCKET_REFUSAL_STATUS;
 pub use tools::{MockToolCall, RecordedToolResult};
@@ -127,6 +129,10 @@ pub struct RecordedRequest {
     /// When the whole request had arrived, in microseconds since the Unix epoch
     /// (benchmarks measure request-to-request times with it).
     pub received_unix_us: u64,
+    /// Side requests (`/v1/models`, `/props`, …) that had arrived but not been answered
+    /// yet when this one arrived: a model request beside a client's discovery sees
+    /// them, one sent after it sees none.
+    pub side_in_flight: u64,
 }
 
 impl RecordedRequest {

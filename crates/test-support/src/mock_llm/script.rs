@@ -53,7 +53,23 @@ pub enum ReplyKind {
         /// The calls, in order.
         calls: Vec<MockToolCall>,
     },
+    /// A reply that never ends: text in pieces of this many bytes (`x`s), one after
+    /// another until the client hangs up — streamed as text deltas of the request's
+    /// API, or, to a request for a whole answer, as a JSON body whose text never
+    /// closes. A runaway server, to show that a client bounds what it reads; with
+    /// [`MockReply::chunked`] the bytes drip (one byte a second: a slow drip). The
+    /// mock stops by itself after [`ENDLESS_LIMIT_BYTES`] or [`ENDLESS_LIMIT`].
+    Endless {
+        /// Bytes of text in each piece.
+        piece_bytes: usize,
+    },
 }
+
+/// The most an [`ReplyKind::Endless`] reply sends before the mock ends it.
+pub const ENDLESS_LIMIT_BYTES: u64 = 8 << 30;
+
+/// The longest an [`ReplyKind::Endless`] reply goes on before the mock ends it.
+pub const ENDLESS_LIMIT: Duration = Duration::from_secs(120);
 
 /// How a streamed reply is cut short, to play a server or proxy that loses the end of
 /// an answer.
@@ -168,6 +184,14 @@ impl MockReply {
         Self::of(ReplyKind::ToolCalls {
             text: text.into(),
             calls: calls.into_iter().collect(),
+        })
+    }
+
+    /// A reply that never ends, in pieces of `piece_bytes` bytes of text (see
+    /// [`ReplyKind::Endless`]).
+    pub fn endless(piece_bytes: usize) -> Self {
+        Self::of(ReplyKind::Endless {
+            piece_bytes: piece_bytes.max(1),
         })
     }
 
@@ -509,7 +533,8 @@ pub struct MockScript {
     pub rules: Vec<MockRule>,
     /// The answer once the queue is empty.
     pub when_empty: WhenEmpty,
-    /// Added before every reply (simulated model latency).
+    /// Added before every answer, side requests (`/v1/models`, `/props`, tokenizers)
+    /// included: a server that far away.
     pub latency: Duration,
     /// The model name reported in answers.
     pub model: String,
@@ -527,6 +552,28 @@ pub struct MockScript {
     /// and when `context_window` is checked, as Qwen's tokenizer does (false: a token
     /// per four characters of any text). See [`super::mock_tokens`].
     pub digits_are_tokens: bool,
+    /// Which server's way of offering its tokenizer the mock plays (both tokenizer
+    /// endpoints answer whatever it plays, so a client that posts to one the server
+    /// never offered is seen doing it in [`super::MockControl::side_requests`]).
+    pub tokenizer: MockTokenizer,
+    /// The latency of side requests alone (`/v1/models`, `/props`, tokenizers), when
+    /// it differs from `latency`.
+    pub side_latency: Option<Duration>,
+}
+
+/// How the mock says it has a tokenizer, as the servers it stands in for do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MockTokenizer {
+    /// As llama-cpp-python's server: `GET /openapi.json` lists
+    /// `/extras/tokenize/count` (FastAPI's listing of the routes); `/props` is 404.
+    #[default]
+    LlamaCppPython,
+    /// As llama.cpp's server: `GET /props` says it is llama.cpp
+    /// (`default_generation_settings` with `n_ctx`, `total_slots`, `build_info`),
+    /// `/v1/models` entries are `owned_by: "llamacpp"`, and `POST /tokenize` counts.
+    LlamaCpp,
+    /// As a server that offers none (OpenAI, a proxy): no listing, `/props` 404.
+    Unadvertised,
 }
 
 /// The model name reported unless the script names another.
@@ -544,6 +591,8 @@ impl Default for MockScript {
             context_window: None,
             advertise_window: true,
             digits_are_tokens: false,
+            tokenizer: MockTokenizer::default(),
+            side_latency: None,
         }
     }
 }
@@ -588,7 +637,8 @@ impl MockScript {
         self
     }
 
-    /// Adds `latency` before every reply.
+    /// Adds `latency` before every answer (model calls and side requests alike:
+    /// `/v1/models`, `/props`, tokenizers), as a server that far away would.
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency = latency;
         self
@@ -850,6 +900,9 @@ struct FullReplySpec {
     tool_calls: Option<Vec<ToolCallSpec>>,
     #[serde(default)]
     repeat_tool_names: bool,
+    /// A reply that never ends, in pieces of this many bytes ([`ReplyKind::Endless`]).
+    #[serde(default)]
+    endless: Option<usize>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -890,8 +943,17 @@ impl ReplySpec {
             ReplySpec::Text(text) => return Ok(MockReply::text(text)),
             ReplySpec::Full(spec) => spec,
         };
-        let mut reply = match (spec.tool_calls, spec.text, spec.status, spec.close) {
-            (Some(calls), text, None, false) => {
+        let kinds = (spec.tool_calls, spec.text, spec.status, spec.close);
+        let mut reply = match (kinds, spec.endless) {
+            ((None, None, None, false), Some(piece_bytes)) => MockReply::endless(piece_bytes),
+            (_, Some(_)) => {
+                return Err(
+                    "`endless` is a reply of its own: give no `text`, `tool_calls`, \
+                            `status` or `close` with it"
+                        .into(),
+                )
+            }
+            ((Some(calls), text, None, false), None) => {
                 if calls.is_empty() {
                     return Err("`tool_calls` needs at least one call".into());
                 }
@@ -905,15 +967,15 @@ impl ReplySpec {
                     .collect::<Result<Vec<_>, _>>()?;
                 MockReply::tool_calls(text.unwrap_or_default(), calls)
             }
-            (None, Some(text), None, false) => MockReply::text(text),
-            (None, None, Some(status), false) => MockReply::error(
+            ((None, Some(text), None, false), None) => MockReply::text(text),
+            ((None, None, Some(status), false), None) => MockReply::error(
                 status,
                 spec.body.unwrap_or_else(|| format!("mock error {status}")),
             ),
-            (None, None, None, true) => MockReply::close(),
+            ((None, None, None, true), None) => MockReply::close(),
             _ => {
                 return Err("give exactly one of `text`, `tool_calls` (optionally with \
-                            `text`), `status` or `\"close\": true`"
+                            `text`), `status`, `\"close\": true` or `endless`"
                     .into())
             }
         };
@@ -1100,6 +1162,7 @@ mod tests {
             body,
             body_bytes: 0,
             received_unix_us: 0,
+            side_in_flight: 0,
         };
         let answer = |request: &RecordedRequest| {
             script

@@ -46,6 +46,8 @@ struct State {
     /// Every other request (`/v1/models`, `/props`, health checks): kept apart, so the
     /// tests' counts of model calls do not depend on what a client asks besides.
     side_requests: VecDeque<RecordedRequest>,
+    /// Side requests arrived and not answered yet.
+    side_in_flight: u64,
     connections: u64,
 }
 
@@ -57,6 +59,7 @@ impl Shared {
                 requests: VecDeque::new(),
                 received: 0,
                 side_requests: VecDeque::new(),
+                side_in_flight: 0,
                 connections: 0,
             }),
         }
@@ -79,9 +82,11 @@ impl Shared {
         self.lock().side_requests.iter().cloned().collect()
     }
 
-    /// Keeps a request that asks for no completion, apart from the model calls.
+    /// Keeps a request that asks for no completion, apart from the model calls; it is
+    /// in flight until [`Shared::side_answered`].
     fn record_side(&self, request: RecordedRequest) -> RecordedRequest {
         let mut state = self.lock();
+        state.side_in_flight += 1;
         if state.script.record_limit > 0 {
             while state.side_requests.len() >= state.script.record_limit {
                 state.side_requests.pop_front();
@@ -89,6 +94,12 @@ impl Shared {
             state.side_requests.push_back(request.clone());
         }
         request
+    }
+
+    /// A side request was answered (or its connection lost).
+    fn side_answered(&self) {
+        let mut state = self.lock();
+        state.side_in_flight = state.side_in_flight.saturating_sub(1);
     }
 
     pub(crate) fn push_reply(&self, reply: MockReply) {
@@ -117,6 +128,7 @@ impl Shared {
     fn record(&self, mut request: RecordedRequest) -> RecordedRequest {
         let mut state = self.lock();
         request.index = state.received;
+        request.side_in_flight = state.side_in_flight;
         state.received += 1;
         if state.script.record_limit > 0 {
             while state.requests.len() >= state.script.record_limit {
@@ -150,6 +162,16 @@ impl Shared {
             },
         };
         (reply, latency, model)
+    }
+}
+
+/// Marks a side request answered when dropped (after its answer, or with a lost
+/// connection).
+struct SideAnswer<'a>(&'a Shared);
+
+impl Drop for SideAnswer<'_> {
+    fn drop(&mut self) {
+        self.0.side_answered();
     }
 }
 
@@ -252,10 +274,17 @@ async fn answer(
         .next()
         .unwrap_or_default()
         .to_owned();
-    if incoming.method == "GET" && path == "/_mock/requests" {
-        let body = serde_json::to_vec(&shared.requests()).map_err(io::Error::other)?;
-        write_response(stream, 200, "application/json", &body, &[], keep_alive).await?;
-        return Ok(true);
+    if incoming.method == "GET" && path.starts_with("/_mock/") {
+        let listed = match path.as_str() {
+            "/_mock/requests" => Some(shared.requests()),
+            "/_mock/side_requests" => Some(shared.side_requests()),
+            _ => None,
+        };
+        if let Some(listed) = listed {
+            let body = serde_json::to_vec(&listed).map_err(io::Error::other)?;
+            write_response(stream, 200, "application/json", &body, &[], keep_alive).await?;
+            return Ok(true);
+        }
     }
     let api = match (incoming.method.as_str(), path.as_str()) {
         ("POST", p) if p.ends_with("/chat/completions") => Some(Api::OpenAi),
@@ -267,6 +296,8 @@ async fn answer(
         Some(_) => shared.record(recorded(connection, &incoming, api)),
         None => shared.record_side(recorded(connection, &incoming, api)),
     };
+    // A side request is in flight until answered, whatever happens meanwhile.
+    let _answering = api.is_none().then_some(SideAnswer(shared));
     if request
         .header("upgrade")
         .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
@@ -287,42 +318,16 @@ async fn answer(
         return Ok(false);
     }
     let Some(api) = api else {
-        let (status, body) = match (incoming.method.as_str(), path.as_str()) {
-            ("POST", p) if p.ends_with("/extras/tokenize/count") => {
-                // llama-cpp-python's tokenizer endpoint, counting as the window check
-                // does (characters / 4, rounded up, unless digits are tokens).
-                let input = request
-                    .body
-                    .get("input")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let digits = shared.lock().script.digits_are_tokens;
-                (200, json!({"count": super::mock_tokens(input, digits)}))
-            }
-            ("GET", "/" | "/health") => (
-                200,
-                json!({"status": "ok", "note": "mock-llm is a scripted stand-in, not a model"}),
-            ),
-            ("GET", p) if p.ends_with("/models") => {
-                let (model, window) = {
-                    let state = shared.lock();
-                    let script = &state.script;
-                    (
-                        script.model.clone(),
-                        script.context_window.filter(|_| script.advertise_window),
-                    )
-                };
-                let mut entry = json!({"id": model, "object": "model", "owned_by": "mock-llm"});
-                if let Some(window) = window {
-                    entry["max_model_len"] = json!(window);
-                }
-                (200, json!({"object": "list", "data": [entry]}))
-            }
-            _ => (
-                404,
-                json!({"error": {"message": format!("mock-llm serves no {} {path}", incoming.method), "type": "not_found"}}),
-            ),
+        let (status, body, latency) = {
+            let state = shared.lock();
+            let (status, body) =
+                super::side::answer(&state.script, &incoming.method, &path, &request);
+            let latency = state.script.side_latency.unwrap_or(state.script.latency);
+            (status, body, latency)
         };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         // A HEAD answer (Claude Code sends `HEAD /api/hello`) has no body, or the
         // client would read the body as the start of the next answer.
         let body = if incoming.method == "HEAD" {
@@ -395,6 +400,9 @@ async fn answer(
             let answer = answer::Answer::tool_calls(api, request.index, text, calls)
                 .with_custom_tools(&request);
             send_answer(stream, &request, api, &model, &reply, &answer, keep_alive).await
+        }
+        ReplyKind::Endless { piece_bytes } => {
+            super::endless::send(stream, api, &model, &reply, *piece_bytes, request.stream()).await
         }
     }
 }
@@ -522,6 +530,7 @@ fn recorded(connection: u64, incoming: &Incoming, api: Option<Api>) -> RecordedR
         received_unix_us: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64),
+        side_in_flight: 0,
     }
 }
 

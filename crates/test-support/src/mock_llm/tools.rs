@@ -259,6 +259,7 @@ mod tests {
             body_bytes: body.to_string().len(),
             body,
             received_unix_us: 0,
+            side_in_flight: 0,
         }
     }
 
@@ -461,6 +462,7 @@ mod responses_tests {
             body_bytes: 0,
             body,
             received_unix_us: 0,
+            side_in_flight: 0,
         }
     }
 
