@@ -28,6 +28,7 @@ mod large_answer;
 mod limits;
 mod live;
 mod mcp_stdio;
+mod plan_bounds;
 mod plan_steps;
 mod plans;
 mod private_files;
