@@ -110,9 +110,10 @@ impl RunHost {
     ) -> Result<Vec<PieceResult>, HostError> {
         // A count's or an extraction's pattern, compiled once for every piece.
         let pattern = match map {
-            Map::Count(p) | Map::Extract(p) => {
-                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
-            }
+            Map::Count(p) | Map::Extract(p) => Some(
+                rlm_plan::pattern::compile(p)
+                    .map_err(|e| refused(PlanError::Shape(e.to_string())))?,
+            ),
             _ => None,
         };
         let leaf = &Leaf {

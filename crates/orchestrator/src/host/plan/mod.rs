@@ -409,7 +409,7 @@ fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, Host
         },
         SplitBy::Regex => Cut::Records {
             start: rlm_plan::pattern::compile(split.pattern.as_deref().unwrap_or_default())
-                .map_err(|e| refused(PlanError::Shape(e)))?,
+                .map_err(|e| refused(PlanError::Shape(e.to_string())))?,
             size: split.size,
         },
         // The input was made one item a line (`records_of`).

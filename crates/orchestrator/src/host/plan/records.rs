@@ -43,7 +43,7 @@ impl RecordTest {
         let shape = |e: String| refused(PlanError::Shape(e));
         Ok(match filter {
             Filter::Regex(pattern) => Some(Self::Matches(
-                rlm_plan::pattern::compile(pattern).map_err(shape)?,
+                rlm_plan::pattern::compile(pattern).map_err(|e| shape(e.to_string()))?,
             )),
             Filter::Where(condition) => Some(Self::Meets(
                 Condition::parse(condition).map_err(|e| shape(format!("`filter.where`: {e}")))?,
@@ -70,7 +70,8 @@ impl RecordFilter {
         }
         let record_start = match (split.by, &split.pattern) {
             (SplitBy::Regex, Some(pattern)) => Some(
-                rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?,
+                rlm_plan::pattern::compile(pattern)
+                    .map_err(|e| refused(PlanError::Shape(e.to_string())))?,
             ),
             _ => None,
         };
