@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Keep the workspace layout of issue 21: no import cycle between modules of one crate,
-no crate over 35 % of the Rust code, no production file over 600 lines of code.
+no crate over 35 % of the Rust code, no production file over 600 lines of code, and
+(issue 49) no `Result<_, String>` in a library crate.
 
 Usage:
     python3 scripts/check_layout.py            # enforce: exit 1 on any violation
@@ -43,6 +44,14 @@ and comments (`//`, `///`, `//!`, `/* … */`); a line inside a string literal c
   Exempt: files reached only through `cfg(test)` modules, and the files of a member that
   the other members use only as a dev-dependency (test support such as mock servers);
   `--report` still lists them.
+
+## Errors of library crates
+
+A library's errors are `thiserror` types (STYLE.md, "Errors"): a `Result` whose error
+type is `String` (`Result<T, String>`, `std::result::Result<T, std::string::String>`,
+inside another type too: `Result<Result<T, String>, E>`) in a file reached from a lib
+target, outside `cfg(test)` items, fails the check with its file and line. Comments and
+string literals are not read; binaries (`anyhow` is theirs) and test support are exempt.
 """
 
 from __future__ import annotations
@@ -610,6 +619,7 @@ class Package:
     dir: Path
     roots: list[tuple[str, Path]]  # (target name, root file) of lib and bin targets
     test_support: bool
+    lib_roots: list[Path] = field(default_factory=list)  # root files of lib targets
 
 
 def rel(p: Path, root: Path) -> str:
@@ -635,11 +645,13 @@ def workspace_packages(root: Path) -> list[Package]:
                 (used_in_dev if d["kind"] == "dev" else used_normally).add(d["name"])
     out = []
     for p in sorted(pkgs, key=lambda p: p["name"]):
+        lib_kinds = {"lib", "rlib", "dylib", "cdylib", "staticlib", "proc-macro"}
         roots = [(t["name"], Path(t["src_path"])) for t in p["targets"]
-                 if set(t["kind"]) & {"lib", "rlib", "dylib", "cdylib", "staticlib",
-                                      "proc-macro", "bin"}]
+                 if set(t["kind"]) & (lib_kinds | {"bin"})]
+        libs = [Path(t["src_path"]) for t in p["targets"] if set(t["kind"]) & lib_kinds]
         out.append(Package(p["name"], Path(p["manifest_path"]).parent, roots,
-                           p["name"] in used_in_dev and p["name"] not in used_normally))
+                           p["name"] in used_in_dev and p["name"] not in used_normally,
+                           libs))
     return out
 
 
@@ -661,17 +673,79 @@ class FileRow:
 
 
 @dataclass
+class StringError:
+    """A `Result` whose error type is `String`, in library code."""
+
+    file: Path
+    line: int
+    text: str
+
+
+RESULT_OPEN = re.compile(r"(?<![\w$])Result\s*<")
+STRING_TYPE = re.compile(r"(?:(?:::\s*)?(?:std|alloc)\s*::\s*string\s*::\s*)?String")
+
+
+def generic_args(s: str, i: int) -> tuple[list[str], int] | None:
+    """The top-level arguments of the generic list opened just before `i`, and the
+    offset past its `>`; None when it does not close like a type's (a `;` first)."""
+    depth, parts, cur, j = 1, [], [], i
+    while j < len(s):
+        if s.startswith("->", j):
+            cur.append("->")
+            j += 2
+            continue
+        c = s[j]
+        if c in "<([{":
+            depth += 1
+        elif c in ">)]}":
+            depth -= 1
+            if depth == 0:
+                parts.append("".join(cur))
+                return parts, j + 1
+        elif c == "," and depth == 1:
+            parts.append("".join(cur))
+            cur = []
+            j += 1
+            continue
+        elif c == ";":
+            return None
+        cur.append(c)
+        j += 1
+    return None
+
+
+def string_errors(info: "FileInfo") -> list[StringError]:
+    """Every `Result<_, String>` of `info`'s code outside its test items."""
+    s = info.src.masked
+    found = []
+    for m in RESULT_OPEN.finditer(s):
+        if inside(info.tests, m.start()):
+            continue
+        parsed = generic_args(s, m.end())
+        if parsed is None:
+            continue
+        args, end = parsed
+        if len(args) == 2 and STRING_TYPE.fullmatch(args[1].strip()):
+            text = re.sub(r"\s+", " ", s[m.start():end])
+            text = re.sub(r"([<(]) ", r"\1", text).replace(" ,", ",")
+            found.append(StringError(info.src.path, info.src.line_of(m.start()), text))
+    return found
+
+
+@dataclass
 class Result:
     shares: list[tuple[str, int, float]]
     total: int
     files: list[FileRow]
     cycles: list[tuple[str, Cycle]]
     warnings: list[str]
+    string_errors: list[StringError] = field(default_factory=list)
 
 
 def analyse(root: Path) -> Result:
     cache: dict[Path, Source] = {}
     shares, files, cycles, warnings = [], [], [], []
+    string_errs: dict[tuple[Path, int, str], StringError] = {}
     for pkg in workspace_packages(root):
         all_files = rust_files(pkg.dir)
         count = sum(len(cache.setdefault(f, lex(f)).code_lines) for f in all_files)
@@ -691,11 +765,17 @@ def analyse(root: Path) -> Result:
                 if old is None or old[0] != "production":
                     status_by_file[path] = (status, len(lines))
             cycles += [(label, c) for c in find_cycles(crate_edges(tree, root))]
+            if root_file in pkg.lib_roots and not pkg.test_support:
+                for info in tree.files.values():
+                    if not info.test_only:
+                        for e in string_errors(info):
+                            string_errs[(e.file, e.line, e.text)] = e
         for path, (status, lines) in status_by_file.items():
             files.append(FileRow(path, pkg.name, lines, status))
     total = sum(c for _, c in shares)
     return Result([(n, c, 100.0 * c / total if total else 0.0) for n, c in shares],
-                  total, files, cycles, warnings)
+                  total, files, cycles, warnings,
+                  sorted(string_errs.values(), key=lambda e: (str(e.file), e.line)))
 
 
 def module_name(parent: tuple[str, ...], name: str) -> str:
@@ -757,6 +837,9 @@ def main(argv: list[str] | None = None) -> int:
               f"modules that reach each other (the shortest through each member)")
         for crate, cyc in res.cycles:
             print("\n".join("  " + ln for ln in format_cycle(crate, cyc)))
+        print(f"\nResult<_, String> in library crates: {len(res.string_errors)}")
+        for e in res.string_errors:
+            print(f"  {rel(e.file, root)}:{e.line}: {e.text}")
         return 0
 
     failed = False
@@ -772,13 +855,19 @@ def main(argv: list[str] | None = None) -> int:
         print("error: module import cycle in " + "\n".join(format_cycle(crate, cyc)),
               file=sys.stderr)
         failed = True
+    for e in res.string_errors:
+        print(f"error: {rel(e.file, root)}:{e.line}: `{e.text}` in a library crate: give "
+              f"the error a thiserror type that names what failed (STYLE.md, Errors)",
+              file=sys.stderr)
+        failed = True
     if failed:
         print("hint: `python3 scripts/check_layout.py --report` prints the whole table",
               file=sys.stderr)
         return 1
     print(f"layout ok: {len(res.shares)} crates, largest share "
           f"{max((s for _, _, s in res.shares), default=0):.1f} %, no production file over "
-          f"{args.max_file_lines} lines, no module import cycle")
+          f"{args.max_file_lines} lines, no module import cycle, no Result<_, String> in a "
+          f"library crate")
     return 0
 
 

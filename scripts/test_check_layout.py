@@ -164,6 +164,44 @@ class CheckLayoutTest(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("(test support, exempt)", out)
 
+    def test_string_errors_in_library_crates_fail(self) -> None:
+        # Issue 49 item 13: ten lines of `Result<_, String>` came back into a library
+        # crate (env-tools' combinators) with nothing to stop them.
+        write_workspace(self.root, {
+            "lib": {
+                "src/lib.rs": ("//! A library.\n"
+                               "pub fn f() -> Result<(), String> { Ok(()) }\n"
+                               "pub fn g(x: u8)\n    -> std::result::Result<Vec<u8>,\n"
+                               "        std::string::String> { Ok(vec![x]) }\n"
+                               "pub fn h() -> Result<Result<u8, String>, std::io::Error> { Ok(Ok(1)) }\n"
+                               "pub fn ok() -> std::io::Result<String> { Ok(String::new()) }\n"
+                               "pub fn typed() -> Result<String, Box<dyn Fn() -> String>> { todo!() }\n"
+                               "// Result<(), String> in a comment\n"
+                               "pub const S: &str = \"Result<(), String>\";\n"
+                               "#[cfg(test)]\nmod tests {\n    fn t() -> Result<(), String> { Ok(()) }\n}\n"),
+            },
+            "app": {
+                "src/main.rs": "fn main() {}\nfn parse() -> Result<u8, String> { Ok(1) }\n",
+            },
+            "support": {
+                "src/lib.rs": "pub fn mock() -> Result<(), String> { Ok(()) }\n",
+            },
+        }, dev_deps={"lib": ["support"]})
+        code, _, err = run(self.root, "--max-share", "100")
+        self.assertEqual(code, 1, err)
+        flagged = [line for line in err.splitlines() if "in a library crate" in line]
+        self.assertEqual(len(flagged), 3, err)
+        self.assertIn("crates/lib/src/lib.rs:2: `Result<(), String>` in a library crate", err)
+        self.assertIn("crates/lib/src/lib.rs:4: `Result<Vec<u8>, std::string::String>`", err)
+        self.assertIn("crates/lib/src/lib.rs:6: `Result<u8, String>`", err)
+        self.assertIn("thiserror", err)
+        # The binary, test support and test code are not library code.
+        self.assertNotIn("crates/app", err)
+        self.assertNotIn("crates/support", err)
+        code, out, _ = run(self.root, "--report", "--max-share", "100")
+        self.assertEqual(code, 0)
+        self.assertIn("Result<_, String> in library crates: 3", out)
+
     def test_lexer_counts_strings_and_skips_comments(self) -> None:
         p = self.root / "x.rs"
         p.write_text('let s = r#"\n\n  "quoted"\n"#; // c\n/* a /* nested */ b\n*/ let c = \'"\';\n'

@@ -9,8 +9,51 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::catalog::{parse_args, MicroTool};
+use crate::catalog::{parse_args, ArgsError, MicroTool};
 use rlm_env::{HostCall, SplitStepArgs};
+
+/// Why a combinator call does not become a host call; the message is the error result
+/// the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// The arguments do not fit the tool.
+    #[error(transparent)]
+    Arguments(#[from] ArgsError),
+    /// None of the options the tool takes one of was given.
+    #[error("{tool} needs one of {options}")]
+    NoOption {
+        /// The tool called.
+        tool: MicroTool,
+        /// Its options, comma-separated.
+        options: String,
+    },
+    /// Several of them were.
+    #[error("{tool} takes one of {options}, not several: call it once for each")]
+    SeveralOptions {
+        /// The tool called.
+        tool: MicroTool,
+        /// Its options, comma-separated.
+        options: String,
+    },
+    /// The variable named cannot be read as one text (the environment's error, as the
+    /// model reads it).
+    #[error(transparent)]
+    Variable(Box<dyn std::error::Error + Send + Sync>),
+    /// The variable is a context of several files.
+    #[error("{tool} reads one text: `{variable}` holds several files; give the key of one stored variable")]
+    SeveralFiles {
+        /// The tool called.
+        tool: MicroTool,
+        /// The variable named.
+        variable: String,
+    },
+    /// The tool is not a combinator.
+    #[error("{tool} is not a combinator")]
+    NotACombinator {
+        /// The tool called.
+        tool: MicroTool,
+    },
+}
 
 /// `ctx_split`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -88,33 +131,31 @@ pub struct ReduceArgs {
 }
 
 /// The one `{name: value}` of the options given, or an error naming them.
-fn one_of(tool: MicroTool, options: &[(&str, &Option<String>)]) -> Result<Value, String> {
+fn one_of(tool: MicroTool, options: &[(&str, &Option<String>)]) -> Result<Value, StepError> {
     let given: Vec<(&str, &String)> = options
         .iter()
         .filter_map(|(name, value)| value.as_ref().map(|v| (*name, v)))
         .collect();
     let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+    let options = names.join(", ");
     match given.as_slice() {
         [(name, value)] => Ok(json!({ *name: value })),
-        [] => Err(format!("{tool} needs one of {}", names.join(", "))),
-        _ => Err(format!(
-            "{tool} takes one of {}, not several: call it once for each",
-            names.join(", ")
-        )),
+        [] => Err(StepError::NoOption { tool, options }),
+        _ => Err(StepError::SeveralOptions { tool, options }),
     }
 }
 
-/// A combinator call's arguments as the host call it becomes; the error is the text
-/// the model reads.
+/// A combinator call's arguments as the host call it becomes (`variable_key`: the
+/// store key a variable's text is read from); the error's message is what the model
+/// reads.
 pub(crate) fn host_call(
     tool: MicroTool,
     arguments: &str,
-    variable_key: impl Fn(&str) -> Result<String, String>,
-) -> Result<HostCall, String> {
-    let fail = |e: crate::catalog::ArgsError| e.to_string();
+    variable_key: impl Fn(&str) -> Result<String, StepError>,
+) -> Result<HostCall, StepError> {
     match tool {
         MicroTool::Split => {
-            let args: SplitArgs = parse_args(tool, arguments).map_err(fail)?;
+            let args: SplitArgs = parse_args(tool, arguments)?;
             let mut split = Map::new();
             split.insert("by".into(), json!(args.by));
             for (name, value) in [("size", args.size), ("overlap", args.overlap)] {
@@ -132,7 +173,7 @@ pub(crate) fn host_call(
             }))
         }
         MicroTool::Filter => {
-            let args: FilterArgs = parse_args(tool, arguments).map_err(fail)?;
+            let args: FilterArgs = parse_args(tool, arguments)?;
             let filter = one_of(
                 tool,
                 &[
@@ -147,7 +188,7 @@ pub(crate) fn host_call(
             })
         }
         MicroTool::Map => {
-            let args: MapArgs = parse_args(tool, arguments).map_err(fail)?;
+            let args: MapArgs = parse_args(tool, arguments)?;
             let map = one_of(
                 tool,
                 &[
@@ -163,7 +204,7 @@ pub(crate) fn host_call(
             })
         }
         MicroTool::Reduce => {
-            let args: ReduceArgs = parse_args(tool, arguments).map_err(fail)?;
+            let args: ReduceArgs = parse_args(tool, arguments)?;
             let mut reduce = Map::new();
             reduce.insert("op".into(), json!(args.op));
             if let Some(k) = args.k {
@@ -180,7 +221,7 @@ pub(crate) fn host_call(
                 reduce: Value::Object(reduce),
             })
         }
-        other => Err(format!("{other} is not a combinator")),
+        other => Err(StepError::NotACombinator { tool: other }),
     }
 }
 
@@ -241,7 +282,7 @@ pub(crate) fn describe(tool: MicroTool, reply: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn call(tool: MicroTool, arguments: &str) -> Result<HostCall, String> {
+    fn call(tool: MicroTool, arguments: &str) -> Result<HostCall, StepError> {
         host_call(tool, arguments, |name| Ok(format!("key-of-{name}")))
     }
 
@@ -296,15 +337,20 @@ mod tests {
 
     #[test]
     fn one_option_exactly_and_the_error_names_them() {
-        let none = call(MicroTool::Filter, r#"{"pieces": "p"}"#).unwrap_err();
+        let none = call(MicroTool::Filter, r#"{"pieces": "p"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(none.contains("needs one of regex, where, ask"), "{none}");
         let two = call(
             MicroTool::Map,
             r#"{"pieces": "p", "ask": "a", "count": "b"}"#,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(two.contains("not several"), "{two}");
-        let unknown = call(MicroTool::Map, r#"{"pieces": "p", "sum": "b"}"#).unwrap_err();
+        let unknown = call(MicroTool::Map, r#"{"pieces": "p", "sum": "b"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(unknown.contains("unknown field `sum`"), "{unknown}");
     }
 }

@@ -14,6 +14,7 @@ use crate::catalog::{
     parse_args, ArgsError, FinalAnswerArgs, GrepArgs, MapReduceArgs, MicroTool, SliceArgs,
     SummarizeArgs, VariableArgs, GREP_MAX_LINES, SLICE_MAX_CHARS, SUMMARY_FALLBACK_CHARS,
 };
+use crate::combinators::StepError;
 use crate::read::{found_lines, grep, Source};
 use crate::ToolsEnv;
 use rlm_env::{HostCall, HostError, PlanArgs, PromptArgs, SubRlmArgs, ToolOutcome};
@@ -569,14 +570,18 @@ impl ToolsEnv {
     /// made (or of why it was refused).
     async fn step(&self, tool: MicroTool, arguments: &str) -> Result<ToolOutcome, HostError> {
         let key_of = |variable: &str| {
-            let source = self.source(variable).map_err(|e| e.to_string())?;
-            self.key_of(variable, &source).ok_or_else(|| {
-                format!("{tool} reads one text: `{variable}` holds several files; give the key of one stored variable")
-            })
+            let source = self
+                .source(variable)
+                .map_err(|e| StepError::Variable(Box::new(e)))?;
+            self.key_of(variable, &source)
+                .ok_or_else(|| StepError::SeveralFiles {
+                    tool,
+                    variable: variable.to_owned(),
+                })
         };
         let call = match crate::combinators::host_call(tool, arguments, key_of) {
             Ok(call) => call,
-            Err(message) => return Ok(ToolOutcome::error(message)),
+            Err(error) => return Ok(ToolOutcome::error(error.to_string())),
         };
         match self.host.call(call).await {
             Ok(reply) => Ok(ToolOutcome::result(crate::combinators::describe(

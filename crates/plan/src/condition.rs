@@ -54,22 +54,65 @@ pub const MAX_CONDITION_BYTES: usize = 1_000;
 
 const EXAMPLE: &str = "e.g. \"year > 2000\" or \"status >= 500 and bytes < 1024\"";
 
+/// Why a `where` condition does not read; the message is for the model.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConditionError {
+    /// Longer than [`MAX_CONDITION_BYTES`].
+    #[error("the condition is {bytes} bytes, over {MAX_CONDITION_BYTES}")]
+    TooLong {
+        /// Its length.
+        bytes: usize,
+    },
+    /// No clause at all.
+    #[error("the condition is empty: {EXAMPLE}")]
+    Empty,
+    /// A clause without an operator.
+    #[error("`{clause}` has no comparison (>, >=, <, <=, =, !=): {EXAMPLE}")]
+    NoComparison {
+        /// The clause.
+        clause: String,
+    },
+    /// What comes before the operator is not a field's name.
+    #[error("`{clause}`: the field before `{symbol}` must be a name (letters, digits, _ . -): {EXAMPLE}")]
+    NotAName {
+        /// The clause.
+        clause: String,
+        /// Its operator.
+        symbol: &'static str,
+    },
+    /// What comes after the operator is not a number.
+    #[error("`{clause}`: `{number}` after `{symbol}` is not a number: {EXAMPLE}")]
+    NotANumber {
+        /// The clause.
+        clause: String,
+        /// What it compares with.
+        number: String,
+        /// Its operator.
+        symbol: &'static str,
+    },
+    /// The field's reader, or the joiner of clauses, did not compile.
+    #[error("`{clause}` cannot be searched for ({error})")]
+    Unsearchable {
+        /// The clause (or the whole condition).
+        clause: String,
+        /// What the compiler said (in the message, so not a source).
+        error: regex::Error,
+    },
+}
+
 impl Condition {
     /// Reads `text`: clauses `FIELD OP NUMBER` joined by `and` (or `&&`), with OP one
     /// of `>`, `>=`, `<`, `<=`, `=`, `==`, `!=`; or says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ConditionError> {
         if text.len() > MAX_CONDITION_BYTES {
-            return Err(format!(
-                "the condition is {} bytes, over {MAX_CONDITION_BYTES}",
-                text.len()
-            ));
+            return Err(ConditionError::TooLong { bytes: text.len() });
         }
         let clauses = split_clauses(text)?
             .into_iter()
             .map(parse_clause)
             .collect::<Result<Vec<_>, _>>()?;
         if clauses.is_empty() {
-            return Err(format!("the condition is empty: {EXAMPLE}"));
+            return Err(ConditionError::Empty);
         }
         Ok(Self { clauses })
     }
@@ -87,9 +130,11 @@ impl Condition {
 
 /// The clauses of `text`, split at `and` (any case, between spaces) and `&&`; empty
 /// parts dropped.
-fn split_clauses(text: &str) -> Result<Vec<&str>, String> {
-    let joiner = Regex::new(r"(?i)\s+and\s+|&&")
-        .map_err(|e| format!("the condition's joiner did not compile ({e})"))?;
+fn split_clauses(text: &str) -> Result<Vec<&str>, ConditionError> {
+    let joiner = Regex::new(r"(?i)\s+and\s+|&&").map_err(|error| ConditionError::Unsearchable {
+        clause: text.to_owned(),
+        error,
+    })?;
     Ok(joiner
         .split(text)
         .map(str::trim)
@@ -97,13 +142,15 @@ fn split_clauses(text: &str) -> Result<Vec<&str>, String> {
         .collect())
 }
 
-fn parse_clause(text: &str) -> Result<Clause, String> {
+fn parse_clause(text: &str) -> Result<Clause, ConditionError> {
     let (at, symbol, op) = OPERATORS
         .iter()
         .filter_map(|(symbol, op)| text.find(symbol).map(|at| (at, *symbol, *op)))
         // The first operator in the text; at one place, the longest (listed first).
         .min_by_key(|(at, _, _)| *at)
-        .ok_or_else(|| format!("`{text}` has no comparison (>, >=, <, <=, =, !=): {EXAMPLE}"))?;
+        .ok_or_else(|| ConditionError::NoComparison {
+            clause: text.to_owned(),
+        })?;
     let field = text[..at].trim().trim_matches(|c| c == '"' || c == '\'');
     let number = text[at + symbol.len()..]
         .trim()
@@ -113,16 +160,19 @@ fn parse_clause(text: &str) -> Result<Clause, String> {
             .chars()
             .all(|c| c.is_alphanumeric() || "_.-".contains(c))
     {
-        return Err(format!(
-            "`{text}`: the field before `{symbol}` must be a name (letters, digits, _ . -): {EXAMPLE}"
-        ));
+        return Err(ConditionError::NotAName {
+            clause: text.to_owned(),
+            symbol,
+        });
     }
     let value: f64 = number
         .parse()
         .ok()
         .filter(|v: &f64| v.is_finite())
-        .ok_or_else(|| {
-            format!("`{text}`: `{number}` after `{symbol}` is not a number: {EXAMPLE}")
+        .ok_or_else(|| ConditionError::NotANumber {
+            clause: text.to_owned(),
+            number: number.to_owned(),
+            symbol,
         })?;
     let reader = RegexBuilder::new(&format!(
         r#"(?:^|[^\w.-])"?{}"?\s*[=:]\s*"?(-?\d+(?:\.\d+)?)"#,
@@ -130,7 +180,10 @@ fn parse_clause(text: &str) -> Result<Clause, String> {
     ))
     .case_insensitive(true)
     .build()
-    .map_err(|e| format!("`{text}`: the field cannot be searched for ({e})"))?;
+    .map_err(|error| ConditionError::Unsearchable {
+        clause: text.to_owned(),
+        error,
+    })?;
     Ok(Clause {
         field: field.to_owned(),
         op,
@@ -226,7 +279,7 @@ mod tests {
 
     #[test]
     fn bad_conditions_say_what_is_wrong() {
-        let error = |text: &str| Condition::parse(text).expect_err(text);
+        let error = |text: &str| Condition::parse(text).expect_err(text).to_string();
         assert!(error("").contains("empty"));
         assert!(error("year after 2000").contains("no comparison"));
         assert!(error("year > two thousand").contains("is not a number"));

@@ -32,13 +32,34 @@ pub enum PlanError {
         /// `records`), so the advice can be followed as written.
         unit: &'static str,
     },
+    /// A piece makes a prompt longer than `--sub-context-chars` allows; the size to use
+    /// comes first, as for [`Self::PieceTooLarge`].
+    #[error("use \"size\": {fits} or less in `split` (counted in {unit}): piece {index} makes a prompt of {chars} characters, over --sub-context-chars {max}")]
+    PieceOverChars {
+        /// The piece (0-based).
+        index: usize,
+        /// Characters of its prompt, the instruction included.
+        chars: u64,
+        /// `--sub-context-chars`.
+        max: u64,
+        /// How much of a piece fits, in `unit`s.
+        fits: u64,
+        /// The unit of `fits`.
+        unit: &'static str,
+    },
     /// Running the plan would break a budget: the figures, before any call.
     #[error("the plan was refused before any call: {0}")]
     OverBudget(String),
+    /// The plan's pieces would have the host read its input again more times over
+    /// than overlaps may ([`crate::work::HostWork`]): the figures and what fits,
+    /// before any pass over the pieces.
+    #[error("the plan was refused before any work: {0}")]
+    HostWork(String),
 }
 
 impl PlanError {
-    /// A too-large piece's advice in the unit the split counts in: a `lines` split's
+    /// A too-large piece's advice (for the window or `--sub-context-chars`) in the unit
+    /// the split counts in: a `lines` split's
     /// size is lines, so "22453 or less (counted in characters)" becomes "423 or less
     /// (counted in lines)". `piece_chars` and `piece_units`: the characters, and the lines (or
     /// records) of the piece that did not fit.
@@ -49,18 +70,8 @@ impl PlanError {
         piece_units: u64,
         chars_per_token: f64,
     ) -> Self {
-        let Self::PieceTooLarge {
-            index,
-            tokens,
-            budget,
-            fits,
-            unit: "characters",
-        } = self
-        else {
-            return self;
-        };
         let chars_per_unit = piece_chars.checked_div(piece_units).filter(|&c| c > 0);
-        let (fits, unit) = match (by, chars_per_unit) {
+        let convert = |fits: u64| match (by, chars_per_unit) {
             (crate::SplitBy::Lines, Some(chars)) => ((fits / chars).max(1), "lines"),
             (crate::SplitBy::Records, Some(chars)) => ((fits / chars).max(1), "records"),
             (crate::SplitBy::Tokens, _) if chars_per_token > 0.0 => {
@@ -68,12 +79,40 @@ impl PlanError {
             }
             _ => (fits, "characters"),
         };
-        Self::PieceTooLarge {
-            index,
-            tokens,
-            budget,
-            fits,
-            unit,
+        match self {
+            Self::PieceTooLarge {
+                index,
+                tokens,
+                budget,
+                fits,
+                unit: "characters",
+            } => {
+                let (fits, unit) = convert(fits);
+                Self::PieceTooLarge {
+                    index,
+                    tokens,
+                    budget,
+                    fits,
+                    unit,
+                }
+            }
+            Self::PieceOverChars {
+                index,
+                chars,
+                max,
+                fits,
+                unit: "characters",
+            } => {
+                let (fits, unit) = convert(fits);
+                Self::PieceOverChars {
+                    index,
+                    chars,
+                    max,
+                    fits,
+                    unit,
+                }
+            }
+            other => other,
         }
     }
 }

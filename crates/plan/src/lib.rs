@@ -6,7 +6,8 @@
 //! ([`price`]). Running it is the orchestrator's; this crate holds what needs no
 //! model: the types ([`spec`]), the splitter ([`split`], streaming: a file of any size
 //! is cut in one pass with bounded memory), and the deterministic reductions
-//! ([`reduce`]), and the variables the step-by-step combinators leave ([`pieces`]).
+//! ([`reduce`]), the variables the step-by-step combinators leave ([`pieces`]), and
+//! the bound on the host's own work over a plan's pieces ([`work`]).
 
 pub mod condition;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod spec;
 pub mod split;
 pub mod task_fit;
 pub mod words;
+pub mod work;
 
 pub use error::PlanError;
 pub use spec::{Filter, Map, Plan, Reduce, Split, SplitBy};

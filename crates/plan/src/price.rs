@@ -1,6 +1,6 @@
 //! What a plan will cost, computed before it runs, and the check against the run's
-//! budgets and the sub-model's window: a plan that would break one is refused with
-//! the figures before any call.
+//! budgets, the sub-model's window and `--sub-context-chars`: a plan that would break
+//! one is refused with the figures before any call.
 //!
 //! The runner walks the plan (splitting every input, nested plans included, which
 //! needs no model) and adds each call it will make with [`Estimate::call`]; the
@@ -15,6 +15,8 @@ use crate::error::PlanError;
 pub struct Limits {
     /// Tokens a call's prompt may take (the sub-model's window less the answer's room).
     pub prompt_budget: u64,
+    /// Characters a call's prompt may hold (`--sub-context-chars`).
+    pub max_prompt_chars: Option<u64>,
     /// Tokens counted for each answer.
     pub answer_tokens: u64,
     /// Characters per token of the estimate (for the largest piece that fits).
@@ -48,32 +50,56 @@ pub struct Estimate {
     pub largest_prompt: u64,
 }
 
+/// The prompt of one call, as it would be sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Prompt {
+    /// Its estimated tokens.
+    pub tokens: u64,
+    /// Its characters.
+    pub chars: u64,
+    /// The characters of its instruction, around the piece.
+    pub instruction_chars: u64,
+}
+
 impl Estimate {
-    /// Counts one call with a prompt of `prompt_tokens`; `run` when it starts a nested
-    /// run or an agent. Fails when the prompt does not fit the window (`index`: the
-    /// piece, for the message).
-    pub fn call(
-        &mut self,
-        index: usize,
-        prompt_tokens: u64,
-        run: bool,
-        limits: &Limits,
-    ) -> Result<(), PlanError> {
-        if !run && prompt_tokens > limits.prompt_budget {
+    /// Counts one call with `prompt`. Fails when the prompt does not fit the window or
+    /// `--sub-context-chars` (`index`: the piece, for the message).
+    pub fn call(&mut self, index: usize, prompt: Prompt, limits: &Limits) -> Result<(), PlanError> {
+        if prompt.tokens > limits.prompt_budget {
             return Err(PlanError::PieceTooLarge {
                 index,
-                tokens: prompt_tokens,
+                tokens: prompt.tokens,
                 budget: limits.prompt_budget,
                 fits: (limits.prompt_budget as f64 * limits.chars_per_token * 0.9) as u64,
                 unit: "characters",
             });
         }
+        if let Some(max) = limits.max_prompt_chars.filter(|max| prompt.chars > *max) {
+            return Err(PlanError::PieceOverChars {
+                index,
+                chars: prompt.chars,
+                max,
+                fits: max.saturating_sub(prompt.instruction_chars).max(1),
+                unit: "characters",
+            });
+        }
+        self.count(prompt.tokens, false, limits);
+        Ok(())
+    }
+
+    /// Counts one nested run or agent, whose prompt names its piece by reference (so
+    /// has no window to fit) and takes `query_tokens`; it may make calls of its own.
+    pub fn run(&mut self, query_tokens: u64, limits: &Limits) -> Result<(), PlanError> {
+        self.count(query_tokens, true, limits);
+        Ok(())
+    }
+
+    fn count(&mut self, prompt_tokens: u64, run: bool, limits: &Limits) {
         self.calls += 1;
         self.runs += u64::from(run);
         self.prompt_tokens += prompt_tokens;
         self.answer_tokens += limits.answer_tokens;
         self.largest_prompt = self.largest_prompt.max(prompt_tokens);
-        Ok(())
     }
 
     /// Counts the combining calls of an `ask` reduction of `answers` answers whose
@@ -85,15 +111,28 @@ impl Estimate {
         instruction_tokens: u64,
         limits: &Limits,
     ) -> Result<u64, PlanError> {
-        let per_call = limits
+        let by_tokens = limits
             .prompt_budget
             .saturating_sub(instruction_tokens)
             .checked_div(limits.answer_tokens.max(1))
             .unwrap_or(0);
+        // `--sub-context-chars` bounds a combining prompt too, at the estimate's density.
+        let chars_of = |tokens: u64| (tokens as f64 * limits.chars_per_token).ceil() as u64;
+        let by_chars = limits.max_prompt_chars.map_or(by_tokens, |max| {
+            max.saturating_sub(chars_of(instruction_tokens))
+                .checked_div(chars_of(limits.answer_tokens).max(1))
+                .unwrap_or(0)
+        });
+        let per_call = by_tokens.min(by_chars);
         if answers > 1 && per_call < 2 {
             return Err(PlanError::Shape(format!(
-                "the reduction cannot combine two answers of {} tokens within the sub-model's prompt budget of {} tokens; use a deterministic reduction (sum, union, concat…) or a larger window",
-                limits.answer_tokens, limits.prompt_budget
+                "the reduction cannot combine two answers of {} tokens within the sub-model's prompt budget of {} tokens{}; use a deterministic reduction (sum, union, concat…) or a larger window",
+                limits.answer_tokens,
+                limits.prompt_budget,
+                limits
+                    .max_prompt_chars
+                    .map(|max| format!(" and --sub-context-chars {max}"))
+                    .unwrap_or_default()
             )));
         }
         let mut left = answers;
@@ -102,7 +141,7 @@ impl Estimate {
             let calls = left.div_ceil(per_call);
             for _ in 0..calls {
                 let prompt = instruction_tokens + per_call.min(left) * limits.answer_tokens;
-                self.call(0, prompt.min(limits.prompt_budget), false, limits)?;
+                self.count(prompt.min(limits.prompt_budget), false, limits);
             }
             left = calls;
             rounds += 1;
@@ -119,19 +158,7 @@ impl Estimate {
 
     /// Checks the figures against the budgets; the refusal names every one broken.
     pub fn check(&self, limits: &Limits) -> Result<(), PlanError> {
-        let mut broken = Vec::new();
-        if let Some(left) = limits.calls_left.filter(|left| self.calls > *left) {
-            broken.push(format!("{} model calls, {left} left", self.calls));
-        }
-        let tokens = self.prompt_tokens + self.answer_tokens;
-        if let Some(left) = limits.tokens_left.filter(|left| tokens > *left) {
-            broken.push(format!("about {tokens} tokens, {left} left"));
-        }
-        if let (Some(cost), Some(left)) = (self.cost_usd(limits), limits.cost_left_usd) {
-            if cost > left {
-                broken.push(format!("about ${cost:.4}, ${left:.4} left"));
-            }
-        }
+        let broken = self.broken(limits);
         if broken.is_empty() {
             return Ok(());
         }
@@ -148,6 +175,25 @@ impl Estimate {
             }
         )))
     }
+
+    /// The budgets the figures break, each with the figure and what is left
+    /// (`"12 model calls, 9 left"`); empty when they break none.
+    pub fn broken(&self, limits: &Limits) -> Vec<String> {
+        let mut broken = Vec::new();
+        if let Some(left) = limits.calls_left.filter(|left| self.calls > *left) {
+            broken.push(format!("{} model calls, {left} left", self.calls));
+        }
+        let tokens = self.prompt_tokens + self.answer_tokens;
+        if let Some(left) = limits.tokens_left.filter(|left| tokens > *left) {
+            broken.push(format!("about {tokens} tokens, {left} left"));
+        }
+        if let (Some(cost), Some(left)) = (self.cost_usd(limits), limits.cost_left_usd) {
+            if cost > left {
+                broken.push(format!("about ${cost:.4}, ${left:.4} left"));
+            }
+        }
+        broken
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +203,7 @@ mod tests {
     fn limits() -> Limits {
         Limits {
             prompt_budget: 1_000,
+            max_prompt_chars: None,
             answer_tokens: 100,
             chars_per_token: 3.0,
             calls_left: Some(20),
@@ -168,9 +215,14 @@ mod tests {
 
     #[test]
     fn calls_add_up_and_a_piece_too_large_is_named() {
+        let prompt = |tokens| Prompt {
+            tokens,
+            chars: tokens * 3,
+            instruction_chars: 30,
+        };
         let mut estimate = Estimate::default();
-        estimate.call(0, 900, false, &limits()).unwrap();
-        estimate.call(1, 800, false, &limits()).unwrap();
+        estimate.call(0, prompt(900), &limits()).unwrap();
+        estimate.call(1, prompt(800), &limits()).unwrap();
         assert_eq!(
             (
                 estimate.calls,
@@ -181,7 +233,7 @@ mod tests {
         );
         assert_eq!(estimate.largest_prompt, 900);
         let error = estimate
-            .call(7, 1_200, false, &limits())
+            .call(7, prompt(1_200), &limits())
             .unwrap_err()
             .to_string();
         assert!(
@@ -190,8 +242,21 @@ mod tests {
             "{error}"
         );
         // A nested run takes its piece by reference: no window to fit.
-        estimate.call(8, 50_000, true, &limits()).unwrap();
+        estimate.run(50_000, &limits()).unwrap();
         assert_eq!(estimate.runs, 1);
+        // `--sub-context-chars` is checked on the prompt's characters as sent.
+        let chars = Limits {
+            max_prompt_chars: Some(1_000),
+            ..limits()
+        };
+        let error = Estimate::default()
+            .call(3, prompt(500), &chars)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "use \"size\": 970 or less in `split` (counted in characters): piece 3 makes a prompt of 1500 characters, over --sub-context-chars 1000"
+        );
         assert_eq!(
             estimate.cost_usd(&limits()).map(|c| (c * 1e6).round()),
             Some(52_300.0)
@@ -219,8 +284,13 @@ mod tests {
             kept: 25,
             ..Estimate::default()
         };
+        let prompt = Prompt {
+            tokens: 500,
+            chars: 1_500,
+            instruction_chars: 30,
+        };
         for i in 0..25 {
-            estimate.call(i, 500, false, &limits()).unwrap();
+            estimate.call(i, prompt, &limits()).unwrap();
         }
         let error = estimate.check(&limits()).unwrap_err().to_string();
         assert!(error.contains("25 model calls, 20 left"), "{error}");

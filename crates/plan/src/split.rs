@@ -11,9 +11,11 @@
 //!   of its own).
 //!
 //! With an overlap, each piece after the first also starts that many characters (or
-//! lines) before where the one before it ended.
+//! lines) before where the one before it ended. Where that is, is found by a second
+//! reader of the input that trails the first, moving only forward from one piece's
+//! start to the next: an overlap costs one more pass over the input and no memory
+//! (it once kept a mark for every character it repeats — 540 MB for a split of 32 MiB).
 
-use std::collections::VecDeque;
 use std::io::BufRead;
 
 use regex::Regex;
@@ -59,11 +61,33 @@ pub enum Cut {
     },
 }
 
-/// A point of the input: a byte offset and the characters before it.
+impl Cut {
+    /// The units each piece repeats from the one before (0 for records).
+    pub fn overlap(&self) -> u64 {
+        match self {
+            Self::Chars { overlap, .. } | Self::Lines { overlap, .. } => *overlap,
+            Self::Records { .. } => 0,
+        }
+    }
+}
+
+/// A point of the input: a byte offset, and the characters and line ends before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Mark {
     byte: u64,
     chars: u64,
+    lines: u64,
+}
+
+impl Mark {
+    /// The point after `bytes` more of the input.
+    fn after(self, bytes: &[u8]) -> Self {
+        Self {
+            byte: self.byte + bytes.len() as u64,
+            chars: self.chars + chars_of(bytes),
+            lines: self.lines + bytes.iter().filter(|&&b| b == b'\n').count() as u64,
+        }
+    }
 }
 
 /// Why an input was not cut.
@@ -80,14 +104,24 @@ pub enum SplitError {
     },
 }
 
-/// Cuts what `reader` yields into at most `max_pieces` pieces (reading stops, and the
-/// cut fails, at one more). An empty input has no pieces.
-pub fn split_reader<R: BufRead>(
-    mut reader: R,
+/// Cuts the input `open` reads into at most `max_pieces` pieces (reading stops, and
+/// the cut fails, at one more). An empty input has no pieces. `open` is called once
+/// for the pass, and once more for a cut with an overlap (the reader that finds where
+/// each piece starts); each call reads the same input from its start.
+pub fn split_input<R: BufRead>(
+    mut open: impl FnMut() -> std::io::Result<R>,
     cut: &Cut,
     max_pieces: usize,
 ) -> Result<Vec<Piece>, SplitError> {
-    let mut cutter = Cutter::new(cut);
+    let mut reader = open()?;
+    let trail = match cut.overlap() {
+        0 => None,
+        _ => Some(Trail {
+            reader: open()?,
+            at: Mark::default(),
+        }),
+    };
+    let mut cutter = Cutter::new(cut, trail);
     let mut segment: Vec<u8> = Vec::new();
     let mut line_start = true;
     loop {
@@ -111,18 +145,15 @@ pub fn split_reader<R: BufRead>(
                 char_boundary(&segment)
             };
             let rest = segment.split_off(keep);
-            cutter.segment(&segment, line_start, ends_line);
-            if cutter.pieces.len() > max_pieces {
-                return Err(SplitError::TooMany { max: max_pieces });
-            }
+            cutter.segment(&segment, line_start, ends_line, max_pieces)?;
             line_start = ends_line;
             segment = rest;
         }
     }
     if !segment.is_empty() {
-        cutter.segment(&segment, line_start, true);
+        cutter.segment(&segment, line_start, true, max_pieces)?;
     }
-    let pieces = cutter.finish();
+    let pieces = cutter.finish()?;
     if pieces.len() > max_pieces {
         return Err(SplitError::TooMany { max: max_pieces });
     }
@@ -132,7 +163,7 @@ pub fn split_reader<R: BufRead>(
 /// Cuts `text` into pieces (an in-memory input), however many.
 pub fn split_str(text: &str, cut: &Cut) -> Vec<Piece> {
     // Reading from a slice cannot fail, and there is no bound to pass.
-    split_reader(text.as_bytes(), cut, usize::MAX).unwrap_or_default()
+    split_input(|| Ok(text.as_bytes()), cut, usize::MAX).unwrap_or_default()
 }
 
 /// The largest prefix length of `bytes` that ends on a UTF-8 character boundary: all
@@ -156,24 +187,73 @@ fn char_boundary(bytes: &[u8]) -> usize {
     len
 }
 
+/// True for a byte that starts a character (an invalid byte counts as one).
+fn starts_char(byte: u8) -> bool {
+    byte & 0xC0 != 0x80
+}
+
 /// Characters of `bytes`: bytes that start a UTF-8 sequence (an invalid byte counts
 /// as one).
 fn chars_of(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u64
+    bytes.iter().filter(|&&b| starts_char(b)).count() as u64
+}
+
+/// The second reader of a cut with an overlap: it trails the pass, at or before the
+/// start of the piece being gathered, and moves forward to where the next piece
+/// starts. Piece starts only grow, so it reads the input once in all.
+struct Trail<R> {
+    reader: R,
+    at: Mark,
+}
+
+impl<R: BufRead> Trail<R> {
+    /// Moves forward to the first byte of character `chars` (or the end of the input).
+    fn forward_to_char(&mut self, chars: u64) -> std::io::Result<Mark> {
+        self.forward(|at, byte| at.chars == chars && starts_char(byte))
+    }
+
+    /// Moves forward to just after the `lines`-th line end (or the end of the input).
+    fn forward_to_line(&mut self, lines: u64) -> std::io::Result<Mark> {
+        self.forward(|at, _| at.lines == lines)
+    }
+
+    /// Moves forward to the first point where `reached` holds of the point and the
+    /// byte after it.
+    fn forward(&mut self, reached: impl Fn(&Mark, u8) -> bool) -> std::io::Result<Mark> {
+        loop {
+            let buffer = self.reader.fill_buf()?;
+            if buffer.is_empty() {
+                return Ok(self.at);
+            }
+            let mut at = self.at;
+            let mut stop = None;
+            for (i, &byte) in buffer.iter().enumerate() {
+                if reached(&at, byte) {
+                    stop = Some(i);
+                    break;
+                }
+                at = at.after(std::slice::from_ref(&byte));
+            }
+            let take = stop.unwrap_or(buffer.len());
+            self.at = at;
+            self.reader.consume(take);
+            if stop.is_some() {
+                return Ok(at);
+            }
+        }
+    }
 }
 
 /// The streaming state of a cut.
-struct Cutter<'c> {
+struct Cutter<'c, R> {
     cut: &'c Cut,
     pieces: Vec<Piece>,
     /// Where the piece being gathered starts.
     start: Mark,
     /// Where the input read so far ends.
     here: Mark,
-    /// Lines in the piece being gathered.
-    lines: u64,
-    /// Recent character or line starts, for overlaps.
-    recent: VecDeque<Mark>,
+    /// The reader that finds where an overlapping piece starts (none without one).
+    trail: Option<Trail<R>>,
     /// Records: where the record being read started.
     record: Option<Mark>,
     /// Where the last piece ended: a piece must reach past it (with an overlap, the
@@ -181,15 +261,14 @@ struct Cutter<'c> {
     last_end: Mark,
 }
 
-impl<'c> Cutter<'c> {
-    fn new(cut: &'c Cut) -> Self {
+impl<'c, R: BufRead> Cutter<'c, R> {
+    fn new(cut: &'c Cut, trail: Option<Trail<R>>) -> Self {
         Self {
             cut,
             pieces: Vec::new(),
             start: Mark::default(),
             here: Mark::default(),
-            lines: 0,
-            recent: VecDeque::new(),
+            trail,
             record: None,
             last_end: Mark::default(),
         }
@@ -206,30 +285,25 @@ impl<'c> Cutter<'c> {
             });
             self.last_end = end;
         }
-        // Lines repeated from this piece count in the next.
-        self.lines = match self.cut {
-            Cut::Lines { .. } if next.byte < end.byte => {
-                self.recent.iter().filter(|m| m.byte >= next.byte).count() as u64
-            }
-            _ => 0,
-        };
         self.start = next;
     }
 
-    fn segment(&mut self, bytes: &[u8], starts_line: bool, ends_line: bool) {
+    /// Cuts what `bytes` holds; fails once there are more than `max_pieces` pieces.
+    fn segment(
+        &mut self,
+        bytes: &[u8],
+        starts_line: bool,
+        ends_line: bool,
+        max_pieces: usize,
+    ) -> Result<(), SplitError> {
         match self.cut {
-            Cut::Chars { size, overlap } => self.chars(bytes, *size, *overlap),
+            Cut::Chars { size, overlap } => self.chars(bytes, *size, *overlap)?,
             Cut::Lines { size, overlap } => {
-                if starts_line && *overlap > 0 {
-                    self.remember(self.here, *overlap);
-                }
-                self.advance(bytes);
-                if ends_line {
-                    self.lines += 1;
-                    if self.lines >= *size {
-                        let next = self.overlap_start(*overlap);
-                        self.close(self.here, next);
-                    }
+                self.here = self.here.after(bytes);
+                // A last line without a line end ends the input: `finish` closes it.
+                if ends_line && self.here.lines - self.start.lines >= *size {
+                    let next = self.overlap_start(*overlap)?;
+                    self.close(self.here, next);
                 }
             }
             Cut::Records { start, size } => {
@@ -240,58 +314,51 @@ impl<'c> Cutter<'c> {
                 if self.record.is_none() {
                     self.record = Some(self.here);
                 }
-                self.advance(bytes);
+                self.here = self.here.after(bytes);
             }
         }
-    }
-
-    /// Moves past `bytes` without cutting.
-    fn advance(&mut self, bytes: &[u8]) {
-        self.here.byte += bytes.len() as u64;
-        self.here.chars += chars_of(bytes);
-    }
-
-    /// Keeps `mark` among the last `keep + 1` starts (for an overlap of `keep`).
-    fn remember(&mut self, mark: Mark, keep: u64) {
-        self.recent.push_back(mark);
-        while self.recent.len() as u64 > keep + 1 {
-            self.recent.pop_front();
+        if self.pieces.len() > max_pieces {
+            return Err(SplitError::TooMany { max: max_pieces });
         }
+        Ok(())
     }
 
-    /// Where the next piece starts: `overlap` units before here (kept in `recent`), but
-    /// after the current piece's start.
-    fn overlap_start(&self, overlap: u64) -> Mark {
-        if overlap == 0 {
-            return self.here;
+    /// Where the next piece starts: `overlap` units (characters, or lines for a
+    /// `lines` cut) before here, but after the current piece's start; here without an
+    /// overlap.
+    fn overlap_start(&mut self, overlap: u64) -> std::io::Result<Mark> {
+        let Some(trail) = self.trail.as_mut().filter(|_| overlap > 0) else {
+            return Ok(self.here);
+        };
+        match self.cut {
+            Cut::Lines { .. } => {
+                let line = self.here.lines.saturating_sub(overlap);
+                if line > self.start.lines {
+                    return trail.forward_to_line(line);
+                }
+            }
+            _ => {
+                let char = self.here.chars.saturating_sub(overlap);
+                if char > self.start.chars {
+                    return trail.forward_to_char(char);
+                }
+            }
         }
-        let back = self
-            .recent
-            .iter()
-            .rev()
-            .nth(overlap as usize - 1)
-            .or_else(|| self.recent.front())
-            .copied()
-            .unwrap_or(self.here);
-        if back.byte > self.start.byte {
-            back
-        } else {
-            self.here
-        }
+        Ok(self.here)
     }
 
-    fn chars(&mut self, bytes: &[u8], size: u64, overlap: u64) {
+    fn chars(&mut self, bytes: &[u8], size: u64, overlap: u64) -> std::io::Result<()> {
         let mut rest = bytes;
         while !rest.is_empty() {
             let gathered = self.here.chars - self.start.chars;
             let count = chars_of(rest);
             if gathered + count <= size {
-                self.take(rest, overlap);
-                return;
+                self.here = self.here.after(rest);
+                return Ok(());
             }
             if gathered > 0 && gathered >= size * 4 / 5 {
                 // A line end is near enough: the piece ends before this segment.
-                let next = self.overlap_start(overlap);
+                let next = self.overlap_start(overlap)?;
                 self.close(self.here, next);
                 continue;
             }
@@ -299,31 +366,12 @@ impl<'c> Cutter<'c> {
             let fill = size - gathered;
             let cut = byte_after_chars(rest, fill);
             let (head, tail) = rest.split_at(cut);
-            self.take(head, overlap);
-            let next = self.overlap_start(overlap);
+            self.here = self.here.after(head);
+            let next = self.overlap_start(overlap)?;
             self.close(self.here, next);
             rest = tail;
         }
-    }
-
-    /// Moves past `bytes`, remembering character starts for an overlap.
-    fn take(&mut self, bytes: &[u8], overlap: u64) {
-        if overlap == 0 {
-            self.advance(bytes);
-            return;
-        }
-        for (i, &b) in bytes.iter().enumerate() {
-            if b & 0xC0 != 0x80 {
-                let mark = Mark {
-                    byte: self.here.byte + i as u64,
-                    chars: self.here.chars,
-                };
-                self.remember(mark, overlap);
-                self.here.chars += 1;
-            }
-        }
-        self.here.byte += bytes.len() as u64;
-        // `here.chars` was counted character by character above.
+        Ok(())
     }
 
     /// The record being read ends here: it joins the piece, or starts the next one.
@@ -345,13 +393,13 @@ impl<'c> Cutter<'c> {
         }
     }
 
-    fn finish(mut self) -> Vec<Piece> {
+    fn finish(mut self) -> Result<Vec<Piece>, SplitError> {
         if let Cut::Records { size, .. } = self.cut {
             self.end_record(*size);
         }
         let here = self.here;
         self.close(here, here);
-        self.pieces
+        Ok(self.pieces)
     }
 }
 
@@ -501,7 +549,7 @@ mod tests {
             size: 1,
             overlap: 0,
         };
-        let error = split_reader(text.as_bytes(), &cut, 1_000).unwrap_err();
+        let error = split_input(|| Ok(text.as_bytes()), &cut, 1_000).unwrap_err();
         assert!(matches!(error, SplitError::TooMany { max: 1_000 }));
         assert!(error.to_string().contains("larger `split.size`"));
         let fits = Cut::Chars {
@@ -510,7 +558,9 @@ mod tests {
         };
         // 950 000 characters in pieces ending on line ends, a little under 10 000 each.
         assert_eq!(
-            split_reader(text.as_bytes(), &fits, 1_000).unwrap().len(),
+            split_input(|| Ok(text.as_bytes()), &fits, 1_000)
+                .unwrap()
+                .len(),
             96
         );
     }
@@ -518,8 +568,8 @@ mod tests {
     #[test]
     fn a_line_longer_than_a_segment_is_read_in_bounded_pieces() {
         let text = format!("{}\nend\n", "y".repeat(200_000));
-        let pieces = split_reader(
-            std::io::BufReader::with_capacity(4096, text.as_bytes()),
+        let pieces = split_input(
+            || Ok(std::io::BufReader::with_capacity(4096, text.as_bytes())),
             &Cut::Chars {
                 size: 100_000,
                 overlap: 0,
@@ -529,6 +579,35 @@ mod tests {
         .unwrap();
         assert_eq!(texts(&text, &pieces).concat(), text);
         assert_eq!(pieces[0].chars, 100_000);
+    }
+
+    /// The peak resident memory of this process so far (`VmHWM`), in KiB (each test
+    /// runs in a process of its own under nextest).
+    fn peak_rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn a_large_overlap_holds_no_memory_of_its_own() {
+        // Found by the fourth hostile review: a `chars` overlap kept a 16-byte mark for
+        // every character it repeats, and a split of 32 MiB peaked at 540 MB. Here 32
+        // MiB of log lines, pieces of 8 Mi characters repeating 4 Mi of the one before.
+        let text = "a line of a log, about forty bytes long\n".repeat(800_000);
+        let cut = Cut::Chars {
+            size: 8 << 20,
+            overlap: 4 << 20,
+        };
+        let before = peak_rss_kib();
+        let pieces = split_str(&text, &cut);
+        let grew = peak_rss_kib().saturating_sub(before);
+        assert!(pieces.len() > 4, "{}", pieces.len());
+        assert!(pieces.windows(2).all(|w| w[1].start < w[0].end));
+        assert_eq!(pieces.last().map(|p| p.end), Some(text.len() as u64));
+        // A segment (64 KiB) and the list of pieces: a generous bound, far below the
+        // 64 MiB that 4 Mi marks take.
+        assert!(grew < 16 * 1024, "the split grew the process by {grew} KiB");
     }
 
     proptest! {
@@ -544,8 +623,8 @@ mod tests {
             prop_assume!(!text.is_empty());
             let overlap = (size - 1) * overlap_share / 100;
             for cut in [Cut::Chars { size, overlap }, Cut::Lines { size, overlap }] {
-                let pieces = split_reader(
-                    std::io::BufReader::with_capacity(5, text.as_bytes()),
+                let pieces = split_input(
+                    || Ok(std::io::BufReader::with_capacity(5, text.as_bytes())),
                     &cut,
                     usize::MAX,
                 ).unwrap();
@@ -555,6 +634,17 @@ mod tests {
                     prop_assert!(pair[1].start <= pair[0].end);
                     prop_assert!(pair[1].start > pair[0].start);
                     prop_assert!(pair[1].end > pair[0].end);
+                    // The next piece starts where this one ended, or exactly `overlap`
+                    // characters (or whole lines) before.
+                    let repeated = &text[pair[1].start as usize..pair[0].end as usize];
+                    let units = match cut {
+                        Cut::Lines { .. } => repeated.matches('\n').count(),
+                        _ => repeated.chars().count(),
+                    } as u64;
+                    prop_assert!(units == 0 || units == overlap, "{:?} repeats {:?}", cut, repeated);
+                    if let Cut::Lines { .. } = cut {
+                        prop_assert!(pair[1].start == 0 || text.as_bytes()[pair[1].start as usize - 1] == b'\n');
+                    }
                 }
                 if let Cut::Chars { size, .. } = cut {
                     prop_assert!(pieces.iter().all(|p| p.chars <= size));
@@ -566,8 +656,8 @@ mod tests {
         #[test]
         fn pieces_tile_the_input(text in "(\\PC{0,40}\n?){0,30}", size in 1u64..50) {
             for cut in [Cut::Chars { size, overlap: 0 }, Cut::Lines { size, overlap: 0 }] {
-                let pieces = split_reader(
-                    std::io::BufReader::with_capacity(7, text.as_bytes()),
+                let pieces = split_input(
+                    || Ok(std::io::BufReader::with_capacity(7, text.as_bytes())),
                     &cut,
                     usize::MAX,
                 ).unwrap();

@@ -128,26 +128,44 @@ pub(crate) fn confine(policy: &Policy) -> Result<Applied, SandboxError> {
     })
 }
 
+/// A step of mounting the private temporary directory that failed, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{step}: {error}")]
+struct TmpMountError {
+    /// What was being done (`mounting a tmpfs on /tmp/…`).
+    step: String,
+    /// Why it failed (in the message, which becomes a gap's text, so not a source).
+    error: std::io::Error,
+}
+
+/// The error of `step`, for `map_err`.
+fn failed<E: Into<std::io::Error>>(step: impl Into<String>) -> impl FnOnce(E) -> TmpMountError {
+    let step = step.into();
+    move |error| TmpMountError {
+        step,
+        error: error.into(),
+    }
+}
+
 /// Mounts a tmpfs of `tmp.size_bytes` over `tmp.path` in a new, private mount
 /// namespace of the calling process (and what it starts): as root directly, otherwise
 /// inside a new user namespace that maps the caller's own ids. Nothing outside sees the
 /// mount; it and its files vanish with the last process in the namespace.
-fn mount_private_tmp(tmp: &crate::PrivateTmp) -> Result<(), String> {
+fn mount_private_tmp(tmp: &crate::PrivateTmp) -> Result<(), TmpMountError> {
     use nix::mount::{mount, MsFlags};
     use nix::sched::{unshare, CloneFlags};
     if nix::unistd::geteuid().is_root() {
-        unshare(CloneFlags::CLONE_NEWNS)
-            .map_err(|e| format!("unshare of a mount namespace: {e}"))?;
+        unshare(CloneFlags::CLONE_NEWNS).map_err(failed("unshare of a mount namespace"))?;
     } else {
         let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
         unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
-            .map_err(|e| format!("unshare of a user and mount namespace: {e}"))?;
+            .map_err(failed("unshare of a user and mount namespace"))?;
         for (file, text) in [
             ("/proc/self/setgroups", "deny".to_owned()),
             ("/proc/self/uid_map", format!("{uid} {uid} 1")),
             ("/proc/self/gid_map", format!("{gid} {gid} 1")),
         ] {
-            std::fs::write(file, text).map_err(|e| format!("writing {file}: {e}"))?;
+            std::fs::write(file, text).map_err(failed(format!("writing {file}")))?;
         }
     }
     mount(
@@ -157,7 +175,7 @@ fn mount_private_tmp(tmp: &crate::PrivateTmp) -> Result<(), String> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| format!("making the mounts private: {e}"))?;
+    .map_err(failed("making the mounts private"))?;
     // A working directory in it still names the directory under the mount: move onto it.
     let inside = std::env::current_dir().is_ok_and(|cwd| cwd == tmp.path);
     let options = format!("size={},mode=0700", tmp.size_bytes.max(4096));
@@ -168,10 +186,13 @@ fn mount_private_tmp(tmp: &crate::PrivateTmp) -> Result<(), String> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(options.as_str()),
     )
-    .map_err(|e| format!("mounting a tmpfs on {}: {e}", tmp.path.display()))?;
+    .map_err(failed(format!(
+        "mounting a tmpfs on {}",
+        tmp.path.display()
+    )))?;
     if inside {
         std::env::set_current_dir(&tmp.path)
-            .map_err(|e| format!("entering {}: {e}", tmp.path.display()))?;
+            .map_err(failed(format!("entering {}", tmp.path.display())))?;
     }
     Ok(())
 }

@@ -32,6 +32,7 @@ mod limits;
 mod live;
 mod mcp_policy;
 mod mcp_stdio;
+mod plan_bounds;
 mod plan_steps;
 mod plans;
 mod private_files;

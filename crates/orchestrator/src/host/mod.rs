@@ -12,6 +12,7 @@ mod plan;
 mod refused_plans;
 mod serve;
 mod settings;
+mod split_query;
 mod sub_fit;
 
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use serde_json::Value;
 use rlm_protocol::host_call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
 use rlm_protocol::SubResult;
 
-use super::sub_fit::{self, SubFit};
+use super::sub_fit;
 use super::{expected_cost, fan_out, record_call, Host, HostSettings, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
@@ -142,58 +142,29 @@ impl RunHost {
         }
     }
 
-    /// `prompt` over `context` split into pieces that fit (see
-    /// [`sub_fit::split_and_combine`]), each piece and each combination a sub-call.
-    async fn split_query(
-        &self,
-        prompt: &str,
-        context: &str,
-        piece: usize,
-        fit: SubFit,
-        purpose: CallPurpose,
-    ) -> Result<String, HostError> {
-        let limit = self.settings.delegation.max_parallel;
-        let (answer, pieces) = sub_fit::split_and_combine(
-            sub_fit::Split {
-                prompt,
-                context,
-                piece,
-                budget: fit.budget,
-                estimator: &self.sub_model.window.estimator,
-            },
-            |jobs| async move {
-                fan_out::in_order(jobs, limit, |content| self.ask_sub(content, purpose))
-                    .await
-                    .into_iter()
-                    .collect::<Result<Vec<String>, HostError>>()
-            },
-        )
-        .await
-        .map_err(|error| {
-            HostError::RespondToModel(format!(
-                "{}: {error} (the sub-model's window is {} tokens)",
-                purpose.helper(),
-                fit.window.tokens
-            ))
-        })?;
-        self.sink.emit(EventData::Warning {
-            message: format!(
-                "{}: about {} tokens did not fit the sub-model's window of {}; split into {pieces} pieces of at most {piece} characters, asked {limit} at a time, answers combined",
-                purpose.helper(),
-                fit.tokens,
-                fit.window.tokens,
-            ),
-        });
-        Ok(answer)
-    }
-
     /// One sub-model call with `content` as it is: answered from the cache when asked
-    /// before, else within the budgets, accounted and cached.
+    /// before, else within the budgets, accounted and cached. Whatever asked for it,
+    /// the content itself is measured first ([`sub_fit::unsendable`]): a plan priced
+    /// on what a pieces variable claimed, or any other way round the checks before it,
+    /// sends nothing over `--sub-context-chars`, the window or `--max-tokens`.
     pub(super) async fn ask_sub(
         &self,
         content: String,
         purpose: CallPurpose,
     ) -> Result<String, HostError> {
+        let window = &self.sub_model.window;
+        let limits = sub_fit::SendLimits {
+            max_chars: self.settings.delegation.sub_context_chars,
+            budget: window.prompt_budget().await,
+            chars_per_token: window.estimator.calibration().0,
+            tokens_left: self.accounting.left().tokens,
+        };
+        if let Some(reason) = sub_fit::unsendable(&content, &limits) {
+            return Err(HostError::RespondToModel(format!(
+                "{}: {reason}; nothing was sent",
+                purpose.helper()
+            )));
+        }
         let key = CallKey::new(
             CachedCall::LlmQuery,
             &[self.sub_model.provider.model(), &content],

@@ -84,6 +84,47 @@ impl SubFit {
     }
 }
 
+/// What one sub-call may send, checked on its content as it is.
+pub(crate) struct SendLimits {
+    /// `--sub-context-chars`.
+    pub max_chars: usize,
+    /// Tokens the sub-model's window leaves for a prompt.
+    pub budget: u64,
+    /// The estimate's general characters per token (no check before this one counts a
+    /// text at more).
+    pub chars_per_token: f64,
+    /// Tokens `--max-tokens` leaves, in the run and its tree.
+    pub tokens_left: Option<u64>,
+}
+
+/// Why `content` may not be sent as one sub-call — more characters than
+/// `--sub-context-chars`, more tokens than the window leaves or than `--max-tokens`
+/// leaves — measured on the text itself, whatever a plan's pieces claimed about it;
+/// `None` when it may be sent. Tokens are counted at the general ratio, which every
+/// check before this one (a plan's price, [`measure`], the combining groups) counts at
+/// least as many of: this refuses only what slipped past them.
+pub(crate) fn unsendable(content: &str, limits: &SendLimits) -> Option<String> {
+    let chars = content.chars().count();
+    if chars > limits.max_chars {
+        return Some(format!(
+            "this prompt is {chars} characters, over the sub-model's limit of {} (--sub-context-chars)",
+            limits.max_chars
+        ));
+    }
+    let tokens = (chars as f64 / limits.chars_per_token.max(f64::MIN_POSITIVE)).ceil() as u64;
+    if tokens > limits.budget {
+        return Some(format!(
+            "this prompt is about {tokens} tokens ({chars} characters), over the {} tokens the sub-model's window leaves for a prompt",
+            limits.budget
+        ));
+    }
+    limits.tokens_left.filter(|left| tokens > *left).map(|left| {
+        format!(
+            "this prompt is about {tokens} tokens, over the {left} the token budget (--max-tokens) leaves"
+        )
+    })
+}
+
 /// A sub-call's prompt: `prompt`, then its context, if any.
 pub(crate) fn with_context(prompt: &str, context: Option<&str>) -> String {
     match context {
@@ -92,15 +133,31 @@ pub(crate) fn with_context(prompt: &str, context: Option<&str>) -> String {
     }
 }
 
-/// A call to split: the prompt, its context, the piece size and the window's budget.
+/// A call to split: the prompt, its context, the piece size and what a combining
+/// prompt must fit.
 pub(crate) struct Split<'a> {
     pub prompt: &'a str,
     pub context: &'a str,
     /// Characters of context per piece.
     pub piece: usize,
+    pub fit: CombineFit<'a>,
+}
+
+/// What each combining prompt must fit: the window's budget and `--sub-context-chars`,
+/// by the estimate.
+pub(crate) struct CombineFit<'a> {
     /// Tokens a call's prompt may take.
     pub budget: u64,
+    /// Characters a call's prompt may hold (`--sub-context-chars`).
+    pub max_chars: usize,
     pub estimator: &'a TokenEstimator,
+}
+
+impl CombineFit<'_> {
+    /// True when `prompt` fits.
+    fn fits(&self, prompt: &str) -> bool {
+        self.estimator.tokens_of(prompt) <= self.budget && prompt.chars().count() <= self.max_chars
+    }
 }
 
 /// Why a split call has no answer.
@@ -137,17 +194,16 @@ where
         .map(|(i, text)| with_context(&piece_prompt(split.prompt, i, count), Some(text)))
         .collect();
     let answers = ask(jobs).await.map_err(SplitError::Call)?;
-    let answer = combine_rounds(split.prompt, answers, split.budget, split.estimator, ask).await?;
+    let answer = combine_rounds(split.prompt, answers, &split.fit, ask).await?;
     Ok((answer, count))
 }
 
 /// Combines `answers` (each about a part, in order) into one for `prompt`: as many per
-/// call as fit `budget` tokens, asked through `ask`, in rounds until one is left.
+/// call as `fit` takes, asked through `ask`, in rounds until one is left.
 pub(crate) async fn combine_rounds<E, F, Fut>(
     prompt: &str,
     mut answers: Vec<String>,
-    budget: u64,
-    estimator: &TokenEstimator,
+    fit: &CombineFit<'_>,
     ask: F,
 ) -> Result<String, SplitError<E>>
 where
@@ -156,8 +212,8 @@ where
 {
     let parts = answers.len();
     while answers.len() > 1 {
-        let groups = combine_groups(prompt, &answers, budget, estimator)
-            .ok_or(SplitError::TooLong { pieces: parts })?;
+        let groups =
+            combine_groups(prompt, &answers, fit).ok_or(SplitError::TooLong { pieces: parts })?;
         let jobs = groups
             .into_iter()
             .map(|range| {
@@ -231,23 +287,21 @@ pub(crate) fn combine_prompt(prompt: &str, answers: &[String], first_part: usize
     text
 }
 
-/// `answers` grouped so that each group's combining prompt fits `budget` tokens; `None`
-/// when one answer alone does not.
+/// `answers` grouped so that each group's combining prompt fits; `None` when one
+/// answer alone does not.
 pub(crate) fn combine_groups(
     prompt: &str,
     answers: &[String],
-    budget: u64,
-    estimator: &TokenEstimator,
+    fit: &CombineFit<'_>,
 ) -> Option<Vec<std::ops::Range<usize>>> {
     let mut groups = Vec::new();
     let mut start = 0;
     while start < answers.len() {
         let mut end = start + 1;
-        if estimator.tokens_of(&combine_prompt(prompt, &answers[start..end], start)) > budget {
+        if !fit.fits(&combine_prompt(prompt, &answers[start..end], start)) {
             return None;
         }
-        while end < answers.len()
-            && estimator.tokens_of(&combine_prompt(prompt, &answers[start..=end], start)) <= budget
+        while end < answers.len() && fit.fits(&combine_prompt(prompt, &answers[start..=end], start))
         {
             end += 1;
         }
@@ -301,8 +355,11 @@ mod tests {
                 prompt: "How many apples?",
                 context: &context,
                 piece: 1_000,
-                budget: 120,
-                estimator: &estimator,
+                fit: CombineFit {
+                    budget: 120,
+                    max_chars: usize::MAX,
+                    estimator: &estimator,
+                },
             },
             |jobs: Vec<String>| {
                 asked.lock().unwrap().push(jobs.len());
@@ -328,13 +385,22 @@ mod tests {
         let answers: Vec<String> = (0..10)
             .map(|i| format!("{i} apples. {}", "x".repeat(300)))
             .collect();
-        let groups = combine_groups("How many apples?", &answers, 400, &estimator).unwrap();
+        let fit = |budget, max_chars| CombineFit {
+            budget,
+            max_chars,
+            estimator: &estimator,
+        };
+        let groups = combine_groups("How many apples?", &answers, &fit(400, usize::MAX)).unwrap();
         assert!(groups.len() > 1 && groups.len() < 10, "{groups:?}");
         assert_eq!(groups.first().unwrap().start, 0);
         assert_eq!(groups.last().unwrap().end, 10);
         assert!(groups.windows(2).all(|w| w[0].end == w[1].start));
         let huge = vec!["y".repeat(5_000)];
-        assert_eq!(combine_groups("q", &huge, 400, &estimator), None);
+        assert_eq!(combine_groups("q", &huge, &fit(400, usize::MAX)), None);
+        // `--sub-context-chars` bounds each combining prompt too.
+        let by_chars = combine_groups("How many apples?", &answers, &fit(100_000, 700)).unwrap();
+        assert_eq!(by_chars.len(), 10, "one answer a call: {by_chars:?}");
+        assert_eq!(combine_groups("q", &huge, &fit(100_000, 1_000)), None);
         let prompt = combine_prompt("How many?", &answers[2..4], 2);
         assert!(prompt.contains("[part 3] 2 apples.") && prompt.contains("[part 4] 3 apples."));
     }

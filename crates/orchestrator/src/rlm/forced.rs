@@ -106,9 +106,9 @@ pub(super) async fn force_final(
         }
     }
     let answer = match forced_answer(&completion, medium, (ran, task_call, caller.sink)).await? {
-        Ok(answer) => answer,
-        Err(prose) if one_value(&prose) => prose,
-        Err(prose) => {
+        ForcedReply::Answer(answer) => answer,
+        ForcedReply::Prose(prose) if one_value(&prose) => prose,
+        ForcedReply::Prose(prose) => {
             // A sentence holding the answer ("The label … is \"billing\".") is not the
             // answer a caller can compare or use: asked once for the answer alone
             // (head-seed13 js `aggregate` item 4 and seed 9's item 4, the right label
@@ -121,9 +121,9 @@ pub(super) async fn force_final(
                 None => prose,
                 Some(again) => {
                     match forced_answer(&again, medium, (ran, task_call, caller.sink)).await? {
-                        Ok(answer) => answer,
-                        Err(bare) if one_value(&bare) => bare,
-                        Err(_) => {
+                        ForcedReply::Answer(answer) => answer,
+                        ForcedReply::Prose(bare) if one_value(&bare) => bare,
+                        ForcedReply::Prose(_) => {
                             caller.sink.emit(EventData::Warning {
                                 message: "the forced final answer came twice with no FINAL(...): it is given as first written".to_owned(),
                             });
@@ -219,13 +219,21 @@ fn by_medium(medium: &Medium<'_>, code: &'static str, tools: &'static str) -> &'
     }
 }
 
+/// What a forced reply gives: an answer, or only prose.
+enum ForcedReply {
+    /// Its `FINAL(...)`, `FINAL_VAR(name)` or `final_answer` call's answer.
+    Answer(String),
+    /// Its text, trimmed: it named no answer.
+    Prose(String),
+}
+
 /// The answer a forced reply gives — its `FINAL(...)`, `FINAL_VAR(name)`, or
-/// `final_answer` call, also when fenced — or else its text, trimmed, as `Err`.
+/// `final_answer` call, also when fenced — or else its text, trimmed, as prose.
 async fn forced_answer(
     completion: &Completion,
     medium: &mut Medium<'_>,
     (ran, task_call, sink): (&code_turn::RanBefore, Option<&str>, &EventSink),
-) -> Result<Result<String, String>, LoopError> {
+) -> Result<ForcedReply, LoopError> {
     let tags = match medium {
         Medium::Code(repl) => repl.fence_tags(),
         Medium::Tools { .. } => &[],
@@ -249,17 +257,18 @@ async fn forced_answer(
     }
     let text = parsed.transcript_text.trim().to_owned();
     Ok(match (parsed.final_literal, parsed.final_var) {
-        (Some(answer), _) => Ok(answer),
+        (Some(answer), _) => ForcedReply::Answer(answer),
         (None, Some(name)) => {
             let value = match medium {
                 Medium::Code(repl) => repl.final_var(&name).await?,
                 Medium::Tools { .. } => None,
             };
-            Ok(value.unwrap_or(text))
+            ForcedReply::Answer(value.unwrap_or(text))
         }
         (None, None) => match medium {
-            Medium::Tools { .. } => tool_turn::final_answer_called(completion).ok_or(text),
-            Medium::Code(_) => Err(text),
+            Medium::Tools { .. } => tool_turn::final_answer_called(completion)
+                .map_or(ForcedReply::Prose(text), ForcedReply::Answer),
+            Medium::Code(_) => ForcedReply::Prose(text),
         },
     })
 }

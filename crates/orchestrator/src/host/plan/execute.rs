@@ -8,7 +8,7 @@ use rlm_plan::{Map, Plan, PlanError, Reduce};
 use rlm_protocol::host_call::{AgentJob, HostError, SubRlmArgs};
 use serde_json::Value;
 
-use super::{extract, off_runtime, refused, Boxed, Leaf, Prepared, RecordFilter, Source};
+use super::{count, extract, off_runtime, refused, Boxed, Leaf, Prepared, RecordFilter, Source};
 use crate::events::{CallPurpose, PlanStage};
 use crate::host::serve::RunHost;
 use crate::host::{fan_out, sub_fit};
@@ -110,9 +110,10 @@ impl RunHost {
     ) -> Result<Vec<PieceResult>, HostError> {
         // A count's or an extraction's pattern, compiled once for every piece.
         let pattern = match map {
-            Map::Count(p) | Map::Extract(p) => {
-                Some(rlm_plan::pattern::compile(p).map_err(|e| refused(PlanError::Shape(e)))?)
-            }
+            Map::Count(p) | Map::Extract(p) => Some(
+                rlm_plan::pattern::compile(p)
+                    .map_err(|e| refused(PlanError::Shape(e.to_string())))?,
+            ),
             _ => None,
         };
         let leaf = &Leaf {
@@ -178,26 +179,29 @@ impl RunHost {
         piece: Piece,
     ) -> Result<String, HostError> {
         // A count or an extraction is a pass over the piece (of any size a split gave
-        // it): read and scanned on the blocking pool, with the read, not on an async
-        // thread the model's streams and the other leaves share.
+        // it): read in chunks and scanned on the blocking pool, not on an async thread
+        // the model's streams and the other leaves share.
         match (leaf.map, &leaf.pattern) {
             (Map::Count(_), Some(pattern)) => {
                 let (source, pattern, records) =
                     (source.clone(), pattern.clone(), leaf.records.clone());
-                return off_runtime(move || {
-                    let text = records.apply(source.read(&piece)?);
-                    Ok(pattern.find_iter(&text).count().to_string())
-                })
-                .await;
+                return off_runtime(move || count(&pattern, (&source, &piece, &records))).await;
             }
             (Map::Extract(_), Some(pattern)) => {
                 let (source, pattern, records) =
                     (source.clone(), pattern.clone(), leaf.records.clone());
                 let kept = std::sync::Arc::clone(&leaf.extracted);
-                return off_runtime(move || {
-                    extract(&pattern, &records.apply(source.read(&piece)?), &kept)
-                })
-                .await;
+                return off_runtime(move || extract(&pattern, (&source, &piece, &records), &kept))
+                    .await;
+            }
+            // The piece is the nested plan's input, read where it lies.
+            (Map::Plan(inner), _) => {
+                let within = source.within(&piece);
+                let work = rlm_plan::work::HostWork::over(within.bytes());
+                let prepared = self.prepare(inner, &within, &work).await?;
+                // The nested plan's leaves are traced as `<plan>.<piece>`.
+                let nested = format!("{plan_id}.{index}");
+                return Ok(self.execute(inner, &within, prepared, &nested).await?.0);
             }
             _ => {}
         }
@@ -213,8 +217,8 @@ impl RunHost {
                 )
                 .await?
             }
-            // Answered above when their pattern compiled.
-            (Map::Count(_) | Map::Extract(_), _) => String::new(),
+            // Answered above (a count or an extract when its pattern compiled).
+            (Map::Count(_) | Map::Extract(_) | Map::Plan(_), _) => String::new(),
             (Map::SubRlm(query), _) => {
                 self.sub_rlm(&SubRlmArgs {
                     query: query.clone(),
@@ -246,13 +250,6 @@ impl RunHost {
                     other => other.to_string(),
                 }
             }
-            (Map::Plan(inner), _) => {
-                let text = Source::Text(text.into());
-                let prepared = self.prepare(inner, &text).await?;
-                // The nested plan's leaves are traced as `<plan>.<piece>`.
-                let nested = format!("{plan_id}.{index}");
-                self.execute(inner, &text, prepared, &nested).await?.0
-            }
         };
         Ok(result)
     }
@@ -260,9 +257,13 @@ impl RunHost {
     /// An `ask` reduction: the sub-model combines the results in rounds that fit.
     async fn combine(&self, instruction: &str, answers: Vec<String>) -> Result<String, HostError> {
         let window = &self.sub_model.window;
-        let budget = window.prompt_budget().await;
+        let fit = sub_fit::CombineFit {
+            budget: window.prompt_budget().await,
+            max_chars: self.settings.delegation.sub_context_chars,
+            estimator: &window.estimator,
+        };
         let limit = self.settings.delegation.max_parallel;
-        sub_fit::combine_rounds(instruction, answers, budget, &window.estimator, |jobs| async move {
+        sub_fit::combine_rounds(instruction, answers, &fit, |jobs| async move {
             fan_out::in_order(jobs, limit, |content| {
                 self.ask_sub(content, CallPurpose::LlmQuery)
             })

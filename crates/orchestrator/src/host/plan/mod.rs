@@ -1,19 +1,21 @@
-//! Running a combinator plan (`map_reduce`, docs/plans.md): the input is cut into
-//! pieces in one streaming pass (byte ranges of its text view: a file is never copied
-//! or loaded whole), the pieces filtered, the plan priced and checked against the
-//! budgets and the sub-model's window — and refused with the figures before any call
-//! — then every kept piece mapped (`--max-parallel` at a time, each model call a normal
-//! sub-call: cached per leaf, accounted, traced) and the results reduced.
+//! Running a combinator plan (`map_reduce`, docs/plans.md): the host's work priced
+//! first — a split whose overlaps would repeat its input more than
+//! [`rlm_plan::work::HostWork`] allows is refused before it runs — then the input cut
+//! into pieces in one streaming pass (byte ranges of its text view: a file is never
+//! copied or loaded whole), the pieces filtered, the plan priced and checked against
+//! the budgets, `--sub-context-chars` and the sub-model's window — and refused with
+//! the figures before any call — then every kept piece mapped (`--max-parallel` at a
+//! time, each model call a normal sub-call: cached per leaf, accounted, traced) and the
+//! results reduced.
 
-use std::io::{BufReader, Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::ops::ControlFlow;
 
 use regex::Regex;
-use rlm_plan::condition::Condition;
 use rlm_plan::price::Estimate;
-use rlm_plan::split::{split_reader, Cut, Piece, SplitError};
+use rlm_plan::split::{Cut, Piece};
 use rlm_plan::task_fit::Refusal;
-use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy, MAX_PIECES};
+use rlm_plan::work::HostWork;
+use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy};
 use rlm_protocol::host_call::{HostError, PlanArgs};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -26,98 +28,12 @@ use crate::events::{EventData, PlanRecord, PlanStage};
 
 mod execute;
 mod price;
+mod records;
+mod source;
 mod steps;
 
-/// Where the plan's input is read from (cheap to clone: the passes over the whole
-/// input run off the async threads, on a clone).
-#[derive(Clone)]
-enum Source {
-    /// A file: the store's text view of a variable (the file itself for a `file`
-    /// variable).
-    File(PathBuf),
-    /// Text the REPL sent.
-    Text(std::sync::Arc<str>),
-}
-
-impl Source {
-    /// The text of `piece`.
-    fn read(&self, piece: &Piece) -> Result<String, HostError> {
-        match self {
-            Self::Text(text) => Ok(text
-                .get(piece.start as usize..piece.end as usize)
-                .unwrap_or_default()
-                .to_owned()),
-            Self::File(path) => {
-                let fail = |e: std::io::Error| {
-                    HostError::RespondToModel(format!(
-                        "the plan's input {} could not be read: {e}",
-                        path.display()
-                    ))
-                };
-                let mut file = std::fs::File::open(path).map_err(fail)?;
-                file.seek(SeekFrom::Start(piece.start)).map_err(fail)?;
-                let mut bytes = Vec::new();
-                file.take(piece.end - piece.start)
-                    .read_to_end(&mut bytes)
-                    .map_err(fail)?;
-                Ok(String::from_utf8_lossy(&bytes).into_owned())
-            }
-        }
-    }
-
-    /// A sample of the input to calibrate the token estimate on
-    /// ([`crate::window::ModelWindow::calibrate_on_sample`]): its start, middle and end, a few
-    /// KiB each — never the whole of a large file. Empty when it cannot be read (the
-    /// split that follows says why).
-    fn sample(&self) -> String {
-        match self {
-            Self::Text(text) => crate::window::sample_of(text),
-            Self::File(path) => {
-                let Ok(bytes) = std::fs::metadata(path).map(|m| m.len()) else {
-                    return String::new();
-                };
-                // Bytes a slice: a character is at most four.
-                let slice = crate::window::SAMPLE_SLICE_CHARS as u64;
-                let piece = |start: u64, end: u64| Piece {
-                    start,
-                    end,
-                    chars: 0,
-                };
-                let pieces = if bytes <= 3 * slice {
-                    vec![piece(0, bytes)]
-                } else {
-                    let middle = bytes / 2 - slice / 2;
-                    vec![
-                        piece(0, slice),
-                        piece(middle, middle + slice),
-                        piece(bytes - slice, bytes),
-                    ]
-                };
-                pieces
-                    .iter()
-                    .filter_map(|p| self.read(p).ok())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            }
-        }
-    }
-
-    /// Cuts the input.
-    fn split(&self, cut: &Cut) -> Result<Vec<Piece>, HostError> {
-        let split = match self {
-            Self::Text(text) => split_reader(text.as_bytes(), cut, MAX_PIECES),
-            Self::File(path) => std::fs::File::open(path)
-                .map_err(SplitError::from)
-                .and_then(|file| {
-                    split_reader(BufReader::with_capacity(1 << 20, file), cut, MAX_PIECES)
-                }),
-        };
-        split.map_err(|e| match e {
-            SplitError::Read(e) => refused(PlanError::Read(e.to_string())),
-            too_many => refused(PlanError::Shape(too_many.to_string())),
-        })
-    }
-}
+use records::RecordFilter;
+use source::Source;
 
 /// A boxed future of the host (recursion through nested plans needs one).
 type Boxed<'a, T> =
@@ -299,20 +215,31 @@ impl RunHost {
         }
         let source = match (args.text, plan.split.by) {
             // A JSON list's items, one per line: `records` then cuts lines.
-            (text, SplitBy::Records) => {
-                Source::Text(self.records_of(&plan.input, text).await?.into())
-            }
-            (Some(text), _) => Source::Text(text.into()),
+            (text, SplitBy::Records) => Source::text(self.records_of(&plan.input, text).await?),
+            (Some(text), _) => Source::text(text),
             (None, _) => {
                 let key = plan.input.clone();
-                Source::File(self.blocking(move |store| store.text_view(&key)).await?)
+                Source::file(self.blocking(move |store| store.text_view(&key)).await?)?
             }
         };
-        let prepared = self.prepare(&plan, &source).await?;
+        // What overlaps repeat, the nested plans' included, within one bound.
+        let work = HostWork::over(source.bytes());
+        let prepared = match self.prepare(&plan, &source, &work).await {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                self.plan_event(
+                    &plan_id,
+                    PlanStage::Refused {
+                        reason: error.to_string(),
+                    },
+                );
+                return Err(error);
+            }
+        };
         let limits = self.plan_limits(Some(&source)).await;
         let mut estimate = Estimate::default();
         let checked = self
-            .price_into(&plan, &source, &prepared, &limits, &mut estimate)
+            .price_into(&plan, &source, &prepared, (&limits, &work), &mut estimate)
             .await
             .and_then(|()| estimate.check(&limits).map_err(refused));
         self.priced_or_refused(&plan_id, spec, checked, &estimate)?;
@@ -374,14 +301,20 @@ impl RunHost {
         Ok(items.iter().map(|item| format!("{item}\n")).collect())
     }
 
-    /// Cuts `source` as `plan` says and applies its regex filter (no model).
-    async fn prepare(&self, plan: &Plan, source: &Source) -> Result<Prepared, HostError> {
+    /// Cuts `source` as `plan` says — the pieces' repeats counted in `work` — and
+    /// applies its regex filter (no model).
+    async fn prepare(
+        &self,
+        plan: &Plan,
+        source: &Source,
+        work: &HostWork,
+    ) -> Result<Prepared, HostError> {
         let instruction = self
             .sub_model
             .window
             .estimator
             .tokens_of(leaf_instruction(&plan.map));
-        let pieces = self.cut(&plan.split, instruction, source).await?;
+        let pieces = self.cut(&plan.split, instruction, source, work).await?;
         let all = pieces.iter().copied().enumerate().collect();
         let kept = match &plan.filter {
             Some(filter @ (Filter::Regex(_) | Filter::Where(_))) => {
@@ -393,12 +326,15 @@ impl RunHost {
     }
 
     /// Cuts `source` as `split` says; a size left out is the largest piece the
-    /// sub-model's window takes beside an instruction of `instruction_tokens`.
+    /// sub-model's window takes beside an instruction of `instruction_tokens`. What the
+    /// pieces would repeat is checked against `work` before the cut, and what they do
+    /// repeat counted after it.
     async fn cut(
         &self,
         split: &Split,
         instruction_tokens: u64,
         source: &Source,
+        work: &HostWork,
     ) -> Result<Vec<Piece>, HostError> {
         let window = &self.sub_model.window;
         // Pieces are sized at this input's own density, which may be far above the
@@ -408,9 +344,18 @@ impl RunHost {
         let fitting = sub_fit::piece_chars_beside(instruction_tokens, budget, chars_per_token)
             .unwrap_or(1_000);
         let cut = cut_of(split, fitting as u64, chars_per_token)?;
+        let bytes = source.bytes();
+        work.before_split(&cut, bytes).map_err(refused)?;
         let source = source.clone();
         // One pass over the whole input (a file of any size): not on an async thread.
-        off_runtime(move || source.split(&cut)).await
+        let pieces = off_runtime(move || source.split(&cut)).await?;
+        work.count_pieces(
+            &pieces,
+            bytes,
+            ("the pieces of the split", "use a smaller `split.overlap`"),
+        )
+        .map_err(refused)?;
+        Ok(pieces)
     }
 
     /// Characters per token to size and price pieces of `source` with: the server's
@@ -446,7 +391,7 @@ fn leaf_instruction(map: &Map) -> &str {
 /// The cut `split` asks for; `fitting`: characters of a piece the sub-model's
 /// window takes beside the instruction (the size when none is given).
 fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, HostError> {
-    Ok(match split.by {
+    let cut = match split.by {
         SplitBy::Chars => Cut::Chars {
             size: split.size.unwrap_or(fitting),
             overlap: split.overlap,
@@ -464,7 +409,7 @@ fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, Host
         },
         SplitBy::Regex => Cut::Records {
             start: rlm_plan::pattern::compile(split.pattern.as_deref().unwrap_or_default())
-                .map_err(|e| refused(PlanError::Shape(e)))?,
+                .map_err(|e| refused(PlanError::Shape(e.to_string())))?,
             size: split.size,
         },
         // The input was made one item a line (`records_of`).
@@ -472,7 +417,17 @@ fn cut_of(split: &Split, fitting: u64, chars_per_token: f64) -> Result<Cut, Host
             size: split.size.unwrap_or(1),
             overlap: 0,
         },
-    })
+    };
+    // `Split::check` compares a given size with the overlap; a size left out is known
+    // only now.
+    match &cut {
+        Cut::Chars { size, overlap } | Cut::Lines { size, overlap } if overlap >= size => {
+            Err(refused(PlanError::Shape(format!(
+                "`split.overlap` ({overlap}) must be smaller than the size of a piece ({size}, the largest the sub-model's window takes): give a smaller overlap, or a `split.size` above it"
+            ))))
+        }
+        _ => Ok(cut),
+    }
 }
 
 /// The pieces a filter that asks no model keeps: for a regex, the pieces it matches
@@ -488,14 +443,9 @@ async fn keep_passing(
     off_runtime(move || {
         let mut kept = Vec::new();
         for (index, piece) in pieces {
-            let text = source.read(&piece)?;
             // A regex keeps a piece with a match anywhere; a condition, a piece with a
-            // record that meets it.
-            let passes = match records.tests.as_slice() {
-                [RecordTest::Matches(regex)] => regex.is_match(&text),
-                _ => !records.apply(text).is_empty(),
-            };
-            if passes {
+            // record that meets it. Read in chunks: a piece may be a whole file.
+            if records.passes(&source, &piece)? {
                 kept.push((index, piece));
             }
         }
@@ -515,112 +465,34 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| HostError::Fatal(format!("a plan's pass over its input stopped: {e}")))?
 }
 
-/// What a `count` or an `extract` map reads of a piece its filters kept: the records
-/// every regex matches and every `where` condition holds for — lines, or for a `regex`
-/// split the records its pattern starts (a multi-line record is kept or dropped
-/// whole). A filter before a count means records to whoever writes one: "the amounts
-/// of the `label=shipping` records". With no such filter, the whole piece.
-#[derive(Clone, Default)]
-pub(super) struct RecordFilter {
-    tests: Vec<RecordTest>,
-    /// Where a record starts (`None`: at every line).
-    record_start: Option<Regex>,
-}
-
-/// What a record must pass: a regex filter's match, or a `where` condition.
-#[derive(Clone)]
-enum RecordTest {
-    /// `{"regex": P}`.
-    Matches(Regex),
-    /// `{"where": "year > 2000"}`.
-    Meets(Condition),
-}
-
-impl RecordTest {
-    /// The test of `filter`; none for a yes/no question (a model's, per piece).
-    fn of(filter: &Filter) -> Result<Option<Self>, HostError> {
-        let shape = |e: String| refused(PlanError::Shape(e));
-        Ok(match filter {
-            Filter::Regex(pattern) => Some(Self::Matches(
-                rlm_plan::pattern::compile(pattern).map_err(shape)?,
-            )),
-            Filter::Where(condition) => Some(Self::Meets(
-                Condition::parse(condition).map_err(|e| shape(format!("`filter.where`: {e}")))?,
-            )),
-            Filter::Ask(_) => None,
-        })
-    }
-
-    fn passes(&self, record: &str) -> bool {
-        match self {
-            Self::Matches(regex) => regex.is_match(record),
-            Self::Meets(condition) => condition.holds_for(record),
-        }
-    }
-}
-
-impl RecordFilter {
-    /// The filter of these `filters` (their regexes and conditions) over pieces cut by
-    /// `split`.
-    fn new(filters: &[&Filter], split: &Split) -> Result<Self, HostError> {
-        let mut tests = Vec::new();
-        for filter in filters {
-            tests.extend(RecordTest::of(filter)?);
-        }
-        let record_start = match (split.by, &split.pattern) {
-            (SplitBy::Regex, Some(pattern)) => Some(
-                rlm_plan::pattern::compile(pattern).map_err(|e| refused(PlanError::Shape(e)))?,
-            ),
-            _ => None,
-        };
-        Ok(Self {
-            tests,
-            record_start,
-        })
-    }
-
-    /// The records of `text` every filter matches, with their line ends; `text`
-    /// itself when there is no filter.
-    fn apply(&self, text: String) -> String {
-        if self.tests.is_empty() {
-            return text;
-        }
-        let mut kept = String::new();
-        let mut record = String::new();
-        let mut end_record = |record: &mut String| {
-            if self.tests.iter().all(|t| t.passes(record)) {
-                kept.push_str(record);
-            }
-            record.clear();
-        };
-        for line in text.split_inclusive('\n') {
-            let starts = self.record_start.as_ref().is_none_or(|s| s.is_match(line));
-            if starts && !record.is_empty() {
-                end_record(&mut record);
-            }
-            record.push_str(line);
-        }
-        end_record(&mut record);
-        kept
-    }
-}
-
-/// The matches of `pattern` in `text`, one per line (the first group when it has one).
-/// `kept` counts the matches kept by every leaf of the map; past [`MAX_EXTRACTED`] the
-/// leaf fails with what to do instead.
+/// The matches of `pattern` in what `records` keeps of `piece`, one per line (the
+/// first group when it has one), read in chunks. `kept` counts the matches kept by
+/// every leaf of the map; past [`MAX_EXTRACTED`] the leaf fails with what to do
+/// instead.
 fn extract(
     pattern: &Regex,
-    text: &str,
+    (source, piece, records): (&Source, &Piece, &RecordFilter),
     kept: &std::sync::atomic::AtomicUsize,
 ) -> Result<String, HostError> {
-    let matches: Vec<&str> = pattern
-        .captures_iter(text)
-        .filter_map(|c| c.get(1).or_else(|| c.get(0)))
-        .map(|m| m.as_str())
-        .take(MAX_EXTRACTED + 1)
-        .collect();
-    let before = kept.fetch_add(matches.len(), std::sync::atomic::Ordering::SeqCst);
-    if before + matches.len() > MAX_EXTRACTED {
+    let mut matches: Vec<String> = Vec::new();
+    let mut over = false;
+    records.kept(source, piece, &mut |text| {
+        let found: Vec<String> = pattern
+            .captures_iter(text)
+            .filter_map(|c| c.get(1).or_else(|| c.get(0)))
+            .map(|m| m.as_str().to_owned())
+            .take(MAX_EXTRACTED + 1)
+            .collect();
+        let before = kept.fetch_add(found.len(), std::sync::atomic::Ordering::SeqCst);
+        over = before + found.len() > MAX_EXTRACTED;
+        matches.extend(found);
+        if over {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
+    if over {
         return Err(HostError::RespondToModel(format!(
             "the `extract` map found more than {MAX_EXTRACTED} matches of `{}`; count them with `count` instead, or keep fewer pieces with a filter, or narrow the pattern",
             pattern.as_str()
@@ -629,13 +501,22 @@ fn extract(
     Ok(matches.join("\n"))
 }
 
+/// The matches of `pattern` in what `records` keeps of `piece`, read in chunks.
+fn count(
+    pattern: &Regex,
+    (source, piece, records): (&Source, &Piece, &RecordFilter),
+) -> Result<String, HostError> {
+    let mut found = 0usize;
+    records.kept(source, piece, &mut |text| {
+        found += pattern.find_iter(text).count();
+        ControlFlow::Continue(())
+    })?;
+    Ok(found.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn split(json: &str) -> Split {
-        serde_json::from_str(json).expect("a valid split")
-    }
 
     #[test]
     fn a_plan_that_does_not_read_names_its_part_and_the_task_s_exact_plan() {
@@ -696,50 +577,6 @@ mod tests {
     }
 
     #[test]
-    fn pattern_maps_read_the_lines_every_filter_matches() {
-        let lines = split(r#"{"by": "lines", "size": 10}"#);
-        let filter = |patterns: &[&str]| {
-            let filters: Vec<Filter> = patterns
-                .iter()
-                .map(|p| Filter::Regex((*p).into()))
-                .collect();
-            RecordFilter::new(&filters.iter().collect::<Vec<_>>(), &lines).expect("valid")
-        };
-        let log = "label=shipping amount=5\nlabel=fraud amount=7\nLABEL=Shipping amount=11\nlast label=shipping";
-        assert_eq!(
-            filter(&["label=shipping"]).apply(log.to_owned()),
-            "label=shipping amount=5\nLABEL=Shipping amount=11\nlast label=shipping"
-        );
-        assert_eq!(
-            filter(&["label=shipping", "amount"]).apply(log.to_owned()),
-            "label=shipping amount=5\nLABEL=Shipping amount=11\n"
-        );
-        assert_eq!(filter(&[]).apply(log.to_owned()), log);
-    }
-
-    #[test]
-    fn a_where_condition_keeps_the_records_it_holds_for() {
-        let lines = split(r#"{"by": "lines", "size": 10}"#);
-        let born = Filter::Where("year > 2000".into());
-        let oslo = Filter::Regex("city=oslo".into());
-        let people = "person=a city=Oslo year=2003\nperson=b city=Lima year=1999\nperson=c city=Oslo year=1980\nperson=d city=Lima year=2001\n";
-        let filter = RecordFilter::new(&[&born], &lines).expect("valid");
-        assert_eq!(
-            filter.apply(people.to_owned()),
-            "person=a city=Oslo year=2003\nperson=d city=Lima year=2001\n"
-        );
-        let both = RecordFilter::new(&[&born, &oslo], &lines).expect("valid");
-        assert_eq!(
-            both.apply(people.to_owned()),
-            "person=a city=Oslo year=2003\n"
-        );
-        // A question asks a model per piece: it chooses no records.
-        let asked = Filter::Ask("is it about Oslo?".into());
-        let none = RecordFilter::new(&[&asked], &lines).expect("valid");
-        assert_eq!(none.apply(people.to_owned()), people);
-    }
-
-    #[test]
     fn every_reduction_the_tools_offer_is_one_a_plan_runs() {
         for op in crate::env::tools::REDUCE_OPS {
             let reduce = match op {
@@ -750,19 +587,5 @@ mod tests {
             let parsed = serde_json::from_value::<rlm_plan::Reduce>(reduce);
             assert!(parsed.is_ok(), "{op}: {parsed:?}");
         }
-    }
-
-    #[test]
-    fn under_a_regex_split_a_filter_keeps_whole_records() {
-        // A record of several lines (a header and its details): the filter's match on
-        // one line keeps the lines the pattern reads on the others.
-        let records = split(r#"{"by": "regex", "pattern": "^Record"}"#);
-        let shipping = Filter::Regex("label=shipping".into());
-        let filter = RecordFilter::new(&[&shipping], &records).expect("valid");
-        let log = "preamble\nRecord 1 label=shipping\n  amount=5\nRecord 2 label=fraud\n  amount=7\nRecord 3 label=shipping\n  amount=11\n";
-        assert_eq!(
-            filter.apply(log.to_owned()),
-            "Record 1 label=shipping\n  amount=5\nRecord 3 label=shipping\n  amount=11\n"
-        );
     }
 }

@@ -1,12 +1,17 @@
 //! A plan's price, before any call: the calls each part makes (a yes/no filter, the
 //! map, a model reduction) with their estimated prompts, added up and checked against
-//! the sub-model's window and what the run's and the tree's budgets leave.
+//! the sub-model's window, `--sub-context-chars` and what the run's and the tree's
+//! budgets leave. Pieces are priced at their real sizes: a whole plan's are the
+//! splitter's, and a pieces variable's are counted from its file
+//! ([`Source::measured`]), not taken from what model code wrote in it.
 
-use rlm_plan::price::{Estimate, Limits};
+use rlm_plan::price::{Estimate, Limits, Prompt};
 use rlm_plan::split::Piece;
+use rlm_plan::work::HostWork;
 use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::HostError;
 
+use super::source::{too_large_to_read_whole, WHOLE_PIECE_MAX_BYTES};
 use super::{refused, Boxed, Prepared, Source};
 use crate::host::serve::RunHost;
 use crate::window::answer_reserve;
@@ -22,38 +27,38 @@ pub(super) struct Origin<'a> {
 
 impl RunHost {
     /// Adds every call of `plan` over `prepared` to `estimate` — a nested plan's over
-    /// each of its pieces, cut here already — and fails on a piece too large for the
-    /// window.
+    /// each of its pieces, cut here already (their repeats counted in `work`) — and
+    /// fails on a piece too large for the window or `--sub-context-chars`.
     pub(super) fn price_into<'a>(
         &'a self,
         plan: &'a Plan,
         source: &'a Source,
         prepared: &'a Prepared,
-        limits: &'a Limits,
+        (limits, work): (&'a Limits, &'a HostWork),
         estimate: &'a mut Estimate,
     ) -> Boxed<'a, ()> {
         Box::pin(async move {
             self.price(plan, source, prepared, limits, estimate)?;
-            self.price_nested(&plan.map, source, &prepared.kept, limits, estimate)
+            self.price_nested(&plan.map, source, &prepared.kept, (limits, work), estimate)
                 .await
         })
     }
 
     /// A nested plan's calls over each of `kept`'s own pieces (nothing for another
-    /// map).
+    /// map): each piece is the nested plan's input, read where it lies.
     pub(super) async fn price_nested(
         &self,
         map: &Map,
         source: &Source,
         kept: &[(usize, Piece)],
-        limits: &Limits,
+        (limits, work): (&Limits, &HostWork),
         estimate: &mut Estimate,
     ) -> Result<(), HostError> {
         if let Map::Plan(inner) = map {
             for (_, piece) in kept {
-                let text = Source::Text(source.read(piece)?.into());
-                let prepared = self.prepare(inner, &text).await?;
-                self.price_into(inner, &text, &prepared, limits, estimate)
+                let within = source.within(piece);
+                let prepared = self.prepare(inner, &within, work).await?;
+                self.price_into(inner, &within, &prepared, (limits, work), estimate)
                     .await?;
             }
         }
@@ -90,17 +95,25 @@ impl RunHost {
     /// and the density of `source`'s text (pieces are priced at it; the general
     /// estimate without one).
     pub(super) async fn plan_limits(&self, source: Option<&Source>) -> Limits {
-        let window = &self.sub_model.window;
-        let prompt_budget = window.prompt_budget().await;
         let chars_per_token = match source {
             Some(source) => self.density_of(source).await,
-            None => window.estimator.calibration().0,
+            None => self.sub_model.window.estimator.calibration().0,
         };
+        self.sub_call_limits(chars_per_token).await
+    }
+
+    /// What the run's and its tree's budgets leave for sub-calls, the sub-model's
+    /// window and `--sub-context-chars`, for text of `chars_per_token`.
+    pub(in crate::host) async fn sub_call_limits(&self, chars_per_token: f64) -> Limits {
+        let window = &self.sub_model.window;
+        let prompt_budget = window.prompt_budget().await;
+        let max_prompt_chars = Some(self.settings.delegation.sub_context_chars as u64);
         // This run's budgets and the whole tree's, the tighter of each.
         let left = self.accounting.left();
         let tokens = window.window().await.tokens;
         Limits {
             prompt_budget,
+            max_prompt_chars,
             answer_tokens: answer_reserve(tokens).min(512),
             chars_per_token,
             calls_left: left.calls,
@@ -153,12 +166,7 @@ impl RunHost {
     ) -> Result<(), HostError> {
         for (index, piece) in kept {
             estimate
-                .call(
-                    *index,
-                    self.leaf_tokens(question, piece, limits),
-                    false,
-                    limits,
-                )
+                .call(*index, self.leaf_prompt(question, piece, limits), limits)
                 .map_err(|e| self.too_large(e, origin, piece, limits))?;
         }
         Ok(())
@@ -178,16 +186,17 @@ impl RunHost {
         for (index, piece) in kept {
             match map {
                 Map::Ask(instruction) => estimate
-                    .call(
-                        *index,
-                        self.leaf_tokens(instruction, piece, limits),
-                        false,
-                        limits,
-                    )
+                    .call(*index, self.leaf_prompt(instruction, piece, limits), limits)
                     .map_err(|e| self.too_large(e, origin, piece, limits))?,
-                Map::SubRlm(query) | Map::Agent(query) => estimate
-                    .call(*index, estimator.tokens_of(query), true, limits)
-                    .map_err(refused)?,
+                Map::SubRlm(query) | Map::Agent(query) => {
+                    // Handed on whole, as a variable of the nested run or agent.
+                    if piece.end.saturating_sub(piece.start) > WHOLE_PIECE_MAX_BYTES {
+                        return Err(too_large_to_read_whole(piece.end - piece.start));
+                    }
+                    estimate
+                        .run(estimator.tokens_of(query), limits)
+                        .map_err(refused)?
+                }
                 Map::Count(_) | Map::Extract(_) | Map::Plan(_) => {}
             }
         }
@@ -220,22 +229,27 @@ impl RunHost {
         piece: &Piece,
         limits: &Limits,
     ) -> HostError {
+        // Counted in chunks: the piece may be a whole file without a line end.
         let units = match origin.by {
-            SplitBy::Lines | SplitBy::Records => origin
-                .source
-                .read(piece)
-                .map(|text| text.lines().count() as u64)
-                .unwrap_or(0),
+            SplitBy::Lines | SplitBy::Records => origin.source.lines_in(piece).unwrap_or(0),
             _ => 0,
         };
         refused(error.in_units_of(origin.by, piece.chars, units, limits.chars_per_token))
     }
 
-    /// The estimated prompt of one leaf call: the instruction and the piece (at the
-    /// input's density, `limits.chars_per_token`).
-    fn leaf_tokens(&self, instruction: &str, piece: &Piece, limits: &Limits) -> u64 {
+    /// The prompt of one leaf call: the instruction and the piece, its estimated
+    /// tokens (the piece at the input's density, `limits.chars_per_token`) and its
+    /// characters as sent ([`crate::host::sub_fit::with_context`]).
+    fn leaf_prompt(&self, instruction: &str, piece: &Piece, limits: &Limits) -> Prompt {
         let estimator = &self.sub_model.window.estimator;
         let piece_tokens = (piece.chars as f64 / limits.chars_per_token).ceil() as u64;
-        estimator.tokens_of(instruction) + piece_tokens + 32
+        let instruction_chars = crate::host::sub_fit::with_context(instruction, Some(""))
+            .chars()
+            .count() as u64;
+        Prompt {
+            tokens: estimator.tokens_of(instruction) + piece_tokens + 32,
+            chars: instruction_chars + piece.chars,
+            instruction_chars,
+        }
     }
 }

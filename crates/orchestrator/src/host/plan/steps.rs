@@ -11,13 +11,14 @@ use rlm_context_store::SetOptions;
 use rlm_plan::pieces::{texts_to_reduce, PieceRef, PieceResult, PieceSet};
 use rlm_plan::price::{Estimate, Limits};
 use rlm_plan::split::Piece;
+use rlm_plan::work::HostWork;
 use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, Split, SplitBy};
 use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::price::Origin;
-use super::{keep_passing, nesting_of_map, refused, RecordFilter, Source};
+use super::{keep_passing, nesting_of_map, off_runtime, refused, RecordFilter, Source};
 use crate::events::PlanStage;
 use crate::host::example::{self, Asking};
 use crate::host::refused_plans::{self, Repeat, Written};
@@ -72,8 +73,11 @@ impl RunHost {
                 self.blocking(move |store| store.text_view(&input)).await?
             }
         };
-        let source = Source::File(file.clone());
-        let pieces = self.cut(&split, STEP_INSTRUCTION_TOKENS, &source).await?;
+        let source = Source::file(file.clone())?;
+        let work = HostWork::over(source.bytes());
+        let pieces = self
+            .cut(&split, STEP_INSTRUCTION_TOKENS, &source, &work)
+            .await?;
         let chars: Vec<u64> = pieces.iter().map(|p| p.chars).collect();
         let set = PieceSet {
             pieces_of: args.input,
@@ -106,7 +110,7 @@ impl RunHost {
         let filter: Filter = one_option("filter", "regex, where, ask", filter)?;
         filter.check().map_err(refused)?;
         example::check(Asking::Filter(&filter), &self.settings.task).map_err(refused)?;
-        let (mut set, source) = self.piece_set(&pieces).await?;
+        let (mut set, source, _) = self.piece_set(&pieces).await?;
         let all = set.pieces.iter().map(|p| (p.index, p.piece()));
         let (kept, calls) = match &filter {
             Filter::Regex(_) | Filter::Where(_) => (
@@ -157,7 +161,7 @@ impl RunHost {
                 "the map nests {nesting} plans deep, over --max-depth {max_depth}"
             ))));
         }
-        let (set, source) = self.piece_set(&pieces).await?;
+        let (set, source, work) = self.piece_set(&pieces).await?;
         let (map, instead) = self.map_or_exact(map, &set)?;
         let spec = json!({"pieces": pieces, "map": map});
         let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
@@ -173,7 +177,7 @@ impl RunHost {
         };
         let priced = match self.price_map(&map, &origin, &kept, &limits, &mut estimate) {
             Ok(()) => self
-                .price_nested(&map, &source, &kept, &limits, &mut estimate)
+                .price_nested(&map, &source, &kept, (&limits, &work), &mut estimate)
                 .await
                 .and_then(|()| checked(&estimate, &limits)),
             Err(error) => Err(error),
@@ -288,9 +292,14 @@ impl RunHost {
         Ok(json!({"answer": answer, "count": count}))
     }
 
-    /// The pieces variable `key`, and the file its pieces point into — refused when
-    /// the file is gone or changed since the split.
-    async fn piece_set(&self, key: &str) -> Result<(PieceSet, Source), HostError> {
+    /// The pieces variable `key`, the file its pieces point into, and what its pieces
+    /// repeat of it — refused when the file is gone or changed since the split, when a
+    /// piece lies outside it, or when the pieces would repeat it past the bound
+    /// ([`HostWork`]). A pieces variable is data model code may write, so each piece's
+    /// characters are counted from the file: the plan is priced on what its leaves
+    /// would send, not on what the variable claims (the fourth hostile review: `chars:
+    /// 1` over a whole file sent 977 KB past every check).
+    async fn piece_set(&self, key: &str) -> Result<(PieceSet, Source, HostWork), HostError> {
         if let Some(refusal) = text_for_a_key(key) {
             return Err(refusal);
         }
@@ -303,7 +312,7 @@ impl RunHost {
                     "no variable `{key}`: give the pieces variable ctx_split or ctx_filter returned"
                 ))
             })?;
-        let set = PieceSet::from_value(key, &value).map_err(refused)?;
+        let mut set = PieceSet::from_value(key, &value).map_err(refused)?;
         // A pieces variable is data anyone's code may write (`store.set` in js, whose
         // engine reads no file): its `file` is read only when it is one the store
         // gave out — a text view, or the file a signed `file` variable refers to.
@@ -330,7 +339,34 @@ impl RunHost {
                 set.file, set.file_bytes, set.pieces_of
             )));
         }
-        Ok((set, Source::File(file)))
+        if let Some(outside) = set.pieces.iter().find(|p| p.start > p.end || p.end > now) {
+            return Err(HostError::RespondToModel(format!(
+                "piece {} of `{key}` (bytes {}–{}) lies outside {} ({now} bytes): split `{}` again with ctx_split",
+                outside.index, outside.start, outside.end, set.file, set.pieces_of
+            )));
+        }
+        let source = Source::file(file)?;
+        let work = HostWork::over(now);
+        let pieces: Vec<Piece> = set.pieces.iter().map(PieceRef::piece).collect();
+        let what = format!("the pieces of `{key}`");
+        work.count_pieces(
+            &pieces,
+            now,
+            (
+                &what,
+                "pieces overlap far more than a split makes: split the input again with ctx_split",
+            ),
+        )
+        .map_err(refused)?;
+        let mut measured: Vec<(usize, Piece)> =
+            set.pieces.iter().map(|p| (p.index, p.piece())).collect();
+        let counted = source.clone();
+        let measured =
+            off_runtime(move || counted.measured(&mut measured).map(|()| measured)).await?;
+        for (piece, (_, real)) in set.pieces.iter_mut().zip(measured) {
+            piece.chars = real.chars;
+        }
+        Ok((set, source, work))
     }
 
     /// Stores `text` as the variable `key` and returns its text file.
