@@ -11,6 +11,7 @@ use crate::context::{ContextInfo, CHUNK_CHARS};
 use crate::env::{ExecOutcome, ReplVariable};
 use crate::format::{clip, human_bytes};
 use crate::parse::Misfence;
+use rlm_protocol::reply::NotTaken;
 
 pub use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
 
@@ -740,6 +741,21 @@ pub const TRUNCATED_REPLY_TOOLS: &str = "Your last reply was cut off at the outp
 pub fn unclosed_final(name: &str) -> String {
     format!(
         "Your {name}( was never closed with `)`, so it was not taken as the final answer. Write it again, whole, with its closing parenthesis: {name}(...)."
+    )
+}
+
+/// Told when a reply that did nothing wrote actions it did not take
+/// ([`rlm_protocol::reply`]): what was not acted on and why (the first three), and how
+/// an action is taken.
+pub fn not_taken<'a>(quoted: impl IntoIterator<Item = (&'a str, &'a NotTaken)>) -> String {
+    let listed: Vec<String> = quoted
+        .into_iter()
+        .take(3)
+        .map(|(action, why)| format!("{action} ({why})"))
+        .collect();
+    format!(
+        "Not acted on: {}. An action counts only where your reply takes it: on a line of its own, not quoted, not in a blockquote or an indented example, not described as something not to do or to do later.",
+        listed.join("; ")
     )
 }
 
