@@ -222,6 +222,13 @@ fn json_objects(text: &str, budget: &Budget) -> Vec<(Range<usize>, Map<String, V
         if budget.spent() {
             break;
         }
+        // An object's `{` is followed by a key's quote or its `}`: any other `{` (a
+        // doubled brace, prose) is passed over without a parse.
+        let opens_object = text[start + 1..].trim_start().starts_with(['"', '\'', '}']);
+        if !opens_object {
+            from = start + 1;
+            continue;
+        }
         match lenient_value_at(text, start, budget) {
             Some((Value::Object(object), end)) => {
                 objects.push((start..end, object));
