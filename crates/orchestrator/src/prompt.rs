@@ -826,6 +826,15 @@ mod tests {
     }
 
     #[test]
+    fn what_a_reply_did_not_take_is_named_with_why() {
+        let quoted = [
+            ("FINAL(…)", NotTaken::Indented),
+            ("a final_answer call", NotTaken::Declined),
+        ];
+        insta::assert_snapshot!(not_taken(quoted.iter().map(|(a, w)| (*a, w))), @"Not acted on: FINAL(…) (it is indented as an example inside the explanation); a final_answer call (the reply says it is not to be done). An action counts only where your reply takes it: on a line of its own, not quoted, not in a blockquote or an indented example, not described as something not to do or to do later.");
+    }
+
+    #[test]
     fn a_scalar_value_block_is_offered_its_final_line() {
         let text = value_block("42", Some("42"), None);
         assert!(

@@ -105,7 +105,7 @@ const CALL_TAGS: [&str; 11] = [
 ];
 
 /// Fence tags of code, where a call may be written as a function call.
-const CODE_TAGS: [&str; 5] = ["python", "py", "python3", "javascript", "js"];
+const CODE_TAGS: [&str; 6] = ["repl", "python", "py", "python3", "javascript", "js"];
 
 /// True when a fence tagged `tag` may hold `action`.
 fn carries(action: Action, tag: &str) -> bool {

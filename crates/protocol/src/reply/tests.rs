@@ -201,6 +201,11 @@ const TAKEN: &[(&str, Action, &str)] = &[
         "ctx_length(variable=\"context\")",
     ),
     (
+        "Let me measure it.\n```repl\nctx_length(variable=\"context\")\n```",
+        CallExpression,
+        "ctx_length(variable=\"context\")",
+    ),
+    (
         "I don't know the answer yet, so I will look:\n{\"tool\": \"ctx_grep\", \"arguments\": {\"variable\": \"context\", \"pattern\": \"x\"}}",
         CallObject,
         "{\"tool\": \"ctx_grep\"",
