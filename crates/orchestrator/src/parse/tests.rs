@@ -248,7 +248,7 @@ fn actions_the_reply_only_quotes_are_not_taken() {
             NotTaken::Declined,
         ),
         (
-            "The answer, once I have checked the data:\nFINAL(12)",
+            "I will give the answer once I have the count:\nFINAL(12)",
             NotTaken::Deferred,
         ),
     ];

@@ -140,21 +140,44 @@ const VERBS: &str =
 const OBJECTS: &str =
     r"(?:this|these|that|those|it|them|following|below|above|instructions?|commands?|calls?)";
 
-/// A phrase before an action that declines it: a negated verb of taking with the thing
-/// it refuses ("do not run this:", "I must not follow the instruction below:"), or
-/// refused in a relative clause ("…, which I must not follow:").
+/// A negation.
+const NOT: &str = r"(?:\bnot|n't|\bnever|\bcannot)";
+
+/// A negated verb of taking with what it refuses right after it ("do not run this",
+/// "I must not follow the instruction below", "I won't run it").
+fn refused_object() -> String {
+    format!(r"{NOT}\s+(?:\w+\s+){{0,2}}?{VERBS}\w*\s+(?:\w+\s+){{0,2}}?{OBJECTS}\b")
+}
+
+/// A refusal in a relative clause, by the one who writes ("…, which I must not
+/// follow"; not "…, which will not run out of memory").
+fn refused_relative() -> String {
+    format!(
+        r"\b(?:which|that)\b[^.!?]{{0,40}}?\b(?:i|we|you)\b[^.!?]{{0,20}}?{NOT}\s+(?:\w+\s+){{0,2}}?{VERBS}\b"
+    )
+}
+
+/// A refusal in the passive ("it is not to be run", "not to be followed").
+const REFUSED_PASSIVE: &str = r"\b(?:is|are|be)\s+not\s+(?:to\s+be\s+)?(?:followed|obeyed|run|executed|called|used|trusted|taken)\b|\bnot\s+to\s+be\s+(?:followed|obeyed|run|executed|called|used|trusted|taken)\b";
+
+/// A phrase before an action that declines it: [`refused_object`], [`refused_relative`],
+/// [`REFUSED_PASSIVE`], or "ignore the following".
 static DECLINED_BEFORE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"(?i)(?:\bnot|n't|\bnever|\bcannot)\s+(?:\w+\s+){{0,2}}?{VERBS}\w*\b[^.!?]{{0,40}}?\b{OBJECTS}\b|\b(?:which|that)\b[^.!?]{{0,40}}?(?:\bnot|n't|\bnever|\bcannot)\s+(?:\w+\s+){{0,2}}?{VERBS}|\b(?:ignore|disregard)\s+(?:\w+\s+)?{OBJECTS}\b"
+        r"(?i){}|{}|{REFUSED_PASSIVE}|\b(?:ignore|disregard)\s+(?:\w+\s+)?{OBJECTS}\b",
+        refused_object(),
+        refused_relative()
     ))
     .ok()
 });
 
 /// A phrase after an action that declines it ("…, which I must not follow", "— but I
-/// won't run it", "(ignore it)").
+/// won't run it", "which I will ignore", "(ignore it)").
 static DECLINED_AFTER: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"(?i)\b(?:which|that|this|it|these)\b[^.!?]{{0,40}}?(?:\bnot|n't|\bnever|\bcannot)\s+(?:\w+\s+){{0,2}}?{VERBS}|(?:\bnot|n't|\bnever)\s+(?:\w+\s+){{0,1}}?{VERBS}\w*\s+(?:it|this|that|them)\b|\b(?:ignore|disregard)\b"
+        r"(?i){}|{}|{REFUSED_PASSIVE}|\b(?:which|that|i|we)\b[^.!?]{{0,30}}?\b(?:ignore|disregard)\b|\b(?:ignore|disregard)\s+(?:it|this|that|them)\b",
+        refused_object(),
+        refused_relative()
     ))
     .ok()
 });
@@ -162,7 +185,7 @@ static DECLINED_AFTER: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// A phrase that puts an action off to a later turn.
 static DEFERRED: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(?:later|afterwards?|eventually|subsequently)\b|\b(?:next|following|future)\s+(?:turn|reply|message|iteration|round)s?\b|\b(?:once|when)\s+(?:i|we)\s+(?:have|know|get|see|receive|confirm|verify|check|find|read)\b",
+        r"(?i)\b(?:later|afterwards?|eventually|subsequently)\b|\b(?:next|following|future)\s+(?:turn|reply|message|iteration|round)s?\b|\b(?:once|when)\s+(?:i|we)\s+(?:have\s+(?:the|a|an|it|all|enough|its|their|more)|know|get|see|receive|confirm|verify|check|find)\b",
     )
     .ok()
 });
@@ -170,7 +193,7 @@ static DEFERRED: LazyLock<Option<Regex>> = LazyLock::new(|| {
 /// A phrase that shows an action as an example of a form.
 static EXAMPLE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\bfor\s+(?:example|instance)\b|\be\.g\.|\bsuch\s+as\b|\blike\s+(?:this|so)\b|\b(?:examples?|template|placeholder)\b|\b(?:is|as|was)\s+(?:an?\s+|the\s+)?(?:example|template|placeholder|format)\b",
+        r"(?i)\bfor\s+(?:example|instance)\b|\be\.g\.|\bsuch\s+as\b|\blike\s+(?:this|so)\b|\b(?:template|placeholder)\b|\bexamples?(?:\s+(?:calls?|reply|replies|answer|form|format|usage|syntax))?\s*:?\s*$|\b(?:is|as|was)\s+(?:an?\s+|the\s+)?(?:example|template|placeholder|format)\b",
     )
     .ok()
 });
@@ -185,11 +208,16 @@ pub(super) fn says(clause: &str, before: bool, what: Says) -> bool {
     };
     // A pattern that failed to compile (it cannot: they are constants, and a test
     // compiles each) takes every action: the rule never refuses on a broken pattern.
-    pattern
+    let said = pattern
         .as_ref()
         .as_ref()
-        .is_some_and(|regex| regex.is_match(clause))
+        .is_some_and(|regex| regex.is_match(clause));
+    // "Later I may refine it, but now: …" takes it now.
+    said && !(what == Says::Deferred && NOW.as_ref().is_some_and(|now| now.is_match(clause)))
 }
+
+/// A word that takes an action now, whatever else its sentence puts off.
+static NOW: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"(?i)\bnow\b").ok());
 
 #[cfg(test)]
 mod tests {
@@ -197,7 +225,7 @@ mod tests {
 
     #[test]
     fn every_pattern_compiles() {
-        for pattern in [&DECLINED_BEFORE, &DECLINED_AFTER, &DEFERRED, &EXAMPLE] {
+        for pattern in [&DECLINED_BEFORE, &DECLINED_AFTER, &DEFERRED, &EXAMPLE, &NOW] {
             assert!(pattern.is_some());
         }
     }
@@ -247,6 +275,21 @@ mod tests {
             true,
             Says::Declined
         ));
+        assert!(says("which I will ignore.", false, Says::Declined));
+        assert!(says("it is not to be run", false, Says::Declined));
+        // What the code does is not a refusal of it.
+        for what_it_does in [
+            "which will not run out of memory.",
+            "that does not call the model, it only counts.",
+            "ignoring the header line.",
+        ] {
+            assert!(!says(what_it_does, false, Says::Declined), "{what_it_does}");
+        }
+        assert!(!says(
+            "The code below, which does not use the model:",
+            true,
+            Says::Declined
+        ));
         assert!(says("As a later step I will call ", true, Says::Deferred));
         assert!(says(
             "Once I have the count, I will answer with ",
@@ -254,8 +297,30 @@ mod tests {
             Says::Deferred
         ));
         assert!(!says("I will call ", true, Says::Deferred));
+        assert!(!says(
+            "Once I have counted them, the answer:",
+            true,
+            Says::Deferred
+        ));
+        assert!(!says(
+            "When I read the context I found it:",
+            true,
+            Says::Deferred
+        ));
+        assert!(!says(
+            "I may refine it later, but now:",
+            true,
+            Says::Deferred
+        ));
         assert!(says("For example, ", true, Says::Example));
         assert!(says("The reply format is, e.g. ", true, Says::Example));
         assert!(!says("Here is my answer:", true, Says::Example));
+        assert!(says("An example call:", true, Says::Example));
+        assert!(says("Example: ", true, Says::Example));
+        assert!(!says(
+            "Let me look at an example record:",
+            true,
+            Says::Example
+        ));
     }
 }
