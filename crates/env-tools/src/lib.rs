@@ -34,7 +34,10 @@ pub use catalog::{
     parse_tool_list, MicroTool, UnknownTool, GREP_MAX_LINES, REDUCE_OPS, SLICE_MAX_CHARS,
     SUMMARY_FALLBACK_CHARS,
 };
-pub use text_protocol::{parse_calls as parse_text_calls, PROTOCOL as TEXT_PROTOCOL};
+pub use text_protocol::{
+    parse_calls as parse_text_calls, read_calls as read_text_calls, QuotedCall, TextCalls,
+    PROTOCOL as TEXT_PROTOCOL,
+};
 
 use rlm_context_store::Store;
 use serde::{Deserialize, Serialize};

@@ -598,16 +598,26 @@ impl Accounting {
         if let Some(max) = limits.max_cost_usd.filter(|max| totals.cost_usd >= *max) {
             return Some(format!("the cost budget (--max-cost-usd {max}) is spent"));
         }
-        if let Some(max) = limits.max_time.filter(|max| self.started.elapsed() >= *max) {
-            return Some(format!(
-                "the time budget (--max-time {} s) is spent",
-                max.as_secs()
-            ));
+        if let Some(reason) = self.time_spent() {
+            return Some(reason);
         }
         match self.tree.as_ref().map(TreeBudget::spent) {
             Some(Ok(reason)) => reason,
             _ => None,
         }
+    }
+
+    /// The time budget (`--max-time`), in words, when it is spent: what the loop checks
+    /// after each model reply as well as before each call.
+    pub fn time_spent(&self) -> Option<String> {
+        let max = self
+            .limits
+            .max_time
+            .filter(|max| self.started.elapsed() >= *max)?;
+        Some(format!(
+            "the time budget (--max-time {} s) is spent",
+            max.as_secs()
+        ))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Totals> {

@@ -11,6 +11,7 @@ use crate::context::{ContextInfo, CHUNK_CHARS};
 use crate::env::{ExecOutcome, ReplVariable};
 use crate::format::{clip, human_bytes};
 use crate::parse::Misfence;
+use rlm_protocol::reply::NotTaken;
 
 pub use rlm_env::{system_prompt, EnvGuide, PromptFeatures};
 
@@ -743,6 +744,21 @@ pub fn unclosed_final(name: &str) -> String {
     )
 }
 
+/// Told when a reply that did nothing wrote actions it did not take
+/// ([`rlm_protocol::reply`]): what was not acted on and why (the first three), and how
+/// an action is taken.
+pub fn not_taken<'a>(quoted: impl IntoIterator<Item = (&'a str, &'a NotTaken)>) -> String {
+    let listed: Vec<String> = quoted
+        .into_iter()
+        .take(3)
+        .map(|(action, why)| format!("{action} ({why})"))
+        .collect();
+    format!(
+        "Not acted on: {}. An action counts only where your reply takes it: on a line of its own, not quoted, not in a blockquote or an indented example, not described as something not to do or to do later.",
+        listed.join("; ")
+    )
+}
+
 /// What a reply under `--env tools` that ran nothing and answered nothing held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolsMiss {
@@ -807,6 +823,15 @@ mod tests {
         let shown = one_line(&long, 60);
         assert_eq!(shown.chars().count(), 62, "{shown}");
         assert!(shown.ends_with(" …"), "{shown}");
+    }
+
+    #[test]
+    fn what_a_reply_did_not_take_is_named_with_why() {
+        let quoted = [
+            ("FINAL(…)", NotTaken::Indented),
+            ("a final_answer call", NotTaken::Declined),
+        ];
+        insta::assert_snapshot!(not_taken(quoted.iter().map(|(a, w)| (*a, w))), @"Not acted on: FINAL(…) (it is indented as an example inside the explanation); a final_answer call (the reply says it is not to be done). An action counts only where your reply takes it: on a line of its own, not quoted, not in a blockquote or an indented example, not described as something not to do or to do later.");
     }
 
     #[test]

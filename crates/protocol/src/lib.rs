@@ -15,6 +15,7 @@ pub mod host_call;
 pub mod ids;
 pub mod memo;
 pub mod repl;
+pub mod reply;
 pub mod sub_result;
 pub mod time;
 pub mod tools;

@@ -250,3 +250,46 @@ fn a_form_two_corrections_do_not_fix_ends_in_a_forced_answer() {
         "{last}"
     );
 }
+
+/// A megabyte reply of one adversarial piece (issue 49, item 4: 280 KB of `FINAL(\n`
+/// took 19.6 s, 160 KB of `{` under `--tool-protocol text` 19.3 s) is handled in one
+/// pass: the run goes on to its next reply and ends with it. Nextest's timeout is the
+/// only bound on time.
+#[test]
+fn a_megabyte_reply_of_one_adversarial_piece_is_handled_in_one_pass() {
+    for (piece, env) in [
+        ("FINAL(\n", &["--env", "python"][..]),
+        ("{", &["--env", "tools", "--tool-protocol", "text"][..]),
+    ] {
+        let sb = Sandbox::new();
+        let reply = piece.repeat((1 << 20) / piece.len());
+        let mock = MockLlm::spawn_blocking_thread(
+            MockScript::new()
+                .then(MockReply::text(reply))
+                .or_else(MockReply::text("FINAL(done)")),
+        )
+        .unwrap();
+        let context = sb.file("context.txt", "one apple\n".repeat(100));
+        let out = sb
+            .bare()
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "count the apples", "--model", "mock", "--no-stream"])
+            .args(["--max-iterations", "3"])
+            .args(env)
+            .arg("--base-url")
+            .arg(mock.control().openai_base_url())
+            .arg("--context")
+            .arg(&context)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{piece:?}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "done",
+            "{piece:?}"
+        );
+        assert_eq!(model_requests(&mock).len(), 2, "{piece:?}");
+    }
+}

@@ -10,6 +10,7 @@ mod bare_final;
 mod code_turn;
 mod compact;
 mod context_literal;
+mod deadline;
 mod echoed_error;
 mod exact_plan_ran;
 mod fit;
@@ -339,6 +340,28 @@ pub async fn run_loop(
             iteration,
         )
         .await?;
+        if let Some(reason) = accounting.time_spent() {
+            if !deadline::only_answers(&completion, &medium) {
+                // The deadline passed while the model answered: nothing of this reply
+                // runs; the forced answer ends the run.
+                let text = completion.text.trim();
+                sink.emit(EventData::Text(crate::events::TextRecord {
+                    iteration,
+                    text: text.to_owned(),
+                }));
+                messages.push(ChatMessage::assistant(if text.is_empty() {
+                    "(tool calls, not run: the time budget was spent)"
+                } else {
+                    text
+                }));
+                sink.emit(EventData::StepCompleted {
+                    iteration,
+                    duration_ms: step_start.elapsed().as_millis() as u64,
+                });
+                stop_reason = Some(reason);
+                break;
+            }
+        }
         fitter.history().begin_step(iteration, messages.len());
         let max_output_chars = output_cap(settings.max_output_chars, model).await;
         let turn = match &mut medium {

@@ -14,6 +14,8 @@ use crate::provider::{Completion, DeltaSink, Provider, ToolCall, Usage};
 
 /// Replies in order (text and tool calls); records every request.
 struct Scripted {
+    /// How long each reply takes to come (a model slower than a deadline).
+    delay: Duration,
     replies: Mutex<VecDeque<(String, Vec<ToolCall>)>>,
     requests: Mutex<Vec<Vec<ChatMessage>>>,
     tools_sent: Mutex<Vec<Vec<String>>>,
@@ -23,6 +25,7 @@ struct Scripted {
 impl Scripted {
     fn new(replies: Vec<(String, Vec<ToolCall>)>) -> Arc<Self> {
         Arc::new(Self {
+            delay: Duration::ZERO,
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
             tools_sent: Mutex::new(Vec::new()),
@@ -38,6 +41,9 @@ impl Provider for Scripted {
         request: &ChatRequest,
         _: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
         self.requests.lock().unwrap().push(request.messages.clone());
         self.tools_sent
             .lock()
@@ -189,6 +195,10 @@ async fn run_with(replies: &[&str], settings: LoopSettings, limits: Limits) -> H
             .map(|s| (s.to_string(), Vec::new()))
             .collect(),
     );
+    run_scripted(provider, settings, limits).await
+}
+
+async fn run_scripted(provider: Arc<Scripted>, settings: LoopSettings, limits: Limits) -> Harness {
     let model = Model {
         provider: provider.clone(),
         price: None,
@@ -730,6 +740,47 @@ async fn a_spent_budget_forces_the_answer_early() {
         &e.data,
         EventData::Warning { message } if message.contains("was not asked again")
     )));
+}
+
+/// A model slower than `--max-time`: its replies come after the run's deadline.
+fn slow_model(replies: &[&str]) -> Arc<Scripted> {
+    let provider = Scripted::new(
+        replies
+            .iter()
+            .map(|s| (s.to_string(), Vec::new()))
+            .collect(),
+    );
+    let mut slow = Arc::try_unwrap(provider).ok().unwrap();
+    slow.delay = Duration::from_millis(1_000);
+    Arc::new(slow)
+}
+
+#[tokio::test]
+async fn a_reply_after_the_deadline_runs_nothing_and_the_run_ends() {
+    // Issue 49, item 4: --max-time must end a run while a reply is handled, too.
+    let limits = Limits {
+        max_time: Some(Duration::from_millis(500)),
+        ..Limits::default()
+    };
+    let provider = slow_model(&["```repl\nprint(1)\n```", "FINAL(late)"]);
+    let h = run_scripted(provider, settings(), limits).await;
+    assert!(h.env.executed.is_empty(), "{:?}", h.env.executed);
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.answer, "late");
+    assert_eq!(h.outcome.iterations, 1);
+    assert!(last_user_message(&h, 1).contains("--max-time"));
+}
+
+#[tokio::test]
+async fn an_answer_after_the_deadline_is_still_taken() {
+    let limits = Limits {
+        max_time: Some(Duration::from_millis(500)),
+        ..Limits::default()
+    };
+    let h = run_scripted(slow_model(&["FINAL(42)"]), settings(), limits).await;
+    assert!(!h.outcome.forced);
+    assert_eq!(h.outcome.answer, "42");
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]

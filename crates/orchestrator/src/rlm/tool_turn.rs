@@ -11,13 +11,16 @@ use super::answer_form;
 use super::exact_plan_ran;
 use super::task_word_found;
 use super::{outcome_of, LoopError, Turn};
-use crate::env::tools::{final_answer_of, parse_text_calls, MicroTool, ToolProtocol};
+use crate::env::tools::{
+    final_answer_of, parse_text_calls, read_text_calls, MicroTool, TextCalls, ToolProtocol,
+};
 use crate::env::{ToolBox, ToolOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
 use crate::parse::parse_response;
 use crate::prompt::{self, ToolsMiss};
 use crate::provider::{ChatMessage, Completion, ToolCall};
+use rlm_protocol::reply::NotTaken;
 
 /// Where the turn stands.
 pub(super) struct Step<'a> {
@@ -81,11 +84,33 @@ pub(super) async fn run(
         return Ok(turn);
     }
     let native = protocol == ToolProtocol::Native && !completion.tool_calls.is_empty();
+    let written = if native {
+        TextCalls::default()
+    } else {
+        read_text_calls(text)
+    };
     let calls = if native {
         completion.tool_calls.clone()
     } else {
-        parse_text_calls(text)
+        written.calls.clone()
     };
+    // What the reply wrote without making it: the trace says why it was not acted on.
+    let quoted: Vec<(String, &NotTaken)> = parsed
+        .quoted
+        .iter()
+        .map(|q| (q.action.clone(), &q.why))
+        .chain(
+            written
+                .quoted
+                .iter()
+                .map(|q| (format!("a {} call", q.name), &q.why)),
+        )
+        .collect();
+    for (action, why) in &quoted {
+        sink.emit(EventData::Warning {
+            message: format!("{action} in the reply was not acted on: {why}"),
+        });
+    }
     messages.push(if native {
         ChatMessage::assistant_calls(text, calls.clone())
     } else {
@@ -114,12 +139,18 @@ pub(super) async fn run(
             (None, None) => {
                 let miss = if !parsed.blocks.is_empty() {
                     ToolsMiss::Code
-                } else if MicroTool::ALL.iter().any(|tool| text.contains(tool.name())) {
+                } else if quoted.is_empty()
+                    && MicroTool::ALL.iter().any(|tool| text.contains(tool.name()))
+                {
                     ToolsMiss::UnreadableCall
                 } else {
                     ToolsMiss::Nothing
                 };
                 turn.notices.push(prompt::tools_correction(miss));
+                if !quoted.is_empty() {
+                    let quoted = quoted.iter().map(|(action, why)| (action.as_str(), *why));
+                    turn.notices.push(prompt::not_taken(quoted));
+                }
                 turn.correction = Some(
                     match miss {
                         ToolsMiss::Code => "code, which does not run here",

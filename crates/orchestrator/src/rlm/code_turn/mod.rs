@@ -88,6 +88,15 @@ pub(super) async fn run(
     let tags = env.fence_tags();
     let language = tags.first().copied().unwrap_or("repl");
     let parsed = parse_response(text, tags);
+    // What the reply wrote without taking it: the trace says why it was not acted on.
+    for quoted in &parsed.quoted {
+        sink.emit(EventData::Warning {
+            message: format!(
+                "{} in the reply was not acted on: {}",
+                quoted.action, quoted.why
+            ),
+        });
+    }
     if !parsed.transcript_text.is_empty() {
         sink.emit(EventData::Text(TextRecord {
             iteration,
@@ -346,6 +355,10 @@ pub(super) async fn run(
             (None, None, None) => prompt::correction(parsed.misfence.as_ref(), language),
         };
         turn.notices.push(notice);
+        if !parsed.quoted.is_empty() {
+            let quoted = parsed.quoted.iter().map(|q| (q.action.as_str(), &q.why));
+            turn.notices.push(prompt::not_taken(quoted));
+        }
         turn.correction = correction;
     }
     Ok(turn)
