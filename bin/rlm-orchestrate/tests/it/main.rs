@@ -32,6 +32,7 @@ mod limits;
 mod live;
 mod mcp_policy;
 mod mcp_stdio;
+mod ordinary_tasks;
 mod plan_bounds;
 mod plan_steps;
 mod plans;
