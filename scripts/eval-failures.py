@@ -3,11 +3,12 @@
 
 Usage: scripts/eval-failures.py WORK_DIR [--items]
 
-WORK_DIR is a reading's work directory (`.local-models/eval`, `.local-models/eval-second`):
-one directory per step holding `results.json`, and `data/runs/<run id>/events.jsonl`
-for the RLM arm's runs — or the reading as `scripts/eval-local.sh collect` commits it
-(`docs/eval-runs/<reading>`), where each step keeps its runs' events as
-`<step>/runs/<run id>/events.jsonl.gz`. Every item scored below 1 gets one cause, the first that fits:
+WORK_DIR is a reading's work directory (`.local-models/eval`, `.local-models/eval-NAME`,
+`.local-models/variants-NAME`): one directory per step holding `results.json`, and
+`data/runs/<run id>/events.jsonl` for the RLM arm's runs — or the reading as
+`scripts/eval-local.sh collect` keeps it (`.local-models/readings/<reading>`), where each
+step keeps its runs' events as `<step>/runs/<run id>/events.jsonl.gz`. Every item scored
+below 1 gets one cause, the first that fits:
 
   window   the run (or the arm) failed on a request past the model's window: the
            server's refusal ("maximum context length", "exceed context window"),
@@ -22,7 +23,7 @@ for the RLM arm's runs — or the reading as `scripts/eval-local.sh collect` com
            such a reply and answered is not counted here.
   other    the reply was understood and the run ended within the window: a wrong
            answer, or no answer in the iterations (wrong code, wrong reduction, gave
-           up — what docs/eval.md reads out of the traces by hand).
+           up — what only reading the trace (`runs show`) tells apart).
 
 Prints a markdown table per cell (step, suite, length, arm) and the totals; --items
 adds one line per failing item (run id, cause, the evidence).

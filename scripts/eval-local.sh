@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The answer-quality measurement of docs/eval.md (issue 24): rlm's arms, the plain model
-# and the official library (`rlms`) on the same local model, the same items and the
-# same endpoint. It takes hours on two cores: run it in the background; every step is
-# resumable (`eval --resume`), so run it again after a crash, a Ctrl-C or a reboot and it
-# goes on where it stopped.
+# A reading of the project's own suites on a local model (docs/eval.md, "A reading with a
+# local model"): rlm's arms, the plain model and the official library (`rlms`) on the same
+# local model, the same items and the same endpoint. It takes hours on two cores: run it
+# in the background; every step is resumable (`eval --resume`), so run it again after a
+# crash, a Ctrl-C or a reboot and it goes on where it stopped.
 #
-# The plan is fixed here, before any result is seen, and is the same for every arm:
+# The default plan, the same for every arm:
 #   model      Qwen2.5-Coder-1.5B-Instruct Q4_K_M (scripts/local-model.sh), n_ctx 8192,
 #              temperature 0, served on 127.0.0.1:$PORT, one request at a time
 #   items      --seed 1, 5 items per cell
@@ -22,22 +22,27 @@
 #
 # Usage:
 #   scripts/eval-local.sh run        install what is missing, start the model, run the plan
-#   scripts/eval-local.sh collect    copy results.json, table.md and accuracy.svg of every
-#                                    step into docs/eval-runs/ (to commit)
+#   scripts/eval-local.sh collect    copy every step's results.json, table.md and
+#                                    accuracy.svg, the traces of its RLM runs and a
+#                                    failures.md into $RLM_EVAL_COLLECT (outside git)
 #   scripts/eval-local.sh status     items scored so far per step
 #   scripts/eval-local.sh table      the cells scored so far as a markdown table
 #   scripts/eval-local.sh show RUN   one RLM run's trace (`runs show`), also once collected
-# Work files (contexts, traces) live in $RLM_EVAL_DIR (default .local-models/eval), not git.
-# A machine can be handed over new (.local-models gone): `run` then starts each step from
-# the results.json that `collect` committed, so scored items are not asked again; the
-# contexts are made again from the seed, byte for byte. `collect` also keeps, beside the
-# results, failures.md (scripts/eval-failures.py: each item not right, its cause and the
-# evidence) and STEP/runs/RUN_ID/ (events.jsonl.gz and summary.json of every RLM run),
-# which a new machine would otherwise lose with the data directory. To read one as
-# `runs show` does: `scripts/eval-local.sh show RUN_ID`.
+# Work files (contexts, the data directory with every trace) live in $RLM_EVAL_DIR
+# (default .local-models/eval), not in git. `collect` keeps what a reading is read back
+# from — each step's results.json, failures.md (scripts/eval-failures.py: each item not
+# right, its cause and the evidence) and STEP/runs/RUN_ID/ (events.jsonl.gz and
+# summary.json of every RLM run) — in $RLM_EVAL_COLLECT (default
+# .local-models/readings/MODEL[-NAME]; ignored by git). Raw runs belong in a release
+# artifact, not in the source tree: to publish a reading, attach an archive of that
+# directory to a release (`tar czf reading.tar.gz -C .local-models/readings MODEL-NAME`).
+# A machine handed over new (the work directory gone) goes on from a collected reading:
+# unpack it into $RLM_EVAL_COLLECT and `run` starts each step from its results.json, so
+# scored items are not asked again; the contexts are made again from the seed, byte for
+# byte. `show RUN_ID` reads a collected run as `runs show` does.
 # A reading under another name (the same plan with a later rlm, to compare):
-# RLM_EVAL_NAME=after-25 keeps its work in .local-models/eval-after-25 and collects into
-# docs/eval-runs/qwen2.5-coder-1.5b-after-25; RLM_EVAL_BIN runs a given binary instead
+# RLM_EVAL_NAME=after keeps its work in .local-models/eval-after and collects into
+# .local-models/readings/qwen2.5-coder-1.5b-after; RLM_EVAL_BIN runs a given binary instead
 # of building target/release/rlm-orchestrate; RLM_EVAL_ARMS=rlm asks only the RLM arms
 # (the baseline and rlms do not change with rlm's loop). RLM_EVAL_ENVS (default
 # "tools python"; also plan, plan-text, js), RLM_EVAL_STEPS (step names in the order to run, default
@@ -45,8 +50,8 @@
 # records' suites alone, into its own step directory) and RLM_EVAL_LENGTHS (default "32k 4k 256k")
 # choose the cells of such a reading; the first env gets RLM_EVAL_ARMS, the others rlm;
 # RLM_EVAL_FLAGS adds eval flags (e.g. "--context-window 8192"); RLM_EVAL_SEED (default
-# 1) draws other items, to check on items no change was made from (give such a reading
-# its own RLM_EVAL_NAME: a step's results are kept per item index, not per seed).
+# 1) draws other items (give such a reading its own RLM_EVAL_NAME: a step's results are
+# kept per item index, not per seed).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -56,7 +61,7 @@ PORT="${RLM_EVAL_PORT:-8091}"
 SEED="${RLM_EVAL_SEED:-1}"
 NAME="${RLM_EVAL_NAME:-}"
 WORK="${RLM_EVAL_DIR:-$ROOT/.local-models/eval${NAME:+-$NAME}}"
-DOCS="$ROOT/docs/eval-runs/$MODEL${NAME:+-$NAME}"
+COLLECTED="${RLM_EVAL_COLLECT:-$ROOT/.local-models/readings}/$MODEL${NAME:+-$NAME}"
 BIN="${RLM_EVAL_BIN:-$ROOT/target/release/rlm-orchestrate}"
 read -r -a LENGTHS <<<"${RLM_EVAL_LENGTHS:-32k 4k 256k}"
 read -r -a ENVS <<<"${RLM_EVAL_ENVS:-tools python}"
@@ -92,14 +97,14 @@ prepare() {
   fi
 }
 
-# A step whose work directory has no results.json starts from the one `collect` put in
-# docs/eval-runs (the machine was handed over new): its scored items are kept.
-seed_from_docs() {
+# A step whose work directory has no results.json starts from the one `collect` kept
+# (the work directory is gone: a machine handed over new): its scored items are kept.
+seed_from_collected() {
   local step=$1
-  if [ ! -f "$WORK/$step/results.json" ] && [ -f "$DOCS/$step/results.json" ]; then
+  if [ ! -f "$WORK/$step/results.json" ] && [ -f "$COLLECTED/$step/results.json" ]; then
     mkdir -p "$WORK/$step"
-    cp "$DOCS/$step/results.json" "$WORK/$step/results.json"
-    log "$step: resumed from $DOCS/$step/results.json"
+    cp "$COLLECTED/$step/results.json" "$WORK/$step/results.json"
+    log "$step: resumed from $COLLECTED/$step/results.json"
   fi
 }
 
@@ -119,7 +124,7 @@ run_step() {
   # shellcheck disable=SC2206  # the extra flags are words written above
   flags+=($extra)
   log "$name · $length · env $env · arms $arms"
-  seed_from_docs "$(basename "$out")"
+  seed_from_collected "$(basename "$out")"
   "$BIN" --data-dir "$WORK/data" eval \
     --suite "$suites" --lengths "$length" --items 5 --seed "$SEED" --parallel 1 \
     --baseline-window 24000 --base-url "$BASE_URL" --model "$MODEL" \
@@ -156,43 +161,43 @@ case "${1:-}" in
     for dir in "$WORK"/*/; do
       [ -f "$dir/results.json" ] || continue
       name=$(basename "$dir")
-      mkdir -p "$DOCS/$name"
-      cp "$dir/results.json" "$DOCS/$name/"
+      mkdir -p "$COLLECTED/$name"
+      cp "$dir/results.json" "$COLLECTED/$name/"
       # The table and chart are written when a step ends: not while it is mid-way.
       for f in table.md accuracy.svg; do
         if [ -f "$dir/$f" ] && ! [ "$dir/$f" -ot "$dir/results.json" ]; then
-          cp "$dir/$f" "$DOCS/$name/"
+          cp "$dir/$f" "$COLLECTED/$name/"
         else
-          rm -f "$DOCS/$name/$f"
+          rm -f "$COLLECTED/$name/$f"
         fi
       done
-      # Every RLM run's trace (events.jsonl and summary.json, compressed): the data
-      # directory is not kept, and scripts/eval-failures.py and `runs show` read these.
+      # Every RLM run's trace (events.jsonl compressed, and summary.json): what
+      # scripts/eval-failures.py and `show` read once the data directory is gone.
       python3 -c 'import json,sys; print("\n".join(r["run_id"] for r in json.load(open(sys.argv[1])) if r.get("run_id")))' \
         "$dir/results.json" | while read -r run; do
-        kept="$DOCS/$name/runs/$run"
+        kept="$COLLECTED/$name/runs/$run"
         [ -f "$kept/events.jsonl.gz" ] && continue
         [ -f "$WORK/data/runs/$run/events.jsonl" ] || continue
         mkdir -p "$kept"
         gzip -9n <"$WORK/data/runs/$run/events.jsonl" >"$kept/events.jsonl.gz"
         [ -f "$WORK/data/runs/$run/summary.json" ] && cp "$WORK/data/runs/$run/summary.json" "$kept/"
       done
-      log "collected $name"
+      log "collected $name into $COLLECTED/$name"
     done
-    if [ -d "$DOCS" ]; then
-      python3 scripts/eval-failures.py "$DOCS" --items >"$DOCS/failures.md"
-      log "wrote $DOCS/failures.md"
+    if [ -d "$COLLECTED" ]; then
+      python3 scripts/eval-failures.py "$COLLECTED" --items >"$COLLECTED/failures.md"
+      log "wrote $COLLECTED/failures.md (to publish the reading, attach an archive of $COLLECTED to a release)"
     fi
     ;;
   show)
     # One RLM run as `runs show` tells it: from the data directory, else from the trace
-    # `collect` committed (unpacked into a scratch data directory).
+    # `collect` kept (unpacked into a scratch data directory).
     run="${2:?usage: scripts/eval-local.sh show RUN_ID}"
     if [ -d "$WORK/data/runs/$run" ]; then
       exec "$BIN" --data-dir "$WORK/data" runs show "$run"
     fi
-    kept=$(find "$DOCS" -path "*/runs/$run" -type d -print -quit 2>/dev/null || true)
-    [ -n "$kept" ] || { echo "eval-local: no run $run in $WORK/data or $DOCS" >&2; exit 1; }
+    kept=$(find "$COLLECTED" -path "*/runs/$run" -type d -print -quit 2>/dev/null || true)
+    [ -n "$kept" ] || { echo "eval-local: no run $run in $WORK/data or $COLLECTED: check RLM_EVAL_NAME and RLM_EVAL_COLLECT" >&2; exit 1; }
     scratch=$(mktemp -d)
     trap 'rm -rf "$scratch"' EXIT
     mkdir -p "$scratch/runs/$run"
@@ -218,7 +223,7 @@ EOF
     done
     ;;
   table)
-    # The cells scored so far, as docs/eval.md shows them (the same definitions as
+    # The cells scored so far (the same definitions as
     # `eval`'s table: correct = score 1, 95 % Wilson interval).
     python3 - "$WORK" <<'EOF'
 import collections, glob, json, math, os, sys

@@ -12,9 +12,9 @@ echo "==> layout: no module import cycle, no crate over 35 %, no production file
 python3 scripts/test_check_layout.py
 python3 scripts/check_layout.py
 
-echo "==> eval report scripts"
-python3 scripts/test_eval_matrix.py
+echo "==> eval reading scripts"
 python3 scripts/test_eval_failures.py
+python3 scripts/test_eval_local.py
 
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -38,8 +38,8 @@ class CauseTest(unittest.TestCase):
         self.assertEqual(eval_failures.cause(result(), events)[0], "format")
 
     def test_an_argument_written_but_lost_by_the_parser_is_format(self):
-        # The after-review reading's aggregate item 1: an extra brace put `reduce`
-        # beside the arguments, and the call was refused for a missing reduce.
+        # A reply with one brace too many puts `reduce` beside the arguments, and the
+        # call is refused for a missing reduce the model did write.
         text = '{"name": "ctx_map_reduce", "arguments": {"map": {"extract": "x"}}, "reduce": {"op": "top_k"}}'
         events = step(4, text, "invalid call of ctx_map_reduce: missing field `reduce`; a call that works: …")
         cause, evidence = eval_failures.cause(result(), events)

@@ -112,10 +112,10 @@ async fn a_memory_bomb_ends_the_step_not_the_run() {
     assert!(f.env.execute("1 + 1").await.unwrap().error.is_none());
 }
 
-/// The local model's own block (docs/eval.md, after-question-seed6, js `pairs` item 2):
-/// `exec` twice per pass starts over after the last match, so the loop never ends. The
-/// error names the limit and the cause, so the model has more to go on than an
-/// `InternalError:` it copies back.
+/// A block a small model wrote for a count of record pairs: `exec` twice per pass
+/// starts over after the last match, so the loop never ends. The error names the limit
+/// and the cause, so the model has more to go on than an `InternalError:` it copies
+/// back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_regex_loop_that_never_ends_is_told_as_out_of_memory_with_its_cause() {
     // An odd count of matches: the push takes the null, and the next `exec` starts over.
