@@ -6,7 +6,7 @@
     reason = "test helpers fail the test on setup errors"
 )]
 
-use rlm_test_support::repl::error_of;
+use rlm_test_support::repl::{error_of, run};
 use serde_json::{json, Value};
 
 use crate::lang::{json_of, plain, with_context, Lang};
@@ -70,6 +70,40 @@ async fn search_finds_literals_and_regexes_with_locations<L: Lang>() {
     );
 }
 both!(search_finds_literals_and_regexes_with_locations);
+
+/// A search worded like a question misses the line that says it another way; what it
+/// returns is still an empty list (JSON `[]`, length 0), but printed it says that
+/// nothing matched and shows the lines sharing the most words with the pattern.
+async fn a_search_that_matches_nothing_shows_the_nearest_lines<L: Lang>() {
+    let mut f = with_context::<L>(json!(
+        "intro\nOne of the special magic numbers for amber-falcon is: 4417\nnothing\na magic trick\n"
+    ))
+    .await;
+    let pattern = "'special magic number for amber-falcon'";
+    let missed = format!("search(context, {pattern})");
+    assert_eq!(json_of::<L>(&mut f.env, &missed).await, json!([]));
+    assert_eq!(json_of::<L>(&mut f.env, &L::len(&missed)).await, json!(0));
+    let shown = run(&mut f.env, &format!("print({missed})")).await;
+    assert!(shown.contains("no match for"), "{shown}");
+    let nearest = shown.find("amber-falcon is: 4417").expect(&shown);
+    let weaker = shown.find("a magic trick").expect(&shown);
+    assert!(
+        nearest < weaker,
+        "the line sharing more words comes first: {shown}"
+    );
+    assert!(shown.contains("line 2 (offset 6, 5 words)"), "{shown}");
+    assert!(
+        !shown.contains("nothing\n") && !shown.contains("intro"),
+        "{shown}"
+    );
+    // A pattern of stop-words only has no word to rank lines by.
+    let bare = run(&mut f.env, "print(search(context, 'what is the'))").await;
+    assert!(
+        bare.contains("no match for") && !bare.contains("line "),
+        "{bare}"
+    );
+}
+both!(a_search_that_matches_nothing_shows_the_nearest_lines);
 
 async fn find_relevant_ranks_the_right_item_first<L: Lang>() {
     let mut f = plain::<L>().await;

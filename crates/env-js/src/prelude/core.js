@@ -54,6 +54,8 @@ const __rlm_safe = (() => {
     mapSet: uncurry(Map.prototype.set),
     mapForEach,
     setForEach,
+    setHas: uncurry(Set.prototype.has),
+    setAdd: uncurry(Set.prototype.add),
     mapSize: uncurry(Object.getOwnPropertyDescriptor(Map.prototype, "size").get),
     setSize: uncurry(Object.getOwnPropertyDescriptor(Set.prototype, "size").get),
     slice: uncurry(String.prototype.slice),
@@ -195,6 +197,9 @@ function __rlm_show(value) {
   }
   if (value === undefined) return "undefined";
   if (typeof value === "function") return `[function ${value.name || "anonymous"}]`;
+  if (typeof __rlm_no_matches !== "undefined" && __rlm_safe.weakHas(__rlm_no_matches, value)) {
+    return __rlm_no_match_text(value);
+  }
   return __rlm_json(value);
 }
 

@@ -165,10 +165,122 @@ function __rlm_items(value) {
   return null;
 }
 
+/* The lines nearest a pattern that matched nothing (the same rule as the tools env's
+ * ctx_grep and Python's search): a pattern worded like a question misses the line that
+ * says it another way. Words are runs of letters and digits, case folded, a plural
+ * s/es folded, stop-words and regex escapes left out; a line scores the distinct
+ * pattern words it holds (its first 4 KB read); the best five are kept. */
+const __RLM_NEAREST_LINES = 5;
+const __RLM_NEAREST_SCORED = 4096;
+const __RLM_STOP_WORDS = (() => {
+  const words = ("a about all an and any are as at be been but by can did do does for from had has " +
+    "have how i if in into is it its me my no not of on one or our so than that the their them " +
+    "then there these they this those to was we were what when where which who whom why will " +
+    "with you your").split(" ");
+  const set = Object.create(null);
+  for (let i = 0; i < words.length; i++) set[words[i]] = true;
+  return Object.freeze(set);
+})();
+/** The empty results of searches that matched nothing (shown with their note). */
+const __rlm_no_matches = new __rlm_safe.WeakSet();
+
+function __rlm_fold(word) {
+  const safe = __rlm_safe;
+  const lower = safe.toLowerCase(word);
+  const ends = (tail) => lower.length > tail.length && safe.slice(lower, lower.length - tail.length) === tail;
+  const stems = ["ses", "xes", "zes", "ches", "shes"];
+  for (let i = 0; i < stems.length; i++) {
+    if (lower.length > stems[i].length + 1 && ends(stems[i])) return safe.slice(lower, 0, lower.length - 2);
+  }
+  if (lower.length >= 4 && ends("s") && !ends("ss")) return safe.slice(lower, 0, lower.length - 1);
+  return lower;
+}
+
+/** The folded words of `text` that count, each once, in order. */
+function __rlm_words(text) {
+  const safe = __rlm_safe;
+  const re = new safe.RegExp("\\\\.|[\\p{L}\\p{N}]+", "gu");
+  const seen = new safe.Set();
+  const out = [];
+  let found;
+  while ((found = safe.regexExec(re, text)) !== null) {
+    const word = found[0];
+    if (word[0] === "\\") continue;
+    const folded = __rlm_fold(word);
+    if (__RLM_STOP_WORDS[folded] === true || safe.setHas(seen, folded)) continue;
+    safe.setAdd(seen, folded);
+    safe.append(out, folded);
+  }
+  return out;
+}
+
+/** The lines of `text` sharing the most words with `pattern`, best first:
+ * [{line, offset, shared, text}]. */
+function __rlm_nearest(text, pattern) {
+  const safe = __rlm_safe;
+  const source = pattern instanceof safe.RegExp ? safe.regexSource(pattern) : safe.String(pattern);
+  const wanted = new safe.Set();
+  const words = __rlm_words(source);
+  if (words.length === 0) return [];
+  for (let i = 0; i < words.length && i < 32; i++) safe.setAdd(wanted, words[i]);
+  const best = [];
+  let at = 0;
+  let number = 0;
+  while (at < text.length) {
+    let end = safe.indexOf(text, "\n", at);
+    end = end === -1 ? text.length : end + 1;
+    number++;
+    const line = safe.slice(text, at, end);
+    const held = __rlm_words(safe.slice(line, 0, __RLM_NEAREST_SCORED));
+    let score = 0;
+    for (let i = 0; i < held.length; i++) if (safe.setHas(wanted, held[i])) score++;
+    if (score > 0 && (best.length < __RLM_NEAREST_LINES || score > best[best.length - 1].shared)) {
+      let shown = safe.slice(line, 0, 200);
+      while (shown.length && (shown[shown.length - 1] === "\n" || shown[shown.length - 1] === "\r")) {
+        shown = safe.slice(shown, 0, shown.length - 1);
+      }
+      safe.append(best, { line: number, offset: at, shared: score, text: shown });
+      safe.sort(best, (a, b) => b.shared - a.shared || a.line - b.line);
+      if (best.length > __RLM_NEAREST_LINES) best.length = __RLM_NEAREST_LINES;
+    }
+    at = end;
+  }
+  return best;
+}
+
+/** An empty result that says, when shown, that `pattern` matched nothing and which
+ * lines come nearest (also in its non-enumerable `nearest`; JSON shows `[]`). */
+function __rlm_no_match(pattern, nearest) {
+  const safe = __rlm_safe;
+  const empty = [];
+  safe.defineProperty(empty, "nearest", { value: nearest, enumerable: false });
+  safe.defineProperty(empty, "pattern", {
+    value: pattern instanceof safe.RegExp ? safe.regexSource(pattern) : safe.String(pattern),
+    enumerable: false,
+  });
+  safe.weakAdd(__rlm_no_matches, empty);
+  return empty;
+}
+
+/** How a search that matched nothing is shown. */
+function __rlm_no_match_text(empty) {
+  const safe = __rlm_safe;
+  let text = `[]  (no match for ${safe.stringify(empty.pattern)}`;
+  const nearest = empty.nearest;
+  if (nearest.length === 0) return text + ")";
+  text += "; the lines sharing the most words with it:";
+  for (let i = 0; i < nearest.length; i++) {
+    const n = nearest[i];
+    text += `\n  line ${n.line} (offset ${n.offset}, ${n.shared} word${n.shared === 1 ? "" : "s"}): ${n.text}`;
+  }
+  return text + ")";
+}
+
 /** Occurrences of `pattern` (literal and case-sensitive unless `regex` is true or a
  * RegExp is given). In a string: [{offset, line, match, preview}] (lines from 1); in an
  * array: [{index, offset, preview}]; in an object: [{key, offset, preview}] (the first
- * match of each item). Previews are 200 characters around the match. */
+ * match of each item). Previews are 200 characters around the match. Nothing found in
+ * a string: an empty array that shows the lines nearest the pattern when printed. */
 globalThis.search = function search(value, pattern, regex = false, max_results = 10) {
   const safe = __rlm_safe;
   const find = __rlm_finder(pattern, regex);
@@ -191,7 +303,7 @@ globalThis.search = function search(value, pattern, regex = false, max_results =
       at = offset + safe.math.max(matched.length, 1);
       if (at > value.length) break;
     }
-    return results;
+    return results.length ? results : __rlm_no_match(pattern, __rlm_nearest(value, pattern));
   }
   const listed = __rlm_items(value);
   if (listed === null) throw new TypeError(`search() cannot search a ${__rlm_kind(value)}`);

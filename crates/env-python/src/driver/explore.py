@@ -41,13 +41,124 @@ def _preview(text, at, length):
     return text[begin : begin + PREVIEW_CHARS]
 
 
+# The lines nearest a pattern that matched nothing (the same rule as the tools env's
+# ctx_grep): a pattern worded like a question ("special magic number for X") misses the
+# line that says it another way ("the special magic numbers for X are"). Words are runs
+# of letters and digits, case folded, a plural s/es folded, stop-words and regex escapes
+# left out; a line scores the distinct pattern words it holds (its first 4 KB read).
+NEAREST_LINES = 5
+_NEAREST_SCORED_CHARS = 4096
+_NEAREST_SHOWN_CHARS = 200
+_STOP_WORDS = frozenset(
+    "a about all an and any are as at be been but by can did do does for from had has have "
+    "how i if in into is it its me my no not of on one or our so than that the their them "
+    "then there these they this those to was we were what when where which who whom why "
+    "will with you your".split()
+)
+
+
+def _fold(word):
+    word = word.lower()
+    for stem_end in ("ses", "xes", "zes", "ches", "shes"):
+        if len(word) > len(stem_end) + 1 and word.endswith(stem_end):
+            return word[:-2]
+    if len(word) >= 4 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _words(text):
+    import re
+
+    text = re.sub(r"\\.", " ", text)
+    for word in re.findall(r"[^\W_]+", text):
+        word = _fold(word)
+        if word not in _STOP_WORDS:
+            yield word
+
+
+class NoMatch(list):
+    """What search() returns when nothing matched: an empty list (len 0, false, == [])
+    that says so when shown, with the lines sharing the most words with the pattern in
+    `.nearest` ([{"line", "offset", "shared", "text"}], best first)."""
+
+    def __init__(self, pattern, nearest=()):
+        super().__init__()
+        self.pattern = pattern
+        self.nearest = list(nearest)
+
+    def __repr__(self):
+        shown = self.pattern if isinstance(self.pattern, str) else getattr(self.pattern, "pattern", self.pattern)
+        head = f"[]  (no match for {shown!r}"
+        if not self.nearest:
+            return head + ")"
+        lines = "".join(
+            f"\n  line {n['line']} (offset {n['offset']}, {n['shared']} word"
+            f"{'' if n['shared'] == 1 else 's'}): {n['text']}"
+            for n in self.nearest
+        )
+        return head + "; the lines sharing the most words with it:" + lines + ")"
+
+    __str__ = __repr__
+
+
+def _nearest_lines(lines, pattern):
+    """The best NEAREST_LINES of `lines` ((line text) in order) for `pattern`'s words."""
+    import heapq
+
+    source = pattern if isinstance(pattern, str) else getattr(pattern, "pattern", "")
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    wanted = list(dict.fromkeys(_words(source)))[:32]
+    if not wanted:
+        return []
+    wanted_set = set(wanted)
+    best, offset = [], 0
+    for number, line in enumerate(lines, 1):
+        start = offset
+        offset += len(line)
+        score = len(wanted_set.intersection(_words(line[:_NEAREST_SCORED_CHARS])))
+        if score == 0:
+            continue
+        ranked = (score, -number, start, line)
+        if len(best) < NEAREST_LINES:
+            heapq.heappush(best, ranked)
+        elif ranked > best[0]:
+            heapq.heapreplace(best, ranked)
+    best.sort(reverse=True)
+    return [
+        {"line": -neg, "offset": start, "shared": score,
+         "text": line.rstrip("\r\n")[:_NEAREST_SHOWN_CHARS]}
+        for score, neg, start, line in best
+    ]
+
+
+def _lines_with_ends(text):
+    """The lines of a string, each with its newline (offsets add up)."""
+    at = 0
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end + 1
+        yield text[at:end]
+        at = end
+
+
 def search(var, pattern, regex=False, max_results=10):
     """Occurrences of `pattern` (literal and case-sensitive unless regex=True).
 
     In a string: [{"offset", "line", "match", "preview"}] (line numbers from 1). In a
     list: [{"index", "offset", "preview"}]; in a dict: [{"key", "offset", "preview"}]
     (the first match of each item). Previews are 200 characters around the match.
+    Nothing found in a text: an empty NoMatch, which shows the nearest lines.
     """
+    results = _search_hits(var, pattern, regex, max_results)
+    if results or not isinstance(var, (str, LazyText)):
+        return results
+    lines = iter(var) if isinstance(var, LazyText) else _lines_with_ends(var)
+    return NoMatch(pattern, _nearest_lines(lines, pattern))
+
+
+def _search_hits(var, pattern, regex, max_results):
     results = []
     if max_results is None or max_results <= 0:
         max_results = float("inf")

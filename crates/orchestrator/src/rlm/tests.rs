@@ -16,6 +16,9 @@ use crate::provider::{Completion, DeltaSink, Provider, ToolCall, Usage};
 struct Scripted {
     /// How long each reply takes to come (a model slower than a deadline).
     delay: Duration,
+    /// Whether the delay blocks the thread (a reply that arrives after the deadline)
+    /// instead of awaiting (a call the deadline abandons).
+    blocking: bool,
     replies: Mutex<VecDeque<(String, Vec<ToolCall>)>>,
     requests: Mutex<Vec<Vec<ChatMessage>>>,
     tools_sent: Mutex<Vec<Vec<String>>>,
@@ -26,6 +29,7 @@ impl Scripted {
     fn new(replies: Vec<(String, Vec<ToolCall>)>) -> Arc<Self> {
         Arc::new(Self {
             delay: Duration::ZERO,
+            blocking: false,
             replies: Mutex::new(replies.into()),
             requests: Mutex::new(Vec::new()),
             tools_sent: Mutex::new(Vec::new()),
@@ -41,7 +45,11 @@ impl Provider for Scripted {
         request: &ChatRequest,
         _: Option<DeltaSink<'_>>,
     ) -> Result<Completion, ProviderError> {
-        if !self.delay.is_zero() {
+        if self.blocking {
+            // A reply already on its way: the deadline's timeout cannot cut it short
+            // (it polls the call first), so it arrives after the deadline.
+            std::thread::sleep(self.delay);
+        } else if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
         self.requests.lock().unwrap().push(request.messages.clone());
@@ -742,7 +750,9 @@ async fn a_spent_budget_forces_the_answer_early() {
     )));
 }
 
-/// A model slower than `--max-time`: its replies come after the run's deadline.
+/// A model whose replies come after the run's deadline (`--max-time` 500 ms): each
+/// arrives a second after it was asked, past the timeout that would abandon a call
+/// still under way.
 fn slow_model(replies: &[&str]) -> Arc<Scripted> {
     let provider = Scripted::new(
         replies
@@ -752,6 +762,7 @@ fn slow_model(replies: &[&str]) -> Arc<Scripted> {
     );
     let mut slow = Arc::try_unwrap(provider).ok().unwrap();
     slow.delay = Duration::from_millis(1_000);
+    slow.blocking = true;
     Arc::new(slow)
 }
 
