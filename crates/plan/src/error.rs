@@ -16,8 +16,8 @@ pub enum PlanError {
     #[error("the plan's input could not be read: {0}")]
     Read(String),
     /// A piece is longer than the sub-model's window takes. The size to use comes
-    /// first: a small model given two figures took the earlier one, a token budget,
-    /// for its next `split.size` (docs/eval.md, the second reading).
+    /// first: a small model given two figures tends to take the earlier one (here a
+    /// token budget) for its next `split.size`.
     #[error("use \"size\": {fits} or less in `split` (counted in {unit}): piece {index} is about {tokens} tokens, over the {budget} tokens the sub-model's window leaves for a prompt")]
     PieceTooLarge {
         /// The piece (0-based).

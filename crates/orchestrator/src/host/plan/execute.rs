@@ -55,7 +55,7 @@ impl RunHost {
             Reduce::Ask { instruction } => self.combine(instruction, texts).await,
             other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
                 let advice = e
-                    .advice(map, &self.settings.task)
+                    .advice(map)
                     .map(|a| format!("; {a}"))
                     .unwrap_or_default();
                 HostError::RespondToModel(format!("the plan's reduction failed: {e}{advice}"))
