@@ -9,7 +9,8 @@
 //! `ctx_summarize` is a sub-model call at depth+1: the variable itself when it fits in
 //! one call, else a nested run given the variable by reference (which works through it
 //! with these same tools); at the maximum depth, its first 2000 characters.
-//! `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
+//! A grep that matches nothing shows the few lines that share the most words with its
+//! pattern (`nearest`). `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
 //! result naming it (`catalog`); the same call with the same arguments a third time is
 //! not run again — the result says it repeats an earlier one and gives that result;
 //! `--tools` limits what is offered; under `--env plan` an answer before any plan has
@@ -21,6 +22,7 @@
 mod catalog;
 mod combinators;
 mod lenient_json;
+mod nearest;
 mod plan_gate;
 mod prompt;
 mod read;
@@ -160,8 +162,8 @@ pub struct ToolsEnv {
     slots: Vec<ContextSource>,
     history: Vec<HistoryEntry>,
     /// Calls seen: (tool, canonical arguments) → how many times, and the result of the
-    /// last one that ran (after-tools-7: a summary that timed out, then ran, was shown
-    /// to the model as the timeout on every repeat).
+    /// last one that ran (a call that timed out, then ran, must not be shown as the
+    /// timeout on every repeat).
     seen: HashMap<(String, String), (u32, ToolOutcome)>,
     /// Whether an answer now would be a guess ([`plan_gate`]).
     gate: plan_gate::PlanGate,
@@ -308,8 +310,8 @@ impl ToolBox for ToolsEnv {
         match tool {
             MicroTool::MapReduce => self.gate.saw_plan(&outcome),
             // A plan built from the step tools ends in ctx_reduce: its result is a
-            // plan's result (after-tools-4 rebuilt a refused plan this way, and its
-            // answer was sent back as a guess).
+            // plan's result (a refused plan rebuilt from the steps must not have its
+            // answer refused as a guess).
             MicroTool::Reduce if !outcome.is_error => self.gate.saw_plan(&outcome),
             _ => {}
         }
@@ -490,8 +492,11 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            grepped.content.starts_with(r#"no line of context matches "bytes > 2000": a pattern matches text"#)
-                && grepped.content.contains(r#"the filter {"where": "bytes > 2000"} of ctx_map_reduce"#)
+            grepped.content.starts_with(
+                r#"no line of context matches "bytes > 2000": a pattern matches text"#
+            ) && grepped
+                .content
+                .contains(r#"the filter {"where": "bytes > 2000"} of ctx_map_reduce"#)
                 && !grepped.content.contains("task"),
             "{}",
             grepped.content
@@ -505,7 +510,9 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            text_of_the_field.content.starts_with("1 line of context matches")
+            text_of_the_field
+                .content
+                .starts_with("1 line of context matches")
                 && !text_of_the_field.content.contains("ctx_map_reduce"),
             "{}",
             text_of_the_field.content
@@ -523,7 +530,32 @@ mod tests {
             ))
             .await
             .unwrap();
-        assert!(!grepped.content.contains("ctx_map_reduce"), "{}", grepped.content);
+        assert!(
+            !grepped.content.contains("ctx_map_reduce"),
+            "{}",
+            grepped.content
+        );
+    }
+
+    #[tokio::test]
+    async fn a_grep_that_matches_nothing_shows_the_lines_sharing_the_most_words() {
+        let (_dir, mut env) = env_with(
+            "Intro.\nOne of the special magic numbers for amber-falcon-05 is: 123\nThe end.\n",
+            0,
+            MicroTool::ALL.to_vec(),
+        );
+        let grepped = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "special magic number for amber-falcon-05"}),
+            ))
+            .await
+            .unwrap();
+        assert!(!grepped.is_error);
+        assert_eq!(
+            grepped.content,
+            "no line of context matches \"special magic number for amber-falcon-05\"\nThe line that shares the most words with the pattern (case and plurals folded):\noffset 7 (line 2): One of the special magic numbers for amber-falcon-05 is: 123"
+        );
     }
 
     #[tokio::test]
@@ -595,7 +627,7 @@ mod tests {
             ))
             .await
             .unwrap();
-        // An end before the start is a length (the local model's slip).
+        // An end before the start is a length (a slip models make).
         assert!(
             !backwards.is_error
                 && backwards

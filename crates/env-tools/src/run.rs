@@ -173,11 +173,19 @@ impl ToolsEnv {
             .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
             .await?;
         if hits.is_empty() {
+            // A second pass, only when nothing matched: the lines nearest the pattern.
+            let pattern = args.pattern.clone();
+            let near = self
+                .read(self.source(&args.variable)?, move |text| {
+                    crate::nearest::nearest(text, &pattern)
+                })
+                .await?;
             return Ok(format!(
-                "no line of {} matches {:?}{}",
+                "no line of {} matches {:?}{}{}",
                 args.variable,
                 args.pattern,
                 self.condition_instead_of_pattern(&args.pattern),
+                crate::nearest::note(&near),
             ));
         }
         Ok(found_lines(&args.variable, &args.pattern, &hits, total))

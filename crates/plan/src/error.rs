@@ -134,8 +134,8 @@ mod tests {
 
     #[test]
     fn the_advice_is_in_the_splits_own_unit() {
-        // What the local model wrote: `{"by": "lines", "size": 20000}` over a log of 600
-        // lines, 32 199 characters: one piece, too large.
+        // `{"by": "lines", "size": 20000}` over a log of 600 lines, 32 199 characters:
+        // one piece, too large.
         let lines = too_large().in_units_of(SplitBy::Lines, 32_199, 600, 3.5);
         assert!(
             lines

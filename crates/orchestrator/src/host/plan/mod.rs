@@ -426,7 +426,10 @@ mod tests {
         );
         assert_eq!(
             read_plan(&json!({"map": {"count": "a", "ask": "b"}})).map_err(|e| e.to_string()),
-            Err("the plan is not valid: `map` takes one option, not several: it has ask, count".to_owned())
+            Err(
+                "the plan is not valid: `map` takes one option, not several: it has ask, count"
+                    .to_owned()
+            )
         );
         // Any other plan that does not read: serde's words, and nothing else.
         let unknown = json!({"input": "context", "map": {"grep": "x"}, "reduce": {"op": "sum"}});
