@@ -106,6 +106,10 @@ fn shared(line: &str, wanted: &[String]) -> usize {
     held.into_iter().filter(|h| *h).count()
 }
 
+/// A line in the heap, ordered by what it shares, then by the earlier line: (words
+/// shared, the line number reversed, the offset, the text shown).
+type Ranked = (usize, Reverse<u64>, u64, String);
+
 /// The lines of `text` that share the most words with `pattern`, best first (at most
 /// [`NEAREST_LINES`]; none when the pattern has no word that counts or no line shares
 /// one).
@@ -115,7 +119,7 @@ pub fn nearest(text: &TextReader<'_>, pattern: &str) -> Result<Vec<NearLine>, St
         return Ok(Vec::new());
     }
     // A min-heap of the best so far: the worst (fewest words, then latest line) on top.
-    let mut best: BinaryHeap<Reverse<(usize, Reverse<u64>, u64, String)>> = BinaryHeap::new();
+    let mut best: BinaryHeap<Reverse<Ranked>> = BinaryHeap::new();
     text.for_each_line(&mut |line| {
         let shown = line.text();
         let score = shared(&shown, &wanted);
