@@ -263,6 +263,9 @@ mod tests {
     }
 
     proptest! {
+        // Each case opens a store on disk: few cases, each a few hundred lines.
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
         #[test]
         fn the_note_is_bounded_whatever_the_text(
             lines in proptest::collection::vec("[a-z ]{0,300}", 0..200),
