@@ -1,10 +1,10 @@
 //! A note under a traceback whose code read a part that some lines do not have:
-//! `line.split('label=')[1]` over every line of the context raises `IndexError` on a
-//! line with no `label=`, and `re.search(...).group(1)` raises `AttributeError` on
-//! `None` where the pattern does not match. The local model read the same mistake under
-//! `--env js` as `context` not being defined and never wrote the filter (docs/eval.md,
-//! s20c-seed25 js `aggregate` item 1); the note names the part, why it is missing, and
-//! the filter to write first.
+//! `line.split('user=')[1]` over every line of the context raises `IndexError` on a
+//! line with no `user=` (a header, a blank last line), and `re.search(...).group(1)`
+//! raises `AttributeError` on `None` where the pattern does not match. The bare error
+//! names neither the line nor the fix, and a model tends to read it as its variable
+//! being wrong; the note names the part, why it is missing, and the filter to write
+//! first. It reads only the model's code and its error.
 
 use std::sync::LazyLock;
 
@@ -51,22 +51,22 @@ mod tests {
 
     #[test]
     fn a_split_part_missing_on_a_line_is_explained() {
-        let error = "Traceback (most recent call last):\n  File \"<cell 1>\", line 1, in <module>\n    labels = [line.split('label=')[1].split()[0] for line in context.splitlines()]\n              ~~~~~~~~~~~~~~~~~~~~~^^^\nIndexError: list index out of range\n".to_owned();
+        let error = "Traceback (most recent call last):\n  File \"<cell 1>\", line 1, in <module>\n    users = [line.split('user=')[1].split()[0] for line in context.splitlines()]\n              ~~~~~~~~~~~~~~~~~~~~~^^^\nIndexError: list index out of range\n".to_owned();
         let told = explained(error.clone());
         assert!(told.starts_with(error.trim_end()), "{told}");
         assert!(
-            told.contains("`.split('label=')[1]` is out of range on a line that has no 'label='"),
+            told.contains("`.split('user=')[1]` is out of range on a line that has no 'user='"),
             "{told}"
         );
         assert!(
-            told.ends_with("keep only the lines that contain it first, as in `[line for line in context.splitlines() if 'label=' in line]`, and split those."),
+            told.ends_with("keep only the lines that contain it first, as in `[line for line in context.splitlines() if 'user=' in line]`, and split those."),
             "{told}"
         );
     }
 
     #[test]
     fn a_group_of_no_match_is_explained() {
-        let error = "Traceback (most recent call last):\n  File \"<cell 2>\", line 3, in <module>\n    year = int(re.search(r'year=(\\d+)', line).group(1))\nAttributeError: 'NoneType' object has no attribute 'group'".to_owned();
+        let error = "Traceback (most recent call last):\n  File \"<cell 2>\", line 3, in <module>\n    size = int(re.search(r'bytes=(\\d+)', line).group(1))\nAttributeError: 'NoneType' object has no attribute 'group'".to_owned();
         assert!(explained(error).contains("gives None on a line the pattern does not match"));
     }
 

@@ -116,7 +116,7 @@ impl MicroTool {
                 vec!["variable"],
             ),
             Self::Grep => (
-                "Lines of a variable matching a regular expression (case-insensitive), with their line numbers and character offsets; at most 20. Cheapest way to find what matters.",
+                "Lines of a variable matching a regular expression (case-insensitive), with their line numbers and character offsets; at most 20; when none matches, the few lines that share the most words with the pattern. Cheapest way to find what matters.",
                 json!({
                     "variable": variable,
                     "pattern": {"type": "string", "description": "words from the task, or a regular expression, to search for"},
@@ -148,7 +148,7 @@ impl MicroTool {
                         "description": "`context` (the task's context; also when left out) or the key of a stored variable",
                     },
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}; left out: lines, the largest pieces the helper model takes", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
-                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"where\": \"year > 2000\"} (a number field's condition; with count or extract, both choose which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("where"), one_key("ask")]},
+                    "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"where\": \"latency_ms > 250\"} (a number field's condition; with count or extract, both choose which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("where"), one_key("ask")]},
                     "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
                     "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
                 }),
@@ -166,11 +166,11 @@ impl MicroTool {
                 vec!["variable", "by"],
             ),
             Self::Filter => (
-                "Keeps the pieces that match a regular expression or a condition on a number field such as \"year > 2000\" (no model; a later count or extract then reads only the lines that pass) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
+                "Keeps the pieces that match a regular expression or a condition on a number field such as \"latency_ms > 250\" (no model; a later count or extract then reads only the lines that pass) or that the helper model answers yes about; a new pieces variable. Example: {\"pieces\": \"pieces-…\", \"regex\": \"payment\"}.",
                 json!({
                     "pieces": {"type": "string", "description": "the pieces variable ctx_split or ctx_filter returned"},
                     "regex": {"type": "string", "description": "keep the pieces this matches (case-insensitive)"},
-                    "where": {"type": "string", "description": "or: keep the lines whose number fields meet this, e.g. \"year > 2000\" or \"status >= 500 and bytes < 1024\""},
+                    "where": {"type": "string", "description": "or: keep the lines whose number fields meet this, e.g. \"latency_ms > 250\" or \"status >= 500 and bytes < 1024\""},
                     "ask": {"type": "string", "description": "or: a yes/no question about a piece"},
                 }),
                 vec!["pieces"],
@@ -308,8 +308,8 @@ pub struct SummarizeArgs {
 /// `ctx_map_reduce`: the plan's parts, checked by the orchestrator. `variable` and
 /// `split` may be left out — the task's context, in lines (the plan's own default,
 /// `rlm_plan::Split::default`) — as small models do when a prompt's recipe shows only
-/// the map and the reduction (docs/eval.md, after-tools-1: "missing field `variable`"
-/// twice, then a forced answer).
+/// the map and the reduction; refusing them for a missing `variable` only gets the
+/// same call back.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapReduceArgs {
@@ -452,7 +452,7 @@ mod tests {
     fn a_map_reduce_without_variable_or_split_reads_the_context_in_lines() {
         let args: MapReduceArgs = parse_args(
             MicroTool::MapReduce,
-            r#"{"filter": {"regex": "label=payments"}, "map": {"count": "label=payments"}, "reduce": {"op": "sum"}}"#,
+            r#"{"filter": {"regex": "status=404"}, "map": {"count": "status=404"}, "reduce": {"op": "sum"}}"#,
         )
         .unwrap();
         assert_eq!(args.variable, "context");

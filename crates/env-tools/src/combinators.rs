@@ -83,7 +83,7 @@ pub struct FilterArgs {
     /// Keep the pieces this matches.
     #[serde(default)]
     pub regex: Option<String>,
-    /// Keep the pieces with a record that meets this condition (`year > 2000`).
+    /// Keep the pieces with a record that meets this condition (`latency_ms > 250`).
     #[serde(default, rename = "where")]
     pub condition: Option<String>,
     /// Keep the pieces the sub-model answers yes about.
@@ -314,12 +314,12 @@ mod tests {
         assert_eq!(
             call(
                 MicroTool::Filter,
-                r#"{"pieces": "pieces-1", "where": "year > 2000"}"#
+                r#"{"pieces": "pieces-1", "where": "latency_ms > 250"}"#
             )
             .unwrap(),
             HostCall::PlanFilter {
                 pieces: "pieces-1".into(),
-                filter: json!({"where": "year > 2000"}),
+                filter: json!({"where": "latency_ms > 250"}),
             }
         );
         assert_eq!(

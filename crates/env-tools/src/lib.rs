@@ -9,7 +9,8 @@
 //! `ctx_summarize` is a sub-model call at depth+1: the variable itself when it fits in
 //! one call, else a nested run given the variable by reference (which works through it
 //! with these same tools); at the maximum depth, its first 2000 characters.
-//! `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
+//! A grep that matches nothing shows the few lines that share the most words with its
+//! pattern (`nearest`). `final_answer` ends the run. Guards: an unknown tool or a bad argument is an error
 //! result naming it (`catalog`); the same call with the same arguments a third time is
 //! not run again — the result says it repeats an earlier one and gives that result;
 //! `--tools` limits what is offered; under `--env plan` an answer before any plan has
@@ -21,6 +22,7 @@
 mod catalog;
 mod combinators;
 mod lenient_json;
+mod nearest;
 mod plan_gate;
 mod prompt;
 mod read;
@@ -160,8 +162,8 @@ pub struct ToolsEnv {
     slots: Vec<ContextSource>,
     history: Vec<HistoryEntry>,
     /// Calls seen: (tool, canonical arguments) → how many times, and the result of the
-    /// last one that ran (after-tools-7: a summary that timed out, then ran, was shown
-    /// to the model as the timeout on every repeat).
+    /// last one that ran (a call that timed out, then ran, must not be shown as the
+    /// timeout on every repeat).
     seen: HashMap<(String, String), (u32, ToolOutcome)>,
     /// Whether an answer now would be a guess ([`plan_gate`]).
     gate: plan_gate::PlanGate,
@@ -308,8 +310,8 @@ impl ToolBox for ToolsEnv {
         match tool {
             MicroTool::MapReduce => self.gate.saw_plan(&outcome),
             // A plan built from the step tools ends in ctx_reduce: its result is a
-            // plan's result (after-tools-4 rebuilt a refused plan this way, and its
-            // answer was sent back as a guess).
+            // plan's result (a refused plan rebuilt from the steps must not have its
+            // answer refused as a guess).
             MicroTool::Reduce if !outcome.is_error => self.gate.saw_plan(&outcome),
             _ => {}
         }
@@ -472,416 +474,87 @@ mod tests {
         assert_eq!(done.final_answer.as_deref(), Some("here"));
     }
 
-    /// What `ctx_summarize` asked `instruction` over `text`, under `task` (the default
-    /// query when `None`), with every tool offered, answers — asserting it is refused.
-    async fn refused_summary(text: &str, task: Option<&str>, instruction: &str) -> String {
-        let (_dir, mut env) = env_with(text, 0, MicroTool::ALL.to_vec());
-        if let Some(task) = task {
-            env.config.query = task.into();
-        }
-        let refused = env
-            .call_tool(&call(
-                "ctx_summarize",
-                json!({"variable": "context", "instruction": instruction}),
-            ))
-            .await
-            .unwrap();
-        assert!(refused.is_error, "{}", refused.content);
-        refused.content
-    }
-
-    #[tokio::test]
-    async fn a_summary_asked_to_count_a_key_value_points_to_the_count_plan() {
-        let question = "How many lines match 'label=shipping'";
-        let refused = refused_summary("label=shipping\n", None, question).await;
-        assert!(
-            refused.contains(r#"map {"count": "label=shipping"}, reduce {"op": "sum"}"#),
-            "{refused}"
-        );
-        // Without ctx_map_reduce there is no better tool: the summary is asked.
-        let (_dir, mut env) = env_with(
-            "label=shipping\n",
-            0,
-            vec![MicroTool::Summarize, MicroTool::FinalAnswer],
-        );
-        let asked = env
-            .call_tool(&call(
-                "ctx_summarize",
-                json!({"variable": "context", "instruction": question}),
-            ))
-            .await
-            .unwrap();
-        assert!(!asked.is_error, "{}", asked.content);
-    }
-
-    #[tokio::test]
-    async fn a_summary_asked_to_count_for_a_sum_task_points_to_the_sum_plan() {
-        // The after-tools-4 reading's item 2: the model asked how many lines match, the
-        // task asks for the sum of a field of those lines.
-        let refused = refused_summary(
-            "label=shipping amount=3\n",
-            Some("What is the sum of the amount fields of the records with label=shipping?"),
-            "How many lines match 'label=shipping'",
-        )
-        .await;
-        assert!(
-            refused.contains(
-                r#"filter {"regex": "label=shipping"}, map {"extract": "amount=(\\d+)"}, reduce {"op": "sum"}"#
-            ),
-            "{refused}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_summary_of_keys_a_grep_found_is_refused_with_the_lines() {
-        // The after-echo reading's multi-needle item 1: the four keys grepped, the four
-        // lines found, then ctx_summarize asked and its misreading answered.
-        let (_dir, mut env) = env_with(
-            "Intro.\nThe special magic number for olive-bison-20 is 6786748.\nMiddle.\nThe special magic number for hollow-gecko-55 is 7665772.\n",
-            0,
-            MicroTool::ALL.to_vec(),
-        );
-        let question = "What are the special magic numbers for hollow-gecko-55 and olive-bison-20 mentioned in the context?";
-        let summarize = call(
-            "ctx_summarize",
-            json!({"variable": "context", "instruction": question}),
-        );
-        let grep = |pattern: &str| {
-            call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": pattern}),
-            )
-        };
-        // One key found is not enough.
-        env.call_tool(&grep("olive-bison-20")).await.unwrap();
-        let summary = env.call_tool(&summarize).await.unwrap();
-        assert!(
-            !summary.content.contains("already found"),
-            "{}",
-            summary.content
-        );
-        env.call_tool(&grep("hollow-gecko-55|olive-bison-20"))
-            .await
-            .unwrap();
-        let refused = env.call_tool(&summarize).await.unwrap();
-        assert!(refused.is_error);
-        assert!(
-            refused.content.contains(
-                "Your ctx_grep already found the lines that name hollow-gecko-55, olive-bison-20"
-            ) && refused.content.contains("is 7665772.")
-                && refused.content.contains("is 6786748.")
-                && refused.content.ends_with("call final_answer with it."),
-            "{}",
-            refused.content
-        );
-    }
-
-    #[tokio::test]
-    async fn a_grep_of_a_misspelt_key_is_told_the_task_s_spelling() {
-        // The s18b-seed15 reading's multi-needle item 4: `gently-raven-88` for the
-        // task's `gentle-raven-88`, in a spaced list and then in the alternation.
-        let (_dir, mut env) = env_with(
-            "The special magic number for gentle-raven-88 is 5524366.\nThe special magic number for olive-heron-73 is 7298506.\n",
-            0,
-            MicroTool::ALL.to_vec(),
-        );
-        env.config.query = "What are the special magic numbers for gentle-raven-88 and olive-heron-73 mentioned in the context?".into();
-        let spaced = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "gently-raven-88 olive-heron-73"}),
-            ))
-            .await
-            .unwrap();
-        // A list of the task's keys, one misspelt: grepped as the task writes them,
-        // joined by |, and told the spelling.
-        assert!(
-            spaced.content.contains(r#"in that order): 2 lines of context match "gentle-raven-88|olive-heron-73":"#)
-                && spaced.content.ends_with("The task names gentle-raven-88 (not gently-raven-88): grep each key as the task writes it."),
-            "{}",
-            spaced.content
-        );
-        let alternation = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "gently-raven-88|olive-heron-73"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            alternation.content.starts_with("1 line of context matches")
-                && alternation.content.ends_with("The task names gentle-raven-88 (not gently-raven-88): grep each key as the task writes it."),
-            "{}",
-            alternation.content
-        );
-        // The s18c-seed16 reading's multi-needle item 4: the task's phrase, plural,
-        // grepped five times. A pattern that names no key of the task, and found
-        // nothing, is told the keys.
-        let phrase = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "special magic numbers"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            phrase.content.ends_with(r#"The task names gentle-raven-88, olive-heron-73: the lines to find are the ones that name them; grep "gentle-raven-88|olive-heron-73"."#),
-            "{}",
-            phrase.content
-        );
-        // Keys spelt as the task writes them, or far from any of its keys: no note.
-        let right = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "gentle-raven-88|amber-falcon-05"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            !right.content.contains("The task names"),
-            "{}",
-            right.content
-        );
-    }
-
-    #[tokio::test]
-    async fn a_grep_that_found_only_lines_naming_no_key_is_told_the_keys() {
-        // The s19d-seed22 reading's sniah item 3: `PR diving`, a phrase of the context,
-        // grepped; its line names no key of the task; sliced and grepped until forced.
-        let (_dir, mut env) = env_with(
-            "propose we call this new sport \"PR diving,\" and I'm sure\nThe special magic number for lunar-viper-88 is 4720305.\n",
-            0,
-            MicroTool::ALL.to_vec(),
-        );
-        env.config.query =
-            "What is the special magic number for lunar-viper-88 mentioned in the context?".into();
-        let grep = |pattern: &str| {
-            call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": pattern}),
-            )
-        };
-        let phrase = env.call_tool(&grep("PR diving")).await.unwrap();
-        assert!(
-            phrase.content.starts_with("1 line of context matches")
-                && phrase.content.ends_with(r#"The task names lunar-viper-88: the lines to find are the ones that name it; grep "lunar-viper-88"."#),
-            "{}",
-            phrase.content
-        );
-        // Lines that name the key: no note.
-        let found = env.call_tool(&grep("magic number")).await.unwrap();
-        assert!(
-            !found.content.contains("The task names"),
-            "{}",
-            found.content
-        );
-    }
-
-    #[test]
-    fn keys_are_tokens_with_a_dash_and_a_digit() {
-        assert_eq!(
-            run::keys_named("numbers for eager-yak-46, olive-quokka-48 and x-y in 2024?"),
-            vec!["eager-yak-46", "olive-quokka-48"]
-        );
-        // A key named twice, apart, is one key.
-        assert_eq!(
-            run::keys_named("a-1 and b-2, then a-1 again"),
-            vec!["a-1", "b-2"]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_grep_of_the_task_s_list_of_keys_greps_them_joined_by_bars() {
-        // The s19c-seed21 reading's multi-needle item 1: the task's list sent four
-        // times, told each time to join it by |, then forced on the keys' last digits.
-        let (_dir, mut env) = env_with(
-            "The special magic number for keen-walrus-89 is 3445222.\nnothing here\nThe special magic number for ivory-yak-55 is 6670753.\n",
-            0,
-            MicroTool::ALL.to_vec(),
-        );
-        env.config.query = "What are the special magic numbers for keen-walrus-89, ivory-yak-55 and nimble-heron-52 mentioned in the context?".into();
-        let list = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "keen-walrus-89, ivory-yak-55 and nimble-heron-52"}),
-            ))
-            .await
-            .unwrap();
-        assert!(!list.is_error);
-        assert!(
-            list.content.starts_with(r#"the keys "keen-walrus-89, ivory-yak-55 and nimble-heron-52" lists, joined by |, were grepped in its place (no line of context holds the list whole"#)
-                && list.content.contains(r#"in that order): 2 lines of context match "keen-walrus-89|ivory-yak-55|nimble-heron-52":"#)
-                && list.content.contains("is 3445222.")
-                && list.content.contains("is 6670753."),
-            "{}",
-            list.content
-        );
-        // A list that names anything but the task's keys is only told the alternation.
-        let mixed = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "keen-walrus-89, magic"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            mixed
-                .content
-                .contains(r#"grep one pattern joined by |: "keen-walrus-89|magic""#),
-            "{}",
-            mixed.content
-        );
-    }
-
-    #[tokio::test]
-    async fn a_grep_for_a_list_that_finds_nothing_names_the_alternation() {
-        // The after-echo reading's multi-needle item 0: four keys joined by commas.
-        let (_dir, mut env) = env_with(
-            "The special magic number for keen-stoat-32 is: 4417.\n",
-            0,
-            MicroTool::ALL.to_vec(),
-        );
-        let list = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "eager-yak-46, keen-stoat-32 and gentle-otter-45"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            list.content.ends_with(
-                r#"grep one pattern joined by |: "eager-yak-46|keen-stoat-32|gentle-otter-45""#
-            ),
-            "{}",
-            list.content
-        );
-        let alternation = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "eager-yak-46|keen-stoat-32|gentle-otter-45"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            alternation.content.contains("4417"),
-            "{}",
-            alternation.content
-        );
-        // The s18-seed14 reading's multi-needle item 4: the keys joined by spaces.
-        let spaced = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "eager-yak-46 keen-stoat-32 gentle-otter-45 and olive-bison-20"}),
-            ))
-            .await
-            .unwrap();
-        assert!(
-            spaced.content.ends_with(
-                r#"grep one pattern joined by |: "eager-yak-46|keen-stoat-32|gentle-otter-45|olive-bison-20""#
-            ),
-            "{}",
-            spaced.content
-        );
-        // A phrase with commas is not a list of keys.
-        let phrase = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "magic number, for sure"}),
-            ))
-            .await
-            .unwrap();
-        assert_eq!(
-            phrase.content,
-            r#"no line of context matches "magic number, for sure""#
-        );
-    }
-
     #[tokio::test]
     async fn a_grep_for_a_comparison_that_finds_nothing_names_the_where_filter() {
-        // The after-tools-4 reading's pairs items 1 and 2: "year > 2000" grepped as
-        // text, no line, and 0 answered.
+        // A comparison written as a pattern matches no text: the grep says which filter
+        // compares, from the pattern alone (the run's task is never read).
         let (_dir, mut env) = env_with(
-            "person 000001: city=Lima year=2004\n",
+            "GET /index.html status=200 bytes=2004\n",
             0,
             MicroTool::ALL.to_vec(),
         );
-        env.config.query = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.".into();
+        env.config.query = "How many requests sent more than 2000 bytes (bytes > 2000)?".into();
         let grepped = env
             .call_tool(&call(
                 "ctx_grep",
-                json!({"variable": "context", "pattern": "year > 2000"}),
+                json!({"variable": "context", "pattern": "bytes > 2000"}),
             ))
             .await
             .unwrap();
         assert!(
-            grepped.content.starts_with(r#"no line of context matches "year > 2000": a pattern matches text"#)
-                && grepped.content.contains(r#"the filter {"where": "year > 2000"} of ctx_map_reduce"#)
-                && grepped.content.contains(r#"ctx_map_reduce, filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
+            grepped.content.starts_with(
+                r#"no line of context matches "bytes > 2000": a pattern matches text"#
+            ) && grepped
+                .content
+                .contains(r#"the filter {"where": "bytes > 2000"} of ctx_map_reduce"#)
+                && !grepped.content.contains("task"),
             "{}",
             grepped.content
         );
-        // A pattern that is no comparison finds nothing and says only that.
-        let plain = env
-            .call_tool(&call(
-                "ctx_grep",
-                json!({"variable": "context", "pattern": "Paris"}),
-            ))
-            .await
-            .unwrap();
-        assert_eq!(plain.content, r#"no line of context matches "Paris""#);
-        // The after-literal reading's pairs item 3: `year=2000` grepped, lines found.
+        // A grep of the field's text is only its lines, whatever the task says.
         let text_of_the_field = env
             .call_tool(&call(
                 "ctx_grep",
-                json!({"variable": "context", "pattern": "year=2004"}),
+                json!({"variable": "context", "pattern": "bytes=2004"}),
             ))
             .await
             .unwrap();
         assert!(
-            text_of_the_field.content.starts_with("1 line of context matches")
-                && text_of_the_field.content.contains(r#"not the comparison the task asks for; the records whose field meets "year > 2000" are kept by the filter {"where": "year > 2000"} of ctx_map_reduce"#)
-                && text_of_the_field.content.contains(r#"Answer the task exactly with ctx_map_reduce, filter {"where": "year > 2000"}"#),
+            text_of_the_field
+                .content
+                .starts_with("1 line of context matches")
+                && !text_of_the_field.content.contains("ctx_map_reduce"),
             "{}",
             text_of_the_field.content
         );
-        // A grep of another field is only its lines.
-        let city = env
+        // Without ctx_map_reduce there is no filter to name.
+        let (_dir, mut env) = env_with(
+            "GET /index.html status=200 bytes=2004\n",
+            0,
+            vec![MicroTool::Grep, MicroTool::FinalAnswer],
+        );
+        let grepped = env
             .call_tool(&call(
                 "ctx_grep",
-                json!({"variable": "context", "pattern": "city=Lima"}),
+                json!({"variable": "context", "pattern": "bytes > 2000"}),
             ))
             .await
             .unwrap();
-        assert!(!city.content.contains("ctx_map_reduce"), "{}", city.content);
+        assert!(
+            !grepped.content.contains("ctx_map_reduce"),
+            "{}",
+            grepped.content
+        );
     }
 
     #[tokio::test]
-    async fn a_summary_asked_to_count_for_a_ranking_task_points_to_the_tasks_plan() {
-        // The after-review reading's aggregate item 1: "which label appears in the most
-        // records", and a summary of the whole context asked how many have one label.
-        let refused = refused_summary(
-            "label=fraud amount=3\n",
-            Some("Which label appears in the most records of the context? Answer with the label only."),
-            "How many records have the label 'fraud'? Answer with a number.",
-        )
-        .await;
-        assert!(
-            refused.contains(
-                r#"ctx_map_reduce, map {"extract": "label=(\\w+)"}, reduce {"op": "top_k", "k": 1}"#
-            ),
-            "{refused}"
+    async fn a_grep_that_matches_nothing_shows_the_lines_sharing_the_most_words() {
+        let (_dir, mut env) = env_with(
+            "Intro.\nOne of the special magic numbers for amber-falcon-05 is: 123\nThe end.\n",
+            0,
+            MicroTool::ALL.to_vec(),
         );
-        // The after-literal-seed6 reading's aggregate item 4: the task's own question.
-        let ranking = refused_summary(
-            "label=fraud amount=3\n",
-            Some("Which label appears in the most records of the context? Answer with the label only."),
-            "which label appears in the most records of the context?",
-        )
-        .await;
-        assert!(
-            ranking.starts_with("ctx_summarize does not count")
-                && ranking.contains(r#"reduce {"op": "top_k", "k": 1}"#),
-            "{ranking}"
+        let grepped = env
+            .call_tool(&call(
+                "ctx_grep",
+                json!({"variable": "context", "pattern": "special magic number for amber-falcon-05"}),
+            ))
+            .await
+            .unwrap();
+        assert!(!grepped.is_error);
+        assert_eq!(
+            grepped.content,
+            "no line of context matches \"special magic number for amber-falcon-05\"\nThe line that shares the most words with the pattern (case and plurals folded):\noffset 7 (line 2): One of the special magic numbers for amber-falcon-05 is: 123"
         );
     }
 
@@ -954,7 +627,7 @@ mod tests {
             ))
             .await
             .unwrap();
-        // An end before the start is a length (the local model's slip).
+        // An end before the start is a length (a slip models make).
         assert!(
             !backwards.is_error
                 && backwards

@@ -1,19 +1,20 @@
 //! Under `--env plan` the model reads the context only through plans, so an answer
-//! given before any plan has produced a result is a guess. The local model answered
-//! that way after every failed plan — `label` after a refused `extract`, `0` after a
-//! reduction that found no number (docs/eval.md) — rather than write the plan again.
-//! Such an answer — a `final_answer` call or `FINAL(...)` — is refused once a run,
-//! with the last plan's error repeated; a second one is taken (a run must be able to
-//! end, and the forced last answer is never asked about). So is one given right after
-//! a failed plan when an earlier plan gave a result: the local model ranked the cities,
-//! had its pairs plan refused, and answered `0` (docs/eval.md, s20-seed23 plan `pairs`
-//! item 2).
+//! given before any plan has produced a result is a guess: small models tend to answer
+//! that way after a failed plan (a word of a refused `extract`, `0` after a reduction
+//! that found no number) rather than write the plan again. Such an answer — a
+//! `final_answer` call or `FINAL(...)` — is refused once a run, with the last plan's
+//! error repeated; a second one is taken (a run must be able to end, and the forced
+//! last answer is never asked about). So is one given right after a failed plan when an
+//! earlier plan gave a result: the earlier result answered another question.
 //!
 //! Under `--env tools` the model reads with grep and slice as well, so an answer with
 //! no plan result is not a guess by itself; but an answer given right after a refused
-//! or failed plan is: the local model answered `0` at once when its counting plan was
-//! refused with the exact plan to write (docs/eval.md, after-tools-3). That answer is
+//! or failed plan is (the model gave up on the plan it meant to run). That answer is
 //! refused once a run the same way ([`PlanGate::refuse_after_failed_plan`]).
+//!
+//! The gate reads only the model's own calls and their results, never the task. The
+//! loop asks it through [`rlm_env::ToolBox::refuse_answer`], so a loop that runs with
+//! no corrections simply does not ask.
 
 use rlm_env::ToolOutcome;
 
@@ -112,8 +113,7 @@ mod tests {
 
     #[test]
     fn under_plan_an_answer_right_after_a_failed_plan_is_refused_though_one_gave_a_result() {
-        // The s20-seed23 reading's plan `pairs` item 2: a ranking ran, the next plan was
-        // refused, and `0` was answered.
+        // A ranking ran, the next plan was refused, and `0` was answered.
         let mut gate = PlanGate::default();
         gate.saw_plan(&ToolOutcome::result("Denver (92)\nRiga (92)"));
         gate.saw_plan(&ToolOutcome::error(
@@ -144,11 +144,11 @@ mod tests {
 
         let mut gate = PlanGate::default();
         gate.saw_plan(&ToolOutcome::error(
-            "ctx_map_reduce failed: use map {\"count\": \"label=payments\"}",
+            "ctx_map_reduce failed: use map {\"count\": \"status=404\"}",
         ));
         let refusal = gate.refuse_after_failed_plan().expect("refused");
         assert!(
-            refusal.contains("The plan's error: ctx_map_reduce failed: use map {\"count\": \"label=payments\"}\nWrite that plan again"),
+            refusal.contains("The plan's error: ctx_map_reduce failed: use map {\"count\": \"status=404\"}\nWrite that plan again"),
             "{refusal}"
         );
         assert!(gate.refuse_after_failed_plan().is_none(), "only once a run");

@@ -10,16 +10,14 @@ use crate::text_protocol;
 use rlm_env::PromptFeatures;
 use rlm_protocol::host_call::PLAN_EXAMPLE_ASK;
 
-/// Exact plans for the questions small models get wrong with a helper model (counts,
-/// sums, the most frequent value, equal pairs, with and without a condition), over a
-/// log whose shape no task has: maps with no model, shown to both the plan and the
-/// tools environments. A 1.5B model wrote them from this text at its first try where it
-/// had asked leaves to count (docs/eval.md, the after-plan-3 to after-plan-6 readings).
-const EXACT_MAPS: &str = r#"- how many lines have status=500: map {"count": "status=500"}, reduce {"op": "sum"}
-- the sum of the bytes of the lines with status=500: filter {"regex": "status=500"}, map {"extract": "bytes=(\\d+)"}, reduce {"op": "sum"}
-- which user appears most often: map {"extract": "user=(\\w+)"}, reduce {"op": "top_k", "k": 1}
-- how many pairs of lines with status=500 have the same user: filter {"regex": "status=500"}, map {"extract": "user=(\\w+)"}, reduce {"op": "pairs"}
-- how many pairs of lines with more than 1000 bytes have the same user: filter {"where": "bytes > 1000"}, map {"extract": "user=(\\w+)"}, reduce {"op": "pairs"}"#;
+/// Maps with no model over records of several shapes (JSON lines, CSV, an access
+/// log), each a pattern that reads one field and a reduction of what it read: exact
+/// where a helper model guesses, and written so that a model can copy the shape onto
+/// its own records. Shown to both the plan and the tools environments.
+const EXACT_MAPS: &str = r#"- JSON lines like {"path": "/api", "latency_ms": 87}, the slowest request: map {"extract": "\"latency_ms\": (\\d+)"}, reduce {"op": "max"}
+- CSV lines like 2024-05-01,oak,12, the distinct trees: map {"extract": "^[^,]*,([^,]*),"}, reduce {"op": "union"}
+- log lines like GET /index.html status=404 bytes=512, the requests that got a 404: map {"count": "status=404"}, reduce {"op": "sum"}
+- the same log, the fewest bytes a failed request sent: filter {"where": "status >= 500"}, map {"extract": "bytes=(\\d+)"}, reduce {"op": "min"}"#;
 
 /// The system prompt of the micro-tools: what each does, and the rules by kind of task
 /// (without `ctx_map_reduce`, the design's delegation rule: cheapest first, grep, slice,
@@ -71,10 +69,9 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
 
 /// The tools' rules when `ctx_map_reduce` is offered, by the kind of task: one fact is
 /// found (grep, slice), a count or a ranking is computed (a plan with no model, the
-/// exact maps shown), and a sub-model reads only what neither does. The first reading
-/// of the tools arm on records followed "cheapest first: grep, slice, then summarize"
-/// to the letter: it grepped `label=payments`, was told 51 lines match, and asked
-/// `ctx_summarize` for the count (docs/eval.md, after-plan-8).
+/// exact maps shown), and a sub-model reads only what neither does. "Cheapest first:
+/// grep, slice, then summarize" alone leads a model that grepped a count's lines to
+/// ask a summary for the count, which a sub-model then guesses.
 fn by_kind_of_task(text: &mut String, tools: &[MicroTool]) {
     let grep = tools.contains(&MicroTool::Grep);
     if grep {
@@ -90,7 +87,7 @@ fn by_kind_of_task(text: &mut String, tools: &[MicroTool]) {
     }
     let _ = writeln!(
         text,
-        "\n- When the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`, with split {{\"by\": \"lines\"}}:\n{EXACT_MAPS}"
+        "\n- When the task names what to look for (a word, a key=value), a map with no model answers it exactly. For example, with split {{\"by\": \"lines\"}}:\n{EXACT_MAPS}"
     );
     if tools.contains(&MicroTool::Summarize) {
         text.push_str("- ctx_summarize only when neither grep nor a map with no model can answer: a sub-model reads the variable.\n");
@@ -113,7 +110,7 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
     let example = serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap_or_default();
     let _ = write!(
         text,
-        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it; {{\"where\": \"bytes > 1000\"}} keeps the lines whose number field meets the condition (>, >=, <, <=, =, !=; join two with and); with a count or extract map, only the lines a filter keeps are read.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), pairs (how many pairs of items are equal), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. Over a log of lines like `user=ana status=500 bytes=512`:\n{EXACT_MAPS}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line. An answer before any plan has given a result is a guess and is not taken: when a plan fails, write it again as its error says.\n"
+        "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it; {{\"where\": \"bytes > 1000\"}} keeps the lines whose number field meets the condition (>, >=, <, <=, =, !=; join two with and); with a count or extract map, only the lines a filter keeps are read.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), pairs (how many pairs of items are equal), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. For example, with split {{\"by\": \"lines\"}}:\n{EXACT_MAPS}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line. An answer before any plan has given a result is a guess and is not taken: when a plan fails, write it again as its error says.\n"
     );
     if features.text_tool_protocol {
         // Replies are held to a call keyed by the tool's name (`response_format`).
@@ -144,26 +141,48 @@ mod tests {
     #[test]
     fn the_plan_prompt_shows_exact_maps_that_work_as_written() {
         let text = plan_prompt();
-        let line = "2026-03-01 user=ana status=500 bytes=512";
-        let count = json_string_after(&text, "have status=500: map {\"count\": ");
-        assert_eq!(count, "status=500");
-        let filter = json_string_after(
-            &text,
-            "bytes of the lines with status=500: filter {\"regex\": ",
-        );
-        assert_eq!(filter, "status=500");
-        let bytes = json_string_after(&text, "\"status=500\"}, map {\"extract\": ");
-        let bytes = regex::Regex::new(&bytes).expect("the shown pattern compiles");
-        assert_eq!(&bytes.captures(line).expect("it matches")[1], "512");
-        let user = json_string_after(&text, "most often: map {\"extract\": ");
-        let user = regex::Regex::new(&user).expect("the shown pattern compiles");
-        assert_eq!(&user.captures(line).expect("it matches")[1], "ana");
-        assert!(text.contains("{\"op\": \"top_k\", \"k\": 1}"), "{text}");
-        let pairs = json_string_after(&text, "have the same user: filter {\"regex\": ");
-        assert_eq!(pairs, "status=500");
-        assert!(text.contains("{\"op\": \"pairs\"}"), "{text}");
-        let condition = json_string_after(&text, "have the same user: filter {\"where\": ");
-        assert_eq!(condition, "bytes > 1000");
+        // Each pattern shown, decoded as the model reads it, finds its field in a
+        // record of the shape its line names.
+        for (before, record, found) in [
+            (
+                "slowest request: map {\"extract\": ",
+                r#"{"path": "/api", "latency_ms": 87}"#,
+                Some("87"),
+            ),
+            (
+                "distinct trees: map {\"extract\": ",
+                "2024-05-01,oak,12",
+                Some("oak"),
+            ),
+            (
+                "got a 404: map {\"count\": ",
+                "GET /index.html status=404 bytes=512",
+                None,
+            ),
+            (
+                "\"status >= 500\"}, map {\"extract\": ",
+                "GET /pay status=503 bytes=128",
+                Some("128"),
+            ),
+        ] {
+            let pattern = json_string_after(&text, before);
+            let regex = regex::Regex::new(&pattern).expect("the shown pattern compiles");
+            let captures = regex.captures(record).expect("it matches its record");
+            if let Some(found) = found {
+                assert_eq!(&captures[1], found, "{pattern}");
+            }
+        }
+        let condition = json_string_after(&text, "failed request sent: filter {\"where\": ");
+        let condition =
+            rlm_plan::condition::Condition::parse(&condition).expect("the condition reads");
+        assert!(condition.holds_for("GET /pay status=503 bytes=128"));
+        assert!(!condition.holds_for("GET /index.html status=404 bytes=512"));
+        for reduce in ["max", "union", "sum", "min"] {
+            assert!(
+                text.contains(&format!("{{\"op\": \"{reduce}\"}}")),
+                "{reduce}"
+            );
+        }
     }
 
     fn tools_prompt(tools: &[MicroTool]) -> String {
@@ -210,9 +229,8 @@ mod tests {
     }
 
     #[test]
-    fn every_prompt_shows_the_one_example_question_the_host_recognises() {
-        // The host refuses a plan that copies `PLAN_EXAMPLE_ASK` (docs/eval.md); a
-        // prompt showing another text would escape that check.
+    fn every_prompt_shows_the_one_example_question() {
+        // The plan prompt and the tool's description show the same worked example.
         assert!(plan_prompt().contains(&serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap()));
         assert!(MicroTool::MapReduce
             .spec()

@@ -173,70 +173,29 @@ impl ToolsEnv {
             .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
             .await?;
         if hits.is_empty() {
-            if let Some(found) = self.grep_keys_listed(&args).await? {
-                return Ok(found);
-            }
+            // A second pass, only when nothing matched: the lines nearest the pattern.
+            let pattern = args.pattern.clone();
+            let near = self
+                .read(self.source(&args.variable)?, move |text| {
+                    crate::nearest::nearest(text, &pattern)
+                })
+                .await?;
             return Ok(format!(
                 "no line of {} matches {:?}{}{}",
                 args.variable,
                 args.pattern,
                 self.condition_instead_of_pattern(&args.pattern),
-                alternation_instead_of_list(&args.pattern, &self.config.query)
-            ) + &misspelt_keys_note(&args.pattern, &self.config.query)
-                + &task_keys_note(&args.pattern, &self.config.query));
+                crate::nearest::note(&near),
+            ));
         }
-        let mut text = found_lines(&args.variable, &args.pattern, &hits, total);
-        text.push_str(&self.task_condition_note(&args.pattern));
-        text.push_str(&misspelt_keys_note(&args.pattern, &self.config.query));
-        // Lines that name none of the task's keys are not the ones to find (s19d-seed22
-        // `sniah` item 3: a phrase of the preview grepped, its line sliced until forced).
-        let task_keys = keys_named(&self.config.query);
-        let names_a_key = hits.iter().any(|hit| {
-            let line = hit.text.to_lowercase();
-            task_keys
-                .iter()
-                .any(|key| line.contains(&key.to_lowercase()))
-        });
-        if !names_a_key {
-            text.push_str(&task_keys_note(&args.pattern, &self.config.query));
-        }
-        Ok(text)
-    }
-
-    /// A grep of a list of the keys the task names (`keen-walrus-89, ivory-yak-55 and
-    /// nimble-heron-52`) that found no line, as no line holds the whole list: the keys
-    /// joined by `|` grepped in its place, when that finds lines. The local model sent
-    /// the task's list four times, told each time to join it by `|`, and was forced on
-    /// the keys' last digits (docs/eval.md, s19c-seed21 `multi-needle` item 1).
-    async fn grep_keys_listed(&self, args: &GrepArgs) -> Result<Option<String>, ToolError> {
-        let Some(alternation) = task_keys_alternation(&args.pattern, &self.config.query) else {
-            return Ok(None);
-        };
-        let regex = compile(&alternation)?;
-        let source = self.source(&args.variable)?;
-        let (hits, total) = self
-            .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
-            .await?;
-        if hits.is_empty() {
-            return Ok(None);
-        }
-        // The keys first: the loop reads a grep's result as found lines unless it
-        // starts "no line" (s20-seed23 `multi-needle` item 3: all four keys found this
-        // way, never told so, sliced and grepped again until forced).
-        Ok(Some(format!(
-            "the keys {:?} lists, joined by |, were grepped in its place (no line of {} holds the list whole: a line matches a pattern only holding all of it, in that order): {}{}",
-            args.pattern,
-            args.variable,
-            found_lines(&args.variable, &alternation, &hits, total),
-            misspelt_keys_note(&args.pattern, &self.config.query)
-        )))
+        Ok(found_lines(&args.variable, &args.pattern, &hits, total))
     }
 
     async fn slice(&self, arguments: &str) -> Result<String, ToolError> {
         let args: SliceArgs = parse_args(MicroTool::Slice, arguments)?;
-        // An end before the start is read as a length: the local model asked
-        // `start: 2300, end: 345` twice for the 345 characters after a grep's offset
-        // (docs/eval.md, after-echo, `multi-needle` item 1).
+        // An end before the start is read as a length: `start: 2300, end: 345` asks
+        // for the 345 characters after a grep's offset (a slip models make, and no
+        // other reading of it is a range).
         let as_length = args.end > 0 && args.end < args.start;
         let asked_end = if as_length {
             args.start.saturating_add(args.end)
@@ -283,12 +242,6 @@ impl ToolsEnv {
             Ok(args) => args,
             Err(error) => return Ok(ToolOutcome::error(error.to_string())),
         };
-        if let Some(refusal) = self.plan_instead_of_summary(&args.instruction) {
-            return Ok(ToolOutcome::error(refusal));
-        }
-        if let Some(refusal) = self.grep_lines_instead_of_summary(&args.instruction) {
-            return Ok(ToolOutcome::error(refusal));
-        }
         let source = match self.source(&args.variable) {
             Ok(source) => source,
             Err(error) => return Ok(ToolOutcome::error(error.to_string())),
@@ -361,117 +314,20 @@ impl ToolsEnv {
     }
 
     /// What to write instead of a grep pattern that is a comparison of a number field
-    /// (`year > 2000`), which no line holds as text: the `where` filter that keeps those
-    /// records, and the plan the task's words name, where there is one — when
-    /// `ctx_map_reduce` is offered. Empty otherwise. The local model grepped "year >
-    /// 2000" for the pairs of people born after 2000, found no line, and answered 0
-    /// (docs/eval.md, after-tools-4 `pairs` items 1 and 2); under `--env plan` it wrote
-    /// the same comparison as a plan's `{"regex": …}` filter, which kept no piece, and
-    /// answered a guess (final-seed12 `pairs` items 0–3).
+    /// (`bytes > 1000`), which no line holds as text: the `where` filter that keeps
+    /// those records — when `ctx_map_reduce` is offered. Empty otherwise. It reads the
+    /// pattern alone: a comparison written as a regex (in `ctx_grep` or in a plan's
+    /// `regex` filter) finds nothing, and the model is told which filter compares.
     fn condition_instead_of_pattern(&self, pattern: &str) -> String {
         if !self.tools.contains(&MicroTool::MapReduce)
             || rlm_plan::condition::Condition::parse(pattern).is_err()
         {
             return String::new();
         }
-        let mut text = format!(
+        format!(
             ": a pattern matches text, it does not compare numbers; {}",
             kept_by_where(pattern.trim())
-        );
-        if let Some(plan) = rlm_plan::task_fit::exact_plan_for_task(&self.config.query) {
-            text.push_str(&format!(
-                ". {}",
-                exact_plan_sentence(&rlm_plan::task_fit::parts_of(&plan))
-            ));
-        }
-        text
-    }
-
-    /// What to write instead of a grep pattern on the field of the comparison the task
-    /// states (`year=2000` for "born after 2000 (year > 2000)"): text matches, not the
-    /// records the comparison keeps — when `ctx_map_reduce` is offered and the task's
-    /// own exact plan filters by that comparison. Empty otherwise. The local model
-    /// grepped `year=2000`, found 14 lines, and spent the run mapping the grep's
-    /// heading as a pieces variable (docs/eval.md, after-literal `pairs` item 3).
-    fn task_condition_note(&self, pattern: &str) -> String {
-        if !self.tools.contains(&MicroTool::MapReduce) {
-            return String::new();
-        }
-        let Some(plan) = rlm_plan::task_fit::exact_plan_for_task(&self.config.query) else {
-            return String::new();
-        };
-        let Some(rlm_plan::Filter::Where(condition)) = &plan.filter else {
-            return String::new();
-        };
-        let field = rlm_plan::condition::Condition::parse(condition)
-            .map(|c| c.field().to_lowercase())
-            .unwrap_or_default();
-        if field.is_empty() || !pattern.to_lowercase().contains(&field) {
-            return String::new();
-        }
-        format!(
-            "\nThese lines match the text of the pattern, not the comparison the task asks for; {}. {}.",
-            kept_by_where(condition),
-            exact_plan_sentence(&rlm_plan::task_fit::parts_of(&plan))
         )
-    }
-
-    /// Why `ctx_summarize` should not answer `instruction`: it asks what a summary
-    /// guesses and a plan computes — how many times a `key=value` occurs (the local
-    /// model asked it so and was told "1 line" of 36, docs/eval.md after-tools-3), which
-    /// value is the most frequent, a sum — when `ctx_map_reduce` is offered. The plan
-    /// named is the one the run's task asks for where its words name one (the most
-    /// frequent label, the pairs sharing a city…), else the count of the question's
-    /// `key=value` ([`rlm_plan::task_fit::exact_plan_for_question`]).
-    fn plan_instead_of_summary(&self, instruction: &str) -> Option<String> {
-        if !self.tools.contains(&MicroTool::MapReduce) {
-            return None;
-        }
-        let plan = rlm_plan::task_fit::exact_plan_for_question(instruction, &self.config.query)?;
-        Some(format!(
-            "ctx_summarize does not count: a summary of the text guesses how many, or which is the most. {}",
-            exact_plan_sentence(&plan)
-        ))
-    }
-
-    /// A summary asked about keys (`hollow-gecko-55`) that an earlier `ctx_grep` of
-    /// the run already found, each on a line of its own: those lines, which are exact
-    /// where a summary is a model's reading. `None` when the instruction names no such
-    /// key or a grep did not find every one. The local model grepped the four keys of a
-    /// `multi-needle` task, got the four lines with their numbers, then asked
-    /// `ctx_summarize` the task's question and answered its misreading (docs/eval.md,
-    /// after-echo, `multi-needle` item 1).
-    fn grep_lines_instead_of_summary(&self, instruction: &str) -> Option<String> {
-        let keys = keys_named(instruction);
-        if keys.is_empty() {
-            return None;
-        }
-        // The hit lines of every grep that ran (a repeated call is not stored again),
-        // sorted: `seen` is a map, and the same run must give the same text.
-        let mut found: Vec<&str> = self
-            .seen
-            .iter()
-            .filter(|((tool, _), (_, outcome))| {
-                tool.as_str() == MicroTool::Grep.name() && !outcome.is_error
-            })
-            .flat_map(|(_, (_, outcome))| outcome.content.lines().skip(1))
-            .collect();
-        found.sort_unstable();
-        let mut lines: Vec<&str> = Vec::with_capacity(keys.len());
-        for key in &keys {
-            let key = key.to_lowercase();
-            let line = found
-                .iter()
-                .find(|line| line.to_lowercase().contains(&key))?;
-            if !lines.contains(line) {
-                lines.push(line);
-            }
-        }
-        Some(format!(
-            "ctx_summarize asks a model to read the text, and it may misread it. Your ctx_grep already found the lines that name {}; they are the text itself:\n{}\nRead the answer in them and call final_answer with it.",
-            keys.join(", "),
-            lines.join("\n")
-        ))
     }
 
     /// `ctx_map_reduce`: the plan goes to the orchestrator, over the variable's key.
@@ -490,7 +346,7 @@ impl ToolsEnv {
                 args.variable
             )));
         };
-        // A regex filter that is a comparison (`year > 2000`) keeps no piece: no line
+        // A regex filter that is a comparison (`bytes > 1000`) keeps no piece: no line
         // holds that text. Said when the plan kept none.
         let comparison_note = args
             .filter
@@ -527,13 +383,8 @@ impl ToolsEnv {
                     Value::String(text) => text.clone(),
                     other => other.to_string(),
                 };
-                // The orchestrator ran the plan a refusal named in place of one refused
-                // again ([`rlm_plan::task_fit::Refusal::exact`]): said first.
-                let note = reply["note"]
-                    .as_str()
-                    .map_or(String::new(), |note| format!("{note}\n"));
                 Ok(ToolOutcome::result(format!(
-                    "{note}{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
+                    "{answer}\n(plan: {} pieces, {} kept, {} calls; each piece's result is in the variable {})",
                     reply["pieces"],
                     reply["kept"],
                     reply["calls"],
@@ -549,20 +400,12 @@ impl ToolsEnv {
 }
 
 /// The clause that names the `where` filter of `ctx_map_reduce` keeping the records whose
-/// field meets `condition` (`year > 2000`): one wording for a grep pattern that is such
-/// a comparison and for one that only names its field.
+/// field meets `condition` (`bytes > 1000`).
 fn kept_by_where(condition: &str) -> String {
     let condition = serde_json::to_string(condition).unwrap_or_default();
     format!(
         "the records whose field meets {condition} are kept by the filter {{\"where\": {condition}}} of ctx_map_reduce"
     )
-}
-
-/// The sentence that names the plan answering the task exactly, given its parts as
-/// [`rlm_plan::task_fit::parts_of`] writes them: one wording wherever a tool's error
-/// points to it.
-fn exact_plan_sentence(parts: &str) -> String {
-    format!("Answer the task exactly with ctx_map_reduce, {parts} (no model call)")
 }
 
 impl ToolsEnv {
@@ -605,141 +448,4 @@ fn compile(pattern: &str) -> Result<Regex, ToolError> {
             pattern: pattern.to_owned(),
             error,
         })
-}
-
-/// What to write instead of a grep pattern that lists several things (`eager-yak-46,
-/// olive-quokka-48, keen-stoat-32` or `a and b`), which a line matches only holding all
-/// of them in that order: the alternation that matches a line with any one. Empty when
-/// the pattern is no such list. The local model grepped the four keys of a
-/// `multi-needle` task joined by commas, three times, and found no line (docs/eval.md,
-/// after-echo, `multi-needle` item 0); and joined by spaces, five times, until forced
-/// (s18-seed14 `multi-needle` item 4): a pattern of words that names two keys or more
-/// ([`keys_named`]) is the list of those keys. A key the task names with a letter or
-/// two more or less is written as the task writes it ([`task_spelling`]).
-fn alternation_instead_of_list(pattern: &str, task: &str) -> String {
-    let Some(parts) = listed(pattern, task) else {
-        return String::new();
-    };
-    let alternation = serde_json::to_string(&parts.join("|")).unwrap_or_default();
-    format!(
-        ": the pattern is a list, and a line matches it only holding all of it in that order. For the lines with any one of them, grep one pattern joined by |: {alternation}"
-    )
-}
-
-/// The things a grep pattern lists — split on commas and "and", or the keys it names
-/// when an item holds a space — each key written as the task writes it; `None` for a
-/// pattern of fewer than two or one that already joins them by `|`.
-fn listed<'a>(pattern: &'a str, task: &'a str) -> Option<Vec<&'a str>> {
-    if pattern.contains('|') {
-        return None;
-    }
-    let mut parts: Vec<&str> = pattern
-        .split(',')
-        .flat_map(|part| part.split(" and "))
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-        .collect();
-    if parts.iter().any(|part| part.contains(char::is_whitespace)) {
-        parts = keys_named(pattern);
-    }
-    if parts.len() < 2 {
-        return None;
-    }
-    let task_keys = keys_named(task);
-    Some(
-        parts
-            .into_iter()
-            .map(|part| task_spelling(part, &task_keys).unwrap_or(part))
-            .collect(),
-    )
-}
-
-/// The alternation of a grep pattern that lists only keys the task names (each as the
-/// task writes it): what the list was meant to find ([`ToolsEnv::grep_keys_listed`]).
-fn task_keys_alternation(pattern: &str, task: &str) -> Option<String> {
-    let parts = listed(pattern, task)?;
-    let task_keys = keys_named(task);
-    let all_keys = parts
-        .iter()
-        .all(|part| task_keys.iter().any(|key| key.eq_ignore_ascii_case(part)));
-    all_keys.then(|| parts.join("|"))
-}
-
-/// Edits (letters added, dropped or changed) within which a key of a pattern is read
-/// as a misspelling of a key the task names.
-const MISSPELLING_EDITS: usize = 2;
-
-/// The key of `task_keys` that `key` misspells — one a letter or two away, not the
-/// same — when there is one. The local model grepped `gently-raven-88` for the task's
-/// `gentle-raven-88`, found the other three keys' lines, and sliced around them until
-/// forced (docs/eval.md, s18b-seed15 `multi-needle` item 4).
-fn task_spelling<'t>(key: &str, task_keys: &[&'t str]) -> Option<&'t str> {
-    if task_keys.contains(&key) {
-        return None;
-    }
-    task_keys
-        .iter()
-        .copied()
-        .filter(|task_key| strsim::levenshtein(key, task_key) <= MISSPELLING_EDITS)
-        .min_by_key(|task_key| strsim::levenshtein(key, task_key))
-}
-
-/// A note naming the keys of a grep `pattern` that misspell keys the task names, each
-/// with the task's spelling; empty when there is none.
-fn misspelt_keys_note(pattern: &str, task: &str) -> String {
-    let task_keys = keys_named(task);
-    let fixes: Vec<String> = keys_named(pattern)
-        .into_iter()
-        .filter_map(|key| Some(format!("{} (not {key})", task_spelling(key, &task_keys)?)))
-        .collect();
-    if fixes.is_empty() {
-        return String::new();
-    }
-    format!(
-        "\nThe task names {}: grep each key as the task writes it.",
-        fixes.join(", ")
-    )
-}
-
-/// After a grep that found nothing, or only lines that name no key of the task, the
-/// keys the task names (`cobalt-lynx-35`), when the pattern holds none of them and is
-/// not a misspelling of one: the lines to look for are the ones that name them. The
-/// local model grepped the task's phrase "special magic numbers" (the lines say
-/// "number") five times and was forced (docs/eval.md, s18c-seed16 `multi-needle` item
-/// 4). Empty otherwise.
-fn task_keys_note(pattern: &str, task: &str) -> String {
-    let task_keys = keys_named(task);
-    let pattern_lower = pattern.to_lowercase();
-    let names_one = task_keys
-        .iter()
-        .any(|key| pattern_lower.contains(&key.to_lowercase()));
-    let misspells_one = keys_named(pattern)
-        .into_iter()
-        .any(|key| task_spelling(key, &task_keys).is_some());
-    if task_keys.is_empty() || names_one || misspells_one {
-        return String::new();
-    }
-    let alternation = serde_json::to_string(&task_keys.join("|")).unwrap_or_default();
-    format!(
-        "\nThe task names {}: the lines to find are the ones that name {}; grep {alternation}.",
-        task_keys.join(", "),
-        if task_keys.len() == 1 { "it" } else { "them" }
-    )
-}
-
-/// The keys `text` names: its tokens of letters, digits, `-` and `_` that hold a `-`
-/// or `_` and a digit (`eager-yak-46`, `order_17`), as a needle's key is written.
-pub(crate) fn keys_named(text: &str) -> Vec<&str> {
-    let mut keys: Vec<&str> = text
-        .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
-        .map(|token| token.trim_matches(['-', '_']))
-        .filter(|token| {
-            token.len() >= 3
-                && token.contains(['-', '_'])
-                && token.contains(|c: char| c.is_ascii_digit())
-        })
-        .collect();
-    let mut seen = std::collections::HashSet::new();
-    keys.retain(|key| seen.insert(*key));
-    keys
 }

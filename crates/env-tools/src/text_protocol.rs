@@ -155,9 +155,8 @@ fn call_of_object(object: &Map<String, Value>) -> Option<(String, Map<String, Va
         Some(value @ (Value::Object(_) | Value::String(_))) => {
             let mut arguments = arguments_of(tool, value);
             // A parameter written beside the arguments rather than in them: an extra `}`
-            // closed them early. The local model wrote `"map": {"extract": …}}, "reduce":
-            // {"op": "top_k", "k": 1}}` — the right plan, refused for a missing `reduce`
-            // (docs/eval.md, after-review `aggregate` item 1).
+            // closed them early, as in `"map": {"extract": …}}, "reduce": {"op": "top_k",
+            // "k": 1}}` — the right plan, which would be refused for a missing `reduce`.
             for (key, value) in object {
                 if parameters(tool).contains(&key.as_str()) && !arguments.contains_key(key) {
                     arguments.insert(key.clone(), value.clone());
@@ -513,14 +512,14 @@ mod tests {
     #[test]
     fn a_parameter_an_extra_brace_left_beside_the_arguments_joins_them() {
         // After-review `aggregate` item 1, as the model wrote it.
-        let text = r#"{{"name": "ctx_map_reduce", "arguments": {"filter": {"regex": "label=(\\w+)"}, "map": {"extract": "label=(\\w+)"}}, "reduce": {"op": "top_k", "k": 1}}}"#;
+        let text = r#"{{"name": "ctx_map_reduce", "arguments": {"filter": {"regex": "host=(\\w+)"}, "map": {"extract": "host=(\\w+)"}}, "reduce": {"op": "top_k", "k": 1}}}"#;
         assert_eq!(
             parsed(text),
             [(
                 "ctx_map_reduce".to_owned(),
                 json!({
-                    "filter": {"regex": "label=(\\w+)"},
-                    "map": {"extract": "label=(\\w+)"},
+                    "filter": {"regex": "host=(\\w+)"},
+                    "map": {"extract": "host=(\\w+)"},
                     "reduce": {"op": "top_k", "k": 1},
                 })
             )]

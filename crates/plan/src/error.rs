@@ -16,8 +16,8 @@ pub enum PlanError {
     #[error("the plan's input could not be read: {0}")]
     Read(String),
     /// A piece is longer than the sub-model's window takes. The size to use comes
-    /// first: a small model given two figures took the earlier one, a token budget,
-    /// for its next `split.size` (docs/eval.md, the second reading).
+    /// first: a small model given two figures tends to take the earlier one (here a
+    /// token budget) for its next `split.size`.
     #[error("use \"size\": {fits} or less in `split` (counted in {unit}): piece {index} is about {tokens} tokens, over the {budget} tokens the sub-model's window leaves for a prompt")]
     PieceTooLarge {
         /// The piece (0-based).
@@ -134,8 +134,8 @@ mod tests {
 
     #[test]
     fn the_advice_is_in_the_splits_own_unit() {
-        // What the local model wrote: `{"by": "lines", "size": 20000}` over a log of 600
-        // lines, 32 199 characters: one piece, too large.
+        // `{"by": "lines", "size": 20000}` over a log of 600 lines, 32 199 characters:
+        // one piece, too large.
         let lines = too_large().in_units_of(SplitBy::Lines, 32_199, 600, 3.5);
         assert!(
             lines

@@ -17,8 +17,6 @@ pub mod price;
 pub mod reduce;
 pub mod spec;
 pub mod split;
-pub mod task_fit;
-pub mod words;
 pub mod work;
 
 pub use error::PlanError;

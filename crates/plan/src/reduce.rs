@@ -26,18 +26,18 @@ pub enum ReduceError {
 }
 
 impl ReduceError {
-    /// What to change, given the map that made the results (`None`: not known) and the
-    /// task: the fix for words where numbers were wanted depends on where the words
-    /// came from, and after an `extract` the reductions the task's own words call for
-    /// come first (a small model takes the first of several suggestions: it counted
-    /// cities for a question about pairs, docs/eval.md, after-plan-5). `None` for
-    /// [`ReduceError::NeedsModel`], which is the orchestrator's to handle.
-    pub fn advice(&self, map: Option<&Map>, task: &str) -> Option<String> {
+    /// What to change, given the map that made the results (`None`: not known): the fix
+    /// for words where numbers were wanted depends on where the words came from. An
+    /// `extract` gives the matched values themselves, so the reductions of values are
+    /// named, each once and always in the same order (the plan alone says nothing of
+    /// which one the model meant). `None` for [`ReduceError::NeedsModel`], which is the
+    /// orchestrator's to handle.
+    pub fn advice(&self, map: Option<&Map>) -> Option<String> {
         match (self, map) {
             (Self::NeedsModel, _) => None,
             (Self::NoNumbers { .. }, Some(Map::Extract(_))) => Some(format!(
                 "the extract gave values, not numbers: {}",
-                value_reductions(task, None).join("; ")
+                VALUE_REDUCTIONS.join("; ")
             )),
             (Self::NoNumbers { .. }, _) => Some(
                 "ask the map for a number only, or reduce words with count, top_k, union or pairs"
@@ -47,63 +47,13 @@ impl ReduceError {
     }
 }
 
-/// A reduction of values: how a refusal suggests it, the words of a task that call for
-/// it, and the reduction itself.
-struct ValueReduction {
-    text: &'static str,
-    triggers: &'static [&'static str],
-    reduce: Reduce,
-}
-
-/// The reductions of values, each with the words of a task that call for it.
-const VALUE_REDUCTIONS: [ValueReduction; 4] = [
-    ValueReduction {
-        text: "to count them use {\"op\": \"count\"}",
-        triggers: &[],
-        reduce: Reduce::Count,
-    },
-    ValueReduction {
-        text: "for the most frequent use {\"op\": \"top_k\", \"k\": 1}",
-        triggers: &["most", "frequent", "common"],
-        reduce: Reduce::TopK { k: 1 },
-    },
-    ValueReduction {
-        text: "for each once use {\"op\": \"union\"}",
-        triggers: &["distinct", "unique"],
-        reduce: Reduce::Union,
-    },
-    ValueReduction {
-        text: "for how many pairs share one use {\"op\": \"pairs\"}",
-        triggers: &["pair"],
-        reduce: Reduce::Pairs,
-    },
+/// The reductions of values, as a refusal names them, in a fixed order.
+const VALUE_REDUCTIONS: [&str; 4] = [
+    "to count them use {\"op\": \"count\"}",
+    "for the most frequent use {\"op\": \"top_k\", \"k\": 1}",
+    "for each once use {\"op\": \"union\"}",
+    "for how many pairs are equal use {\"op\": \"pairs\"}",
 ];
-
-/// [`VALUE_REDUCTIONS`] in the order to suggest them: those a word of `task` starts
-/// with one of their words first, then the rest as listed; without the `refused` one
-/// (a refusal of `count` that suggests `count` was written again as it was).
-pub(crate) fn value_reductions(task: &str, refused: Option<&Reduce>) -> Vec<&'static str> {
-    let mut order: Vec<(&'static str, bool)> = VALUE_REDUCTIONS
-        .iter()
-        .filter(|v| Some(&v.reduce) != refused)
-        .map(|v| (v.text, crate::words::mentions(task, v.triggers)))
-        .collect();
-    // Stable: the called ones first, each group in the listed order.
-    order.sort_by_key(|(_, called)| !called);
-    order.into_iter().map(|(text, _)| text).collect()
-}
-
-/// The one reduction of values the words of `task` call for ("which label appears
-/// most" → `top_k` 1); `None` when they call for none or for several.
-pub(crate) fn called_value_reduction(task: &str) -> Option<Reduce> {
-    let mut called = VALUE_REDUCTIONS
-        .iter()
-        .filter(|v| !v.triggers.is_empty() && crate::words::mentions(task, v.triggers));
-    match (called.next(), called.next()) {
-        (Some(one), None) => Some(one.reduce.clone()),
-        _ => None,
-    }
-}
 
 /// Reduces `results` (in piece order) as `reduce` says.
 pub fn reduce(reduce: &Reduce, results: &[String]) -> Result<String, ReduceError> {
@@ -387,24 +337,15 @@ mod tests {
         let error = reduce(&Reduce::Sum, &strings(&["no", "nothing"])).unwrap_err();
         assert!(error.to_string().contains("found no number"), "{error}");
         assert!(error
-            .advice(None, "")
+            .advice(None)
             .is_some_and(|a| a.starts_with("ask the map for a number only")));
-        // Seen from the local model: cities extracted, then summed.
-        let extract = Map::Extract("city=(\\w+)".into());
-        let advice = |task: &str| error.advice(Some(&extract), task).expect("advice");
-        assert!(advice("How many cities?").starts_with(
-            "the extract gave values, not numbers: to count them use {\"op\": \"count\"}"
-        ));
-        // The reduction the task's words call for comes first; the others follow.
-        let pairs = advice("How many pairs of persons live in the same city?");
-        assert!(
-            pairs.starts_with("the extract gave values, not numbers: for how many pairs share one use {\"op\": \"pairs\"}; to count them"),
-            "{pairs}"
+        // Values extracted, then summed: every reduction of values is named, in one
+        // order whatever the plan was for.
+        let extract = Map::Extract("host=(\\w+)".into());
+        assert_eq!(
+            error.advice(Some(&extract)).expect("advice"),
+            "the extract gave values, not numbers: to count them use {\"op\": \"count\"}; for the most frequent use {\"op\": \"top_k\", \"k\": 1}; for each once use {\"op\": \"union\"}; for how many pairs are equal use {\"op\": \"pairs\"}"
         );
-        assert!(advice("Which city is the most common?").contains("numbers: for the most frequent"));
-        assert!(advice("How many distinct cities?").contains("numbers: for each once"));
-        // A word that only contains one is not it.
-        assert!(advice("How many repairs?").contains("numbers: to count them"));
         assert_eq!(reduce(&Reduce::Sum, &[]).unwrap(), "0");
         assert!(reduce(&Reduce::Max, &[]).is_err());
     }

@@ -22,7 +22,7 @@ pub struct Plan {
     #[serde(default = "context")]
     pub input: String,
     /// How the input is cut into pieces ([`Split::default`], lines, when absent: small
-    /// models leave it out when the map and the reduction are what the task is about).
+    /// models often leave it out and write only the map and the reduction).
     #[serde(default)]
     pub split: Split,
     /// Which pieces are kept (all when absent).
@@ -101,7 +101,7 @@ pub enum Filter {
     /// Pieces the sub-model answers yes about (one call a piece).
     Ask(String),
     /// Pieces with a record whose numeric fields meet a condition such as
-    /// `year > 2000` ([`crate::condition`]); no model call.
+    /// `bytes > 1000` ([`crate::condition`]); no model call.
     Where(String),
 }
 
@@ -302,10 +302,9 @@ impl Map {
 }
 
 /// Why an `extract` of plain text with no group is refused: every match would be the
-/// text itself (the local model extracted `label` to find the most frequent label, and
-/// `top_k` answered "label (593)"). Two ways out are named, the one `reduce` needs
-/// first: a model given a list takes its first item (after "use count", it counted the
-/// word `label` and answered with it: docs/eval.md, the after-plan-4 reading).
+/// text itself (an extract of `user` ranked by `top_k` answers "user (593)"). Two ways
+/// out are named, the one `reduce` needs first: a model given a list tends to take its
+/// first item, so the way that suits the plan's own reduction leads.
 fn literal_extract(pattern: &str, reduce: Option<&Reduce>) -> String {
     let key = pattern.trim_end_matches('=');
     let json = |text: &str| serde_json::to_string(text).unwrap_or_default();
@@ -384,23 +383,23 @@ mod tests {
 
     #[test]
     fn an_extract_of_plain_text_with_no_group_is_refused_with_the_group_to_write() {
-        let error = Map::Extract("label".into())
+        let error = Map::Extract("user".into())
             .check(0)
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("`map.extract` \"label\" has no group")
-                && error.contains("{\"count\": \"label\"}")
-                && error.contains("{\"extract\": \"label=(\\\\w+)\"}"),
+            error.contains("`map.extract` \"user\" has no group")
+                && error.contains("{\"count\": \"user\"}")
+                && error.contains("{\"extract\": \"user=(\\\\w+)\"}"),
             "{error}"
         );
-        assert!(Map::Extract("amount=".into())
+        assert!(Map::Extract("bytes=".into())
             .check(0)
             .unwrap_err()
             .to_string()
-            .contains("\"amount=(\\\\w+)\""));
+            .contains("\"bytes=(\\\\w+)\""));
         // A group, or a pattern that matches varying text, lists what varies.
-        for pattern in ["label=(\\w+)", "id=\\d+", "ERROR.*"] {
+        for pattern in ["user=(\\w+)", "id=\\d+", "ERROR.*"] {
             Map::Extract(pattern.into()).check(0).unwrap();
         }
     }
@@ -408,7 +407,7 @@ mod tests {
     #[test]
     fn the_literal_extract_refusal_leads_with_what_the_reduction_needs() {
         let refusal = |reduce: Reduce| {
-            Map::Extract("label".into())
+            Map::Extract("user".into())
                 .check_before(0, Some(&reduce))
                 .unwrap_err()
                 .to_string()
@@ -432,7 +431,7 @@ mod tests {
         }
         // A whole plan checks its map with its own reduction.
         let plan = Plan::from_json(
-            r#"{"split": {"by": "lines"}, "map": {"extract": "label"}, "reduce": {"op": "top_k", "k": 1}}"#,
+            r#"{"split": {"by": "lines"}, "map": {"extract": "user"}, "reduce": {"op": "top_k", "k": 1}}"#,
         )
         .unwrap_err()
         .to_string();
@@ -442,12 +441,12 @@ mod tests {
     #[test]
     fn a_where_filter_is_checked_as_a_condition() {
         let plan = Plan::from_json(
-            r#"{"split": {"by": "lines"}, "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
+            r#"{"split": {"by": "lines"}, "filter": {"where": "bytes > 2000"}, "map": {"extract": "host=(\\w+)"}, "reduce": {"op": "pairs"}}"#,
         )
         .unwrap();
-        assert_eq!(plan.filter, Some(Filter::Where("year > 2000".into())));
+        assert_eq!(plan.filter, Some(Filter::Where("bytes > 2000".into())));
         let error = Plan::from_json(
-            r#"{"split": {"by": "lines"}, "filter": {"where": "year after 2000"}, "map": {"count": "x"}, "reduce": {"op": "sum"}}"#,
+            r#"{"split": {"by": "lines"}, "filter": {"where": "bytes after 2000"}, "map": {"count": "x"}, "reduce": {"op": "sum"}}"#,
         )
         .unwrap_err()
         .to_string();

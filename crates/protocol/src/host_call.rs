@@ -147,9 +147,8 @@ pub struct PromptArgs {
 }
 
 /// The question of the worked example every environment's prompt shows for a plan
-/// (`map: {"ask": …}`): one text, so the host can tell a plan that copied it
-/// (the local model did, word for word, for a task about something else) from one
-/// that asks about its own task.
+/// (`map: {"ask": …}`): one text, so that the prompts and the tools' descriptions
+/// show the same example.
 pub const PLAN_EXAMPLE_ASK: &str = "How many failed payments are listed? Answer with a number.";
 
 /// The arguments of `map_reduce`.

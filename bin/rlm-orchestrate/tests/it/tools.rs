@@ -628,65 +628,10 @@ fn a_grep_of_the_task_s_key_that_found_its_line_is_followed_by_the_notice_to_ans
 }
 
 #[test]
-fn a_task_of_several_keys_is_told_which_keys_no_grep_has_found_yet() {
-    // The latest-seed11 reading's `multi-needle` item 0: told to answer after the first
-    // key's line, the model answered with one number of four. A task that names
-    // several keys is told which are left, and to answer once none is.
-    let sb = Sandbox::new();
-    let mut text = "an essay line\n".repeat(100);
-    text.push_str("The special magic number for ivory-falcon-10 is 9085628.\n");
-    text.push_str(&"more essay\n".repeat(100));
-    text.push_str("The special magic number for eager-badger-07 is 8830464.\n");
-    let context = sb.file("essay.txt", text);
-    fn grep(key: &str) -> MockReply {
-        call("ctx_grep", json!({"variable": "context", "pattern": key}))
-    }
-    let next_key = MockRule::function("greps the key left", |request| {
-        let last = request.last_user_message()?;
-        last.contains("not found yet: eager-badger-07")
-            .then(|| grep("eager-badger-07"))
-    });
-    fn answers_when_none_is_left() -> MockRule {
-        MockRule::function("answers when none is left", |request| {
-            let last = request.last_user_message()?;
-            last.contains("every one of the 2 keys")
-                .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
-        })
-    }
-    let model = MockLlm::spawn_blocking_thread(
-        MockScript::new()
-            .rule(next_key)
-            .rule(answers_when_none_is_left())
-            .then(grep("ivory-falcon-10")),
-    )
-    .unwrap();
-    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let task = "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?";
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], "9085628, 8830464");
-    assert_eq!(result["iterations"], 3);
-
-    // The task's list grepped as the task writes it: the tool greps its keys joined by
-    // `|`, and both found, the model is told to answer (s20-seed23 `multi-needle` item
-    // 3 was not, and sliced and grepped until forced).
-    let model = MockLlm::spawn_blocking_thread(
-        MockScript::new()
-            .rule(answers_when_none_is_left())
-            .then(grep("ivory-falcon-10 and eager-badger-07")),
-    )
-    .unwrap();
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], "9085628, 8830464");
-    assert_eq!(result["iterations"], 2);
-}
-
-#[test]
 fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
-    // The final-seed12 reading's plan `pairs` items 0-3: the filter
-    // {"regex": "year > 2000"} kept no piece (no line holds that text), the plan
-    // answered nothing, and the model answered a guess. The result now says why and
-    // names the `where` filter and the task's exact plan; the plan sent with it counts.
+    // A filter {"regex": "year > 2000"} keeps no piece (no line holds that text): the
+    // result says why and names the `where` filter, from the filter alone (never a
+    // plan derived from the task); the plan sent with it counts.
     let sb = Sandbox::new();
     let context = sb.file("people.txt", crate::plans::six_people());
     let by_regex = call(
@@ -715,7 +660,7 @@ fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
     assert!(
         results[0].starts_with(r#"ctx_map_reduce kept no piece: no line matches the filter {"regex": "year > 2000"}: a pattern matches text, it does not compare numbers"#)
             && results[0].contains(r#"kept by the filter {"where": "year > 2000"} of ctx_map_reduce"#)
-            && results[0].contains(r#"Answer the task exactly with ctx_map_reduce, filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
+            && !results[0].contains("task"),
         "{}",
         results[0]
     );
@@ -757,4 +702,50 @@ fn an_answer_in_a_sentence_where_the_task_states_its_form_is_questioned_once() {
     let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
     assert_eq!(result["answer"], sentence);
     assert_eq!(model.control().requests().len(), 2);
+}
+
+#[test]
+fn a_grep_worded_like_the_question_is_shown_the_line_that_says_it_otherwise() {
+    // The pattern says "number", the line "numbers", with words between: no line
+    // matches, and the grep's result shows the line sharing the most words with it,
+    // so the model answers from it on its next call.
+    let sb = Sandbox::new();
+    let mut text = String::new();
+    for i in 0..400 {
+        text.push_str(&format!(
+            "Paragraph {i} talks about the weather and the sea.\n"
+        ));
+        if i == 271 {
+            text.push_str("One of the special magic numbers for amber-falcon-05 is: 8812345.\n");
+        }
+    }
+    let context = sb.file("essay.txt", text);
+    let model = mock(vec![
+        call(
+            "ctx_grep",
+            json!({"variable": "context", "pattern": "special magic number for amber-falcon-05"}),
+        ),
+        call("final_answer", json!({"answer": "8812345"})),
+    ]);
+    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
+    args.extend(NO_PYTHON);
+    let result = run_json(
+        &sb,
+        &model.control().openai_base_url(),
+        "What is the special magic number for amber-falcon-05 mentioned in the text?",
+        &args,
+    );
+    assert_eq!(result["answer"], "8812345");
+    assert_eq!(model.control().requests().len(), 2);
+    let results = results(&model);
+    assert!(
+        results[0].starts_with(
+            r#"no line of context matches "special magic number for amber-falcon-05""#
+        ) && results[0].contains("The line that shares the most words with the pattern")
+            && results[0].contains(
+                "(line 273): One of the special magic numbers for amber-falcon-05 is: 8812345."
+            ),
+        "{}",
+        results[0]
+    );
 }

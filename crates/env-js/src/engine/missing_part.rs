@@ -1,10 +1,10 @@
 //! A note under a cell's `TypeError` when the line it names reads a part that some
-//! lines do not have: `line.split('label=')[1].split(' ')` over every line of the
-//! context is `undefined` on a line with no `label=`, and `line.match(re)[1]` is `null`
-//! on a line `re` does not match. The local model read "cannot read property 'split'
-//! of undefined" as `context` not being defined, tried `require('<the context's
-//! path>')` until stopped, and guessed (docs/eval.md, s20c-seed25 js `aggregate` item
-//! 1). The note names the part, why it is missing, and the filter to write first.
+//! lines do not have: `line.split('user=')[1].split(' ')` over every line of the
+//! context is `undefined` on a line with no `user=`, and `line.match(re)[1]` is `null`
+//! on a line `re` does not match. "cannot read property 'split' of undefined" names
+//! neither the line nor the fix, and a model tends to read it as `context` not being
+//! defined; the note names the part, why it is missing, and the filter to write first.
+//! It reads only the model's code and its error.
 
 use std::sync::LazyLock;
 
@@ -65,19 +65,19 @@ mod tests {
 
     #[test]
     fn a_split_part_read_on_a_line_without_it_is_explained() {
-        // The s20c-seed25 reading's js `aggregate` item 1, as the engine reported it.
-        let error = "TypeError: cannot read property 'split' of undefined\n    at <anonymous> (<cell 1>:1:50)\n    line 1: const labels = context.split('\\n').map(line => line.split('label=')[1].split(' ')[0]);".to_owned();
+        // As the engine reports it.
+        let error = "TypeError: cannot read property 'split' of undefined\n    at <anonymous> (<cell 1>:1:50)\n    line 1: const users = context.split('\\n').map(line => line.split('user=')[1].split(' ')[0]);".to_owned();
         let told = explained(error.clone());
         assert!(told.starts_with(&error), "{told}");
         assert!(
-            told.ends_with("`.split('label=')[1]` is undefined on a line that has no 'label=' (a header, a blank last line): keep only the lines that include it first, as in `context.split('\\n').filter(line => line.includes('label='))`, and split those."),
+            told.ends_with("`.split('user=')[1]` is undefined on a line that has no 'user=' (a header, a blank last line): keep only the lines that include it first, as in `context.split('\\n').filter(line => line.includes('user='))`, and split those."),
             "{told}"
         );
     }
 
     #[test]
     fn a_match_part_read_on_a_line_it_does_not_match_is_explained() {
-        let error = "TypeError: cannot read property '1' of null\n    at <eval> (<cell 2>:1:60)\n    line 1: const years = lines.map(l => l.match(/year=(\\d+)/)[1]);".to_owned();
+        let error = "TypeError: cannot read property '1' of null\n    at <eval> (<cell 2>:1:60)\n    line 1: const sizes = lines.map(l => l.match(/bytes=(\\d+)/)[1]);".to_owned();
         assert!(explained(error).contains("`.match(…)` is null on a line"));
     }
 

@@ -6,10 +6,8 @@
 //! an argument is missing…) or ends the run ([`HostError::Fatal`]). [`RunHost`] serves
 //! the calls of one run.
 
-mod example;
 mod fan_out;
 mod plan;
-mod refused_plans;
 mod serve;
 mod settings;
 mod split_query;

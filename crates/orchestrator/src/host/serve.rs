@@ -44,8 +44,6 @@ pub struct RunHost {
     pub(super) sink: EventSink,
     pub(super) accounting: Arc<Accounting>,
     pub(super) settings: HostSettings,
-    /// Plans of this run refused for their shape ([`super::refused_plans`]).
-    pub(super) refused_plans: super::refused_plans::RefusedPlans,
 }
 
 impl RunHost {
@@ -64,7 +62,6 @@ impl RunHost {
             sink,
             accounting,
             settings,
-            refused_plans: Default::default(),
         }
     }
 
@@ -102,8 +99,6 @@ impl RunHost {
         args: &PromptArgs,
         purpose: CallPurpose,
     ) -> Result<String, HostError> {
-        // Every sub-call, one or in parallel, from code, a tool or a plan's leaf.
-        super::example::check_prompt(&args.prompt, &self.settings.task)?;
         let context = args
             .context
             .as_ref()
@@ -264,7 +259,6 @@ impl RunHost {
     /// `sub_rlm`: a child `rlm-orchestrate run` one level deeper, unless this run is at
     /// the maximum depth (or children are disabled): then one plain sub-model call.
     pub(super) async fn sub_rlm(&self, args: &SubRlmArgs) -> Result<String, HostError> {
-        super::example::check_prompt(&args.query, &self.settings.task)?;
         let lineage = &self.settings.lineage;
         let Some(launcher) = self
             .settings

@@ -1,6 +1,7 @@
 //! The settings of one run's host: how the run delegates (fixed by the configuration,
 //! shared by every run of a session) and what is the run's own (its place in the tree,
-//! its cancellation, its task).
+//! its cancellation). The host serves the model's calls by their own arguments: it is
+//! not given the run's task, so nothing it does can depend on the task's words.
 
 use std::time::Duration;
 
@@ -47,6 +48,4 @@ pub struct HostSettings {
     pub lineage: Lineage,
     /// Ends every sub-agent of the run (Ctrl-C, SIGTERM).
     pub cancel: CancellationToken,
-    /// The run's task (tells a plan that copied the prompt's example from its own).
-    pub task: String,
 }

@@ -7,7 +7,7 @@
 //! task's and given the `final_answer` call to make, as the code media give the exact
 //! `FINAL` line after a plan that ran in place of a refused one.
 
-use rlm_plan::task_fit::exact_plan_for_task;
+use rlm_plan::Plan;
 use rlm_plan::{Filter, Map, Reduce};
 use serde_json::Value;
 
@@ -69,105 +69,9 @@ fn answer_of(result: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.to_owned())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MOST: &str =
-        "Which label appears in the most records of the context? Answer with the label only.";
-
-    fn map_reduce(arguments: Value) -> ToolCall {
-        ToolCall {
-            id: "1".into(),
-            name: "ctx_map_reduce".into(),
-            arguments: arguments.to_string(),
-        }
-    }
-
-    const RANKED: &str = "support (182)\n(plan: 6 pieces, 6 kept, 0 calls; each piece's result is in the variable plan-1-results)";
-
-    #[test]
-    fn the_task_s_exact_plan_that_gave_a_line_is_told_to_answer_with_it() {
-        // The s20-seed23 reading's plan-text `aggregate` item 1, replayed.
-        let exact = map_reduce(serde_json::json!({
-            "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "top_k", "k": 1}
-        }));
-        let told = notice(&exact, &ToolOutcome::result(RANKED), MOST).expect("told");
-        assert!(
-            told.contains("task's exact plan") && told.contains(r#"{"answer": "support"}"#),
-            "{told}"
-        );
-        // Any input and split; a pairs task's number as it is.
-        let pairs = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
-        let split = map_reduce(serde_json::json!({
-            "variable": "context", "split": {"by": "lines", "size": 1000},
-            "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"},
-            "reduce": {"op": "pairs"}
-        }));
-        let told = notice(
-            &split,
-            &ToolOutcome::result("3752\n(plan: 1 pieces)"),
-            pairs,
-        )
-        .expect("told");
-        assert!(told.contains(r#"{"answer": "3752"}"#), "{told}");
-    }
-
-    #[test]
-    fn a_filter_that_keeps_every_line_the_extract_reads_is_the_exact_plan() {
-        // The s20d-seed26 reading's plan `aggregate` item 4, as the model wrote it.
-        let filtered = map_reduce(serde_json::json!({
-            "variable": "context", "split": {"by": "lines", "size": 20000},
-            "filter": {"regex": "label"}, "map": {"extract": "label=(\\w+)"},
-            "reduce": {"op": "top_k", "k": 1}
-        }));
-        let told = notice(&filtered, &ToolOutcome::result(RANKED), MOST).expect("told");
-        assert!(told.contains(r#"{"answer": "support"}"#), "{told}");
-        // A filter that keeps some of those lines only, or is a pattern: not told.
-        for filter in ["fraud", "label=fraud", "lab.l", "year"] {
-            let other = map_reduce(serde_json::json!({
-                "filter": {"regex": filter}, "map": {"extract": "label=(\\w+)"},
-                "reduce": {"op": "top_k", "k": 1}
-            }));
-            assert_eq!(
-                notice(&other, &ToolOutcome::result(RANKED), MOST),
-                None,
-                "{filter}"
-            );
-        }
-    }
-
-    #[test]
-    fn other_plans_errors_and_repeats_are_not_told() {
-        let other = map_reduce(serde_json::json!({
-            "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "top_k", "k": 3}
-        }));
-        assert_eq!(notice(&other, &ToolOutcome::result(RANKED), MOST), None);
-        let exact = map_reduce(serde_json::json!({
-            "map": {"extract": "label=(\\w+)"}, "reduce": {"op": "top_k", "k": 1}
-        }));
-        assert_eq!(notice(&exact, &ToolOutcome::error("failed"), MOST), None);
-        let mut shown_again = ToolOutcome::result(RANKED);
-        shown_again.repeated = true;
-        assert_eq!(notice(&exact, &shown_again, MOST), None);
-        assert_eq!(
-            notice(
-                &exact,
-                &ToolOutcome::result(RANKED),
-                "Summarise the context."
-            ),
-            None
-        );
-    }
-
-    #[test]
-    fn the_answer_is_the_first_line_without_a_count() {
-        assert_eq!(
-            answer_of("support (182)\n(plan: …)").as_deref(),
-            Some("support")
-        );
-        assert_eq!(answer_of("3752").as_deref(), Some("3752"));
-        assert_eq!(answer_of("a (b)").as_deref(), Some("a (b)"));
-        assert_eq!(answer_of(""), None);
-    }
+/// `rlm_plan::task_fit` is gone (issue 50: nothing reads the task to answer it): no
+/// task names an exact plan any more, so this module's notices never fire. Kept only
+/// so the loop builds until the loop's rewrite deletes this module.
+fn exact_plan_for_task(_task: &str) -> Option<Plan> {
+    None
 }

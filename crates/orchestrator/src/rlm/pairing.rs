@@ -9,7 +9,7 @@
 //! reason to question an answer once with the task's call, not to refuse it.
 
 use rlm_plan::spec::{Map, Reduce};
-use rlm_plan::task_fit::exact_plan_for_task;
+use rlm_plan::Plan;
 
 use super::selection::uncommented;
 
@@ -51,35 +51,9 @@ pub(super) fn pairs_nothing(code: &str) -> bool {
     !PAIRING_SIGNS.iter().any(|sign| code.contains(sign))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
-
-    #[test]
-    fn a_pairs_task_names_its_field_and_other_tasks_none() {
-        assert_eq!(paired_field(PAIRS).as_deref(), Some("city"));
-        assert_eq!(
-            paired_field("What is the sum of the amount fields of the records with label=fraud?"),
-            None
-        );
-    }
-
-    #[test]
-    fn code_that_counts_records_pairs_nothing_and_code_that_pairs_shows_it() {
-        // s19b-seed20 python `pairs` items 0–2 and 4, as the model wrote them.
-        let counted = "import re\n\n# Extract city and birth year information from the context\npattern = r'city=(\\w+) year=(\\d+)'\nmatches = re.findall(pattern, context)\n\n# Filter pairs where both persons were born after 2000\nfiltered_pairs = [(person1, person2) for person1, person2 in matches if int(person2) > 2000]\n\n# Count the number of such pairs\nnum_pairs = len(filtered_pairs)\nprint(num_pairs)";
-        assert!(pairs_nothing(counted));
-        // A comment that says "pairs … - 1" pairs nothing either.
-        assert!(pairs_nothing("# n * (n - 1) // 2 pairs\nprint(len(rows))"));
-        for paired in [
-            "from collections import Counter\nc = Counter(cities)\nprint(sum(n * (n - 1) // 2 for n in c.values()))",
-            "from itertools import combinations\nprint(sum(1 for a, b in combinations(rows, 2) if a == b))",
-            "let n = 0;\nfor (let i = 0; i < xs.length; i++) for (let j = i + 1; j < xs.length; j++) if (xs[i] === xs[j]) n++;\nconsole.log(n);",
-            "print(map_reduce(filter={\"where\": \"year > 2000\"}, map={\"extract\": \"city=(\\\\w+)\"}, reduce={\"op\": \"pairs\"}))",
-        ] {
-            assert!(!pairs_nothing(paired), "{paired}");
-        }
-    }
+/// `rlm_plan::task_fit` is gone (issue 50: nothing reads the task to answer it): no
+/// task names an exact plan any more, so this module's notices never fire. Kept only
+/// so the loop builds until the loop's rewrite deletes this module.
+fn exact_plan_for_task(_task: &str) -> Option<Plan> {
+    None
 }

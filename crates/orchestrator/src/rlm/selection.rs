@@ -5,13 +5,13 @@
 //! label=fraud" and answered 308268 for 98784 (docs/eval.md, s19-seed19 python
 //! `aggregate` item 2; its only mention of `label=fraud` was a comment).
 //!
-//! Only the task's exact plan ([`rlm_plan::task_fit::exact_plan_for_task`]) says what
+//! Only the task's exact plan (`rlm_plan::task_fit::exact_plan_for_task`, now gone) says what
 //! selects: a filter's `key=value` or number, a count's `key=value`. The check is a
 //! reason to question an answer once, not to refuse it: code may name a value another
 //! way, and the same answer sent again is taken.
 
 use rlm_plan::spec::{Filter, Map};
-use rlm_plan::task_fit::exact_plan_for_task;
+use rlm_plan::Plan;
 
 /// The values `task`'s exact plan selects its records by: the value of a filter's or
 /// a count's `key=value` pattern (`fraud` of `label=fraud`), the numbers of a `where`
@@ -87,47 +87,9 @@ fn numbers_in(condition: &str) -> Vec<String> {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SUM: &str =
-        "What is the sum of the amount fields of the records with label=fraud? Answer with a number.";
-    const PAIRS: &str = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
-    const TOP: &str =
-        "Which label appears in the most records of the context? Answer with the label only.";
-
-    #[test]
-    fn a_task_selects_by_its_filter_value_or_number_and_the_most_frequent_by_nothing() {
-        assert_eq!(selecting_values(SUM), ["fraud"]);
-        assert_eq!(selecting_values(PAIRS), ["2000"]);
-        assert!(selecting_values(TOP).is_empty());
-        assert!(selecting_values("Summarise the context.").is_empty());
-    }
-
-    #[test]
-    fn code_that_names_the_value_only_in_a_comment_names_none() {
-        let values = selecting_values(SUM);
-        // s19-seed19 python `aggregate` item 2, as the model wrote it.
-        let summed_all = "import re\n\n# Extract the relevant part of the context that contains the records with label=fraud\nfraud_records = re.findall(r'amount=(\\d+)', context)\n\ntotal_amount = sum(map(int, fraud_records))\n\nprint(total_amount)";
-        assert_eq!(unnamed(summed_all, &values), Some("fraud"));
-        let js = "// the records with label=fraud\nconst all = context.match(/amount=(\\d+)/g);\nconsole.log(all.length);";
-        assert_eq!(unnamed(js, &values), Some("fraud"));
-        // Named in the code, in any case and any quoting, it selects.
-        let filtered = "total = sum(int(m) for m in re.findall(r'label=Fraud amount=(\\d+)', context))  # sum\nprint(total)";
-        assert_eq!(unnamed(filtered, &values), None);
-        let quoted = "rows = [r for r in rows if r['label'] == \"FRAUD\"]";
-        assert_eq!(unnamed(quoted, &values), None);
-        let pairs = "rows = [r for r in rows if int(r[1]) > 2000]";
-        assert_eq!(unnamed(pairs, &selecting_values(PAIRS)), None);
-    }
-
-    #[test]
-    fn only_plain_key_value_patterns_and_numbers_are_read() {
-        assert_eq!(value_of("label=fraud").as_deref(), Some("fraud"));
-        assert_eq!(value_of("label=(\\w+)"), None);
-        assert_eq!(value_of("fraud"), None);
-        assert_eq!(numbers_in("status >= 500 and bytes<1024"), ["500", "1024"]);
-        assert!(numbers_in("year > x").is_empty());
-    }
+/// `rlm_plan::task_fit` is gone (issue 50: nothing reads the task to answer it): no
+/// task names an exact plan any more, so this module's notices never fire. Kept only
+/// so the loop builds until the loop's rewrite deletes this module.
+fn exact_plan_for_task(_task: &str) -> Option<Plan> {
+    None
 }

@@ -257,7 +257,7 @@ impl Session {
             self.config.sub.clone(),
             sink.clone(),
             Arc::clone(&accounting),
-            self.host_settings(text, cancel.clone()),
+            self.host_settings(cancel.clone()),
         ))));
         self.canceller.set(Some(cancel.clone()));
 
@@ -482,13 +482,12 @@ impl Session {
         }
     }
 
-    fn host_settings(&self, task: &str, cancel: CancellationToken) -> HostSettings {
+    fn host_settings(&self, cancel: CancellationToken) -> HostSettings {
         let config = &self.config;
         HostSettings {
             delegation: config.delegation.clone(),
             lineage: self.lineage.clone(),
             cancel,
-            task: task.to_owned(),
         }
     }
 

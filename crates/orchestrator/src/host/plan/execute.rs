@@ -54,10 +54,7 @@ impl RunHost {
         match reduce {
             Reduce::Ask { instruction } => self.combine(instruction, texts).await,
             other => rlm_plan::reduce::reduce(other, &texts).map_err(|e| {
-                let advice = e
-                    .advice(map, &self.settings.task)
-                    .map(|a| format!("; {a}"))
-                    .unwrap_or_default();
+                let advice = e.advice(map).map(|a| format!("; {a}")).unwrap_or_default();
                 HostError::RespondToModel(format!("the plan's reduction failed: {e}{advice}"))
             }),
         }

@@ -13,15 +13,12 @@ use std::ops::ControlFlow;
 use regex::Regex;
 use rlm_plan::price::Estimate;
 use rlm_plan::split::{Cut, Piece};
-use rlm_plan::task_fit::Refusal;
 use rlm_plan::work::HostWork;
 use rlm_plan::{Filter, Map, Plan, PlanError, Split, SplitBy};
 use rlm_protocol::host_call::{HostError, PlanArgs};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::example;
-use super::refused_plans::{self, Repeat, Written};
 use super::serve::RunHost;
 use super::sub_fit;
 use crate::events::{EventData, PlanRecord, PlanStage};
@@ -79,16 +76,10 @@ fn refused(error: PlanError) -> HostError {
     HostError::RespondToModel(error.to_string())
 }
 
-/// The plan `value` holds, or why it does not read as a refusal: a `map` or `filter`
-/// of several options is named with its keys (serde's "expected map with a single key"
-/// named neither), and the task's exact plan follows where there is one, over the
-/// input and split `value` names where they read. The local model sent `map
-/// {"extract": …, "sub_rlm": …}` five times, told only that the map was "invalid", and
-/// its forced answer was a made-up object (docs/eval.md, s19c-seed21 plan `pairs`
-/// item 1); told the exact plan, it sent a `top_k` with a `separator` five times and
-/// was forced (s20-seed23 plan-text `aggregate` item 1): the refusal's exact plan runs
-/// in place of the same unread plan sent again ([`refused_plans`]).
-fn read_plan(value: &Value, task: &str) -> Result<Plan, Box<Refusal>> {
+/// The plan `value` holds, or why it does not read: a `map` or `filter` of several
+/// options is named with its keys (serde's "expected map with a single key" names
+/// neither, and a model told only that its map is invalid tends to send it again).
+fn read_plan(value: &Value) -> Result<Plan, PlanError> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
@@ -101,111 +92,21 @@ fn read_plan(value: &Value, task: &str) -> Result<Plan, Box<Refusal>> {
             }
             _ => None,
         });
-    let problem = match several {
-        Some(problem) => problem,
-        None => match Plan::deserialize(value) {
-            Ok(plan) => return Ok(plan),
-            Err(error) => error.to_string(),
-        },
-    };
-    let exact = rlm_plan::task_fit::exact_plan_for_task(task)
-        .map(|exact| over_the_written_pieces(exact, value));
-    let named = exact
-        .as_ref()
-        .map(|plan| {
-            format!(
-                ". The task's exact plan: {}",
-                rlm_plan::task_fit::parts_of(plan)
-            )
-        })
-        .unwrap_or_default();
-    Err(Box::new(Refusal {
-        message: PlanError::Json(format!("{problem}{named}")).to_string(),
-        exact,
-    }))
-}
-
-/// The exact plan that runs in place of a refused one, with the `note` that says so;
-/// `spec` (the plan as traced) made that plan.
-fn ran_in_place(note: String, exact: Plan, spec: &mut Value) -> (Plan, Option<String>) {
-    if let Ok(value) = serde_json::to_value(&exact) {
-        *spec = value;
-    }
-    (exact, Some(note))
-}
-
-/// The task's `exact` plan over the input and split an unread plan's JSON names, where
-/// each reads and passes the plan checks a written plan passes (`"size": 0` does not);
-/// the exact plan's own (the context, the default split) where not.
-fn over_the_written_pieces(exact: Plan, written: &Value) -> Plan {
-    let input = written
-        .get("input")
-        .and_then(Value::as_str)
-        .filter(|input| !input.trim().is_empty());
-    let split = written
-        .get("split")
-        .and_then(|split| Split::deserialize(split).ok())
-        .filter(|split| split.check().is_ok());
-    Plan {
-        input: input.map_or(exact.input, str::to_owned),
-        split: split.unwrap_or(exact.split),
-        ..exact
+    match several {
+        Some(problem) => Err(PlanError::Json(problem)),
+        None => Plan::deserialize(value).map_err(|error| PlanError::Json(error.to_string())),
     }
 }
 
 impl RunHost {
-    /// `written`, refused by `refusal` (its message as the model reads it): refused,
-    /// or — written before, or another plan refused with the same exact plan — the
-    /// refusal's exact plan to run in its place ([`RefusedPlans::decide`]), with the
-    /// note that says so and `spec` (the plan as traced) made that plan.
-    ///
-    /// [`RefusedPlans::decide`]: refused_plans::RefusedPlans::decide
-    fn refused_or_instead(
-        &self,
-        written: Written,
-        refusal: Refusal,
-        spec: &mut Value,
-    ) -> Result<(Plan, Option<String>), HostError> {
-        match self.refused_plans.decide(written, refusal) {
-            Repeat::Refuse(message) => Err(HostError::RespondToModel(message)),
-            Repeat::RunInstead(exact) => Ok(ran_in_place(
-                refused_plans::ran_instead(&exact),
-                exact,
-                spec,
-            )),
-            Repeat::RunNamedAgain(exact) => Ok(ran_in_place(
-                refused_plans::named_again(&exact),
-                exact,
-                spec,
-            )),
-        }
-    }
-
     /// Runs `map_reduce`: prices the plan, checks it, runs it; replies with the answer
     /// and the figures.
     pub(super) async fn run_plan(&self, args: PlanArgs) -> Result<Value, HostError> {
         let started = std::time::Instant::now();
         let plan_id = crate::ids::AgentId::generate().to_string();
-        let mut spec = args.plan.clone();
-        let task = &self.settings.task;
-        let (plan, note) = match read_plan(&args.plan, task) {
-            Ok(plan) => {
-                plan.check_shape(0).map_err(refused)?;
-                let refusal = example::refusal(example::Asking::Plan(&plan), task)
-                    .or_else(|| rlm_plan::task_fit::refusal(&plan, task));
-                match refusal {
-                    None => (plan, None),
-                    Some(refusal) => {
-                        let message = PlanError::Shape(refusal.message).to_string();
-                        let refusal = Refusal { message, ..refusal };
-                        self.refused_or_instead(Written::Plan(plan), refusal, &mut spec)?
-                    }
-                }
-            }
-            Err(unread) => {
-                self.refused_or_instead(Written::Unread(args.plan), *unread, &mut spec)?
-            }
-        };
+        let spec = args.plan.clone();
+        let plan = read_plan(&args.plan).map_err(refused)?;
+        plan.check_shape(0).map_err(refused)?;
         let nesting = nesting_of(&plan);
         let max_depth = self.settings.delegation.max_depth;
         if nesting > max_depth {
@@ -265,17 +166,13 @@ impl RunHost {
                 duration_ms: started.elapsed().as_millis() as u64,
             },
         );
-        let mut reply = json!({
+        Ok(json!({
             "answer": answer,
             "pieces": pieces,
             "kept": mapped,
             "calls": estimate.calls,
             "results": key,
-        });
-        if let Some(note) = note {
-            reply["note"] = Value::String(note);
-        }
-        Ok(reply)
+        }))
     }
 
     /// The items of the JSON list `input` names (or `text` holds), one compact JSON
@@ -519,59 +416,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_plan_that_does_not_read_names_its_part_and_the_task_s_exact_plan() {
-        // The s19c-seed21 reading's plan `pairs` item 1, as the model wrote it.
-        let task = "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.";
+    fn a_plan_that_does_not_read_names_its_part() {
         let two = json!({"input": "context", "split": {"by": "lines", "size": 1000},
-            "filter": {"regex": "year > 2000"},
-            "map": {"extract": "city=(\\w+) year=\\d+", "sub_rlm": "person $1: city=$2 year=$3"},
-            "reduce": {"op": "pairs"}});
-        let Err(refusal) = read_plan(&two, task) else {
-            panic!("read");
-        };
-        let Refusal { message, exact } = *refusal;
-        assert!(
-            message.starts_with("the plan is not valid: `map` takes one option, not several: it has extract, sub_rlm. The task's exact plan: filter {\"where\": \"year > 2000\"}, map {\"extract\": \"city=(\\\\w+)\"}, reduce {\"op\": \"pairs\"}"),
-            "{message}"
-        );
-        // Its exact plan reads the pieces the model's plan named.
-        let exact = exact.expect("the task's exact plan");
+            "map": {"extract": "host=(\\w+)", "sub_rlm": "host $1"},
+            "reduce": {"op": "union"}});
         assert_eq!(
-            (exact.input.as_str(), exact.split.size),
-            ("context", Some(1000))
+            read_plan(&two).map_err(|e| e.to_string()),
+            Err("the plan is not valid: `map` takes one option, not several: it has extract, sub_rlm".to_owned())
         );
-        // A split the plan checks refuse is not the exact plan's: it keeps its own.
-        let size_0 = json!({"input": "  ", "split": {"by": "lines", "size": 0},
-            "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "top_k", "k": 1, "separator": ";"}});
-        let Err(refusal) = read_plan(&size_0, task) else {
-            panic!("read");
-        };
-        let exact = refusal.exact.expect("the task's exact plan");
-        assert_eq!((exact.input.as_str(), exact.split.size), ("context", None));
-        // Any other plan that does not read: serde's words, then the exact plan.
+        assert_eq!(
+            read_plan(&json!({"map": {"count": "a", "ask": "b"}})).map_err(|e| e.to_string()),
+            Err(
+                "the plan is not valid: `map` takes one option, not several: it has ask, count"
+                    .to_owned()
+            )
+        );
+        // Any other plan that does not read: serde's words, and nothing else.
         let unknown = json!({"input": "context", "map": {"grep": "x"}, "reduce": {"op": "sum"}});
-        let Err(refusal) = read_plan(&unknown, task) else {
-            panic!("read");
-        };
-        let message = refusal.message;
+        let message = read_plan(&unknown).map_err(|e| e.to_string()).unwrap_err();
         assert!(
-            message.contains("unknown variant `grep`") && message.contains("The task's exact plan"),
+            message.starts_with("the plan is not valid: unknown variant `grep`"),
             "{message}"
-        );
-        // With no exact plan for the task, only what is wrong.
-        let Err(refusal) = read_plan(&json!({"map": {"count": "a", "ask": "b"}}), "Summarise.")
-        else {
-            panic!("read");
-        };
-        let Refusal { message, exact } = *refusal;
-        assert_eq!(exact, None);
-        assert_eq!(
-            message,
-            "the plan is not valid: `map` takes one option, not several: it has ask, count"
         );
         assert!(read_plan(
-            &json!({"input": "context", "map": {"count": "a"}, "reduce": {"op": "sum"}}),
-            task
+            &json!({"input": "context", "map": {"count": "a"}, "reduce": {"op": "sum"}})
         )
         .is_ok());
     }

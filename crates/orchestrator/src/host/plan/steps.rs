@@ -12,7 +12,7 @@ use rlm_plan::pieces::{texts_to_reduce, PieceRef, PieceResult, PieceSet};
 use rlm_plan::price::{Estimate, Limits};
 use rlm_plan::split::Piece;
 use rlm_plan::work::HostWork;
-use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, Split, SplitBy};
+use rlm_plan::{Filter, Map, PlanError, Reduce, Split, SplitBy};
 use rlm_protocol::host_call::{HostError, SplitStepArgs};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -20,8 +20,6 @@ use serde_json::{json, Value};
 use super::price::Origin;
 use super::{keep_passing, nesting_of_map, off_runtime, refused, RecordFilter, Source};
 use crate::events::PlanStage;
-use crate::host::example::{self, Asking};
-use crate::host::refused_plans::{self, Repeat, Written};
 use crate::host::serve::RunHost;
 
 /// Tokens a split with no size leaves beside each piece for the instruction that will
@@ -109,7 +107,6 @@ impl RunHost {
         let spec = filter.clone();
         let filter: Filter = one_option("filter", "regex, where, ask", filter)?;
         filter.check().map_err(refused)?;
-        example::check(Asking::Filter(&filter), &self.settings.task).map_err(refused)?;
         let (mut set, source, _) = self.piece_set(&pieces).await?;
         let all = set.pieces.iter().map(|p| (p.index, p.piece()));
         let (kept, calls) = match &filter {
@@ -142,9 +139,7 @@ impl RunHost {
     }
 
     /// `ctx_map`: every piece mapped — priced and checked first, leaves in parallel,
-    /// each a `plan` event — and the results stored. A map refused before and written
-    /// again gives way to the one its refusal named ([`Self::map_or_exact`]), and the
-    /// reply adds that plan's reduction of the results and a note saying so.
+    /// each a `plan` event — and the results stored.
     pub(in crate::host) async fn plan_map(
         &self,
         pieces: String,
@@ -162,7 +157,6 @@ impl RunHost {
             ))));
         }
         let (set, source, work) = self.piece_set(&pieces).await?;
-        let (map, instead) = self.map_or_exact(map, &set)?;
         let spec = json!({"pieces": pieces, "map": map});
         let kept: Vec<(usize, Piece)> = set.pieces.iter().map(|p| (p.index, p.piece())).collect();
         let limits = self.plan_limits(Some(&source)).await;
@@ -185,39 +179,21 @@ impl RunHost {
         self.priced_or_refused(&plan_id, spec, priced, &estimate)?;
         // The regex and `where` filters that kept these pieces: a count or extract
         // reads only the records they pass, as in a whole plan.
-        let mut filters: Vec<Filter> = set
+        let filters: Vec<Filter> = set
             .filtered
             .iter()
             .filter_map(|f| serde_json::from_value(f.clone()).ok())
             .collect();
-        // The filter of a plan run in place of a refused map reads its records too
-        // (the sum of a field over the records with a `key=value`), unless it is one
-        // of the pieces' own already.
-        if let Some(filter) = instead.as_ref().and_then(|exact| exact.filter.as_ref()) {
-            if !filters.contains(filter) {
-                filters.push(filter.clone());
-            }
-        }
         let records = RecordFilter::new(&filters.iter().collect::<Vec<_>>(), &set.split)?;
         let results = self
             .map_pieces(&plan_id, &map, records, &source, &kept)
             .await?;
         let key = format!("results-{plan_id}");
         self.store_value(key.clone(), &results).await?;
-        // The exact plan's reduction of the map that ran in place of the model's.
-        let answered = match &instead {
-            Some(exact) if !matches!(exact.reduce, Reduce::Ask { .. }) => {
-                let texts = results.iter().map(|r| r.result.clone()).collect();
-                Some(self.reduce(&exact.reduce, texts, Some(&map)).await?)
-            }
-            _ => None,
-        };
         self.plan_event(
             &plan_id,
             PlanStage::Done {
-                answer: answered
-                    .clone()
-                    .unwrap_or_else(|| format!("{} results", results.len())),
+                answer: format!("{} results", results.len()),
                 results: key.clone(),
                 duration_ms: started.elapsed().as_millis() as u64,
             },
@@ -227,47 +203,13 @@ impl RunHost {
             .take(3)
             .map(|r| crate::format::clip(&r.result, 120))
             .collect();
-        let mut reply = json!({
+        Ok(json!({
             "results": key,
             "count": results.len(),
             "pieces": kept.len(),
             "calls": estimate.calls,
             "first": first,
-        });
-        if let Some(exact) = instead {
-            let note = refused_plans::map_ran_instead(&exact, answered.as_deref(), &key);
-            reply["note"] = Value::String(note);
-            if let Some(answer) = answered {
-                reply["answer"] = Value::String(answer);
-            }
-        }
-        Ok(reply)
-    }
-
-    /// The map to run over `set`'s pieces: `map` itself, unless the task checks refuse
-    /// it ([`rlm_plan::task_fit::map_refusal`]). A map refused before under the same
-    /// filter gives way to the map its refusal named, returned with the exact plan
-    /// whose reduction answers the task; refused the first time.
-    fn map_or_exact(&self, map: Map, set: &PieceSet) -> Result<(Map, Option<Plan>), HostError> {
-        let filter: Option<Filter> = set
-            .filtered
-            .last()
-            .and_then(|f| serde_json::from_value(f.clone()).ok());
-        let task = &self.settings.task;
-        let refusal = example::refusal(Asking::Map(&map), task)
-            .or_else(|| rlm_plan::task_fit::map_refusal(&map, filter.as_ref(), task));
-        let Some(refusal) = refusal else {
-            return Ok((map, None));
-        };
-        match self
-            .refused_plans
-            .decide(Written::Map { map, filter }, refusal)
-        {
-            Repeat::Refuse(message) => Err(refused(PlanError::Shape(message))),
-            Repeat::RunInstead(exact) | Repeat::RunNamedAgain(exact) => {
-                Ok((exact.map.clone(), Some(exact)))
-            }
-        }
+        }))
     }
 
     /// `ctx_reduce`: a results variable (or any JSON list) reduced to one answer.
@@ -459,10 +401,9 @@ pub(super) fn piece_result(index: usize, piece: Piece, result: String) -> PieceR
 const TEXT_SHOWN_CHARS: usize = 40;
 
 /// The refusal of `key` when it is text, not a key — longer than any key or over
-/// several lines: the local model passed `context` itself to `ctx_filter`, and the
-/// refusal that quoted it whole was redacted as an echo of the context, so the model
-/// read only "[redacted: output too large]" (s18c-seed16 js `aggregate` item 0, as
-/// replayed). `None` for what may be a key.
+/// several lines: a model that passes `context` itself to `ctx_filter` must be told
+/// with the text's start only, since a refusal that quoted it whole would be redacted
+/// as an echo of the context and say nothing. `None` for what may be a key.
 fn text_for_a_key(key: &str) -> Option<HostError> {
     if key.len() <= rlm_context_store::MAX_KEY_BYTES && !key.contains('\n') {
         return None;
@@ -481,13 +422,13 @@ mod tests {
 
     #[test]
     fn text_passed_for_a_pieces_key_is_refused_with_its_start_not_whole() {
-        let text = "2026-03-07 14:02 order=1 label=fraud amount=5\n".repeat(300);
+        let text = "2026-03-07 14:02 order=1 level=warn bytes=50\n".repeat(300);
         let Some(HostError::RespondToModel(message)) = text_for_a_key(&text) else {
             panic!("refused");
         };
         assert!(
             message.contains(
-                "a text of 13800 characters (`2026-03-07 14:02 order=1 label=fraud amo…`)"
+                "a text of 13500 characters (`2026-03-07 14:02 order=1 level=warn byte…`)"
             ) && message.contains("cut it into pieces with ctx_split first"),
             "{message}"
         );
