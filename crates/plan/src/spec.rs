@@ -372,6 +372,7 @@ fn literal_extract(pattern: &str, reduce: Option<&Reduce>) -> String {
         Some(
             Reduce::TopK { .. }
                 | Reduce::Union
+                | Reduce::CountDistinct
                 | Reduce::Pairs
                 | Reduce::Vote
                 | Reduce::Join { .. }
