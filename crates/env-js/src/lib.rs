@@ -39,6 +39,10 @@ use rlm_env::{Host, Kernel, KernelSeed, Restartable};
 /// Fence tags whose code runs here besides `repl`.
 const FENCE_TAGS: &[&str] = &["js", "javascript"];
 
+/// The reductions over records, with an example a format of its own each (JSON lines,
+/// an access log), worded as no particular task is.
+const RECORDS: &str = r#" Over records (one a line), a reduction also groups and ranks with no model: map {extract: '^.*$'} keeps each line whole, then reduce {op: 'group_by', key: '"host": "([^"]+)"', value: '"ms": (\\d+)', agg: 'max'} gives each host's slowest call over JSON lines (agg: count, sum, min or max; the patterns' first groups are the key and the number; k: 3 keeps the three largest), {op: 'argmax', value: '(\\d+)ms'} the line of an access log's slowest request, and {op: 'count_distinct'} after map {extract: '"host": "([^"]+)"'} how many distinct hosts; await ctx_reduce(results, {op: 'group_by', key, value, agg}) is the same step. A reduction that cannot read its records says which pattern matched nothing or which values are not numbers."#;
+
 /// What the system prompt says about the JavaScript REPL and its helpers.
 pub fn guide(features: PromptFeatures) -> EnvGuide {
     let chars = features.sub_context_chars;
@@ -51,11 +55,12 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
         );
     }
     delegate.push_str(". For counts, sums and lists over the whole context, await map_reduce(plan) runs a whole plan for you — cut into pieces, each asked or counted, the results reduced — priced first and refused with the figures if over budget, e.g. await map_reduce({split: {by: 'chars', size: 20000}, map: {ask: 'How many failed payments are listed? Answer with a number.'}, reduce: {op: 'sum'}}); map {count: 'ERROR'} or {extract: 'id=(\\d+)'} needs no model; reduce ops: sum, count, min, max, concat, vote, union, top_k, join. The same step by step, each step a stored variable the next takes: const pieces = await ctx_split('context', {by: 'lines', size: 500}); const results = await ctx_map(pieces, {count: 'ERROR'}); const total = await ctx_reduce(results, {op: 'sum'}) (await ctx_filter(pieces, {regex: ...}) keeps some pieces).");
+    delegate.push_str(RECORDS);
     let mut helpers = vec![
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters: .length, [i], .slice(a, b), for…of), query, history"),
         "peek(value, start=0, end=10)  search(value, pattern, regex=false, max_results=10)  find_relevant(value, query, top_k=5)".to_owned(),
         "await map_reduce({split, filter, map, reduce})  (map_reduce.last: pieces, kept, calls)".to_owned(),
-        "await ctx_split(input, {by, size}) → pieces  await ctx_filter(pieces, {regex}|{where}|{ask}) → pieces  await ctx_map(pieces, {ask}|{count}|{extract}|{sub_rlm}) → results  await ctx_reduce(results, {op}) → answer".to_owned(),
+        "await ctx_split(input, {by, size}) → pieces  await ctx_filter(pieces, {regex}|{where}|{ask}) → pieces  await ctx_map(pieces, {ask}|{count}|{extract}|{sub_rlm}) → results  await ctx_reduce(results, {op, k, key, value, agg}) → answer".to_owned(),
         "await summarize(value, max_tokens=500)  await llm_query(prompt, context=null, {split: false})  await llm_query_parallel(prompts, {split: false})  await sub_rlm(query, context=null)  await sub_rlm_parallel(jobs)".to_owned(),
     ];
     if features.agents {
@@ -429,5 +434,21 @@ impl CodeRepl for JsEnv {
             .ask(|reply| Request::Variables { reply })
             .await
             .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod guide_tests {
+    use super::*;
+
+    /// The system prompt of the JavaScript REPL, whole: a change is a reviewed snapshot.
+    #[test]
+    fn the_system_prompt_keeps_its_text() {
+        let features = PromptFeatures {
+            agents: true,
+            sub_context_chars: 20_000,
+            text_tool_protocol: false,
+        };
+        insta::assert_snapshot!(system_prompt(&guide(features)));
     }
 }

@@ -62,9 +62,31 @@ pub enum MicroTool {
 
 /// The reductions a plan names in `reduce.op` (the plan crate's `Reduce`), offered in
 /// the schemas of `ctx_map_reduce` and `ctx_reduce`.
-pub const REDUCE_OPS: [&str; 11] = [
-    "sum", "count", "min", "max", "concat", "vote", "union", "join", "top_k", "pairs", "ask",
+pub const REDUCE_OPS: [&str; 14] = [
+    "sum",
+    "count",
+    "min",
+    "max",
+    "concat",
+    "vote",
+    "union",
+    "count_distinct",
+    "join",
+    "top_k",
+    "pairs",
+    "argmax",
+    "group_by",
+    "ask",
 ];
+
+/// The aggregations of a `group_by` reduction (the plan crate's `Aggregate`).
+pub const GROUP_AGGREGATES: [&str; 4] = ["count", "sum", "min", "max"];
+
+/// What `ctx_map_reduce`'s `reduce` part may be, as its schema describes it.
+const REDUCE_PART: &str = "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"count_distinct\" (how many distinct items)|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}; over lines (map {\"extract\": \"^.*$\"} keeps each line whole): {\"op\": \"argmax\", \"value\": P} (the line with the largest number) or {\"op\": \"group_by\", \"key\": P, \"value\": P, \"agg\": \"count\"|\"sum\"|\"min\"|\"max\", \"k\": N} (one `key: figure` line per key, the largest first; P's first group is the key or the number)";
+
+/// `ctx_reduce`'s description.
+const REDUCE_STEP: &str = "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), count_distinct (how many distinct items), join, top_k (with k), pairs (how many pairs of items are equal), argmax (the line with the largest number; value: a pattern whose first group is the number), group_by (lines grouped by the first group of the key pattern, each group's numbers read by the value pattern and made one by agg: count, sum, min or max; the largest group first, k of them), or ask (with instruction: the helper model combines them). No model but for ask. Examples: {\"results\": \"results-…\", \"op\": \"sum\"}; over CSV lines `2024-05-01,kiosk-3,4.50`, {\"results\": \"results-…\", \"op\": \"group_by\", \"key\": \"^[^,]*,([^,]+),\", \"value\": \",([\\\\d.]+)$\", \"agg\": \"sum\"} gives each kiosk's total.";
 
 impl MicroTool {
     /// Every tool, in the order they are offered.
@@ -150,7 +172,7 @@ impl MicroTool {
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}; left out: lines, the largest pieces the helper model takes", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
                     "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"where\": \"latency_ms > 250\"} (a number field's condition; with count or extract, both choose which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("where"), one_key("ask")]},
                     "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
-                    "reduce": {"type": "object", "description": "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}", "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}}, "required": ["op"], "additionalProperties": false},
+                    "reduce": {"type": "object", "description": REDUCE_PART, "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}, "key": {"type": "string"}, "value": {"type": "string"}, "agg": {"type": "string", "enum": GROUP_AGGREGATES}}, "required": ["op"], "additionalProperties": false},
                 }),
                 vec!["map", "reduce"],
             ),
@@ -187,13 +209,16 @@ impl MicroTool {
                 vec!["pieces"],
             ),
             Self::Reduce => (
-                "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), join, top_k (with k), pairs (how many pairs of items are equal), or ask (with instruction: the helper model combines them). Example: {\"results\": \"results-…\", \"op\": \"sum\"}.",
+                REDUCE_STEP,
                 json!({
                     "results": {"type": "string", "description": "the results variable ctx_map returned (or any list variable)"},
                     "op": {"type": "string", "enum": REDUCE_OPS},
-                    "k": {"type": "integer", "minimum": 1, "description": "for top_k"},
+                    "k": {"type": "integer", "minimum": 1, "description": "for top_k and group_by: how many to keep"},
                     "separator": {"type": "string", "description": "for concat and join"},
                     "instruction": {"type": "string", "description": "for ask: how to combine the results"},
+                    "key": {"type": "string", "description": "for group_by: a regular expression whose first group is a line's key"},
+                    "value": {"type": "string", "description": "for group_by (sum, min, max) and argmax: a regular expression whose first group is a line's number"},
+                    "agg": {"type": "string", "enum": GROUP_AGGREGATES, "description": "for group_by: what each group's lines become"},
                 }),
                 vec!["results", "op"],
             ),
@@ -226,7 +251,7 @@ impl MicroTool {
             Self::Split => "ctx_split(variable, by, size, overlap, pattern)",
             Self::Filter => "ctx_filter(pieces, regex | where | ask)",
             Self::Map => "ctx_map(pieces, ask | count | extract | sub_rlm)",
-            Self::Reduce => "ctx_reduce(results, op, k, separator, instruction)",
+            Self::Reduce => "ctx_reduce(results, op, k, separator, instruction, key, value, agg)",
             Self::FinalAnswer => "final_answer(answer)",
         }
     }

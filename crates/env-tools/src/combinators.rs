@@ -117,11 +117,20 @@ pub struct MapArgs {
 pub struct ReduceArgs {
     /// The results variable (or any list variable).
     pub results: String,
-    /// `sum`, `count`, `min`, `max`, `concat`, `vote`, `union`, `top_k`, `pairs`, `join`, `ask`.
+    /// One of [`crate::catalog::REDUCE_OPS`].
     pub op: String,
-    /// For `top_k`.
+    /// For `top_k` and `group_by`: how many to keep.
     #[serde(default)]
     pub k: Option<u64>,
+    /// For `group_by`: the pattern whose first group is a record's key.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// For `group_by` and `argmax`: the pattern whose first group is a record's number.
+    #[serde(default)]
+    pub value: Option<String>,
+    /// For `group_by`: `count`, `sum`, `min` or `max`.
+    #[serde(default)]
+    pub agg: Option<String>,
     /// For `concat` and `join`.
     #[serde(default)]
     pub separator: Option<String>,
@@ -209,6 +218,11 @@ pub(crate) fn host_call(
             reduce.insert("op".into(), json!(args.op));
             if let Some(k) = args.k {
                 reduce.insert("k".into(), json!(k));
+            }
+            for (name, value) in [("key", args.key), ("value", args.value), ("agg", args.agg)] {
+                if let Some(value) = value {
+                    reduce.insert(name.into(), json!(value));
+                }
             }
             if let Some(separator) = args.separator {
                 reduce.insert("separator".into(), json!(separator));
@@ -320,6 +334,17 @@ mod tests {
             HostCall::PlanFilter {
                 pieces: "pieces-1".into(),
                 filter: json!({"where": "latency_ms > 250"}),
+            }
+        );
+        assert_eq!(
+            call(
+                MicroTool::Reduce,
+                r#"{"results": "results-1", "op": "group_by", "key": "^([^,]+),", "value": ",(\\d+)$", "agg": "sum", "k": 2}"#
+            )
+            .unwrap(),
+            HostCall::PlanReduce {
+                results: "results-1".into(),
+                reduce: json!({"op": "group_by", "key": "^([^,]+),", "value": ",(\\d+)$", "agg": "sum", "k": 2}),
             }
         );
         assert_eq!(

@@ -19,6 +19,18 @@ const EXACT_MAPS: &str = r#"- JSON lines like {"path": "/api", "latency_ms": 87}
 - log lines like GET /index.html status=404 bytes=512, the requests that got a 404: map {"count": "status=404"}, reduce {"op": "sum"}
 - the same log, the fewest bytes a failed request sent: filter {"where": "status >= 500"}, map {"extract": "bytes=(\\d+)"}, reduce {"op": "min"}"#;
 
+/// The reductions over records (`group_by`, `argmax`, `count_distinct`, `min`, `max`),
+/// shown to the plan environment and to the tools when a reduction is offered. Each is
+/// an example over a format of its own (CSV, JSON lines, an access log), worded as no
+/// particular task is, so the model learns the reduction, not a question's template.
+pub(crate) const RECORD_REDUCTIONS: &str = r##"Reductions over records, with no model (map {"extract": "^.*$"} keeps every line whole, one record a line):
+- per key, a count, sum, min or max: over CSV lines like `2024-05-01,kiosk-3,4.50`, {"op": "group_by", "key": "^[^,]*,([^,]+),", "value": ",([\\d.]+)$", "agg": "sum"} gives one `kiosk-3: 81.50` line per kiosk, the largest first; over JSON lines like `{"host": "db-2", "ms": 340}`, {"op": "group_by", "key": "\"host\": \"([^\"]+)\"", "value": "\"ms\": (\\d+)", "agg": "max", "k": 3} gives the three hosts with the slowest calls. A pattern's first group is the key or the number; "agg": "count" needs no value.
+- the record with the largest number: over an access log like `GET /cart 200 512ms`, {"op": "argmax", "value": "(\\d+)ms"} gives the slowest request's line.
+- how many distinct values: map {"extract": "\"host\": \"([^\"]+)\""}, reduce {"op": "count_distinct"}.
+- the smallest or the largest number: map {"extract": "(\\d+)ms"}, reduce {"op": "min"} or {"op": "max"}.
+- a reduction that cannot read its records names the pattern that matched nothing or the values that are not numbers: fix that pattern and send the plan again.
+"##;
+
 /// The system prompt of the micro-tools: what each does, and the rules by kind of task
 /// (without `ctx_map_reduce`, the design's delegation rule: cheapest first, grep, slice,
 /// then summarize).
@@ -60,6 +72,10 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );
     text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(…) on its own line with the answer inside the parentheses.\n");
+    if offers(MicroTool::MapReduce) || offers(MicroTool::Reduce) {
+        text.push('\n');
+        text.push_str(RECORD_REDUCTIONS);
+    }
     if features.text_tool_protocol {
         text.push('\n');
         text.push_str(text_protocol::PROTOCOL);
@@ -112,6 +128,8 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
         text,
         "\nA plan:\n- split: {{\"by\": \"chars\", \"size\": 20000}} (or \"lines\"; \"regex\" with a \"pattern\" where each record starts); leave out size to use the largest piece the helper model takes.\n- filter (optional): {{\"regex\": \"payment\"}} keeps the pieces that mention it; {{\"where\": \"bytes > 1000\"}} keeps the lines whose number field meets the condition (>, >=, <, <=, =, !=; join two with and); with a count or extract map, only the lines a filter keeps are read.\n- map, what each piece becomes. With no model, exact and fast: {{\"count\": PATTERN}} counts the matches of PATTERN (a regular expression, case-insensitive) in the piece; {{\"extract\": PATTERN}} lists them (the text of the first group, in parentheses, when it has one). With the helper model: {{\"ask\": QUESTION}}, the task's own question about one piece, for what no pattern finds.\n- reduce: {{\"op\": \"sum\"}} adds numbers; count, min, max, vote, union (distinct items), join, concat, top_k (with k: the k most frequent items, each with its count), pairs (how many pairs of items are equal), or {{\"op\": \"ask\", \"instruction\": \"…\"}} to let the helper model combine the answers.\n\nWhen the task names what to look for (a word, a key=value), a map with no model answers it exactly. For example, with split {{\"by\": \"lines\"}}:\n{EXACT_MAPS}\n\nExample with the helper model: to count the failed payments in a log whose lines say it in many ways, call ctx_map_reduce with {{\"variable\": \"context\", \"split\": {{\"by\": \"chars\", \"size\": 20000}}, \"filter\": {{\"regex\": \"payment\"}}, \"map\": {{\"ask\": {example}}}, \"reduce\": {{\"op\": \"sum\"}}}}.\n\nRules:\n- Ask the helper model short, exact questions about this task that a piece alone can answer; ask for a number, or a list, only.\n- A plan that would cost more than the budget is refused with the figures: use larger pieces, a filter, or a map with no model.\n- When the result answers the task, call final_answer(answer) alone, or write FINAL(…) on its own line. An answer before any plan has given a result is a guess and is not taken: when a plan fails, write it again as its error says.\n"
     );
+    text.push('\n');
+    text.push_str(RECORD_REDUCTIONS);
     if features.text_tool_protocol {
         // Replies are held to a call keyed by the tool's name (`response_format`).
         text.push('\n');
@@ -236,5 +254,126 @@ mod tests {
             .spec()
             .description
             .contains(PLAN_EXAMPLE_ASK));
+    }
+}
+
+/// The record reductions' paragraph: its examples run as written on the lines they
+/// show, its wording is no task's, and the prompts that carry it are snapshotted.
+#[cfg(test)]
+mod record_reduction_tests {
+    use super::*;
+    use rlm_plan::reduce::reduce;
+    use rlm_plan::Reduce;
+
+    /// Every `{"op": …}` object of `text`, parsed as the plan crate's reduction.
+    fn reductions_in(text: &str) -> Vec<Reduce> {
+        text.match_indices("{\"op\": ")
+            .map(|(at, _)| {
+                let mut stream =
+                    serde_json::Deserializer::from_str(&text[at..]).into_iter::<Reduce>();
+                let reduce = stream
+                    .next()
+                    .expect("an object follows")
+                    .unwrap_or_else(|e| panic!("{e}: {}", &text[at..]));
+                reduce.check().expect("a reduction that passes its checks");
+                reduce
+            })
+            .collect()
+    }
+
+    /// The pattern of the `{"extract": …}` after `after` in `text`.
+    fn extract_after(text: &str, after: &str) -> regex::Regex {
+        let start = text.find(after).expect("the example") + after.len();
+        let at = text[start..].find("{\"extract\": ").expect("an extract") + start + 12;
+        let mut stream = serde_json::Deserializer::from_str(&text[at..]).into_iter::<String>();
+        let pattern = stream.next().expect("a pattern").expect("a JSON string");
+        rlm_plan::pattern::compile(&pattern).expect("the shown pattern compiles")
+    }
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_shown_reductions_work_on_the_lines_they_show() {
+        let shown = reductions_in(RECORD_REDUCTIONS);
+        assert_eq!(shown.len(), 6, "{shown:?}");
+        let csv = lines("2024-05-01,kiosk-3,4.50\n2024-05-01,kiosk-1,2\n2024-05-02,kiosk-3,77");
+        assert_eq!(
+            reduce(&shown[0], &csv).as_deref(),
+            Ok("kiosk-3: 81.50\nkiosk-1: 2")
+        );
+        let json_lines = lines(
+            r#"{"host": "db-2", "ms": 340}
+{"host": "web-1", "ms": 12}
+{"host": "db-2", "ms": 90}
+{"host": "cache", "ms": 5}
+{"host": "queue", "ms": 1}"#,
+        );
+        assert_eq!(
+            reduce(&shown[1], &json_lines).as_deref(),
+            Ok("db-2: 340\nweb-1: 12\ncache: 5")
+        );
+        let access = lines("GET /cart 200 512ms\nGET /index 200 35ms\nPOST /pay 500 1020ms");
+        assert_eq!(
+            reduce(&shown[2], &access).as_deref(),
+            Ok("POST /pay 500 1020ms")
+        );
+        let hosts = extract_after(RECORD_REDUCTIONS, "how many distinct values");
+        assert_eq!(
+            &hosts.captures(&json_lines[0]).expect("it matches")[1],
+            "db-2"
+        );
+        let ms = extract_after(RECORD_REDUCTIONS, "the smallest or the largest number");
+        assert_eq!(&ms.captures(&access[0]).expect("it matches")[1], "512");
+        assert_eq!(
+            shown[3..],
+            [Reduce::CountDistinct, Reduce::Min, Reduce::Max]
+        );
+    }
+
+    #[test]
+    fn the_paragraph_is_worded_as_no_particular_task_is() {
+        let text = RECORD_REDUCTIONS.to_lowercase();
+        for phrase in ["label", "amount", "city", "year", "magic", "most", "which"] {
+            assert!(!text.contains(phrase), "{phrase} in {RECORD_REDUCTIONS}");
+        }
+    }
+
+    #[test]
+    fn the_plan_and_tools_prompts_carry_it_only_with_a_reduction() {
+        let plan = plan_system_prompt(PromptFeatures::default());
+        assert!(plan.contains(RECORD_REDUCTIONS));
+        let all = system_prompt(PromptFeatures::default(), &MicroTool::ALL);
+        assert!(all.contains(RECORD_REDUCTIONS));
+        let steps = system_prompt(
+            PromptFeatures::default(),
+            &[
+                MicroTool::Split,
+                MicroTool::Map,
+                MicroTool::Reduce,
+                MicroTool::FinalAnswer,
+            ],
+        );
+        assert!(steps.contains(RECORD_REDUCTIONS));
+        let reading = system_prompt(
+            PromptFeatures::default(),
+            &[MicroTool::Grep, MicroTool::Slice, MicroTool::FinalAnswer],
+        );
+        assert!(!reading.contains("group_by"), "{reading}");
+    }
+
+    /// The texts the model reads, whole: a change to any is a reviewed snapshot.
+    #[test]
+    fn the_model_visible_prompts_keep_their_text() {
+        let features = PromptFeatures {
+            agents: false,
+            sub_context_chars: 20_000,
+            text_tool_protocol: false,
+        };
+        insta::assert_snapshot!("plan_prompt", plan_system_prompt(features));
+        insta::assert_snapshot!("tools_prompt", system_prompt(features, &MicroTool::ALL));
+        let specs: Vec<_> = MicroTool::ALL.iter().map(|tool| tool.spec()).collect();
+        insta::assert_json_snapshot!("tool_specs", specs);
     }
 }

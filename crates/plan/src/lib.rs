@@ -5,22 +5,25 @@
 //! window, and its calls, tokens and cost estimated and checked against the budgets
 //! ([`price`]). Running it is the orchestrator's; this crate holds what needs no
 //! model: the types ([`spec`]), the splitter ([`split`], streaming: a file of any size
-//! is cut in one pass with bounded memory), and the deterministic reductions
-//! ([`reduce`]), the variables the step-by-step combinators leave ([`pieces`]), and
-//! the bound on the host's own work over a plan's pieces ([`work`]).
+//! is cut in one pass with bounded memory), the deterministic reductions ([`reduce`];
+//! those over records, `group_by` and `argmax`: [`group`]), the variables the
+//! step-by-step combinators leave ([`pieces`]), and the bound on the host's own work
+//! over a plan's pieces ([`work`]).
 
 pub mod condition;
 pub mod error;
+pub mod group;
 pub mod pattern;
 pub mod pieces;
 pub mod price;
+pub mod reading;
 pub mod reduce;
 pub mod spec;
 pub mod split;
 pub mod work;
 
 pub use error::PlanError;
-pub use spec::{Filter, Map, Plan, Reduce, Split, SplitBy};
+pub use spec::{Aggregate, Filter, Map, Plan, Reduce, Split, SplitBy};
 
 /// How deep plans may nest (`map: {"plan": …}`), whatever `--max-depth` allows.
 pub const MAX_NESTING: u32 = 3;

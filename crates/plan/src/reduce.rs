@@ -5,10 +5,12 @@
 
 use std::collections::HashMap;
 
+pub use crate::reading::first_number;
+use crate::reading::normalise;
 use crate::spec::{Map, Reduce};
 
 /// Why results cannot be reduced.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ReduceError {
     /// `ask` needs the sub-model: the orchestrator reduces it.
     #[error("the `ask` reduction needs the sub-model")]
@@ -23,6 +25,9 @@ pub enum ReduceError {
         /// The first result, shortened.
         first: String,
     },
+    /// A reduction over records (`group_by`, `argmax`) could not read them.
+    #[error(transparent)]
+    Records(#[from] crate::group::RecordError),
 }
 
 impl ReduceError {
@@ -34,7 +39,8 @@ impl ReduceError {
     /// orchestrator's to handle.
     pub fn advice(&self, map: Option<&Map>) -> Option<String> {
         match (self, map) {
-            (Self::NeedsModel, _) => None,
+            // Each says what in the plan's own patterns or values to change.
+            (Self::NeedsModel | Self::Records(_), _) => None,
             (Self::NoNumbers { .. }, Some(Map::Extract(_))) => Some(format!(
                 "the extract gave values, not numbers: {}",
                 VALUE_REDUCTIONS.join("; ")
@@ -74,6 +80,17 @@ pub fn reduce(reduce: &Reduce, results: &[String]) -> Result<String, ReduceError
         }
         Reduce::TopK { k } => Ok(top_k(results, *k)),
         Reduce::Pairs => Ok(equal_pairs(results).to_string()),
+        Reduce::CountDistinct => Ok(distinct_items(results).len().to_string()),
+        Reduce::Argmax { value } => Ok(crate::group::argmax(value.as_deref(), results)?),
+        Reduce::GroupBy { key, value, agg, k } => {
+            let spec = crate::group::GroupBy {
+                key,
+                value: value.as_deref(),
+                agg: *agg,
+                k: *k,
+            };
+            Ok(crate::group::group_by(&spec, results)?)
+        }
         Reduce::Ask { .. } => Err(ReduceError::NeedsModel),
     }
 }
@@ -100,38 +117,6 @@ fn numeric(
         });
     }
     Ok(format_number(fold(&numbers)))
-}
-
-/// The first number in `text`: digits with optional thousands separators (`1,432`),
-/// a decimal part and a sign.
-pub fn first_number(text: &str) -> Option<f64> {
-    let bytes = text.as_bytes();
-    let start = bytes.iter().position(u8::is_ascii_digit)?;
-    let negative = start > 0 && bytes[start - 1] == b'-';
-    let mut digits = String::new();
-    let mut i = start;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let grouped = b == b','
-            && i + 3 < bytes.len() + 1
-            && bytes[i + 1..].iter().take(3).all(u8::is_ascii_digit)
-            && bytes.get(i + 4).is_none_or(|b| !b.is_ascii_digit());
-        if b.is_ascii_digit() {
-            digits.push(b as char);
-        } else if grouped {
-            // "1,432": a thousands separator, skipped.
-        } else if b == b'.'
-            && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)
-            && !digits.contains('.')
-        {
-            digits.push('.');
-        } else {
-            break;
-        }
-        i += 1;
-    }
-    let value: f64 = digits.parse().ok()?;
-    Some(if negative { -value } else { value })
 }
 
 /// A whole number without a decimal part, else the number as is.
@@ -168,17 +153,6 @@ fn says_yes(result: &str) -> bool {
         ]
         .iter()
         .any(|no| first == *no || word == *no)
-}
-
-/// `text` lower-cased, trimmed, its whitespace made single spaces and its trailing
-/// full stop dropped.
-fn normalise(text: &str) -> String {
-    let words: Vec<&str> = text.split_whitespace().collect();
-    words
-        .join(" ")
-        .to_lowercase()
-        .trim_end_matches('.')
-        .to_owned()
 }
 
 /// The most frequent result (normalised), the first of a tie; returned as first
@@ -392,5 +366,44 @@ mod tests {
             ),
             Err(ReduceError::NeedsModel)
         );
+    }
+
+    #[test]
+    fn count_distinct_counts_the_items_union_lists() {
+        for (results, want) in [
+            (
+                strings(&["- alice\n- bob", "Bob, carol", "none", "alice"]),
+                "3",
+            ),
+            (strings(&["GET", "get", "POST ", "PUT"]), "3"),
+            (strings(&[]), "0"),
+        ] {
+            assert_eq!(
+                reduce(&Reduce::CountDistinct, &results).as_deref(),
+                Ok(want),
+                "{results:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_reduction_s_error_is_its_own_and_advises_nothing_more() {
+        let error = reduce(
+            &Reduce::GroupBy {
+                key: r"user=(\w+)".into(),
+                value: None,
+                agg: crate::spec::Aggregate::Count,
+                k: None,
+            },
+            &strings(&["GET /a 200"]),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().starts_with(
+                r#"the key pattern "user=(\\w+)" of `group_by` matched none of the 1 records"#
+            ),
+            "{error}"
+        );
+        assert_eq!(error.advice(Some(&Map::Extract("^.*$".into())), ""), None);
     }
 }

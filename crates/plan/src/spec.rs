@@ -169,12 +169,65 @@ pub enum Reduce {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         separator: Option<String>,
     },
+    /// How many distinct items the results hold (items as `union` reads them, case and
+    /// spacing ignored).
+    CountDistinct,
+    /// The record with the largest number, as written (the first of a tie): a record is
+    /// a line of the results, its number the `value` pattern's first group, or the
+    /// record's first number when there is no pattern ([`crate::group`]).
+    Argmax {
+        /// Where the number is in a record.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+    },
+    /// The records (lines of the results) grouped by the `key` pattern's first group,
+    /// each group's `value`s aggregated: one `key: aggregate` line a group, the largest
+    /// first ([`crate::group`]).
+    GroupBy {
+        /// What a record's group is: its first group, or the whole match.
+        key: String,
+        /// Where a record's number is (needed by `sum`, `min` and `max`; with `count`,
+        /// only the records it matches are counted).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// How a group's records become one number.
+        agg: Aggregate,
+        /// Only the `k` first groups (all when absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        k: Option<usize>,
+    },
     /// The sub-model combines the results with this instruction, as many per call as
     /// fit its window, in rounds until one is left.
     Ask {
         /// What to do with the results.
         instruction: String,
     },
+}
+
+/// How `group_by` makes one number of a group's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregate {
+    /// How many records the group holds.
+    Count,
+    /// Their values added up.
+    Sum,
+    /// The smallest value.
+    Min,
+    /// The largest value.
+    Max,
+}
+
+impl Aggregate {
+    /// Its name in a plan.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Count => "count",
+            Self::Sum => "sum",
+            Self::Min => "min",
+            Self::Max => "max",
+        }
+    }
 }
 
 impl Plan {
@@ -318,6 +371,7 @@ fn literal_extract(pattern: &str, reduce: Option<&Reduce>) -> String {
         Some(
             Reduce::TopK { .. }
                 | Reduce::Union
+                | Reduce::CountDistinct
                 | Reduce::Pairs
                 | Reduce::Vote
                 | Reduce::Join { .. }
@@ -336,15 +390,43 @@ fn literal_extract(pattern: &str, reduce: Option<&Reduce>) -> String {
 }
 
 impl Reduce {
-    /// Checks `k` and the instruction.
+    /// Checks `k`, the instruction, and the patterns of the record reductions.
     pub fn check(&self) -> Result<(), PlanError> {
         match self {
             Self::TopK { k: 0 } => Err(PlanError::Shape("`reduce.k` must be at least 1".into())),
             Self::Ask { instruction } if instruction.trim().is_empty() => {
                 Err(PlanError::Shape("`reduce.instruction` is empty".into()))
             }
+            Self::Argmax { value } => check_pattern("reduce.value", value.as_deref()),
+            Self::GroupBy { key, value, agg, k } => {
+                if *k == Some(0) {
+                    return Err(PlanError::Shape(
+                        "`reduce.k` must be at least 1, or left out for every group".into(),
+                    ));
+                }
+                check_pattern("reduce.key", Some(key))?;
+                check_pattern("reduce.value", value.as_deref())?;
+                if value.is_none() && *agg != Aggregate::Count {
+                    return Err(PlanError::Shape(format!(
+                        "`group_by` with \"agg\": \"{}\" needs a `value` pattern that reads each record's number in its first group, e.g. \"value\": \"(\\\\d+(?:\\\\.\\\\d+)?)\\\\s*ms\"; \"agg\": \"count\" needs none",
+                        agg.name()
+                    )));
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
+    }
+}
+
+/// Checks a reduction's pattern compiles (`None`: there is none); `field` names it.
+fn check_pattern(field: &str, pattern: Option<&str>) -> Result<(), PlanError> {
+    match pattern {
+        Some(p) if p.trim().is_empty() => Err(PlanError::Shape(format!("`{field}` is empty"))),
+        Some(p) => crate::pattern::compile(p)
+            .map(|_| ())
+            .map_err(|e| PlanError::Shape(format!("`{field}`: {e}"))),
+        None => Ok(()),
     }
 }
 
@@ -528,5 +610,88 @@ mod tests {
         }
         let error = Plan::from_json(&json).unwrap_err().to_string();
         assert!(error.contains("nest at most"), "{error}");
+    }
+
+    #[test]
+    fn the_record_reductions_have_their_json_forms() {
+        for (json, reduce) in [
+            (r#"{"op": "count_distinct"}"#, Reduce::CountDistinct),
+            (r#"{"op": "argmax"}"#, Reduce::Argmax { value: None }),
+            (
+                r#"{"op": "argmax", "value": "(\\d+) ms"}"#,
+                Reduce::Argmax {
+                    value: Some(r"(\d+) ms".into()),
+                },
+            ),
+            (
+                r#"{"op": "group_by", "key": "host=(\\S+)", "agg": "count"}"#,
+                Reduce::GroupBy {
+                    key: r"host=(\S+)".into(),
+                    value: None,
+                    agg: Aggregate::Count,
+                    k: None,
+                },
+            ),
+            (
+                r#"{"op": "group_by", "key": "^(\\w+),", "value": ",(\\d+)$", "agg": "sum", "k": 3}"#,
+                Reduce::GroupBy {
+                    key: r"^(\w+),".into(),
+                    value: Some(r",(\d+)$".into()),
+                    agg: Aggregate::Sum,
+                    k: Some(3),
+                },
+            ),
+        ] {
+            let parsed: Reduce = serde_json::from_str(json).unwrap();
+            assert_eq!(parsed, reduce, "{json}");
+            parsed.check().unwrap();
+            let again: Reduce =
+                serde_json::from_str(&serde_json::to_string(&parsed).unwrap()).unwrap();
+            assert_eq!(again, reduce);
+        }
+    }
+
+    #[test]
+    fn bad_record_reductions_say_what_to_fix() {
+        let plan =
+            |reduce: &str| format!(r#"{{"map": {{"extract": "^.*$"}}, "reduce": {reduce}}}"#);
+        for (reduce, says) in [
+            (
+                r#"{"op": "group_by", "key": "(\\w+)", "agg": "sum"}"#,
+                r#"`group_by` with "agg": "sum" needs a `value` pattern"#,
+            ),
+            (
+                r#"{"op": "group_by", "key": "(\\w+)", "agg": "max"}"#,
+                r#""agg": "count" needs none"#,
+            ),
+            (
+                r#"{"op": "group_by", "key": "(", "agg": "count"}"#,
+                "`reduce.key`: `(` is not a regular expression",
+            ),
+            (
+                r#"{"op": "group_by", "key": " ", "agg": "count"}"#,
+                "`reduce.key` is empty",
+            ),
+            (
+                r#"{"op": "group_by", "key": "(\\w+)", "value": "[", "agg": "min"}"#,
+                "`reduce.value`: `[` is not a regular expression",
+            ),
+            (
+                r#"{"op": "group_by", "key": "(\\w+)", "agg": "count", "k": 0}"#,
+                "`reduce.k` must be at least 1, or left out",
+            ),
+            (
+                r#"{"op": "group_by", "key": "(\\w+)", "agg": "mean"}"#,
+                "unknown variant `mean`, expected one of `count`, `sum`, `min`, `max`",
+            ),
+            (
+                r#"{"op": "group_by", "value": "(\\d+)", "agg": "sum"}"#,
+                "missing field `key`",
+            ),
+            (r#"{"op": "argmax", "value": "("}"#, "`reduce.value`:"),
+        ] {
+            let error = Plan::from_json(&plan(reduce)).unwrap_err().to_string();
+            assert!(error.contains(says), "{reduce}: {error}");
+        }
     }
 }

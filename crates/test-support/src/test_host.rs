@@ -1,6 +1,8 @@
 //! A [`Host`] for the environment tests: it answers `llm_query` itself (`answer to
 //! <prompt>`), fails on cue (`fail`, `fatal`), makes `sync:` prompts wait for each
-//! other (to prove calls run concurrently), serves the store, and records every call.
+//! other (to prove calls run concurrently), serves the store, reduces stored results
+//! as `ctx_reduce` does (the plan crate's own reductions, so a REPL's helper is tested
+//! against the real reductions and their errors), and records every call.
 //!
 //! Shared by the code-REPL conformance suite and the python- and js-only tests, so
 //! every environment is driven by the same host.
@@ -122,6 +124,18 @@ impl Host for TestHost {
                 let mut value = serde_json::to_value(reference).unwrap();
                 value["path"] = json!(path);
                 Ok(value)
+            }
+            HostCall::PlanReduce { results, reduce } => {
+                let refused = |e: rlm_plan::PlanError| HostError::RespondToModel(e.to_string());
+                let reduce: rlm_plan::Reduce = serde_json::from_value(reduce)
+                    .map_err(|e| refused(rlm_plan::PlanError::Json(format!("`reduce`: {e}"))))?;
+                reduce.check().map_err(refused)?;
+                let value = self.store.get(&results).map_err(for_model)?;
+                let texts = rlm_plan::pieces::texts_to_reduce(&results, &value).map_err(refused)?;
+                let answer = rlm_plan::reduce::reduce(&reduce, &texts).map_err(|e| {
+                    HostError::RespondToModel(format!("the plan's reduction failed: {e}"))
+                })?;
+                Ok(json!({"answer": answer, "count": texts.len()}))
             }
             other => Err(HostError::RespondToModel(format!(
                 "the test host does not serve {}",

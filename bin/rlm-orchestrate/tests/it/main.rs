@@ -40,6 +40,7 @@ mod private_files;
 mod real_agents;
 mod real_cli_support;
 mod real_llm_agent;
+mod record_reductions;
 mod redaction;
 mod repl;
 mod replies;

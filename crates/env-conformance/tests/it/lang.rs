@@ -60,6 +60,9 @@ pub trait Lang: Sized + 'static {
     fn defined(name: &str) -> String;
     /// A call of the raw host bridge that helpers use, with `args` as they are sent.
     fn raw_host_call(method: &str, args: &Value) -> String;
+    /// A call of the `ctx_reduce` helper over the results variable `results` with the
+    /// reduction's `options` (`{"op": …, …}`), in the language's usual form.
+    fn ctx_reduce(results: &str, options: &Value) -> String;
 
     /// An expression that echoes nothing.
     const NOTHING: &'static str;
@@ -211,6 +214,16 @@ impl Lang for Python {
         )
     }
 
+    fn ctx_reduce(results: &str, options: &Value) -> String {
+        let keywords: Vec<String> = options
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| format!("{name}={}", py_repr(value)))
+            .collect();
+        format!("ctx_reduce('{results}', {})", keywords.join(", "))
+    }
+
     const NOTHING: &'static str = "None";
     const STDOUT_STDERR: &'static str =
         "import sys\nprint('one')\nsys.stderr.write('warned\\n')\nprint('two')";
@@ -341,6 +354,10 @@ impl Lang for Js {
     fn raw_host_call(method: &str, args: &Value) -> String {
         let args = Value::String(args.to_string());
         format!("await __rlm_host('{method}', {args})")
+    }
+
+    fn ctx_reduce(results: &str, options: &Value) -> String {
+        format!("ctx_reduce('{results}', {options})")
     }
 
     const NOTHING: &'static str = "undefined";

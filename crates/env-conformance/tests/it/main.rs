@@ -34,6 +34,7 @@ macro_rules! both {
     };
 }
 
+mod combinators;
 mod contexts;
 mod explore;
 mod host_calls;

@@ -167,15 +167,21 @@ def ctx_map(pieces, ask=None, count=None, extract=None, sub_rlm=None, agent=None
     return ctx_map.last["results"]
 
 
-def ctx_reduce(results, op="concat", k=None, separator=None, instruction=None):
+def ctx_reduce(results, op="concat", k=None, separator=None, instruction=None,
+               key=None, value=None, agg=None):
     """The results (a ctx_map or map_reduce results variable, or any list variable)
-    made one answer: sum, count, min, max, concat, vote, union, top_k (k), pairs (how
-    many pairs of items are equal), join, or ask
-    (instruction: the sub-model combines them). Returns the answer.
+    made one answer: sum, count, min, max, concat, vote, union, count_distinct (how
+    many distinct items), top_k (k), pairs (how many pairs of items are equal), join,
+    argmax (value: the line whose number, the pattern's first group, is largest),
+    group_by (key and value: patterns whose first group is a line's key and number;
+    agg: count, sum, min or max; k: the largest groups only), or ask (instruction: the
+    sub-model combines them). Returns the answer.
 
         total = ctx_reduce(results, op="sum")
+        per_host = ctx_reduce(results, op="group_by", key=r"host=(\S+)", agg="count")
     """
-    reduce = _parts(op=op, k=k, separator=separator, instruction=instruction)
+    reduce = _parts(op=op, k=k, separator=separator, instruction=instruction,
+                    key=key, value=value, agg=agg)
     ctx_reduce.last = _host("plan_reduce", {"results": results, "reduce": reduce})
     return _as_text(ctx_reduce.last["answer"])
 

@@ -450,6 +450,7 @@ mod tests {
             let reduce = match op {
                 "top_k" => serde_json::json!({"op": op, "k": 1}),
                 "ask" => serde_json::json!({"op": op, "instruction": "merge"}),
+                "group_by" => serde_json::json!({"op": op, "key": "(\\w+)", "agg": "count"}),
                 _ => serde_json::json!({"op": op}),
             };
             let parsed = serde_json::from_value::<rlm_plan::Reduce>(reduce);
