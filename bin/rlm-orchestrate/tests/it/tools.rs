@@ -230,7 +230,7 @@ fn bad_calls_repeats_and_tools_not_offered_are_results_the_model_reads() {
     );
     assert_eq!(answered[5], answered[6]);
     assert!(
-        answered[7].starts_with("This call repeats an earlier call"),
+        answered[7].starts_with("Call not run: the same call already ran 2 times."),
         "{}",
         answered[7]
     );
@@ -539,9 +539,9 @@ fn ctx_summarize_over_a_large_context_is_a_nested_run_with_the_tools() {
 
 #[test]
 fn a_model_that_repeats_one_call_is_forced_to_answer() {
-    // The local model under --env plan sent the same refused plan until its
-    // iterations ran out: a turn of calls that already ran twice counts as a
-    // correction, and the third such turn in a row ends the loop.
+    // A model that sends the same call until its iterations run out: the third run of
+    // the call is refused (`repeat_limit`), and the third such refusal in a row ends
+    // the loop.
     let sb = Sandbox::new();
     let context = sb.file("app.log", "line one\nline two\n");
     let grep = || {
@@ -572,189 +572,7 @@ fn a_model_that_repeats_one_call_is_forced_to_answer() {
     let last = mock.control().requests().pop().unwrap();
     let texts = last.message_texts().join("\n");
     assert!(
-        texts.contains("again calls that already ran twice, after 2 corrections"),
+        texts.contains("the same correction (repeat_limit) again, after 2 corrections"),
         "{texts}"
     );
-}
-
-#[test]
-fn a_grep_of_the_task_s_key_that_found_its_line_is_followed_by_the_notice_to_answer() {
-    // The tools-seed10 reading's `sniah` items: the key's line found at the first call,
-    // then slices and the same grep until forced. After such a result the model is told
-    // to answer with final_answer when what it found answers the whole task.
-    let sb = Sandbox::new();
-    let mut text = "an essay line about startups\n".repeat(200);
-    text.push_str("The special magic number for jolly-quokka-91 is 8520563.\n");
-    text.push_str(&"more of the essay\n".repeat(200));
-    let context = sb.file("essay.txt", text);
-    let grep = call(
-        "ctx_grep",
-        json!({"variable": "context", "pattern": "jolly-quokka-91"}),
-    );
-    let answers = MockRule::function("answers after the notice", |request| {
-        let last = request.last_user_message()?;
-        last.contains("which the task names, found the lines above")
-            .then(|| call("final_answer", json!({"answer": "8520563"})))
-    });
-    let model = MockLlm::spawn_blocking_thread(MockScript::new().rule(answers).then(grep)).unwrap();
-    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let result = run_json(
-        &sb,
-        &model.control().openai_base_url(),
-        "What is the special magic number for jolly-quokka-91 mentioned in the context?",
-        &args,
-    );
-    assert_eq!(result["answer"], "8520563");
-    assert_eq!(result["forced"], false);
-    assert_eq!(result["iterations"], 2);
-    // A grep of a word the task does not name is followed by no such notice.
-    let other = mock(vec![
-        call(
-            "ctx_grep",
-            json!({"variable": "context", "pattern": "essay"}),
-        ),
-        call("final_answer", json!({"answer": "none"})),
-    ]);
-    run_json(
-        &sb,
-        &other.control().openai_base_url(),
-        "What is the special magic number for jolly-quokka-91 mentioned in the context?",
-        &args,
-    );
-    let requests = other.control().requests();
-    let after = requests[1].last_user_message().unwrap_or_default();
-    assert!(!after.contains("which the task names"), "{after}");
-}
-
-#[test]
-fn a_task_of_several_keys_is_told_which_keys_no_grep_has_found_yet() {
-    // The latest-seed11 reading's `multi-needle` item 0: told to answer after the first
-    // key's line, the model answered with one number of four. A task that names
-    // several keys is told which are left, and to answer once none is.
-    let sb = Sandbox::new();
-    let mut text = "an essay line\n".repeat(100);
-    text.push_str("The special magic number for ivory-falcon-10 is 9085628.\n");
-    text.push_str(&"more essay\n".repeat(100));
-    text.push_str("The special magic number for eager-badger-07 is 8830464.\n");
-    let context = sb.file("essay.txt", text);
-    fn grep(key: &str) -> MockReply {
-        call("ctx_grep", json!({"variable": "context", "pattern": key}))
-    }
-    let next_key = MockRule::function("greps the key left", |request| {
-        let last = request.last_user_message()?;
-        last.contains("not found yet: eager-badger-07")
-            .then(|| grep("eager-badger-07"))
-    });
-    fn answers_when_none_is_left() -> MockRule {
-        MockRule::function("answers when none is left", |request| {
-            let last = request.last_user_message()?;
-            last.contains("every one of the 2 keys")
-                .then(|| call("final_answer", json!({"answer": "9085628, 8830464"})))
-        })
-    }
-    let model = MockLlm::spawn_blocking_thread(
-        MockScript::new()
-            .rule(next_key)
-            .rule(answers_when_none_is_left())
-            .then(grep("ivory-falcon-10")),
-    )
-    .unwrap();
-    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let task = "What are the special magic numbers for ivory-falcon-10 and eager-badger-07 mentioned in the context?";
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], "9085628, 8830464");
-    assert_eq!(result["iterations"], 3);
-
-    // The task's list grepped as the task writes it: the tool greps its keys joined by
-    // `|`, and both found, the model is told to answer (s20-seed23 `multi-needle` item
-    // 3 was not, and sliced and grepped until forced).
-    let model = MockLlm::spawn_blocking_thread(
-        MockScript::new()
-            .rule(answers_when_none_is_left())
-            .then(grep("ivory-falcon-10 and eager-badger-07")),
-    )
-    .unwrap();
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], "9085628, 8830464");
-    assert_eq!(result["iterations"], 2);
-}
-
-#[test]
-fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
-    // The final-seed12 reading's plan `pairs` items 0-3: the filter
-    // {"regex": "year > 2000"} kept no piece (no line holds that text), the plan
-    // answered nothing, and the model answered a guess. The result now says why and
-    // names the `where` filter and the task's exact plan; the plan sent with it counts.
-    let sb = Sandbox::new();
-    let context = sb.file("people.txt", crate::plans::six_people());
-    let by_regex = call(
-        "ctx_map_reduce",
-        json!({"variable": "context", "filter": {"regex": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}),
-    );
-    let by_where = call(
-        "ctx_map_reduce",
-        json!({"variable": "context", "filter": {"where": "year > 2000"}, "map": {"extract": "city=(\\w+)"}, "reduce": {"op": "pairs"}}),
-    );
-    let model = mock(vec![
-        by_regex,
-        by_where,
-        call("final_answer", json!({"answer": "2"})),
-    ]);
-    let mut args = vec!["--env", "plan", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let result = run_json(
-        &sb,
-        &model.control().openai_base_url(),
-        "How many pairs of different persons in the context live in the same city and were both born after 2000 (year > 2000)? Answer with a number.",
-        &args,
-    );
-    assert_eq!(result["answer"], "2");
-    let results = results(&model);
-    assert!(
-        results[0].starts_with(r#"ctx_map_reduce kept no piece: no line matches the filter {"regex": "year > 2000"}: a pattern matches text, it does not compare numbers"#)
-            && results[0].contains(r#"kept by the filter {"where": "year > 2000"} of ctx_map_reduce"#)
-            && results[0].contains(r#"Answer the task exactly with ctx_map_reduce, filter {"where": "year > 2000"}, map {"extract": "city=(\\w+)"}, reduce {"op": "pairs"}"#),
-        "{}",
-        results[0]
-    );
-    // Lima 2004 and 2010, Oslo 2001 and 2003: two pairs.
-    assert!(results[1].starts_with("2\n(plan:"), "{}", results[1]);
-}
-
-#[test]
-fn an_answer_in_a_sentence_where_the_task_states_its_form_is_questioned_once() {
-    // The s18b-seed15 reading's multi-needle item 3: the four lines found, then
-    // final_answer with a sentence holding the keys' numbers and the answer's, where
-    // the task says "Answer with the four numbers separated by commas."
-    let sb = Sandbox::new();
-    let context = sb.file(
-        "essay.txt",
-        "The special magic number for amber-falcon-05 is 5599158.\nThe special magic number for dusty-yak-07 is 6488076.\n",
-    );
-    let task = "What are the special magic numbers for amber-falcon-05 and dusty-yak-07 mentioned in the context? Answer with the two numbers separated by commas.";
-    let sentence = "The special magic numbers for amber-falcon-05 and dusty-yak-07 mentioned in the context are 5599158 and 6488076.";
-    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let model = mock(vec![
-        call("final_answer", json!({"answer": sentence})),
-        call("final_answer", json!({"answer": "5599158, 6488076"})),
-    ]);
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], "5599158, 6488076");
-    let results = results(&model);
-    assert!(
-        results[0].starts_with("Your answer is a sentence, and the task says: \"Answer with the two numbers separated by commas.\""),
-        "{}",
-        results[0]
-    );
-    // Sent again as it is, the sentence is the answer.
-    let model = mock(vec![
-        call("final_answer", json!({"answer": sentence})),
-        call("final_answer", json!({"answer": sentence})),
-    ]);
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], sentence);
-    assert_eq!(model.control().requests().len(), 2);
 }
