@@ -10,6 +10,7 @@
 mod big_context;
 mod config;
 mod context_limits;
+mod corrections;
 mod dead_runs;
 mod discovery;
 mod escapees;
