@@ -18,9 +18,9 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde_json::{json, Value};
 
+use rlm_orchestrator::corrections::{Corrections, Rule};
 use rlm_orchestrator::provider::discovery::resolve_window;
 use rlm_orchestrator::provider::ContextWindow;
-use rlm_orchestrator::rlm::{Corrections, Rule};
 
 use crate::cli::{Cli, ConfigShowArgs, GlobalArgs, RunArgs};
 use crate::config_file::{self, CONFIG_FILE};

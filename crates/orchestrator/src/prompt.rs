@@ -269,6 +269,15 @@ pub const ITERATIONS_USED: &str = "You have used every iteration.";
 /// [`ITERATIONS_USED`] or the reason it stopped.
 pub const FORCE_FINAL: &str = "Do not write code. Answer now with your best answer from what you have learned, on its own line: FINAL(your answer).";
 
+/// What the forced request asks for, under the code medium (`code`) or the tools.
+pub fn force_final(code: bool) -> &'static str {
+    if code {
+        FORCE_FINAL
+    } else {
+        FORCE_FINAL_TOOLS
+    }
+}
+
 /// Sent when iterations are exhausted, or the loop stopped, under `--env tools`.
 pub const FORCE_FINAL_TOOLS: &str = "Do not call any more tools except final_answer. Answer now with your best answer from what you have learned: call final_answer with it, or write FINAL(…) on its own line with the answer inside the parentheses.";
 

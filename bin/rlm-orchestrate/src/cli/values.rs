@@ -196,11 +196,11 @@ pub(super) fn parse_tools(list: &str) -> Result<ToolList, InvalidValue> {
 
 /// `--corrections`: the loop's correction rules to switch on.
 #[derive(Debug, Clone)]
-pub struct CorrectionList(pub rlm_orchestrator::rlm::Corrections);
+pub struct CorrectionList(pub rlm_orchestrator::corrections::Corrections);
 
 /// Parses `--corrections`: `all`, `none`, or a comma list of rule names.
 pub(super) fn parse_corrections(list: &str) -> Result<CorrectionList, InvalidValue> {
-    rlm_orchestrator::rlm::Corrections::from_names(list)
+    rlm_orchestrator::corrections::Corrections::from_names(list)
         .map(CorrectionList)
         .map_err(|e| InvalidValue::new(e.to_string()))
 }

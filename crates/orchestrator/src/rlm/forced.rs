@@ -12,7 +12,7 @@
 //! a budget is spent, a run makes exactly one forced request.
 
 use super::caller::{Caller, Offer};
-use super::correction::{bare_final, Corrections, Forced, Hook};
+use super::correction::{bare_final, Ask as _, Corrections, Forced, Hook};
 use super::log::BlockLog;
 use super::medium::Medium;
 use super::{fit, tool_turn, LoopError, LoopOutcome};
@@ -64,7 +64,7 @@ pub(super) async fn force_final(
         Some(reason) => format!("Stop: {reason}."),
         None => prompt::ITERATIONS_USED.to_owned(),
     };
-    let mut request = format!("{why} {}", instruction(code));
+    let mut request = format!("{why} {}", prompt::force_final(code));
     if let Some(unread) = unread {
         request = format!("{unread}\n\n{request}");
     }
@@ -126,15 +126,6 @@ pub(super) async fn force_final(
         iterations,
         submitted: None,
     })
-}
-
-/// What the forced request asks for, under the code medium (`code`) or the tools.
-pub(super) fn instruction(code: bool) -> &'static str {
-    if code {
-        prompt::FORCE_FINAL
-    } else {
-        prompt::FORCE_FINAL_TOOLS
-    }
 }
 
 /// The forced request as it is asked, first and after a reply that is not an answer.

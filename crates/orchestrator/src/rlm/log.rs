@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::correction::prose_answer;
+use super::prose_answer;
 
 /// What a run's blocks and calls have done so far.
 #[derive(Debug, Default)]

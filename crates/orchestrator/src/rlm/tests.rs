@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::accounting::Limits;
+use crate::env::tools::ToolProtocol;
 use crate::env::{CodeRepl, Environment};
 use crate::env::{ExecOutcome, FinalAnswer, HistoryEntry, ReplVariable};
 use crate::events::ExecRecord;

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use super::correction::{premature_final, Answer, Block, Corrections, Form, Hook, Ran, Reply};
+use super::correction::{premature_final, Answer, Ask, Block, Corrections, Form, Hook, Ran, Reply};
 use super::log::BlockLog;
 use super::turn::{judge_answer, outcome_of, Turn};
 use super::LoopError;

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::correction::{Answer, Corrections, Hook, Rule};
+use super::correction::{Answer, Ask, Corrections, Hook, Rule};
 use super::LoopOutcome;
 use crate::events::{AnswerSource, EventSink};
 

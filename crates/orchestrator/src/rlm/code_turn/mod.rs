@@ -6,7 +6,7 @@
 
 mod submit;
 
-use super::correction::{Answer, Block, Form, Hook, Ran, Reply};
+use super::correction::{Answer, Ask, Block, Form, Hook, Ran, Reply};
 use super::log::BlockLog;
 use super::turn::{judge_answer, outcome_of, Turn};
 use super::{LoopError, LoopSettings};

@@ -27,7 +27,7 @@ impl Correction for ForcedRetry {
             } else {
                 truncated_reply::TOOLS
             };
-            let again = crate::rlm::forced::instruction(code);
+            let again = crate::prompt::force_final(code);
             return Verdict::Refuse(format!("{cut} {again}"));
         }
         if forced.answered || one_value(forced.text) {

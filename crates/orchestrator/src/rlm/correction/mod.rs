@@ -22,7 +22,6 @@ mod forced_retry;
 mod no_action;
 mod not_taken;
 pub(super) mod premature_final;
-pub(super) mod prose_answer;
 mod registry;
 mod repeat_limit;
 mod sole_line;
@@ -32,7 +31,8 @@ mod unclosed_final;
 mod value_block;
 mod views;
 
-pub use registry::{Corrections, Rule, UnknownRule};
+pub use crate::corrections::{Corrections, Rule};
+pub(super) use registry::Ask;
 pub(super) use views::{Answer, Block, Forced, Form, Ran, Reply};
 
 pub use crate::events::CorrectionHook as Hook;

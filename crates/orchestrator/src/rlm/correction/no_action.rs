@@ -5,10 +5,10 @@
 //! "nothing" value (`null`, `[]`) — says the code found nothing and how to look at the
 //! context. Under the tools medium it names what the reply held instead of a call.
 
-use super::prose_answer::{found_nothing, stated};
 use super::{Correction, Form, Reply, Rule, Verdict};
 use crate::env::tools::MicroTool;
 use crate::parse::Misfence;
+use crate::rlm::prose_answer::{found_nothing, stated};
 
 /// The rule.
 pub(super) struct NoAction;

@@ -4,8 +4,8 @@
 //! what it looks for otherwise sends the same search until the iterations run out.
 //! Replies of only such blocks count toward the loop's stop on repeated corrections.
 
-use super::prose_answer::printed_value;
 use super::{Block, Correction, Form, Rule, Verdict};
+use crate::rlm::prose_answer::printed_value;
 
 /// The rule.
 pub(super) struct RepeatLimit;

@@ -13,7 +13,7 @@ const NOTHING: [&str; 6] = ["null", "None", "undefined", "NaN", "[]", "{}"];
 /// The "nothing" value `last_output` ends with, when its last line ends with one
 /// ("The label that appears in the most records is: null"): the block found nothing,
 /// so a reply in prose after it states a guess.
-pub(in crate::rlm) fn found_nothing(last_output: &str) -> Option<&'static str> {
+pub(super) fn found_nothing(last_output: &str) -> Option<&'static str> {
     let last_line = last_output.trim_end().lines().next_back()?;
     let last = last_line
         .split_whitespace()
@@ -28,7 +28,7 @@ pub(in crate::rlm) fn found_nothing(last_output: &str) -> Option<&'static str> {
 /// ([`printed_value`]: `billing` of `billing (184)`, the count after a note), held by
 /// `prose` with no letter or digit touching either end — a number also when the prose
 /// groups its digits ("83,810" for `83810`).
-pub(in crate::rlm) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
+pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
     let whole = last_output.trim();
     let one_line =
         !whole.is_empty() && !whole.contains('\n') && whole.chars().count() <= MAX_VALUE_CHARS;
@@ -41,7 +41,7 @@ pub(in crate::rlm) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'
 /// The value `output` ends with, when its last line is one: a number or a single word
 /// (`51`, `16459`, `loyalty`), or a ranked value with its count (`billing (12)` →
 /// `billing`); not a "nothing" value, a sentence or an error.
-pub(in crate::rlm) fn printed_value(output: &str) -> Option<&str> {
+pub(super) fn printed_value(output: &str) -> Option<&str> {
     let line = output.trim_end().lines().next_back()?.trim();
     let value = rlm_plan::reduce::ranked_item(line).unwrap_or(line);
     let one_token = !value.is_empty()
@@ -56,7 +56,7 @@ pub(in crate::rlm) fn printed_value(output: &str) -> Option<&str> {
 /// (`loyalty` stands in "the most: loyalty (80)", not in "loyalty_2"): how a printed
 /// value is recognised in a reply, and a bare `FINAL(word)`'s word in an output
 /// ([`super::bare_final`]).
-pub(in crate::rlm) fn stands_in(text: &str, value: &str) -> bool {
+pub(super) fn stands_in(text: &str, value: &str) -> bool {
     let touches = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
     text.match_indices(value).any(|(at, _)| {
         !touches(text[..at].chars().next_back())
@@ -65,7 +65,7 @@ pub(in crate::rlm) fn stands_in(text: &str, value: &str) -> bool {
 }
 
 /// `text` with the commas that group digits taken out ("83,810" → "83810").
-pub(in crate::rlm) fn ungrouped(text: &str) -> String {
+pub(super) fn ungrouped(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     chars
         .iter()
