@@ -497,10 +497,10 @@ fn an_answer_before_any_plan_has_a_result_is_refused_once() {
         refused.contains("Answer not taken: no plan has given a result in this run"),
         "{refused}"
     );
-    // The trace says why the run went on (a call's refusal is its result).
+    // The trace says why the run went on: the refusal is a correction event.
     let shown = runs_show(&sb);
     assert!(
-        shown.contains("warning: FINAL(label): Answer not taken"),
+        shown.contains("correction answer_before_result (on_answer, refuse): Answer not taken"),
         "{shown}"
     );
 }
@@ -986,27 +986,6 @@ fn another_plan_refused_with_the_same_exact_plan_runs_it_in_its_place() {
             && ran.contains(r#""filter":{"where":"year > 2000"}"#)
             && ran.contains("2\n(plan: "),
         "{ran}"
-    );
-}
-
-#[test]
-fn the_task_s_exact_plan_that_ran_is_followed_by_the_call_to_answer_with() {
-    // The s20-seed23 reading's plan-text `aggregate` item 1, replayed: the exact plan
-    // ran, gave `support (182)`, and was sent again until stopped; the forced answer
-    // was another label. Its result now names the answer and the call to make.
-    let task = "Which label appears in the most records? Answer with the label only.";
-    let exact = map_reduce_call(serde_json::json!({
-        "map": {"extract": "label=(\\w+)"},
-        "reduce": {"op": "top_k", "k": 1},
-    }));
-    let script = calls_then_answer([exact], "fraud");
-    let (mock, answer) = run_on_records("plan", task, script);
-    assert_eq!(answer, "fraud");
-    let told = mock.control().requests()[1].message_texts().join("\n");
-    assert!(
-        told.contains("fraud (70)")
-            && told.contains(r#"That plan is the task's exact plan, so its result answers the task: fraud. Call final_answer with {"answer": "fraud"} now"#),
-        "{told}"
     );
 }
 

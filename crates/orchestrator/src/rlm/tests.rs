@@ -3,7 +3,7 @@
 //! answer, budgets and the deadline.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
