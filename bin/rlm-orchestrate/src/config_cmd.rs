@@ -18,6 +18,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde_json::{json, Value};
 
+use rlm_orchestrator::corrections::{Corrections, Rule};
 use rlm_orchestrator::provider::discovery::resolve_window;
 use rlm_orchestrator::provider::ContextWindow;
 
@@ -53,6 +54,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
     let windows = windows(&run_args)?;
     let file_found = file.is_file();
     let preset = run_args.options.agent.as_ref().map(|arg| &arg.0);
+    let corrections = &run_args.options.corrections.0;
 
     let mut out = io::stdout().lock();
     let written = if args.json {
@@ -71,6 +73,10 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
                 .map(|(role, window)| json!({"for": role, "tokens": window.tokens, "source": window.source, "from": window.source.to_string()}))
                 .collect::<Vec<_>>(),
             "agent_preset": preset,
+            "corrections": Rule::ALL
+                .iter()
+                .map(|rule| json!({"rule": rule.name(), "on": corrections.is_on(*rule), "handles": rule.handles(), "hooks": rule.hooks().iter().map(|h| h.as_str()).collect::<Vec<_>>()}))
+                .collect::<Vec<_>>(),
         });
         writeln!(out, "{object:#}")
     } else {
@@ -79,6 +85,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
         for (role, window) in &windows {
             text.push_str(&format!("  {role}: {window}\n"));
         }
+        text.push_str(&corrections_section(corrections));
         if let Some(preset) = preset {
             text.push_str(&preset_section(preset));
         }
@@ -285,6 +292,26 @@ fn table(settings: &[Setting], keys: &[KeyStatus], file_found: bool) -> String {
          Precedence: flag > environment (RLM_*) > {CONFIG_FILE} > default.\n",
         if file_found { "found" } else { "not found" }
     ));
+    text
+}
+
+/// The correction rules, in the order the loop asks them, and which are on.
+fn corrections_section(corrections: &Corrections) -> String {
+    let mut text = format!(
+        "\nCorrections (--corrections {}; docs/loop.md):\n",
+        corrections.to_list()
+    );
+    let width = Rule::ALL.iter().map(|r| r.name().len()).max().unwrap_or(0);
+    for rule in Rule::ALL {
+        let hooks: Vec<&str> = rule.hooks().iter().map(|h| h.as_str()).collect();
+        text.push_str(&format!(
+            "  {:width$}  {:3}  {} ({})\n",
+            rule.name(),
+            if corrections.is_on(rule) { "on" } else { "off" },
+            rule.handles(),
+            hooks.join(", ")
+        ));
+    }
     text
 }
 

@@ -70,6 +70,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         },
         max_depth: args.max_depth,
         max_iterations: args.max_iterations,
+        corrections: args.corrections.0.clone(),
         max_output_chars: args.max_output_chars,
         redact_ratio: args.redact_ratio,
         state_vars: args.state_vars,

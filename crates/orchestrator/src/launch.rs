@@ -238,6 +238,7 @@ pub fn prepare(
             output_schema,
             system_prompt,
             agents: agent.is_some(),
+            corrections: settings.corrections.clone(),
             tool_protocol: match settings.model.kind {
                 // A command-line model has no tool calling of its own.
                 ProviderKind::Cli => ToolProtocol::Text,

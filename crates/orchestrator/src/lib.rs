@@ -21,6 +21,7 @@ pub mod agent_cli;
 pub mod agents;
 pub mod cache;
 pub mod context;
+pub mod corrections;
 pub mod discovery;
 pub mod env;
 pub mod events;

@@ -83,6 +83,10 @@ pub struct RunSettings {
     pub max_depth: u32,
     /// `--max-iterations`: model turns before an answer is forced.
     pub max_iterations: u32,
+    /// `--corrections`: the rules the loop asks at its hook points (docs/loop.md);
+    /// nested runs inherit them.
+    #[serde(default)]
+    pub corrections: crate::corrections::Corrections,
     /// `--max-output-chars`: REPL output shown to the model per block.
     pub max_output_chars: usize,
     /// `--redact-ratio`: output longer than this fraction of the context is redacted.
@@ -171,6 +175,7 @@ impl RunSettings {
             tool_protocol: ToolProtocol::default(),
             max_depth: DEFAULT_MAX_DEPTH,
             max_iterations: DEFAULT_MAX_ITERATIONS,
+            corrections: crate::corrections::Corrections::all(),
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             redact_ratio: DEFAULT_REDACT_RATIO,
             state_vars: DEFAULT_STATE_VARS,

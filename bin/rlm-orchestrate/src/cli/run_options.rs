@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::values::{
-    parse_agent, parse_endpoint, parse_slurm_args, parse_temperature, parse_tools, parse_usd,
-    AgentArg, DirAsArg, EndpointArg, EnvArg, LazyContextArg, OnOffArg, ProviderArg, RunnerArg,
-    SandboxArg, SlurmArgs, ToolList, ToolProtocolArg,
+    parse_agent, parse_corrections, parse_endpoint, parse_slurm_args, parse_temperature,
+    parse_tools, parse_usd, AgentArg, CorrectionList, DirAsArg, EndpointArg, EnvArg,
+    LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList,
+    ToolProtocolArg,
 };
 
 /// The flags of `run` and `repl`: context, model, loop, sub-calls and budgets, output.
@@ -316,6 +317,17 @@ pub struct RunOptions {
         help_heading = "Loop"
     )]
     pub tool_protocol: ToolProtocolArg,
+
+    /// The correction rules the loop asks: all, none, or a comma list of names (docs/loop.md; `config show` lists them).
+    #[arg(
+        long,
+        value_name = "all|none|LIST",
+        default_value = "all",
+        env = "RLM_CORRECTIONS",
+        value_parser = parse_corrections,
+        help_heading = "Loop"
+    )]
+    pub corrections: CorrectionList,
 
     /// A file whose text replaces the built-in system prompt.
     #[arg(

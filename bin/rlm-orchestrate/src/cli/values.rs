@@ -194,6 +194,17 @@ pub(super) fn parse_tools(list: &str) -> Result<ToolList, InvalidValue> {
         .map_err(|e| InvalidValue::new(e.to_string()))
 }
 
+/// `--corrections`: the loop's correction rules to switch on.
+#[derive(Debug, Clone)]
+pub struct CorrectionList(pub rlm_orchestrator::corrections::Corrections);
+
+/// Parses `--corrections`: `all`, `none`, or a comma list of rule names.
+pub(super) fn parse_corrections(list: &str) -> Result<CorrectionList, InvalidValue> {
+    rlm_orchestrator::corrections::Corrections::from_names(list)
+        .map(CorrectionList)
+        .map_err(|e| InvalidValue::new(e.to_string()))
+}
+
 /// Parses `--temperature`: a number from 0 to 2.
 pub(super) fn parse_temperature(text: &str) -> Result<f32, InvalidValue> {
     match text.trim().parse::<f32>() {

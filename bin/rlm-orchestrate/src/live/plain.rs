@@ -94,6 +94,13 @@ fn raw_line(event: &Event) -> Option<String> {
             "  compacted steps {:?} to fit the window (~{} → ~{} tokens)",
             record.steps, record.tokens_before, record.tokens_after
         ),
+        EventData::Correction(record) => format!(
+            "  correction {} ({}, {}): {}",
+            record.rule,
+            record.hook.as_str(),
+            record.verdict.as_str(),
+            one_line(&record.text, 100)
+        ),
         EventData::Warning { message } => format!("warning: {message}"),
         EventData::Final(record) => {
             if record.forced {

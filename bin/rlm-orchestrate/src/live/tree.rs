@@ -81,6 +81,7 @@ impl Tree {
             | EventData::CacheHit(_)
             | EventData::Compacted(_)
             | EventData::Plan(_)
+            | EventData::Correction(_)
             | EventData::Warning { .. }
             | EventData::Error { .. }
             | EventData::Final(_)

@@ -379,6 +379,16 @@ fn item_html(out: &mut String, item: &StepItem) {
                 esc(&super::compaction_summary(record))
             );
         }
+        StepItem::Correction(record) => {
+            let _ = writeln!(
+                out,
+                "<div class=\"notice\"><strong>Correction {} ({}, {})</strong> <span class=\"pre\">{}</span></div>",
+                esc(&record.rule),
+                record.hook.as_str(),
+                record.verdict.as_str(),
+                esc(&record.text)
+            );
+        }
         StepItem::Warning { message } => {
             let _ = writeln!(
                 out,

@@ -246,6 +246,16 @@ impl Renderer<'_> {
                 "{pad}{}",
                 output::escape_controls(&super::plan_line(record))
             ),
+            StepItem::Correction(record) => self.field(
+                indent,
+                &format!(
+                    "correction {} ({}, {})",
+                    output::escape_controls(&record.rule),
+                    record.hook.as_str(),
+                    record.verdict.as_str()
+                ),
+                &record.text,
+            ),
             StepItem::Warning { message } => self.field(indent, "warning", message),
             StepItem::Error { message } => self.field(indent, "error", message),
             StepItem::Final(record) => {

@@ -10,9 +10,7 @@
 //!
 //! None of these wordings is the eval generator's, and the answers take every shape (a
 //! number, a name, a list, a sentence, a date, a pair). The first three cases are the
-//! issue's own examples, verbatim. A case that the loop before issue 50 questions,
-//! refuses or overrules says what it did in a comment and is ignored until that loop
-//! lands.
+//! issue's own examples, verbatim.
 
 mod data;
 mod harness;
@@ -24,12 +22,7 @@ use rlm_test_support::mock_llm::MockReply;
 
 // The issue's three examples.
 
-// Before issue 50's loop: the `max` plan is refused because the task says "most" ("which
-// is not what this task asks: for the most frequent use top_k"), the answer 998 is
-// refused as a guess, and the same plan sent again runs a `top_k` plan in its place (19
-// (34), the most frequent amount): 4 calls.
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn plan_the_most_anyone_paid_for_one_order_is_the_max_of_the_amounts() {
     assert_two_calls_and_own_answer(Case {
         env: Env::Plan,
@@ -61,11 +54,7 @@ fn python_the_customer_with_the_most_orders_and_their_count() {
     });
 }
 
-// Before issue 50's loop: the two-sentence summary is questioned for not being the
-// form the task's "Answer with …" sentence states ("Your answer is a sentence, and the
-// task says: …"): 4 calls.
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn python_a_changelog_summarised_in_two_sentences() {
     assert_two_calls_and_own_answer(Case {
         env: Env::Python,
@@ -90,12 +79,7 @@ const SUMMARY: &str = "Version 3.0.0 is a breaking release: it drops Python 3.8 
 
 // Python.
 
-// Before issue 50's loop: the task's "which … most … lines" reads as the eval's "which
-// label" question: `alice, 111` is questioned as not "one `customer=` value, a single
-// word" and a `top_k` call the task's words derived is offered, then run in the model's
-// place: 6 calls.
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn python_the_customer_seen_on_the_most_log_lines_and_how_often() {
     assert_two_calls_and_own_answer(Case {
         env: Env::Python,
@@ -224,11 +208,7 @@ print(first.split('[')[1].split(']')[0])",
     });
 }
 
-// Before issue 50's loop: the right 0 is questioned ("0 often means the code matched
-// nothing") with a `count` call derived from the task's `level=fatal`, which is then run
-// in the model's place: 6 calls.
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn python_logfmt_no_line_is_fatal() {
     assert_two_calls_and_own_answer(Case {
         env: Env::Python,
@@ -300,11 +280,7 @@ fn js_changelog_when_a_version_was_released() {
 
 // The micro-tools.
 
-// Before issue 50's loop: a grep of a word the task holds gets a note pushing for
-// `final_answer` ("Your grep of …, which the task names, found the lines above. If what
-// you have found answers the whole task, call final_answer …").
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn tools_prose_the_rent_found_with_one_grep() {
     assert_two_calls_and_own_answer(Case {
         env: Env::Tools,
@@ -361,11 +337,7 @@ fn tools_access_log_how_many_requests_one_address_sent() {
     });
 }
 
-// Before issue 50's loop: the date of the task reads as a needle's key; the grep's 17
-// lines get "The task names 2025-03-12: the lines to find are the ones that name it;
-// grep …".
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn tools_access_log_server_errors_on_the_day_the_log_covers() {
     let mut output = vec!["17 lines of context match \"\\\" 5\\\\d\\\\d \":".to_owned()];
     output.extend(
@@ -408,11 +380,7 @@ fn plan_csv_the_units_sold_altogether() {
     });
 }
 
-// Before issue 50's loop: the plan equals the one the task's `level=error` derives, so
-// its result gets "That plan is the task's exact plan, so its result answers the task:
-// 23. Call final_answer with … now".
 #[test]
-#[ignore = "fails until issue 50's loop lands"]
 fn plan_logfmt_how_many_lines_are_errors() {
     assert_two_calls_and_own_answer(Case {
         env: Env::Plan,

@@ -462,10 +462,10 @@ fn an_answer_before_any_plan_has_a_result_is_refused_once() {
         refused.contains("Answer not taken: no plan has given a result in this run"),
         "{refused}"
     );
-    // The trace says why the run went on (a call's refusal is its result).
+    // The trace says why the run went on: the refusal is a correction event.
     let shown = runs_show(&sb);
     assert!(
-        shown.contains("warning: FINAL(label): Answer not taken"),
+        shown.contains("correction answer_before_result (on_answer, refuse): Answer not taken"),
         "{shown}"
     );
 }

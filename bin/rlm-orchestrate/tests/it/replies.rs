@@ -246,7 +246,7 @@ fn a_form_two_corrections_do_not_fix_ends_in_a_forced_answer() {
     assert_eq!(requests.len(), 4);
     let last = requests[3].last_user_message().unwrap();
     assert!(
-        last.contains("again code in a fence without a tag, after 2 corrections"),
+        last.contains("the same correction (no_action) again, after 2 corrections"),
         "{last}"
     );
 }

@@ -230,7 +230,7 @@ fn bad_calls_repeats_and_tools_not_offered_are_results_the_model_reads() {
     );
     assert_eq!(answered[5], answered[6]);
     assert!(
-        answered[7].starts_with("This call repeats an earlier call"),
+        answered[7].starts_with("Call not run: the same call already ran 2 times."),
         "{}",
         answered[7]
     );
@@ -539,9 +539,9 @@ fn ctx_summarize_over_a_large_context_is_a_nested_run_with_the_tools() {
 
 #[test]
 fn a_model_that_repeats_one_call_is_forced_to_answer() {
-    // The local model under --env plan sent the same refused plan until its
-    // iterations ran out: a turn of calls that already ran twice counts as a
-    // correction, and the third such turn in a row ends the loop.
+    // A model that sends the same call until its iterations run out: the third run of
+    // the call is refused (`repeat_limit`), and the third such refusal in a row ends
+    // the loop.
     let sb = Sandbox::new();
     let context = sb.file("app.log", "line one\nline two\n");
     let grep = || {
@@ -572,7 +572,7 @@ fn a_model_that_repeats_one_call_is_forced_to_answer() {
     let last = mock.control().requests().pop().unwrap();
     let texts = last.message_texts().join("\n");
     assert!(
-        texts.contains("again calls that already ran twice, after 2 corrections"),
+        texts.contains("the same correction (repeat_limit) again, after 2 corrections"),
         "{texts}"
     );
 }

@@ -224,6 +224,8 @@ pub enum EventData {
     Compacted(CompactionRecord),
     /// A combinator plan (`map_reduce`) was priced, refused, ran a leaf, or finished.
     Plan(PlanRecord),
+    /// A correction rule said something to the model (docs/loop.md).
+    Correction(CorrectionRecord),
     /// Something the user should know.
     Warning {
         /// In words.
@@ -245,6 +247,70 @@ pub enum EventData {
     },
     /// The run ended.
     RunFinished(RunFinished),
+}
+
+/// `correction`: a rule of `--corrections` fired, and what the model was sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorrectionRecord {
+    /// The iteration it fired in (the forced answer's counts one past the last).
+    pub iteration: u32,
+    /// The rule's name (`truncated_reply`, `value_block`…).
+    pub rule: String,
+    /// Where in the turn.
+    pub hook: CorrectionHook,
+    /// What it did.
+    pub verdict: CorrectionVerdict,
+    /// The exact text the model was sent.
+    pub text: String,
+}
+
+/// A hook point of the loop where corrections are asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CorrectionHook {
+    /// The reply was parsed.
+    OnReply,
+    /// A code block or a tool call is about to run.
+    BeforeBlock,
+    /// A code block or a tool call ran.
+    AfterBlock,
+    /// An answer was proposed.
+    OnAnswer,
+    /// The forced answer came.
+    OnForced,
+}
+
+impl CorrectionHook {
+    /// The hook as written in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnReply => "on_reply",
+            Self::BeforeBlock => "before_block",
+            Self::AfterBlock => "after_block",
+            Self::OnAnswer => "on_answer",
+            Self::OnForced => "on_forced",
+        }
+    }
+}
+
+/// What a correction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CorrectionVerdict {
+    /// A notice appended to what the model reads next.
+    Note,
+    /// The answer was not accepted, or the block not run; the model was told why.
+    Refuse,
+}
+
+impl CorrectionVerdict {
+    /// The verdict as written in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Note => "note",
+            Self::Refuse => "refuse",
+        }
+    }
 }
 
 /// `run_started`.

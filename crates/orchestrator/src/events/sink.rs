@@ -260,6 +260,7 @@ impl EventSink {
             EventData::Code(record) => long(&record.code),
             EventData::Exec(record) => long(&record.output),
             EventData::Warning { message } | EventData::Error { message } => long(message),
+            EventData::Correction(record) => long(&record.text),
             _ => false,
         };
         if !needed {
@@ -282,6 +283,7 @@ impl EventSink {
             EventData::Warning { message } | EventData::Error { message } => {
                 *message = clip_traced(message, limit);
             }
+            EventData::Correction(record) => record.text = clip_traced(&record.text, limit),
             _ => {}
         }
         Some(traced)

@@ -19,11 +19,6 @@ use crate::provider::{ChatMessage, ChatRequest, Role, TokenEstimator, ToolSpec};
 const RECORD_PART_CHARS: usize = 160;
 /// Records shown one per line; older ones are counted on one line.
 const RECORDS_SHOWN: usize = 12;
-/// The records keep at most this many lines, in all, of what their steps found that
-/// name the task's keys, each cut to [`KEY_LINE_CHARS`].
-const KEY_LINES: usize = 16;
-/// Characters of each kept line that names a task's key.
-const KEY_LINE_CHARS: usize = 200;
 /// The last step's messages are never cut below this many characters each.
 const MIN_CUT_CHARS: usize = 400;
 
@@ -64,44 +59,6 @@ pub(super) struct History {
     records: Vec<String>,
     /// Where the compacted steps' full text is kept (named in the records' header).
     archive_key: Option<String>,
-    /// The lines the compacted steps found that name the task's keys, kept in their
-    /// records.
-    key_lines: KeyLines,
-}
-
-/// The lines compacted steps found that name one of the task's keys (`nimble-yak-67`),
-/// kept whole in their records: each once, [`KEY_LINES`] in all.
-#[derive(Debug, Default)]
-struct KeyLines {
-    /// The task's keys, lowercased.
-    keys: Vec<String>,
-    /// The lines kept so far, as kept.
-    kept: Vec<String>,
-}
-
-impl KeyLines {
-    /// The lines of `found` that name a key (ignoring case) and no record kept yet,
-    /// each cut to [`KEY_LINE_CHARS`], while fewer than [`KEY_LINES`] are kept: what a
-    /// step found that bears on the task, which its record's first characters may not
-    /// reach.
-    fn take(&mut self, found: &[String]) -> Vec<String> {
-        let mut taken = Vec::new();
-        for line in found.iter().flat_map(|text| text.lines()) {
-            if self.kept.len() >= KEY_LINES {
-                break;
-            }
-            let lower = line.to_lowercase();
-            if !self.keys.iter().any(|key| lower.contains(key.as_str())) {
-                continue;
-            }
-            let line = one_line(line.trim(), KEY_LINE_CHARS);
-            if !self.kept.contains(&line) {
-                self.kept.push(line.clone());
-                taken.push(line);
-            }
-        }
-        taken
-    }
 }
 
 /// The conversation does not fit even with every step compacted.
@@ -123,17 +80,7 @@ impl History {
             spans: Vec::new(),
             records: Vec::new(),
             archive_key,
-            key_lines: KeyLines::default(),
         }
-    }
-
-    /// The keys the task names (`nimble-yak-67`, [`super::task_word_found::keys`]): the
-    /// lines a compacted step found that name one stay in its record whole — the
-    /// local model's grep found the four needles, and the record of that step, cut to
-    /// its first 160 characters, kept none of their numbers; the forced answer was two
-    /// numbers it made up (docs/eval.md, s19-seed19 tools `multi-needle` item 1).
-    pub(super) fn keep_lines_naming(&mut self, keys: Vec<String>) {
-        self.key_lines.keys = keys.into_iter().map(|key| key.to_lowercase()).collect();
     }
 
     /// Marks the start of iteration `iteration`'s step at message index `start`.
@@ -187,8 +134,7 @@ impl History {
             for later in &mut self.spans {
                 later.start -= removed.len();
             }
-            self.records
-                .push(record(&span, &removed, &mut self.key_lines));
+            self.records.push(record(&span, &removed));
             compaction.iterations.push(span.iteration);
             compaction.archived.push(archive(span.iteration, &removed));
             self.rewrite_first(messages);
@@ -201,8 +147,7 @@ impl History {
             // too, rather than the run failing.
             if let Some(span) = self.spans.pop() {
                 let removed: Vec<ChatMessage> = messages.drain(span.start..).collect();
-                self.records
-                    .push(record(&span, &removed, &mut self.key_lines));
+                self.records.push(record(&span, &removed));
                 compaction.iterations.push(span.iteration);
                 compaction.archived.push(archive(span.iteration, &removed));
                 self.rewrite_first(messages);
@@ -308,9 +253,9 @@ fn cut_middle(text: &str, keep: usize) -> String {
     out
 }
 
-/// One line for a compacted step: what ran, what it found, what it made — and beneath
-/// it, indented, the lines it found that name one of the task's keys ([`KeyLines`]).
-fn record(span: &Span, messages: &[ChatMessage], key_lines: &mut KeyLines) -> String {
+/// One line for a compacted step: what ran, what it found, what it made. What a record
+/// keeps is chosen by position (its first characters), never by the task's words.
+fn record(span: &Span, messages: &[ChatMessage]) -> String {
     let mut ran = Vec::new();
     let mut found = Vec::new();
     for message in messages {
@@ -331,7 +276,6 @@ fn record(span: &Span, messages: &[ChatMessage], key_lines: &mut KeyLines) -> St
     } else {
         one_line(&ran.join(" ; "), RECORD_PART_CHARS)
     };
-    let kept = key_lines.take(&found);
     let found = if found.is_empty() {
         "nothing".to_owned()
     } else {
@@ -345,12 +289,7 @@ fn record(span: &Span, messages: &[ChatMessage], key_lines: &mut KeyLines) -> St
             one_line(&span.made.join(", "), RECORD_PART_CHARS)
         )
     };
-    let mut record = format!("- step {}: {ran} → {found}{made}", span.iteration);
-    for line in kept {
-        record.push_str("\n    ");
-        record.push_str(&line);
-    }
-    record
+    format!("- step {}: {ran} → {found}{made}", span.iteration)
 }
 
 /// The code of a reply's fenced blocks, or its text when it has none.
@@ -445,63 +384,6 @@ mod tests {
             history.made(vec![format!("hits_{iteration}")]);
         }
         (messages, history)
-    }
-
-    #[test]
-    fn a_record_keeps_whole_the_lines_that_name_the_task_s_keys() {
-        // The s19-seed19 reading's tools `multi-needle` item 1: the grep that found the
-        // four needles was compacted to its first 160 characters, and the forced answer
-        // was two numbers the model made up.
-        let task = "Task: What are the special magic numbers for nimble-yak-67, mellow-quokka-07, hollow-heron-27 and frosty-quokka-10?";
-        let found = "4 lines of context match \"nimble-yak-67|mellow-quokka-07|hollow-heron-27|frosty-quokka-10\":\n\
-            offset 2341 (line 47): The special magic number for frosty-quokka-10 is 3172248.\n\
-            offset 7212 (line 118): The special magic number for nimble-yak-67 is 3502627.\n\
-            offset 15419 (line 238): The special magic number for mellow-quokka-07 is 7142310.\n\
-            offset 23545 (line 359): \"Sorry.\" The special magic number for hollow-heron-27 is 5617100.";
-        let mut messages = vec![
-            ChatMessage::system("You are an RLM."),
-            ChatMessage::user(task),
-        ];
-        let mut history = History::new(task, None);
-        history.keep_lines_naming(super::super::task_word_found::keys(task));
-        history.begin_step(1, messages.len());
-        messages.extend(step("grep", found));
-        for iteration in 2..=4 {
-            history.begin_step(iteration, messages.len());
-            messages.extend(step("slice", &"x".repeat(3_000)));
-        }
-        history
-            .fit(&mut messages, &[], 2_500, &TokenEstimator::default())
-            .unwrap()
-            .expect("it did not fit");
-        let first = &messages[1].content;
-        for needle in ["3172248", "3502627", "7142310", "5617100"] {
-            assert!(first.contains(needle), "{needle}: {first}");
-        }
-        assert!(
-            first.contains("\n    offset 23545 (line 359): \"Sorry.\" The special magic number for hollow-heron-27 is 5617100.\n"),
-            "{first}"
-        );
-        // Steps that name no key keep only their first characters.
-        assert!(!first.contains(&"x".repeat(200)), "{first}");
-    }
-
-    #[test]
-    fn key_lines_are_kept_once_and_at_most_sixteen_in_all() {
-        let mut lines = KeyLines {
-            keys: vec!["keen-lynx-12".to_owned()],
-            kept: Vec::new(),
-        };
-        // A tool's notice naming the key, found again and again: kept once.
-        let notice =
-            "no line matches \"magic\"\nThe task names keen-lynx-12: grep \"keen-lynx-12\".";
-        assert_eq!(lines.take(&[notice.to_owned()]).len(), 1);
-        assert!(lines.take(&[notice.to_owned()]).is_empty());
-        let many: Vec<String> = (0..40)
-            .map(|i| format!("line {i}: Keen-Lynx-12 is {i}"))
-            .collect();
-        assert_eq!(lines.take(&many).len(), KEY_LINES - 1);
-        assert!(lines.take(&["KEEN-LYNX-12 again".to_owned()]).is_empty());
     }
 
     #[test]
@@ -632,7 +514,7 @@ mod tests {
             ChatMessage::tool_result("c1", "line 4: an apple", false),
             ChatMessage::user("State: iteration 4 of 20"),
         ];
-        let line = record(&span, &messages, &mut KeyLines::default());
+        let line = record(&span, &messages);
         assert_eq!(
             line,
             r#"- step 3: ctx_grep({"variable":"context","pattern":"apple"}) → line 4: an apple"#

@@ -5,10 +5,31 @@
 //! answers (a `FINAL(…)`, a `FINAL_VAR(…)`, a lone `final_answer` call) costs nothing
 //! to take, so it is still taken: the model's answer, not a second request for it.
 
-use super::Medium;
+use super::medium::Medium;
 use crate::env::tools::{parse_text_calls, MicroTool};
+use crate::events::{EventData, EventSink, TextRecord};
 use crate::parse::parse_response;
-use crate::provider::Completion;
+use crate::provider::{ChatMessage, Completion};
+
+/// A reply that came after the deadline and does not only answer: its text goes into
+/// the trace and the conversation, and nothing of it runs.
+pub(super) fn set_aside(
+    completion: &Completion,
+    iteration: u32,
+    sink: &EventSink,
+    messages: &mut Vec<ChatMessage>,
+) {
+    let text = completion.text.trim();
+    sink.emit(EventData::Text(TextRecord {
+        iteration,
+        text: text.to_owned(),
+    }));
+    messages.push(ChatMessage::assistant(if text.is_empty() {
+        "(tool calls, not run: the time budget was spent)"
+    } else {
+        text
+    }));
+}
 
 /// True when `completion` only answers: no code to run and no call but one
 /// `final_answer`, and an answer the turn reads (parsing is linear, so reading the

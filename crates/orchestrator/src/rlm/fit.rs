@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::caller::{Caller, Offer};
 use super::compact::{History, WindowTooSmall};
-use super::{Caller, LoopError, Offer};
+use super::LoopError;
 use crate::accounting::Reservation;
 use crate::events::{CallPurpose, CompactionRecord, EventData};
 use crate::provider::{ChatMessage, ChatRequest, Completion, ToolSpec};

@@ -3,88 +3,45 @@
 //!
 //! What the model asks for is code in fenced blocks (`code_turn`) or, under
 //! `--env tools`, calls of the environment's tools (`tool_turn`); everything else —
-//! budgets, the trace, the forced last answer — is the same for both.
+//! budgets, the trace, the forced last answer — is the same for both. What the model
+//! is told about its reply beyond the protocol's own messages comes from the rules of
+//! [`correction`], asked at fixed hook points; none of them reads the task.
 
-mod answer_form;
-mod bare_final;
+mod caller;
 mod code_turn;
 mod compact;
-mod context_literal;
+mod correction;
 mod deadline;
-mod echoed_error;
-mod exact_plan_ran;
 mod fit;
 mod forced;
-mod pairing;
+mod log;
+mod loop_settings;
+mod medium;
 mod prose_answer;
-mod selection;
-mod shown_words;
-mod sole_line;
-mod task_plan;
-mod task_word_found;
 mod tool_turn;
-mod unprinted_answer;
-mod value_block;
-mod word_as_code;
+mod turn;
 
+pub use crate::corrections::{Corrections, Rule, UnknownRule};
 pub use compact::WindowTooSmall;
 pub use fit::HistoryArchive;
+pub use loop_settings::LoopSettings;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::accounting::{Accounting, Reservation};
+use crate::accounting::Accounting;
 use crate::context::ContextInfo;
-use crate::env::tools::ToolProtocol;
-use crate::env::{CodeRepl, EnvError, EnvMut, Environment, ToolBox};
+use crate::env::{EnvError, EnvMut};
 use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord};
-use crate::host::{record_call, Model};
+use crate::host::Model;
 use crate::prompt::{self, Access, Budget, PromptFeatures, SessionState};
-use crate::provider::{
-    ChatMessage, ChatRequest, Completion, ProviderError, ResponseFormat, ToolSpec,
-};
+use crate::provider::{ChatMessage, ProviderError};
+use caller::{Caller, Offer};
+use medium::Medium;
+use turn::Repeats;
 
 pub use crate::settings::{DEFAULT_MAX_ITERATIONS, DEFAULT_STATE_VARS};
-
-/// Settings of the loop.
-#[derive(Clone)]
-pub struct LoopSettings {
-    /// `--max-iterations`.
-    pub max_iterations: u32,
-    /// `--max-output-chars`.
-    pub max_output_chars: usize,
-    /// `--redact-ratio`.
-    pub redact_ratio: f64,
-    /// `--state-vars`.
-    pub state_vars: usize,
-    /// This run's depth.
-    pub depth: u32,
-    /// `--max-depth`.
-    pub max_depth: u32,
-    /// `--sub-context-chars` (mentioned in the system prompt).
-    pub sub_context_chars: usize,
-    /// `--output-schema`: SUBMIT payloads must validate.
-    pub output_schema: Option<Arc<jsonschema::Validator>>,
-    /// `--system-prompt`: replaces the built-in system prompt.
-    pub system_prompt: Option<Arc<str>>,
-    /// An external agent command is configured (the prompt advertises `spawn_agent`).
-    pub agents: bool,
-    /// How tool calls travel when the environment offers tools (`--tool-protocol`).
-    pub tool_protocol: ToolProtocol,
-}
-
-impl std::fmt::Debug for LoopSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoopSettings")
-            .field("max_iterations", &self.max_iterations)
-            .field("depth", &self.depth)
-            .field("max_depth", &self.max_depth)
-            .field("tool_protocol", &self.tool_protocol)
-            .finish_non_exhaustive()
-    }
-}
 
 /// How the loop ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,86 +87,6 @@ pub struct LoopParts<'a> {
     pub archive: Option<HistoryArchive>,
 }
 
-/// What the model works through: code in a REPL, or the environment's tools.
-enum Medium<'e> {
-    /// Fenced code blocks, run in order in the REPL.
-    Code(&'e mut dyn CodeRepl),
-    /// Tool calls, sent natively (`specs` go with every request) or written as text.
-    Tools {
-        tools: &'e mut dyn ToolBox,
-        specs: Vec<ToolSpec>,
-        protocol: ToolProtocol,
-        /// Calls written as text: the schema of one reply, sent as `response_format`.
-        reply_schema: Option<serde_json::Value>,
-    },
-}
-
-impl<'e> Medium<'e> {
-    /// The medium of `env`, with the tool protocol configured.
-    fn of(env: EnvMut<'e>, protocol: ToolProtocol) -> Self {
-        match env {
-            EnvMut::Code(repl) => Self::Code(repl),
-            EnvMut::Tools(tools) => Self::Tools {
-                specs: tools.tools(),
-                reply_schema: (protocol == ToolProtocol::Text)
-                    .then(|| tools.response_schema())
-                    .flatten(),
-                tools,
-                protocol,
-            },
-        }
-    }
-
-    /// The environment's lifecycle.
-    fn env(&self) -> &dyn Environment {
-        match self {
-            Self::Code(repl) => &**repl,
-            Self::Tools { tools, .. } => &**tools,
-        }
-    }
-
-    /// The schema a reply must follow, where the environment gives one (calls written
-    /// as text under `--env plan`).
-    fn reply_schema(&self) -> Option<&serde_json::Value> {
-        match self {
-            Self::Tools { reply_schema, .. } => reply_schema.as_ref(),
-            Self::Code(_) => None,
-        }
-    }
-
-    /// The tools sent with each request (none when calls are written as text).
-    fn native_specs(&self) -> &[ToolSpec] {
-        match self {
-            Self::Tools {
-                specs,
-                protocol: ToolProtocol::Native,
-                ..
-            } => specs,
-            Self::Tools { .. } | Self::Code(_) => &[],
-        }
-    }
-}
-
-/// What one turn did, for the message that follows it.
-#[derive(Debug, Default)]
-struct Turn {
-    /// Reports of what ran (code and its output; tool results written as text).
-    reports: Vec<String>,
-    /// Corrections and notes.
-    notices: Vec<String>,
-    /// Set when the turn ended the run.
-    final_answer: Option<LoopOutcome>,
-    /// Code ran, so the model's variables may have changed.
-    ran_code: bool,
-    /// The form of a reply that neither ran nor answered and got a correction (a bare
-    /// fence, an unclosed `FINAL(`, a cut reply…), for counting repeats.
-    correction: Option<String>,
-}
-
-/// Corrections of the same form in a row after which the run stops asking and forces
-/// an answer: a third reply in a form two corrections did not fix is not a fourth try.
-const MAX_SAME_CORRECTIONS: u32 = 2;
-
 /// Runs the loop for `query` over a context described by `context` (the latest slot
 /// of a session); `session` tells the model what earlier queries left in the REPL.
 pub async fn run_loop(
@@ -238,31 +115,19 @@ pub async fn run_loop(
     let features = PromptFeatures {
         agents: settings.agents,
         sub_context_chars: settings.sub_context_chars,
-        text_tool_protocol: matches!(
-            medium,
-            Medium::Tools {
-                protocol: ToolProtocol::Text,
-                ..
-            }
-        ),
+        text_tool_protocol: medium.text_protocol(),
     };
     let access = match medium {
         Medium::Code(_) => Access::Code,
         Medium::Tools { .. } => Access::Tools,
     };
-    let mut messages = vec![
-        ChatMessage::system(match &settings.system_prompt {
-            Some(text) => text.to_string(),
-            None => medium.env().system_prompt(features),
-        }),
-        ChatMessage::user(prompt::first_message(
-            query, context, &budget, session, access,
-        )),
-    ];
+    let system = match &settings.system_prompt {
+        Some(text) => text.to_string(),
+        None => medium.env().system_prompt(features),
+    };
+    let first = prompt::first_message(query, context, &budget, session, access);
+    let mut messages = vec![ChatMessage::system(system), ChatMessage::user(first)];
     let mut fitter = fit::Fitter::new(&messages[1].content, archive);
-    fitter
-        .history()
-        .keep_lines_naming(task_word_found::keys(query));
     let mut known_variables = std::collections::HashSet::new();
     let context_chars = context.map_or(0, |c| c.total_chars);
     let caller = Caller {
@@ -270,50 +135,12 @@ pub async fn run_loop(
         sink,
         accounting,
     };
+    let mut log = log::BlockLog::new();
+    let mut repeats = Repeats::default();
     let mut iterations = 0;
     let mut stop_reason = None;
-    // What the reply the loop stopped after was told — never sent otherwise.
+    // What the turn the loop stopped after would have told the model.
     let mut unread = None;
-    let mut same_corrections: Option<(String, u32)> = None;
-    let mut ran_before = code_turn::RanBefore::new();
-    // The words of the task that a tools-medium grep found ([`task_word_found`]).
-    let mut found_task_words = std::collections::HashSet::new();
-    // Shown to a code-writing model where its own code cannot get there.
-    let task_call = match &medium {
-        Medium::Code(repl) => {
-            let language = repl.fence_tags().first().copied().unwrap_or("repl");
-            task_plan::offered_call(query, context, language)
-        }
-        Medium::Tools { .. } => None,
-    };
-    // What shape the task's answer has, where the task's call is offered: an answer of
-    // another shape is questioned once with that call.
-    let task_kind = task_call
-        .as_ref()
-        .and_then(|_| task_plan::AnswerKind::of_task(query));
-    // What the task selects its records by, where its call is offered: an answer
-    // printed by code that names none of it is questioned once with that call.
-    let task_selects = task_call
-        .as_ref()
-        .map(|_| selection::selecting_values(query))
-        .unwrap_or_default();
-    // The field whose shared values the task pairs, where its call is offered: an
-    // answer printed by code that pairs nothing is questioned once with that call.
-    let task_paired = task_call
-        .as_ref()
-        .and_then(|_| pairing::paired_field(query));
-    let task_answer = answer_form::TaskAnswer {
-        kind: task_kind.as_ref(),
-        form: answer_form::stated_form(query),
-        selects: &task_selects,
-        paired: task_paired.as_deref(),
-    };
-    // An answer not in the task's stated form is questioned once a run (tools; the
-    // code turn keeps its questioned answers in `ran_before`).
-    let mut form_questioned = false;
-    // What the model was shown of the task and the context: a block of one token of
-    // it is not code.
-    let shown = [query, context.map_or("", |info| info.preview.as_str())];
     // The forced answer's call, held from the start: the other calls stop one short of
     // the call budget, so the answer is within it.
     accounting.hold_final();
@@ -325,45 +152,36 @@ pub async fn run_loop(
         }
         iterations = iteration;
         let step_start = Instant::now();
+        let step_done = || EventData::StepCompleted {
+            iteration,
+            duration_ms: step_start.elapsed().as_millis() as u64,
+        };
         sink.emit(EventData::StepStarted { iteration });
         let offer = Offer {
             specs: medium.native_specs(),
             required: None,
             reply_schema: medium.reply_schema(),
         };
+        let purpose = (CallPurpose::Root, reserved);
         let completion = fit::ask_fitted(
             caller,
             &mut fitter,
             &mut messages,
             offer,
-            (CallPurpose::Root, reserved),
+            purpose,
             iteration,
         )
         .await?;
         if let Some(reason) = accounting.time_spent() {
             if !deadline::only_answers(&completion, &medium) {
-                // The deadline passed while the model answered: nothing of this reply
-                // runs; the forced answer ends the run.
-                let text = completion.text.trim();
-                sink.emit(EventData::Text(crate::events::TextRecord {
-                    iteration,
-                    text: text.to_owned(),
-                }));
-                messages.push(ChatMessage::assistant(if text.is_empty() {
-                    "(tool calls, not run: the time budget was spent)"
-                } else {
-                    text
-                }));
-                sink.emit(EventData::StepCompleted {
-                    iteration,
-                    duration_ms: step_start.elapsed().as_millis() as u64,
-                });
+                deadline::set_aside(&completion, iteration, sink, &mut messages);
+                sink.emit(step_done());
                 stop_reason = Some(reason);
                 break;
             }
         }
         fitter.history().begin_step(iteration, messages.len());
-        let max_output_chars = output_cap(settings.max_output_chars, model).await;
+        let max_output_chars = caller.output_cap(settings.max_output_chars).await;
         let turn = match &mut medium {
             Medium::Code(repl) => {
                 let step = code_turn::Step {
@@ -372,10 +190,7 @@ pub async fn run_loop(
                     settings,
                     context_chars,
                     truncated: completion.truncated,
-                    ran: &mut ran_before,
-                    task_call: task_call.as_deref(),
-                    task_answer,
-                    shown: &shown,
+                    log: &mut log,
                 };
                 code_turn::run(step, &completion.text, &mut **repl, sink, &mut messages).await?
             }
@@ -384,11 +199,10 @@ pub async fn run_loop(
             } => {
                 let step = tool_turn::Step {
                     iteration,
-                    task: query,
-                    form: (task_answer.form, &mut form_questioned),
-                    found: &mut found_task_words,
                     max_output_chars,
                     protocol: *protocol,
+                    corrections: &settings.corrections,
+                    log: &mut log,
                 };
                 tool_turn::run(step, &completion, &mut **tools, sink, &mut messages).await?
             }
@@ -399,42 +213,24 @@ pub async fn run_loop(
                 forced: false,
                 source: done.source,
             }));
-            sink.emit(EventData::StepCompleted {
-                iteration,
-                duration_ms: step_start.elapsed().as_millis() as u64,
-            });
+            sink.emit(step_done());
             return Ok(LoopOutcome {
                 iterations,
                 forced: false,
                 ..done
             });
         }
-        same_corrections = match (turn.correction.clone(), same_corrections.take()) {
-            (Some(form), Some((last, count))) if form == last => Some((form, count + 1)),
-            (Some(form), _) => Some((form, 1)),
-            (None, _) => None,
-        };
-        if let Some((form, count)) = &same_corrections {
-            if *count > MAX_SAME_CORRECTIONS {
-                stop_reason = Some(format!(
-                    "the reply was again {form}, after {MAX_SAME_CORRECTIONS} corrections"
-                ));
-                // Its reports may hold what answers: a refusal's offered call, the
-                // output of a call run in a block's place (head-seed10 js `pairs`
-                // item 3: the count shown to no one, the forced answer a guess).
-                let said: Vec<&str> = turn
-                    .reports
-                    .iter()
-                    .chain(&turn.notices)
-                    .map(String::as_str)
-                    .collect();
-                unread = (!said.is_empty()).then(|| said.join("\n\n"));
-                sink.emit(EventData::StepCompleted {
-                    iteration,
-                    duration_ms: step_start.elapsed().as_millis() as u64,
-                });
-                break;
-            }
+        if let Some(reason) = repeats.stop_after(turn.refused) {
+            stop_reason = Some(reason);
+            let said: Vec<&str> = turn
+                .reports
+                .iter()
+                .chain(&turn.notices)
+                .map(String::as_str)
+                .collect();
+            unread = (!said.is_empty()).then(|| said.join("\n\n"));
+            sink.emit(step_done());
+            break;
         }
         let variables = match &mut medium {
             Medium::Code(repl) => repl.variables().await.unwrap_or_default(),
@@ -461,10 +257,7 @@ pub async fn run_loop(
             &variables,
             settings.state_vars,
         )));
-        sink.emit(EventData::StepCompleted {
-            iteration,
-            duration_ms: step_start.elapsed().as_millis() as u64,
-        });
+        sink.emit(step_done());
     }
     if let Some(reason) = &stop_reason {
         sink.emit(EventData::Warning {
@@ -476,101 +269,10 @@ pub async fn run_loop(
         iterations,
         stop_reason,
         unread,
-        ran: &ran_before,
-        task_call: task_call.as_deref(),
+        log: &log,
+        corrections: &settings.corrections,
     };
     forced::force_final(ending, &mut medium, &mut fitter, &mut messages).await
-}
-
-/// The most characters of one step's output shown to the model: `--max-output-chars`,
-/// and no more than a third of what the window leaves for the prompt.
-async fn output_cap(max_output_chars: usize, model: &Model) -> usize {
-    let window = &model.window;
-    let (chars_per_token, _) = window.estimator.calibration();
-    let third = (window.prompt_budget().await as f64 / 3.0 * chars_per_token) as usize;
-    max_output_chars.min(third.max(1_000))
-}
-
-/// A final answer the turn accepted (its iteration count is set by the loop).
-fn outcome_of(answer: String, source: AnswerSource, submitted: Option<Value>) -> LoopOutcome {
-    LoopOutcome {
-        answer,
-        source,
-        forced: false,
-        iterations: 0,
-        submitted,
-    }
-}
-
-/// What root-model calls need besides the conversation.
-#[derive(Clone, Copy)]
-struct Caller<'a> {
-    model: &'a Model,
-    sink: &'a EventSink,
-    accounting: &'a Accounting,
-}
-
-/// The tools a request offers, and the one it requires if any.
-#[derive(Clone, Copy, Default)]
-struct Offer<'a> {
-    specs: &'a [ToolSpec],
-    required: Option<&'a str>,
-    /// The schema the reply must follow (constrained output), if any.
-    reply_schema: Option<&'a serde_json::Value>,
-}
-
-impl Caller<'_> {
-    /// One root-model call, accounted (settling what was `reserved` for it) and
-    /// traced; the text streams to the listeners as transient `text_delta` events
-    /// while it arrives.
-    async fn ask(
-        self,
-        messages: &[ChatMessage],
-        offer: Offer<'_>,
-        (purpose, reserved): (CallPurpose, Reservation),
-        iteration: u32,
-    ) -> Result<Completion, ProviderError> {
-        let request = ChatRequest {
-            messages: messages.to_vec(),
-            tools: offer.specs.to_vec(),
-            required_tool: offer.required.map(str::to_owned),
-            response_format: offer.reply_schema.map(|schema| ResponseFormat {
-                name: "step".to_owned(),
-                schema: schema.clone(),
-            }),
-            // Not waited for: a first request goes out beside discovery.
-            max_tokens: self.model.window.answer_limit_now(),
-            ..ChatRequest::default()
-        };
-        let sink = self.sink;
-        let on_delta = |delta: &str| {
-            sink.emit_transient(EventData::TextDelta {
-                iteration,
-                delta: delta.to_owned(),
-            })
-        };
-        let forced = purpose == CallPurpose::ForcedFinal;
-        let completion = match self
-            .model
-            .complete_within(&request, Some(&on_delta), self.accounting, forced)
-            .await
-        {
-            Ok(completion) => completion,
-            Err(error) => {
-                self.accounting.release(reserved);
-                return Err(error);
-            }
-        };
-        record_call(
-            self.model,
-            &request,
-            &completion,
-            purpose,
-            (self.accounting, reserved),
-            sink,
-        );
-        Ok(completion)
-    }
 }
 
 #[cfg(test)]

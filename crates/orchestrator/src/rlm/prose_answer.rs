@@ -1,9 +1,7 @@
-//! A reply in prose that states, as its answer, the value the last block printed
-//! ("The answer is 290." after `290`), with no `FINAL`: not an answer under the
-//! protocol, but its correction can name the exact line to send
-//! ([`crate::prompt::answer_in_prose`]) instead of the general rule, which a 1.5B model
-//! answered by running its code again and writing the sentence again until forced
-//! (docs/eval.md, the matrix reading: `pairs` items 0 and 2, `aggregate` item 1).
+//! Reading values out of outputs and prose, for the rules and the forced answer: the
+//! one value an output ends in (`290`, `billing (12)`), whether an output ended in a
+//! "nothing" value (`null`, `[]`), whether prose states a value. They read only what
+//! the model's code printed and what the model wrote.
 
 /// The longest printed value a correction quotes: a number, a word or a short phrase.
 const MAX_VALUE_CHARS: usize = 80;
@@ -14,10 +12,7 @@ const NOTHING: [&str; 6] = ["null", "None", "undefined", "NaN", "[]", "{}"];
 
 /// The "nothing" value `last_output` ends with, when its last line ends with one
 /// ("The label that appears in the most records is: null"): the block found nothing,
-/// so a reply in prose after it states a guess. The local model split each record on
-/// spaces looking for a field named `label` (the records say `label=fraud`), printed
-/// `null`, and then stated a label in a sentence until forced (docs/eval.md, js-2
-/// items 1 and 4, after-map-repeat item 1).
+/// so a reply in prose after it states a guess.
 pub(super) fn found_nothing(last_output: &str) -> Option<&'static str> {
     let last_line = last_output.trim_end().lines().next_back()?;
     let last = last_line
@@ -32,10 +27,7 @@ pub(super) fn found_nothing(last_output: &str) -> Option<&'static str> {
 /// as a whole when it is one short line, else the value its last line ends with
 /// ([`printed_value`]: `billing` of `billing (184)`, the count after a note), held by
 /// `prose` with no letter or digit touching either end — a number also when the prose
-/// groups its digits ("83,810" for `83810`). The local model printed `billing (184)`
-/// from a `top_k` and answered "… is \"billing\"." in a sentence; the general
-/// correction sent it looking at the context, and it ended on another label
-/// (docs/eval.md, after-task-call-seed6 `aggregate` item 1).
+/// groups its digits ("83,810" for `83810`).
 pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
     let whole = last_output.trim();
     let one_line =
@@ -48,10 +40,7 @@ pub(super) fn stated<'a>(prose: &str, last_output: &'a str) -> Option<&'a str> {
 
 /// The value `output` ends with, when its last line is one: a number or a single word
 /// (`51`, `16459`, `loyalty`), or a ranked value with its count (`billing (12)` →
-/// `billing`); not a "nothing" value, a sentence or an error. What a block sent again
-/// after it printed its result is told to answer with: the local model ran the block
-/// that printed `51` three more times and was forced (docs/eval.md, after-map-repeat
-/// and after-example-plan, `aggregate` items 0 and 3).
+/// `billing`); not a "nothing" value, a sentence or an error.
 pub(super) fn printed_value(output: &str) -> Option<&str> {
     let line = output.trim_end().lines().next_back()?.trim();
     let value = rlm_plan::reduce::ranked_item(line).unwrap_or(line);
@@ -97,7 +86,6 @@ mod tests {
 
     #[test]
     fn a_sentence_stating_the_printed_value_names_it() {
-        // The matrix reading's replies, as the model wrote them.
         assert_eq!(stated("The answer is 290.", "290\n"), Some("290"));
         assert_eq!(
             stated(
@@ -122,7 +110,6 @@ mod tests {
             ),
             Some("51")
         );
-        // The after-format reading's pairs item 2: the digits grouped in the sentence.
         assert_eq!(
             stated("… born after 2000 is **83,810**.", "83810"),
             Some("83810")
@@ -131,7 +118,6 @@ mod tests {
 
     #[test]
     fn an_output_ending_in_a_nothing_value_is_recognised() {
-        // The js-2 reading's output, as the code printed it.
         assert_eq!(
             found_nothing("The label that appears in the most records is: null\n"),
             Some("null")
@@ -148,7 +134,6 @@ mod tests {
 
     #[test]
     fn an_output_ending_in_one_value_gives_it() {
-        // The after-example-plan reading's item 0: the note, then the count.
         assert_eq!(
             printed_value("Your map was refused before … It gives 51. If that answers the task, reply with exactly this line and nothing else:\nFINAL(51)\n51\n"),
             Some("51")

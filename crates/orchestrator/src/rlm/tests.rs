@@ -1,16 +1,24 @@
-//! The loop against a scripted model and a fake REPL.
+//! The loop against a scripted model and a fake REPL: the protocol, the hook points
+//! and their order, corrections as trace events, `--corrections none`, the forced
+//! answer, budgets and the deadline.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
 use crate::accounting::Limits;
+use crate::env::tools::ToolProtocol;
+use crate::env::{CodeRepl, Environment};
 use crate::env::{ExecOutcome, FinalAnswer, HistoryEntry, ReplVariable};
 use crate::events::ExecRecord;
 use crate::events::{Event, RunIdentity};
 use crate::ids::{AgentId, RunId};
+use crate::provider::ChatRequest;
 use crate::provider::{Completion, DeltaSink, Provider, ToolCall, Usage};
+
+/// The mark of a scripted reply cut at the output-token limit.
+const CUT: &str = "<<cut>>";
 
 /// Replies in order (text and tool calls); records every request.
 struct Scripted {
@@ -67,6 +75,11 @@ impl Provider for Scripted {
             .unwrap()
             .pop_front()
             .unwrap_or_else(|| ("FINAL(script exhausted)".into(), Vec::new()));
+        // A reply marked `<<cut>>` stopped at the output-token limit.
+        let (text, truncated) = match text.strip_prefix(CUT) {
+            Some(rest) => (rest.to_owned(), true),
+            None => (text, false),
+        };
         Ok(Completion {
             text,
             tool_calls,
@@ -78,7 +91,7 @@ impl Provider for Scripted {
             model: "scripted".into(),
             latency: Duration::ZERO,
             attempts: 1,
-            truncated: false,
+            truncated,
         })
     }
     fn model(&self) -> &str {
@@ -91,7 +104,7 @@ impl Provider for Scripted {
 
 /// `name = value` assigns, `print(name)` prints, `submit <json>` submits,
 /// `final_var name` calls FINAL_VAR from code, `boom` raises, `raise <text>` raises
-/// with `<text>` as the error.
+/// with `<text>` as the error, `FINAL(word)` of no variable raises a `NameError`.
 #[derive(Default)]
 struct FakeEnv {
     vars: HashMap<String, String>,
@@ -150,6 +163,12 @@ impl CodeRepl for FakeEnv {
                 });
             } else if let Some(error) = line.strip_prefix("raise ") {
                 outcome.error = Some(error.into());
+            } else if let Some(word) = line
+                .strip_prefix("FINAL(")
+                .and_then(|l| l.strip_suffix(')'))
+                .filter(|w| !self.vars.contains_key(*w) && !w.starts_with('"'))
+            {
+                outcome.error = Some(format!("NameError: name '{word}' is not defined"));
             } else if line == "boom" {
                 outcome.error = Some("Traceback: boom".into());
             }
@@ -193,6 +212,7 @@ fn settings() -> LoopSettings {
         system_prompt: None,
         agents: false,
         tool_protocol: ToolProtocol::Native,
+        corrections: Corrections::all(),
     }
 }
 
@@ -259,7 +279,7 @@ async fn the_events_file_keeps_its_shape() {
     let h = run_with(
         &[
             "Let me look.\n```repl\nanswer = computed\nprint(answer)\n```",
-            "```repl\nboom\n```",
+            "```repl\n42\n```",
             "FINAL_VAR(answer)",
         ],
         settings(),
@@ -287,39 +307,72 @@ fn last_user_message(h: &Harness, request: usize) -> String {
     requests[request].last().unwrap().content.clone()
 }
 
+/// The correction events of a run: (rule, hook, verdict, text).
+fn corrections(h: &Harness) -> Vec<(String, &'static str, &'static str, String)> {
+    h.events
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::Correction(c) => Some((
+                c.rule.clone(),
+                c.hook.as_str(),
+                c.verdict.as_str(),
+                c.text.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn with(corrections: Corrections) -> LoopSettings {
+    LoopSettings {
+        corrections,
+        ..settings()
+    }
+}
+
+// The protocol (SPEC 4.1): not a correction, the same with every rule off.
+
 #[tokio::test]
-async fn final_after_code_output_is_accepted() {
-    let h = run_with(
-        &["```repl\nx = 42\nprint(x)\n```", "FINAL(42)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, "42");
-    assert_eq!(h.outcome.iterations, 2);
-    assert!(!h.outcome.forced);
-    let fed_back = last_user_message(&h, 1);
-    assert!(
-        fed_back.contains("Code executed:\n```python\nx = 42\nprint(x)\n```\n\nREPL output:\n42\n"),
-        "{fed_back}"
-    );
-    assert!(
-        fed_back.contains("x (str, size 2): 42"),
-        "inventory missing: {fed_back}"
-    );
+async fn final_after_code_output_is_accepted_in_two_calls() {
+    for list in [Corrections::all(), Corrections::none()] {
+        let h = run_with(
+            &["```repl\nx = 42\nprint(x)\n```", "FINAL(42)"],
+            with(list),
+            Limits::default(),
+        )
+        .await;
+        assert_eq!(h.outcome.answer, "42");
+        assert_eq!(h.outcome.iterations, 2);
+        assert!(!h.outcome.forced);
+        let fed_back = last_user_message(&h, 1);
+        assert!(
+            fed_back.starts_with(
+                "Code executed:\n```python\nx = 42\nprint(x)\n```\n\nREPL output:\n42\n\n\nState:"
+            ),
+            "{fed_back}"
+        );
+        assert!(fed_back.contains("x (str, size 2): 42"), "{fed_back}");
+        assert!(corrections(&h).is_empty());
+    }
 }
 
 #[tokio::test]
-async fn final_written_with_code_is_refused_and_the_code_runs() {
+async fn a_final_written_with_code_is_not_taken_and_the_note_is_a_rule() {
+    let reply = "```repl\nx = 7\nprint(x)\n```\nFINAL(1000)";
+    let h = run_with(&[reply, "FINAL(7)"], settings(), Limits::default()).await;
+    assert_eq!(h.outcome.answer, "7");
+    assert_eq!(h.env.executed.len(), 1);
+    assert!(last_user_message(&h, 1).contains("was not accepted"));
+    assert_eq!(corrections(&h)[0].0, "premature_final");
+    // Off, the FINAL is still not taken (the protocol), and nothing says why.
     let h = run_with(
-        &["```repl\nx = 7\nprint(x)\n```\nFINAL(1000)", "FINAL(7)"],
-        settings(),
+        &[reply, "FINAL(7)"],
+        with(Corrections::none()),
         Limits::default(),
     )
     .await;
     assert_eq!(h.outcome.answer, "7");
-    assert_eq!(h.env.executed.len(), 1);
-    assert!(last_user_message(&h, 1).contains("was not accepted"));
+    assert!(!last_user_message(&h, 1).contains("was not accepted"));
 }
 
 #[tokio::test]
@@ -359,38 +412,9 @@ async fn imitated_output_never_reaches_the_transcript() {
 }
 
 #[tokio::test]
-async fn final_in_a_fence_is_not_an_answer() {
-    let h = run_with(
-        &["```text\nFINAL(no)\n```", "FINAL(yes)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, "yes");
-    assert!(last_user_message(&h, 1).contains("```text blocks do not run here"));
-}
-
-#[tokio::test]
-async fn tool_call_blobs_and_bare_fences_get_corrections() {
-    let h = run_with(
-        &[
-            "<tool_call>{\"name\": \"ctx_grep\"}</tool_call>",
-            "```\nprint(1)\n```",
-            "FINAL(ok)",
-        ],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, "ok");
-    assert!(last_user_message(&h, 1).contains("no native tool calls"));
-    assert!(last_user_message(&h, 2).contains("fence without a tag"));
-}
-
-#[tokio::test]
-async fn submit_is_validated_against_the_schema() {
+async fn submit_is_validated_against_the_schema_whatever_the_corrections() {
     let schema = serde_json::json!({"type": "object", "required": ["count"], "properties": {"count": {"type": "integer"}}});
-    let mut s = settings();
+    let mut s = with(Corrections::none());
     s.output_schema = Some(Arc::new(jsonschema::validator_for(&schema).unwrap()));
     let h = run_with(
         &[
@@ -411,15 +435,231 @@ async fn submit_is_validated_against_the_schema() {
 }
 
 #[tokio::test]
+async fn errors_in_code_go_back_to_the_model() {
+    let h = run_with(
+        &["```repl\nboom\n```", "FINAL(recovered)"],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "recovered");
+    assert!(last_user_message(&h, 1).contains("Traceback: boom"));
+    assert!(h
+        .events
+        .iter()
+        .any(|e| matches!(&e.data, EventData::Exec(ExecRecord { error: true, .. }))));
+}
+
+#[tokio::test]
+async fn dumping_the_context_is_redacted() {
+    let big = "y".repeat(2_500);
+    let h = run_with(
+        &[&format!("```repl\nd = {big}\nprint(d)\n```"), "FINAL(x)"],
+        with(Corrections::none()),
+        Limits::default(),
+    )
+    .await;
+    assert!(last_user_message(&h, 1).contains("[redacted: output too large]"));
+}
+
+// The hook points: their order, and every fired rule an event with the exact text.
+
+#[tokio::test]
+async fn the_hooks_are_asked_in_turn_order_and_each_fired_rule_is_an_event() {
+    // One reply: a FINAL beside code (on_reply), a block of only a value (before_block),
+    // a bare FINAL(word) that fails (after_block), and then an answer the protocol takes.
+    let h = run_with(
+        &[
+            "```repl\n42\n```\n```repl\nFINAL(loyalty)\n```\nFINAL(1)",
+            "FINAL(done)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "done");
+    let fired = corrections(&h);
+    let order: Vec<(&str, &str, &str)> = fired
+        .iter()
+        .map(|(rule, hook, verdict, _)| (rule.as_str(), *hook, *verdict))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("premature_final", "on_reply", "note"),
+            ("value_block", "before_block", "refuse"),
+            ("bare_final", "after_block", "note"),
+        ]
+    );
+    // The text of each event is exactly what the model read next.
+    let sent = last_user_message(&h, 1);
+    for (_, _, _, text) in &fired {
+        assert!(sent.contains(text.as_str()), "{text}\n---\n{sent}");
+    }
+    // The refused block did not run; the other did.
+    assert_eq!(h.env.executed, ["FINAL(loyalty)"]);
+}
+
+#[tokio::test]
+async fn the_first_refusal_wins_and_the_notes_before_it_join() {
+    // A reply that did nothing but write an indented FINAL: not_taken notes it, then
+    // no_action refuses it; both texts go to the model, the refusal first.
+    let h = run_with(
+        &[
+            "I would answer:\n\n    FINAL(42)\n\nbut not yet.",
+            "FINAL(42)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    let fired = corrections(&h);
+    let rules: Vec<&str> = fired.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(rules, ["not_taken", "no_action"]);
+    let sent = last_user_message(&h, 1);
+    let refusal = sent.find(fired[1].3.as_str()).unwrap();
+    let note = sent.find(fired[0].3.as_str()).unwrap();
+    assert!(refusal < note, "{sent}");
+}
+
+#[tokio::test]
+async fn corrections_none_sends_only_the_output_and_the_state() {
+    let replies = [
+        "thinking",
+        "```repl\n42\n```",
+        "```\nprint(1)\n```",
+        "FINAL(ok)",
+    ];
+    let all = run_with(&replies, settings(), Limits::default()).await;
+    let none = run_with(&replies, with(Corrections::none()), Limits::default()).await;
+    assert_eq!(all.outcome.answer, "ok");
+    assert_eq!(none.outcome.answer, "ok");
+    assert_eq!(corrections(&all).len(), 3);
+    assert!(corrections(&none).is_empty());
+    assert!(
+        last_user_message(&none, 1).starts_with("State:"),
+        "{}",
+        last_user_message(&none, 1)
+    );
+    assert!(last_user_message(&all, 1).starts_with("Your message had no code"));
+    // Off, the value block runs like any code.
+    assert_eq!(none.env.executed, ["42"]);
+    assert!(all.env.executed.is_empty());
+}
+
+#[tokio::test]
+async fn a_list_switches_on_only_the_rules_it_names() {
+    let h = run_with(
+        &["thinking", "```repl\n42\n```", "FINAL(ok)"],
+        with(Corrections::from_names("value_block").unwrap()),
+        Limits::default(),
+    )
+    .await;
+    let rules: Vec<String> = corrections(&h).into_iter().map(|c| c.0).collect();
+    assert_eq!(rules, ["value_block"]);
+}
+
+// The rules in the loop.
+
+#[tokio::test]
+async fn a_cut_reply_runs_nothing_with_truncated_reply_and_runs_without_it() {
+    let cut = format!("{CUT}```repl\nx = 1\nprint(x)\n```\nFINAL(4");
+    let h = run_with(&[&cut, "FINAL(1)"], settings(), Limits::default()).await;
+    assert!(h.env.executed.is_empty());
+    assert!(last_user_message(&h, 1).starts_with("Your last reply was cut off"));
+    let h = run_with(
+        &[&cut, "FINAL(1)"],
+        with(Corrections::none()),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.env.executed.len(), 1);
+    assert!(last_user_message(&h, 1).starts_with("Code executed:"));
+}
+
+#[tokio::test]
+async fn misfenced_replies_get_corrections_naming_the_fence() {
+    let h = run_with(
+        &[
+            "```text\nFINAL(no)\n```",
+            "<tool_call>{\"name\": \"ctx_grep\"}</tool_call>",
+            "```\nprint(1)\n```",
+            "FINAL(yes)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.outcome.answer, "yes");
+    assert!(last_user_message(&h, 1).contains("```text blocks do not run here"));
+    assert!(last_user_message(&h, 2).contains("no native tool calls"));
+    assert!(last_user_message(&h, 3).contains("fence without a tag"));
+}
+
+#[tokio::test]
+async fn the_same_code_runs_twice_then_is_refused_and_three_refusals_force_an_answer() {
+    let search = "```repl\nprint(search)\n```";
+    let mut s = settings();
+    s.max_iterations = 10;
+    let h = run_with(
+        &[search, search, search, search, search, "FINAL(none found)"],
+        s,
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.env.executed.len(), 2);
+    let third = last_user_message(&h, 3);
+    assert!(
+        third.contains("Code not run: the same code already ran 2 times.")
+            && third.contains("If search is your answer"),
+        "{third}"
+    );
+    assert!(h.outcome.forced);
+    assert_eq!(h.outcome.iterations, 5);
+    let forced = last_user_message(&h, 5);
+    assert!(
+        forced.contains("the same correction (repeat_limit) again"),
+        "{forced}"
+    );
+    assert!(!forced.contains("every iteration"), "{forced}");
+}
+
+#[tokio::test]
+async fn code_that_sets_context_to_a_literal_is_not_run() {
+    let copied = "```python\ncontext = \"xxxxx\"\nprint(len(context))\n```";
+    let h = run_with(&[copied, "FINAL(5000)"], settings(), Limits::default()).await;
+    assert!(h.env.executed.is_empty());
+    assert!(last_user_message(&h, 1).contains("replaces `context` with text written into the code"));
+}
+
+#[tokio::test]
+async fn an_error_message_sent_back_as_code_is_not_run() {
+    let h = run_with(
+        &[
+            "```python\nraise NameError: name 'x' is not defined (cell 1)\n```",
+            "```python\nNameError: name 'x' is not defined (cell 2)\n```",
+            "FINAL(x)",
+        ],
+        settings(),
+        Limits::default(),
+    )
+    .await;
+    assert_eq!(h.env.executed.len(), 1, "{:?}", h.env.executed);
+    assert!(last_user_message(&h, 2).contains("copied back"));
+}
+
+// The forced answer.
+
+#[tokio::test]
 async fn iterations_run_out_into_a_forced_answer() {
     let h = run_with(
-        // Four replies that run nothing, in changing forms (the same form three times
-        // in a row would stop the run before the iterations run out).
+        // Refusals between code that runs (the same refusal three times in a row would
+        // stop the run before the iterations run out).
         &[
             "thinking",
-            "```\nprint(1)\n```",
+            "```repl\nprint(1)\n```",
             "more",
-            "```text\nnotes\n```",
+            "```repl\nprint(2)\n```",
             "FINAL(best guess)",
         ],
         settings(),
@@ -430,295 +670,59 @@ async fn iterations_run_out_into_a_forced_answer() {
     assert_eq!(h.outcome.answer, "best guess");
     assert_eq!(h.outcome.iterations, 4);
     assert!(last_user_message(&h, 4).contains("You have used every iteration"));
-    assert!(h
-        .events
-        .iter()
-        .any(|e| matches!(&e.data, EventData::Final(FinalRecord { forced: true, .. }))));
 }
 
 #[tokio::test]
-async fn a_forced_answer_written_in_a_fence_is_read_as_the_final_it_holds() {
-    // after-echo-seed6, js `aggregate` item 0: forced, the model answered
-    // "```repl\nFINAL(33)\n```", which was taken whole, fence and all.
-    let value = "```python\n[1]\n```";
-    let h = run_with(
-        &[value, value, value, "```repl\nFINAL(33)\n```"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert!(h.outcome.forced);
-    assert_eq!(h.outcome.answer, "33");
-    let h = run_with(
-        &[
-            "```python\nx = 7\n```",
-            value,
-            value,
-            value,
-            "```python\nFINAL_VAR(x)\n```",
-        ],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert!(h.outcome.forced);
-    assert_eq!(h.outcome.answer, "7");
-    // `FINAL(x)` in a fence passes the variable, as it would have run; a word that
-    // names no variable is the answer as written.
+async fn a_forced_answer_in_a_fence_is_read_as_the_final_it_holds() {
+    let note = "```repl\nprint(1)\n```";
     for (forced, answer) in [
+        ("```repl\nFINAL(33)\n```", "33"),
+        ("```python\nFINAL_VAR(x)\n```", "7"),
         ("```python\nFINAL(x)\n```", "7"),
         ("```python\nFINAL(billing)\n```", "billing"),
     ] {
         let h = run_with(
-            &["```python\nx = 7\n```", value, value, value, forced],
+            &["```python\nx = 7\n```", note, note, "still", forced],
             settings(),
             Limits::default(),
         )
         .await;
         assert!(h.outcome.forced);
-        assert_eq!(h.outcome.answer, answer);
+        assert_eq!(h.outcome.answer, answer, "{forced}");
     }
 }
 
 #[tokio::test]
-async fn a_forced_answer_in_a_sentence_is_asked_once_for_the_answer_alone() {
-    // head-seed13 js `aggregate` item 4: forced, the model answered "The label that
-    // appears in the most records of the context is \"billing\"." — the right label,
-    // taken whole as the answer. Asked once more, it writes the FINAL line.
-    let value = "```python\n[1]\n```";
-    let sentence = "The label that appears in the most records of the context is \"billing\".";
-    let h = run_with(
-        &[value, value, value, sentence, "FINAL(billing)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert!(h.outcome.forced);
-    assert_eq!(h.outcome.answer, "billing");
-    assert_eq!(h.provider.requests.lock().unwrap().len(), 5);
-    assert_eq!(last_user_message(&h, 4), prompt::FORCED_PROSE);
-    // Prose again: the first sentence is the answer, with a warning.
-    let h = run_with(
-        &[value, value, value, sentence, "It is billing, as I said."],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, sentence);
-    assert!(h.events.iter().any(|e| matches!(
-        &e.data,
-        EventData::Warning { message } if message.contains("came twice with no FINAL")
-    )));
-    // A bare value is the answer as written, with no request more.
-    let h = run_with(
-        &[value, value, value, "billing", "FINAL(never asked)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, "billing");
-    assert_eq!(h.provider.requests.lock().unwrap().len(), 4);
-}
-
-#[tokio::test]
-async fn a_forced_reply_that_sends_a_block_that_ran_again_answers_with_its_value() {
-    // s18b-seed15 js `aggregate` item 3: the count printed 46 twice, the same block was
-    // sent until forced, and then as the forced answer, taken whole, fence and all.
-    let count = "```python\nn = 46\nprint(n)\n```";
-    let h = run_with(
-        &[count, count, count, count, count],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert!(h.outcome.forced);
-    assert_eq!(h.outcome.answer, "46");
-    assert_eq!(
-        h.provider.requests.lock().unwrap().len(),
-        5,
-        "no request more"
-    );
-    assert!(h.events.iter().any(|e| matches!(
-        &e.data,
-        EventData::Warning { message } if message.contains("code that ran before and printed 46")
-    )));
-    // A block that never ran is no answer: asked once for the FINAL line.
-    let h = run_with(
-        &[
-            count,
-            count,
-            count,
-            count,
-            "```python\nprint(m)\n```",
-            "FINAL(46)",
-        ],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, "46");
+async fn a_forced_reply_in_prose_is_asked_again_only_with_forced_retry() {
+    let step = "```repl\nprint(1)\n```";
+    let replies = [step, step, "a", "b", "The answer is 12.", "FINAL(12)"];
+    let h = run_with(&replies, settings(), Limits::default()).await;
+    assert_eq!(h.outcome.answer, "12");
     assert_eq!(h.provider.requests.lock().unwrap().len(), 6);
+    let fired = corrections(&h);
+    assert_eq!(
+        fired.last().map(|f| (f.0.as_str(), f.1)),
+        Some(("forced_retry", "on_forced"))
+    );
+    let h = run_with(&replies, with(Corrections::none()), Limits::default()).await;
+    assert_eq!(h.outcome.answer, "The answer is 12.");
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 5);
 }
 
 #[tokio::test]
-async fn the_same_code_runs_twice_then_is_shown_again_and_a_loop_is_forced_to_answer() {
-    let search = "```repl\nprint(search(context, 'vault code'))\n```";
-    let mut s = settings();
-    s.max_iterations = 10;
+async fn a_forced_reply_that_sends_a_block_that_ran_answers_with_its_value_and_runs_nothing() {
+    let count = "```python\nn = 46\nprint(n)\n```";
+    let other = "```python\nprint(1)\n```";
     let h = run_with(
-        &[search, search, search, search, search, "FINAL(none found)"],
-        s,
+        &[count, other, "a", other, count],
+        settings(),
         Limits::default(),
     )
     .await;
-    // Run twice; the third to fifth are not run (the model sees the output it had),
-    // and three such replies in a row end the loop before the iterations run out.
-    assert_eq!(h.env.executed.len(), 2);
-    let third = last_user_message(&h, 3);
-    assert!(
-        third.contains("Code not run: the same code already ran 2 times.")
-            && third.contains("Its output was:"),
-        "{third}"
-    );
     assert!(h.outcome.forced);
-    assert_eq!(h.outcome.iterations, 5);
-    assert_eq!(h.outcome.answer, "none found");
-    let forced = last_user_message(&h, 5);
-    assert!(
-        forced.contains("again code that already ran twice, after 2 corrections"),
-        "{forced}"
-    );
-    // The loop stopped with iterations left: the request does not say they ran out.
-    assert!(!forced.contains("every iteration"), "{forced}");
-}
-
-#[tokio::test]
-async fn the_same_code_sent_after_it_printed_a_value_is_shown_the_line_that_answers() {
-    let count = "```python\nprint(51)\n```";
-    let h = run_with(
-        &[count, count, count, "FINAL(51)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.env.executed.len(), 2);
-    let third = last_user_message(&h, 3);
-    assert!(
-        third.contains("Code not run: the same code already ran 2 times.")
-            && third.contains(
-                "If 51 is your answer, reply with exactly this line and nothing else:\nFINAL(51)"
-            ),
-        "{third}"
-    );
-    assert!(!h.outcome.forced);
-    assert_eq!(h.outcome.answer, "51");
-}
-
-#[tokio::test]
-async fn the_same_code_printing_the_same_value_again_is_followed_by_the_final_line() {
-    // The head-seed9 reading: code that printed the answer, sent again. The second run
-    // printed the same and says so with the FINAL line; the first run says nothing.
-    let count = "```python\nprint(51)\n```";
-    let h = run_with(&[count, count, "FINAL(51)"], settings(), Limits::default()).await;
-    assert_eq!(h.env.executed.len(), 2);
-    let first = last_user_message(&h, 1);
-    assert!(!first.contains("FINAL("), "{first}");
-    let second = last_user_message(&h, 2);
-    assert!(
-        second.contains("The same code printed 51 before")
-            && second
-                .contains("reply with exactly this line and nothing else:\nFINAL(51)\n\nState:"),
-        "{second}"
-    );
-    assert!(!h.outcome.forced);
-    assert_eq!(h.outcome.answer, "51");
-}
-
-#[tokio::test]
-async fn code_that_sets_context_to_a_literal_is_not_run_and_the_rest_of_it_runs_after() {
-    let copied = "```python\ncontext = \"xxxxx\"\nprint(len(context))\n```";
-    let fixed = "```python\nprint(len(context))\n```";
-    let h = run_with(
-        &[copied, fixed, "FINAL(5000)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    // Only the block without the assignment ran; the model was told why and what
-    // `context` holds.
-    assert_eq!(h.env.executed, vec!["print(len(context))".to_owned()]);
-    let second = last_user_message(&h, 1);
-    assert!(
-        second.contains("Code not run: its line\ncontext = \"xxxxx\"\nreplaces `context`")
-            && second.contains("the whole context (5000 characters)")
-            && second.contains("Remove that line"),
-        "{second}"
-    );
-    assert!(!h.outcome.forced);
-    assert_eq!(h.outcome.answer, "5000");
-}
-
-#[tokio::test]
-async fn a_block_of_only_a_value_is_not_run_and_offered_as_the_answer_line() {
-    let value = "```python\n172\n```";
-    let h = run_with(&[value, "FINAL(172)"], settings(), Limits::default()).await;
-    assert!(h.env.executed.is_empty(), "{:?}", h.env.executed);
-    let second = last_user_message(&h, 1);
-    assert!(
-        second.contains("Code not run: it is only a value written into the code")
-            && second.contains(
-                "If 172 is your answer, reply with exactly this line and nothing else:\nFINAL(172)"
-            ),
-        "{second}"
-    );
-    assert!(!h.outcome.forced);
-    assert_eq!(h.outcome.answer, "172");
-}
-
-#[tokio::test]
-async fn three_replies_of_only_a_value_end_in_a_forced_answer() {
-    let array = "```python\n[['Lima', 'Accra']]\n```";
-    let h = run_with(
-        &[array, array, array, "FINAL(2)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert!(h.env.executed.is_empty(), "{:?}", h.env.executed);
-    assert!(h.outcome.forced);
-    assert!(
-        last_user_message(&h, 3).contains("again code that is only a value, after 2 corrections"),
-        "{}",
-        last_user_message(&h, 3)
-    );
-}
-
-#[tokio::test]
-async fn an_error_message_sent_back_as_code_is_not_run_and_three_end_in_a_forced_answer() {
-    let raises = "```python\nraise NameError: name 'x' is not defined (cell 1)\n```";
-    let echo =
-        |cell: u32| format!("```python\nNameError: name 'x' is not defined (cell {cell})\n```");
-    let (first, second, third) = (echo(2), echo(3), echo(4));
-    let h = run_with(
-        &[raises, &first, &second, &third, "FINAL(0)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    // Only the block that raised ran; each echo, with its changed number, was refused.
-    assert_eq!(h.env.executed.len(), 1, "{:?}", h.env.executed);
-    let refused = last_user_message(&h, 2);
-    assert!(
-        refused.contains("Code not run: it is the REPL's error message (`NameError: name 'x' is not defined (cell 2)`) copied back"),
-        "{refused}"
-    );
-    assert!(h.outcome.forced);
-    assert!(
-        last_user_message(&h, 4)
-            .contains("again an error message sent as code, after 2 corrections"),
-        "{}",
-        last_user_message(&h, 4)
-    );
+    assert_eq!(h.outcome.answer, "46");
+    assert_eq!(h.env.executed.len(), 3, "the forced reply runs nothing");
+    assert_eq!(h.provider.requests.lock().unwrap().len(), 5);
 }
 
 #[tokio::test]
@@ -727,7 +731,6 @@ async fn a_spent_budget_forces_the_answer_early() {
         max_llm_calls: Some(2),
         ..Limits::default()
     };
-    // One step, then the forced answer: the budget holds the forced answer's call.
     let h = run_with(
         &[
             "```repl\nprint(1)\n```",
@@ -768,7 +771,6 @@ fn slow_model(replies: &[&str]) -> Arc<Scripted> {
 
 #[tokio::test]
 async fn a_reply_after_the_deadline_runs_nothing_and_the_run_ends() {
-    // Issue 49, item 4: --max-time must end a run while a reply is handled, too.
     let limits = Limits {
         max_time: Some(Duration::from_millis(500)),
         ..Limits::default()
@@ -792,34 +794,6 @@ async fn an_answer_after_the_deadline_is_still_taken() {
     assert!(!h.outcome.forced);
     assert_eq!(h.outcome.answer, "42");
     assert_eq!(h.provider.requests.lock().unwrap().len(), 1);
-}
-
-#[tokio::test]
-async fn errors_in_code_go_back_to_the_model() {
-    let h = run_with(
-        &["```repl\nboom\n```", "FINAL(recovered)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert_eq!(h.outcome.answer, "recovered");
-    assert!(last_user_message(&h, 1).contains("Traceback: boom"));
-    assert!(h
-        .events
-        .iter()
-        .any(|e| matches!(&e.data, EventData::Exec(ExecRecord { error: true, .. }))));
-}
-
-#[tokio::test]
-async fn dumping_the_context_is_redacted() {
-    let big = "y".repeat(2_500);
-    let h = run_with(
-        &[&format!("```repl\nd = {big}\nprint(d)\n```"), "FINAL(x)"],
-        settings(),
-        Limits::default(),
-    )
-    .await;
-    assert!(last_user_message(&h, 1).contains("[redacted: output too large]"));
 }
 
 // The tools medium, with the real `tools` environment over a real store.
@@ -1015,12 +989,10 @@ mod tools_medium {
             tail[2].content
         );
         assert_eq!(tail[3].role, Role::User);
-        // The grep of "vault", a word of the task, found its line: the notice to
-        // answer, then the state.
+        // The grep of "vault", a word of the task, found its line: nothing but the
+        // state follows (no note read from the task's words).
         assert!(
-            tail[3].content.starts_with(
-                "Your grep of \"vault\", which the task names, found the lines above."
-            ) && tail[3].content.contains("\n\nState: iteration 2 of 4"),
+            tail[3].content.starts_with("State: iteration 2 of 4"),
             "{}",
             tail[3].content
         );
@@ -1167,7 +1139,7 @@ mod tools_medium {
         assert!(
             outputs[2]
                 .0
-                .starts_with("This call repeats an earlier call"),
+                .starts_with("Call not run: the same call already ran 2 times."),
             "{outputs:?}"
         );
         let last = h.request(4).last().unwrap().content.clone();

@@ -1,43 +1,36 @@
-//! A turn of the tools medium (`--env tools`): the model's tool calls run in order and
-//! each result goes back in the provider's own shape — a `tool` message answering the
-//! call's id when the call came natively, one text report per call when it was
-//! written as text. The run ends by `FINAL(...)` in a message without calls, or by a
-//! `final_answer` call made alone.
+//! A turn of the tools medium (`--env tools`, `--env plan`): the model's tool calls run
+//! in order and each result goes back in the provider's own shape — a `tool` message
+//! answering the call's id when the call came natively, one text report per call when
+//! it was written as text. The run ends by `FINAL(...)` in a message without calls, or
+//! by a `final_answer` call made alone (the protocol: one beside other calls is
+//! refused, as the model has not seen their results).
 
-use std::collections::HashSet;
 use std::time::Instant;
 
-use super::answer_form;
-use super::exact_plan_ran;
-use super::task_word_found;
-use super::{outcome_of, LoopError, Turn};
+use super::correction::{premature_final, Answer, Ask, Block, Corrections, Form, Hook, Ran, Reply};
+use super::log::BlockLog;
+use super::turn::{judge_answer, outcome_of, Turn};
+use super::LoopError;
 use crate::env::tools::{
     final_answer_of, parse_text_calls, read_text_calls, MicroTool, TextCalls, ToolProtocol,
 };
 use crate::env::{ToolBox, ToolOutcome};
 use crate::events::{AnswerSource, CodeRecord, EventData, EventSink, ExecRecord, TextRecord};
 use crate::output::shape_output;
-use crate::parse::parse_response;
-use crate::prompt::{self, ToolsMiss};
+use crate::parse::{parse_response, Quoted};
 use crate::provider::{ChatMessage, Completion, ToolCall};
-use rlm_protocol::reply::NotTaken;
 
 /// Where the turn stands.
 pub(super) struct Step<'a> {
     pub iteration: u32,
-    /// The task as the model was shown it: a grep of a word it names that found lines
-    /// is followed by the notice to answer ([`task_word_found`]).
-    pub task: &'a str,
-    /// The form the task states for its answer ([`super::answer_form`]), and whether an
-    /// answer was questioned for it already this run (once a run).
-    pub form: (Option<&'a str>, &'a mut bool),
-    /// The words of the task such greps found so far in the run: a task of several
-    /// keys is told which are left.
-    pub found: &'a mut HashSet<String>,
     /// The most characters of a result shown (`--max-output-chars`, bounded by the
     /// window).
     pub max_output_chars: usize,
     pub protocol: ToolProtocol,
+    /// The rules switched on.
+    pub corrections: &'a Corrections,
+    /// What ran so far in the run.
+    pub log: &'a mut BlockLog,
 }
 
 /// Runs the calls of the model's reply; the reply and the results go into `messages`
@@ -51,19 +44,12 @@ pub(super) async fn run(
 ) -> Result<Turn, LoopError> {
     let Step {
         iteration,
-        task,
-        form: (form, form_questioned),
-        found,
         max_output_chars,
         protocol,
+        corrections,
+        log,
     } = step;
-    // An answer written as a sentence where the task states a form: questioned once
-    // (the trace shows why: a `FINAL`'s refusal as a warning, a call's as its result).
-    let mut not_in_form = |answer: &str| {
-        let form = answer_form::unmet(answer, form).filter(|_| !*form_questioned)?;
-        *form_questioned = true;
-        Some(prompt::answer_not_in_form(form, "final_answer"))
-    };
+    let at = (sink, iteration);
     let text = completion.text.trim();
     let parsed = parse_response(text, &[]);
     if !text.is_empty() {
@@ -74,15 +60,6 @@ pub(super) async fn run(
     }
     // Native calls answer by id; a model that writes its calls as text although the
     // endpoint takes them natively (small models often do) is answered in text.
-    if completion.truncated {
-        // Its calls' arguments or its FINAL( may be cut anywhere: nothing is acted on,
-        // and its calls go back as text (a native call needs a result answering it).
-        messages.push(ChatMessage::assistant(text));
-        let mut turn = Turn::default();
-        turn.notices.push(prompt::TRUNCATED_REPLY_TOOLS.to_owned());
-        turn.correction = Some("cut at the output-token limit".to_owned());
-        return Ok(turn);
-    }
     let native = protocol == ToolProtocol::Native && !completion.tool_calls.is_empty();
     let written = if native {
         TextCalls::default()
@@ -94,80 +71,58 @@ pub(super) async fn run(
     } else {
         written.calls.clone()
     };
-    // What the reply wrote without making it: the trace says why it was not acted on.
-    let quoted: Vec<(String, &NotTaken)> = parsed
-        .quoted
-        .iter()
-        .map(|q| (q.action.clone(), &q.why))
-        .chain(
-            written
-                .quoted
-                .iter()
-                .map(|q| (format!("a {} call", q.name), &q.why)),
-        )
-        .collect();
-    for (action, why) in &quoted {
+    let quoted = not_taken(&parsed.quoted, &written);
+    for q in &quoted {
         sink.emit(EventData::Warning {
-            message: format!("{action} in the reply was not acted on: {why}"),
+            message: format!("{} in the reply was not acted on: {}", q.action, q.why),
         });
+    }
+    let reply = Reply {
+        form: Form::Tools,
+        parsed: &parsed,
+        text,
+        truncated: completion.truncated,
+        calls: calls.len(),
+        not_taken: &quoted,
+        log,
+        context_chars: 0,
+    };
+    let said = corrections.ask(Hook::OnReply, at, |rule| rule.on_reply(&reply));
+    let mut turn = Turn {
+        refused: said.refused.as_ref().map(|(rule, _)| *rule),
+        ..Turn::default()
+    };
+    turn.notices.extend(said.texts());
+    if turn.refused.is_some() {
+        // Nothing runs: native calls go back as text (a native call needs a result).
+        messages.push(ChatMessage::assistant(text));
+        return Ok(turn);
     }
     messages.push(if native {
         ChatMessage::assistant_calls(text, calls.clone())
     } else {
         ChatMessage::assistant(text)
     });
-
-    let mut turn = Turn::default();
     if calls.is_empty() {
-        match (&parsed.final_literal, parsed.unclosed_final) {
-            (Some(answer), _) => match env.refuse_answer().or_else(|| not_in_form(answer)) {
-                Some(why) => {
-                    // A call's refusal shows as its result; a FINAL( has none.
-                    sink.emit(EventData::Warning {
-                        message: format!("FINAL({answer}): {why}"),
-                    });
-                    turn.notices.push(why);
-                }
-                None => {
+        if let Some(answer) = &parsed.final_literal {
+            let view = Answer {
+                form: Form::Tools,
+                answer,
+                source: AnswerSource::Final,
+                tools: Some(&mut *env),
+            };
+            match judge_answer(corrections, at, view) {
+                Ok(notes) => {
+                    turn.notices.extend(notes);
                     turn.final_answer = Some(outcome_of(answer.clone(), AnswerSource::Final, None));
                 }
-            },
-            (None, Some(name)) => {
-                turn.notices.push(prompt::unclosed_final(name));
-                turn.correction = Some(format!("an unclosed {name}("));
-            }
-            (None, None) => {
-                let miss = if !parsed.blocks.is_empty() {
-                    ToolsMiss::Code
-                } else if quoted.is_empty()
-                    && MicroTool::ALL.iter().any(|tool| text.contains(tool.name()))
-                {
-                    ToolsMiss::UnreadableCall
-                } else {
-                    ToolsMiss::Nothing
-                };
-                turn.notices.push(prompt::tools_correction(miss));
-                if !quoted.is_empty() {
-                    let quoted = quoted.iter().map(|(action, why)| (action.as_str(), *why));
-                    turn.notices.push(prompt::not_taken(quoted));
-                }
-                turn.correction = Some(
-                    match miss {
-                        ToolsMiss::Code => "code, which does not run here",
-                        ToolsMiss::UnreadableCall => "a tool call that could not be read",
-                        ToolsMiss::Nothing => "without a tool call or a final answer",
-                    }
-                    .to_owned(),
-                );
+                Err(texts) => turn.notices.extend(texts),
             }
         }
         return Ok(turn);
     }
-    if parsed.final_literal.is_some() {
-        turn.notices.push(prompt::PREMATURE_FINAL_TOOLS.to_owned());
-    }
     let alone = calls.len() == 1;
-    let mut repeated = 0;
+    let mut refused_calls = 0;
     for (index, call) in calls.iter().enumerate() {
         let rendered = render_call(call);
         sink.emit(EventData::Code(CodeRecord {
@@ -176,14 +131,33 @@ pub(super) async fn run(
             code: rendered.clone(),
         }));
         let started = Instant::now();
-        let refused = if !is_final_answer(call) {
-            None
-        } else if !alone {
-            Some(prompt::PREMATURE_FINAL_TOOLS.to_owned())
-        } else {
-            env.refuse_answer().or_else(|| {
-                final_answer_of(&call.arguments).and_then(|answer| not_in_form(&answer))
-            })
+        let view = Block {
+            form: Form::Tools,
+            code: &rendered,
+            log,
+            context_chars: 0,
+        };
+        let said = corrections.ask(Hook::BeforeBlock, at, |rule| rule.before_block(&view));
+        turn.notices.extend(said.notes);
+        let refused = match said.refused {
+            Some((rule, why)) => {
+                refused_calls += 1;
+                turn.refused = Some(rule);
+                Some(why)
+            }
+            None if !is_final_answer(call) => None,
+            None if !alone => Some(premature_final::TOOLS.to_owned()),
+            None => final_answer_of(&call.arguments).and_then(|answer| {
+                let view = Answer {
+                    form: Form::Tools,
+                    answer: &answer,
+                    source: AnswerSource::FinalAnswerTool,
+                    tools: Some(&mut *env),
+                };
+                judge_answer(corrections, at, view)
+                    .err()
+                    .map(|t| t.join("\n\n"))
+            }),
         };
         let outcome = match refused {
             Some(why) => ToolOutcome::error(why),
@@ -203,7 +177,7 @@ pub(super) async fn run(
         if native {
             messages.push(ChatMessage::tool_result(
                 call.id.clone(),
-                content,
+                content.clone(),
                 outcome.is_error,
             ));
         } else {
@@ -218,21 +192,34 @@ pub(super) async fn run(
             turn.final_answer = Some(outcome_of(answer, AnswerSource::FinalAnswerTool, None));
             return Ok(turn);
         }
-        repeated += usize::from(outcome.repeated);
-        if let Some(grep) = task_word_found::read(call, &outcome, task) {
-            let keys = task_word_found::keys(task);
-            turn.notices
-                .push(task_word_found::notice(&grep, &keys, found));
-        }
-        turn.notices
-            .extend(exact_plan_ran::notice(call, &outcome, task));
+        let ran = Ran {
+            form: Form::Tools,
+            code: &rendered,
+            output: &content,
+            error: outcome.is_error.then_some(content.as_str()),
+            log,
+        };
+        let said = corrections.ask(Hook::AfterBlock, at, |rule| rule.after_block(&ran));
+        turn.notices.extend(said.texts());
+        log.record(&rendered, &content);
     }
-    if repeated == calls.len() {
-        // Nothing new ran: a loop, counted as a correction so that a third such reply
-        // in a row ends in a forced answer.
-        turn.correction = Some("calls that already ran twice".to_owned());
+    if refused_calls < calls.len() {
+        turn.refused = None;
     }
     Ok(turn)
+}
+
+/// What the reply wrote without taking it: actions the parser judged, and calls the
+/// text protocol judged.
+fn not_taken(parsed: &[Quoted], written: &TextCalls) -> Vec<Quoted> {
+    parsed
+        .iter()
+        .cloned()
+        .chain(written.quoted.iter().map(|q| Quoted {
+            action: format!("a {} call", q.name),
+            why: q.why.clone(),
+        }))
+        .collect()
 }
 
 /// The answer of a `final_answer` call in `completion`, native or written as text (for
@@ -251,7 +238,7 @@ fn is_final_answer(call: &ToolCall) -> bool {
     call.name.trim() == MicroTool::FinalAnswer.name()
 }
 
-/// A call as the trace and text reports show it: `ctx_grep {"variable":…}`.
+/// A call as the trace and text reports show it: `ctx_grep({"variable":…})`.
 fn render_call(call: &ToolCall) -> String {
     let arguments = call.arguments.trim();
     if arguments.is_empty() {

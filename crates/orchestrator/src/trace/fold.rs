@@ -156,6 +156,7 @@ impl RunFold {
             }
             EventData::Compacted(record) => Some(StepItem::Compacted(record.clone())),
             EventData::Plan(record) => Some(StepItem::Plan(record.clone())),
+            EventData::Correction(record) => Some(StepItem::Correction(record.clone())),
             EventData::Warning { message } => Some(StepItem::Warning {
                 message: message.clone(),
             }),
@@ -260,6 +261,7 @@ fn step_of(data: &EventData) -> Option<u32> {
         EventData::Exec(record) => Some(record.iteration),
         EventData::VariablesUpdated { iteration, .. } => Some(*iteration),
         EventData::Compacted(record) => Some(record.iteration),
+        EventData::Correction(record) => Some(record.iteration),
         EventData::RunStarted(_)
         | EventData::WindowFound(_)
         | EventData::StepStarted { .. }

@@ -30,8 +30,8 @@ use serde_json::Value;
 use crate::agents::{result_key, AGENTS_DIR, PROMPT_FILE_NAME};
 use crate::env::{EnvKind, ReplVariable};
 use crate::events::{
-    AgentMode, CacheHit, CodeRecord, CompactionRecord, ExecRecord, FinalRecord, LlmCall,
-    PlanRecord, RunStatus, SubAgentSpawned, RUNS_DIR,
+    AgentMode, CacheHit, CodeRecord, CompactionRecord, CorrectionRecord, ExecRecord, FinalRecord,
+    LlmCall, PlanRecord, RunStatus, SubAgentSpawned, RUNS_DIR,
 };
 use crate::format::Capture;
 use crate::ids::{AgentId, RunId};
@@ -422,6 +422,8 @@ pub enum StepItem {
     Compacted(CompactionRecord),
     /// A moment of a combinator plan.
     Plan(PlanRecord),
+    /// A correction the model was sent.
+    Correction(CorrectionRecord),
     /// A warning.
     Warning {
         /// In words.

@@ -72,6 +72,7 @@ fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
             system_prompt: None,
             agents: false,
             tool_protocol: Default::default(),
+            corrections: Default::default(),
         },
         delegation: Delegation {
             max_parallel: 2,

@@ -1,5 +1,5 @@
 //! The one line of a block, comments and blank lines aside: the shape of the blocks a
-//! model writes instead of code (`FINAL(loyalty)`, `label=returns`).
+//! model writes instead of code (`FINAL(word)`).
 
 /// The block's only line, trimmed, when `code` holds exactly one line that is not
 /// blank or a comment (`#` or `//`).

@@ -1,12 +1,10 @@
 //! A block that is only a value written into the code — `[["Lima", "Accra"]]`, `42`,
-//! `'billing'` — is not run: it reads nothing and computes nothing, so running it only
-//! echoes the value back, and a small model that sent it once sends it again.
-//!
-//! The local model did exactly that after its `const context = …` block was refused
-//! (docs/eval.md, the after-task-call-seed6 reading, js `pairs` items 0, 1 and 4): it
-//! answered the refusal with an array of city names, then sent the same array until
-//! forced. Refused, it is told what the block is and, where the task names one, shown
-//! the call that computes the answer again.
+//! `'billing'` — or one sentence of prose is not run: it reads nothing and computes
+//! nothing, so running it only echoes the value back (or fails), and a model that sent
+//! it once tends to send it again. A value that is one scalar is shown its exact
+//! `FINAL` line, in case it is the model's answer sent as code.
+
+use super::{Block, Correction, Form, Rule, Verdict};
 
 /// What a block of only a value holds.
 #[derive(Debug, PartialEq, Eq)]
@@ -80,9 +78,8 @@ pub(super) fn read(code: &str) -> Option<Value<'_>> {
 
 /// True when `code` is one line of prose — a capitalised sentence of at least four
 /// words with none of code's brackets, quotes, operators or calls — such as
-/// `The label that appears in the most records is: support`, which the local model
-/// sent as code, unrun, three times until forced (docs/eval.md, after-inplace-seed8
-/// `aggregate` item 2). Like a value, it computes nothing.
+/// `The label that appears in the most records is: support`. Like a value, it
+/// computes nothing.
 pub(super) fn is_sentence(code: &str) -> bool {
     let mut lines = code.lines().map(str::trim).filter(|line| !line.is_empty());
     let (Some(line), None) = (lines.next(), lines.next()) else {
@@ -97,12 +94,6 @@ pub(super) fn is_sentence(code: &str) -> bool {
                 .chars()
                 .all(char::is_alphanumeric)
         })
-}
-
-/// True when `word` is one of the literal words of Python and JavaScript (`None`,
-/// `true` …): a value, not a name.
-pub(super) fn is_literal_word(word: &str) -> bool {
-    KEYWORDS.contains(&word)
 }
 
 /// The literal words of Python and JavaScript that are values, not names.
@@ -154,13 +145,57 @@ fn number_end(text: &str) -> Option<usize> {
         .then_some(end)
 }
 
+/// The rule.
+pub(super) struct ValueBlock;
+
+impl Correction for ValueBlock {
+    fn rule(&self) -> Rule {
+        Rule::ValueBlock
+    }
+
+    fn before_block(&self, block: &Block<'_>) -> Verdict {
+        if !matches!(block.form, Form::Code { .. }) {
+            return Verdict::Take;
+        }
+        if is_sentence(block.code) {
+            return Verdict::Refuse(format!(
+                "Code not run: `{}` is a sentence, not code; it computes nothing. Write code that computes the answer from `context` and prints it; once it has, reply with FINAL(answer).",
+                one_line(block.code, 80)
+            ));
+        }
+        let Some(value) = read(block.code) else {
+            return Verdict::Take;
+        };
+        let shown = one_line(block.code, 60);
+        Verdict::Refuse(match value.scalar() {
+            Some(scalar) => format!(
+                "Code not run: it is only a value written into the code (`{shown}`); it reads nothing from `context` and computes nothing.\n\nIf {scalar} is your answer, reply with exactly this line and nothing else:\nFINAL({scalar})\nOtherwise write code that computes the answer from `context`."
+            ),
+            None => format!(
+                "Code not run: `{shown}` is only a value written into the code; it reads nothing from `context` and computes nothing. Write code that computes the answer from `context` and prints it."
+            ),
+        })
+    }
+}
+
+/// `code` on one line (its lines joined by spaces), cut to `limit` characters with `…`.
+fn one_line(code: &str, limit: usize) -> String {
+    let joined = code.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= limit {
+        joined
+    } else {
+        let cut: String = joined.chars().take(limit).collect();
+        format!("{cut} …")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::strategy::Strategy as _;
 
     #[test]
-    fn reads_the_array_the_local_model_sent_after_its_literal_was_refused() {
+    fn reads_a_nested_list_of_strings_as_composite() {
         assert_eq!(
             read("[[\"Lima\", \"Accra\", \"Quito\", \"Osaka\"]]"),
             Some(Value::Composite)
@@ -192,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_sentence_the_local_model_sent_as_code() {
+    fn reads_a_sentence_sent_as_code() {
         assert!(is_sentence(
             "The label that appears in the most records is: support"
         ));
@@ -256,5 +291,40 @@ mod tests {
         ] {
             assert_eq!(read(code), None, "{code}");
         }
+    }
+
+    fn ask(code: &str) -> Verdict {
+        ValueBlock.before_block(&Block {
+            form: Form::Code { language: "python" },
+            code,
+            log: &crate::rlm::log::BlockLog::new(),
+            context_chars: 0,
+        })
+    }
+
+    #[test]
+    fn values_and_sentences_are_refused_and_code_runs() {
+        for (code, refused) in [
+            ("42", true),
+            ("[\"Lima\", \"Accra\"]", true),
+            ("The answer is 42 here.", true),
+            ("print(42)", false),
+            ("len(context)", false),
+        ] {
+            assert_eq!(matches!(ask(code), Verdict::Refuse(_)), refused, "{code}");
+        }
+    }
+
+    #[test]
+    fn the_texts_the_model_reads() {
+        insta::assert_debug_snapshot!("value_block_scalar", ask("'billing'"));
+        insta::assert_debug_snapshot!(
+            "value_block_list",
+            ask("[[\"Lima\", \"Accra\", \"Quito\"]]")
+        );
+        insta::assert_debug_snapshot!(
+            "value_block_sentence",
+            ask("The busiest day is the fourteenth")
+        );
     }
 }

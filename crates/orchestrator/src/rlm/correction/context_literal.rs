@@ -2,12 +2,9 @@
 //! template literal assigned to `context` at the top level — is not run: everything
 //! after that line would work on the few lines the model copied from the metadata's
 //! preview, not on the context, and the REPL's `context` would stay clobbered for every
-//! later block.
-//!
-//! The local model did exactly that on every `pairs` item under `--env js`
-//! (docs/eval.md, the after-example-plan reading): ``const context = `person 000001:
-//! city=Hanoi year=2015\n…city=Pe`;`` — the preview, cut mid-word — then counted over
-//! those five lines, printed `0`, and sent the same block until forced.
+//! later block. The model is told what `context` already holds.
+
+use super::{Block, Correction, Form, Rule, Verdict};
 
 use std::sync::LazyLock;
 
@@ -36,12 +33,46 @@ pub(super) fn assignment(code: &str) -> Option<&str> {
     Some(code[found.start()..line_end].trim_end())
 }
 
+/// The rule.
+pub(super) struct ContextLiteral;
+
+impl Correction for ContextLiteral {
+    fn rule(&self) -> Rule {
+        Rule::ContextLiteral
+    }
+
+    fn before_block(&self, block: &Block<'_>) -> Verdict {
+        let Form::Code { language } = block.form else {
+            return Verdict::Take;
+        };
+        match assignment(block.code) {
+            Some(line) if block.context_chars > 0 => {
+                Verdict::Refuse(text(block.code, language, line, block.context_chars))
+            }
+            _ => Verdict::Take,
+        }
+    }
+}
+
+/// The report of a block not run because its line `assignment` replaces `context`.
+fn text(code: &str, language: &str, assignment: &str, context_chars: u64) -> String {
+    let line: String = assignment.chars().take(80).collect();
+    let cut = if line.len() < assignment.len() {
+        " …"
+    } else {
+        ""
+    };
+    format!(
+        "Code not run: its line\n{line}{cut}\nreplaces `context` with text written into the code.\n```{language}\n{code}\n```\n\n`context` already holds the whole context ({context_chars} characters); the text you were shown is only its first characters. Remove that line and run the rest on `context` as it is."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn finds_the_js_template_literal_the_local_model_wrote() {
+    fn finds_a_js_template_literal_cut_mid_word() {
         let code = "const context = `person 000001: city=Hanoi year=2015\\nperson 000002: city=Pe`;\n\nconst pairs = context.split('\\n');\nconsole.log(pairs.length);";
         assert_eq!(
             assignment(code),
@@ -78,5 +109,22 @@ mod tests {
         ] {
             assert_eq!(assignment(code), None, "{code}");
         }
+    }
+
+    #[test]
+    fn the_text_the_model_reads() {
+        let log = crate::rlm::log::BlockLog::new();
+        let code = "context = '''order 1: amount=5'''\nprint(len(context))";
+        let ask = |context_chars| {
+            ContextLiteral.before_block(&Block {
+                form: Form::Code { language: "python" },
+                code,
+                log: &log,
+                context_chars,
+            })
+        };
+        // Without a context there is nothing to clobber.
+        assert_eq!(ask(0), Verdict::Take);
+        insta::assert_debug_snapshot!("context_literal", ask(12_000));
     }
 }

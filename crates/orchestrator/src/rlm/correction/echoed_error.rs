@@ -1,13 +1,11 @@
 //! A block that is the REPL's own error message copied back — `SyntaxError: expecting
 //! ';'\n    at <cell 3>:1:25` — is not run: an error message is not code, and running
-//! it only raises a new error that names the next cell, which the model copies again.
-//!
-//! The local model did exactly that under `--env js` (docs/eval.md, the
-//! after-question-seed6 reading, `pairs` item 2): its first block ran out of memory,
-//! it sent the error text as code, and then each new `SyntaxError` for 19 iterations.
-//! The cell number changed every time, so the repeat check never matched. A block is
-//! read as an echo when its first line is an error's header and every line of it was
-//! shown before in an output, digits aside.
+//! it only raises a new error that names the next cell, which the model may copy
+//! again (the cell number changes each time, so the repeat limit never matches). A
+//! block is read as an echo when its first line is an error's header and every line of
+//! it was shown before in an output, digits aside.
+
+use super::{Block, Correction, Form, Rule, Verdict};
 
 /// The header of the error a block echoes, when every non-empty line of `code` is a
 /// line of one of the `outputs` shown before (compared with their digits masked, so
@@ -62,6 +60,28 @@ fn masked(line: &str) -> String {
         }
     }
     out
+}
+
+/// The rule.
+pub(super) struct EchoedError;
+
+impl Correction for EchoedError {
+    fn rule(&self) -> Rule {
+        Rule::EchoedError
+    }
+
+    fn before_block(&self, block: &Block<'_>) -> Verdict {
+        let Form::Code { language } = block.form else {
+            return Verdict::Take;
+        };
+        match read(block.code, block.log.outputs()) {
+            Some(header) => Verdict::Refuse(format!(
+                "Code not run: it is the REPL's error message (`{header}`) copied back, not code; run, it only raises another error.\n```{language}\n{}\n```\n\nThe error came from your code before it. Send that code again with the mistake fixed, or new code that computes the answer from `context`.",
+                block.code
+            )),
+            None => Verdict::Take,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -122,5 +142,18 @@ mod tests {
         assert!(!is_error_header("count: 3"));
         assert!(!is_error_header("Errors were: 3"));
         assert!(!is_error_header("my Error: x"));
+    }
+
+    #[test]
+    fn the_text_the_model_reads() {
+        let mut log = crate::rlm::log::BlockLog::new();
+        log.record("console.log(x", OUTPUT);
+        let verdict = EchoedError.before_block(&Block {
+            form: Form::Code { language: "js" },
+            code: "SyntaxError: expecting ';'\n    at <cell 4>:1:24",
+            log: &log,
+            context_chars: 0,
+        });
+        insta::assert_debug_snapshot!("echoed_error", verdict);
     }
 }
