@@ -578,56 +578,6 @@ fn a_model_that_repeats_one_call_is_forced_to_answer() {
 }
 
 #[test]
-fn a_grep_of_the_task_s_key_that_found_its_line_is_followed_by_the_notice_to_answer() {
-    // The tools-seed10 reading's `sniah` items: the key's line found at the first call,
-    // then slices and the same grep until forced. After such a result the model is told
-    // to answer with final_answer when what it found answers the whole task.
-    let sb = Sandbox::new();
-    let mut text = "an essay line about startups\n".repeat(200);
-    text.push_str("The special magic number for jolly-quokka-91 is 8520563.\n");
-    text.push_str(&"more of the essay\n".repeat(200));
-    let context = sb.file("essay.txt", text);
-    let grep = call(
-        "ctx_grep",
-        json!({"variable": "context", "pattern": "jolly-quokka-91"}),
-    );
-    let answers = MockRule::function("answers after the notice", |request| {
-        let last = request.last_user_message()?;
-        last.contains("which the task names, found the lines above")
-            .then(|| call("final_answer", json!({"answer": "8520563"})))
-    });
-    let model = MockLlm::spawn_blocking_thread(MockScript::new().rule(answers).then(grep)).unwrap();
-    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let result = run_json(
-        &sb,
-        &model.control().openai_base_url(),
-        "What is the special magic number for jolly-quokka-91 mentioned in the context?",
-        &args,
-    );
-    assert_eq!(result["answer"], "8520563");
-    assert_eq!(result["forced"], false);
-    assert_eq!(result["iterations"], 2);
-    // A grep of a word the task does not name is followed by no such notice.
-    let other = mock(vec![
-        call(
-            "ctx_grep",
-            json!({"variable": "context", "pattern": "essay"}),
-        ),
-        call("final_answer", json!({"answer": "none"})),
-    ]);
-    run_json(
-        &sb,
-        &other.control().openai_base_url(),
-        "What is the special magic number for jolly-quokka-91 mentioned in the context?",
-        &args,
-    );
-    let requests = other.control().requests();
-    let after = requests[1].last_user_message().unwrap_or_default();
-    assert!(!after.contains("which the task names"), "{after}");
-}
-
-#[test]
 fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
     // A filter {"regex": "year > 2000"} keeps no piece (no line holds that text): the
     // result says why and names the `where` filter, from the filter alone (never a
@@ -666,42 +616,6 @@ fn a_plan_whose_regex_filter_is_a_comparison_is_told_to_use_where() {
     );
     // Lima 2004 and 2010, Oslo 2001 and 2003: two pairs.
     assert!(results[1].starts_with("2\n(plan:"), "{}", results[1]);
-}
-
-#[test]
-fn an_answer_in_a_sentence_where_the_task_states_its_form_is_questioned_once() {
-    // The s18b-seed15 reading's multi-needle item 3: the four lines found, then
-    // final_answer with a sentence holding the keys' numbers and the answer's, where
-    // the task says "Answer with the four numbers separated by commas."
-    let sb = Sandbox::new();
-    let context = sb.file(
-        "essay.txt",
-        "The special magic number for amber-falcon-05 is 5599158.\nThe special magic number for dusty-yak-07 is 6488076.\n",
-    );
-    let task = "What are the special magic numbers for amber-falcon-05 and dusty-yak-07 mentioned in the context? Answer with the two numbers separated by commas.";
-    let sentence = "The special magic numbers for amber-falcon-05 and dusty-yak-07 mentioned in the context are 5599158 and 6488076.";
-    let mut args = vec!["--env", "tools", "--context", context.to_str().unwrap()];
-    args.extend(NO_PYTHON);
-    let model = mock(vec![
-        call("final_answer", json!({"answer": sentence})),
-        call("final_answer", json!({"answer": "5599158, 6488076"})),
-    ]);
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], "5599158, 6488076");
-    let results = results(&model);
-    assert!(
-        results[0].starts_with("Your answer is a sentence, and the task says: \"Answer with the two numbers separated by commas.\""),
-        "{}",
-        results[0]
-    );
-    // Sent again as it is, the sentence is the answer.
-    let model = mock(vec![
-        call("final_answer", json!({"answer": sentence})),
-        call("final_answer", json!({"answer": sentence})),
-    ]);
-    let result = run_json(&sb, &model.control().openai_base_url(), task, &args);
-    assert_eq!(result["answer"], sentence);
-    assert_eq!(model.control().requests().len(), 2);
 }
 
 #[test]

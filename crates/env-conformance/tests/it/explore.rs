@@ -85,7 +85,10 @@ async fn a_search_that_matches_nothing_shows_the_nearest_lines<L: Lang>() {
     assert_eq!(json_of::<L>(&mut f.env, &L::len(&missed)).await, json!(0));
     let shown = run(&mut f.env, &format!("print({missed})")).await;
     assert!(shown.contains("no match for"), "{shown}");
-    assert!(shown.contains("amber-falcon is: 4417") && shown.contains("a magic trick"), "{shown}");
+    assert!(
+        shown.contains("amber-falcon is: 4417") && shown.contains("a magic trick"),
+        "{shown}"
+    );
     let nearest = shown.find("amber-falcon is: 4417").unwrap();
     let weaker = shown.find("a magic trick").unwrap();
     assert!(
