@@ -24,6 +24,7 @@ pub mod context;
 pub mod discovery;
 pub mod env;
 pub mod events;
+pub mod grammar;
 pub mod host;
 pub mod launch;
 pub mod output;

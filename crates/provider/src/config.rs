@@ -164,6 +164,10 @@ pub struct ProviderConfig {
     /// `--sub-context-window`, `rlm.toml`); `None`: learned (see [`crate::window`]).
     #[serde(default)]
     pub context_window: Option<u32>,
+    /// `--constrain` / `--sub-constrain`: how far replies are held to their form by
+    /// the server ([`crate::constrain`]).
+    #[serde(default)]
+    pub constrain: crate::constrain::ConstrainMode,
 }
 
 impl Default for ProviderConfig {
@@ -183,6 +187,7 @@ impl Default for ProviderConfig {
             temperature: None,
             prices: None,
             context_window: None,
+            constrain: crate::constrain::ConstrainMode::Auto,
         }
     }
 }

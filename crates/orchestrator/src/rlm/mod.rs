@@ -330,6 +330,7 @@ pub async fn run_loop(
             specs: medium.native_specs(),
             required: None,
             reply_schema: medium.reply_schema(),
+            grammar: matches!(medium, Medium::Code(_)).then_some(crate::grammar::REPL_REPLY_GBNF),
         };
         let completion = fit::ask_fitted(
             caller,
@@ -517,6 +518,8 @@ struct Offer<'a> {
     required: Option<&'a str>,
     /// The schema the reply must follow (constrained output), if any.
     reply_schema: Option<&'a serde_json::Value>,
+    /// The grammar of the reply (`--constrain`: a code reply's protocol), if any.
+    grammar: Option<&'static str>,
 }
 
 impl Caller<'_> {
@@ -538,6 +541,7 @@ impl Caller<'_> {
                 name: "step".to_owned(),
                 schema: schema.clone(),
             }),
+            grammar: offer.grammar.map(std::sync::Arc::from),
             // Not waited for: a first request goes out beside discovery.
             max_tokens: self.model.window.answer_limit_now(),
             ..ChatRequest::default()
