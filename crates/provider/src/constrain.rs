@@ -17,65 +17,13 @@
 //! 3. [`Constraint`]: the fields a request carries, from both ([`resolve`]).
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::ProviderError;
 
-/// `--constrain`: how far replies are held to their form by the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ConstrainMode {
-    /// What the server says (or its API documents) it supports; nothing for a server
-    /// that says nothing.
-    #[default]
-    Auto,
-    /// No constraint is ever sent.
-    Off,
-    /// A JSON schema for replies that are JSON (tools, plans, sub-calls with a schema),
-    /// sent as `response_format` even where the server did not say it takes one.
-    Json,
-    /// A GBNF grammar for code replies (the loop's protocol) and the JSON schema for
-    /// JSON replies, sent even where the server did not say it takes them.
-    Grammar,
-}
-
-impl ConstrainMode {
-    /// The name used on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Off => "off",
-            Self::Json => "json",
-            Self::Grammar => "grammar",
-        }
-    }
-}
-
-impl fmt::Display for ConstrainMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ConstrainMode {
-    type Err = ProviderError;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(Self::Auto),
-            "off" => Ok(Self::Off),
-            "json" => Ok(Self::Json),
-            "grammar" => Ok(Self::Grammar),
-            other => Err(ProviderError::Config(format!(
-                "unknown --constrain `{other}`; use auto, off, json or grammar"
-            ))),
-        }
-    }
-}
+pub use crate::config::ConstrainMode;
 
 /// The request field a server reads a GBNF grammar from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
