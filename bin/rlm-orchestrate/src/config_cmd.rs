@@ -19,8 +19,10 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use serde_json::{json, Value};
 
 use rlm_orchestrator::corrections::{Corrections, Rule};
-use rlm_orchestrator::provider::discovery::resolve_window;
-use rlm_orchestrator::provider::ContextWindow;
+use rlm_orchestrator::grammar::REPL_REPLY_GBNF;
+use rlm_orchestrator::provider::constrain::{documented, resolve};
+use rlm_orchestrator::provider::discovery::{discover, resolve_window};
+use rlm_orchestrator::provider::{ConstrainMode, Constraint, ContextWindow, Support};
 
 use crate::cli::{Cli, ConfigShowArgs, GlobalArgs, RunArgs};
 use crate::config_file::{self, CONFIG_FILE};
@@ -52,6 +54,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
         .map_err(|e| annotate(e.into(), Some(ExitStatus::BadInput), None))?;
     let keys = keys(&run_args);
     let windows = windows(&run_args)?;
+    let constraints = constraints(&run_args)?;
     let file_found = file.is_file();
     let preset = run_args.options.agent.as_ref().map(|arg| &arg.0);
     let corrections = &run_args.options.corrections.0;
@@ -77,6 +80,11 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|rule| json!({"rule": rule.name(), "on": corrections.is_on(*rule), "handles": rule.handles(), "hooks": rule.hooks().iter().map(|h| h.as_str()).collect::<Vec<_>>()}))
                 .collect::<Vec<_>>(),
+            "constrain": constraints
+                .iter()
+                .map(|c| json!({"for": c.role, "mode": c.mode.as_str(), "server_supports": c.support, "sends": sent_fields(&c.sends)}))
+                .collect::<Vec<_>>(),
+            "reply_grammar": REPL_REPLY_GBNF,
         });
         writeln!(out, "{object:#}")
     } else {
@@ -86,6 +94,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
             text.push_str(&format!("  {role}: {window}\n"));
         }
         text.push_str(&corrections_section(corrections));
+        text.push_str(&constrain_section(&constraints));
         if let Some(preset) = preset {
             text.push_str(&preset_section(preset));
         }
@@ -213,6 +222,84 @@ fn windows(args: &RunArgs) -> anyhow::Result<Vec<(&'static str, ContextWindow)>>
             ("sub_model", resolve_window(&sub).await),
         ]
     }))
+}
+
+/// What `--constrain` resolves to for one model.
+struct ConstraintFound {
+    role: &'static str,
+    mode: ConstrainMode,
+    /// What the server said (or its API documents) it takes; `None`: nothing.
+    support: Option<Support>,
+    sends: Constraint,
+}
+
+/// What `--constrain` and `--sub-constrain` resolve to, as a run would resolve them:
+/// a hosted API by its documentation, any other server by asking it (one round).
+fn constraints(args: &RunArgs) -> anyhow::Result<Vec<ConstraintFound>> {
+    let root = crate::settings::root_provider_config(args);
+    let sub = crate::settings::sub_provider_config(args, &root);
+    let runtime = crate::runtime::build()?;
+    Ok(runtime.block_on(async {
+        let mut found = Vec::new();
+        for (role, config) in [("model", &root), ("sub_model", &sub)] {
+            let support = match documented(config) {
+                Some(support) => Some(support),
+                None if config.constrain == ConstrainMode::Off => None,
+                None => discover(config).await.and_then(|facts| facts.constrain),
+            };
+            found.push(ConstraintFound {
+                role,
+                mode: config.constrain,
+                sends: resolve(config.constrain, support.as_ref()),
+                support,
+            });
+        }
+        found
+    }))
+}
+
+/// The fields a constraint puts in a request, as `config show --json` lists them.
+fn sent_fields(sends: &Constraint) -> Value {
+    json!({
+        "grammar": sends.grammar.map(|field| field.name()),
+        "json_schema": sends.json_schema,
+        "strict_tools": sends.strict_tools,
+    })
+}
+
+/// The text section on constrained replies, with the grammar of a code reply.
+fn constrain_section(found: &[ConstraintFound]) -> String {
+    let mut text = String::from("\nConstrained replies (--constrain, docs/constrain.md):\n");
+    for c in found {
+        let said = c.support.map_or_else(
+            || "the server says nothing".to_owned(),
+            |s| format!("the server takes {s}"),
+        );
+        let mut sends = Vec::new();
+        if let Some(field) = c.sends.grammar {
+            sends.push(format!("code replies' grammar as `{}`", field.name()));
+        }
+        if let Some(form) = c.sends.json_schema {
+            sends.push(format!("JSON replies' schema as response_format {form:?}"));
+        }
+        if c.sends.strict_tools {
+            sends.push("strict tools".to_owned());
+        }
+        let sends = if sends.is_empty() {
+            "nothing".to_owned()
+        } else {
+            sends.join(", ")
+        };
+        text.push_str(&format!(
+            "  {}: {} ({said}): sends {sends}\n",
+            c.role, c.mode
+        ));
+    }
+    text.push_str("\nThe grammar a code reply is held to where it is sent (GBNF):\n");
+    for line in REPL_REPLY_GBNF.lines() {
+        text.push_str(&format!("  {line}\n"));
+    }
+    text
 }
 
 /// Whether the variable holding a model's key is set.

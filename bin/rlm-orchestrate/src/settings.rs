@@ -140,6 +140,7 @@ pub fn root_provider_config(args: &RunOptions) -> ProviderConfig {
         temperature: args.temperature,
         prices,
         context_window: args.context_window,
+        constrain: args.constrain.mode(),
         ..ProviderConfig::new(kind(args.provider), args.model.clone())
     }
 }
@@ -172,5 +173,8 @@ pub fn sub_provider_config(args: &RunOptions, root: &ProviderConfig) -> Provider
     sub.context_window = args
         .sub_context_window
         .or(root.context_window.filter(|_| same_model));
+    if let Some(constrain) = args.sub_constrain {
+        sub.constrain = constrain.mode();
+    }
     sub
 }

@@ -214,6 +214,7 @@ mod tests {
                 source: WindowSource::Refusal,
             }),
             tokenizer: Some(Tokenizer::LlamaCpp),
+            constrain: None,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod corrections;
 pub mod discovery;
 pub mod env;
 pub mod events;
+pub mod grammar;
 pub mod host;
 pub mod launch;
 pub mod output;

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use crate::discovery::{Discovery, DiscoveryCache};
+use crate::provider::constrain::{documented, resolve, ConstrainMode, Constraint};
 use crate::provider::discovery::count_tokens;
 use crate::provider::window::{
     is_overflow_refusal, offline_window, prompt_tokens_in_refusal, sample_key, window_in_refusal,
@@ -127,6 +128,28 @@ impl ModelWindow {
             None => None,
         };
         served.unwrap_or_else(|| self.offline())
+    }
+
+    /// The constraint fields this model's requests carry (`--constrain`, against
+    /// what its server said or its API documents; [`crate::provider::constrain`]).
+    /// Waits for discovery when nothing is known yet and the mode needs it: the
+    /// first constrained request of a first run waits for the one round, later runs
+    /// read the record.
+    pub async fn constraint(&self) -> Constraint {
+        let Some(config) = &self.config else {
+            return Constraint::default();
+        };
+        if config.constrain == ConstrainMode::Off {
+            return Constraint::default();
+        }
+        let support = match documented(config) {
+            Some(support) => Some(support),
+            None => match &self.discovery {
+                Some(discovery) => discovery.facts().await.and_then(|f| f.constrain),
+                None => None,
+            },
+        };
+        resolve(config.constrain, support.as_ref())
     }
 
     /// The window when it is known without waiting: learned, configured, or what

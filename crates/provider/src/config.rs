@@ -93,6 +93,58 @@ impl FromStr for ProviderKind {
     }
 }
 
+/// `--constrain`: how far replies are held to their form by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConstrainMode {
+    /// What the server says (or its API documents) it supports; nothing for a server
+    /// that says nothing.
+    #[default]
+    Auto,
+    /// No constraint is ever sent.
+    Off,
+    /// A JSON schema for replies that are JSON (tools, plans, sub-calls with a schema),
+    /// sent as `response_format` even where the server did not say it takes one.
+    Json,
+    /// A GBNF grammar for code replies (the loop's protocol) and the JSON schema for
+    /// JSON replies, sent even where the server did not say it takes them.
+    Grammar,
+}
+
+impl ConstrainMode {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Off => "off",
+            Self::Json => "json",
+            Self::Grammar => "grammar",
+        }
+    }
+}
+
+impl fmt::Display for ConstrainMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ConstrainMode {
+    type Err = ProviderError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            "json" => Ok(Self::Json),
+            "grammar" => Ok(Self::Grammar),
+            other => Err(ProviderError::Config(format!(
+                "unknown --constrain `{other}`; use auto, off, json or grammar"
+            ))),
+        }
+    }
+}
+
 /// Prices of a model, in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Prices {
@@ -164,6 +216,10 @@ pub struct ProviderConfig {
     /// `--sub-context-window`, `rlm.toml`); `None`: learned (see [`crate::window`]).
     #[serde(default)]
     pub context_window: Option<u32>,
+    /// `--constrain` / `--sub-constrain`: how far replies are held to their form by
+    /// the server (`crate::constrain`).
+    #[serde(default)]
+    pub constrain: ConstrainMode,
 }
 
 impl Default for ProviderConfig {
@@ -183,6 +239,7 @@ impl Default for ProviderConfig {
             temperature: None,
             prices: None,
             context_window: None,
+            constrain: ConstrainMode::Auto,
         }
     }
 }

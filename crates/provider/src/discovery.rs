@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::{ApiKey, ProviderConfig, ProviderKind};
+use crate::constrain::{in_listing, in_models, in_props, Support};
 use crate::window::{
     offline_window, window_in_models, window_in_props, ContextWindow, WindowSource,
 };
@@ -61,6 +62,11 @@ pub struct ServerFacts {
     /// The tokenizer the server offers, if it said it has one.
     #[serde(default)]
     pub tokenizer: Option<Tokenizer>,
+    /// What the server said it takes to constrain a reply ([`crate::constrain`]): from
+    /// llama.cpp's `/props`, the request schema of its OpenAPI listing, or its
+    /// `/v1/models` owner. Absent when it said nothing (it then gets no constraint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrain: Option<Support>,
 }
 
 /// A tokenizer a server said it offers, and how to ask it.
@@ -142,6 +148,11 @@ pub async fn discover(config: &ProviderConfig) -> Option<ServerFacts> {
     } else {
         None
     };
+    let constrain = props
+        .as_ref()
+        .and_then(in_props)
+        .or_else(|| listing.as_ref().and_then(in_listing))
+        .or_else(|| models.as_ref().and_then(in_models));
     Some(ServerFacts {
         format_version: DISCOVERY_FORMAT_VERSION,
         base_url: crate::redact_url(&base),
@@ -149,6 +160,7 @@ pub async fn discover(config: &ProviderConfig) -> Option<ServerFacts> {
         learned_at_ms: now_ms(),
         window,
         tokenizer,
+        constrain,
     })
 }
 
@@ -320,14 +332,26 @@ mod tests {
                 },
             }),
             tokenizer: Some(Tokenizer::LlamaCpp),
+            constrain: None,
         };
         let text = serde_json::to_string(&facts).unwrap_or_default();
         assert!(text.contains("\"formatVersion\":1"), "{text}");
-        assert_eq!(serde_json::from_str::<ServerFacts>(&text).ok(), Some(facts));
+        assert_eq!(
+            serde_json::from_str::<ServerFacts>(&text).ok(),
+            Some(facts.clone())
+        );
         // A field a later build adds is ignored; one this build adds may be missing.
         let later = json!({"formatVersion": 1, "baseUrl": "u", "model": "m",
             "learnedAtMs": 2, "structuredOutput": {"jsonSchema": true}});
         let read: Option<ServerFacts> = serde_json::from_value(later).ok();
-        assert_eq!(read.map(|f| (f.window, f.tokenizer)), Some((None, None)));
+        assert_eq!(
+            read.map(|f| (f.window, f.tokenizer, f.constrain)),
+            Some((None, None, None))
+        );
+        // A record of a build before `constrain` has none, and one with it keeps it.
+        let mut told = facts.clone();
+        told.constrain = Some(Support::default());
+        let text = serde_json::to_string(&told).unwrap_or_default();
+        assert_eq!(serde_json::from_str::<ServerFacts>(&text).ok(), Some(told));
     }
 }

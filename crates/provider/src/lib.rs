@@ -38,6 +38,7 @@ pub mod anthropic;
 mod build;
 pub mod cli;
 pub mod config;
+pub mod constrain;
 pub mod discovery;
 mod http;
 pub mod openai;
@@ -54,6 +55,7 @@ pub use cli::CliProvider;
 pub use config::{
     install_crypto_provider, is_local_url, ApiKey, Prices, ProviderConfig, ProviderKind,
 };
+pub use constrain::{ConstrainMode, Constraint, Support};
 pub use discovery::{ServerFacts, Tokenizer};
 pub use openai::OpenAiProvider;
 pub use retry::RetryPolicy;
@@ -152,6 +154,13 @@ pub struct ChatRequest {
     /// A JSON Schema the reply's text must follow, where the server constrains output
     /// (`response_format`; `None`: free text).
     pub response_format: Option<ResponseFormat>,
+    /// A GBNF grammar the reply's text must follow (the loop's protocol for code
+    /// replies), sent where [`ChatRequest::constraint`] names a field for it.
+    pub grammar: Option<std::sync::Arc<str>>,
+    /// Which constraint fields go with the request (`--constrain`, resolved against
+    /// what the server supports). `None`: not resolved — `response_format` goes as
+    /// before (the forms tried in turn), no grammar and no strict tools.
+    pub constraint: Option<Constraint>,
 }
 
 /// Constrained output: the reply is one JSON value of this schema. The OpenAI

@@ -11,6 +11,7 @@ use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 use super::config::{ApiKey, ProviderConfig};
+use super::constrain::{strict_compatible, SchemaForm};
 use super::http::{
     preview, protocol, HttpTarget, RawCompletion, StreamFlow, StreamState, WireFormat,
 };
@@ -18,6 +19,8 @@ use super::retry::AttemptError;
 use super::wire::read;
 use super::{ChatMessage, ChatRequest, Completion, DeltaSink, Provider, ProviderError};
 
+#[cfg(test)]
+mod body_snapshots;
 mod wire;
 
 /// A model behind an OpenAI-compatible Chat Completions endpoint.
@@ -31,7 +34,7 @@ pub struct OpenAiProvider {
 }
 
 /// The forms of `response_format`, tried in this order until the server takes one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum FormatStyle {
     /// `{"type": "json_schema", "json_schema": {"name", "schema"}}`: OpenAI, vLLM,
     /// llama.cpp's server.
@@ -106,6 +109,7 @@ impl OpenAiProvider {
     }
 
     fn body_with(&self, request: &ChatRequest, style: FormatStyle) -> Value {
+        let strict = request.constraint.is_some_and(|c| c.strict_tools);
         let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = json!({
             "model": self.target.model,
@@ -117,11 +121,15 @@ impl OpenAiProvider {
                 .tools
                 .iter()
                 .map(|tool| {
-                    json!({"type": "function", "function": {
+                    let mut function = json!({
                         "name": tool.name,
                         "description": tool.description,
                         "parameters": tool.parameters,
-                    }})
+                    });
+                    if strict && strict_compatible(&tool.parameters) {
+                        function["strict"] = json!(true);
+                    }
+                    json!({"type": "function", "function": function})
                 })
                 .collect();
             body["tools"] = json!(tools);
@@ -140,7 +148,20 @@ impl OpenAiProvider {
         if let Some(temperature) = request.temperature.or(self.target.temperature) {
             body["temperature"] = json!(temperature);
         }
-        if let Some(format) = &request.response_format {
+        if let (Some(grammar), Some(field)) =
+            (&request.grammar, request.constraint.and_then(|c| c.grammar))
+        {
+            body[field.name()] = json!(grammar.as_ref());
+        }
+        // Resolved: the form the server takes, or a later one a refusal taught; not
+        // sent at all where it takes none. Unresolved: the forms in turn, as learned.
+        let style = match request.constraint.map(|c| c.json_schema) {
+            None => Some(style),
+            Some(None) => None,
+            Some(Some(SchemaForm::JsonSchema)) => Some(style),
+            Some(Some(SchemaForm::JsonObject)) => Some(style.max(FormatStyle::JsonObject)),
+        };
+        if let (Some(format), Some(style)) = (&request.response_format, style) {
             match style {
                 FormatStyle::JsonSchema => {
                     body["response_format"] = json!({"type": "json_schema", "json_schema": {

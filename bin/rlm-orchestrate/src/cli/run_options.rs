@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::values::{
     parse_agent, parse_corrections, parse_endpoint, parse_slurm_args, parse_temperature,
-    parse_tools, parse_usd, AgentArg, CorrectionList, DirAsArg, EndpointArg, EnvArg,
+    parse_tools, parse_usd, AgentArg, ConstrainArg, CorrectionList, DirAsArg, EndpointArg, EnvArg,
     LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList,
     ToolProtocolArg,
 };
@@ -135,6 +135,21 @@ pub struct RunOptions {
         help_heading = "Model"
     )]
     pub sub_context_window: Option<u32>,
+
+    /// Hold the root model's replies to their form by the server: the loop's grammar
+    /// for code, the calls' JSON schema for tools and plans (docs/constrain.md).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "RLM_CONSTRAIN",
+        help_heading = "Model"
+    )]
+    pub constrain: ConstrainArg,
+
+    /// --constrain for the sub-model (its server is asked on its own); default: the root's.
+    #[arg(long, value_enum, env = "RLM_SUB_CONSTRAIN", help_heading = "Model")]
+    pub sub_constrain: Option<ConstrainArg>,
 
     /// Model for sub-calls (llm_query, summarize); default: the root model.
     #[arg(long, value_name = "M", env = "RLM_SUB_MODEL", help_heading = "Model")]

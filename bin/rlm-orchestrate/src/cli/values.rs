@@ -43,6 +43,34 @@ pub enum ToolProtocolArg {
     Text,
 }
 
+/// `--constrain`: how far replies are held to their form by the server
+/// (docs/constrain.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConstrainArg {
+    /// What the server says (or its API documents) it supports; nothing for a
+    /// server that says nothing.
+    Auto,
+    /// Never send a constraint.
+    Off,
+    /// Send a JSON schema for JSON replies (tools, plans) even if the server said nothing.
+    Json,
+    /// Also send the GBNF grammar of the loop's protocol for code replies.
+    Grammar,
+}
+
+impl ConstrainArg {
+    /// The library's mode.
+    pub fn mode(self) -> rlm_orchestrator::provider::ConstrainMode {
+        use rlm_orchestrator::provider::ConstrainMode;
+        match self {
+            Self::Auto => ConstrainMode::Auto,
+            Self::Off => ConstrainMode::Off,
+            Self::Json => ConstrainMode::Json,
+            Self::Grammar => ConstrainMode::Grammar,
+        }
+    }
+}
+
 /// `--lazy-context`: when `context` is a lazy view of a referenced file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LazyContextArg {

@@ -171,7 +171,9 @@ fn the_first_request_goes_out_while_discovery_is_under_way() {
     // answer a model request. The js environment starts at once.
     script.side_latency = Some(Duration::from_millis(2_500));
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    assert_ok(&run(&sb, &mock, &["--env", "js"]));
+    // Without a constraint to apply (`--constrain off`): a constrained first request
+    // waits for the round that says which fields the server takes.
+    assert_ok(&run(&sb, &mock, &["--env", "js", "--constrain", "off"]));
     let requests = mock.control().requests();
     assert!(
         requests[0].side_in_flight >= 1,

@@ -9,6 +9,7 @@
 )]
 mod big_context;
 mod config;
+mod constrain;
 mod context_limits;
 mod corrections;
 mod dead_runs;

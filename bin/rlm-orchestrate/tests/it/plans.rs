@@ -6,7 +6,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use rlm_test_support::mock_llm::{
-    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockToolCall,
+    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockTokenizer, MockToolCall,
 };
 use serde_json::Value;
 
@@ -753,7 +753,6 @@ fn a_split_into_too_many_pieces_is_refused_before_it_is_cut() {
 
 #[test]
 fn env_plan_without_tool_calling_sends_the_plan_schema_as_response_format() {
-    let sb = Sandbox::new();
     // A server like llama-cpp-python 0.3's: `json_schema` is refused — with a 500 and
     // its validation error, as the real server answers it (not retried) — and the
     // `json_object` form with a schema is taken; the replies are the keyed calls a
@@ -767,36 +766,58 @@ fn env_plan_without_tool_calling_sends_the_plan_schema_as_response_format() {
         })
     });
     let plan = r#"{"ctx_map_reduce": {"map": {"count": "error"}, "reduce": {"op": "sum"}, "split": {"by": "chars", "size": 500}, "variable": "context"}}"#;
-    let script = MockScript::new()
-        .rule(refuses_json_schema)
-        .then(MockReply::text(plan))
-        .then(MockReply::text(
-            r#"{"final_answer": {"answer": "30 errors"}}"#,
-        ));
-    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = run(&sb, &mock, &["--env", "plan", "--tool-protocol", "text"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30 errors");
-    let requests = mock.control().requests();
-    let formats: Vec<&Value> = requests
-        .iter()
-        .map(|r| &r.body["response_format"]["type"])
-        .collect();
-    assert_eq!(formats, ["json_schema", "json_object", "json_object"]);
-    let schema = &requests[1].body["response_format"]["schema"];
-    assert_eq!(schema["anyOf"][1]["required"][0], "ctx_map_reduce");
-    assert!(requests[1].tool_names().is_empty(), "no tool calling");
-    let system = requests[1].system_prompt().unwrap();
-    assert!(system.contains("keyed by the tool you call"), "{system}");
-    let second = requests[2].message_texts().join("\n");
-    assert!(
-        second.contains("30\n(plan: 3 pieces, 3 kept, 0 calls"),
-        "{second}"
-    );
+    // Where the server's listing says it takes `json_object` with a schema (as the
+    // real one's does), that form goes from the first request (--constrain auto); where
+    // it says nothing and the user asks for a schema anyway (--constrain json), the
+    // refusal of `json_schema` teaches the form.
+    for (tokenizer, flags, expected) in [
+        (
+            MockTokenizer::LlamaCppPython,
+            &[][..],
+            &["json_object", "json_object"][..],
+        ),
+        (
+            MockTokenizer::Unadvertised,
+            &["--constrain", "json"][..],
+            &["json_schema", "json_object", "json_object"][..],
+        ),
+    ] {
+        let sb = Sandbox::new();
+        let mut script = MockScript::new()
+            .rule(refuses_json_schema.clone())
+            .then(MockReply::text(plan))
+            .then(MockReply::text(
+                r#"{"final_answer": {"answer": "30 errors"}}"#,
+            ));
+        script.tokenizer = tokenizer;
+        let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+        let mut args = vec!["--env", "plan", "--tool-protocol", "text"];
+        args.extend(flags);
+        let out = run(&sb, &mock, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "30 errors");
+        let requests = mock.control().requests();
+        let formats: Vec<&Value> = requests
+            .iter()
+            .map(|r| &r.body["response_format"]["type"])
+            .collect();
+        assert_eq!(formats, expected, "{tokenizer:?}");
+        let taken = &requests[requests.len() - 2];
+        let schema = &taken.body["response_format"]["schema"];
+        assert_eq!(schema["anyOf"][1]["required"][0], "ctx_map_reduce");
+        assert!(taken.tool_names().is_empty(), "no tool calling");
+        let system = taken.system_prompt().unwrap();
+        assert!(system.contains("keyed by the tool you call"), "{system}");
+        let second = requests[requests.len() - 1].message_texts().join("\n");
+        assert!(
+            second.contains("30\n(plan: 3 pieces, 3 kept, 0 calls"),
+            "{second}"
+        );
+    }
 }
 
 #[test]

@@ -57,6 +57,21 @@ impl Model {
         accounting: &Accounting,
         forced: bool,
     ) -> Result<Completion, ProviderError> {
+        // A request with a form to hold its reply to (a grammar, a schema, tools)
+        // carries the constraint fields its server takes (`--constrain`).
+        let constrained;
+        let wants = request.grammar.is_some()
+            || request.response_format.is_some()
+            || !request.tools.is_empty();
+        let request = if wants && request.constraint.is_none() {
+            constrained = ChatRequest {
+                constraint: Some(self.window.constraint().await),
+                ..request.clone()
+            };
+            &constrained
+        } else {
+            request
+        };
         let call = self.provider.complete(request, on_delta);
         let Some(left) = accounting.time_left().filter(|_| !forced) else {
             return call.await;

@@ -23,6 +23,8 @@ pub(super) struct Offer<'a> {
     pub required: Option<&'a str>,
     /// The schema the reply must follow (constrained output), if any.
     pub reply_schema: Option<&'a serde_json::Value>,
+    /// The grammar of the reply (`--constrain`: a code reply's protocol), if any.
+    pub grammar: Option<&'static str>,
 }
 
 impl Caller<'_> {
@@ -44,6 +46,7 @@ impl Caller<'_> {
                 name: "step".to_owned(),
                 schema: schema.clone(),
             }),
+            grammar: offer.grammar.map(std::sync::Arc::from),
             // Not waited for: a first request goes out beside discovery.
             max_tokens: self.model.window.answer_limit_now(),
             ..ChatRequest::default()

@@ -81,6 +81,7 @@ pub(super) async fn force_final(
             .then_some(final_answer),
         // The forced answer is free text.
         reply_schema: None,
+        grammar: None,
     };
     let ask = Ask {
         caller,

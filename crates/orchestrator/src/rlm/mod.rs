@@ -161,6 +161,7 @@ pub async fn run_loop(
             specs: medium.native_specs(),
             required: None,
             reply_schema: medium.reply_schema(),
+            grammar: matches!(medium, Medium::Code(_)).then_some(crate::grammar::REPL_REPLY_GBNF),
         };
         let purpose = (CallPurpose::Root, reserved);
         let completion = fit::ask_fitted(

@@ -67,6 +67,22 @@ pub(crate) fn answer(
                     "/extras/tokenize": {"post": {"summary": "Tokenize"}},
                     "/extras/tokenize/count": {"post": {"summary": "Tokenize Count"}},
                 },
+                // The request schema as llama-cpp-python 0.3 lists it (cut to what
+                // clients read): it takes a GBNF `grammar`, and `response_format` of
+                // type `json_object` with a `schema`.
+                "components": {"schemas": {
+                    "CreateChatCompletionRequest": {"properties": {
+                        "messages": {"type": "array"},
+                        "grammar": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                        "response_format": {"anyOf": [
+                            {"$ref": "#/components/schemas/ChatCompletionRequestResponseFormat"},
+                            {"type": "null"}]},
+                    }},
+                    "ChatCompletionRequestResponseFormat": {"properties": {
+                        "type": {"type": "string", "enum": ["text", "json_object"]},
+                        "schema": {"type": "object"},
+                    }, "required": ["type"]},
+                }},
             }),
         ),
         _ => (
