@@ -583,9 +583,9 @@ impl Engine {
 }
 
 /// `error` with the line of the cell's `code` it points at (`at <cell 4>:14:14`),
-/// as Python's traceback shows it: QuickJS gives only the position, and the local
-/// model sent a block with `const [_, _, year]` four times against a bare "invalid
-/// redefinition of lexical identifier" (docs/eval.md, after-echo-seed6, js `pairs`).
+/// as Python's traceback shows it: QuickJS gives only the position, and a model shown
+/// a bare "invalid redefinition of lexical identifier" cannot tell which declaration
+/// of its block (`const [_, _, year]`) to change, so it sends the block again.
 /// A cell's rewritten declarations (`let` → `var`) keep its lines where they were.
 fn with_source_line(error: String, code: &str, id: u64) -> String {
     let marker = format!("<cell {id}>:");
@@ -607,9 +607,9 @@ fn with_source_line(error: String, code: &str, id: u64) -> String {
 }
 
 /// `error` with a note when it says a module loader or host object is missing
-/// (`require`, `process`, `fetch`, …): the local model, refused for copying the
-/// context, tried `require('<the context's path>')` three times (docs/eval.md,
-/// after-echo-seed6, js `aggregate` item 1).
+/// (`require`, `process`, `fetch`, …): a model used to Node reaches for
+/// `require('<a path>')` to read the context, and a bare `ReferenceError` does not tell
+/// it that `context` already holds it.
 fn without_modules_explained(error: String) -> String {
     const HOST_NAMES: [&str; 6] = ["require", "process", "fetch", "fs", "module", "Deno"];
     let missing = HOST_NAMES
@@ -629,9 +629,8 @@ const SOURCE_LINE_CHARS: usize = 160;
 
 /// Whether a cell's `error` is QuickJS running out of memory: its message says so, or
 /// what was thrown could not be allocated — an `InternalError` with no message, or a
-/// `null` from `code` that neither throws nor rejects (both seen after a
-/// `while (re.exec(context))` loop that never ended: docs/eval.md,
-/// after-question-seed6, js `pairs` item 2), or QuickJS's stand-in for an error message
+/// `null` from `code` that neither throws nor rejects (both what QuickJS gives after a
+/// `while (re.exec(context))` loop that never ends), or QuickJS's stand-in for an error message
 /// it could not allocate (`InternalError: Invalid error message`). A `null` a promise
 /// rejects with (`Promise.reject(null)`, `reject(null)`) is the code's own.
 fn out_of_memory(error: &str, code: &str) -> bool {

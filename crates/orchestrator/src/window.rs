@@ -317,9 +317,9 @@ impl ModelWindow {
     /// The answer's length to ask for: [`answer_reserve`] of the window, the room every
     /// prompt leaves — so a request's prompt and answer fit the window together, and a
     /// small model that reasons at length past a leaf's "answer with a number" stops
-    /// there instead of filling the window (on two cores a leaf of the local model
-    /// generated for over 900 s, and the leaves queued behind it timed out:
-    /// docs/eval.md, the second reading). `None` when the configuration sets its own
+    /// there instead of filling the window (on a slow machine one such leaf can
+    /// generate for many minutes while the leaves queued behind it time out). `None`
+    /// when the configuration sets its own
     /// `max_tokens` (the provider sends that), names no server, or the window is only
     /// the stated default: a server with a smaller window would refuse a prompt and an
     /// answer that it does not know to fit (vLLM counts both), where it takes the

@@ -71,7 +71,7 @@ pub enum HostCall {
     PlanFilter {
         /// The pieces variable (from `ctx_split` or `ctx_filter`).
         pieces: String,
-        /// `{"regex": P}`, `{"where": "year > 2000"}` or `{"ask": question}`.
+        /// `{"regex": P}`, `{"where": "latency_ms > 250"}` or `{"ask": question}`.
         filter: Value,
     },
     /// `ctx_map(pieces, map)`: every piece mapped, priced and checked first; replies with

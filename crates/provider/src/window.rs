@@ -477,7 +477,7 @@ impl TokenEstimator {
     /// leaves the general ratio as it is, as a counted sample does: a leaf of records
     /// at 1.7 characters a token made the root's English system prompt look 2.3 times
     /// its size, and a run failed with "the system prompt and the task take about 8206
-    /// tokens" of an 8 192 window it had used 5 111 of (docs/eval.md, after-plan-7).
+    /// tokens" of an 8 192 window it had used 5 111 of.
     /// Implausible reports (fewer than one token per eight characters, or more than one
     /// per character) are ignored.
     pub fn observe(&self, request: &ChatRequest, reported_prompt_tokens: u64) {
@@ -516,7 +516,7 @@ impl TokenEstimator {
 /// `per_digit` tokens each, the rest at the `general` ratio. Qwen's and Llama 2's
 /// tokenizers cut numbers into single digits, so records of ids, dates and amounts run
 /// 1.6–1.7 characters a token where English runs four (a leaf prompt of such records
-/// was estimated at half its tokens, docs/eval.md); until a count says otherwise a
+/// is estimated at half its tokens by the English ratio); until a count says otherwise a
 /// digit is a token, which errs high for tokenizers that group three (GPT-4's, Llama
 /// 3's), as the estimate should.
 fn uncounted_ratio(text: &str, general: f64, per_digit: f64) -> f64 {

@@ -4,8 +4,8 @@
 //! The one read now: a `while` loop that tests `re.exec(text)` and calls it again in
 //! its body (`while (re.exec(context) !== null) { matches.push(re.exec(context)); }`).
 //! Each call takes the next match, so the loop keeps every other match and pushes a
-//! `null` at the end — the local model's loop found half the records and printed `0`,
-//! which it sent as its answer (docs/eval.md, after-value-seed8, js `pairs` item 1).
+//! `null` at the end, so a count over it is about half the true one, and a model
+//! that reads the printed figure takes it as its answer.
 
 use std::sync::LazyLock;
 

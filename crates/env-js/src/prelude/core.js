@@ -165,8 +165,8 @@ globalThis.__rlm_json = function (value) {
       if (v instanceof safe.Map) return safe.mapObject(v);
       if (v instanceof safe.Set) return safe.setList(v);
       // A regex literal where a helper takes a pattern (`ctx_filter(p, {regex:
-      // /label=fraud/})`, s18c-seed16 js `aggregate` item 0, s18b-seed15 item 3): its pattern, not
-      // the `{}` JSON makes of it. Plans' patterns ignore case already.
+      // /status=5\d\d/})`): its pattern, not the `{}` JSON makes of it. Plans'
+      // patterns ignore case already.
       if (v instanceof safe.RegExp) return safe.regexSource(v);
       if (v !== null && typeof v === "object") {
         if (safe.weakHas(seen, v)) return "[circular]";

@@ -103,7 +103,7 @@ globalThis.ctx_split = async function ctx_split(input = "context", options = {})
 };
 
 /** The pieces a regex matches or with a line whose number fields meet a condition
- * ({where: "year > 2000"}; no model), or that the sub-model answers yes about, as a new
+ * ({where: "latency_ms > 250"}; no model), or that the sub-model answers yes about, as a new
  * pieces variable; resolves to its key. options: {regex}, {where} or {ask}. */
 globalThis.ctx_filter = async function ctx_filter(pieces, options = {}) {
   const reply = await __rlm_call("plan_filter", { pieces: __rlm_safe.String(pieces), filter: __rlm_parts(options) });

@@ -143,7 +143,7 @@ def ctx_split(input="context", by="chars", size=None, overlap=None, pattern=None
 
 def ctx_filter(pieces, regex=None, ask=None, where=None):
     """The pieces a regex matches or with a line whose number fields meet a condition
-    (where="year > 2000"; no model), or that the sub-model answers yes about, as a new
+    (where="latency_ms > 250"; no model), or that the sub-model answers yes about, as a new
     pieces variable; returns its key. Figures in ctx_filter.last."""
     ctx_filter.last = _host("plan_filter", {"pieces": pieces, "filter": _parts(regex=regex, where=where, ask=ask)})
     return ctx_filter.last["pieces"]

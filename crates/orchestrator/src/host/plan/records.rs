@@ -33,7 +33,7 @@ pub(super) struct RecordFilter {
 enum RecordTest {
     /// `{"regex": P}`.
     Matches(Regex),
-    /// `{"where": "year > 2000"}`.
+    /// `{"where": "latency_ms > 250"}`.
     Meets(Condition),
 }
 
