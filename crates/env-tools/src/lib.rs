@@ -540,21 +540,21 @@ mod tests {
     #[tokio::test]
     async fn a_grep_that_matches_nothing_shows_the_lines_sharing_the_most_words() {
         let (_dir, mut env) = env_with(
-            "Intro.\nOne of the special magic numbers for amber-falcon-05 is: 123\nThe end.\n",
+            "Intro.\nOne of the spare rotation codes for north-gate-05 is: 123\nThe end.\n",
             0,
             MicroTool::ALL.to_vec(),
         );
         let grepped = env
             .call_tool(&call(
                 "ctx_grep",
-                json!({"variable": "context", "pattern": "special magic number for amber-falcon-05"}),
+                json!({"variable": "context", "pattern": "spare rotation code for north-gate-05"}),
             ))
             .await
             .unwrap();
         assert!(!grepped.is_error);
         assert_eq!(
             grepped.content,
-            "no line of context matches \"special magic number for amber-falcon-05\"\nThe line that shares the most words with the pattern (case and plurals folded):\noffset 7 (line 2): One of the special magic numbers for amber-falcon-05 is: 123"
+            "no line of context matches \"spare rotation code for north-gate-05\"\nThe line that shares the most words with the pattern (case and plurals folded):\noffset 7 (line 2): One of the spare rotation codes for north-gate-05 is: 123"
         );
     }
 

@@ -1,6 +1,6 @@
 //! The lines nearest a pattern that matched nothing: a pattern worded like a question
-//! ("special magic number for X") misses the line that says it another way ("One of
-//! the special magic numbers for X is: 123"), and a model told only "no line matches"
+//! ("spare rotation code for X") misses the line that says it another way ("One of
+//! the spare rotation codes for X is: 123"), and a model told only "no line matches"
 //! gives up or grabs another number. `ctx_grep` then shows the few lines that share
 //! the most words with the pattern.
 //!
@@ -192,8 +192,8 @@ mod tests {
     #[test]
     fn words_fold_case_and_plurals_and_drop_stop_words_and_escapes() {
         let got: Vec<String> =
-            words("The special Magic NUMBERS for boxes, classes and \\d+ matches").collect();
-        assert_eq!(got, ["special", "magic", "number", "box", "class", "match"]);
+            words("The spare Rotation CODES for boxes, classes and \\d+ matches").collect();
+        assert_eq!(got, ["spare", "rotation", "code", "box", "class", "match"]);
         assert_eq!(fold("status"), "statu");
         assert_eq!(fold("class"), "class");
         assert_eq!(fold("bus"), "bus");
@@ -202,13 +202,13 @@ mod tests {
 
     #[test]
     fn a_question_worded_pattern_finds_the_line_that_says_it_otherwise() {
-        let text = "Intro text.\nThe weather was fine.\nOne of the special magic numbers for amber-falcon-05 is: 123\nA magic show.\n";
-        let got = nearest_in(text, "special magic number for amber-falcon-05");
+        let text = "Intro text.\nThe weather was fine.\nOne of the spare rotation codes for north-gate-05 is: 123\nA rotation show.\n";
+        let got = nearest_in(text, "spare rotation code for north-gate-05");
         assert_eq!(got[0].line, 3);
         assert_eq!(got[0].offset, 34);
         assert_eq!(
             got[0].text,
-            "One of the special magic numbers for amber-falcon-05 is: 123"
+            "One of the spare rotation codes for north-gate-05 is: 123"
         );
         assert_eq!(got[0].shared, 6);
         // The line with one word shared comes after; the lines with none are not shown.
@@ -217,7 +217,7 @@ mod tests {
         let note = note(&got);
         assert!(
             note.contains(
-                "offset 34 (line 3): One of the special magic numbers for amber-falcon-05 is: 123"
+                "offset 34 (line 3): One of the spare rotation codes for north-gate-05 is: 123"
             ),
             "{note}"
         );

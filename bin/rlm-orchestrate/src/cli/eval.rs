@@ -77,7 +77,7 @@ pub struct EvalArgs {
     /// An external arm, NAME='COMMAND' (repeatable): a command answering each item,
     /// split like a shell would, with {context_file}, {question}, {question_file},
     /// {output_file}, {model}, {base_url} and {api_key_env} replaced inside its words.
-    /// Its answer is {output_file} if written, else its stdout (docs/eval.md). A bare
+    /// Its answer is {output_file} if written, else its stdout. A bare
     /// `--arm rlms` is the official RLM library (scripts/arms/setup-rlms.sh installs it)
     /// with the model, server and --max-iterations of the rlm arm.
     #[arg(long = "arm", value_name = "NAME=COMMAND", help_heading = "Evaluation")]

@@ -630,14 +630,14 @@ fn a_grep_worded_like_the_question_is_shown_the_line_that_says_it_otherwise() {
             "Paragraph {i} talks about the weather and the sea.\n"
         ));
         if i == 271 {
-            text.push_str("One of the special magic numbers for amber-falcon-05 is: 8812345.\n");
+            text.push_str("One of the spare rotation codes for north-gate-05 is: 8812345.\n");
         }
     }
     let context = sb.file("essay.txt", text);
     let model = mock(vec![
         call(
             "ctx_grep",
-            json!({"variable": "context", "pattern": "special magic number for amber-falcon-05"}),
+            json!({"variable": "context", "pattern": "spare rotation code for north-gate-05"}),
         ),
         call("final_answer", json!({"answer": "8812345"})),
     ]);
@@ -646,18 +646,18 @@ fn a_grep_worded_like_the_question_is_shown_the_line_that_says_it_otherwise() {
     let result = run_json(
         &sb,
         &model.control().openai_base_url(),
-        "What is the special magic number for amber-falcon-05 mentioned in the text?",
+        "What is the spare rotation code for north-gate-05 mentioned in the text?",
         &args,
     );
     assert_eq!(result["answer"], "8812345");
     assert_eq!(model.control().requests().len(), 2);
     let results = results(&model);
     assert!(
-        results[0].starts_with(
-            r#"no line of context matches "special magic number for amber-falcon-05""#
-        ) && results[0].contains("The line that shares the most words with the pattern")
+        results[0]
+            .starts_with(r#"no line of context matches "spare rotation code for north-gate-05""#)
+            && results[0].contains("The line that shares the most words with the pattern")
             && results[0].contains(
-                "(line 273): One of the special magic numbers for amber-falcon-05 is: 8812345."
+                "(line 273): One of the spare rotation codes for north-gate-05 is: 8812345."
             ),
         "{}",
         results[0]

@@ -76,21 +76,21 @@ both!(search_finds_literals_and_regexes_with_locations);
 /// nothing matched and shows the lines sharing the most words with the pattern.
 async fn a_search_that_matches_nothing_shows_the_nearest_lines<L: Lang>() {
     let mut f = with_context::<L>(json!(
-        "intro\nOne of the special magic numbers for amber-falcon is: 4417\nnothing\na magic trick\n"
+        "intro\nOne of the spare rotation codes for north-gate is: 4417\nnothing\na rotation trick\n"
     ))
     .await;
-    let pattern = "'special magic number for amber-falcon'";
+    let pattern = "'spare rotation code for north-gate'";
     let missed = format!("search(context, {pattern})");
     assert_eq!(json_of::<L>(&mut f.env, &missed).await, json!([]));
     assert_eq!(json_of::<L>(&mut f.env, &L::len(&missed)).await, json!(0));
     let shown = run(&mut f.env, &format!("print({missed})")).await;
     assert!(shown.contains("no match for"), "{shown}");
     assert!(
-        shown.contains("amber-falcon is: 4417") && shown.contains("a magic trick"),
+        shown.contains("north-gate is: 4417") && shown.contains("a rotation trick"),
         "{shown}"
     );
-    let nearest = shown.find("amber-falcon is: 4417").unwrap();
-    let weaker = shown.find("a magic trick").unwrap();
+    let nearest = shown.find("north-gate is: 4417").unwrap();
+    let weaker = shown.find("a rotation trick").unwrap();
     assert!(
         nearest < weaker,
         "the line sharing more words comes first: {shown}"

@@ -42,8 +42,8 @@ def _preview(text, at, length):
 
 
 # The lines nearest a pattern that matched nothing (the same rule as the tools env's
-# ctx_grep): a pattern worded like a question ("special magic number for X") misses the
-# line that says it another way ("the special magic numbers for X are"). Words are runs
+# ctx_grep): a pattern worded like a question ("spare rotation code for X") misses the
+# line that says it another way ("the spare rotation codes for X are"). Words are runs
 # of letters and digits, case folded, a plural s/es folded, stop-words and regex escapes
 # left out; a line scores the distinct pattern words it holds (its first 4 KB read).
 NEAREST_LINES = 5
