@@ -192,13 +192,29 @@ fn keys_a_failing_or_timed_out_agent_prints_reach_no_result_trace_or_model() {
 /// was killed with no `sub-result`, and `runs show` said "no end recorded".
 #[test]
 fn a_cell_timing_out_first_stops_its_agent_with_a_timeout_result() {
+    cell_times_out_first(
+        "```repl\nr = spawn_agent('MODE=hang')\nprint('agent:', r)\n```",
+        "python",
+    );
+}
+
+/// The same in JavaScript, whose engine abandons the call its own way.
+#[test]
+fn a_javascript_cell_timing_out_first_stops_its_agent_with_a_timeout_result() {
+    cell_times_out_first(
+        "```js\nconst r = await spawn_agent('MODE=hang')\nconsole.log('agent:', r)\n```",
+        "js",
+    );
+}
+
+fn cell_times_out_first(code: &str, env: &str) {
     let sb = Sandbox::new();
-    let mock = mock("```repl\nr = spawn_agent('MODE=hang')\nprint('agent:', r)\n```");
+    let mock = mock(code);
     let started_at = Instant::now();
     let out = agent_run(
         &sb,
         &mock,
-        &["--exec-timeout", "3", "--agent-timeout", "50"],
+        &["--exec-timeout", "3", "--agent-timeout", "50", "--env", env],
     )
     .stdin(Stdio::null())
     .output()
