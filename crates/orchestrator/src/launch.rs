@@ -254,6 +254,7 @@ pub fn prepare(
             agent,
             rlm_bin,
             agent_timeout: settings.agent_timeout,
+            cell_timeout: settings.exec_timeout,
             agent_sandbox,
             agent_slots,
             runner: settings.runner.clone(),

@@ -33,6 +33,7 @@ mod environment;
 mod group;
 mod guard;
 #[cfg(target_os = "linux")]
+mod key_shapes;
 mod launch;
 mod procfs;
 mod registry;
@@ -48,13 +49,14 @@ pub use cgroup::end_tree;
 pub use environment::{inherited_environment, AllowList};
 pub use group::{spawn_in_group, GroupChild, SpawnError, SpawnOptions};
 pub use guard::GroupGuard;
+pub use key_shapes::{redact_key_shapes, REDACTED_KEY};
 pub use nix::sys::signal::Signal;
 pub use registry::{
     after_stop, begin_stop, finish_stop, kill_all_groups, live_groups, stopping,
     terminate_all_groups,
 };
 pub use secrets::{
-    hidden_secrets, hide_secrets, is_secret_name, redact_secrets, secret_var,
+    hidden_secrets, hide_secrets, is_secret_name, redact_secrets, redact_value, secret_var,
     MIN_SCRUBBED_SECRET_BYTES,
 };
 pub use signal::{group_exists, send_signal, signal_group, SignalError};

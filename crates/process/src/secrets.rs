@@ -90,11 +90,22 @@ pub fn hidden_secrets() -> Vec<(OsString, OsString)> {
 pub const MIN_SCRUBBED_SECRET_BYTES: usize = 8;
 
 /// `text` with every secret taken by [`hide_secrets`] (of at least
-/// [`MIN_SCRUBBED_SECRET_BYTES`]) replaced by `[redacted NAME]`: the second line of
-/// defence, for what a child printed (model code that read a key from a file, an agent
-/// that echoes its environment) on its way to a model, a trace or the terminal.
-/// Borrowed when there was nothing to replace.
+/// [`MIN_SCRUBBED_SECRET_BYTES`]) replaced by `[redacted NAME]`, then every credential
+/// of a known shape (`sk-ant-…`, `sk-…`, `ghp_…`, see
+/// [`redact_key_shapes`](crate::redact_key_shapes)) by `[redacted key]`: the second
+/// line of defence, for what a child printed (model code that read a key from a file,
+/// an agent that echoes its environment or a key it found) on its way to a model, the
+/// store, a trace or the terminal. Borrowed when there was nothing to replace.
 pub fn redact_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    let known = redact_known(text);
+    match crate::key_shapes::redact_key_shapes(&known) {
+        std::borrow::Cow::Borrowed(_) => known,
+        std::borrow::Cow::Owned(scrubbed) => std::borrow::Cow::Owned(scrubbed),
+    }
+}
+
+/// `text` with the secrets taken by [`hide_secrets`] replaced by `[redacted NAME]`.
+fn redact_known(text: &str) -> std::borrow::Cow<'_, str> {
     let Some(hidden) = HIDDEN.get() else {
         return std::borrow::Cow::Borrowed(text);
     };
@@ -110,6 +121,32 @@ pub fn redact_secrets(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     out
+}
+
+/// Every string in `value` (object keys included) passed through [`redact_secrets`].
+pub fn redact_value(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            if let std::borrow::Cow::Owned(scrubbed) = redact_secrets(text) {
+                *text = scrubbed;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_value),
+        Value::Object(map) => {
+            let needs_new_keys = map
+                .keys()
+                .any(|key| matches!(redact_secrets(key), std::borrow::Cow::Owned(_)));
+            if needs_new_keys {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(key, value)| (redact_secrets(&key).into_owned(), value))
+                    .collect();
+            }
+            map.values_mut().for_each(redact_value);
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// Overwrites the value of `name` with zero bytes where the C environment keeps it

@@ -403,7 +403,9 @@ pub struct RunOptions {
     )]
     pub state_vars: usize,
 
-    /// Seconds one code block may run before it is interrupted.
+    /// Seconds one code block may run before it is interrupted, the sub-calls and agents
+    /// it waits on included: an agent still running then is stopped and its result is a
+    /// timeout (give agents longer with a larger value; --agent-timeout bounds each agent).
     #[arg(
         long,
         value_name = "S",
@@ -487,7 +489,8 @@ pub struct RunOptions {
     pub agent_env: Vec<String>,
 
     /// Seconds a sub-agent (external or nested run) may take before its process group
-    /// is terminated.
+    /// is terminated; a code block that waits on it still ends at --exec-timeout (the
+    /// agent then ends with a timeout result), so keep that larger to give agents this long.
     #[arg(
         long,
         value_name = "S",

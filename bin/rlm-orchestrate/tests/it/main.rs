@@ -7,6 +7,7 @@
     clippy::unwrap_used,
     reason = "a test fails by panicking; helpers outside #[test] functions too"
 )]
+mod agent_ends;
 mod big_context;
 mod config;
 mod constrain;
@@ -39,6 +40,7 @@ mod plan_bounds;
 mod plan_steps;
 mod plans;
 mod private_files;
+mod real_agent_keys;
 mod real_agents;
 mod real_cli_support;
 mod real_llm_agent;

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::confine::AgentSandbox;
 use super::lineage::{EnvVars, Lineage};
-use super::outcome::{failure, stdout_text};
+use super::outcome::{failure, stderr_text, stdout_text};
 use super::prepare_error::PrepareError;
 use super::prompt::{agent_prompt, AgentRef, AnswerChannel};
 use super::stored_result::{adopt, read_stored, Stored};
@@ -74,6 +74,19 @@ pub struct ExternalAgentSpec {
     pub runner: crate::runner::Runner,
     /// Stops the agent (SIGTERM, grace, SIGKILL to its group) when cancelled.
     pub cancel: Option<CancellationToken>,
+    /// Set when the code that waited for the agent ended first (its cell timed out):
+    /// the agent stopped through `cancel` then reports a timeout of the cell, not a
+    /// cancellation (`None`: a stop is always a cancellation).
+    pub abandoned: Option<Abandonment>,
+}
+
+/// How an agent learns that the code waiting for it ended before it did.
+#[derive(Debug, Clone)]
+pub struct Abandonment {
+    /// Cancelled (before the agent's `cancel`) when the waiting code ended.
+    pub token: CancellationToken,
+    /// `--exec-timeout`: how long a code cell may run, the agents it waits on included.
+    pub cell_timeout: Duration,
 }
 
 /// What an agent produced.
@@ -232,15 +245,28 @@ pub async fn run_external_agent(
                         Fallback::answer(Value::String(answer))
                     } else {
                         let mut error = failure(&run, timeout, DEFAULT_GRACE);
+                        if run.termination == Termination::Cancelled {
+                            if let Some(abandoned) =
+                                spec.abandoned.as_ref().filter(|a| a.token.is_cancelled())
+                            {
+                                super::outcome::stopped_with_its_cell(
+                                    &mut error,
+                                    abandoned.cell_timeout,
+                                    timeout,
+                                    run.duration,
+                                );
+                            }
+                        }
+                        super::outcome::name_a_refused_key(&mut error, &spec.pass_env);
                         if let Some(sandbox) = &spec.sandbox {
                             sandbox.explain(&mut error, &run.termination);
                         }
-                        if let Some(failure) = spec.runner.failure(&run.stderr_tail) {
+                        if let Some(failure) = spec.runner.failure(&error.stderr_tail) {
                             super::outcome::blame_the_scheduler(&mut error, failure);
                         }
                         Fallback::error(error)
                     };
-                    (run.pid, run.termination, run.stderr_tail, fallback)
+                    (run.pid, run.termination, stderr_text(&run), fallback)
                 }
                 Err(error) => {
                     job.finished(); // it never started
@@ -452,12 +478,15 @@ impl Fallback {
 }
 
 /// What the model and `sub-result-<id>` hold for an agent: its answer as it gave it
-/// (a value it stored, or its stdout as text), or the tagged error object.
+/// (a value it stored, or its stdout as text), or the tagged error object; either way
+/// scrubbed of secrets (what an agent wrote never carries a key further).
 fn model_view(result: SubResult) -> Value {
-    match result {
+    let mut value = match result {
         SubResult::Answer(answer) => answer.result,
         error @ SubResult::Error(_) => error.to_value(),
-    }
+    };
+    rlm_process::redact_value(&mut value);
+    value
 }
 
 /// Picks the answer (the agent's stored result wins) and makes sure the result

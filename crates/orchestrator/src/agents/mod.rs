@@ -31,8 +31,8 @@ pub use crate::agent_cli::{
 };
 pub use confine::AgentSandbox;
 pub use external::{
-    agent_environment, run_external_agent, AgentOutcome, ExternalAgentSpec, AGENTS_DIR,
-    PROMPT_FILE_NAME,
+    agent_environment, run_external_agent, Abandonment, AgentOutcome, ExternalAgentSpec,
+    AGENTS_DIR, PROMPT_FILE_NAME,
 };
 pub use lineage::{result_key, EnvVars, Lineage, LineageError, RESULT_KEY_PREFIX};
 pub use nested::{

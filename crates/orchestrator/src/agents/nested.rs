@@ -265,7 +265,9 @@ pub async fn run_child(
     ) {
         job.finished();
     }
-    let scheduler_failure = runner.failure(&supervised.stderr_tail);
+    // What the child printed reaches the model and the trace scrubbed, like an agent's.
+    let stderr_tail = rlm_process::redact_secrets(&supervised.stderr_tail).into_owned();
+    let scheduler_failure = runner.failure(&stderr_tail);
     let stored = tokio::task::spawn_blocking(move || store.get(&key).ok())
         .await
         .ok()
@@ -285,7 +287,7 @@ pub async fn run_child(
         SubResult::Error(SubError {
             error,
             timed_out: supervised.termination == Termination::TimedOut,
-            stderr_tail: supervised.stderr_tail.clone(),
+            stderr_tail: stderr_tail.clone(),
             slurm: scheduler_failure.clone(),
             ..SubError::default()
         })

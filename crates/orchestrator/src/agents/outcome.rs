@@ -50,10 +50,17 @@ pub(crate) fn answer_text(text: &str) -> String {
         .to_owned()
 }
 
-/// How an agent that gave no usable answer failed, for the model to read.
+/// The end of an agent's stderr as the store, the trace and the model see it: known
+/// secrets and keys of known shapes scrubbed, like every other byte an agent writes.
+pub(crate) fn stderr_text(run: &Supervised) -> String {
+    rlm_process::redact_secrets(&run.stderr_tail).into_owned()
+}
+
+/// How an agent that gave no usable answer failed, for the model to read (its stdout
+/// and stderr scrubbed of secrets).
 pub(crate) fn failure(run: &Supervised, timeout: Duration, grace: Duration) -> SubError {
     let mut failure = SubError {
-        stderr_tail: run.stderr_tail.clone(),
+        stderr_tail: stderr_text(run),
         ..SubError::default()
     };
     let kill_note = if run.forced_kill {
@@ -102,6 +109,77 @@ pub(crate) fn failure(run: &Supervised, timeout: Duration, grace: Duration) -> S
         });
     }
     failure
+}
+
+/// What model APIs and agent CLIs say when a key is refused (Claude Code: "Invalid
+/// API key · Fix external API key"; the APIs' 401 bodies).
+const KEY_REFUSED: &[&str] = &[
+    "invalid api key",
+    "invalid x-api-key",
+    "incorrect api key",
+    "invalid_api_key",
+    "authentication_error",
+    "401 unauthorized",
+    "status 401",
+    "401 status code",
+];
+
+/// When what a failed agent printed says its model API refused its key, says so in
+/// the error and names the variables that carry the agent's key (the key-like names
+/// of `pass_env`, each marked set or not set here).
+pub(crate) fn name_a_refused_key(error: &mut SubError, pass_env: &[String]) {
+    let printed = format!(
+        "{}\n{}",
+        error.stdout.as_deref().unwrap_or_default(),
+        error.stderr_tail
+    )
+    .to_lowercase();
+    let Some(said) = KEY_REFUSED.iter().find(|phrase| printed.contains(**phrase)) else {
+        return;
+    };
+    let names: Vec<String> = pass_env
+        .iter()
+        .filter(|name| rlm_process::is_secret_name(name, &[]))
+        .map(|name| {
+            let set = rlm_process::secret_var(name).is_some_and(|v| !v.is_empty());
+            format!("{name} ({})", if set { "set" } else { "not set" })
+        })
+        .collect();
+    let check = if names.is_empty() {
+        "pass the agent its key with --agent-env NAME".to_owned()
+    } else {
+        format!(
+            "check the key the agent is given: {} (and its base URL, if it uses a gateway)",
+            names.join(", ")
+        )
+    };
+    error.error = format!(
+        "{}: its model API refused its key (it said {said:?}); {check}",
+        error.error
+    );
+}
+
+/// Makes a cancellation the timeout it was: the agent was stopped because the code
+/// cell waiting for it ran past `--exec-timeout` (`cell_timeout`), which bounds a cell
+/// and the agents it waits on.
+pub(crate) fn stopped_with_its_cell(
+    error: &mut SubError,
+    cell_timeout: Duration,
+    agent_timeout: Duration,
+    ran: Duration,
+) {
+    error.cancelled = false;
+    error.timed_out = true;
+    error.timeout_secs = Some(cell_timeout.as_secs_f64());
+    error.error = format!(
+        "the agent timed out: the code cell waiting for it ran past --exec-timeout ({} s), \
+         which bounds a cell and the agents it waits on, so it was stopped after {:.1} s \
+         (--agent-timeout is {} s); raise --exec-timeout to give agents longer, or give it \
+         a smaller task",
+        cell_timeout.as_secs_f64(),
+        ran.as_secs_f64(),
+        agent_timeout.as_secs_f64()
+    );
 }
 
 /// Puts the scheduler's failure first (`--runner slurm`): the job did not run to its
@@ -192,6 +270,42 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("printed nothing"));
+    }
+
+    #[test]
+    fn a_refused_key_is_named_in_the_error() {
+        let mut refused = failure(
+            &run(
+                Termination::Exited(1),
+                b"Invalid API key \xc2\xb7 Fix external API key\n",
+                40,
+            ),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        name_a_refused_key(
+            &mut refused,
+            &[
+                "ANTHROPIC_API_KEY".to_owned(),
+                "ANTHROPIC_BASE_URL".to_owned(),
+            ],
+        );
+        assert!(
+            refused
+                .error
+                .contains("refused its key (it said \"invalid api key\"); check the key the agent is given: ANTHROPIC_API_KEY ("),
+            "{}",
+            refused.error
+        );
+        assert!(!refused.error.contains("ANTHROPIC_BASE_URL ("));
+
+        let mut other = failure(
+            &run(Termination::Exited(1), b"no such file", 12),
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+        );
+        name_a_refused_key(&mut other, &["ANTHROPIC_API_KEY".to_owned()]);
+        assert_eq!(other.error, "the agent exited with code 1");
     }
 
     #[test]

@@ -110,7 +110,7 @@ fn hand_written_value(store: &Store, key: &str, inline_cap: u64) -> Option<Value
 }
 
 /// Makes the agent's stored `value` sound and returns it as the answer: text trimmed
-/// like an answer on stdout (and scrubbed of known secrets), and the variable rewritten
+/// like an answer on stdout, every string in it scrubbed of secrets, and the variable rewritten
 /// as rlm writes it — scope `scope`, its real size, sha256 and time — unless it already
 /// is. A failed rewrite is logged; the answer stands.
 pub(super) fn adopt(
@@ -126,7 +126,12 @@ pub(super) fn adopt(
             let changed = answer != text;
             (Value::String(answer), changed)
         }
-        other => (other, false),
+        mut other => {
+            let before = other.clone();
+            rlm_process::redact_value(&mut other);
+            let changed = other != before;
+            (other, changed)
+        }
     };
     let sound = !changed && reference.is_some_and(|r| r.scope == scope && r.created_at > 0);
     if !sound {

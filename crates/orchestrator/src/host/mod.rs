@@ -6,6 +6,7 @@
 //! an argument is missing…) or ends the run ([`HostError::Fatal`]). [`RunHost`] serves
 //! the calls of one run.
 
+mod detached;
 mod fan_out;
 mod plan;
 mod serve;

@@ -9,16 +9,19 @@
 use std::sync::Arc;
 
 use rlm_context_store::{ListFilter, SetOptions, Store, StoreError};
+use rlm_process::Termination;
 use serde_json::Value;
 
 use rlm_protocol::host_call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
 use rlm_protocol::SubResult;
 
+use super::detached::{DetachedAgents, StopOnDrop, SETTLE_LIMIT};
 use super::sub_fit;
 use super::{expected_cost, fan_out, record_call, Host, HostSettings, Model};
 use crate::accounting::Accounting;
 use crate::agents::{
-    child_totals, run_child, run_external_agent, AgentRef, ChildRequest, ExternalAgentSpec,
+    child_totals, run_child, run_external_agent, Abandonment, AgentRef, ChildRequest,
+    ExternalAgentSpec,
 };
 use crate::cache::{CallCache, CallKey};
 use crate::events::{
@@ -44,6 +47,8 @@ pub struct RunHost {
     pub(super) sink: EventSink,
     pub(super) accounting: Arc<Accounting>,
     pub(super) settings: HostSettings,
+    /// Agents on tasks of their own (see [`super::detached`]).
+    agents: Arc<DetachedAgents>,
 }
 
 impl RunHost {
@@ -62,7 +67,15 @@ impl RunHost {
             sink,
             accounting,
             settings,
+            agents: Arc::default(),
         }
+    }
+
+    /// Waits (a bounded time) until every agent this run started has ended and its
+    /// result and end are recorded, even those whose calls were abandoned; `false` if
+    /// some had not after [`SETTLE_LIMIT`].
+    pub async fn agents_settled(&self) -> bool {
+        self.agents.settled(SETTLE_LIMIT).await
     }
 
     /// The scope of variables this run's code writes: `agent:<agent id>`.
@@ -398,6 +411,16 @@ impl RunHost {
                 "no agent started: {reason}; answer from what you have"
             )));
         }
+        // Held for the agent's life; a nested run waiting here holds no other slot. A
+        // call dropped while it waits here started nothing.
+        let slot = match &self.settings.delegation.agent_slots {
+            Some(slots) => Some(slots.acquire().await.map_err(|error| {
+                HostError::RespondToModel(format!(
+                    "no agent started: --max-agents could not take a slot: {error}"
+                ))
+            })?),
+            None => None,
+        };
         let lineage = self.settings.lineage.child(AgentId::generate());
         let agent_id = lineage.agent_id.clone();
         self.accounting.record_sub_agent();
@@ -407,6 +430,11 @@ impl RunHost {
             pid: None,
             task: job.task.clone(),
         }));
+        let stop = StopOnDrop::new(
+            self.settings.cancel.clone(),
+            rlm_process::CancellationToken::new(),
+            self.settings.cancel.child_token(),
+        );
         let spec = ExternalAgentSpec {
             lineage,
             data_dir: self.store.data_dir().to_owned(),
@@ -426,25 +454,40 @@ impl RunHost {
             confined_read: program.preset.confined_read.clone(),
             sandbox: self.settings.delegation.agent_sandbox.clone(),
             runner: self.settings.delegation.runner.clone(),
-            cancel: Some(self.settings.cancel.clone()),
+            cancel: Some(stop.agent.clone()),
+            abandoned: Some(Abandonment {
+                token: stop.abandoned.clone(),
+                cell_timeout: self.settings.delegation.cell_timeout,
+            }),
         };
-        // Held for the agent's life; a nested run waiting here holds no other slot.
-        let _slot = match &self.settings.delegation.agent_slots {
-            Some(slots) => Some(slots.acquire().await.map_err(|error| {
-                HostError::RespondToModel(format!(
-                    "no agent started: --max-agents could not take a slot: {error}"
-                ))
-            })?),
-            None => None,
-        };
-        let outcome = run_external_agent(command, spec, Arc::clone(&self.store)).await;
-        self.sink
-            .emit(EventData::SubAgentFinished(SubAgentFinished {
+        // On a task of its own: if this call is dropped (its cell timed out, the REPL
+        // went away), `stop` ends the agent and the task still records its result
+        // and its end.
+        let command = command.clone();
+        let store = Arc::clone(&self.store);
+        let sink = self.sink.clone();
+        let abandoned = stop.abandoned.clone();
+        let agent = self.agents.spawn(async move {
+            let _slot = slot;
+            let outcome = run_external_agent(&command, spec, store).await;
+            let status =
+                if outcome.termination == Termination::Cancelled && abandoned.is_cancelled() {
+                    "timed out (its code cell ran past --exec-timeout)".to_owned()
+                } else {
+                    outcome.termination.to_string()
+                };
+            sink.emit(EventData::SubAgentFinished(SubAgentFinished {
                 child_agent_id: agent_id,
-                status: outcome.termination.to_string(),
+                status,
                 duration_ms: outcome.duration.as_millis() as u64,
                 usage: Usage::default(),
             }));
+            outcome
+        });
+        let outcome = agent.await.map_err(|error| {
+            HostError::Fatal(format!("supervising an external agent failed: {error}"))
+        })?;
+        stop.disarm();
         if outcome.ok {
             self.cache
                 .put(&cache_key, CachedCall::SpawnAgent, &outcome.value)

@@ -30,6 +30,10 @@ pub struct Delegation {
     pub rlm_bin: Option<std::path::PathBuf>,
     /// `--agent-timeout`.
     pub agent_timeout: Duration,
+    /// `--exec-timeout`: a code cell's limit, which also bounds the agents it waits
+    /// on (an agent still running when its cell times out is stopped, and its result
+    /// says so).
+    pub cell_timeout: Duration,
     /// `--agent-sandbox on`: how external agents are confined.
     pub agent_sandbox: Option<AgentSandbox>,
     /// `--max-agents`: external agents running at once across the tree.

@@ -252,13 +252,14 @@ impl Session {
             self.tree_budget(&run_id),
             self.lineage.agent_id.as_str(),
         ));
-        self.host.set(Some(Arc::new(RunHost::new(
+        let run_host = Arc::new(RunHost::new(
             Arc::clone(&self.store),
             self.config.sub.clone(),
             sink.clone(),
             Arc::clone(&accounting),
             self.host_settings(cancel.clone()),
-        ))));
+        ));
+        self.host.set(Some(Arc::clone(&run_host)));
         self.canceller.set(Some(cancel.clone()));
 
         let ending = self
@@ -273,6 +274,12 @@ impl Session {
             )
             .await;
 
+        // Every agent that started ends with a result and an end in the trace before
+        // the run records its own (a cell that timed out, or Ctrl-C, stopped them).
+        if !run_host.agents_settled().await {
+            tracing::warn!("some external agents had not ended when the run did");
+        }
+        drop(run_host);
         // A window still being asked for is not reported after the run's end.
         drop(found);
         self.canceller.set(None);

@@ -143,6 +143,7 @@ impl Fixture {
             rlm_bin: None,
             confined_read: Vec::new(),
             cancel: None,
+            abandoned: None,
         }
     }
 

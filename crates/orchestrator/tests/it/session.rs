@@ -83,6 +83,7 @@ fn config(data_dir: &Path, context: ContextSpec, model: Model) -> RunConfig {
             agent: None,
             rlm_bin: None,
             agent_timeout: Duration::from_secs(60),
+            cell_timeout: Duration::from_secs(60),
             agent_sandbox: None,
             agent_slots: None,
             runner: rlm_orchestrator::runner::Runner::Local,

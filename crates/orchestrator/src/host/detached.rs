@@ -1,0 +1,147 @@
+//! Agents that outlive the code waiting for them: an agent runs on a task of its own,
+//! so when the call that started it is dropped (its code cell timed out, the query was
+//! cancelled, the REPL went away) the agent is still stopped, its `sub-result-<id>`
+//! still written and its end still recorded; the run waits for those ends before it
+//! records its own.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rlm_process::CancellationToken;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// How long the end of a run waits for agents still being stopped: their grace
+/// (SIGTERM, then SIGKILL after 2 s) and collection take far less.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The agents of one run still running on their own tasks.
+#[derive(Debug, Default)]
+pub struct DetachedAgents {
+    live: AtomicUsize,
+    idle: Notify,
+}
+
+/// Counts one task as live until dropped.
+struct Live(Arc<DetachedAgents>);
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if self.0.live.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl DetachedAgents {
+    /// Runs `work` on a task of its own, counted until it ends.
+    pub fn spawn<F>(self: &Arc<Self>, work: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.live.fetch_add(1, Ordering::SeqCst);
+        let live = Live(Arc::clone(self));
+        tokio::spawn(async move {
+            let _live = live;
+            work.await
+        })
+    }
+
+    /// Waits up to `limit` until no task is live; `false` if some still are.
+    pub async fn settled(&self, limit: Duration) -> bool {
+        let wait = async {
+            loop {
+                let idle = self.idle.notified();
+                tokio::pin!(idle);
+                idle.as_mut().enable();
+                if self.live.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.is_ok()
+    }
+}
+
+/// Held by the call waiting for an agent: dropped before [`StopOnDrop::disarm`], it
+/// stops the agent, and unless the whole run was cancelled (Ctrl-C: the agent reports
+/// a cancellation) marks it abandoned first (it reports a timeout of its cell).
+pub struct StopOnDrop {
+    /// The run's cancellation.
+    pub run: CancellationToken,
+    /// Fired first when the waiting code went away on its own.
+    pub abandoned: CancellationToken,
+    /// Stops the agent.
+    pub agent: CancellationToken,
+    armed: bool,
+}
+
+impl StopOnDrop {
+    /// A guard over the agent's tokens, armed.
+    pub fn new(
+        run: CancellationToken,
+        abandoned: CancellationToken,
+        agent: CancellationToken,
+    ) -> Self {
+        Self {
+            run,
+            abandoned,
+            agent,
+            armed: true,
+        }
+    }
+
+    /// The agent ended while its caller waited: nothing to stop.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if !self.run.is_cancelled() {
+            self.abandoned.cancel();
+        }
+        self.agent.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_caller_stops_its_agent_as_abandoned_and_the_run_waits_for_it() {
+        let agents = Arc::new(DetachedAgents::default());
+        let run = CancellationToken::new();
+        let (abandoned, agent) = (CancellationToken::new(), run.child_token());
+        let guard = StopOnDrop::new(run.clone(), abandoned.clone(), agent.clone());
+        let watched = agent.clone();
+        let task = agents.spawn(async move { watched.cancelled().await });
+        drop(guard);
+        assert!(abandoned.is_cancelled() && agent.is_cancelled());
+        assert!(agents.settled(Duration::from_secs(10)).await);
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_is_no_abandonment_and_a_disarmed_guard_stops_nothing() {
+        let run = CancellationToken::new();
+        let (abandoned, agent) = (CancellationToken::new(), run.child_token());
+        let guard = StopOnDrop::new(run.clone(), abandoned.clone(), agent.clone());
+        run.cancel();
+        drop(guard);
+        assert!(!abandoned.is_cancelled() && agent.is_cancelled());
+
+        let (abandoned, agent) = (CancellationToken::new(), CancellationToken::new());
+        StopOnDrop::new(CancellationToken::new(), abandoned.clone(), agent.clone()).disarm();
+        assert!(!abandoned.is_cancelled() && !agent.is_cancelled());
+    }
+}
