@@ -7,6 +7,7 @@
     clippy::unwrap_used,
     reason = "a test fails by panicking; helpers outside #[test] functions too"
 )]
+mod agent_recipes;
 mod big_context;
 mod config;
 mod constrain;
@@ -39,9 +40,11 @@ mod plan_bounds;
 mod plan_steps;
 mod plans;
 mod private_files;
+mod real_agent_config;
 mod real_agents;
 mod real_cli_support;
 mod real_llm_agent;
+mod real_mcp_host;
 mod record_reductions;
 mod redaction;
 mod repl;

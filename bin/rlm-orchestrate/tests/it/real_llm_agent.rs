@@ -3,9 +3,11 @@
 //!
 //! The root run (the mock's chat completions as `root-model`) splits a log into four
 //! chunks and fans them out with `spawn_agents`. Each agent is `llm --no-log
-//! --database=<its own> --fragment=<chunk's text view>` with the prompt on stdin; `LLM_USER_PATH` names a
-//! directory whose `extra-openai-models.yaml` registers a model whose `api_base` is the
-//! mock, and whose `default_model.txt` makes it llm's default. The mock answers each
+//! --database=<its own> --fragment=<chunk's text view>` with the prompt on stdin. llm's
+//! configuration directory (named by `LLM_USER_PATH`, or `~/.config/io.datasette.llm`
+//! in a `HOME` of the test's) is set up as docs/agents.md says: an
+//! `extra-openai-models.yaml` registering a model whose `api_base` is the mock, made the
+//! default with `llm models default`. The mock answers each
 //! agent with the number of marked lines it counts in the *fragment text inside that
 //! request* (llm puts a fragment's text before the prompt in the user message): the
 //! total is right only if llm really attached each file. Nothing is answered from the
@@ -91,11 +93,11 @@ total = sum(int(str(a).strip()) for a in answers)
 print('TOTAL=', total)
 ```"#;
 
-/// llm's configuration directory: the mock as an OpenAI-compatible model, made the
-/// default.
-fn llm_user_dir(sb: &Sandbox, mock: &MockLlmThread) -> PathBuf {
-    let dir = sb.root().join("llm-user");
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes llm's configuration directory `dir` as docs/agents.md says: the mock as a
+/// model of `extra-openai-models.yaml`, made the default with `llm models default`
+/// (run with `env`, which points llm at `dir`).
+fn configure_llm(exe: &Path, dir: &Path, env: &[(&str, &Path)], mock: &MockLlmThread) {
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("extra-openai-models.yaml"),
         format!(
@@ -104,8 +106,25 @@ fn llm_user_dir(sb: &Sandbox, mock: &MockLlmThread) -> PathBuf {
         ),
     )
     .unwrap();
-    std::fs::write(dir.join("default_model.txt"), "rlm-mock\n").unwrap();
-    dir
+    let mut cmd = Command::new(exe);
+    cmd.args(["models", "default", "rlm-mock"])
+        .env_remove("LLM_USER_PATH")
+        .env_remove("XDG_CONFIG_HOME");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "llm models default: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("default_model.txt"))
+            .unwrap()
+            .trim(),
+        "rlm-mock"
+    );
 }
 
 /// Runs `cmd` with its output captured, ending it (and failing) after `bound`.
@@ -149,6 +168,9 @@ fn output_within(cmd: &mut Command, bound: Duration) -> Output {
 struct Setup {
     /// `--agent-sandbox`.
     sandbox: &'static str,
+    /// llm's configuration is where llm looks without `LLM_USER_PATH`
+    /// (`~/.config/io.datasette.llm`), not in a directory `LLM_USER_PATH` names.
+    config_in_home: bool,
 }
 
 /// Runs a four-agent fan-out through the `llm` preset and checks the answer, each
@@ -161,7 +183,16 @@ fn fan_out(setup: &Setup) {
     let sb = Sandbox::new();
     let mock = start_mock();
     let (log, log_text, marked) = write_log(&sb);
-    let user_dir = llm_user_dir(&sb, &mock);
+    let home = sb.root().join("home");
+    let config: Vec<(&str, PathBuf)> = if setup.config_in_home {
+        let dir = home.join(".config/io.datasette.llm");
+        configure_llm(&exe, &dir, &[("HOME", &home)], &mock);
+        vec![("HOME", home.clone())]
+    } else {
+        let dir = sb.root().join("llm-user");
+        configure_llm(&exe, &dir, &[("LLM_USER_PATH", &dir)], &mock);
+        vec![("LLM_USER_PATH", dir)]
+    };
     let agent = "llm";
     let path = format!(
         "{}:{}",
@@ -174,7 +205,9 @@ fn fan_out(setup: &Setup) {
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_API_KEY")
         .env("PATH", path)
-        .env("LLM_USER_PATH", &user_dir)
+        .env_remove("LLM_USER_PATH")
+        .env_remove("XDG_CONFIG_HOME")
+        .envs(config)
         .arg("--data-dir")
         .arg(sb.data_dir())
         .args(["run", "How many lines are marked?", "--context"])
@@ -263,12 +296,37 @@ fn fan_out(setup: &Setup) {
 /// The built-in preset on a fresh `LLM_USER_PATH`.
 #[test]
 fn llm_fans_out_four_agents_that_answer_from_their_fragments() {
-    fan_out(&Setup { sandbox: "off" });
+    fan_out(&Setup {
+        sandbox: "off",
+        config_in_home: false,
+    });
 }
 
 /// Confined, llm (a Python script in a virtual environment) may read its environment,
 /// the Python it was made from and `$LLM_USER_PATH` (the preset's `confined_read`).
 #[test]
 fn llm_fans_out_under_the_agent_sandbox() {
-    fan_out(&Setup { sandbox: "on" });
+    fan_out(&Setup {
+        sandbox: "on",
+        config_in_home: false,
+    });
+}
+
+/// Without `LLM_USER_PATH`, llm's configuration is in `~/.config/io.datasette.llm`;
+/// confined, the agent's `HOME` is its temporary directory, and the preset still points
+/// llm at that configuration (docs/agents.md).
+#[test]
+fn llm_under_the_agent_sandbox_keeps_the_config_in_its_home() {
+    fan_out(&Setup {
+        sandbox: "on",
+        config_in_home: true,
+    });
+}
+
+#[test]
+fn llm_keeps_the_config_in_its_home() {
+    fan_out(&Setup {
+        sandbox: "off",
+        config_in_home: true,
+    });
 }
