@@ -51,7 +51,8 @@ fn fragment_text(message: &str) -> Option<&str> {
     message.find(TASK).map(|end| &message[..end])
 }
 
-/// The mock: the root on `root-model`, each agent on [`AGENT_MODEL`] answered with the
+/// The mock: the root on `root-model`, each agent (on [`AGENT_MODEL`], or llm's own
+/// default model when nothing configures one) answered with the
 /// count of marked lines in the fragment text of its request.
 fn start_mock() -> MockLlmThread {
     let script = MockScript::new()
@@ -70,7 +71,7 @@ fn start_mock() -> MockLlmThread {
             })
         }))
         .rule(MockRule::function("an llm agent", |request| {
-            (request.body["model"] == AGENT_MODEL).then(|| {
+            (request.body["model"] != "root-model").then(|| {
                 let message = request.last_user_message().unwrap_or_default();
                 MockReply::text(match fragment_text(&message) {
                     Some(fragment) => marked_lines(fragment).to_string(),
@@ -168,9 +169,20 @@ fn output_within(cmd: &mut Command, bound: Duration) -> Output {
 struct Setup {
     /// `--agent-sandbox`.
     sandbox: &'static str,
-    /// llm's configuration is where llm looks without `LLM_USER_PATH`
-    /// (`~/.config/io.datasette.llm`), not in a directory `LLM_USER_PATH` names.
-    config_in_home: bool,
+    /// Where llm's configuration is.
+    config: Config,
+}
+
+/// Where a test puts llm's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Config {
+    /// In a directory `LLM_USER_PATH` names.
+    UserPath,
+    /// Where llm looks without `LLM_USER_PATH`: `~/.config/io.datasette.llm`.
+    Home,
+    /// Nowhere: llm's default model, reached through `OPENAI_BASE_URL` and
+    /// `OPENAI_API_KEY` (passed with `--agent-env OPENAI_BASE_URL`).
+    None,
 }
 
 /// Runs a four-agent fan-out through the `llm` preset and checks the answer, each
@@ -184,15 +196,28 @@ fn fan_out(setup: &Setup) {
     let mock = start_mock();
     let (log, log_text, marked) = write_log(&sb);
     let home = sb.root().join("home");
-    let config: Vec<(&str, PathBuf)> = if setup.config_in_home {
-        let dir = home.join(".config/io.datasette.llm");
-        configure_llm(&exe, &dir, &[("HOME", &home)], &mock);
-        vec![("HOME", home.clone())]
-    } else {
-        let dir = sb.root().join("llm-user");
-        configure_llm(&exe, &dir, &[("LLM_USER_PATH", &dir)], &mock);
-        vec![("LLM_USER_PATH", dir)]
-    };
+    std::fs::create_dir_all(&home).unwrap();
+    let mut config: Vec<(&str, PathBuf)> = vec![("HOME", home.clone())];
+    let mut extra: Vec<&str> = Vec::new();
+    match setup.config {
+        Config::Home => {
+            let dir = home.join(".config/io.datasette.llm");
+            configure_llm(&exe, &dir, &[("HOME", &home)], &mock);
+        }
+        Config::UserPath => {
+            let dir = sb.root().join("llm-user");
+            configure_llm(&exe, &dir, &[("LLM_USER_PATH", &dir)], &mock);
+            config.push(("LLM_USER_PATH", dir));
+        }
+        Config::None => {
+            config.push(("OPENAI_API_KEY", PathBuf::from("sk-test")));
+            config.push((
+                "OPENAI_BASE_URL",
+                PathBuf::from(mock.control().openai_base_url()),
+            ));
+            extra.extend(["--agent-env", "OPENAI_BASE_URL"]);
+        }
+    }
     let agent = "llm";
     let path = format!(
         "{}:{}",
@@ -216,7 +241,8 @@ fn fan_out(setup: &Setup) {
         .args(["--model", "root-model", "--agent", agent])
         .args(["--agent-timeout", "120", "--max-parallel", "4"])
         .args(["--agent-sandbox", setup.sandbox])
-        .args(["--retry-base-delay-ms", "5", "--json"]);
+        .args(["--retry-base-delay-ms", "5", "--json"])
+        .args(extra);
     let out = output_within(&mut cmd, RUN_BOUND);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {stderr}", out.status);
@@ -247,7 +273,7 @@ fn fan_out(setup: &Setup) {
         .control()
         .requests()
         .iter()
-        .filter(|r| r.body["model"] == AGENT_MODEL)
+        .filter(|r| r.body["model"] != "root-model")
         .filter_map(|r| Some(fragment_text(&r.last_user_message()?)?.to_owned()))
         .collect();
     expected.sort();
@@ -298,7 +324,7 @@ fn fan_out(setup: &Setup) {
 fn llm_fans_out_four_agents_that_answer_from_their_fragments() {
     fan_out(&Setup {
         sandbox: "off",
-        config_in_home: false,
+        config: Config::UserPath,
     });
 }
 
@@ -308,7 +334,7 @@ fn llm_fans_out_four_agents_that_answer_from_their_fragments() {
 fn llm_fans_out_under_the_agent_sandbox() {
     fan_out(&Setup {
         sandbox: "on",
-        config_in_home: false,
+        config: Config::UserPath,
     });
 }
 
@@ -319,7 +345,18 @@ fn llm_fans_out_under_the_agent_sandbox() {
 fn llm_under_the_agent_sandbox_keeps_the_config_in_its_home() {
     fan_out(&Setup {
         sandbox: "on",
-        config_in_home: true,
+        config: Config::Home,
+    });
+}
+
+/// With no configuration at all, a confined llm still starts (its configuration
+/// directory, which it cannot create outside its temporary directory, is not named
+/// for it) and reaches its default model with the key and base URL passed.
+#[test]
+fn llm_under_the_agent_sandbox_runs_without_any_config() {
+    fan_out(&Setup {
+        sandbox: "on",
+        config: Config::None,
     });
 }
 
@@ -327,6 +364,6 @@ fn llm_under_the_agent_sandbox_keeps_the_config_in_its_home() {
 fn llm_keeps_the_config_in_its_home() {
     fan_out(&Setup {
         sandbox: "off",
-        config_in_home: true,
+        config: Config::Home,
     });
 }
