@@ -96,7 +96,7 @@ pub fn show(global: &GlobalArgs, args: ConfigShowArgs) -> anyhow::Result<()> {
         text.push_str(&corrections_section(corrections));
         text.push_str(&constrain_section(&constraints));
         if let Some(preset) = preset {
-            text.push_str(&preset_section(preset));
+            text = preset_file(&text, preset);
         }
         out.write_all(text.as_bytes())
     };
@@ -402,8 +402,9 @@ fn corrections_section(corrections: &Corrections) -> String {
     text
 }
 
-/// The agent preset in effect, as the TOML file a user copies to change it.
-fn preset_section(preset: &rlm_orchestrator::agents::AgentPreset) -> String {
+/// With an agent preset in effect, the whole report is that preset's file, which
+/// `--agent FILE` reads back as it is: the settings as comments, then the preset.
+fn preset_file(settings: &str, preset: &rlm_orchestrator::agents::AgentPreset) -> String {
     let passed: Vec<String> = preset
         .pass_env
         .iter()
@@ -412,17 +413,24 @@ fn preset_section(preset: &rlm_orchestrator::agents::AgentPreset) -> String {
             format!("{name} ({})", if set { "set" } else { "not set" })
         })
         .collect();
-    format!(
-        "\nAgent preset `{}` — save it as a file, change it, and use it with --agent FILE:\n\n{}\n\
-         Passed to the agent when set: {}.\n",
+    let mut text = String::new();
+    for line in settings.lines() {
+        text.push_str(if line.is_empty() { "#" } else { "# " });
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "#\n# Agent preset `{}`: this output is its file; save it, change it, and use it with\n\
+         # --agent FILE. Passed to the agent when set: {}.\n\n{}",
         preset.name,
-        preset.to_toml(),
         if passed.is_empty() {
             "nothing".to_owned()
         } else {
             passed.join(", ")
-        }
-    )
+        },
+        preset.to_toml()
+    ));
+    text
 }
 
 #[cfg(test)]

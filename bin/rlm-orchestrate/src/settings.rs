@@ -80,6 +80,7 @@ pub fn run_settings(global: &GlobalArgs, args: &RunOptions) -> RunSettings {
         agent_cmd: args.agent_cmd.clone(),
         agent: args.agent.as_ref().map(|AgentArg(preset)| preset.clone()),
         agent_env: args.agent_env.clone(),
+        agent_user_config: args.agent_user_config,
         agent_timeout: Duration::from_secs(args.agent_timeout),
         max_parallel: args.max_parallel,
         sub_context_chars: args.sub_context_chars,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rlm_context_store::Store;
 use rlm_process::CancellationToken;
 
+use crate::agent_cli::ProgramOptions;
 use crate::agents::{
     publish, AgentPreset, AgentProgram, AgentSandbox, Lineage, PresetError, SubRlmLauncher,
 };
@@ -178,7 +179,14 @@ pub fn prepare(
         (None, Some(template)) => Some(AgentPreset::custom(template)),
         (None, None) => None,
     }
-    .map(|preset| AgentProgram::new(preset, &settings.agent_env))
+    .map(|preset| {
+        let options = ProgramOptions {
+            extra_env: settings.agent_env.clone(),
+            user_config: settings.agent_user_config,
+            base_dir: std::env::current_dir().ok(),
+        };
+        AgentProgram::new(preset, &options)
+    })
     .transpose()?;
     let sandbox = KernelSandbox {
         mode: settings.sandbox,

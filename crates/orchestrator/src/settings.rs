@@ -108,6 +108,10 @@ pub struct RunSettings {
     pub agent: Option<crate::agent_cli::AgentPreset>,
     /// `--agent-env`: environment variables external agents may see.
     pub agent_env: Vec<String>,
+    /// `--agent-user-config`: a preset's CLI reads the user's own configuration (and
+    /// starts the MCP servers it names) instead of leaving it out.
+    #[serde(default)]
+    pub agent_user_config: bool,
     /// `--agent-timeout`: how long a sub-agent (external or nested run) may take.
     #[serde(with = "crate::format::duration_ms", rename = "agent_timeout_ms")]
     pub agent_timeout: Duration,
@@ -184,6 +188,7 @@ impl RunSettings {
             system_prompt: None,
             agent_cmd: None,
             agent_env: Vec::new(),
+            agent_user_config: false,
             agent: None,
             agent_timeout: DEFAULT_AGENT_TIMEOUT,
             max_parallel: DEFAULT_MAX_PARALLEL,

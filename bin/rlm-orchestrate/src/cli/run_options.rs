@@ -488,6 +488,15 @@ pub struct RunOptions {
     #[arg(long, value_name = "NAME", help_heading = "Sub-calls and budgets")]
     pub agent_env: Vec<String>,
 
+    /// Let the --agent preset's CLI read your own config (Claude Code's and Codex's MCP
+    /// servers, Codex's config.toml); by default the agents start none of them.
+    #[arg(
+        long,
+        env = "RLM_AGENT_USER_CONFIG",
+        help_heading = "Sub-calls and budgets"
+    )]
+    pub agent_user_config: bool,
+
     /// Seconds a sub-agent (external or nested run) may take before its process group
     /// is terminated; a code block that waits on it still ends at --exec-timeout (the
     /// agent then ends with a timeout result), so keep that larger to give agents this long.

@@ -224,21 +224,49 @@ fn every_help_of_every_subcommand_has_examples() {
     assert!(checked >= 12, "only {checked} help texts found");
 }
 
-#[test]
-fn an_agent_preset_is_printed_as_toml_that_runs_again_as_a_file() {
-    let sb = Sandbox::new();
+/// `config show --agent NAME` with its output saved as a file.
+fn saved_preset(sb: &Sandbox, name: &str) -> (String, std::path::PathBuf) {
     let out = sb
         .bare()
         .env_remove("OPENAI_API_KEY")
-        .args(["config", "show", "--agent", "codex"])
+        .args(["config", "show", "--agent", name])
         .assert()
         .success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    let start = text.find("name = \"codex\"").expect(&text);
-    let end = text.find("\nPassed to the agent when set:").expect(&text);
-    assert!(text[end..].contains("OPENAI_API_KEY (not set)"), "{text}");
+    let file = sb.file(&format!("saved-{name}.toml"), &text);
+    (text, file)
+}
+
+#[test]
+fn every_preset_printed_by_config_show_reads_back_unchanged() {
+    let sb = Sandbox::new();
+    for name in ["claude", "codex", "llm"] {
+        let (text, file) = saved_preset(&sb, name);
+        let built_in = show(&sb, &[], &["--agent", name]);
+        let read_back = show(&sb, &[], &["--agent", file.to_str().unwrap()]);
+        assert_eq!(
+            read_back["agent_preset"], built_in["agent_preset"],
+            "{name}:\n{text}"
+        );
+        // The settings are there, as comments, and the preset keeps its own comments.
+        assert!(
+            text.contains("# ") && text.contains("max_iterations"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n# Print it with `rlm-orchestrate config show --agent"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn an_agent_preset_is_printed_as_toml_that_runs_again_as_a_file() {
+    let sb = Sandbox::new();
+    let (text, _) = saved_preset(&sb, "codex");
+    assert!(text.contains("OPENAI_API_KEY (not set)"), "{text}");
     // The printed preset, changed, is a preset file.
-    let changed = text[start..end].replace("name = \"codex\"", "name = \"my-codex\"");
+    let changed = text.replace("name = \"codex\"", "name = \"my-codex\"");
     let file = sb.file("my-codex.toml", changed);
     let report = show(&sb, &[], &["--agent", file.to_str().unwrap()]);
     assert_eq!(report["agent_preset"]["name"], "my-codex");

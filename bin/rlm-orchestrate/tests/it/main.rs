@@ -8,6 +8,7 @@
     reason = "a test fails by panicking; helpers outside #[test] functions too"
 )]
 mod agent_ends;
+mod agent_recipes;
 mod big_context;
 mod config;
 mod constrain;
@@ -41,9 +42,11 @@ mod plan_steps;
 mod plans;
 mod private_files;
 mod real_agent_keys;
+mod real_agent_config;
 mod real_agents;
 mod real_cli_support;
 mod real_llm_agent;
+mod real_mcp_host;
 mod record_reductions;
 mod redaction;
 mod repl;

@@ -31,13 +31,13 @@ const NPM_BIN_DIR: &str = "/opt/rlm-agents/node_modules/.bin";
 
 /// Which agent CLI a test drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cli {
+pub(crate) enum Cli {
     Claude,
     Codex,
 }
 
 impl Cli {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Claude => "claude",
             Self::Codex => "codex",
@@ -45,7 +45,7 @@ impl Cli {
     }
 
     /// The CLI's executable, or `None` (with the reason printed) when it is absent.
-    fn find(self) -> Option<PathBuf> {
+    pub(crate) fn find(self) -> Option<PathBuf> {
         let variable = match self {
             Self::Claude => "RLM_CLAUDE_BIN",
             Self::Codex => "RLM_CODEX_BIN",
@@ -60,7 +60,7 @@ impl Cli {
 
 /// Every string in a JSON value, in document order, joined by newlines: the text of a
 /// request whatever its API's shape.
-fn all_text(value: &Value) -> String {
+pub(crate) fn all_text(value: &Value) -> String {
     fn walk(value: &Value, out: &mut String) {
         match value {
             Value::String(text) => {
@@ -79,7 +79,7 @@ fn all_text(value: &Value) -> String {
 
 /// What the tools returned so far in a conversation, oldest first: Anthropic
 /// `tool_result` blocks and Responses `function_call_output` items.
-fn tool_outputs(body: &Value) -> Vec<String> {
+pub(crate) fn tool_outputs(body: &Value) -> Vec<String> {
     let mut outputs = Vec::new();
     let messages = body.get("messages").and_then(Value::as_array);
     for message in messages.into_iter().flatten() {
@@ -106,7 +106,7 @@ fn tool_outputs(body: &Value) -> Vec<String> {
 
 /// What an agent's prompt tells it, read back from its first request.
 #[derive(Debug)]
-struct AgentPrompt {
+pub(crate) struct AgentPrompt {
     /// The plain-text file its chunk is in.
     input: String,
     /// The command line that stores its answer, up to the heredoc.
@@ -116,7 +116,7 @@ struct AgentPrompt {
 }
 
 impl AgentPrompt {
-    fn read(text: &str) -> Option<Self> {
+    pub(crate) fn read(text: &str) -> Option<Self> {
         let input = regex::Regex::new(r"read (/\S+) — plain UTF-8 text")
             .unwrap()
             .captures(text)?[1]
@@ -168,7 +168,7 @@ fn read_call(cli: Cli, path: &str) -> MockToolCall {
 }
 
 /// A tool call running `command` in the CLI's shell tool.
-fn shell_call(cli: Cli, command: &str) -> MockToolCall {
+pub(crate) fn shell_call(cli: Cli, command: &str) -> MockToolCall {
     match cli {
         Cli::Claude => MockToolCall::new(
             "Bash",
@@ -182,7 +182,7 @@ fn shell_call(cli: Cli, command: &str) -> MockToolCall {
 }
 
 /// The root model: split the context in four, fan out, add up.
-fn root_model(request: &RecordedRequest) -> Option<MockReply> {
+pub(crate) fn root_model(request: &RecordedRequest) -> Option<MockReply> {
     if !request.path.contains("/chat/completions") {
         return None;
     }
@@ -207,7 +207,7 @@ print('TOTAL=', total)
 ```"#;
 
 /// The mock: the root on chat completions, each agent on the CLI's API.
-fn start_mock(cli: Cli) -> MockLlmThread {
+pub(crate) fn start_mock(cli: Cli) -> MockLlmThread {
     let script = MockScript::new()
         .rule(MockRule::function("the root run", root_model))
         .rule(MockRule::function("an agent", move |request| {
@@ -218,7 +218,7 @@ fn start_mock(cli: Cli) -> MockLlmThread {
 
 /// `rlm-orchestrate run` with `--agent <cli>`, the CLI's directory on `PATH` and its
 /// API pointed at the mock.
-fn agent_run(
+pub(crate) fn agent_run(
     sb: &Sandbox,
     mock: &MockLlmThread,
     cli: Cli,

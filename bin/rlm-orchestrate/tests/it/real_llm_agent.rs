@@ -3,9 +3,11 @@
 //!
 //! The root run (the mock's chat completions as `root-model`) splits a log into four
 //! chunks and fans them out with `spawn_agents`. Each agent is `llm --no-log
-//! --database=<its own> --fragment=<chunk's text view>` with the prompt on stdin; `LLM_USER_PATH` names a
-//! directory whose `extra-openai-models.yaml` registers a model whose `api_base` is the
-//! mock, and whose `default_model.txt` makes it llm's default. The mock answers each
+//! --database=<its own> --fragment=<chunk's text view>` with the prompt on stdin. llm's
+//! configuration directory (named by `LLM_USER_PATH`, or `~/.config/io.datasette.llm`
+//! in a `HOME` of the test's) is set up as docs/agents.md says: an
+//! `extra-openai-models.yaml` registering a model whose `api_base` is the mock, made the
+//! default with `llm models default`. The mock answers each
 //! agent with the number of marked lines it counts in the *fragment text inside that
 //! request* (llm puts a fragment's text before the prompt in the user message): the
 //! total is right only if llm really attached each file. Nothing is answered from the
@@ -49,7 +51,8 @@ fn fragment_text(message: &str) -> Option<&str> {
     message.find(TASK).map(|end| &message[..end])
 }
 
-/// The mock: the root on `root-model`, each agent on [`AGENT_MODEL`] answered with the
+/// The mock: the root on `root-model`, each agent (on [`AGENT_MODEL`], or llm's own
+/// default model when nothing configures one) answered with the
 /// count of marked lines in the fragment text of its request.
 fn start_mock() -> MockLlmThread {
     let script = MockScript::new()
@@ -68,7 +71,7 @@ fn start_mock() -> MockLlmThread {
             })
         }))
         .rule(MockRule::function("an llm agent", |request| {
-            (request.body["model"] == AGENT_MODEL).then(|| {
+            (request.body["model"] != "root-model").then(|| {
                 let message = request.last_user_message().unwrap_or_default();
                 MockReply::text(match fragment_text(&message) {
                     Some(fragment) => marked_lines(fragment).to_string(),
@@ -91,11 +94,11 @@ total = sum(int(str(a).strip()) for a in answers)
 print('TOTAL=', total)
 ```"#;
 
-/// llm's configuration directory: the mock as an OpenAI-compatible model, made the
-/// default.
-fn llm_user_dir(sb: &Sandbox, mock: &MockLlmThread) -> PathBuf {
-    let dir = sb.root().join("llm-user");
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes llm's configuration directory `dir` as docs/agents.md says: the mock as a
+/// model of `extra-openai-models.yaml`, made the default with `llm models default`
+/// (run with `env`, which points llm at `dir`).
+fn configure_llm(exe: &Path, dir: &Path, env: &[(&str, &Path)], mock: &MockLlmThread) {
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("extra-openai-models.yaml"),
         format!(
@@ -104,8 +107,25 @@ fn llm_user_dir(sb: &Sandbox, mock: &MockLlmThread) -> PathBuf {
         ),
     )
     .unwrap();
-    std::fs::write(dir.join("default_model.txt"), "rlm-mock\n").unwrap();
-    dir
+    let mut cmd = Command::new(exe);
+    cmd.args(["models", "default", "rlm-mock"])
+        .env_remove("LLM_USER_PATH")
+        .env_remove("XDG_CONFIG_HOME");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "llm models default: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("default_model.txt"))
+            .unwrap()
+            .trim(),
+        "rlm-mock"
+    );
 }
 
 /// Runs `cmd` with its output captured, ending it (and failing) after `bound`.
@@ -149,6 +169,20 @@ fn output_within(cmd: &mut Command, bound: Duration) -> Output {
 struct Setup {
     /// `--agent-sandbox`.
     sandbox: &'static str,
+    /// Where llm's configuration is.
+    config: Config,
+}
+
+/// Where a test puts llm's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Config {
+    /// In a directory `LLM_USER_PATH` names.
+    UserPath,
+    /// Where llm looks without `LLM_USER_PATH`: `~/.config/io.datasette.llm`.
+    Home,
+    /// Nowhere: llm's default model, reached through `OPENAI_BASE_URL` and
+    /// `OPENAI_API_KEY` (passed with `--agent-env OPENAI_BASE_URL`).
+    None,
 }
 
 /// Runs a four-agent fan-out through the `llm` preset and checks the answer, each
@@ -161,7 +195,29 @@ fn fan_out(setup: &Setup) {
     let sb = Sandbox::new();
     let mock = start_mock();
     let (log, log_text, marked) = write_log(&sb);
-    let user_dir = llm_user_dir(&sb, &mock);
+    let home = sb.root().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut config: Vec<(&str, PathBuf)> = vec![("HOME", home.clone())];
+    let mut extra: Vec<&str> = Vec::new();
+    match setup.config {
+        Config::Home => {
+            let dir = home.join(".config/io.datasette.llm");
+            configure_llm(&exe, &dir, &[("HOME", &home)], &mock);
+        }
+        Config::UserPath => {
+            let dir = sb.root().join("llm-user");
+            configure_llm(&exe, &dir, &[("LLM_USER_PATH", &dir)], &mock);
+            config.push(("LLM_USER_PATH", dir));
+        }
+        Config::None => {
+            config.push(("OPENAI_API_KEY", PathBuf::from("sk-test")));
+            config.push((
+                "OPENAI_BASE_URL",
+                PathBuf::from(mock.control().openai_base_url()),
+            ));
+            extra.extend(["--agent-env", "OPENAI_BASE_URL"]);
+        }
+    }
     let agent = "llm";
     let path = format!(
         "{}:{}",
@@ -174,7 +230,9 @@ fn fan_out(setup: &Setup) {
         .env_remove("RUST_LOG")
         .env_remove("OPENAI_API_KEY")
         .env("PATH", path)
-        .env("LLM_USER_PATH", &user_dir)
+        .env_remove("LLM_USER_PATH")
+        .env_remove("XDG_CONFIG_HOME")
+        .envs(config)
         .arg("--data-dir")
         .arg(sb.data_dir())
         .args(["run", "How many lines are marked?", "--context"])
@@ -183,7 +241,8 @@ fn fan_out(setup: &Setup) {
         .args(["--model", "root-model", "--agent", agent])
         .args(["--agent-timeout", "120", "--max-parallel", "4"])
         .args(["--agent-sandbox", setup.sandbox])
-        .args(["--retry-base-delay-ms", "5", "--json"]);
+        .args(["--retry-base-delay-ms", "5", "--json"])
+        .args(extra);
     let out = output_within(&mut cmd, RUN_BOUND);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{}: {stderr}", out.status);
@@ -214,7 +273,7 @@ fn fan_out(setup: &Setup) {
         .control()
         .requests()
         .iter()
-        .filter(|r| r.body["model"] == AGENT_MODEL)
+        .filter(|r| r.body["model"] != "root-model")
         .filter_map(|r| Some(fragment_text(&r.last_user_message()?)?.to_owned()))
         .collect();
     expected.sort();
@@ -263,12 +322,48 @@ fn fan_out(setup: &Setup) {
 /// The built-in preset on a fresh `LLM_USER_PATH`.
 #[test]
 fn llm_fans_out_four_agents_that_answer_from_their_fragments() {
-    fan_out(&Setup { sandbox: "off" });
+    fan_out(&Setup {
+        sandbox: "off",
+        config: Config::UserPath,
+    });
 }
 
 /// Confined, llm (a Python script in a virtual environment) may read its environment,
 /// the Python it was made from and `$LLM_USER_PATH` (the preset's `confined_read`).
 #[test]
 fn llm_fans_out_under_the_agent_sandbox() {
-    fan_out(&Setup { sandbox: "on" });
+    fan_out(&Setup {
+        sandbox: "on",
+        config: Config::UserPath,
+    });
+}
+
+/// Without `LLM_USER_PATH`, llm's configuration is in `~/.config/io.datasette.llm`;
+/// confined, the agent's `HOME` is its temporary directory, and the preset still points
+/// llm at that configuration (docs/agents.md).
+#[test]
+fn llm_under_the_agent_sandbox_keeps_the_config_in_its_home() {
+    fan_out(&Setup {
+        sandbox: "on",
+        config: Config::Home,
+    });
+}
+
+/// With no configuration at all, a confined llm still starts (its configuration
+/// directory, which it cannot create outside its temporary directory, is not named
+/// for it) and reaches its default model with the key and base URL passed.
+#[test]
+fn llm_under_the_agent_sandbox_runs_without_any_config() {
+    fan_out(&Setup {
+        sandbox: "on",
+        config: Config::None,
+    });
+}
+
+#[test]
+fn llm_keeps_the_config_in_its_home() {
+    fan_out(&Setup {
+        sandbox: "off",
+        config: Config::Home,
+    });
 }

@@ -9,7 +9,8 @@
 //! needs on its command line to work headless with the least permission: the result
 //! variable (`{result_key}`), this program (`{rlm_bin}`), the data directory
 //! (`{data_dir}`), the agent's private temporary directory (`{agent_tmp}`), a variable
-//! of the agent's environment (`{env:NAME}`, `{env:NAME:-default}`), and the files it
+//! of the agent's environment (`{env:NAME}`, `{env:NAME:-default}`, where the default
+//! may hold placeholders too: `{env:A:-{env:HOME}/.a}`), and the files it
 //! may read (`{read_path}`: the word is repeated once per file, and dropped when there
 //! is none — `'Read(/{read_path})'` allows Claude Code's Read tool on each input).
 
@@ -35,10 +36,10 @@ enum Piece {
     DataDir,
     AgentTmp,
     ReadPath,
-    /// `{env:NAME}` or `{env:NAME:-default}`.
+    /// `{env:NAME}` or `{env:NAME:-default}` (the default is a word of its own).
     Env {
         name: String,
-        default: String,
+        default: Vec<Piece>,
     },
 }
 
@@ -92,14 +93,13 @@ pub struct Substitutions<'a> {
 }
 
 impl Substitutions<'_> {
-    /// The value of `name` in the agent's environment, else `default`.
-    fn env_value(&self, name: &str, default: &str) -> OsString {
+    /// The value of `name` in the agent's environment (`None` when unset or empty).
+    fn env_value(&self, name: &str) -> Option<OsString> {
         self.env
             .iter()
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.clone())
             .filter(|value| !value.is_empty())
-            .unwrap_or_else(|| default.into())
     }
 }
 
@@ -135,6 +135,38 @@ impl AgentCommand {
             program,
             args: words.map(|w| pieces(&w)).collect(),
         })
+    }
+
+    /// The command with each relative path it names resolved against `base` (where
+    /// `run` was started), so it means the same file in an agent working elsewhere (a
+    /// confined agent works in its temporary directory): the program and every
+    /// argument that is plain text (no placeholder), has a `/`, is not absolute and
+    /// names an existing file or directory under `base` (`sh scripts/agents/grep-agent.sh
+    /// {prompt_file}`, `./my-agent`). Other words stay as they are: `-m`, a model name,
+    /// a path that does not exist yet.
+    pub fn with_paths_from(&self, base: &Path) -> Self {
+        let resolve = |word: &str| -> Option<String> {
+            let path = Path::new(word);
+            let relative = word.contains('/') && !path.is_absolute() && !word.starts_with('-');
+            let full = base.join(word.trim_start_matches("./"));
+            (relative && full.exists()).then(|| full.to_string_lossy().into_owned())
+        };
+        let args = self
+            .args
+            .iter()
+            .map(|word| match word.as_slice() {
+                [Piece::Text(text)] => match resolve(text) {
+                    Some(full) => vec![Piece::Text(full)],
+                    None => word.clone(),
+                },
+                _ => word.clone(),
+            })
+            .collect();
+        Self {
+            template: self.template.clone(),
+            program: resolve(&self.program).unwrap_or_else(|| self.program.clone()),
+            args,
+        }
     }
 
     /// The template as given.
@@ -208,7 +240,11 @@ fn render_word(word: &[Piece], values: &Substitutions<'_>, read_path: Option<&Pa
             Piece::DataDir => arg.push(values.data_dir),
             Piece::AgentTmp => arg.push(values.agent_tmp),
             Piece::ReadPath => arg.push(read_path.map_or(OsStr::new(""), Path::as_os_str)),
-            Piece::Env { name, default } => arg.push(values.env_value(name, default)),
+            Piece::Env { name, default } => arg.push(
+                values
+                    .env_value(name)
+                    .unwrap_or_else(|| render_word(default, values, read_path)),
+            ),
         }
     }
     arg
@@ -272,27 +308,51 @@ pub fn split_word<P>(
 }
 
 /// `{env:NAME}` or `{env:NAME:-default}` at the start of `text`, and its length.
-/// `NAME` is letters, digits and `_`; anything else is not a placeholder.
+/// `NAME` is letters, digits and `_`; the default runs to the brace that closes the
+/// placeholder (braces inside it pair up) and may hold placeholders itself. Anything
+/// else is not a placeholder.
 fn env_placeholder(text: &str) -> Option<(Piece, usize)> {
     let inner = text.strip_prefix(ENV_PLACEHOLDER)?;
-    let end = inner.find('}')?;
-    let body = &inner[..end];
-    let (name, default) = match body.split_once(":-") {
-        Some((name, default)) => (name, default),
-        None => (body, ""),
+    let name_len = inner
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(inner.len());
+    let name = &inner[..name_len];
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let rest = &inner[name_len..];
+    let (default, consumed) = if rest.starts_with('}') {
+        (Vec::new(), 1)
+    } else {
+        let body = rest.strip_prefix(":-")?;
+        let mut depth = 0_usize;
+        let end = body.char_indices().find_map(|(i, c)| match c {
+            '{' => {
+                depth += 1;
+                None
+            }
+            '}' if depth == 0 => Some(i),
+            '}' => {
+                depth -= 1;
+                None
+            }
+            _ => None,
+        })?;
+        let default = &body[..end];
+        let default = if default.is_empty() {
+            Vec::new()
+        } else {
+            pieces(default)
+        };
+        (default, 2 + end + 1)
     };
-    let valid = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    valid.then(|| {
-        (
-            Piece::Env {
-                name: name.to_owned(),
-                default: default.to_owned(),
-            },
-            ENV_PLACEHOLDER.len() + end + 1,
-        )
-    })
+    Some((
+        Piece::Env {
+            name: name.to_owned(),
+            default,
+        },
+        ENV_PLACEHOLDER.len() + name_len + consumed,
+    ))
 }
 
 #[cfg(test)]
@@ -410,6 +470,23 @@ mod tests {
     }
 
     #[test]
+    fn an_env_default_may_hold_placeholders() {
+        let (_, args) = render(
+            "llm {env:UNSET:-{env:OPENAI_BASE_URL}/x} {env:UNSET:-{env:UNSET:-{agent_tmp}}/y} {env:OPENAI_BASE_URL:-{agent_id}} {env:UNSET:-{a}b}",
+            "p",
+        );
+        assert_eq!(
+            args,
+            [
+                "http://gw/v1/x",
+                "/tmp/rlm-agent-x/y",
+                "http://gw/v1",
+                "{a}b"
+            ]
+        );
+    }
+
+    #[test]
     fn a_read_path_word_repeats_per_file_and_vanishes_without_one() {
         let paths = [PathBuf::from("/v/a.txt"), PathBuf::from("/logs/b.log")];
         let (_, args) = render_with("claude --allowedTools 'Read(/{read_path})' x", "p", &paths);
@@ -479,6 +556,51 @@ mod tests {
             AgentCommand::parse("{prompt} x"),
             Err(AgentError::PlaceholderProgram { .. })
         ));
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_directory_run_started_in() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("scripts/agents")).unwrap();
+        std::fs::write(dir.path().join("scripts/agents/grep-agent.sh"), "").unwrap();
+        std::fs::write(dir.path().join("my-agent"), "").unwrap();
+        std::fs::write(dir.path().join("gpt-4o"), "").unwrap();
+        let command = AgentCommand::parse(
+            "./my-agent sh scripts/agents/grep-agent.sh {prompt_file} -m gpt-4o not/there --x=scripts/agents/grep-agent.sh /abs/x",
+        )
+        .unwrap()
+        .with_paths_from(dir.path());
+        assert_eq!(
+            command.program(),
+            dir.path().join("my-agent").to_str().unwrap()
+        );
+        let (prompt_file, result_file) = values();
+        let args = command.render_args(&Substitutions {
+            prompt: "p",
+            prompt_file: &prompt_file,
+            result_file: &result_file,
+            agent_id: "a1",
+            result_key: "sub-result-a1",
+            rlm_bin: None,
+            data_dir: Path::new("/data"),
+            agent_tmp: Path::new("/tmp/rlm-agent-x"),
+            read_paths: &[],
+            env: &[],
+        });
+        let script = dir.path().join("scripts/agents/grep-agent.sh");
+        assert_eq!(
+            args,
+            [
+                OsString::from("sh"),
+                script.into_os_string(),
+                prompt_file.into_os_string(),
+                "-m".into(),
+                "gpt-4o".into(),
+                "not/there".into(),
+                "--x=scripts/agents/grep-agent.sh".into(),
+                "/abs/x".into(),
+            ]
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@ mod command;
 mod preset;
 
 pub use command::{render_value, split_word, AgentCommand, Substitutions, MAX_ARG_BYTES};
-pub use preset::{built_in_names, AgentPreset, AgentProgram, PresetError, CUSTOM_PRESET_NAME};
+pub use preset::{
+    built_in_names, AgentPreset, AgentProgram, PresetError, ProgramOptions, CUSTOM_PRESET_NAME,
+};
 
 /// Why an agent command could not be used (a configuration error, before any agent
 /// runs). Problems while an agent runs are not errors: they are in its outcome.

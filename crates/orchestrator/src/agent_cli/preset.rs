@@ -4,8 +4,9 @@
 //! template (the `--agent-cmd` language), the environment variables to pass (its login
 //! and gateway), fixed variables to set (no telemetry), and what changes under
 //! `--agent-sandbox on` (another template when the CLI's own sandbox cannot run inside
-//! ours; its config and state in the agent's private temporary directory). The
-//! built-in ones (`claude`, `codex`, `llm`) are TOML files compiled in; `config show
+//! ours; its config and state in the agent's private temporary directory), and the
+//! arguments that keep the user's own CLI configuration (its MCP servers) out unless
+//! `--agent-user-config` asks for it. The built-in ones (`claude`, `codex`, `llm`) are TOML files compiled in; `config show
 //! --agent NAME` prints one, and a changed copy is used with `--agent FILE.toml`.
 //! `--agent-cmd` with `--agent-env` is a preset too, with nothing else set.
 
@@ -55,6 +56,11 @@ pub struct AgentPreset {
     /// as templates (`{env:LLM_USER_PATH}`); a value that renders empty is skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub confined_read: Vec<String>,
+    /// Arguments added after the command (and the confined one) unless
+    /// `--agent-user-config`: they keep the user's own configuration of the CLI (the
+    /// MCP servers it would start) out of the agents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub without_user_config: Vec<String>,
 }
 
 /// Why a preset could not be used.
@@ -155,17 +161,26 @@ impl AgentPreset {
             set_env: BTreeMap::new(),
             confined_env: BTreeMap::new(),
             confined_read: Vec::new(),
+            without_user_config: Vec::new(),
         }
     }
 
-    /// The preset as TOML, for `config show --agent`.
+    /// The preset as TOML, for `config show --agent`: a built-in one as its file, with
+    /// its comments; any other as the fields it has.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|error| format!("# cannot print: {error}\n"))
+        let built_in = BUILT_IN.iter().find(|(name, text)| {
+            *name == self.name && Self::from_toml(text, name).is_ok_and(|p| p == *self)
+        });
+        match built_in {
+            Some((_, text)) => (*text).to_owned(),
+            None => toml::to_string_pretty(self)
+                .unwrap_or_else(|error| format!("# cannot print: {error}\n")),
+        }
     }
 
     /// Checks its templates and variable names.
     pub fn check(&self) -> Result<(), PresetError> {
-        self.parse_commands().map(|_| ())?;
+        self.parse_commands(false).map(|_| ())?;
         let names = self
             .pass_env
             .iter()
@@ -182,19 +197,28 @@ impl AgentPreset {
         Ok(())
     }
 
-    /// Its command templates, parsed: unconfined, and under `--agent-sandbox on`.
-    pub fn parse_commands(&self) -> Result<(AgentCommand, AgentCommand), PresetError> {
+    /// Its command templates, parsed: unconfined, and under `--agent-sandbox on`;
+    /// [`without_user_config`](Self::without_user_config) is added to both unless
+    /// `user_config`.
+    pub fn parse_commands(
+        &self,
+        user_config: bool,
+    ) -> Result<(AgentCommand, AgentCommand), PresetError> {
+        let extra = if user_config || self.without_user_config.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", shell_words::join(&self.without_user_config))
+        };
         let parse = |template: &str| {
-            AgentCommand::parse(template).map_err(|source| PresetError::Template {
-                name: self.name.clone(),
-                source,
+            AgentCommand::parse(&format!("{template}{extra}")).map_err(|source| {
+                PresetError::Template {
+                    name: self.name.clone(),
+                    source,
+                }
             })
         };
         let command = parse(&self.command)?;
-        let confined = match &self.confined_command {
-            Some(template) => parse(template)?,
-            None => command.clone(),
-        };
+        let confined = parse(self.confined_command.as_deref().unwrap_or(&self.command))?;
         Ok((command, confined))
     }
 }
@@ -212,11 +236,29 @@ pub struct AgentProgram {
     pub pass_env: Vec<String>,
 }
 
+/// How the user asked a preset to be run.
+#[derive(Debug, Clone, Default)]
+pub struct ProgramOptions {
+    /// `--agent-env`: variables passed besides the preset's own.
+    pub extra_env: Vec<String>,
+    /// `--agent-user-config`: leave out the preset's `without_user_config`, so the CLI
+    /// reads the user's own configuration (and starts its MCP servers).
+    pub user_config: bool,
+    /// The directory relative paths of the command resolve against (where `run` was
+    /// started): a confined agent works in its temporary directory.
+    pub base_dir: Option<PathBuf>,
+}
+
 impl AgentProgram {
-    /// Prepares `preset`, passing `extra_env` (`--agent-env`) besides its own names.
-    pub fn new(preset: AgentPreset, extra_env: &[String]) -> Result<Self, PresetError> {
+    /// Prepares `preset` as `options` ask.
+    pub fn new(preset: AgentPreset, options: &ProgramOptions) -> Result<Self, PresetError> {
         preset.check()?;
-        let (command, confined_command) = preset.parse_commands()?;
+        let (mut command, mut confined_command) = preset.parse_commands(options.user_config)?;
+        if let Some(base) = &options.base_dir {
+            command = command.with_paths_from(base);
+            confined_command = confined_command.with_paths_from(base);
+        }
+        let extra_env = &options.extra_env;
         let mut pass_env = preset.pass_env.clone();
         for name in extra_env {
             if !pass_env.contains(name) {
@@ -298,7 +340,11 @@ mod tests {
     #[test]
     fn the_confined_command_and_environment_apply_only_when_confined() {
         let codex = AgentPreset::built_in("codex").unwrap().unwrap();
-        let program = AgentProgram::new(codex, &["EXTRA".to_owned()]).unwrap();
+        let options = ProgramOptions {
+            extra_env: vec!["EXTRA".to_owned()],
+            ..ProgramOptions::default()
+        };
+        let program = AgentProgram::new(codex, &options).unwrap();
         assert!(program
             .command(false)
             .template()
@@ -310,7 +356,37 @@ mod tests {
         assert!(program.set_env(false).all(|(name, _)| name != "HOME"));
         assert!(program.set_env(true).any(|(name, _)| name == "HOME"));
         assert_eq!(program.pass_env.last().map(String::as_str), Some("EXTRA"));
-        let custom = AgentProgram::new(AgentPreset::custom("agent {prompt}"), &[]).unwrap();
+        let custom = AgentProgram::new(
+            AgentPreset::custom("agent {prompt}"),
+            &ProgramOptions::default(),
+        )
+        .unwrap();
         assert_eq!(custom.command(true), custom.command(false));
+    }
+
+    #[test]
+    fn the_users_own_config_is_left_out_unless_asked_for() {
+        for (name, flag) in [
+            ("claude", "--strict-mcp-config"),
+            ("codex", "--ignore-user-config"),
+        ] {
+            let preset = AgentPreset::built_in(name).unwrap().unwrap();
+            let isolated = AgentProgram::new(preset.clone(), &ProgramOptions::default()).unwrap();
+            for confined in [false, true] {
+                assert!(
+                    isolated.command(confined).template().ends_with(flag),
+                    "{name}: {}",
+                    isolated.command(confined)
+                );
+            }
+            let options = ProgramOptions {
+                user_config: true,
+                ..ProgramOptions::default()
+            };
+            let own = AgentProgram::new(preset, &options).unwrap();
+            for confined in [false, true] {
+                assert!(!own.command(confined).template().contains(flag), "{name}");
+            }
+        }
     }
 }

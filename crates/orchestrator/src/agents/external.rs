@@ -60,7 +60,8 @@ pub struct ExternalAgentSpec {
     pub pass_env: Vec<String>,
     /// Variables a preset sets, as templates (`{agent_tmp}`, `{data_dir}`, …): applied
     /// after `pass_env`; a value naming a path inside `{agent_tmp}` is created as a
-    /// directory first.
+    /// directory first, and, under `--agent-sandbox on`, a value naming an absolute path
+    /// elsewhere that does not exist is not set (the agent could not create it).
     pub set_env: Vec<(String, String)>,
     /// The `rlm-orchestrate` executable the prompt's commands name and `RLM_BIN` holds
     /// (`None`: this process, if it is `rlm-orchestrate`).
@@ -405,6 +406,10 @@ async fn prepare(
         let path = Path::new(&value);
         if path.starts_with(tmp.path()) && path != tmp.path() {
             std::fs::create_dir_all(path).map_err(PrepareError::TempDir)?;
+        } else if spec.sandbox.is_some() && path.is_absolute() && !path.exists() {
+            // A confined agent could not create it (it writes only its temporary
+            // directory and the store): the CLI keeps its own default instead.
+            continue;
         }
         env.retain(|(n, _)| *n != name);
         env.push((name, value));
