@@ -10,6 +10,7 @@
 mod big_context;
 mod config;
 mod constrain;
+mod constrain_sub;
 mod context_limits;
 mod corrections;
 mod dead_runs;
