@@ -263,6 +263,9 @@ fn sent_fields(sends: &Constraint) -> Value {
     json!({
         "grammar": sends.grammar.map(|field| field.name()),
         "json_schema": sends.json_schema,
+        // A JSON reply's schema goes as a grammar made from it (a server that takes
+        // grammars and no schema).
+        "json_as_grammar": sends.grammar.is_some() && sends.json_schema.is_none(),
         "strict_tools": sends.strict_tools,
     })
 }
@@ -279,8 +282,15 @@ fn constrain_section(found: &[ConstraintFound]) -> String {
         if let Some(field) = c.sends.grammar {
             sends.push(format!("code replies' grammar as `{}`", field.name()));
         }
-        if let Some(form) = c.sends.json_schema {
-            sends.push(format!("JSON replies' schema as response_format {form:?}"));
+        match (c.sends.json_schema, c.sends.grammar) {
+            (Some(form), _) => {
+                sends.push(format!("JSON replies' schema as response_format {form:?}"));
+            }
+            (None, Some(field)) => sends.push(format!(
+                "JSON replies' schema as a grammar made from it (`{}`)",
+                field.name()
+            )),
+            (None, None) => {}
         }
         if c.sends.strict_tools {
             sends.push("strict tools".to_owned());

@@ -24,7 +24,7 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters), query, history"),
         "peek(var, start=0, end=10)  search(var, pattern, regex=False, max_results=10)".to_owned(),
         "summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)".to_owned(),
-        "llm_query(prompt, context=None, split=False)  llm_query_parallel(prompts, split=False)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
+        "llm_query(prompt, context=None, split=False, schema=None)  llm_query_parallel(prompts, split=False, schema=None)  (schema={'type': 'integer'} or any JSON Schema: the answer is that value, not text)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
         "map_reduce(split={...}, filter={...}, map={...}, reduce={...})  (map_reduce.last: pieces, kept, calls)".to_owned(),
         "ctx_split(input, by=, size=) → pieces  ctx_filter(pieces, regex=|where=|ask=) → pieces  ctx_map(pieces, ask=|count=|extract=|sub_rlm=) → results  ctx_reduce(results, op=, key=, value=, agg=) → answer".to_owned(),
     ];
@@ -59,6 +59,7 @@ mod tests {
             agents: true,
             sub_context_chars: 20_000,
             text_tool_protocol: false,
+            constrained_calls: false,
         };
         insta::assert_snapshot!(rlm_env::system_prompt(&guide(features)));
     }

@@ -37,8 +37,8 @@ pub use catalog::{
     SUMMARY_FALLBACK_CHARS,
 };
 pub use text_protocol::{
-    parse_calls as parse_text_calls, read_calls as read_text_calls, QuotedCall, TextCalls,
-    PROTOCOL as TEXT_PROTOCOL,
+    parse_calls as parse_text_calls, read_calls as read_text_calls,
+    reply_schema as text_reply_schema, QuotedCall, TextCalls, PROTOCOL as TEXT_PROTOCOL,
 };
 
 use rlm_context_store::Store;
@@ -254,12 +254,11 @@ impl ToolBox for ToolsEnv {
         self.tools.iter().map(|t| t.spec()).collect()
     }
 
-    /// Under `--env plan` with calls written as text, a reply is one call object of
-    /// an offered tool: servers that constrain output (llama.cpp's grammars) then hold
-    /// a small model to a valid plan.
+    /// With calls written as text, a reply is one call object of an offered tool:
+    /// servers that constrain output then hold a small model to a valid call (under
+    /// `--env plan` a valid plan).
     fn response_schema(&self) -> Option<Value> {
-        self.plan_only
-            .then(|| text_protocol::reply_schema(&self.tools))
+        Some(text_protocol::reply_schema(&self.tools))
     }
 
     /// Under `--env plan`, an answer before any plan has given a result or right after

@@ -71,16 +71,35 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     text.push_str(
         "- Never repeat a call with the same arguments: read the result you already have.\n",
     );
-    text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(…) on its own line with the answer inside the parentheses.\n");
+    if features.constrained_calls {
+        text.push_str("- When you know the answer, call final_answer(answer) alone.\n");
+    } else {
+        text.push_str("- When you know the answer, call final_answer(answer) alone, or write FINAL(…) on its own line with the answer inside the parentheses.\n");
+    }
     if offers(MicroTool::MapReduce) || offers(MicroTool::Reduce) {
         text.push('\n');
         text.push_str(RECORD_REDUCTIONS);
     }
-    if features.text_tool_protocol {
+    if features.text_tool_protocol && features.constrained_calls {
+        // Replies are held to one call keyed by the tool's name (`--constrain`).
+        text.push('\n');
+        text.push_str(&text_protocol::keyed_tool_reply(keyed_example(tools)));
+    } else if features.text_tool_protocol {
         text.push('\n');
         text.push_str(text_protocol::PROTOCOL);
     }
     text
+}
+
+/// A keyed call of an offered tool, for the prompt of constrained replies.
+fn keyed_example(tools: &[MicroTool]) -> &'static str {
+    if tools.contains(&MicroTool::Grep) {
+        r#"{"ctx_grep": {"variable": "context", "pattern": "<words from the task>"}}"#
+    } else if tools.contains(&MicroTool::Length) {
+        r#"{"ctx_length": {"variable": "context"}}"#
+    } else {
+        r#"{"<tool>": {<its arguments>}}"#
+    }
 }
 
 /// The tools' rules when `ctx_map_reduce` is offered, by the kind of task: one fact is
@@ -341,6 +360,37 @@ mod record_reduction_tests {
     }
 
     #[test]
+    fn constrained_text_calls_are_asked_for_one_keyed_call_a_reply() {
+        let text = PromptFeatures {
+            text_tool_protocol: true,
+            ..PromptFeatures::default()
+        };
+        let free = system_prompt(text, &MicroTool::ALL);
+        assert!(free.contains(text_protocol::PROTOCOL));
+        assert!(free.contains("or write FINAL(…)"));
+        let held = system_prompt(
+            PromptFeatures {
+                constrained_calls: true,
+                ..text
+            },
+            &MicroTool::ALL,
+        );
+        assert!(!held.contains(text_protocol::PROTOCOL), "{held}");
+        assert!(!held.contains("FINAL(…)"), "{held}");
+        assert!(held.contains(r#"one JSON object keyed by the tool you call, such as {"ctx_grep": {"variable": "context""#), "{held}");
+        assert!(held.contains("One call a reply"), "{held}");
+        // The example is a call of a tool the run offers.
+        let length_only = system_prompt(
+            PromptFeatures {
+                constrained_calls: true,
+                ..text
+            },
+            &[MicroTool::Length, MicroTool::FinalAnswer],
+        );
+        assert!(length_only.contains(r#"such as {"ctx_length": {"variable": "context"}}"#));
+    }
+
+    #[test]
     fn the_plan_and_tools_prompts_carry_it_only_with_a_reduction() {
         let plan = plan_system_prompt(PromptFeatures::default());
         assert!(plan.contains(RECORD_REDUCTIONS));
@@ -370,6 +420,7 @@ mod record_reduction_tests {
             agents: false,
             sub_context_chars: 20_000,
             text_tool_protocol: false,
+            constrained_calls: false,
         };
         insta::assert_snapshot!("plan_prompt", plan_system_prompt(features));
         insta::assert_snapshot!("tools_prompt", system_prompt(features, &MicroTool::ALL));

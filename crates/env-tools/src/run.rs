@@ -282,6 +282,7 @@ impl ToolsEnv {
                     context: Some(Value::String(text)),
                     // Past the sub-model's window: summarised piece by piece.
                     split: true,
+                    schema: None,
                 }),
                 format!(" (of its first {budget} characters: it is longer)"),
             ),
@@ -291,6 +292,7 @@ impl ToolsEnv {
                     context: Some(Value::String(text)),
                     // Past the sub-model's window: summarised piece by piece.
                     split: true,
+                    schema: None,
                 }),
                 String::new(),
             ),

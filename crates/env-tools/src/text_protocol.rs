@@ -58,6 +58,15 @@ pub fn reply_schema(tools: &[MicroTool]) -> Value {
 /// What the system prompt says when replies are held to [`reply_schema`].
 pub const KEYED_REPLY: &str = r#"Reply with one JSON object and nothing else, keyed by the tool you call: {"ctx_map_reduce": {"variable": "context", "split": {…}, "map": {…}, "reduce": {…}}} runs a plan, {"ctx_length": {"variable": "context"}} measures the context, {"final_answer": {"answer": "…"}} ends the task. The result comes back in the next message."#;
 
+/// What the tools environment's prompt says when replies are held to [`reply_schema`]
+/// (`--constrain` against a server that takes a schema or a grammar): one keyed call
+/// a reply, `example` an offered tool's call.
+pub fn keyed_tool_reply(example: &str) -> String {
+    format!(
+        r#"Each reply is one tool call and nothing else: one JSON object keyed by the tool you call, such as {example}; {{"final_answer": {{"answer": "…"}}}} ends the task. One call a reply: its result comes back in the next message."#
+    )
+}
+
 /// Characters the JSON and call parses of one reply may read, per character of the
 /// reply (plus [`READ_BUDGET_BASE`]): trying every `{` and every `name(` as the start of
 /// a call stays linear however the reply is made ([`Budget`]).

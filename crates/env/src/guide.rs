@@ -11,6 +11,9 @@ pub struct PromptFeatures {
     pub sub_context_chars: usize,
     /// Tool calls are written as text (`--tool-protocol text`), not sent natively.
     pub text_tool_protocol: bool,
+    /// Those text replies are held by the server to one call of an offered tool
+    /// (`--constrain`): the prompt asks for one keyed call a reply.
+    pub constrained_calls: bool,
 }
 
 /// What an environment tells the model about itself in the system prompt.

@@ -31,6 +31,11 @@ use crate::provider::{
 
 /// Characters of a request's text the server's tokenizer is asked to count, once.
 const CALIBRATION_SAMPLE_CHARS: usize = 32_000;
+
+/// The longest a constrained request waits for a round of discovery not yet answered
+/// (its questions have 3 s each, asked together; a key's second ask of `/props` may
+/// add as much again): past it, the request goes unconstrained.
+pub const CONSTRAINT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Distinct samples counted by [`ModelWindow::calibrate_on_sample`] in one run, at most (each
 /// is one call to the server's tokenizer).
 const MAX_SAMPLES: usize = 64;
@@ -91,10 +96,11 @@ impl ModelWindow {
     }
 
     /// A window of `tokens`, as if configured, of no server (nothing is asked, no
-    /// answer length sent).
+    /// answer length sent, no constraint resolved).
     pub fn fixed(tokens: u32) -> Self {
         let config = ProviderConfig {
             context_window: Some(tokens),
+            constrain: ConstrainMode::Off,
             ..ProviderConfig::default()
         };
         Self {
@@ -133,8 +139,9 @@ impl ModelWindow {
     /// The constraint fields this model's requests carry (`--constrain`, against
     /// what its server said or its API documents; [`crate::provider::constrain`]).
     /// Waits for discovery when nothing is known yet and the mode needs it: the
-    /// first constrained request of a first run waits for the one round, later runs
-    /// read the record.
+    /// first constrained request of a first run waits for the one round (at most
+    /// [`CONSTRAINT_WAIT`]: a round that fails or takes longer sends the request as
+    /// from a server that said nothing), later runs read the record.
     pub async fn constraint(&self) -> Constraint {
         let Some(config) = &self.config else {
             return Constraint::default();
@@ -145,7 +152,18 @@ impl ModelWindow {
         let support = match documented(config) {
             Some(support) => Some(support),
             None => match &self.discovery {
-                Some(discovery) => discovery.facts().await.and_then(|f| f.constrain),
+                Some(discovery) => {
+                    match tokio::time::timeout(CONSTRAINT_WAIT, discovery.facts()).await {
+                        Ok(facts) => facts.and_then(|f| f.constrain),
+                        Err(_elapsed) => {
+                            tracing::warn!(
+                                wait_secs = CONSTRAINT_WAIT.as_secs(),
+                                "the server did not say what it takes in time; this request goes without a constraint"
+                            );
+                            None
+                        }
+                    }
+                }
                 None => None,
             },
         };

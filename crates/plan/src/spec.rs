@@ -107,7 +107,11 @@ pub enum Filter {
 
 /// What each kept piece becomes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    try_from = "serde_json::Value"
+)]
 pub enum Map {
     /// The sub-model's answer to this instruction about the piece.
     Ask(String),
@@ -122,6 +126,65 @@ pub enum Map {
     Agent(String),
     /// A plan over the piece (its `input` is the piece).
     Plan(Box<Plan>),
+    /// `{"ask": …, "schema": …}`: the sub-model's answer held to a JSON Schema; the
+    /// piece's result is the JSON of the value (a reply that does not match fails the
+    /// piece, naming the mismatch).
+    #[serde(untagged)]
+    AskShaped {
+        /// The instruction.
+        ask: String,
+        /// The JSON Schema of the answer.
+        schema: serde_json::Value,
+    },
+}
+
+/// [`Map`] as written without a schema: the form its derived reading takes.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum PlainMap {
+    Ask(String),
+    Count(String),
+    Extract(String),
+    SubRlm(String),
+    Agent(String),
+    Plan(Box<Plan>),
+}
+
+/// Why a `map` does not read, as serde reports it within the plan's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MapError(String);
+
+impl TryFrom<serde_json::Value> for Map {
+    type Error = MapError;
+
+    /// `{"ask": …, "schema": …}` as [`Map::AskShaped`], anything else as the plain
+    /// forms read it (with their messages).
+    fn try_from(value: serde_json::Value) -> Result<Self, MapError> {
+        if let Some(object) = value.as_object() {
+            if object.len() == 2 && object.contains_key("ask") && object.contains_key("schema") {
+                let ask = match &object["ask"] {
+                    serde_json::Value::String(ask) => ask.clone(),
+                    other => {
+                        return Err(MapError(format!("`map.ask` must be a string, not {other}")))
+                    }
+                };
+                return Ok(Self::AskShaped {
+                    ask,
+                    schema: object["schema"].clone(),
+                });
+            }
+        }
+        let plain: PlainMap = serde_json::from_value(value).map_err(|e| MapError(e.to_string()))?;
+        Ok(match plain {
+            PlainMap::Ask(text) => Self::Ask(text),
+            PlainMap::Count(text) => Self::Count(text),
+            PlainMap::Extract(text) => Self::Extract(text),
+            PlainMap::SubRlm(text) => Self::SubRlm(text),
+            PlainMap::Agent(text) => Self::Agent(text),
+            PlainMap::Plan(plan) => Self::Plan(plan),
+        })
+    }
 }
 
 impl Map {
@@ -337,9 +400,17 @@ impl Map {
                 }
                 Ok(())
             }
-            Self::Ask(text) | Self::SubRlm(text) | Self::Agent(text) if text.trim().is_empty() => {
+            Self::Ask(text)
+            | Self::SubRlm(text)
+            | Self::Agent(text)
+            | Self::AskShaped { ask: text, .. }
+                if text.trim().is_empty() =>
+            {
                 Err(PlanError::Shape("the `map` instruction is empty".into()))
             }
+            Self::AskShaped { schema, .. } if !schema.is_object() => Err(PlanError::Shape(
+                "`map.schema` must be a JSON Schema object, such as {\"type\": \"integer\"}".into(),
+            )),
             Self::Plan(inner) => {
                 if depth >= crate::MAX_NESTING {
                     return Err(PlanError::Shape(format!(
@@ -558,6 +629,24 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(nested, Map::Plan(_)));
+        let shaped: Map =
+            serde_json::from_str(r#"{"ask": "How many?", "schema": {"type": "integer"}}"#).unwrap();
+        assert_eq!(
+            shaped,
+            Map::AskShaped {
+                ask: "How many?".into(),
+                schema: serde_json::json!({"type": "integer"}),
+            }
+        );
+        assert!(shaped.calls_a_model());
+        assert_eq!(
+            serde_json::to_value(&shaped).unwrap(),
+            serde_json::json!({"ask": "How many?", "schema": {"type": "integer"}})
+        );
+        assert_eq!(
+            serde_json::to_value(Map::Ask("q".into())).unwrap(),
+            serde_json::json!({"ask": "q"})
+        );
         assert!(!Map::Count("x".into()).calls_a_model());
         assert!(Map::SubRlm("q".into()).calls_a_model());
     }
@@ -592,6 +681,18 @@ mod tests {
             (
                 r#"{"split": {"by": "chars"}, "map": {"ask": "q"}, "reduce": {"op": "sum"}, "extra": 1}"#,
                 "unknown field",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": "q", "schema": "int"}, "reduce": {"op": "sum"}}"#,
+                "`map.schema` must be a JSON Schema object",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": 3, "schema": {}}, "reduce": {"op": "sum"}}"#,
+                "`map.ask` must be a string",
+            ),
+            (
+                r#"{"split": {"by": "chars"}, "map": {"ask": "q", "count": "x"}, "reduce": {"op": "sum"}}"#,
+                "map",
             ),
         ];
         for (json, says) in cases {

@@ -23,7 +23,8 @@ pub const SUMMARY_MAX_TOKENS: u64 = 500;
     deny_unknown_fields
 )]
 pub enum HostCall {
-    /// `llm_query(prompt, context=None)`: one plain sub-model call; replies with text.
+    /// `llm_query(prompt, context=None, schema=None)`: one plain sub-model call;
+    /// replies with text, or with the JSON value a `schema` asked for.
     LlmQuery(PromptArgs),
     /// `llm_query_parallel(prompts)`: several at once; replies with a list holding, in
     /// order, each answer's text or `{"error": message}`.
@@ -144,6 +145,11 @@ pub struct PromptArgs {
     /// piece by piece and combine the answers, instead of refusing the call.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub split: bool,
+    /// A JSON Schema the answer must match (`llm_query(…, schema=…)`): the answer is
+    /// then the parsed JSON value, not text; a reply that does not match is an error
+    /// naming the mismatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
 }
 
 /// The question of the worked example every environment's prompt shows for a plan
@@ -280,6 +286,7 @@ mod tests {
                 prompt: "hi".into(),
                 context: None,
                 split: false,
+                schema: None,
             })
         );
         assert_eq!(
@@ -332,6 +339,7 @@ mod tests {
                 prompt: "p".into(),
                 context: Some(json!([1, 2])),
                 split: true,
+                schema: Some(json!({"type": "integer"})),
             }),
             HostCall::SubRlm(SubRlmArgs {
                 query: "q".into(),

@@ -266,7 +266,9 @@ fn format_types(field: &Value, schemas: &serde_json::Map<String, Value>) -> Vec<
 pub struct Constraint {
     /// A code reply's grammar goes in this field (`None`: not sent).
     pub grammar: Option<GrammarField>,
-    /// A JSON reply's schema goes as `response_format` in this form (`None`: not sent).
+    /// A JSON reply's schema goes as `response_format` in this form (`None`: not
+    /// sent; as a grammar made from the schema where [`Constraint::grammar`] names a
+    /// field and the schema converts).
     pub json_schema: Option<SchemaForm>,
     /// Tools whose schemas are strict-compatible go with `"strict": true`.
     pub strict_tools: bool,
@@ -275,8 +277,11 @@ pub struct Constraint {
 /// The constraint a request carries under `mode` for a server that takes `support`
 /// (`None`: it said nothing). `auto` sends exactly what the server takes; `json` and
 /// `grammar` send their form whatever it said, in the server's own spelling where it
-/// gave one; `off` sends nothing.
+/// gave one; `off` sends nothing. A server that takes grammars and no schema gets a
+/// JSON reply's schema as a grammar made from it (`json_schema: None` beside a
+/// grammar field: the request's builder converts it).
 pub fn resolve(mode: ConstrainMode, support: Option<&Support>) -> Constraint {
+    let grammar_only = support.is_some_and(|s| s.grammar.is_some() && s.json_schema.is_none());
     let support = support.copied().unwrap_or_default();
     match mode {
         ConstrainMode::Off => Constraint::default(),
@@ -292,7 +297,8 @@ pub fn resolve(mode: ConstrainMode, support: Option<&Support>) -> Constraint {
         },
         ConstrainMode::Grammar => Constraint {
             grammar: Some(support.grammar.unwrap_or(GrammarField::Grammar)),
-            json_schema: Some(support.json_schema.unwrap_or(SchemaForm::JsonSchema)),
+            json_schema: (!grammar_only)
+                .then_some(support.json_schema.unwrap_or(SchemaForm::JsonSchema)),
             strict_tools: support.strict_tools,
         },
     }

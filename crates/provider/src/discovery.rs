@@ -116,15 +116,25 @@ pub async fn discover(config: &ProviderConfig) -> Option<ServerFacts> {
         get_json(&client, &props_url, None),
         get_json(&client, &listing_url, None),
     );
-    let models = models.ok();
-    let llama_cpp_listed = models.as_ref().is_some_and(owned_by_llama_cpp);
+    let (models_answer, listing_answer) = (models, listing);
+    let llama_cpp_listed = models_answer.as_ref().is_ok_and(owned_by_llama_cpp);
     let props = match props {
         Err(Some(401 | 403)) if llama_cpp_listed && key.is_some() => {
-            get_json(&client, &props_url, key.as_ref()).await.ok()
+            get_json(&client, &props_url, key.as_ref()).await
         }
-        other => other.ok(),
+        other => other,
     };
-    let listing = listing.ok();
+    // No answer read at all (each question timed out, found nothing listening or got
+    // no JSON): nothing learned, and nothing kept, so that the next run asks again.
+    if [&models_answer, &props, &listing_answer]
+        .iter()
+        .all(|answer| matches!(answer, Err(None)))
+    {
+        return None;
+    }
+    let props = props.ok();
+    let models = models_answer.ok();
+    let listing = listing_answer.ok();
     let served = |url: &str, found: Option<(u32, String)>| {
         found.map(|(tokens, field)| ContextWindow {
             tokens,

@@ -12,6 +12,7 @@ mod agent_recipes;
 mod big_context;
 mod config;
 mod constrain;
+mod constrain_sub;
 mod context_limits;
 mod corrections;
 mod dead_runs;

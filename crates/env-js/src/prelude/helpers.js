@@ -3,13 +3,20 @@
 // SUBMIT, SHOW_VARS. Argument shapes mirror the Python helpers; pairs are arrays.
 "use strict";
 
-function __rlm_prompt_args(prompt, context, split) {
+function __rlm_prompt_args(prompt, context, split, schema) {
   const args = { prompt: __rlm_safe.String(prompt) };
   if (context !== undefined && context !== null) {
     args.context = typeof context === "string" ? context : __rlm_plain(context);
   }
   if (split === true) args.split = true;
+  // Checked by the host, which names what is wrong with it.
+  if (schema !== undefined && schema !== null) args.schema = __rlm_plain(schema);
   return args;
+}
+
+/** The `schema` option of `options`, if any. */
+function __rlm_schema_option(options) {
+  return options !== null && typeof options === "object" && "schema" in options ? options.schema : null;
 }
 
 function __rlm_refs(refs) {
@@ -20,29 +27,37 @@ function __rlm_refs(refs) {
 
 /** One plain call to the sub-model; resolves to its text. A prompt past the
  * sub-model's window is refused with the sizes; with {split: true} its context is split
- * instead, asked piece by piece, and the answers combined. */
+ * instead, asked piece by piece, and the answers combined. With {schema: S} (a JSON
+ * Schema, e.g. {type: "integer"}) the sub-model is held to it and the answer is the
+ * parsed value; an answer that does not match throws a HostError naming the mismatch. */
 globalThis.llm_query = async function llm_query(prompt, context = null, options = null) {
   const split = options !== null && typeof options === "object" && options.split === true;
-  return __rlm_text(await __rlm_call("llm_query", __rlm_prompt_args(prompt, context, split)));
+  const schema = __rlm_schema_option(options);
+  const answer = await __rlm_call("llm_query", __rlm_prompt_args(prompt, context, split, schema));
+  return schema !== null && schema !== undefined ? answer : __rlm_text(answer);
 };
 
 /** Several sub-model calls at once (prompts: strings or [prompt, context] pairs);
- * answers in order. A failed call's answer is "[llm_query error: ...]". */
+ * answers in order. A failed call's answer is "[llm_query error: ...]". {schema: S}
+ * holds each answer to a JSON Schema (see llm_query); an object entry may set its own. */
 globalThis.llm_query_parallel = async function llm_query_parallel(prompts, options = null) {
   const split = options !== null && typeof options === "object" && options.split === true;
+  const schema = __rlm_schema_option(options);
   const jobs = __rlm_safe.listOf(prompts, (entry) => {
-    if (__rlm_safe.isArray(entry) && entry.length === 2) return __rlm_prompt_args(entry[0], entry[1], split);
+    if (__rlm_safe.isArray(entry) && entry.length === 2) return __rlm_prompt_args(entry[0], entry[1], split, schema);
     if (entry !== null && typeof entry === "object" && "prompt" in entry) {
-      return __rlm_prompt_args(entry.prompt, entry.context, entry.split === true || split);
+      const own = "schema" in entry ? entry.schema : schema;
+      return __rlm_prompt_args(entry.prompt, entry.context, entry.split === true || split, own);
     }
-    return __rlm_prompt_args(entry, null, split);
+    return __rlm_prompt_args(entry, null, split, schema);
   });
   const answers = await __rlm_call("llm_query_parallel", { prompts: jobs });
-  return __rlm_safe.map(answers || [], (answer) =>
-    answer !== null && typeof answer === "object" && "error" in answer
-      ? `[llm_query error: ${answer.error}]`
-      : __rlm_text(answer),
-  );
+  return __rlm_safe.map(answers || [], (answer, index) => {
+    const shaped = jobs[index] !== undefined && "schema" in jobs[index];
+    const failed = answer !== null && typeof answer === "object" && "error" in answer;
+    if (failed && (!shaped || answer.status === "error")) return `[llm_query error: ${answer.error}]`;
+    return shaped ? answer : __rlm_text(answer);
+  });
 };
 
 /** A summary of `value` by the sub-model. */

@@ -28,7 +28,7 @@ def _sub_context(args, context):
         args["context"] = context if isinstance(context, str) else _jsonable(context)
 
 
-def _prompt_args(prompt, context, split=False):
+def _prompt_args(prompt, context, split=False, schema=None):
     args = {"prompt": str(prompt)}
     if isinstance(context, LazyText):
         raise _lazy_whole(context, "llm_query")
@@ -36,33 +36,44 @@ def _prompt_args(prompt, context, split=False):
         args["context"] = _jsonable(context) if not isinstance(context, str) else context
     if split:
         args["split"] = True
+    if schema is not None:
+        # Checked by the host, which names what is wrong with it.
+        args["schema"] = _jsonable(schema)
     return args
 
 
-def llm_query(prompt, context=None, split=False):
+def llm_query(prompt, context=None, split=False, schema=None):
     """One plain call to the sub-model; returns its text. A prompt past the sub-model's
     window is refused with the sizes; with split=True its context is split instead,
-    asked piece by piece, and the answers combined."""
-    return _as_text(_host("llm_query", _prompt_args(prompt, context, split)))
+    asked piece by piece, and the answers combined. With schema (a JSON Schema dict,
+    e.g. {"type": "integer"}) the sub-model is held to it and the answer is the parsed
+    value (int, list, dict...); an answer that does not match raises HostError naming
+    the mismatch."""
+    answer = _host("llm_query", _prompt_args(prompt, context, split, schema))
+    return answer if schema is not None else _as_text(answer)
 
 
-def llm_query_parallel(prompts, split=False):
+def llm_query_parallel(prompts, split=False, schema=None):
     """Several sub-model calls at once (prompts: str or (prompt, context)); answers in
     order. A failed call's answer is the string "[llm_query error: ...]". split=True
-    splits each call that does not fit the sub-model's window (see llm_query)."""
+    splits each call that does not fit the sub-model's window, schema holds each answer
+    to a JSON Schema (see llm_query); a dict entry may set its own "schema"."""
     jobs = []
     for entry in prompts:
         if isinstance(entry, (tuple, list)) and len(entry) == 2:
-            jobs.append(_prompt_args(entry[0], entry[1], split))
+            jobs.append(_prompt_args(entry[0], entry[1], split, schema))
         elif isinstance(entry, dict) and "prompt" in entry:
-            jobs.append(_prompt_args(entry["prompt"], entry.get("context"), entry.get("split", split)))
+            jobs.append(_prompt_args(entry["prompt"], entry.get("context"), entry.get("split", split), entry.get("schema", schema)))
         else:
-            jobs.append(_prompt_args(entry, None, split))
+            jobs.append(_prompt_args(entry, None, split, schema))
     answers = _host("llm_query_parallel", {"prompts": jobs})
     out = []
-    for answer in answers or []:
-        if isinstance(answer, dict) and "error" in answer:
+    for job, answer in zip(jobs, answers or []):
+        failed = isinstance(answer, dict) and "error" in answer
+        if failed and ("schema" not in job or answer.get("status") == "error"):
             out.append(f"[llm_query error: {answer['error']}]")
+        elif "schema" in job:
+            out.append(answer)
         else:
             out.append(_as_text(answer))
     return out

@@ -1,5 +1,6 @@
 //! A matcher for the subset of GBNF the reply grammar uses, for its tests only: rules,
-//! string literals, character classes (ranges, `^`), groups, `|`, and `*` `+` `?`.
+//! string literals, character classes (ranges, `^`, `\xHH` escapes), groups, `|`, and
+//! `*` `+` `?`.
 //! No crate on crates.io matches text against a GBNF grammar without a model
 //! (`llama-cpp-gbnf` only validates one), so the corpus test reads the grammar's very
 //! text with this. It is exact for what it reads and refuses what it does not.
@@ -224,6 +225,14 @@ impl Body {
             'n' => '\n',
             't' => '\t',
             'r' => '\r',
+            'x' => {
+                let hex: String = self.chars[self.at..self.at + 2].iter().collect();
+                self.at += 2;
+                u32::from_str_radix(&hex, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                    .unwrap_or_else(|| panic!("bad escape \\x{hex}"))
+            }
             other => other,
         }
     }

@@ -28,6 +28,10 @@ argument ::= ([^()\n] | "(" argument ")")*
 name ::= [A-Za-z_] [A-Za-z0-9_]*
 "#;
 
+mod schema;
+
+pub use schema::{schema_to_gbnf, UnconvertibleSchema};
+
 #[cfg(test)]
 mod gbnf;
 #[cfg(test)]

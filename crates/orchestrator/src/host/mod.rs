@@ -12,6 +12,7 @@ mod plan;
 mod serve;
 mod settings;
 mod split_query;
+pub(crate) mod structured;
 mod sub_fit;
 
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub use settings::{Delegation, HostSettings};
 use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
 use crate::provider::{
-    ChatMessage, ChatRequest, Completion, DeltaSink, Prices, Provider, ProviderError,
+    ChatMessage, ChatRequest, Completion, Constraint, DeltaSink, Prices, Provider, ProviderError,
 };
 use crate::window::ModelWindow;
 
@@ -65,8 +66,10 @@ impl Model {
             || request.response_format.is_some()
             || !request.tools.is_empty();
         let request = if wants && request.constraint.is_none() {
+            let constraint = self.window.constraint().await;
             constrained = ChatRequest {
-                constraint: Some(self.window.constraint().await),
+                grammar: grammar_of(request, &constraint),
+                constraint: Some(constraint),
                 ..request.clone()
             };
             &constrained
@@ -83,6 +86,27 @@ impl Model {
                 endpoint: self.provider.describe(),
                 max_time_secs: accounting.limits().max_time.map_or(0, |max| max.as_secs()),
             }),
+        }
+    }
+}
+
+/// The grammar `request` goes with under `constraint`: its own, or for a JSON reply
+/// to a server that takes grammars and no schema, one made from the reply's schema
+/// (none when the schema does not convert: the request then goes unconstrained).
+fn grammar_of(request: &ChatRequest, constraint: &Constraint) -> Option<Arc<str>> {
+    let (Some(format), None, Some(_), None) = (
+        &request.response_format,
+        &request.grammar,
+        constraint.grammar,
+        constraint.json_schema,
+    ) else {
+        return request.grammar.clone();
+    };
+    match crate::grammar::schema_to_gbnf(&format.schema) {
+        Ok(grammar) => Some(Arc::from(grammar)),
+        Err(error) => {
+            tracing::warn!(%error, "a JSON reply's schema goes unconstrained");
+            None
         }
     }
 }

@@ -16,6 +16,7 @@ use rlm_protocol::host_call::{AgentJob, HostCall, HostError, HostReply, PromptAr
 use rlm_protocol::SubResult;
 
 use super::detached::{DetachedAgents, StopOnDrop, SETTLE_LIMIT};
+use super::structured::Shape;
 use super::sub_fit;
 use super::{expected_cost, fan_out, record_call, Host, HostSettings, Model};
 use crate::accounting::Accounting;
@@ -106,11 +107,27 @@ impl RunHost {
     /// One plain sub-model call, checked against `--sub-context-chars` and the
     /// sub-model's window: a prompt that does not fit is refused with the sizes, or,
     /// when `args.split` asks for it, its context is split, asked piece by piece, and
-    /// the answers combined.
-    async fn llm_query(
+    /// the answers combined. With `args.schema` the answer is the JSON value it asks
+    /// for ([`Shape`]).
+    async fn llm_query(&self, args: &PromptArgs, purpose: CallPurpose) -> Result<Value, HostError> {
+        let Some(schema) = &args.schema else {
+            return self
+                .query_text(args, purpose, None)
+                .await
+                .map(Value::String);
+        };
+        let shape = Shape::new(schema, purpose.helper())?;
+        let text = self.query_text(args, purpose, Some(&shape)).await?;
+        // Read and checked already ([`Self::ask_sub_as`]): this cannot fail.
+        shape.read(&text, purpose.helper())
+    }
+
+    /// [`Self::llm_query`]'s text: the answer, or with `shape` the JSON of its value.
+    async fn query_text(
         &self,
         args: &PromptArgs,
         purpose: CallPurpose,
+        shape: Option<&Shape>,
     ) -> Result<String, HostError> {
         let context = args
             .context
@@ -120,7 +137,10 @@ impl RunHost {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             });
-        let content = sub_fit::with_context(&args.prompt, context.as_deref());
+        let mut content = sub_fit::with_context(&args.prompt, context.as_deref());
+        if let Some(shape) = shape {
+            content = shape.prompt(&content);
+        }
         let chars = content.chars().count();
         if chars > self.settings.delegation.sub_context_chars {
             return Err(HostError::RespondToModel(format!(
@@ -130,7 +150,13 @@ impl RunHost {
         }
         let fit = sub_fit::measure(&self.sub_model.window, &content).await;
         if fit.fits() {
-            return self.ask_sub(content, purpose).await;
+            return self.ask_sub_as(content, purpose, shape).await;
+        }
+        if shape.is_some() && args.split {
+            return Err(HostError::RespondToModel(format!(
+                "{}: the prompt does not fit the sub-model's window, and split=True cannot combine answers that must match a schema; ask about smaller pieces of the context, each with schema=, and combine the values in code",
+                purpose.helper()
+            )));
         }
         let window = &self.sub_model.window;
         // Pieces of the context at its own density (`measure` counted a sample of it).
@@ -160,6 +186,18 @@ impl RunHost {
         content: String,
         purpose: CallPurpose,
     ) -> Result<String, HostError> {
+        self.ask_sub_as(content, purpose, None).await
+    }
+
+    /// [`Self::ask_sub`], the reply held to `shape` where given: its schema goes to
+    /// the server, and the answer is the JSON of the value read from the reply (a
+    /// reply that does not match is an error, and is not cached).
+    pub(super) async fn ask_sub_as(
+        &self,
+        content: String,
+        purpose: CallPurpose,
+        shape: Option<&Shape>,
+    ) -> Result<String, HostError> {
         let window = &self.sub_model.window;
         let limits = sub_fit::SendLimits {
             max_chars: self.settings.delegation.sub_context_chars,
@@ -178,12 +216,15 @@ impl RunHost {
             &[self.sub_model.provider.model(), &content],
         );
         if let Some(Value::String(answer)) = self.cache.get(&key).await {
-            self.cache_hit(CachedCall::LlmQuery, &key);
-            return Ok(answer);
+            if shape.is_none_or(|shape| shape.read(&answer, purpose.helper()).is_ok()) {
+                self.cache_hit(CachedCall::LlmQuery, &key);
+                return Ok(answer);
+            }
         }
         let request = ChatRequest {
             messages: vec![ChatMessage::user(content)],
             max_tokens: self.sub_model.window.answer_limit().await,
+            response_format: shape.map(Shape::format),
             ..ChatRequest::default()
         };
         let reserved = expected_cost(&self.sub_model, &request.messages);
@@ -219,14 +260,14 @@ impl RunHost {
             (&self.accounting, reserved),
             &self.sink,
         );
+        let answer = match shape {
+            Some(shape) => shape.read(&completion.text, purpose.helper())?.to_string(),
+            None => completion.text,
+        };
         self.cache
-            .put(
-                &key,
-                CachedCall::LlmQuery,
-                &Value::String(completion.text.clone()),
-            )
+            .put(&key, CachedCall::LlmQuery, &Value::String(answer.clone()))
             .await;
-        Ok(completion.text)
+        Ok(answer)
     }
 
     /// Several plain calls, `--max-parallel` at a time; each answer or error object.
@@ -237,7 +278,7 @@ impl RunHost {
             |args| async move { self.llm_query(&args, CallPurpose::LlmQuery).await },
         )
         .await;
-        answers_in_order(answers.into_iter().map(|answer| answer.map(Value::String)))
+        answers_in_order(answers)
     }
 
     /// `sub_rlm` at max depth (or when children are disabled): a plain call with the
@@ -265,8 +306,10 @@ impl RunHost {
             prompt: args.query.clone(),
             context,
             split: true,
+            schema: None,
         };
-        self.llm_query(&prompt, CallPurpose::SubRlmOneShot).await
+        self.query_text(&prompt, CallPurpose::SubRlmOneShot, None)
+            .await
     }
 
     /// `sub_rlm`: a child `rlm-orchestrate run` one level deeper, unless this run is at
@@ -623,10 +666,7 @@ fn to_json(value: impl serde::Serialize) -> Result<Value, HostError> {
 impl Host for RunHost {
     async fn call(&self, call: HostCall) -> Result<HostReply, HostError> {
         match call {
-            HostCall::LlmQuery(args) => self
-                .llm_query(&args, CallPurpose::LlmQuery)
-                .await
-                .map(Value::String),
+            HostCall::LlmQuery(args) => self.llm_query(&args, CallPurpose::LlmQuery).await,
             HostCall::LlmQueryParallel { prompts } => self.llm_query_parallel(prompts).await,
             HostCall::Summarize { text, max_tokens } => {
                 // A summary of a text too long for one call is a summary of its
@@ -635,8 +675,9 @@ impl Host for RunHost {
                     prompt: format!("Summarize the following in at most {max_tokens} tokens. Keep names, numbers and anything unusual."),
                     context: Some(text),
                     split: true,
+                    schema: None,
                 };
-                self.llm_query(&prompt, CallPurpose::Summarize)
+                self.query_text(&prompt, CallPurpose::Summarize, None)
                     .await
                     .map(Value::String)
             }

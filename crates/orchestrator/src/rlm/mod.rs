@@ -87,6 +87,18 @@ pub struct LoopParts<'a> {
     pub archive: Option<HistoryArchive>,
 }
 
+/// True when text-protocol tool calls will be held to their schema (the server takes
+/// it as a schema, or as a grammar made from it): the prompt then asks for one keyed
+/// call a reply. Waits for discovery as the first request would (a bounded wait).
+async fn constrains_calls(model: &Model, schema: Option<serde_json::Value>) -> bool {
+    let Some(schema) = schema else {
+        return false;
+    };
+    let constraint = model.window.constraint().await;
+    constraint.json_schema.is_some()
+        || (constraint.grammar.is_some() && crate::grammar::schema_to_gbnf(&schema).is_ok())
+}
+
 /// Runs the loop for `query` over a context described by `context` (the latest slot
 /// of a session); `session` tells the model what earlier queries left in the REPL.
 pub async fn run_loop(
@@ -116,6 +128,14 @@ pub async fn run_loop(
         agents: settings.agents,
         sub_context_chars: settings.sub_context_chars,
         text_tool_protocol: medium.text_protocol(),
+        constrained_calls: constrains_calls(
+            model,
+            medium
+                .reply_schema()
+                .filter(|_| medium.text_protocol())
+                .cloned(),
+        )
+        .await,
     };
     let access = match medium {
         Medium::Code(_) => Access::Code,

@@ -131,6 +131,10 @@ fn a_hosted_api_is_known_by_its_base_url_and_nothing_else_is() {
 #[test]
 fn each_mode_sends_what_it_says() {
     let python = in_listing(&llama_cpp_python_listing());
+    let grammar_only = Some(Support {
+        grammar: Some(GrammarField::GuidedGrammar),
+        ..Support::default()
+    });
     let none = Constraint::default();
     let table = [
         (ConstrainMode::Off, python, none),
@@ -168,6 +172,24 @@ fn each_mode_sends_what_it_says() {
             python,
             Constraint {
                 json_schema: Some(SchemaForm::JsonObject),
+                ..none
+            },
+        ),
+        // A server that takes grammars and no schema: a JSON reply goes as a grammar
+        // (no `response_format`), under auto and grammar alike.
+        (
+            ConstrainMode::Grammar,
+            grammar_only,
+            Constraint {
+                grammar: Some(GrammarField::GuidedGrammar),
+                ..none
+            },
+        ),
+        (
+            ConstrainMode::Auto,
+            grammar_only,
+            Constraint {
+                grammar: Some(GrammarField::GuidedGrammar),
                 ..none
             },
         ),

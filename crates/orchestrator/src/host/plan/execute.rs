@@ -214,6 +214,12 @@ impl RunHost {
                 )
                 .await?
             }
+            (Map::AskShaped { ask, schema }, _) => {
+                let shape = crate::host::structured::Shape::new(schema, "the plan's map")?;
+                let content = shape.prompt(&sub_fit::with_context(ask, Some(&text)));
+                self.ask_sub_as(content, CallPurpose::LlmQuery, Some(&shape))
+                    .await?
+            }
             // Answered above (a count or an extract when its pattern compiled).
             (Map::Count(_) | Map::Extract(_) | Map::Plan(_), _) => String::new(),
             (Map::SubRlm(query), _) => {

@@ -79,10 +79,20 @@ fn refused(error: PlanError) -> HostError {
 /// The plan `value` holds, or why it does not read: a `map` or `filter` of several
 /// options is named with its keys (serde's "expected map with a single key" names
 /// neither, and a model told only that its map is invalid tends to send it again).
+/// `{"ask": …, "schema": …}` is one map.
 fn read_plan(value: &Value) -> Result<Plan, PlanError> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
+            // `{"ask": …, "schema": …}`: the one map of two keys.
+            Some(Value::Object(given))
+                if name == "map"
+                    && given.len() == 2
+                    && given.contains_key("ask")
+                    && given.contains_key("schema") =>
+            {
+                None
+            }
             Some(Value::Object(given)) if given.len() > 1 => {
                 let keys: Vec<&str> = given.keys().map(String::as_str).collect();
                 Some(format!(
@@ -280,7 +290,10 @@ impl RunHost {
 /// The instruction a leaf call carries (for sizing the pieces around it).
 fn leaf_instruction(map: &Map) -> &str {
     match map {
-        Map::Ask(text) | Map::SubRlm(text) | Map::Agent(text) => text,
+        Map::Ask(text)
+        | Map::SubRlm(text)
+        | Map::Agent(text)
+        | Map::AskShaped { ask: text, .. } => text,
         Map::Count(_) | Map::Extract(_) | Map::Plan(_) => "",
     }
 }

@@ -185,7 +185,10 @@ impl RunHost {
         let estimator = &self.sub_model.window.estimator;
         for (index, piece) in kept {
             match map {
-                Map::Ask(instruction) => estimate
+                Map::Ask(instruction)
+                | Map::AskShaped {
+                    ask: instruction, ..
+                } => estimate
                     .call(*index, self.leaf_prompt(instruction, piece, limits), limits)
                     .map_err(|e| self.too_large(e, origin, piece, limits))?,
                 Map::SubRlm(query) | Map::Agent(query) => {

@@ -1,0 +1,361 @@
+//! Sub-calls that return structure (`llm_query(…, schema=…)`, a plan's
+//! `{"ask", "schema"}` map), the text tool protocol held to one call, a schema sent as
+//! a grammar to a server that takes only grammars, and the bounded wait for
+//! discovery: end to end through `run`, asserted from the mock's request log and what
+//! the model's code received.
+
+use std::process::Output;
+use std::time::Duration;
+
+use rlm_test_support::mock_llm::{
+    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockTokenizer,
+};
+use serde_json::{json, Value};
+
+use crate::support::Sandbox;
+
+/// What every structured sub-prompt says (and no root prompt does).
+const SUB_PROMPT_MARK: &str = "Answer with JSON only";
+
+/// `run` against `mock` with `extra` flags.
+fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count things", "--model", "mock", "--no-stream"])
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn assert_answer(out: &Output, answer: &str) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), answer);
+}
+
+/// A mock playing `server`: sub-prompts that contain a rule's needle get its reply,
+/// the root gets `root` in turn.
+fn serving(server: MockTokenizer, subs: &[(&str, &str)], root: &[String]) -> MockLlmThread {
+    let mut script = MockScript::new();
+    for (needle, reply) in subs {
+        script = script.rule(MockRule::contains(*needle, MockReply::text(*reply)));
+    }
+    for reply in root {
+        script = script.then(MockReply::text(reply.clone()));
+    }
+    script.tokenizer = server;
+    MockLlm::spawn_blocking_thread(script).unwrap()
+}
+
+/// The bodies of the structured sub-calls, in order.
+fn sub_bodies(mock: &MockLlmThread) -> Vec<Value> {
+    mock.control()
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt_text().contains(SUB_PROMPT_MARK))
+        .map(|r| r.body)
+        .collect()
+}
+
+/// Everything the root model was shown after its code ran.
+fn root_saw(mock: &MockLlmThread) -> String {
+    mock.control()
+        .requests()
+        .into_iter()
+        .filter(|r| !r.prompt_text().contains(SUB_PROMPT_MARK))
+        .map(|r| r.prompt_text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The root's code, fenced.
+fn block(code: &str) -> String {
+    format!("```repl\n{code}\n```")
+}
+
+const COUNT_SCHEMA: &str =
+    r#"{"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}"#;
+
+#[test]
+fn a_sub_call_with_a_schema_gets_its_value_and_the_schema_goes_to_the_server() {
+    let python = block(&format!(
+        r#"v = llm_query("How many pears?", schema={COUNT_SCHEMA})
+print("got", type(v).__name__, v["count"] + 1)
+labels = llm_query_parallel(["Which labels for pears?", "Which labels for figs?"], schema={{"type": "array", "items": {{"type": "string"}}}})
+print("labels", labels[0][0], labels[1])"#
+    ));
+    let js = block(&format!(
+        r#"const v = await llm_query("How many pears?", null, {{schema: {COUNT_SCHEMA}}});
+console.log("got", typeof v, v.count + 1);
+const labels = await llm_query_parallel(["Which labels for pears?", "Which labels for figs?"], {{schema: {{type: "array", items: {{type: "string"}}}}}});
+console.log("labels", labels[0][0], labels[1]);"#
+    ));
+    for (env, code, kind, failed) in [
+        ("python", python, "dict", "[llm_query error:"),
+        ("js", js, "object", "[llm_query error:"),
+    ] {
+        let sb = Sandbox::new();
+        let mock = serving(
+            MockTokenizer::LlamaCppPython,
+            &[
+                ("How many pears?\n\nAnswer", r#"{"count": 3}"#),
+                (
+                    "labels for pears?\n\nAnswer",
+                    "```json\n[\"ripe\", \"green\"]\n```",
+                ),
+                ("labels for figs?\n\nAnswer", "ripe and green"),
+            ],
+            &[code, "FINAL(done)".to_owned()],
+        );
+        assert_answer(&run(&sb, &mock, &["--env", env]), "done");
+        let saw = root_saw(&mock);
+        assert!(saw.contains(&format!("got {kind} 4")), "{env}: {saw}");
+        // A reply that is not JSON is an error value in its place, naming the schema.
+        assert!(
+            saw.contains(&format!("labels ripe {failed}")),
+            "{env}: {saw}"
+        );
+        assert!(saw.contains("does not match the schema"), "{env}: {saw}");
+        let bodies = sub_bodies(&mock);
+        assert_eq!(bodies.len(), 3, "{env}");
+        assert_eq!(
+            bodies[0]["response_format"],
+            json!({"type": "json_object", "schema": serde_json::from_str::<Value>(COUNT_SCHEMA).unwrap()}),
+            "{env}"
+        );
+        assert_eq!(
+            bodies[1]["response_format"]["schema"],
+            json!({"type": "array", "items": {"type": "string"}})
+        );
+    }
+}
+
+#[test]
+fn a_mismatch_or_a_bad_schema_is_an_error_the_code_can_catch() {
+    let python = block(
+        r#"for schema in [{"type": "integer"}, "integer", {"type": "integr"}]:
+    try:
+        llm_query("How many apples?", schema=schema)
+    except Exception as e:
+        print("caught:", type(e).__name__, e)"#,
+    );
+    let js = block(
+        r#"for (const schema of [{type: "integer"}, "integer", {type: "integr"}]) {
+  try { await llm_query("How many apples?", null, {schema}); }
+  catch (e) { console.log("caught:", e.name, e.message); }
+}"#,
+    );
+    for (env, code) in [("python", python), ("js", js)] {
+        let sb = Sandbox::new();
+        let mock = serving(
+            MockTokenizer::LlamaCppPython,
+            &[("How many apples?\n\nAnswer", "three")],
+            &[code, "FINAL(done)".to_owned()],
+        );
+        assert_answer(&run(&sb, &mock, &["--env", env]), "done");
+        let saw = root_saw(&mock);
+        for expected in [
+            "caught: HostError llm_query: the sub-model's answer does not match the schema {\"type\":\"integer\"}: it is not JSON",
+            "caught: HostError llm_query: `schema` must be a JSON Schema object",
+            "caught: HostError llm_query: `schema` is not a valid JSON Schema",
+        ] {
+            assert!(saw.contains(expected), "{env}: {expected}\n{saw}");
+        }
+        // A bad schema sends nothing.
+        assert_eq!(sub_bodies(&mock).len(), 1, "{env}");
+    }
+}
+
+#[test]
+fn a_server_that_says_nothing_gets_the_schema_in_the_prompt_alone() {
+    let sb = Sandbox::new();
+    let mock = serving(
+        MockTokenizer::Unadvertised,
+        &[("How many pears?\n\nAnswer", "42")],
+        &[
+            block(r#"print("got", llm_query("How many pears?", schema={"type": "integer"}) + 1)"#),
+            "FINAL(done)".to_owned(),
+        ],
+    );
+    assert_answer(&run(&sb, &mock, &["--env", "python"]), "done");
+    assert!(root_saw(&mock).contains("got 43"));
+    let sub = mock
+        .control()
+        .requests()
+        .into_iter()
+        .find(|r| r.prompt_text().contains(SUB_PROMPT_MARK))
+        .unwrap();
+    assert!(sub.body.get("response_format").is_none(), "{}", sub.body);
+    assert!(sub.body.get("grammar").is_none(), "{}", sub.body);
+    assert!(
+        sub.prompt_text().contains(r#"Schema: {"type":"integer"}"#),
+        "{}",
+        sub.prompt_text()
+    );
+}
+
+#[test]
+fn a_plan_ask_map_with_a_schema_sums_the_values_it_read() {
+    let fruit: String = (0..40).map(|i| format!("pear {i}\n")).collect();
+    let sb = Sandbox::new();
+    let context = sb.file("fruit.txt", &fruit);
+    let mock = serving(
+        MockTokenizer::LlamaCppPython,
+        &[("listed?\n\nContext:", r#"{"count": 2}"#)],
+        &[
+            block(
+                r#"r = map_reduce(split={"by": "chars", "size": 100}, map={"ask": "How many pears are listed?", "schema": {"type": "integer"}}, reduce={"op": "sum"})
+print("total", r)"#,
+            ),
+            "FINAL(done)".to_owned(),
+        ],
+    );
+    // The reply `{"count": 2}` is not an integer: every piece fails, naming why.
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
+        .args(["--env", "python", "--context"])
+        .arg(&context)
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    assert_answer(&out, "done");
+    let saw = root_saw(&mock);
+    assert!(saw.contains("does not match the schema"), "{saw}");
+    let bodies = sub_bodies(&mock);
+    assert!(!bodies.is_empty());
+    assert_eq!(
+        bodies[0]["response_format"],
+        json!({"type": "json_object", "schema": {"type": "integer"}})
+    );
+    // Asked for what it can answer, the values are summed.
+    let sb = Sandbox::new();
+    let context = sb.file("fruit.txt", &fruit);
+    let mock = serving(
+        MockTokenizer::LlamaCppPython,
+        &[("listed?\n\nContext:", "2")],
+        &[
+            block(
+                r#"r = map_reduce(split={"by": "chars", "size": 100}, map={"ask": "How many pears are listed?", "schema": {"type": "integer"}}, reduce={"op": "sum"})
+print("sum", int(float(r)) == 2 * map_reduce.last["pieces"], map_reduce.last["pieces"] > 1)"#,
+            ),
+            "FINAL(done)".to_owned(),
+        ],
+    );
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
+        .args(["--env", "python", "--context"])
+        .arg(&context)
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    assert_answer(&out, "done");
+    let saw = root_saw(&mock);
+    assert!(saw.contains("sum True True"), "{saw}");
+}
+
+#[test]
+fn text_tool_calls_are_held_to_one_call_of_an_offered_tool() {
+    let sb = Sandbox::new();
+    let mut script =
+        MockScript::always(MockReply::text(r#"{"final_answer": {"answer": "hello"}}"#));
+    script.tokenizer = MockTokenizer::LlamaCppPython;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let flags = ["--env", "tools", "--tool-protocol", "text"];
+    assert_answer(&run(&sb, &mock, &flags), "hello");
+    let request = &mock.control().requests()[0];
+    let format = &request.body["response_format"];
+    assert_eq!(format["type"], "json_object", "{}", request.body);
+    let calls = format["schema"]["anyOf"].as_array().unwrap();
+    let names: Vec<&str> = calls
+        .iter()
+        .map(|c| c["required"][0].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"ctx_grep") && names.contains(&"final_answer"),
+        "{names:?}"
+    );
+    let system = request.system_prompt().unwrap();
+    assert!(system.contains("One call a reply"), "{system}");
+    assert!(!system.contains("several calls in one message"), "{system}");
+    // A server that says nothing: the protocol's own prompt, no field.
+    let sb = Sandbox::new();
+    let mut script = MockScript::always(MockReply::text("FINAL(hello)"));
+    script.tokenizer = MockTokenizer::Unadvertised;
+    let silent = MockLlm::spawn_blocking_thread(script).unwrap();
+    assert_answer(&run(&sb, &silent, &flags), "hello");
+    let request = &silent.control().requests()[0];
+    assert!(request.body.get("response_format").is_none());
+    let system = request.system_prompt().unwrap();
+    assert!(system.contains("several calls in one message"), "{system}");
+}
+
+#[test]
+fn a_server_that_takes_only_grammars_gets_the_schema_as_one() {
+    let sb = Sandbox::new();
+    let mock = serving(
+        MockTokenizer::Unadvertised,
+        &[("How many pears?\n\nAnswer", "7")],
+        &[
+            "FINAL(first)".to_owned(),
+            block(r#"print("got", llm_query("How many pears?", schema={"type": "integer"}))"#),
+            "FINAL(done)".to_owned(),
+        ],
+    );
+    // A first run keeps the server's record; it is made to say: grammars, no schema
+    // (as a vLLM listing with `guided_grammar` and no `json_schema` would).
+    assert_answer(&run(&sb, &mock, &["--env", "python"]), "first");
+    let dir = sb.data_dir().join("servers");
+    let record = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut facts: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    facts["constrain"] = json!({"grammar": "guided_grammar"});
+    std::fs::write(&record, facts.to_string()).unwrap();
+    assert_answer(
+        &run(&sb, &mock, &["--env", "python", "--constrain", "grammar"]),
+        "done",
+    );
+    assert!(root_saw(&mock).contains("got 7"));
+    let sub = &sub_bodies(&mock)[0];
+    assert!(sub.get("response_format").is_none(), "{sub}");
+    let grammar = sub["guided_grammar"].as_str().unwrap();
+    assert!(grammar.starts_with("root ::= integer\n"), "{grammar}");
+}
+
+#[test]
+fn a_discovery_that_hangs_sends_the_request_unconstrained_and_keeps_nothing() {
+    let sb = Sandbox::new();
+    let mut script = MockScript::always(MockReply::text("FINAL(hello)"));
+    script.tokenizer = MockTokenizer::LlamaCpp;
+    // The server says nothing about itself for far longer than discovery waits.
+    script.side_latency = Some(Duration::from_secs(30));
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    assert_answer(&run(&sb, &mock, &["--env", "js"]), "hello");
+    let body = mock.control().requests()[0].body.clone();
+    assert!(body.get("grammar").is_none(), "{body}");
+    let asked = mock.control().side_requests().len();
+    assert!(asked >= 1);
+    // Nothing was kept: the next run asks again.
+    let servers = sb.data_dir().join("servers");
+    let kept = std::fs::read_dir(&servers).map_or(0, |d| d.count());
+    assert_eq!(kept, 0, "a record of a server that never answered");
+    assert_answer(&run(&sb, &mock, &["--env", "js"]), "hello");
+    assert!(mock.control().side_requests().len() > asked);
+}
