@@ -378,15 +378,31 @@ fn slow_children_asking(mock: &MockLlmThread) -> usize {
 /// no `sub-result` and no end recorded.
 #[test]
 fn a_cell_timing_out_first_stops_its_nested_run_with_a_timeout_result() {
+    nested_cell_times_out_first(
+        &format!("```repl\nr = sub_rlm('{SLOW_CHILD}', 'a context')\nprint('child:', r)\n```"),
+        "python",
+    );
+}
+
+/// The same in JavaScript.
+#[test]
+fn a_javascript_cell_timing_out_first_stops_its_nested_run_with_a_timeout_result() {
+    nested_cell_times_out_first(
+        &format!(
+            "```js\nconst r = await sub_rlm('{SLOW_CHILD}', 'a context')\nconsole.log('child:', r)\n```"
+        ),
+        "js",
+    );
+}
+
+fn nested_cell_times_out_first(code: &str, env: &str) {
     let sb = Sandbox::new();
-    let mock = nested_mock(&format!(
-        "```repl\nr = sub_rlm('{SLOW_CHILD}', 'a context')\nprint('child:', r)\n```"
-    ));
+    let mock = nested_mock(code);
     let started_at = Instant::now();
     let out = nested_run(
         &sb,
         &mock,
-        &["--exec-timeout", "3", "--agent-timeout", "50"],
+        &["--exec-timeout", "3", "--agent-timeout", "50", "--env", env],
     )
     .stdin(Stdio::null())
     .output()
