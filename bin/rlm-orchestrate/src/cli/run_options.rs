@@ -403,9 +403,9 @@ pub struct RunOptions {
     )]
     pub state_vars: usize,
 
-    /// Seconds one code block may run before it is interrupted, the sub-calls and agents
-    /// it waits on included: an agent still running then is stopped and its result is a
-    /// timeout (give agents longer with a larger value; --agent-timeout bounds each agent).
+    /// Seconds one code block may run before it is interrupted, the sub-calls, agents and
+    /// nested runs it waits on included: one still running then is stopped and its result
+    /// is a timeout (give them longer with a larger value; --agent-timeout bounds each).
     #[arg(
         long,
         value_name = "S",

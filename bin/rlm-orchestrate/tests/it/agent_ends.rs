@@ -1,12 +1,14 @@
 //! Issue 53, items 1 and 2: every agent that started ends with a result, and no key an
 //! agent printed reaches a stored result, the trace, `runs show` or the model — when
 //! it fails, when it times out, when its code cell times out first, and on Ctrl-C.
+//! Nested runs (`sub_rlm`) end the same way: a child still running when its cell times
+//! out, or on Ctrl-C, leaves its result and its end.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript};
+use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
 use crate::real_cli_support::survivors;
@@ -115,7 +117,7 @@ fn results(sb: &Sandbox) -> Vec<Value> {
         .collect()
 }
 
-/// `runs show` of the (one) run.
+/// `runs show` of the (one) run; nested runs are not listed without `--all`.
 fn runs_show(sb: &Sandbox) -> String {
     let runs = |args: &[&str]| {
         sb.bare()
@@ -323,6 +325,202 @@ fn ctrl_c_leaves_a_cancelled_result_for_every_running_agent() {
     assert!(!shown.contains("no end recorded"), "{shown}");
     assert_eq!(shown.matches("· was cancelled").count(), 3, "{shown}");
     assert_no_key_under(&sb.data_dir());
+    assert!(
+        survivors(&sb.data_dir()).is_empty(),
+        "processes left behind"
+    );
+}
+
+/// The task of a nested run the mock keeps waiting (its model answers after a minute).
+const SLOW_CHILD: &str = "slow-child";
+
+/// The mock: the root's cell starts nested runs (`code`), then a final answer; a child
+/// on [`SLOW_CHILD`] gets its answer only after a minute.
+fn nested_mock(code: &str) -> MockLlmThread {
+    MockLlm::spawn_blocking_thread(
+        MockScript::replies([MockReply::text(code), MockReply::text("FINAL(done)")]).rule(
+            MockRule::contains(
+                format!("Task: {SLOW_CHILD}"),
+                MockReply::text("FINAL(too late)").with_delay(Duration::from_secs(60)),
+            ),
+        ),
+    )
+    .unwrap()
+}
+
+/// `run --json` of a root whose children are nested runs, with `extra` flags.
+fn nested_run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(crate::support::BIN);
+    cmd.current_dir(sb.root())
+        .env_remove("RLM_DATA_DIR")
+        .env_remove("RUST_LOG")
+        .env_remove("OPENAI_API_KEY")
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "Ask the children.", "--json", "--model", "mock"])
+        .args(["--base-url", &mock.control().openai_base_url()])
+        .args(["--retry-base-delay-ms", "5", "--max-parallel", "4"])
+        .args(extra);
+    cmd
+}
+
+/// How many requests of slow children the mock has received.
+fn slow_children_asking(mock: &MockLlmThread) -> usize {
+    let needle = format!("Task: {SLOW_CHILD}");
+    mock.control()
+        .requests()
+        .iter()
+        .filter(|request| request.prompt_text().contains(&needle))
+        .count()
+}
+
+/// Seen failing before the fix: the cell's `--exec-timeout` killed the child run with
+/// no `sub-result` and no end recorded.
+#[test]
+fn a_cell_timing_out_first_stops_its_nested_run_with_a_timeout_result() {
+    nested_cell_times_out_first(
+        &format!("```repl\nr = sub_rlm('{SLOW_CHILD}', 'a context')\nprint('child:', r)\n```"),
+        "python",
+    );
+}
+
+/// The same in JavaScript.
+#[test]
+fn a_javascript_cell_timing_out_first_stops_its_nested_run_with_a_timeout_result() {
+    nested_cell_times_out_first(
+        &format!(
+            "```js\nconst r = await sub_rlm('{SLOW_CHILD}', 'a context')\nconsole.log('child:', r)\n```"
+        ),
+        "js",
+    );
+}
+
+fn nested_cell_times_out_first(code: &str, env: &str) {
+    let sb = Sandbox::new();
+    let mock = nested_mock(code);
+    let started_at = Instant::now();
+    let out = nested_run(
+        &sb,
+        &mock,
+        &["--exec-timeout", "3", "--agent-timeout", "50", "--env", env],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        started_at.elapsed() < Duration::from_secs(45),
+        "the cell's timeout did not hold"
+    );
+    let results = results(&sb);
+    assert_eq!(results.len(), 1, "{stderr}");
+    let result = &results[0];
+    assert_eq!(result["status"], "error", "{result}");
+    assert_eq!(result["timed_out"], true, "{result}");
+    assert_eq!(result["timeout_secs"], 3.0, "{result}");
+    assert!(
+        result["error"].as_str().unwrap().contains("--exec-timeout"),
+        "{result}"
+    );
+    let shown = runs_show(&sb);
+    assert!(!shown.contains("no end recorded"), "{shown}");
+    assert!(
+        shown.contains("timed out (its code cell ran past --exec-timeout)"),
+        "{shown}"
+    );
+    assert!(
+        survivors(&sb.data_dir()).is_empty(),
+        "processes left behind"
+    );
+}
+
+/// Seen failing before the fix: after Ctrl-C the children's results did not say they
+/// were cancelled and the root recorded no end for them.
+#[test]
+fn ctrl_c_leaves_a_cancelled_result_for_every_running_nested_run() {
+    let sb = Sandbox::new();
+    let mock = nested_mock(&format!(
+        "```repl\nr = sub_rlm_parallel([('{SLOW_CHILD}', 'a'), ('{SLOW_CHILD}', 'b')])\n```"
+    ));
+    let mut child = nested_run(&sb, &mock, &[])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while slow_children_asking(&mock) < 2 {
+        assert!(Instant::now() < deadline, "the children did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run did not stop after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    let results = results(&sb);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    for result in &results {
+        assert_eq!(result["status"], "error", "{result}");
+        assert_eq!(result["cancelled"], true, "{result}");
+    }
+    let shown = runs_show(&sb);
+    assert!(!shown.contains("no end recorded"), "{shown}");
+    assert_eq!(shown.matches("· was cancelled").count(), 2, "{shown}");
+    assert!(
+        survivors(&sb.data_dir()).is_empty(),
+        "processes left behind"
+    );
+}
+
+/// A nested run's own `--agent-timeout`, shorter than the cell's, ends it with a
+/// timeout result of that length (seen failing before the fix: no `sub-result`).
+#[test]
+fn an_agent_timeout_shorter_than_the_cell_ends_the_nested_run_first() {
+    let sb = Sandbox::new();
+    let mock = nested_mock(&format!(
+        "```repl\nr = sub_rlm('{SLOW_CHILD}', 'a context')\nprint('child:', r)\n```"
+    ));
+    let out = nested_run(
+        &sb,
+        &mock,
+        &["--exec-timeout", "40", "--agent-timeout", "1"],
+    )
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = results(&sb);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["timed_out"], true, "{}", results[0]);
+    assert_eq!(results[0]["timeout_secs"], 1.0, "{}", results[0]);
+    assert!(
+        results[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("--agent-timeout"),
+        "{}",
+        results[0]
+    );
+    let shown = runs_show(&sb);
+    assert!(shown.contains("· timed out"), "{shown}");
     assert!(
         survivors(&sb.data_dir()).is_empty(),
         "processes left behind"

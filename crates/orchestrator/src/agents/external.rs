@@ -252,6 +252,7 @@ pub async fn run_external_agent(
                             {
                                 super::outcome::stopped_with_its_cell(
                                     &mut error,
+                                    "agent",
                                     abandoned.cell_timeout,
                                     timeout,
                                     run.duration,

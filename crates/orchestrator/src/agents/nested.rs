@@ -24,7 +24,7 @@ use rlm_process::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::external::path_with_own_dir;
+use super::external::{path_with_own_dir, Abandonment};
 use super::lineage::Lineage;
 use super::AGENTS_DIR;
 use crate::accounting::{ChildTotals, Limits};
@@ -173,6 +173,9 @@ pub struct ChildRequest {
     pub budget_ledger: Option<std::path::PathBuf>,
     /// Ends the child (and its descendants) when cancelled.
     pub cancel: Option<CancellationToken>,
+    /// Set when the code that waited for the child ended first (its cell timed out):
+    /// the child stopped through `cancel` then reports a timeout of the cell.
+    pub abandoned: Option<Abandonment>,
 }
 
 /// How a child run went.
@@ -189,7 +192,9 @@ pub struct ChildOutcome {
 }
 
 /// Runs one child `rlm-orchestrate run` to completion under supervision and reads
-/// the result it wrote. Never fails: problems end up in a [`SubResult::Error`].
+/// the result it wrote. Never fails: problems end up in a [`SubResult::Error`], which
+/// is then its `sub-result-<id>` too (a child stopped by a timeout, its cell's or its
+/// own, or cancelled, wrote none that says so).
 pub async fn run_child(
     launcher: &SubRlmLauncher,
     store: Arc<Store>,
@@ -268,7 +273,8 @@ pub async fn run_child(
     // What the child printed reaches the model and the trace scrubbed, like an agent's.
     let stderr_tail = rlm_process::redact_secrets(&supervised.stderr_tail).into_owned();
     let scheduler_failure = runner.failure(&stderr_tail);
-    let stored = tokio::task::spawn_blocking(move || store.get(&key).ok())
+    let (reader, read_key) = (Arc::clone(&store), key.clone());
+    let stored = tokio::task::spawn_blocking(move || reader.get(&read_key).ok())
         .await
         .ok()
         .flatten()
@@ -284,18 +290,51 @@ pub async fn run_child(
             ),
             None => format!("the sub-run {}", supervised.termination),
         };
-        SubResult::Error(SubError {
+        let mut failure = SubError {
             error,
-            timed_out: supervised.termination == Termination::TimedOut,
             stderr_tail: stderr_tail.clone(),
             slurm: scheduler_failure.clone(),
             ..SubError::default()
-        })
+        };
+        match supervised.termination {
+            Termination::TimedOut => {
+                failure.timed_out = true;
+                failure.timeout_secs = Some(launcher.timeout.as_secs_f64());
+                failure.error.push_str(&format!(
+                    " after {} s and was stopped; give it a smaller task or raise --agent-timeout",
+                    launcher.timeout.as_secs_f64()
+                ));
+            }
+            Termination::Cancelled => match request.abandoned.as_ref() {
+                Some(abandoned) if abandoned.token.is_cancelled() => {
+                    super::outcome::stopped_with_its_cell(
+                        &mut failure,
+                        "sub-run",
+                        abandoned.cell_timeout,
+                        launcher.timeout,
+                        supervised.duration,
+                    );
+                }
+                _ => failure.cancelled = true,
+            },
+            _ => {}
+        }
+        SubResult::Error(failure)
     };
     let result = match stored {
         Some(result @ SubResult::Answer(_)) => result,
         Some(result @ SubResult::Error(_)) if supervised.termination.success() => result,
-        Some(SubResult::Error(_)) | None => observed(),
+        Some(SubResult::Error(_)) | None => {
+            // What the model is told is what `sub-result-<id>` holds.
+            let result = observed();
+            let (written, lineage) = (result.clone(), request.lineage.clone());
+            let published =
+                tokio::task::spawn_blocking(move || publish(&written, &store, &lineage)).await;
+            if !matches!(published, Ok(Ok(()))) {
+                tracing::warn!(key, "could not store a sub-run's result");
+            }
+            result
+        }
     };
     ChildOutcome {
         pid: supervised.pid,

@@ -159,11 +159,12 @@ pub(crate) fn name_a_refused_key(error: &mut SubError, pass_env: &[String]) {
     );
 }
 
-/// Makes a cancellation the timeout it was: the agent was stopped because the code
-/// cell waiting for it ran past `--exec-timeout` (`cell_timeout`), which bounds a cell
-/// and the agents it waits on.
+/// Makes a cancellation the timeout it was: the agent (`what`: `agent`, `sub-run`) was
+/// stopped because the code cell waiting for it ran past `--exec-timeout`
+/// (`cell_timeout`), which bounds a cell and the agents it waits on.
 pub(crate) fn stopped_with_its_cell(
     error: &mut SubError,
+    what: &str,
     cell_timeout: Duration,
     agent_timeout: Duration,
     ran: Duration,
@@ -172,7 +173,7 @@ pub(crate) fn stopped_with_its_cell(
     error.timed_out = true;
     error.timeout_secs = Some(cell_timeout.as_secs_f64());
     error.error = format!(
-        "the agent timed out: the code cell waiting for it ran past --exec-timeout ({} s), \
+        "the {what} timed out: the code cell waiting for it ran past --exec-timeout ({} s), \
          which bounds a cell and the agents it waits on, so it was stopped after {:.1} s \
          (--agent-timeout is {} s); raise --exec-timeout to give agents longer, or give it \
          a smaller task",

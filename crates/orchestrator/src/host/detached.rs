@@ -1,4 +1,5 @@
-//! Agents that outlive the code waiting for them: an agent runs on a task of its own,
+//! Agents that outlive the code waiting for them: an agent (an external agent or a
+//! nested run) runs on a task of its own,
 //! so when the call that started it is dropped (its code cell timed out, the query was
 //! cancelled, the REPL went away) the agent is still stopped, its `sub-result-<id>`
 //! still written and its end still recorded; the run waits for those ends before it
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rlm_process::CancellationToken;
+use rlm_process::{CancellationToken, Termination};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -67,6 +68,16 @@ impl DetachedAgents {
     }
 }
 
+/// How an agent's end reads in the trace (`sub_agent_finished`): a cancellation that
+/// the end of its cell caused (`abandoned` fired) is the timeout it was.
+pub fn end_status(termination: &Termination, abandoned: &CancellationToken) -> String {
+    if *termination == Termination::Cancelled && abandoned.is_cancelled() {
+        "timed out (its code cell ran past --exec-timeout)".to_owned()
+    } else {
+        termination.to_string()
+    }
+}
+
 /// Held by the call waiting for an agent: dropped before [`StopOnDrop::disarm`], it
 /// stops the agent, and unless the whole run was cancelled (Ctrl-C: the agent reports
 /// a cancellation) marks it abandoned first (it reports a timeout of its cell).
@@ -93,6 +104,12 @@ impl StopOnDrop {
             agent,
             armed: true,
         }
+    }
+
+    /// A guard for a new agent of the run cancelled by `run`: the agent's token is a
+    /// child of the run's.
+    pub fn for_run(run: &CancellationToken) -> Self {
+        Self::new(run.clone(), CancellationToken::new(), run.child_token())
     }
 
     /// The agent ended while its caller waited: nothing to stop.

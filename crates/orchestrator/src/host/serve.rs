@@ -9,13 +9,12 @@
 use std::sync::Arc;
 
 use rlm_context_store::{ListFilter, SetOptions, Store, StoreError};
-use rlm_process::Termination;
 use serde_json::Value;
 
 use rlm_protocol::host_call::{AgentJob, HostCall, HostError, HostReply, PromptArgs, SubRlmArgs};
 use rlm_protocol::SubResult;
 
-use super::detached::{DetachedAgents, StopOnDrop, SETTLE_LIMIT};
+use super::detached::{end_status, DetachedAgents, StopOnDrop, SETTLE_LIMIT};
 use super::structured::Shape;
 use super::sub_fit;
 use super::{expected_cost, fan_out, record_call, Host, HostSettings, Model};
@@ -378,25 +377,40 @@ impl RunHost {
         }));
         let child_id = child.agent_id.clone();
         let child_depth = child.depth;
+        let stop = StopOnDrop::for_run(&self.settings.cancel);
         let request = ChildRequest {
             lineage: child,
             query: args.query.clone(),
             context_var: context.map(|(key, _)| key),
             limits: self.accounting.remaining(),
             budget_ledger: self.accounting.tree().map(|tree| tree.path().to_owned()),
-            cancel: Some(self.settings.cancel.clone()),
+            cancel: Some(stop.agent.clone()),
+            abandoned: Some(Abandonment {
+                token: stop.abandoned.clone(),
+                cell_timeout: self.settings.delegation.cell_timeout,
+            }),
         };
-        let outcome = run_child(launcher, Arc::clone(&self.store), request).await;
-        self.accounting.release_child(child_id.as_str());
-        let totals = child_totals(&outcome.result, child_depth);
-        self.accounting.record_child(&totals);
-        self.sink
-            .emit(EventData::SubAgentFinished(SubAgentFinished {
+        // On a task of its own, as an external agent is (see `spawn_agent`).
+        let (launcher, store) = (launcher.clone(), Arc::clone(&self.store));
+        let (sink, accounting) = (self.sink.clone(), Arc::clone(&self.accounting));
+        let abandoned = stop.abandoned.clone();
+        let child = self.agents.spawn(async move {
+            let outcome = run_child(&launcher, store, request).await;
+            accounting.release_child(child_id.as_str());
+            let totals = child_totals(&outcome.result, child_depth);
+            accounting.record_child(&totals);
+            sink.emit(EventData::SubAgentFinished(SubAgentFinished {
                 child_agent_id: child_id,
-                status: outcome.termination.to_string(),
+                status: end_status(&outcome.termination, &abandoned),
                 duration_ms: outcome.duration.as_millis() as u64,
                 usage: totals.totals.usage,
             }));
+            outcome
+        });
+        let outcome = child.await.map_err(|error| {
+            HostError::Fatal(format!("supervising a nested run failed: {error}"))
+        })?;
+        stop.disarm();
         match outcome.result {
             SubResult::Answer(answer) => {
                 let text = answer.text();
@@ -473,11 +487,7 @@ impl RunHost {
             pid: None,
             task: job.task.clone(),
         }));
-        let stop = StopOnDrop::new(
-            self.settings.cancel.clone(),
-            rlm_process::CancellationToken::new(),
-            self.settings.cancel.child_token(),
-        );
+        let stop = StopOnDrop::for_run(&self.settings.cancel);
         let spec = ExternalAgentSpec {
             lineage,
             data_dir: self.store.data_dir().to_owned(),
@@ -513,15 +523,9 @@ impl RunHost {
         let agent = self.agents.spawn(async move {
             let _slot = slot;
             let outcome = run_external_agent(&command, spec, store).await;
-            let status =
-                if outcome.termination == Termination::Cancelled && abandoned.is_cancelled() {
-                    "timed out (its code cell ran past --exec-timeout)".to_owned()
-                } else {
-                    outcome.termination.to_string()
-                };
             sink.emit(EventData::SubAgentFinished(SubAgentFinished {
                 child_agent_id: agent_id,
-                status,
+                status: end_status(&outcome.termination, &abandoned),
                 duration_ms: outcome.duration.as_millis() as u64,
                 usage: Usage::default(),
             }));
