@@ -11,6 +11,7 @@ mod fan_out;
 mod plan;
 mod serve;
 mod settings;
+mod spawn_agent;
 mod split_query;
 pub(crate) mod structured;
 mod sub_fit;
