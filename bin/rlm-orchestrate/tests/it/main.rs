@@ -39,6 +39,7 @@ mod plan_bounds;
 mod plan_steps;
 mod plans;
 mod private_files;
+mod readme;
 mod real_agents;
 mod real_cli_support;
 mod real_llm_agent;
