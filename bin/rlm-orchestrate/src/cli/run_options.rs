@@ -5,7 +5,9 @@
 //! `--help` groups the flags under their `help_heading`, headings in the order of
 //! their first field here (so a new flag goes beside the others of its heading); `-h`
 //! shows only the flags without `hide_short_help`, the common ones, and stays on one
-//! screen (a test counts its lines). `docs/cli.md` lists them all.
+//! screen (a test counts its lines): a new flag gets `hide_short_help = true` unless
+//! most runs need it. `docs/cli.md` lists them all (regenerate it after a change:
+//! `cargo run -q -p rlm-orchestrate -- __markdown-help > docs/cli.md`).
 
 use std::path::PathBuf;
 
@@ -70,7 +72,8 @@ pub struct RunOptions {
         value_name = "KEY",
         env = "RLM_CONTEXT_VAR",
         conflicts_with = "context",
-        help_heading = "Context"
+        help_heading = "Context",
+        hide_short_help = true
     )]
     pub context_var: Option<String>,
 
@@ -674,7 +677,7 @@ pub struct RunOptions {
         env = "RLM_MAX_COST_USD",
         value_parser = parse_usd,
         allow_negative_numbers = true,
-        help_heading = "Budgets"
+        help_heading = "Budgets", hide_short_help = true
     )]
     pub max_cost_usd: Option<f64>,
 
