@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Keep the workspace layout of issue 21: no import cycle between modules of one crate,
-no crate over 35 % of the Rust code, no production file over 600 lines of code, and
-(issue 49) no `Result<_, String>` in a library crate.
+no crate over 35 % of the Rust code, no production file over 600 lines of code,
+(issue 49) no `Result<_, String>` in a library crate, and (issue 54) no workspace
+member missing from docs/architecture.md.
 
 Usage:
     python3 scripts/check_layout.py            # enforce: exit 1 on any violation
@@ -44,6 +45,13 @@ and comments (`//`, `///`, `//!`, `/* … */`); a line inside a string literal c
   Exempt: files reached only through `cfg(test)` modules, and the files of a member that
   the other members use only as a dev-dependency (test support such as mock servers);
   `--report` still lists them.
+
+## The architecture page names every package
+
+When the workspace has `docs/architecture.md`, every member must be named there by its
+directory in backticks (`` `crates/plan` ``, `` `bin/rlm-orchestrate` ``), as the page's
+table of packages does; a member it does not name fails the check with the name and
+directory to add.
 
 ## Errors of library crates
 
@@ -732,6 +740,24 @@ def string_errors(info: "FileInfo") -> list[StringError]:
     return found
 
 
+ARCHITECTURE_DOC = Path("docs") / "architecture.md"
+
+
+def unnamed_packages(root: Path, packages: list[tuple[str, Path]]) -> list[tuple[str, str]]:
+    """(name, directory) of each member docs/architecture.md does not name by its
+    directory in backticks; nothing when the workspace has no such page."""
+    doc = root / ARCHITECTURE_DOC
+    if not doc.exists():
+        return []
+    text = doc.read_text(encoding="utf-8", errors="replace")
+    missing = []
+    for name, directory in packages:
+        rel_dir = rel(directory, root)
+        if f"`{rel_dir}`" not in text:
+            missing.append((name, rel_dir))
+    return missing
+
+
 @dataclass
 class Result:
     shares: list[tuple[str, int, float]]
@@ -740,13 +766,15 @@ class Result:
     cycles: list[tuple[str, Cycle]]
     warnings: list[str]
     string_errors: list[StringError] = field(default_factory=list)
+    unnamed: list[tuple[str, str]] = field(default_factory=list)
 
 
 def analyse(root: Path) -> Result:
     cache: dict[Path, Source] = {}
     shares, files, cycles, warnings = [], [], [], []
     string_errs: dict[tuple[Path, int, str], StringError] = {}
-    for pkg in workspace_packages(root):
+    packages = workspace_packages(root)
+    for pkg in packages:
         all_files = rust_files(pkg.dir)
         count = sum(len(cache.setdefault(f, lex(f)).code_lines) for f in all_files)
         shares.append((pkg.name, count))
@@ -775,7 +803,8 @@ def analyse(root: Path) -> Result:
     total = sum(c for _, c in shares)
     return Result([(n, c, 100.0 * c / total if total else 0.0) for n, c in shares],
                   total, files, cycles, warnings,
-                  sorted(string_errs.values(), key=lambda e: (str(e.file), e.line)))
+                  sorted(string_errs.values(), key=lambda e: (str(e.file), e.line)),
+                  unnamed_packages(root, [(p.name, p.dir) for p in packages]))
 
 
 def module_name(parent: tuple[str, ...], name: str) -> str:
@@ -860,6 +889,11 @@ def main(argv: list[str] | None = None) -> int:
               f"the error a thiserror type that names what failed (STYLE.md, Errors)",
               file=sys.stderr)
         failed = True
+    for name, rel_dir in res.unnamed:
+        print(f"error: {ARCHITECTURE_DOC} does not name the workspace package {name} "
+              f"(`{rel_dir}`): add a row for it to the page's table of packages",
+              file=sys.stderr)
+        failed = True
     if failed:
         print("hint: `python3 scripts/check_layout.py --report` prints the whole table",
               file=sys.stderr)
@@ -867,7 +901,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"layout ok: {len(res.shares)} crates, largest share "
           f"{max((s for _, _, s in res.shares), default=0):.1f} %, no production file over "
           f"{args.max_file_lines} lines, no module import cycle, no Result<_, String> in a "
-          f"library crate")
+          f"library crate, every package in {ARCHITECTURE_DOC}")
     return 0
 
 

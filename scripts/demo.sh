@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 say() { printf '\n\033[1m%s\033[0m\n' "$*"; }
 
 echo "building the release binaries (a few minutes the first time)…"
+# The same release build that `pip install .` reuses (scripts/test_python.sh): keep the
+# profile and flags in step with pyproject.toml's [tool.maturin].
 cargo build --release --quiet -p rlm-orchestrate -p rlm-test-support --bin rlm-orchestrate --bin mock-llm
 # Where cargo put them: target/ unless CARGO_TARGET_DIR or a cargo config says otherwise.
 target_dir=$(cargo metadata --format-version 1 --no-deps |

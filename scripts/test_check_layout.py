@@ -211,6 +211,31 @@ class CheckLayoutTest(unittest.TestCase):
         self.assertNotIn("quoted", src.masked)
         self.assertIn("'static", src.masked)
 
+    def test_architecture_page_must_name_every_package(self) -> None:
+        write_workspace(self.root, {
+            "alpha": {"src/lib.rs": code_lines(5)},
+            "beta": {"src/lib.rs": code_lines(5)},
+        })
+        (self.root / "docs").mkdir()
+        page = self.root / "docs" / "architecture.md"
+        page.write_text("| crate | job |\n| `crates/alpha` (`alpha`) | a |\n")
+        code, _, err = run(self.root, "--max-share", "80")
+        self.assertEqual(code, 1)
+        self.assertIn("does not name the workspace package beta (`crates/beta`)", err)
+        self.assertNotIn("package alpha", err)
+        page.write_text("| `crates/alpha` | a |\n| `crates/beta` | b |\n")
+        code, out, err = run(self.root, "--max-share", "80")
+        self.assertEqual(code, 0, err)
+        self.assertIn("every package in docs/architecture.md", out)
+
+    def test_no_architecture_page_no_check(self) -> None:
+        write_workspace(self.root, {
+            "alpha": {"src/lib.rs": code_lines(5)},
+            "beta": {"src/lib.rs": code_lines(5)},
+        })
+        code, _, err = run(self.root, "--max-share", "80")
+        self.assertEqual(code, 0, err)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -15,6 +15,7 @@ mod eval;
 mod exit;
 mod live;
 mod logging;
+mod markdown_help;
 mod mcp;
 mod output;
 mod repl;
@@ -42,6 +43,14 @@ fn main() -> std::process::ExitCode {
         .is_some_and(|arg| arg == rlm_process::WATCHDOG_SUBCOMMAND)
     {
         return std::process::ExitCode::from(rlm_process::watchdog_main(&args[2..]));
+    }
+    // The command-line reference (docs/cli.md), from the definitions alone: no
+    // rlm.toml, no environment.
+    if args
+        .get(1)
+        .is_some_and(|arg| arg == markdown_help::MARKDOWN_HELP_SUBCOMMAND)
+    {
+        return markdown_help::main();
     }
     let args = match config_file::apply(args, std::path::Path::new(config_file::CONFIG_FILE)) {
         Ok(args) => args,

@@ -46,7 +46,8 @@ pub struct EvalArgs {
         long,
         default_value_t = 1,
         value_name = "N",
-        help_heading = "Evaluation"
+        help_heading = "Evaluation",
+        hide_short_help = true
     )]
     pub seed: u64,
 
@@ -56,7 +57,8 @@ pub struct EvalArgs {
         long,
         default_value = "96k",
         value_name = "CHARS",
-        help_heading = "Evaluation"
+        help_heading = "Evaluation",
+        hide_short_help = true
     )]
     pub baseline_window: String,
 
@@ -65,7 +67,8 @@ pub struct EvalArgs {
         long,
         default_value_t = 2,
         value_name = "N",
-        help_heading = "Evaluation"
+        help_heading = "Evaluation",
+        hide_short_help = true
     )]
     pub parallel: usize,
 
@@ -80,7 +83,12 @@ pub struct EvalArgs {
     /// Its answer is {output_file} if written, else its stdout. A bare
     /// `--arm rlms` is the official RLM library (scripts/arms/setup-rlms.sh installs it)
     /// with the model, server and --max-iterations of the rlm arm.
-    #[arg(long = "arm", value_name = "NAME=COMMAND", help_heading = "Evaluation")]
+    #[arg(
+        long = "arm",
+        value_name = "NAME=COMMAND",
+        help_heading = "Evaluation",
+        hide_short_help = true
+    )]
     pub arm: Vec<String>,
 
     /// Bound on one answer of an external arm, in seconds; past it the item fails.
@@ -89,21 +97,31 @@ pub struct EvalArgs {
         default_value_t = 3600,
         value_name = "S",
         value_parser = clap::value_parser!(u64).range(1..),
-        help_heading = "Evaluation"
+        help_heading = "Evaluation", hide_short_help = true
     )]
     pub arm_timeout: u64,
 
     /// Real text for the contexts: a .txt file or a directory of .txt files (read in
     /// name order). sniah and multi-needle hide their needles in it; word-count needs
     /// it. scripts/corpora.sh fetches corpora.
-    #[arg(long, value_name = "PATH", help_heading = "Evaluation")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Evaluation",
+        hide_short_help = true
+    )]
     pub haystack: Option<PathBuf>,
 
     /// A data file a suite is built from (repeatable): a TREC question-classification
     /// file for oolong/trec_coarse (`COARSE:fine question` lines, as train_5500.label),
     /// released OOLONG-synth records for oolong/released (a .jsonl file or a directory
     /// of them). docs/benchmarks.md says where to get them.
-    #[arg(long, value_name = "PATH", help_heading = "Evaluation")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Evaluation",
+        hide_short_help = true
+    )]
     pub data: Vec<PathBuf>,
 
     /// Distractor needles per sniah and multi-needle context: the needle's sentence
@@ -113,7 +131,7 @@ pub struct EvalArgs {
         default_value_t = 0,
         value_name = "N",
         value_parser = clap::value_parser!(u32).range(0..=100),
-        help_heading = "Evaluation"
+        help_heading = "Evaluation", hide_short_help = true
     )]
     pub distractors: u32,
 
@@ -124,7 +142,8 @@ pub struct EvalArgs {
         long,
         default_value = "default",
         value_name = "FORM",
-        help_heading = "Evaluation"
+        help_heading = "Evaluation",
+        hide_short_help = true
     )]
     pub variant: String,
 

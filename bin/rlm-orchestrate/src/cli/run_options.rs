@@ -1,6 +1,13 @@
 //! The flags of a run, shared by `run`, `repl`, `eval`, `mcp` and `config show`:
-//! context, model, loop, sub-calls and budgets, output. `settings.rs` turns them into
-//! the library's run settings.
+//! context, model, environment, confinement, sub-agents, budgets, output. `settings.rs`
+//! turns them into the library's run settings.
+//!
+//! `--help` groups the flags under their `help_heading`, headings in the order of
+//! their first field here (so a new flag goes beside the others of its heading); `-h`
+//! shows only the flags without `hide_short_help`, the common ones, and stays on one
+//! screen (a test counts its lines): a new flag gets `hide_short_help = true` unless
+//! most runs need it. `docs/cli.md` lists them all (regenerate it after a change:
+//! `cargo run -q -p rlm-orchestrate -- __markdown-help > docs/cli.md`).
 
 use std::path::PathBuf;
 
@@ -12,6 +19,18 @@ use super::values::{
     LazyContextArg, OnOffArg, ProviderArg, RunnerArg, SandboxArg, SlurmArgs, ToolList,
     ToolProtocolArg,
 };
+
+/// The help headings of the run flags, in the order `--help` shows them.
+pub const HEADINGS: &[&str] = &[
+    "Context",
+    "Model",
+    "Environment",
+    "Confinement",
+    "Sub-agents",
+    "Budgets",
+    "Output",
+    "Advanced",
+];
 
 /// The flags of `run` and `repl`: context, model, loop, sub-calls and budgets, output.
 #[derive(Debug, Args)]
@@ -32,13 +51,19 @@ pub struct RunOptions {
         value_enum,
         default_value = "list",
         env = "RLM_DIR_AS",
-        help_heading = "Context"
+        help_heading = "Context",
+        hide_short_help = true
     )]
     pub dir_as: DirAsArg,
 
     /// Follow the symbolic links of --context-dir that resolve inside it (by default
     /// none is followed; links are listed as skipped in what the model is told).
-    #[arg(long, env = "RLM_FOLLOW_SYMLINKS", help_heading = "Context")]
+    #[arg(
+        long,
+        env = "RLM_FOLLOW_SYMLINKS",
+        help_heading = "Context",
+        hide_short_help = true
+    )]
     pub follow_symlinks: bool,
 
     /// Use an existing variable of the store as the context.
@@ -47,18 +72,24 @@ pub struct RunOptions {
         value_name = "KEY",
         env = "RLM_CONTEXT_VAR",
         conflicts_with = "context",
-        help_heading = "Context"
+        help_heading = "Context",
+        hide_short_help = true
     )]
     pub context_var: Option<String>,
 
     /// Refuse contexts larger than this many bytes that would be copied into the store
     /// or loaded whole (a file read lazily needs no such cap).
-    #[arg(long, value_name = "N", default_value_t = 1 << 30, env = "RLM_MAX_CONTEXT_BYTES", help_heading = "Context")]
+    #[arg(long, value_name = "N", default_value_t = 1 << 30, env = "RLM_MAX_CONTEXT_BYTES", help_heading = "Context", hide_short_help = true)]
     pub max_context_bytes: u64,
 
     /// Copy --context files into the store instead of referencing them where they are
     /// (a referenced file must not change during the run; a copy cannot).
-    #[arg(long, env = "RLM_COPY_CONTEXT", help_heading = "Context")]
+    #[arg(
+        long,
+        env = "RLM_COPY_CONTEXT",
+        help_heading = "Context",
+        hide_short_help = true
+    )]
     pub copy_context: bool,
 
     /// When the REPL's `context` is a lazy view of the file instead of a `str` loaded
@@ -69,12 +100,13 @@ pub struct RunOptions {
         value_name = "WHEN",
         default_value = "auto",
         env = "RLM_LAZY_CONTEXT",
-        help_heading = "Context"
+        help_heading = "Context",
+        hide_short_help = true
     )]
     pub lazy_context: LazyContextArg,
 
     /// The size above which --lazy-context auto reads a referenced file lazily.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, env = "RLM_LAZY_ABOVE", help_heading = "Context")]
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30, env = "RLM_LAZY_ABOVE", help_heading = "Context", hide_short_help = true)]
     pub lazy_above: u64,
 
     /// API of the root model.
@@ -106,12 +138,19 @@ pub struct RunOptions {
         long,
         value_name = "NAME",
         env = "RLM_API_KEY_ENV",
-        help_heading = "Model"
+        help_heading = "Model",
+        hide_short_help = true
     )]
     pub api_key_env: Option<String>,
 
     /// Command used as the model with --provider cli (`{prompt}` or stdin).
-    #[arg(long, value_name = "CMD", env = "RLM_LLM_CMD", help_heading = "Model")]
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "RLM_LLM_CMD",
+        help_heading = "Model",
+        hide_short_help = true
+    )]
     pub llm_cmd: Option<String>,
 
     /// The root model's context window in tokens (prompt and answer together); default:
@@ -121,7 +160,7 @@ pub struct RunOptions {
         value_name = "TOKENS",
         env = "RLM_CONTEXT_WINDOW",
         value_parser = clap::value_parser!(u32).range(1024..),
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub context_window: Option<u32>,
 
@@ -132,7 +171,7 @@ pub struct RunOptions {
         value_name = "TOKENS",
         env = "RLM_SUB_CONTEXT_WINDOW",
         value_parser = clap::value_parser!(u32).range(1024..),
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub sub_context_window: Option<u32>,
 
@@ -143,20 +182,39 @@ pub struct RunOptions {
         value_enum,
         default_value = "auto",
         env = "RLM_CONSTRAIN",
-        help_heading = "Model"
+        help_heading = "Model",
+        hide_short_help = true
     )]
     pub constrain: ConstrainArg,
 
     /// --constrain for the sub-model (its server is asked on its own); default: the root's.
-    #[arg(long, value_enum, env = "RLM_SUB_CONSTRAIN", help_heading = "Model")]
+    #[arg(
+        long,
+        value_enum,
+        env = "RLM_SUB_CONSTRAIN",
+        help_heading = "Model",
+        hide_short_help = true
+    )]
     pub sub_constrain: Option<ConstrainArg>,
 
     /// Model for sub-calls (llm_query, summarize); default: the root model.
-    #[arg(long, value_name = "M", env = "RLM_SUB_MODEL", help_heading = "Model")]
+    #[arg(
+        long,
+        value_name = "M",
+        env = "RLM_SUB_MODEL",
+        help_heading = "Model",
+        hide_short_help = true
+    )]
     pub sub_model: Option<String>,
 
     /// API for sub-calls; default: the root's.
-    #[arg(long, value_enum, env = "RLM_SUB_PROVIDER", help_heading = "Model")]
+    #[arg(
+        long,
+        value_enum,
+        env = "RLM_SUB_PROVIDER",
+        help_heading = "Model",
+        hide_short_help = true
+    )]
     pub sub_provider: Option<ProviderArg>,
 
     /// Endpoint for sub-calls; default: the root's (when the provider is the same).
@@ -164,7 +222,8 @@ pub struct RunOptions {
         long,
         value_name = "URL",
         env = "RLM_SUB_BASE_URL",
-        help_heading = "Model"
+        help_heading = "Model",
+        hide_short_help = true
     )]
     pub sub_base_url: Option<String>,
 
@@ -173,7 +232,8 @@ pub struct RunOptions {
         long,
         value_name = "CMD",
         env = "RLM_SUB_LLM_CMD",
-        help_heading = "Model"
+        help_heading = "Model",
+        hide_short_help = true
     )]
     pub sub_llm_cmd: Option<String>,
 
@@ -183,7 +243,8 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 4,
         env = "RLM_RETRIES",
-        help_heading = "Model"
+        help_heading = "Model",
+        hide_short_help = true
     )]
     pub retries: u32,
 
@@ -193,7 +254,8 @@ pub struct RunOptions {
         value_name = "MS",
         default_value_t = 500,
         env = "RLM_RETRY_BASE_DELAY_MS",
-        help_heading = "Model"
+        help_heading = "Model",
+        hide_short_help = true
     )]
     pub retry_base_delay_ms: u64,
 
@@ -204,7 +266,7 @@ pub struct RunOptions {
         default_value_t = 300,
         env = "RLM_REQUEST_TIMEOUT",
         value_parser = clap::value_parser!(u64).range(1..),
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub request_timeout: u64,
 
@@ -216,12 +278,17 @@ pub struct RunOptions {
         default_value_t = rlm_orchestrator::provider::config::DEFAULT_MAX_REPLY_BYTES,
         env = "RLM_MAX_REPLY_BYTES",
         value_parser = clap::value_parser!(u64).range(1024..),
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub max_reply_bytes: u64,
 
     /// Ask for whole responses instead of streaming them.
-    #[arg(long, env = "RLM_NO_STREAM", help_heading = "Model")]
+    #[arg(
+        long,
+        env = "RLM_NO_STREAM",
+        help_heading = "Model",
+        hide_short_help = true
+    )]
     pub no_stream: bool,
 
     /// Sampling temperature of every model call (0 to 2); default: the server's.
@@ -230,7 +297,7 @@ pub struct RunOptions {
         value_name = "T",
         env = "RLM_TEMPERATURE",
         value_parser = parse_temperature,
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub temperature: Option<f32>,
 
@@ -241,7 +308,7 @@ pub struct RunOptions {
         env = "RLM_PRICE_INPUT",
         value_parser = parse_usd,
         allow_negative_numbers = true,
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub price_input: Option<f64>,
 
@@ -252,7 +319,7 @@ pub struct RunOptions {
         env = "RLM_PRICE_OUTPUT",
         value_parser = parse_usd,
         allow_negative_numbers = true,
-        help_heading = "Model"
+        help_heading = "Model", hide_short_help = true
     )]
     pub price_output: Option<f64>,
 
@@ -262,7 +329,7 @@ pub struct RunOptions {
         value_enum,
         default_value = "python",
         env = "RLM_ENV",
-        help_heading = "Loop"
+        help_heading = "Environment"
     )]
     pub env: EnvArg,
 
@@ -272,7 +339,8 @@ pub struct RunOptions {
         value_name = "PATH",
         default_value = "python3",
         env = "RLM_PYTHON",
-        help_heading = "Loop"
+        help_heading = "Environment",
+        hide_short_help = true
     )]
     pub python: PathBuf,
 
@@ -285,7 +353,8 @@ pub struct RunOptions {
         value_enum,
         default_value = "auto",
         env = "RLM_SANDBOX",
-        help_heading = "Loop"
+        help_heading = "Confinement",
+        hide_short_help = true
     )]
     pub sandbox: SandboxArg,
 
@@ -296,7 +365,7 @@ pub struct RunOptions {
         value_name = "MIB",
         env = "RLM_KERNEL_MEMORY_MB",
         value_parser = clap::value_parser!(u64).range(64..),
-        help_heading = "Loop"
+        help_heading = "Confinement", hide_short_help = true
     )]
     pub kernel_memory_mb: Option<u64>,
 
@@ -307,7 +376,7 @@ pub struct RunOptions {
         value_name = "MIB",
         env = "RLM_JS_MEMORY_MB",
         value_parser = clap::value_parser!(u64).range(16..),
-        help_heading = "Loop"
+        help_heading = "Confinement", hide_short_help = true
     )]
     pub js_memory_mb: Option<u64>,
 
@@ -318,7 +387,7 @@ pub struct RunOptions {
         value_name = "LIST",
         env = "RLM_TOOLS",
         value_parser = parse_tools,
-        help_heading = "Loop"
+        help_heading = "Environment", hide_short_help = true
     )]
     pub tools: Option<ToolList>,
 
@@ -329,7 +398,8 @@ pub struct RunOptions {
         value_name = "HOW",
         default_value = "native",
         env = "RLM_TOOL_PROTOCOL",
-        help_heading = "Loop"
+        help_heading = "Environment",
+        hide_short_help = true
     )]
     pub tool_protocol: ToolProtocolArg,
 
@@ -340,7 +410,7 @@ pub struct RunOptions {
         default_value = "all",
         env = "RLM_CORRECTIONS",
         value_parser = parse_corrections,
-        help_heading = "Loop"
+        help_heading = "Environment", hide_short_help = true
     )]
     pub corrections: CorrectionList,
 
@@ -349,7 +419,8 @@ pub struct RunOptions {
         long,
         value_name = "FILE",
         env = "RLM_SYSTEM_PROMPT",
-        help_heading = "Loop"
+        help_heading = "Environment",
+        hide_short_help = true
     )]
     pub system_prompt: Option<PathBuf>,
 
@@ -359,7 +430,8 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 2,
         env = "RLM_MAX_DEPTH",
-        help_heading = "Loop"
+        help_heading = "Sub-agents",
+        hide_short_help = true
     )]
     pub max_depth: u32,
 
@@ -369,7 +441,8 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 20,
         env = "RLM_MAX_ITERATIONS",
-        help_heading = "Loop"
+        help_heading = "Budgets",
+        hide_short_help = true
     )]
     pub max_iterations: u32,
 
@@ -379,7 +452,8 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 20_000,
         env = "RLM_MAX_OUTPUT_CHARS",
-        help_heading = "Loop"
+        help_heading = "Environment",
+        hide_short_help = true
     )]
     pub max_output_chars: usize,
 
@@ -389,7 +463,8 @@ pub struct RunOptions {
         value_name = "R",
         default_value_t = 0.25,
         env = "RLM_REDACT_RATIO",
-        help_heading = "Loop"
+        help_heading = "Environment",
+        hide_short_help = true
     )]
     pub redact_ratio: f64,
 
@@ -399,7 +474,8 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 20,
         env = "RLM_STATE_VARS",
-        help_heading = "Loop"
+        help_heading = "Environment",
+        hide_short_help = true
     )]
     pub state_vars: usize,
 
@@ -412,7 +488,7 @@ pub struct RunOptions {
         default_value_t = 120,
         env = "RLM_EXEC_TIMEOUT",
         value_parser = clap::value_parser!(u64).range(1..),
-        help_heading = "Loop"
+        help_heading = "Environment", hide_short_help = true
     )]
     pub exec_timeout: u64,
 
@@ -421,7 +497,8 @@ pub struct RunOptions {
         long,
         value_name = "FILE",
         env = "RLM_OUTPUT_SCHEMA",
-        help_heading = "Loop"
+        help_heading = "Output",
+        hide_short_help = true
     )]
     pub output_schema: Option<PathBuf>,
 
@@ -433,7 +510,7 @@ pub struct RunOptions {
         env = "RLM_AGENT",
         value_parser = parse_agent,
         conflicts_with = "agent_cmd",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents"
     )]
     pub agent: Option<AgentArg>,
 
@@ -445,7 +522,8 @@ pub struct RunOptions {
         long,
         value_name = "CMD",
         env = "RLM_AGENT_CMD",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents",
+        hide_short_help = true
     )]
     pub agent_cmd: Option<String>,
 
@@ -457,7 +535,8 @@ pub struct RunOptions {
         value_enum,
         default_value = "off",
         env = "RLM_AGENT_SANDBOX",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Confinement",
+        hide_short_help = true
     )]
     pub agent_sandbox: OnOffArg,
 
@@ -469,7 +548,8 @@ pub struct RunOptions {
         value_enum,
         default_value = "on",
         env = "RLM_AGENT_NETWORK",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Confinement",
+        hide_short_help = true
     )]
     pub agent_network: OnOffArg,
 
@@ -480,12 +560,17 @@ pub struct RunOptions {
         long,
         value_name = "HOST:PORT|URL",
         value_parser = parse_endpoint,
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Confinement", hide_short_help = true
     )]
     pub agent_allow_connect: Vec<EndpointArg>,
 
     /// Environment variable passed to external agents (repeatable); none are by default.
-    #[arg(long, value_name = "NAME", help_heading = "Sub-calls and budgets")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Sub-agents",
+        hide_short_help = true
+    )]
     pub agent_env: Vec<String>,
 
     /// Let the --agent preset's CLI read your own config (Claude Code's and Codex's MCP
@@ -493,7 +578,8 @@ pub struct RunOptions {
     #[arg(
         long,
         env = "RLM_AGENT_USER_CONFIG",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents",
+        hide_short_help = true
     )]
     pub agent_user_config: bool,
 
@@ -506,7 +592,7 @@ pub struct RunOptions {
         default_value_t = 600,
         env = "RLM_AGENT_TIMEOUT",
         value_parser = clap::value_parser!(u64).range(1..),
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents", hide_short_help = true
     )]
     pub agent_timeout: u64,
 
@@ -516,7 +602,7 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 4,
         env = "RLM_MAX_PARALLEL",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents"
     )]
     pub max_parallel: usize,
 
@@ -527,7 +613,7 @@ pub struct RunOptions {
         value_name = "N",
         env = "RLM_MAX_REQUESTS",
         value_parser = clap::value_parser!(u64).range(1..),
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents", hide_short_help = true
     )]
     pub max_requests: Option<u64>,
 
@@ -537,7 +623,7 @@ pub struct RunOptions {
         value_name = "N",
         env = "RLM_MAX_AGENTS",
         value_parser = clap::value_parser!(u64).range(1..),
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents", hide_short_help = true
     )]
     pub max_agents: Option<u64>,
 
@@ -548,7 +634,8 @@ pub struct RunOptions {
         value_enum,
         default_value = "local",
         env = "RLM_RUNNER",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents",
+        hide_short_help = true
     )]
     pub runner: RunnerArg,
 
@@ -560,7 +647,7 @@ pub struct RunOptions {
         env = "RLM_SLURM_ARGS",
         allow_hyphen_values = true,
         value_parser = parse_slurm_args,
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Sub-agents", hide_short_help = true
     )]
     pub slurm_args: Option<SlurmArgs>,
 
@@ -570,7 +657,8 @@ pub struct RunOptions {
         value_name = "N",
         default_value_t = 400_000,
         env = "RLM_SUB_CONTEXT_CHARS",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Advanced",
+        hide_short_help = true
     )]
     pub sub_context_chars: usize,
 
@@ -581,7 +669,7 @@ pub struct RunOptions {
         // At least the forced answer's call, which the budget includes.
         value_parser = clap::value_parser!(u64).range(1..),
         env = "RLM_MAX_LLM_CALLS",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Budgets"
     )]
     pub max_llm_calls: Option<u64>,
 
@@ -590,7 +678,8 @@ pub struct RunOptions {
         long,
         value_name = "N",
         env = "RLM_MAX_TOKENS",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Budgets",
+        hide_short_help = true
     )]
     pub max_tokens: Option<u64>,
 
@@ -601,21 +690,21 @@ pub struct RunOptions {
         env = "RLM_MAX_COST_USD",
         value_parser = parse_usd,
         allow_negative_numbers = true,
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Budgets", hide_short_help = true
     )]
     pub max_cost_usd: Option<f64>,
 
     /// Stop after this many seconds.
-    #[arg(
-        long,
-        value_name = "S",
-        env = "RLM_MAX_TIME",
-        help_heading = "Sub-calls and budgets"
-    )]
+    #[arg(long, value_name = "S", env = "RLM_MAX_TIME", help_heading = "Budgets")]
     pub max_time: Option<u64>,
 
     /// Ask again instead of answering identical sub-calls from the store's cache.
-    #[arg(long, env = "RLM_NO_CACHE", help_heading = "Sub-calls and budgets")]
+    #[arg(
+        long,
+        env = "RLM_NO_CACHE",
+        help_heading = "Sub-agents",
+        hide_short_help = true
+    )]
     pub no_cache: bool,
 
     /// Memory for cached variable values, in MiB.
@@ -624,7 +713,8 @@ pub struct RunOptions {
         value_name = "MIB",
         default_value_t = 256,
         env = "RLM_MEMORY_CEILING_MB",
-        help_heading = "Sub-calls and budgets"
+        help_heading = "Advanced",
+        hide_short_help = true
     )]
     pub memory_ceiling_mb: u64,
 

@@ -42,6 +42,7 @@ mod plan_bounds;
 mod plan_steps;
 mod plans;
 mod private_files;
+mod readme;
 mod real_agent_config;
 mod real_agent_keys;
 mod real_agents;
