@@ -1,5 +1,5 @@
 //! The `--agent-cmd` recipes the docs give, run as written: every `rlm-orchestrate run`
-//! line of `scripts/agents/README.md`, and the README's confinement example, each in a
+//! line of `scripts/agents/README.md`, and the guide's confinement example, each in a
 //! directory holding a copy of `scripts/agents/` (so its relative paths mean what they
 //! say) with the root model played by `mock-llm`: it hands a log to one agent and
 //! answers with what the agent said.
@@ -153,15 +153,15 @@ fn every_recipe_of_the_agents_readme_runs_as_written() {
     }
 }
 
-/// The README's confinement example: a relative script path under `--agent-sandbox on`
+/// The guide's confinement example: a relative script path under `--agent-sandbox on`
 /// (the agent works in its temporary directory) still names the script.
 #[test]
-fn the_readmes_confinement_example_runs_as_written() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let command = run_commands(&readme)
+fn the_guides_confinement_example_runs_as_written() {
+    let guide = std::fs::read_to_string(repo_root().join("docs/guide.md")).unwrap();
+    let command = run_commands(&guide)
         .into_iter()
         .find(|c| c.contains("--agent-sandbox on") && c.contains("grep-agent.sh"))
-        .expect("the README's confinement example");
+        .expect("the guide's confinement example");
     assert!(
         command.contains("'sh scripts/agents/grep-agent.sh {prompt_file}'"),
         "{command}"
