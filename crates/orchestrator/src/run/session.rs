@@ -280,9 +280,8 @@ impl Session {
             tracing::warn!("some external agents had not ended when the run did");
         }
         drop(run_host);
-        // A window found by now is in the trace before the run's end; one still
-        // being asked for is not reported after it.
-        found.finish();
+        // A window still being asked for is not reported after the run's end.
+        drop(found);
         self.canceller.set(None);
         self.host.set(None);
         // A run that answered without a forced answer gives back the call it held.
