@@ -48,7 +48,9 @@ impl Shape {
                 kind_of(schema)
             )));
         }
-        let validator = jsonschema::validator_for(schema).map_err(|error| {
+        // Offline: the schema is the model's, so no `$ref` is fetched (a file or a
+        // URL it names is refused, not read).
+        let validator = jsonschema::options().offline().build(schema).map_err(|error| {
             HostError::RespondToModel(format!(
                 "{helper}: `schema` is not a valid JSON Schema: {error} (at {}); write it as, for example, {{\"type\": \"object\", \"properties\": {{\"count\": {{\"type\": \"integer\"}}}}, \"required\": [\"count\"]}}",
                 location(&error.instance_path().to_string())
@@ -207,5 +209,17 @@ mod tests {
         );
         let invalid = message(Shape::new(&json!({"type": "integr"}), "llm_query"));
         assert!(invalid.contains("not a valid JSON Schema"), "{invalid}");
+    }
+
+    /// A schema comes from the model's code: a `$ref` to a file (or a URL) is not
+    /// fetched, so code cannot make the host read `/dev/zero` or a private file.
+    #[test]
+    fn a_schema_that_refers_outside_itself_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("integer.json");
+        std::fs::write(&elsewhere, r#"{"type": "integer"}"#).unwrap();
+        let url = format!("file://{}", elsewhere.display());
+        let refused = message(Shape::new(&json!({ "$ref": url }), "llm_query"));
+        assert!(refused.contains("not a valid JSON Schema"), "{refused}");
     }
 }
