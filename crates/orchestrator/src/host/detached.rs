@@ -6,34 +6,22 @@
 //! records its own.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rlm_process::{CancellationToken, Termination};
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
 
 /// How long the end of a run waits for agents still being stopped: their grace
 /// (SIGTERM, then SIGKILL after 2 s) and collection take far less.
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
-/// The agents of one run still running on their own tasks.
+/// The run's agents on tasks of their own (tokio-util's `TaskTracker`: it counts the
+/// live tasks and wakes a waiter when the last one ends).
 #[derive(Debug, Default)]
 pub struct DetachedAgents {
-    live: AtomicUsize,
-    idle: Notify,
-}
-
-/// Counts one task as live until dropped.
-struct Live(Arc<DetachedAgents>);
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        if self.0.live.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
+    tracker: TaskTracker,
 }
 
 impl DetachedAgents {
@@ -43,28 +31,18 @@ impl DetachedAgents {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.live.fetch_add(1, Ordering::SeqCst);
-        let live = Live(Arc::clone(self));
-        tokio::spawn(async move {
-            let _live = live;
-            work.await
-        })
+        self.tracker.spawn(work)
     }
 
-    /// Waits up to `limit` until no task is live; `false` if some still are.
+    /// Waits until no agent task is left, at most `limit`; `false` when some were
+    /// still running then. Agents may still be started after it returns.
     pub async fn settled(&self, limit: Duration) -> bool {
-        let wait = async {
-            loop {
-                let idle = self.idle.notified();
-                tokio::pin!(idle);
-                idle.as_mut().enable();
-                if self.live.load(Ordering::SeqCst) == 0 {
-                    return;
-                }
-                idle.await;
-            }
-        };
-        tokio::time::timeout(limit, wait).await.is_ok()
+        self.tracker.close();
+        let settled = tokio::time::timeout(limit, self.tracker.wait())
+            .await
+            .is_ok();
+        self.tracker.reopen();
+        settled
     }
 }
 
