@@ -9,7 +9,7 @@ use rlm_orchestrator::grammar::REPL_REPLY_GBNF;
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockScript, MockTokenizer};
 use serde_json::Value;
 
-use crate::support::Sandbox;
+use crate::support::{assert_answer, Sandbox};
 
 /// `run` against `mock` with `extra` flags.
 fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
@@ -22,15 +22,6 @@ fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .unwrap()
-}
-
-fn assert_answer(out: &Output, answer: &str) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), answer);
 }
 
 /// A mock playing `server`, answering every request with `reply`.

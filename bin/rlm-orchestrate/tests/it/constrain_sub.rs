@@ -12,7 +12,7 @@ use rlm_test_support::mock_llm::{
 };
 use serde_json::{json, Value};
 
-use crate::support::Sandbox;
+use crate::support::{assert_answer, Sandbox};
 
 /// What every structured sub-prompt says (and no root prompt does).
 const SUB_PROMPT_MARK: &str = "Answer with JSON only";
@@ -28,15 +28,6 @@ fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .unwrap()
-}
-
-fn assert_answer(out: &Output, answer: &str) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), answer);
 }
 
 /// A mock playing `server`: sub-prompts that contain a rule's needle get its reply,

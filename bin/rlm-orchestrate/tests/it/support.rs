@@ -137,3 +137,13 @@ pub fn write_big_context(path: &Path, bytes: usize, needle_at: usize, needle: &s
         written += line.len();
     }
 }
+
+/// Asserts that a run succeeded and printed `answer` (stderr shown when it did not).
+pub fn assert_answer(out: &std::process::Output, answer: &str) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), answer);
+}
