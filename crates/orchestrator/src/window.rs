@@ -136,6 +136,21 @@ impl ModelWindow {
         served.unwrap_or_else(|| self.offline())
     }
 
+    /// The window the server gave, else the table's or the default, once discovery
+    /// has answered (waiting for it): what the server said, whatever a refusal has
+    /// taught since — the trace's `window_found`. A configured window is returned as
+    /// it is.
+    pub async fn discovered(&self) -> ContextWindow {
+        if let Some(configured) = self.configured() {
+            return configured;
+        }
+        let served = match &self.discovery {
+            Some(discovery) => discovery.facts().await.and_then(|f| f.window.clone()),
+            None => None,
+        };
+        served.unwrap_or_else(|| self.offline())
+    }
+
     /// The constraint fields this model's requests carry (`--constrain`, against
     /// what its server said or its API documents; [`crate::provider::constrain`]).
     /// Waits for discovery when nothing is known yet and the mode needs it: the

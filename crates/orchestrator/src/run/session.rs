@@ -237,6 +237,10 @@ impl Session {
         // already); one whose server is still being asked follows as `window_found`.
         let context_window = self.config.root.window.known();
         let sub_context_window = self.config.sub.window.known();
+        let said = super::found::Said {
+            root: context_window.is_some(),
+            sub: sub_context_window.is_some(),
+        };
         sink.emit(EventData::RunStarted(RunStarted {
             task: text.to_owned(),
             model: self.config.root.provider.model().to_owned(),
@@ -246,7 +250,7 @@ impl Session {
             context_window,
             sub_context_window,
         }));
-        let found = super::found::report_windows(&self.config.root, &self.config.sub, &sink);
+        let found = super::found::report_windows(&self.config.root, &self.config.sub, said, &sink);
         let accounting = Arc::new(Accounting::with_tree(
             self.config.limits,
             self.tree_budget(&run_id),
@@ -280,8 +284,13 @@ impl Session {
             tracing::warn!("some external agents had not ended when the run did");
         }
         drop(run_host);
-        // A window still being asked for is not reported after the run's end.
-        drop(found);
+        // A window still being asked for is waited for (briefly), unless the run was
+        // cancelled: then it is not reported.
+        if cancel.is_cancelled() {
+            drop(found);
+        } else {
+            found.finish(super::found::REPORT_WAIT).await;
+        }
         self.canceller.set(None);
         self.host.set(None);
         // A run that answered without a forced answer gives back the call it held.

@@ -133,6 +133,9 @@ pub struct RecordedRequest {
     /// yet when this one arrived: a model request beside a client's discovery sees
     /// them, one sent after it sees none.
     pub side_in_flight: u64,
+    /// Side requests answered before this one arrived: a model request that waited for
+    /// a client's discovery comes after its answers, one sent beside it before them.
+    pub side_answered: u64,
 }
 
 impl RecordedRequest {

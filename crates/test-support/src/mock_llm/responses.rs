@@ -340,6 +340,7 @@ mod tests {
             body_bytes: 0,
             received_unix_us: 0,
             side_in_flight: 0,
+            side_answered: 0,
         };
         let answer =
             Answer::tool_calls(Api::Responses, 1, "Looking.", &calls).with_custom_tools(&request);

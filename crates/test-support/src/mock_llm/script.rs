@@ -1163,6 +1163,7 @@ mod tests {
             body_bytes: 0,
             received_unix_us: 0,
             side_in_flight: 0,
+            side_answered: 0,
         };
         let answer = |request: &RecordedRequest| {
             script

@@ -48,6 +48,8 @@ struct State {
     side_requests: VecDeque<RecordedRequest>,
     /// Side requests arrived and not answered yet.
     side_in_flight: u64,
+    /// Side requests answered (or whose connection was lost) so far.
+    side_answered: u64,
     connections: u64,
 }
 
@@ -60,6 +62,7 @@ impl Shared {
                 received: 0,
                 side_requests: VecDeque::new(),
                 side_in_flight: 0,
+                side_answered: 0,
                 connections: 0,
             }),
         }
@@ -100,6 +103,7 @@ impl Shared {
     fn side_answered(&self) {
         let mut state = self.lock();
         state.side_in_flight = state.side_in_flight.saturating_sub(1);
+        state.side_answered += 1;
     }
 
     pub(crate) fn push_reply(&self, reply: MockReply) {
@@ -129,6 +133,7 @@ impl Shared {
         let mut state = self.lock();
         request.index = state.received;
         request.side_in_flight = state.side_in_flight;
+        request.side_answered = state.side_answered;
         state.received += 1;
         if state.script.record_limit > 0 {
             while state.requests.len() >= state.script.record_limit {
@@ -531,6 +536,7 @@ fn recorded(connection: u64, incoming: &Incoming, api: Option<Api>) -> RecordedR
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_micros() as u64),
         side_in_flight: 0,
+        side_answered: 0,
     }
 }
 

@@ -260,6 +260,7 @@ mod tests {
             body,
             received_unix_us: 0,
             side_in_flight: 0,
+            side_answered: 0,
         }
     }
 
@@ -463,6 +464,7 @@ mod responses_tests {
             body,
             received_unix_us: 0,
             side_in_flight: 0,
+            side_answered: 0,
         }
     }
 

@@ -790,6 +790,7 @@ mod tests {
             body_bytes: 0,
             received_unix_us: 0,
             side_in_flight: 0,
+            side_answered: 0,
         };
         // 8 characters of name and 40 of arguments: 48 / 4.
         let calls = [grep_call()];
