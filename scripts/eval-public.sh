@@ -16,6 +16,12 @@
 #   oolong    oolong/trec_coarse at 32k and 128k characters, 5 items, the same arms
 #   smoke     ruler/niah_single_1, ruler/vt and oolong/trec_coarse at 8k, 1 item: a
 #             minutes-long check that the whole path works on a server
+#   constrain issue 52's reading: ruler/niah_multikey_1, ruler/vt and oolong/trec_coarse
+#             at 32k, 5 items (seed 1), the rlm arm alone with each env of RLM_PUBLIC_ENVS,
+#             in three cells: --constrain auto --corrections none, --constrain off, and
+#             --constrain off --corrections none; the fourth (auto, the default
+#             corrections) is the `reading` plan's rlm rows of these suites at 32k, run
+#             by the same binary
 #
 # Usage:
 #   scripts/eval-public.sh run [PLAN]      install what is missing, start the local model
@@ -74,7 +80,10 @@ steps_of() {
       echo "oolong|oolong/trec_coarse|32k 128k|5|trec" ;;
     smoke)
       echo "smoke|ruler/niah_single_1,ruler/vt,oolong/trec_coarse|8k|1|trec" ;;
-    *) die "unknown plan '$1': use reading, ruler, oolong or smoke (scripts/eval-public.sh plans)" ;;
+    constrain)
+      echo "ruler|ruler/niah_multikey_1,ruler/vt|32k|5|essays"
+      echo "oolong|oolong/trec_coarse|32k|5|trec" ;;
+    *) die "unknown plan '$1': use reading, ruler, oolong, smoke or constrain (scripts/eval-public.sh plans)" ;;
   esac
 }
 
@@ -113,10 +122,24 @@ prepare() {
   fi
 }
 
-# eval for one step, length and env.
+# A plan's cells: a name and the eval flags that make it ("-" for none). Every plan
+# but `constrain` has the one cell of the defaults.
+cells_of() {
+  case "$1" in
+    constrain)
+      echo "auto-none|--corrections none"
+      echo "off-default|--constrain off"
+      echo "off-none|--constrain off --corrections none" ;;
+    *) echo "|-" ;;
+  esac
+}
+
+# eval for one step, length, env and cell.
 run_step() {
-  local name=$1 suites=$2 length=$3 items=$4 needs=$5 env=$6 arms=$7
-  local out="$WORK/$name-$env" flags=()
+  local name=$1 suites=$2 length=$3 items=$4 needs=$5 env=$6 arms=$7 cell=$8 cell_flags=$9
+  local out="$WORK/$name-$env${cell:+-$cell}" flags=()
+  # shellcheck disable=SC2206  # the cell's flags, words as written above
+  [ "$cell_flags" = - ] || flags+=($cell_flags)
   # `plan-text`: --env plan with calls written as text.
   if [ "$env" = plan-text ]; then env=plan; flags+=(--tool-protocol text); fi
   # shellcheck disable=SC2206  # extra eval flags, words as written by the caller
@@ -126,7 +149,7 @@ run_step() {
     trec) flags+=(--data "$TREC") ;;
   esac
   case ",$arms," in *,rlms,*) flags+=(--arm rlms) ;; esac
-  log "$name · $length · env $env · arms $arms"
+  log "$name · $length · env $env · arms $arms${cell:+ · cell $cell}"
   "$BIN" --data-dir "$WORK/data" eval \
     --suite "$suites" --lengths "$length" --items "$items" --seed 1 --parallel 1 \
     --baseline-window "${RLM_PUBLIC_BASELINE_WINDOW:-24000}" --base-url "$BASE_URL" \
@@ -145,14 +168,17 @@ case "${1:-}" in
     started=$(date +%s)
     while IFS='|' read -r name suites lengths items needs; do
       for length in $lengths; do
-        arms="${RLM_PUBLIC_ARMS:-rlm,baseline,rlms}"
-        for env in "${ENVS[@]}"; do
-          # A step with unscored items (the server was down) does not stop the plan:
-          # run the script again and --resume asks them again.
-          run_step "$name" "$suites" "$length" "$items" "$needs" "$env" "$arms" ||
-            log "$name · $length · $env: items left unscored; run again to ask them"
-          arms=rlm
-        done
+        while IFS='|' read -r cell cell_flags; do
+          arms="${RLM_PUBLIC_ARMS:-rlm,baseline,rlms}"
+          [ -z "$cell" ] || arms=rlm
+          for env in "${ENVS[@]}"; do
+            # A step with unscored items (the server was down) does not stop the plan:
+            # run the script again and --resume asks them again.
+            run_step "$name" "$suites" "$length" "$items" "$needs" "$env" "$arms" "$cell" "$cell_flags" </dev/null ||
+              log "$name · $length · $env: items left unscored; run again to ask them"
+            arms=rlm
+          done
+        done < <(cells_of "$PLAN")
       done
     done < <(steps_of "$PLAN")
     log "plan $PLAN took $(( $(date +%s) - started )) s in this sitting; results under $WORK"
@@ -218,10 +244,13 @@ EOF
     exec "$BIN" --data-dir "$WORK/data" runs show "$run"
     ;;
   plans)
-    for plan in reading ruler oolong smoke; do
+    for plan in reading ruler oolong smoke constrain; do
       echo "$plan:"
       steps_of "$plan" | while IFS='|' read -r name suites lengths items needs; do
         echo "  $name: $suites at $lengths, $items items (needs $needs)"
+      done
+      cells_of "$plan" | while IFS='|' read -r cell cell_flags; do
+        [ -z "$cell" ] || echo "  cell $cell: $cell_flags"
       done
     done
     ;;
