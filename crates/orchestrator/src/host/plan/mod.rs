@@ -213,11 +213,10 @@ impl RunHost {
         source: &Source,
         work: &HostWork,
     ) -> Result<Prepared, HostError> {
-        let instruction = self
-            .sub_model
-            .window
-            .estimator
-            .tokens_of(leaf_instruction(&plan.map));
+        // A size left out leaves room for an ask map's schema too, as it is stated.
+        let estimator = &self.sub_model.window.estimator;
+        let instruction = estimator.tokens_of(leaf_instruction(&plan.map))
+            + estimator.tokens_of(&after_piece(&plan.map)?);
         let pieces = self.cut(&plan.split, instruction, source, work).await?;
         let all = pieces.iter().copied().enumerate().collect();
         let kept = match &plan.filter {
@@ -292,6 +291,18 @@ fn leaf_instruction(map: &Map) -> &str {
         | Map::Agent(text)
         | Map::AskShaped { ask: text, .. } => text,
         Map::Count(_) | Map::Extract(_) | Map::Plan(_) => "",
+    }
+}
+
+/// What a leaf's prompt says after its piece: an ask map's schema, stated
+/// ([`super::structured::Shape::stated`]); nothing for another map. A schema that is
+/// not one is refused.
+fn after_piece(map: &Map) -> Result<String, HostError> {
+    match map {
+        Map::AskShaped { schema, .. } => {
+            Ok(super::structured::Shape::new(schema, "the plan's map")?.stated())
+        }
+        _ => Ok(String::new()),
     }
 }
 
