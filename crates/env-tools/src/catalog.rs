@@ -85,6 +85,12 @@ pub const GROUP_AGGREGATES: [&str; 4] = ["count", "sum", "min", "max"];
 /// What `ctx_map_reduce`'s `reduce` part may be, as its schema describes it.
 const REDUCE_PART: &str = "how results become one: {\"op\": \"sum\"|\"count\"|\"min\"|\"max\"|\"concat\"|\"vote\"|\"union\"|\"count_distinct\" (how many distinct items)|\"join\"|\"top_k\" (with \"k\")|\"pairs\" (pairs of equal items)|\"ask\" (with \"instruction\")}; over lines (map {\"extract\": \"^.*$\"} keeps each line whole): {\"op\": \"argmax\", \"value\": P} (the line with the largest number) or {\"op\": \"group_by\", \"key\": P, \"value\": P, \"agg\": \"count\"|\"sum\"|\"min\"|\"max\", \"k\": N} (one `key: figure` line per key, the largest first; P's first group is the key or the number)";
 
+/// What `ctx_map_reduce`'s `map` part may be, as its schema describes it.
+const MAP_PART: &str = "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"ask\": instruction, \"schema\": S} (the sub-model's answer held to the JSON Schema S, e.g. {\"type\": \"integer\"} for a number or {\"type\": \"array\", \"items\": {\"type\": \"string\"}} for a list of labels; an answer that does not match is an error), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}";
+
+/// What `schema` does, in `ctx_map`'s schema.
+const SCHEMA_ARG: &str = "optional, with ask only: a JSON Schema the sub-model's answer is held to, e.g. {\"type\": \"integer\"} for a number or {\"type\": \"array\", \"items\": {\"type\": \"string\"}} for a list of labels; each result is then the answer's JSON, and an answer that does not match is an error";
+
 /// `ctx_reduce`'s description.
 const REDUCE_STEP: &str = "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), count_distinct (how many distinct items), join, top_k (with k), pairs (how many pairs of items are equal), argmax (the line with the largest number; value: a pattern whose first group is the number), group_by (lines grouped by the first group of the key pattern, each group's numbers read by the value pattern and made one by agg: count, sum, min or max; the largest group first, k of them), or ask (with instruction: the helper model combines them). No model but for ask. Examples: {\"results\": \"results-…\", \"op\": \"sum\"}; over CSV lines `2024-05-01,kiosk-3,4.50`, {\"results\": \"results-…\", \"op\": \"group_by\", \"key\": \"^[^,]*,([^,]+),\", \"value\": \",([\\\\d.]+)$\", \"agg\": \"sum\"} gives each kiosk's total.";
 
@@ -163,7 +169,7 @@ impl MicroTool {
                 vec!["variable", "instruction"],
             ),
             Self::MapReduce => (
-                "Counts, sums or lists over a whole variable: it is cut into pieces, each piece asked (or counted) on its own, and the results reduced to one answer. Priced first: refused with the figures if over budget. Example: split {\"by\": \"chars\", \"size\": 20000}, map {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, reduce {\"op\": \"sum\"}.",
+                "Counts, sums or lists over a whole variable: it is cut into pieces, each piece asked (or counted) on its own, and the results reduced to one answer. Priced first: refused with the figures if over budget. Example: split {\"by\": \"chars\", \"size\": 20000}, map {\"ask\": \"How many failed payments are listed? Answer with a number.\"}, reduce {\"op\": \"sum\"}. An ask map may add \"schema\", a JSON Schema each answer is held to (e.g. {\"type\": \"integer\"}).",
                 json!({
                     "variable": {
                         "type": "string",
@@ -171,7 +177,7 @@ impl MicroTool {
                     },
                     "split": {"type": "object", "description": "how to cut it: {\"by\": \"chars\"|\"lines\"|\"tokens\"|\"regex\", \"size\": N, \"pattern\": P (regex: a record starts at each matching line)}; left out: lines, the largest pieces the helper model takes", "properties": {"by": {"type": "string", "enum": ["chars", "lines", "tokens", "regex"]}, "size": {"type": "integer", "minimum": 1}, "pattern": {"type": "string"}}, "required": ["by"]},
                     "filter": {"description": "optional, which pieces to keep: {\"regex\": P} or {\"where\": \"latency_ms > 250\"} (a number field's condition; with count or extract, both choose which lines they read) or {\"ask\": a yes/no question}", "anyOf": [one_key("regex"), one_key("where"), one_key("ask")]},
-                    "map": {"description": "what each piece becomes: {\"ask\": instruction} (the sub-model), {\"count\": P} or {\"extract\": P} (no model), {\"sub_rlm\": query}", "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm")]},
+                    "map": {"description": MAP_PART, "anyOf": [one_key("ask"), one_key("count"), one_key("extract"), one_key("sub_rlm"), shaped_ask()]},
                     "reduce": {"type": "object", "description": REDUCE_PART, "properties": {"op": {"type": "string", "enum": REDUCE_OPS}, "k": {"type": "integer", "minimum": 1}, "separator": {"type": "string"}, "instruction": {"type": "string"}, "key": {"type": "string"}, "value": {"type": "string"}, "agg": {"type": "string", "enum": GROUP_AGGREGATES}}, "required": ["op"], "additionalProperties": false},
                 }),
                 vec!["map", "reduce"],
@@ -198,13 +204,14 @@ impl MicroTool {
                 vec!["pieces"],
             ),
             Self::Map => (
-                "Turns every piece into a result, in parallel, priced first (refused with the figures if over budget); a new results variable. Give one of: ask (the helper model answers about each piece), count or extract (a pattern's matches, no model), sub_rlm (a nested run). Example: {\"pieces\": \"pieces-…\", \"count\": \"ERROR\"}.",
+                "Turns every piece into a result, in parallel, priced first (refused with the figures if over budget); a new results variable. Give one of: ask (the helper model answers about each piece; with schema, its answer is held to that JSON Schema), count or extract (a pattern's matches, no model), sub_rlm (a nested run). Example: {\"pieces\": \"pieces-…\", \"count\": \"ERROR\"}.",
                 json!({
                     "pieces": {"type": "string", "description": "the pieces variable"},
                     "ask": {"type": "string", "description": "a short, exact question a piece alone answers, e.g. How many failed payments are listed? Answer with a number."},
                     "count": {"type": "string", "description": "a regular expression: its matches in each piece are counted"},
                     "extract": {"type": "string", "description": "a regular expression: its matches in each piece are listed (the first group when it has one)"},
                     "sub_rlm": {"type": "string", "description": "a query for a nested run on each piece"},
+                    "schema": {"type": "object", "description": SCHEMA_ARG},
                 }),
                 vec!["pieces"],
             ),
@@ -250,7 +257,7 @@ impl MicroTool {
             Self::MapReduce => "ctx_map_reduce(variable, split, filter, map, reduce)",
             Self::Split => "ctx_split(variable, by, size, overlap, pattern)",
             Self::Filter => "ctx_filter(pieces, regex | where | ask)",
-            Self::Map => "ctx_map(pieces, ask | count | extract | sub_rlm)",
+            Self::Map => "ctx_map(pieces, ask [schema] | count | extract | sub_rlm)",
             Self::Reduce => "ctx_reduce(results, op, k, separator, instruction, key, value, agg)",
             Self::FinalAnswer => "final_answer(answer)",
         }
@@ -288,6 +295,12 @@ impl FromStr for MicroTool {
 /// form).
 fn one_key(key: &str) -> Value {
     json!({"type": "object", "properties": {key: {"type": "string"}}, "required": [key], "additionalProperties": false})
+}
+
+/// The schema of `{"ask": …, "schema": …}`: an ask map whose answer is held to a JSON
+/// Schema (any object: the schema is the model's own).
+fn shaped_ask() -> Value {
+    json!({"type": "object", "properties": {"ask": {"type": "string"}, "schema": {"type": "object"}}, "required": ["ask", "schema"], "additionalProperties": false})
 }
 
 /// `ctx_length`, and the first argument of every `ctx_*` tool.

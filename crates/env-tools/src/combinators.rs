@@ -47,6 +47,14 @@ pub enum StepError {
         /// The variable named.
         variable: String,
     },
+    /// `schema` given without `ask`, or beside a map that asks no model for an answer.
+    #[error("{tool}: `schema` goes with `ask` only (it holds the sub-model's answer to a JSON Schema); {instead}")]
+    SchemaWithoutAsk {
+        /// The tool called.
+        tool: MicroTool,
+        /// What to write instead.
+        instead: String,
+    },
     /// The tool is not a combinator.
     #[error("{tool} is not a combinator")]
     NotACombinator {
@@ -91,7 +99,8 @@ pub struct FilterArgs {
     pub ask: Option<String>,
 }
 
-/// `ctx_map`: exactly one of `ask`, `count`, `extract`, `sub_rlm`.
+/// `ctx_map`: exactly one of `ask`, `count`, `extract`, `sub_rlm`; `schema` only
+/// with `ask`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MapArgs {
@@ -109,6 +118,9 @@ pub struct MapArgs {
     /// A nested run on each piece with this query.
     #[serde(default)]
     pub sub_rlm: Option<String>,
+    /// With `ask`: the JSON Schema the sub-model's answer is held to.
+    #[serde(default)]
+    pub schema: Option<Value>,
 }
 
 /// `ctx_reduce`.
@@ -152,6 +164,24 @@ fn one_of(tool: MicroTool, options: &[(&str, &Option<String>)]) -> Result<Value,
         [] => Err(StepError::NoOption { tool, options }),
         _ => Err(StepError::SeveralOptions { tool, options }),
     }
+}
+
+/// Why `ctx_map`'s `schema` cannot go with the map given (no `ask`).
+fn schema_without_ask(tool: MicroTool, args: &MapArgs) -> StepError {
+    let other = [
+        ("count", &args.count),
+        ("extract", &args.extract),
+        ("sub_rlm", &args.sub_rlm),
+    ]
+    .into_iter()
+    .find_map(|(name, value)| value.as_ref().map(|_| name));
+    let instead = match other {
+        Some(name) => format!(
+            "a {name} map takes none: leave `schema` out, or give `ask` in place of `{name}`"
+        ),
+        None => "give `ask` with it, such as {\"pieces\": \"pieces-…\", \"ask\": \"How many items are listed? Answer with a number.\", \"schema\": {\"type\": \"integer\"}}".to_owned(),
+    };
+    StepError::SchemaWithoutAsk { tool, instead }
 }
 
 /// A combinator call's arguments as the host call it becomes (`variable_key`: the
@@ -198,7 +228,10 @@ pub(crate) fn host_call(
         }
         MicroTool::Map => {
             let args: MapArgs = parse_args(tool, arguments)?;
-            let map = one_of(
+            if args.schema.is_some() && args.ask.is_none() {
+                return Err(schema_without_ask(tool, &args));
+            }
+            let mut map = one_of(
                 tool,
                 &[
                     ("ask", &args.ask),
@@ -207,6 +240,9 @@ pub(crate) fn host_call(
                     ("sub_rlm", &args.sub_rlm),
                 ],
             )?;
+            if let Some(schema) = args.schema {
+                map["schema"] = schema;
+            }
             Ok(HostCall::PlanMap {
                 pieces: args.pieces,
                 map,
@@ -358,6 +394,57 @@ mod tests {
                 reduce: json!({"op": "top_k", "k": 3}),
             }
         );
+    }
+
+    #[test]
+    fn a_schema_goes_with_ask_into_one_shaped_map() {
+        assert_eq!(
+            call(
+                MicroTool::Map,
+                r#"{"pieces": "pieces-1", "ask": "How many?", "schema": {"type": "integer"}}"#
+            )
+            .unwrap(),
+            HostCall::PlanMap {
+                pieces: "pieces-1".into(),
+                map: json!({"ask": "How many?", "schema": {"type": "integer"}}),
+            }
+        );
+        // A null schema is none.
+        assert_eq!(
+            call(
+                MicroTool::Map,
+                r#"{"pieces": "pieces-1", "ask": "How many?", "schema": null}"#
+            )
+            .unwrap(),
+            HostCall::PlanMap {
+                pieces: "pieces-1".into(),
+                map: json!({"ask": "How many?"}),
+            }
+        );
+        let alone = call(
+            MicroTool::Map,
+            r#"{"pieces": "p", "schema": {"type": "integer"}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            alone.starts_with("ctx_map: `schema` goes with `ask` only")
+                && alone.contains("give `ask` with it"),
+            "{alone}"
+        );
+        for other in ["count", "extract", "sub_rlm"] {
+            let beside = call(
+                MicroTool::Map,
+                &format!(r#"{{"pieces": "p", "{other}": "x", "schema": {{"type": "integer"}}}}"#),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                beside.starts_with("ctx_map: `schema` goes with `ask` only")
+                    && beside.contains(&format!("a {other} map takes none")),
+                "{beside}"
+            );
+        }
     }
 
     #[test]

@@ -59,18 +59,32 @@ pub struct Prompt {
     pub chars: u64,
     /// The characters of its instruction, around the piece.
     pub instruction_chars: u64,
+    /// The estimated tokens of its instruction, around the piece (the largest piece
+    /// that fits is what the window leaves beside them).
+    pub instruction_tokens: u64,
 }
 
 impl Estimate {
     /// Counts one call with `prompt`. Fails when the prompt does not fit the window or
     /// `--sub-context-chars` (`index`: the piece, for the message).
     pub fn call(&mut self, index: usize, prompt: Prompt, limits: &Limits) -> Result<(), PlanError> {
+        if prompt.instruction_tokens >= limits.prompt_budget {
+            return Err(PlanError::Shape(format!(
+                "the words sent with each piece (the instruction, and a schema if the map has one) are about {} tokens, and the sub-model's window leaves {} tokens for a prompt: no piece fits beside them; shorten the instruction or the schema",
+                prompt.instruction_tokens, limits.prompt_budget
+            )));
+        }
         if prompt.tokens > limits.prompt_budget {
             return Err(PlanError::PieceTooLarge {
                 index,
                 tokens: prompt.tokens,
                 budget: limits.prompt_budget,
-                fits: (limits.prompt_budget as f64 * limits.chars_per_token * 0.9) as u64,
+                fits: ((limits
+                    .prompt_budget
+                    .saturating_sub(prompt.instruction_tokens) as f64
+                    * limits.chars_per_token
+                    * 0.9) as u64)
+                    .max(1),
                 unit: "characters",
             });
         }
@@ -219,6 +233,7 @@ mod tests {
             tokens,
             chars: tokens * 3,
             instruction_chars: 30,
+            instruction_tokens: 0,
         };
         let mut estimate = Estimate::default();
         estimate.call(0, prompt(900), &limits()).unwrap();
@@ -241,6 +256,29 @@ mod tests {
                 && error.contains("piece 7 is about 1200 tokens"),
             "{error}"
         );
+        // The size advised is what the window leaves beside the instruction.
+        let long_instruction = Prompt {
+            instruction_tokens: 400,
+            ..prompt(1_200)
+        };
+        let error = Estimate::default()
+            .call(7, long_instruction, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("use \"size\": 1620 or less in `split` (counted in characters)"),
+            "{error}"
+        );
+        // An instruction that fills the window leaves no size to advise.
+        let filling = Prompt {
+            instruction_tokens: 1_000,
+            ..prompt(1_200)
+        };
+        let error = Estimate::default()
+            .call(0, filling, &limits())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no piece fits beside them"), "{error}");
         // A nested run takes its piece by reference: no window to fit.
         estimate.run(50_000, &limits()).unwrap();
         assert_eq!(estimate.runs, 1);
@@ -288,6 +326,7 @@ mod tests {
             tokens: 500,
             chars: 1_500,
             instruction_chars: 30,
+            instruction_tokens: 10,
         };
         for i in 0..25 {
             estimate.call(i, prompt, &limits()).unwrap();

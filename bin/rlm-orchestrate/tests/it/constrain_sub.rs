@@ -8,10 +8,11 @@ use std::process::Output;
 use std::time::Duration;
 
 use rlm_test_support::mock_llm::{
-    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockTokenizer,
+    MockLlm, MockLlmThread, MockReply, MockRule, MockScript, MockTokenizer, MockToolCall,
 };
 use serde_json::{json, Value};
 
+use crate::plans::after_step;
 use crate::support::{assert_answer, Sandbox};
 
 /// What every structured sub-prompt says (and no root prompt does).
@@ -256,6 +257,192 @@ print("sum", int(float(r)) == 2 * map_reduce.last["pieces"], map_reduce.last["pi
     assert_answer(&out, "done");
     let saw = root_saw(&mock);
     assert!(saw.contains("sum True True"), "{saw}");
+}
+
+/// What a leaf of the tools' structured maps is asked, and what marks its prompt.
+const PEARS: &str = "How many pears are listed?";
+
+/// The integer schema the tools' structured maps give.
+fn integer() -> Value {
+    json!({"type": "integer"})
+}
+
+/// A `--env tools` run over 40 lines of pears against a llama-cpp-python mock: each
+/// leaf is answered `leaf`, the root makes `first`, then whatever `rules` make of the
+/// results, and ends with `final_answer` after a result or a failure.
+fn tools_run(leaf: &str, rules: Vec<MockRule>, first: MockToolCall) -> (Sandbox, MockLlmThread) {
+    let fruit: String = (0..40).map(|i| format!("pear {i}\n")).collect();
+    let sb = Sandbox::new();
+    let context = sb.file("fruit.txt", &fruit);
+    let done = |_| MockToolCall::new("final_answer", json!({"answer": "done"}));
+    let mut script = MockScript::new().rule(MockRule::contains(
+        format!("{PEARS}\n\nContext:"),
+        MockReply::text(leaf),
+    ));
+    for rule in rules {
+        script = script.rule(rule);
+    }
+    let mut script = script
+        .rule(after_step("(plan:", "", done))
+        .rule(after_step("(reduced from", "", done))
+        .rule(after_step("failed:", "", done))
+        .then(MockReply::tool_calls("", [first]));
+    script.tokenizer = MockTokenizer::LlamaCppPython;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let out = sb
+        .bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
+        .args(["--env", "tools", "--context"])
+        .arg(&context)
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
+        .output()
+        .unwrap();
+    assert_answer(&out, "done");
+    (sb, mock)
+}
+
+/// Every leaf asked for an integer: the schema went as `response_format` and is
+/// stated in its prompt. How many there were.
+fn leaves_asked_for_an_integer(mock: &MockLlmThread) -> usize {
+    let leaves: Vec<_> = mock
+        .control()
+        .requests()
+        .into_iter()
+        .filter(|r| r.prompt_text().contains(SUB_PROMPT_MARK))
+        .collect();
+    for leaf in &leaves {
+        assert_eq!(
+            leaf.body["response_format"],
+            json!({"type": "json_object", "schema": integer()}),
+            "{}",
+            leaf.body
+        );
+        let prompt = leaf.prompt_text();
+        assert!(
+            prompt.starts_with(&format!("{PEARS}\n\nContext:\npear "))
+                && prompt.ends_with(r#"Schema: {"type":"integer"}"#),
+            "{prompt}"
+        );
+    }
+    leaves.len()
+}
+
+/// The results of the root's tool calls, in order (as its last request holds them).
+fn tool_results(mock: &MockLlmThread) -> Vec<String> {
+    let last = mock
+        .control()
+        .requests()
+        .into_iter()
+        .rfind(|r| !r.prompt_text().contains(SUB_PROMPT_MARK))
+        .unwrap();
+    last.messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The number the tool result that holds `marker` leads with, on its own line.
+fn number_before(results: &[String], marker: &str) -> f64 {
+    let result = results
+        .iter()
+        .find(|r| r.contains(marker))
+        .unwrap_or_else(|| panic!("{marker}: {results:?}"));
+    let line = result.lines().next().unwrap_or_default();
+    line.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{line:?} before {marker}"))
+}
+
+#[test]
+fn the_tools_map_reduce_takes_a_schema_and_sums_the_values_it_read() {
+    let map_reduce = |map: Value| {
+        MockToolCall::new(
+            "ctx_map_reduce",
+            json!({"variable": "context", "split": {"by": "chars", "size": 100}, "map": map, "reduce": {"op": "sum"}}),
+        )
+    };
+    let shaped = json!({"ask": PEARS, "schema": integer()});
+    let (_sb, mock) = tools_run("2", Vec::new(), map_reduce(shaped.clone()));
+    // Offered: the map may be an ask with a schema.
+    let first = &mock.control().requests()[0];
+    let tools = first.body["tools"].as_array().unwrap();
+    let offered = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "ctx_map_reduce")
+        .unwrap();
+    let maps = offered["function"]["parameters"]["properties"]["map"]["anyOf"]
+        .as_array()
+        .unwrap();
+    assert!(
+        maps.iter()
+            .any(|m| m["required"] == json!(["ask", "schema"])),
+        "{maps:?}"
+    );
+    let leaves = leaves_asked_for_an_integer(&mock);
+    assert!(leaves > 1, "{leaves} leaves");
+    let results = tool_results(&mock);
+    assert_eq!(number_before(&results, "(plan:"), 2.0 * leaves as f64);
+    assert!(
+        results[0].contains(&format!("(plan: {leaves} pieces")),
+        "{results:?}"
+    );
+    // An answer of another shape fails the plan, naming the mismatch: no number.
+    let (_sb, mock) = tools_run(r#"{"count": 2}"#, Vec::new(), map_reduce(shaped));
+    assert!(leaves_asked_for_an_integer(&mock) >= 1);
+    let results = tool_results(&mock);
+    assert!(
+        results[0].starts_with("ctx_map_reduce failed: ")
+            && results[0].contains(
+                r#"the sub-model's answer does not match the schema {"type":"integer"}: at the top"#
+            ),
+        "{results:?}"
+    );
+    assert!(!results.iter().any(|r| r.contains("(plan:")), "{results:?}");
+}
+
+#[test]
+fn the_tools_map_step_takes_a_schema_with_its_ask() {
+    let split = MockToolCall::new(
+        "ctx_split",
+        json!({"variable": "context", "by": "chars", "size": 100}),
+    );
+    let steps = || {
+        vec![
+            after_step("Next: ctx_map", "pieces-", |key| {
+                MockToolCall::new(
+                    "ctx_map",
+                    json!({"pieces": key, "ask": PEARS, "schema": integer()}),
+                )
+            }),
+            after_step("Next: ctx_reduce", "results-", |key| {
+                MockToolCall::new("ctx_reduce", json!({"results": key, "op": "sum"}))
+            }),
+        ]
+    };
+    let (_sb, mock) = tools_run("3", steps(), split.clone());
+    let leaves = leaves_asked_for_an_integer(&mock);
+    assert!(leaves > 1, "{leaves} leaves");
+    let results = tool_results(&mock);
+    assert_eq!(
+        number_before(&results, "(reduced from"),
+        3.0 * leaves as f64
+    );
+    let (_sb, mock) = tools_run("three", steps(), split);
+    assert!(leaves_asked_for_an_integer(&mock) >= 1);
+    let results = tool_results(&mock);
+    assert!(
+        results[1].starts_with("ctx_map failed: ")
+            && results[1].contains(r#"the sub-model's answer does not match the schema {"type":"integer"}: it is not JSON"#),
+        "{results:?}"
+    );
+    assert!(
+        !results.iter().any(|r| r.contains("(reduced from")),
+        "{results:?}"
+    );
 }
 
 #[test]

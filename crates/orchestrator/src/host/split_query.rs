@@ -90,6 +90,7 @@ impl RunHost {
                 tokens: estimator.tokens_of(&content),
                 chars: content.chars().count() as u64,
                 instruction_chars: 0,
+                instruction_tokens: 0,
             };
             estimate
                 .call(index, prompt, &limits)

@@ -64,8 +64,14 @@ impl Shape {
 
     /// The sub-prompt `content` with the schema stated after it.
     pub(crate) fn prompt(&self, content: &str) -> String {
+        format!("{content}{}", self.stated())
+    }
+
+    /// What [`Self::prompt`] adds after a sub-prompt's content: the schema stated (a
+    /// plan's price counts it in every leaf).
+    pub(crate) fn stated(&self) -> String {
         format!(
-            "{content}\n\nAnswer with JSON only: one value that matches this JSON Schema, with no prose and no code fence.\nSchema: {}",
+            "\n\nAnswer with JSON only: one value that matches this JSON Schema, with no prose and no code fence.\nSchema: {}",
             self.schema
         )
     }

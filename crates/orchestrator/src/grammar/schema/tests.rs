@@ -83,9 +83,21 @@ fn values_of(schema: &Value, depth: u32) -> BoxedStrategy<Value> {
             "string", "number", "integer", "boolean", "null", "array", "object",
         ],
     };
+    // Deep enough for containers, but for an object of no listed properties one level
+    // more (a structured map's own `{"type": "object"}` sits this deep in a tool
+    // call): its members are then plain values.
+    let open_object = depth == 3 && schema.get("properties").is_none();
+    let kinds: Vec<&str> = kinds
+        .into_iter()
+        .filter(|kind| {
+            depth < 3 || !matches!(*kind, "array" | "object") || (*kind == "object" && open_object)
+        })
+        .collect();
+    if kinds.is_empty() {
+        return Just(json!([])).boxed();
+    }
     let options: Vec<BoxedStrategy<Value>> = kinds
         .into_iter()
-        .filter(|kind| depth < 3 || !matches!(*kind, "array" | "object"))
         .map(|kind| match kind {
             "string" => text().boxed(),
             "integer" => match schema.get("minimum").and_then(Value::as_i64) {
@@ -280,4 +292,47 @@ fn what_does_not_convert_is_refused_with_its_place() {
     assert!(schema_to_gbnf(&json!({"type": "date"})).is_err());
     assert!(schema_to_gbnf(&json!("integer")).is_err());
     assert!(schema_to_gbnf(&json!({"enum": []})).is_err());
+}
+
+/// A structured map carries the model's own schema, of any shape: `{"type": "object"}`
+/// with no properties is any JSON object, in the tools' reply grammar as alone.
+#[test]
+fn a_call_that_carries_a_schema_of_any_shape_is_accepted() {
+    let any_object = Grammar::parse(&schema_to_gbnf(&json!({"type": "object"})).unwrap());
+    for object in [
+        "{}",
+        r#"{"a": [1, {"b": null}], "c": "d"}"#,
+        r#"{"type":"integer"}"#,
+    ] {
+        assert!(any_object.accepts(object), "{object}");
+    }
+    for other in ["[]", "1", "\"{}\"", "{"] {
+        assert!(!any_object.accepts(other), "{other}");
+    }
+    let schema = reply_schema(&MicroTool::ALL);
+    let grammar = Grammar::parse(&schema_to_gbnf(&schema).unwrap());
+    let accepted = [
+        r#"{"ctx_map_reduce": {"map": {"ask": "How many?", "schema": {"type": "integer"}}, "reduce": {"op": "sum"}}}"#,
+        r#"{"ctx_map_reduce": {"map": {"ask": "Which labels?", "schema": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}}, "reduce": {"op": "union"}}}"#,
+        r#"{"ctx_map": {"ask": "How many?", "pieces": "pieces-1", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}}"#,
+        r#"{"ctx_map": {"ask": "q", "pieces": "p", "schema": {}}}"#,
+        r#"{"ctx_map": {"count": "x", "pieces": "p"}}"#,
+    ];
+    for reply in accepted {
+        let value: Value = serde_json::from_str(reply).unwrap();
+        assert!(jsonschema::is_valid(&schema, &value), "{reply}");
+        assert!(grammar.accepts(reply), "{reply}");
+    }
+    let refused = [
+        // A schema that is not an object, or a shaped map without its instruction.
+        r#"{"ctx_map_reduce": {"map": {"ask": "How many?", "schema": "integer"}, "reduce": {"op": "sum"}}}"#,
+        r#"{"ctx_map_reduce": {"map": {"schema": {"type": "integer"}}, "reduce": {"op": "sum"}}}"#,
+        r#"{"ctx_map_reduce": {"map": {"count": "x", "schema": {}}, "reduce": {"op": "sum"}}}"#,
+        r#"{"ctx_map": {"ask": "q", "pieces": "p", "schema": [1]}}"#,
+    ];
+    for reply in refused {
+        let value: Value = serde_json::from_str(reply).unwrap();
+        assert!(!jsonschema::is_valid(&schema, &value), "{reply}");
+        assert!(!grammar.accepts(reply), "{reply}");
+    }
 }

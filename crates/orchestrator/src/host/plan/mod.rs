@@ -84,15 +84,7 @@ fn read_plan(value: &Value) -> Result<Plan, PlanError> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
-            // `{"ask": …, "schema": …}`: the one map of two keys.
-            Some(Value::Object(given))
-                if name == "map"
-                    && given.len() == 2
-                    && given.contains_key("ask")
-                    && given.contains_key("schema") =>
-            {
-                None
-            }
+            Some(Value::Object(given)) if name == "map" && is_shaped_ask(given) => None,
             Some(Value::Object(given)) if given.len() > 1 => {
                 let keys: Vec<&str> = given.keys().map(String::as_str).collect();
                 Some(format!(
@@ -106,6 +98,11 @@ fn read_plan(value: &Value) -> Result<Plan, PlanError> {
         Some(problem) => Err(PlanError::Json(problem)),
         None => Plan::deserialize(value).map_err(|error| PlanError::Json(error.to_string())),
     }
+}
+
+/// True for `{"ask": …, "schema": …}`: the one map of two keys.
+fn is_shaped_ask(given: &serde_json::Map<String, Value>) -> bool {
+    given.len() == 2 && given.contains_key("ask") && given.contains_key("schema")
 }
 
 impl RunHost {
@@ -216,11 +213,10 @@ impl RunHost {
         source: &Source,
         work: &HostWork,
     ) -> Result<Prepared, HostError> {
-        let instruction = self
-            .sub_model
-            .window
-            .estimator
-            .tokens_of(leaf_instruction(&plan.map));
+        // A size left out leaves room for an ask map's schema too, as it is stated.
+        let estimator = &self.sub_model.window.estimator;
+        let instruction = estimator.tokens_of(leaf_instruction(&plan.map))
+            + estimator.tokens_of(&after_piece(&plan.map)?);
         let pieces = self.cut(&plan.split, instruction, source, work).await?;
         let all = pieces.iter().copied().enumerate().collect();
         let kept = match &plan.filter {
@@ -295,6 +291,18 @@ fn leaf_instruction(map: &Map) -> &str {
         | Map::Agent(text)
         | Map::AskShaped { ask: text, .. } => text,
         Map::Count(_) | Map::Extract(_) | Map::Plan(_) => "",
+    }
+}
+
+/// What a leaf's prompt says after its piece: an ask map's schema, stated
+/// ([`super::structured::Shape::stated`]); nothing for another map. A schema that is
+/// not one is refused.
+fn after_piece(map: &Map) -> Result<String, HostError> {
+    match map {
+        Map::AskShaped { schema, .. } => {
+            Ok(super::structured::Shape::new(schema, "the plan's map")?.stated())
+        }
+        _ => Ok(String::new()),
     }
 }
 

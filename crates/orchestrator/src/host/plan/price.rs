@@ -12,8 +12,9 @@ use rlm_plan::{Filter, Map, Plan, PlanError, Reduce, SplitBy, MAX_PIECES};
 use rlm_protocol::host_call::HostError;
 
 use super::source::{too_large_to_read_whole, WHOLE_PIECE_MAX_BYTES};
-use super::{refused, Boxed, Prepared, Source};
+use super::{after_piece, refused, Boxed, Prepared, Source};
 use crate::host::serve::RunHost;
+use crate::provider::TokenEstimator;
 use crate::window::answer_reserve;
 
 /// How the priced pieces were cut, and where they are read (to count a too-large
@@ -164,10 +165,15 @@ impl RunHost {
         limits: &Limits,
         estimate: &mut Estimate,
     ) -> Result<(), HostError> {
+        let estimator = &self.sub_model.window.estimator;
         for (index, piece) in kept {
             estimate
-                .call(*index, self.leaf_prompt(question, piece, limits), limits)
-                .map_err(|e| self.too_large(e, origin, piece, limits))?;
+                .call(
+                    *index,
+                    leaf_prompt(estimator, question, "", piece, limits),
+                    limits,
+                )
+                .map_err(|e| too_large(e, origin, piece, limits))?;
         }
         Ok(())
     }
@@ -182,28 +188,13 @@ impl RunHost {
         limits: &Limits,
         estimate: &mut Estimate,
     ) -> Result<(), HostError> {
-        let estimator = &self.sub_model.window.estimator;
-        for (index, piece) in kept {
-            match map {
-                Map::Ask(instruction)
-                | Map::AskShaped {
-                    ask: instruction, ..
-                } => estimate
-                    .call(*index, self.leaf_prompt(instruction, piece, limits), limits)
-                    .map_err(|e| self.too_large(e, origin, piece, limits))?,
-                Map::SubRlm(query) | Map::Agent(query) => {
-                    // Handed on whole, as a variable of the nested run or agent.
-                    if piece.end.saturating_sub(piece.start) > WHOLE_PIECE_MAX_BYTES {
-                        return Err(too_large_to_read_whole(piece.end - piece.start));
-                    }
-                    estimate
-                        .run(estimator.tokens_of(query), limits)
-                        .map_err(refused)?
-                }
-                Map::Count(_) | Map::Extract(_) | Map::Plan(_) => {}
-            }
-        }
-        Ok(())
+        map_calls(
+            map,
+            &self.sub_model.window.estimator,
+            (origin, kept),
+            limits,
+            estimate,
+        )
     }
 
     /// A model reduction's calls over `results` answers (none for a deterministic one).
@@ -222,37 +213,238 @@ impl RunHost {
         }
         Ok(())
     }
+}
 
-    /// A refusal; a piece too large for the window is told in the split's own unit
-    /// (lines for a `lines` split), counted in the piece itself.
-    fn too_large(
-        &self,
-        error: PlanError,
-        origin: &Origin<'_>,
-        piece: &Piece,
-        limits: &Limits,
-    ) -> HostError {
-        // Counted in chunks: the piece may be a whole file without a line end.
-        let units = match origin.by {
-            SplitBy::Lines | SplitBy::Records => origin.source.lines_in(piece).unwrap_or(0),
-            _ => 0,
-        };
-        refused(error.in_units_of(origin.by, piece.chars, units, limits.chars_per_token))
+/// The calls of `map` over `kept` (one a piece that asks a model or an agent; a nested
+/// plan's are priced over its own pieces), each leaf's prompt as it will be sent: an
+/// ask map's schema, stated after the piece ([`after_piece`]), is counted in every
+/// leaf; a schema that is not one is refused here, before any call.
+fn map_calls(
+    map: &Map,
+    estimator: &TokenEstimator,
+    (origin, kept): (&Origin<'_>, &[(usize, Piece)]),
+    limits: &Limits,
+    estimate: &mut Estimate,
+) -> Result<(), HostError> {
+    let after = after_piece(map)?;
+    for (index, piece) in kept {
+        match map {
+            Map::Ask(instruction)
+            | Map::AskShaped {
+                ask: instruction, ..
+            } => estimate
+                .call(
+                    *index,
+                    leaf_prompt(estimator, instruction, &after, piece, limits),
+                    limits,
+                )
+                .map_err(|e| too_large(e, origin, piece, limits))?,
+            Map::SubRlm(query) | Map::Agent(query) => {
+                // Handed on whole, as a variable of the nested run or agent.
+                if piece.end.saturating_sub(piece.start) > WHOLE_PIECE_MAX_BYTES {
+                    return Err(too_large_to_read_whole(piece.end - piece.start));
+                }
+                estimate
+                    .run(estimator.tokens_of(query), limits)
+                    .map_err(refused)?
+            }
+            Map::Count(_) | Map::Extract(_) | Map::Plan(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// A refusal; a piece too large for the window is told in the split's own unit
+/// (lines for a `lines` split), counted in the piece itself.
+fn too_large(error: PlanError, origin: &Origin<'_>, piece: &Piece, limits: &Limits) -> HostError {
+    // Counted in chunks: the piece may be a whole file without a line end.
+    let units = match origin.by {
+        SplitBy::Lines | SplitBy::Records => origin.source.lines_in(piece).unwrap_or(0),
+        _ => 0,
+    };
+    refused(error.in_units_of(origin.by, piece.chars, units, limits.chars_per_token))
+}
+
+/// Tokens a leaf's prompt is counted beyond its instruction and piece (the estimate's
+/// margin for the words around them).
+const LEAF_MARGIN_TOKENS: u64 = 32;
+
+/// The prompt of one leaf call: the instruction, the piece, and `after` (what follows
+/// the piece: a schema stated, or nothing), its estimated tokens (the piece at the
+/// input's density, `limits.chars_per_token`) and its characters as sent
+/// ([`crate::host::sub_fit::with_context`], then `after`).
+fn leaf_prompt(
+    estimator: &TokenEstimator,
+    instruction: &str,
+    after: &str,
+    piece: &Piece,
+    limits: &Limits,
+) -> Prompt {
+    let piece_tokens = (piece.chars as f64 / limits.chars_per_token).ceil() as u64;
+    let instruction_chars = (crate::host::sub_fit::with_context(instruction, Some(""))
+        .chars()
+        .count()
+        + after.chars().count()) as u64;
+    let instruction_tokens =
+        estimator.tokens_of(instruction) + estimator.tokens_of(after) + LEAF_MARGIN_TOKENS;
+    Prompt {
+        tokens: instruction_tokens + piece_tokens,
+        chars: instruction_chars + piece.chars,
+        instruction_chars,
+        instruction_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::structured::Shape;
+    use serde_json::{json, Value};
+
+    /// Room for prompts of `prompt_budget` tokens; no other bound.
+    fn limits(prompt_budget: u64) -> Limits {
+        Limits {
+            prompt_budget,
+            max_prompt_chars: None,
+            answer_tokens: 100,
+            chars_per_token: 4.0,
+            calls_left: None,
+            tokens_left: None,
+            cost_left_usd: None,
+            usd_per_million: None,
+        }
     }
 
-    /// The prompt of one leaf call: the instruction and the piece, its estimated
-    /// tokens (the piece at the input's density, `limits.chars_per_token`) and its
-    /// characters as sent ([`crate::host::sub_fit::with_context`]).
-    fn leaf_prompt(&self, instruction: &str, piece: &Piece, limits: &Limits) -> Prompt {
-        let estimator = &self.sub_model.window.estimator;
-        let piece_tokens = (piece.chars as f64 / limits.chars_per_token).ceil() as u64;
-        let instruction_chars = crate::host::sub_fit::with_context(instruction, Some(""))
-            .chars()
-            .count() as u64;
-        Prompt {
-            tokens: estimator.tokens_of(instruction) + piece_tokens + 32,
-            chars: instruction_chars + piece.chars,
-            instruction_chars,
-        }
+    /// Characters of each of [`four_pieces`].
+    const PIECE: u64 = 4000;
+
+    /// A text of four pieces of [`PIECE`] characters, and the pieces.
+    fn four_pieces() -> (Source, Vec<(usize, Piece)>) {
+        let text = "0123456789abcdefghi\n".repeat(4 * PIECE as usize / 20);
+        let kept = (0..4u64)
+            .map(|i| {
+                let piece = Piece {
+                    start: i * PIECE,
+                    end: (i + 1) * PIECE,
+                    chars: PIECE,
+                };
+                (i as usize, piece)
+            })
+            .collect();
+        (Source::text(text), kept)
+    }
+
+    /// A schema of many described fields: some 2000 characters.
+    fn big_schema() -> Value {
+        let properties: serde_json::Map<String, Value> = (0..30)
+            .map(|i| {
+                (
+                    format!("field_{i}"),
+                    json!({"type": "string", "description": "one of the record's own fields"}),
+                )
+            })
+            .collect();
+        json!({"type": "object", "properties": properties})
+    }
+
+    /// What `map` over the pieces is priced at, or its refusal.
+    fn priced(map: &Map, limits: &Limits) -> Result<Estimate, String> {
+        let (source, kept) = four_pieces();
+        let origin = Origin {
+            by: SplitBy::Chars,
+            source: &source,
+        };
+        let mut estimate = Estimate::default();
+        map_calls(
+            map,
+            &TokenEstimator::default(),
+            (&origin, &kept),
+            limits,
+            &mut estimate,
+        )
+        .map(|()| estimate)
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_schema_is_priced_in_every_leaf_as_it_is_sent() {
+        let ask = "How many records are listed?";
+        let schema = big_schema();
+        let plain = priced(&Map::Ask(ask.into()), &limits(100_000)).unwrap();
+        let shaped = Map::AskShaped {
+            ask: ask.into(),
+            schema: schema.clone(),
+        };
+        let with_schema = priced(&shaped, &limits(100_000)).unwrap();
+        assert_eq!((plain.calls, with_schema.calls), (4, 4));
+        // About the schema's tokens more a leaf (and the few words that state it).
+        let estimator = TokenEstimator::default();
+        let schema_tokens = estimator.tokens_of(&schema.to_string());
+        let more = (with_schema.prompt_tokens - plain.prompt_tokens) / 4;
+        assert!(
+            schema_tokens > 400 && more >= schema_tokens && more <= schema_tokens + 40,
+            "{more} more a leaf, the schema {schema_tokens}"
+        );
+        // The characters priced are those sent: the leaf's prompt as the map writes it.
+        let shape = Shape::new(&schema, "the plan's map").unwrap();
+        let (source, kept) = four_pieces();
+        let piece = kept[0].1;
+        let sent = shape.prompt(&crate::host::sub_fit::with_context(
+            ask,
+            Some(&source.read(&piece).unwrap()),
+        ));
+        let prompt = leaf_prompt(&estimator, ask, &shape.stated(), &piece, &limits(0));
+        assert_eq!(prompt.chars, sent.chars().count() as u64);
+    }
+
+    #[test]
+    fn a_leaf_that_fits_only_without_its_schema_is_refused_with_the_sizes() {
+        let ask = "How many records are listed?";
+        let plain = priced(&Map::Ask(ask.into()), &limits(100_000)).unwrap();
+        // Room for the largest leaf without its schema, and a little more.
+        let budget = plain.largest_prompt + 20;
+        assert!(priced(&Map::Ask(ask.into()), &limits(budget)).is_ok());
+        let shaped = Map::AskShaped {
+            ask: ask.into(),
+            schema: big_schema(),
+        };
+        let refused = priced(&shaped, &limits(budget)).unwrap_err();
+        assert!(
+            refused.contains("piece 0 is about ")
+                && refused.contains(&format!("tokens, over the {budget} tokens")),
+            "{refused}"
+        );
+        // The size advised leaves room for the schema: a piece of it fits.
+        let fits: u64 = refused
+            .strip_prefix("use \"size\": ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{refused}"));
+        assert!(fits < PIECE, "{refused}");
+        let estimator = TokenEstimator::default();
+        let stated = Shape::new(&big_schema(), "the plan's map")
+            .unwrap()
+            .stated();
+        let smaller = Piece {
+            start: 0,
+            end: fits,
+            chars: fits,
+        };
+        let prompt = leaf_prompt(&estimator, ask, &stated, &smaller, &limits(budget));
+        assert!(prompt.tokens <= budget, "{} > {budget}", prompt.tokens);
+        // A schema that leaves no room for any piece is refused as that.
+        let stated_tokens = estimator.tokens_of(&stated);
+        let refused = priced(&shaped, &limits(stated_tokens)).unwrap_err();
+        assert!(
+            refused.contains("no piece fits beside them") && refused.contains("schema"),
+            "{refused}"
+        );
+        // A schema that is none is refused before any call.
+        let bad = Map::AskShaped {
+            ask: ask.into(),
+            schema: json!({"type": "integr"}),
+        };
+        let refused = priced(&bad, &limits(100_000)).unwrap_err();
+        assert!(refused.contains("not a valid JSON Schema"), "{refused}");
     }
 }

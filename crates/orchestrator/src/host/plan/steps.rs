@@ -18,7 +18,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::price::Origin;
-use super::{keep_passing, nesting_of_map, off_runtime, refused, RecordFilter, Source};
+use super::{
+    is_shaped_ask, keep_passing, nesting_of_map, off_runtime, refused, RecordFilter, Source,
+};
 use crate::events::PlanStage;
 use crate::host::serve::RunHost;
 
@@ -31,13 +33,15 @@ fn part<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, HostError> {
     serde_json::from_value(value).map_err(|e| refused(PlanError::Json(format!("`{name}`: {e}"))))
 }
 
-/// A part that is one of several options (`filter`, `map`): exactly one given.
+/// A part that is one of several options (`filter`, `map`): exactly one given (a map's
+/// `{"ask": …, "schema": …}` is one).
 fn one_option<T: DeserializeOwned>(
     name: &str,
     options: &str,
     value: Value,
 ) -> Result<T, HostError> {
     match &value {
+        Value::Object(given) if name == "map" && is_shaped_ask(given) => part(name, value),
         Value::Object(given) if given.len() != 1 => Err(refused(PlanError::Json(format!(
             "`{name}` takes one of {options}, not several (and not none): {value}"
         )))),
@@ -147,7 +151,11 @@ impl RunHost {
     ) -> Result<Value, HostError> {
         let started = std::time::Instant::now();
         let plan_id = crate::ids::AgentId::generate().to_string();
-        let map: Map = one_option("map", "ask, count, extract, sub_rlm, agent, plan", map)?;
+        let map: Map = one_option(
+            "map",
+            "ask (with schema or not), count, extract, sub_rlm, agent, plan",
+            map,
+        )?;
         map.check(0).map_err(refused)?;
         let nesting = nesting_of_map(&map);
         let max_depth = self.settings.delegation.max_depth;
