@@ -206,60 +206,10 @@ case "${1:-}" in
     "$BIN" --data-dir "$scratch" runs show "$run"
     ;;
   status)
-    for dir in "$WORK"/*/; do
-      [ -f "$dir/results.json" ] || continue
-      python3 - "$dir/results.json" <<'EOF'
-import collections, json, os, sys
-rows = json.load(open(sys.argv[1]))
-step = os.path.basename(os.path.dirname(os.path.normpath(sys.argv[1])))
-cells = collections.defaultdict(list)
-for r in rows:
-    if not r.get("error"):
-        cells[(r["suite"], r["length"], r["arm"])].append(r["score"])
-for (suite, length, arm), scores in sorted(cells.items()):
-    right = sum(1 for s in scores if s == 1)
-    print(f"{step:16} {suite:13} {length:>7} {arm:9} {len(scores)} scored, {right} right")
-EOF
-    done
+    python3 "$ROOT/scripts/readings.py" status "$WORK"
     ;;
   table)
-    # The cells scored so far (the same definitions as
-    # `eval`'s table: correct = score 1, 95 % Wilson interval).
-    python3 - "$WORK" <<'EOF'
-import collections, glob, json, math, os, sys
-def wilson(k, n, z=1.959964):
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
-print("| step | suite | length | arm | items | correct | accuracy | 95 % CI | mean in / out tokens | tokens per correct | mean s | forced | failed |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
-    step = os.path.basename(os.path.dirname(path))
-    cells = collections.defaultdict(list)
-    for r in json.load(open(path)):
-        if not r.get("error"):
-            cells[(r["suite"], r["length"], r["arm"])].append(r)
-    for (suite, length, arm), rows in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
-        n = len(rows)
-        k = sum(1 for r in rows if r["score"] == 1)
-        lo, hi = wilson(k, n)
-        # Tokens over the items that report them (a failed run reports none): marked
-        # with the count when some do not.
-        usage = [(r["input_tokens"], r["output_tokens"]) for r in rows
-                 if r.get("input_tokens") is not None and r.get("output_tokens") is not None]
-        mark = "" if len(usage) == n else f" ({len(usage)} of {n})"
-        if usage:
-            tokens = f"{sum(i for i, _ in usage) / len(usage):.0f} / {sum(o for _, o in usage) / len(usage):.0f}{mark}"
-            per = f"{sum(i + o for i, o in usage) / k:.0f}{mark}" if k else "—"
-        else:
-            tokens, per = "unknown", "unknown"
-        secs = sum(r["seconds"] for r in rows) / n
-        forced = sum(1 for r in rows if r.get("forced"))
-        failed = sum(1 for r in rows if r.get("failed"))
-        print(f"| {step} | {suite} | {length // 1024}k | {arm} | {n} | {k} | {100 * k / n:.0f} % | {100 * lo:.0f}–{100 * hi:.0f} % | {tokens} | {per} | {secs:.0f} | {forced} | {failed} |")
-EOF
+    python3 "$ROOT/scripts/readings.py" table "$WORK"
     ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'

@@ -184,59 +184,10 @@ case "${1:-}" in
     log "plan $PLAN took $(( $(date +%s) - started )) s in this sitting; results under $WORK"
     ;;
   status)
-    results_files | while read -r file; do
-      python3 - "$file" <<'EOF'
-import collections, json, os, sys
-rows = json.load(open(sys.argv[1]))
-step = os.path.basename(os.path.dirname(sys.argv[1]))
-cells = collections.defaultdict(list)
-for r in rows:
-    if not r.get("error"):
-        cells[(r["suite"], r["length"], r["arm"])].append(r["score"])
-for (suite, length, arm), scores in sorted(cells.items()):
-    right = sum(1 for s in scores if s >= 1)
-    print(f"{step:18} {suite:24} {length:>7} {arm:9} {len(scores)} scored, {right} right")
-EOF
-    done
+    python3 scripts/readings.py status "$WORK"
     ;;
   table)
-    # The cells scored so far, with the definitions of `eval`'s own table: correct =
-    # score 1, the 95 % Wilson interval, all tokens or seconds of a cell over its
-    # correct answers.
-    python3 - "$WORK" <<'EOF'
-import collections, glob, json, math, os, sys
-def wilson(k, n, z=1.959964):
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
-print("| step | suite | length | arm | items | correct | accuracy | 95 % CI | mean score | mean in / out tokens | tokens per correct | seconds per correct | forced | failed |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
-    step = os.path.basename(os.path.dirname(path))
-    cells = collections.defaultdict(list)
-    for r in json.load(open(path)):
-        if not r.get("error"):
-            cells[(r["suite"], r["length"], r["arm"])].append(r)
-    for (suite, length, arm), rows in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2])):
-        n = len(rows)
-        k = sum(1 for r in rows if r["score"] >= 1)
-        lo, hi = wilson(k, n)
-        usage = [(r["input_tokens"], r["output_tokens"]) for r in rows
-                 if r.get("input_tokens") is not None and r.get("output_tokens") is not None]
-        mark = "" if len(usage) == n else f" ({len(usage)} of {n})"
-        if usage:
-            tokens = f"{sum(i for i, _ in usage) / len(usage):.0f} / {sum(o for _, o in usage) / len(usage):.0f}{mark}"
-            per = f"{sum(i + o for i, o in usage) / k:.0f}{mark}" if k else "—"
-        else:
-            tokens, per = "unknown", "unknown"
-        secs = f"{sum(r['seconds'] for r in rows) / k:.1f}" if k else "—"
-        mean = sum(r["score"] for r in rows) / n
-        forced = sum(1 for r in rows if r.get("forced"))
-        failed = sum(1 for r in rows if r.get("failed"))
-        print(f"| {step} | {suite} | {length // 1024}k | {arm} | {n} | {k} | {100 * k / n:.0f} % | {100 * lo:.0f}–{100 * hi:.0f} % | {100 * mean:.0f} % | {tokens} | {per} | {secs} | {forced} | {failed} |")
-EOF
+    python3 scripts/readings.py table "$WORK"
     ;;
   show)
     run="${2:?usage: scripts/eval-public.sh show RUN_ID [PLAN]}"

@@ -56,29 +56,7 @@ case "${1:-}" in
     done
     ;;
   table)
-    python3 - "$WORK" <<'PY'
-import collections, glob, json, math, os, sys
-def wilson(k, n, z=1.959964):
-    if n == 0:
-        return 0.0, 0.0
-    p = k / n; d = 1 + z * z / n; c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
-print("| cell | suite | items | correct | 95 % CI | forced | mean s |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
-for path in sorted(glob.glob(os.path.join(sys.argv[1], "*", "results.json"))):
-    cell = os.path.basename(os.path.dirname(path))
-    rows = collections.defaultdict(list)
-    for r in json.load(open(path)):
-        if not r.get("error"):
-            rows[r["suite"]].append(r)
-    for suite, rs in sorted(rows.items()):
-        n = len(rs); k = sum(1 for r in rs if r["score"] == 1)
-        lo, hi = wilson(k, n)
-        forced = sum(1 for r in rs if r.get("forced"))
-        secs = sum(r["seconds"] for r in rs) / n
-        print(f"| {cell} | {suite} | {n} | {k} | {100*lo:.0f}–{100*hi:.0f} % | {forced} | {secs:.0f} |")
-PY
+    python3 "$ROOT/scripts/readings.py" table "$WORK"
     ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'

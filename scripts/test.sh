@@ -15,6 +15,7 @@ python3 scripts/check_layout.py
 echo "==> eval reading scripts"
 python3 scripts/test_eval_failures.py
 python3 scripts/test_eval_local.py
+python3 scripts/test_readings.py
 
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -397,7 +397,7 @@ fn the_tools_map_reduce_takes_a_schema_and_sums_the_values_it_read() {
     assert!(
         results[0].starts_with("ctx_map_reduce failed: ")
             && results[0].contains(
-                r#"the sub-model's answer does not match the schema {"type":"integer"}: at the top"#
+                r#"the plan's map: the sub-model's answer does not match the schema {"type":"integer"}: at the top"#
             ),
         "{results:?}"
     );

@@ -115,7 +115,7 @@ impl RunHost {
         let shape = Shape::new(schema, purpose.helper())?;
         let text = self.query_text(args, purpose, Some(&shape)).await?;
         // Read and checked already ([`Self::ask_sub_as`]): this cannot fail.
-        shape.read(&text, purpose.helper())
+        shape.read(&text)
     }
 
     /// [`Self::llm_query`]'s text: the answer, or with `shape` the JSON of its value.
@@ -212,7 +212,7 @@ impl RunHost {
             &[self.sub_model.provider.model(), &content],
         );
         if let Some(Value::String(answer)) = self.cache.get(&key).await {
-            if shape.is_none_or(|shape| shape.read(&answer, purpose.helper()).is_ok()) {
+            if shape.is_none_or(|shape| shape.read(&answer).is_ok()) {
                 self.cache_hit(CachedCall::LlmQuery, &key);
                 return Ok(answer);
             }
@@ -257,7 +257,7 @@ impl RunHost {
             &self.sink,
         );
         let answer = match shape {
-            Some(shape) => shape.read(&completion.text, purpose.helper())?.to_string(),
+            Some(shape) => shape.read(&completion.text)?.to_string(),
             None => completion.text,
         };
         self.cache

@@ -28,12 +28,16 @@ const SCHEMA_PREVIEW_CHARS: usize = 300;
 pub(crate) struct Shape {
     schema: Value,
     validator: jsonschema::Validator,
+    /// The helper the schema was given to, as the model knows it (`llm_query`, the
+    /// plan's map): its messages name it.
+    helper: String,
 }
 
 impl std::fmt::Debug for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shape")
             .field("schema", &self.schema)
+            .field("helper", &self.helper)
             .finish()
     }
 }
@@ -59,6 +63,7 @@ impl Shape {
         Ok(Self {
             schema: schema.clone(),
             validator,
+            helper: helper.to_owned(),
         })
     }
 
@@ -85,8 +90,9 @@ impl Shape {
     }
 
     /// The value `reply` holds (a code fence around it is looked past), checked
-    /// against the schema; an error for `helper`'s caller naming what is wrong.
-    pub(crate) fn read(&self, reply: &str, helper: &str) -> Result<Value, HostError> {
+    /// against the schema; an error naming the helper and what is wrong.
+    pub(crate) fn read(&self, reply: &str) -> Result<Value, HostError> {
+        let helper = &self.helper;
         let text = unfenced(reply);
         let value: Value = serde_json::from_str(text).map_err(|error| {
             HostError::RespondToModel(format!(
@@ -178,27 +184,21 @@ mod tests {
     fn a_reply_is_read_as_its_value_or_refused_naming_the_mismatch() {
         let labels = json!({"type": "array", "items": {"type": "string", "enum": ["a", "b"]}});
         let shape = Shape::new(&labels, "llm_query").unwrap();
-        assert_eq!(
-            shape.read(" [\"a\", \"b\"]\n", "llm_query").unwrap(),
-            json!(["a", "b"])
-        );
-        assert_eq!(
-            shape.read("```json\n[\"b\"]\n```", "llm_query").unwrap(),
-            json!(["b"])
-        );
-        let wrong = message(shape.read("[\"c\"]", "llm_query"));
+        assert_eq!(shape.read(" [\"a\", \"b\"]\n").unwrap(), json!(["a", "b"]));
+        assert_eq!(shape.read("```json\n[\"b\"]\n```").unwrap(), json!(["b"]));
+        let wrong = message(shape.read("[\"c\"]"));
         assert!(
             wrong.contains("does not match the schema") && wrong.contains("/0"),
             "{wrong}"
         );
-        let prose = message(shape.read("The labels are a and b.", "llm_query"));
+        let prose = message(shape.read("The labels are a and b."));
         assert!(
             prose.contains("not JSON") && prose.contains("The labels"),
             "{prose}"
         );
         let count = Shape::new(&json!({"type": "integer"}), "llm_query").unwrap();
-        assert_eq!(count.read("42", "llm_query").unwrap(), json!(42));
-        let top = message(count.read("\"42\"", "llm_query"));
+        assert_eq!(count.read("42").unwrap(), json!(42));
+        let top = message(count.read("\"42\""));
         assert!(top.contains("at the top"), "{top}");
         assert!(count
             .prompt("How many?")
