@@ -60,7 +60,7 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
         format!("context, context_chunks (the context in pieces of {CHUNK_CHARS} characters: .length, [i], .slice(a, b), for…of), query, history"),
         "peek(value, start=0, end=10)  search(value, pattern, regex=false, max_results=10)  find_relevant(value, query, top_k=5)".to_owned(),
         "await map_reduce({split, filter, map, reduce})  (map_reduce.last: pieces, kept, calls)".to_owned(),
-        "await ctx_split(input, {by, size}) → pieces  await ctx_filter(pieces, {regex}|{where}|{ask}) → pieces  await ctx_map(pieces, {ask}|{count}|{extract}|{sub_rlm}) → results  await ctx_reduce(results, {op, k, key, value, agg}) → answer".to_owned(),
+        "await ctx_split(input, {by, size}) → pieces  await ctx_filter(pieces, {regex}|{where}|{ask}) → pieces  await ctx_map(pieces, {ask[, schema]}|{count}|{extract}|{sub_rlm}) → results  await ctx_reduce(results, {op, k, key, value, agg}) → answer".to_owned(),
         "await summarize(value, max_tokens=500)  await llm_query(prompt, context=null, {split: false, schema: null})  await llm_query_parallel(prompts, {split: false, schema: null})  ({schema: {type: 'integer'}} or any JSON Schema: the answer is that value, not text)  await sub_rlm(query, context=null)  await sub_rlm_parallel(jobs)".to_owned(),
     ];
     if features.agents {

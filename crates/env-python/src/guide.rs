@@ -26,7 +26,7 @@ pub fn guide(features: PromptFeatures) -> EnvGuide {
         "summarize(var, max_tokens=500)  find_relevant(var, query, top_k=5)".to_owned(),
         "llm_query(prompt, context=None, split=False, schema=None)  llm_query_parallel(prompts, split=False, schema=None)  (schema={'type': 'integer'} or any JSON Schema: the answer is that value, not text)  sub_rlm(query, context=None)  sub_rlm_parallel(jobs)".to_owned(),
         "map_reduce(split={...}, filter={...}, map={...}, reduce={...})  (map_reduce.last: pieces, kept, calls)".to_owned(),
-        "ctx_split(input, by=, size=) → pieces  ctx_filter(pieces, regex=|where=|ask=) → pieces  ctx_map(pieces, ask=|count=|extract=|sub_rlm=) → results  ctx_reduce(results, op=, key=, value=, agg=) → answer".to_owned(),
+        "ctx_split(input, by=, size=) → pieces  ctx_filter(pieces, regex=|where=|ask=) → pieces  ctx_map(pieces, ask=[, schema=]|count=|extract=|sub_rlm=) → results  ctx_reduce(results, op=, key=, value=, agg=) → answer".to_owned(),
     ];
     if features.agents {
         helpers.push("spawn_agent(task, refs=None)  spawn_agents([(task, refs), ...])".to_owned());

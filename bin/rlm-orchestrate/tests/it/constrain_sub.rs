@@ -446,6 +446,56 @@ fn the_tools_map_step_takes_a_schema_with_its_ask() {
 }
 
 #[test]
+fn the_code_envs_map_step_takes_a_schema_with_its_ask() {
+    let fruit: String = (0..40).map(|i| format!("pear {i}\n")).collect();
+    let python = r#"pieces = ctx_split('context', by='chars', size=100)
+results = ctx_map(pieces, ask='How many pears are listed?', schema={'type': 'integer'})
+print('total', int(float(ctx_reduce(results, op='sum'))))
+try:
+    ctx_map(pieces, count='pear', schema={'type': 'integer'})
+except ValueError as e:
+    print('refused:', e)"#;
+    let js = r#"const pieces = await ctx_split('context', {by: 'chars', size: 100});
+const results = await ctx_map(pieces, {ask: 'How many pears are listed?', schema: {type: 'integer'}});
+const total = await ctx_reduce(results, {op: 'sum'});
+console.log('total', Number(total));"#;
+    for (env, code) in [("python", python), ("js", js)] {
+        let sb = Sandbox::new();
+        let context = sb.file("fruit.txt", &fruit);
+        let mock = serving(
+            MockTokenizer::LlamaCppPython,
+            &[(&format!("{PEARS}\n\nContext:"), "3")],
+            &[block(code), "FINAL(done)".to_owned()],
+        );
+        let out = sb
+            .bare()
+            .arg("--data-dir")
+            .arg(sb.data_dir())
+            .args(["run", "count the pears", "--model", "mock", "--no-stream"])
+            .args(["--env", env, "--context"])
+            .arg(&context)
+            .arg("--base-url")
+            .arg(mock.control().openai_base_url())
+            .output()
+            .unwrap();
+        assert_answer(&out, "done");
+        let leaves = leaves_asked_for_an_integer(&mock);
+        assert!(leaves > 1, "{env}: {leaves} leaves");
+        let saw = root_saw(&mock);
+        assert!(
+            saw.contains(&format!("total {}", 3 * leaves)),
+            "{env}: {saw}"
+        );
+        if env == "python" {
+            assert!(
+                saw.contains("refused: ctx_map: schema goes with ask only"),
+                "{saw}"
+            );
+        }
+    }
+}
+
+#[test]
 fn text_tool_calls_are_held_to_one_call_of_an_offered_tool() {
     let sb = Sandbox::new();
     let mut script =

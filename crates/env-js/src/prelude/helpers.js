@@ -79,17 +79,8 @@ globalThis.map_reduce = async function map_reduce(plan = {}) {
   }
   const reply = await __rlm_call("run_plan", args);
   globalThis.map_reduce.last = reply;
-  // The plan a refusal named ran in place of one refused again: said in the output.
-  __rlm_print_note(reply);
   return __rlm_text(reply !== null && typeof reply === "object" ? reply.answer : reply);
 };
-
-/** Prints the note of a reply whose plan or map ran in place of a refused one. */
-function __rlm_print_note(reply) {
-  if (reply !== null && typeof reply === "object" && typeof reply.note === "string") {
-    __rlm_safe.write(1, reply.note + "\n");
-  }
-}
 
 /** The parts given, without the unset ones. */
 function __rlm_parts(options) {
@@ -126,13 +117,12 @@ globalThis.ctx_filter = async function ctx_filter(pieces, options = {}) {
   return reply.pieces;
 };
 
-/** Every piece turned into a result, in parallel, priced first: options {ask}, {count},
- * {extract}, {sub_rlm}, {agent} or {plan}. Resolves to the results variable's key. */
+/** Every piece turned into a result, in parallel, priced first: options {ask} (with
+ * schema, a JSON Schema: each answer a JSON value of that shape), {count}, {extract},
+ * {sub_rlm}, {agent} or {plan}. Resolves to the results variable's key. */
 globalThis.ctx_map = async function ctx_map(pieces, options = {}) {
   const reply = await __rlm_call("plan_map", { pieces: __rlm_safe.String(pieces), map: __rlm_parts(options) });
   globalThis.ctx_map.last = reply;
-  // The map a refusal named ran in place of one refused again, with its answer.
-  __rlm_print_note(reply);
   return reply.results;
 };
 

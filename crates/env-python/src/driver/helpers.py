@@ -102,18 +102,10 @@ def map_reduce(plan=None, **parts):
         args["text"] = value if isinstance(value, str) else _dumps(value)
     reply = _host("run_plan", args)
     map_reduce.last = reply
-    # The plan a refusal named ran in place of one refused again: said in the output.
-    _print_note(reply)
     return _as_text(reply.get("answer") if isinstance(reply, dict) else reply)
 
 
 map_reduce.last = None
-
-
-def _print_note(reply):
-    """Prints the note of a reply whose plan or map ran in place of a refused one."""
-    if isinstance(reply, dict) and isinstance(reply.get("note"), str):
-        print(reply["note"])
 
 
 def _step_input(name, args, helper):
@@ -160,21 +152,24 @@ def ctx_filter(pieces, regex=None, ask=None, where=None):
     return ctx_filter.last["pieces"]
 
 
-def ctx_map(pieces, ask=None, count=None, extract=None, sub_rlm=None, agent=None, plan=None):
+def ctx_map(pieces, ask=None, count=None, extract=None, sub_rlm=None, agent=None, plan=None,
+            schema=None):
     """Every piece turned into a result, in parallel, priced first (refused with the
-    figures if over budget): ask (the sub-model), count or extract (a pattern, no
-    model), sub_rlm (a nested run), agent, or a nested plan. Returns the key of the
-    results variable, for ctx_reduce (store.get(key) lists them). Figures in
-    ctx_map.last.
+    figures if over budget): ask (the sub-model; with schema, a JSON Schema, each
+    answer is a JSON value of that shape), count or extract (a pattern, no model),
+    sub_rlm (a nested run), agent, or a nested plan. Returns the key of the results
+    variable, for ctx_reduce (store.get(key) lists them). Figures in ctx_map.last.
 
         results = ctx_map(pieces, count="ERROR")
+        sizes = ctx_map(pieces, ask="How many rows?", schema={"type": "integer"})
     """
+    if schema is not None and ask is None:
+        raise ValueError("ctx_map: schema goes with ask only (ctx_map(pieces, ask='...', schema={...}))")
     ctx_map.last = _host("plan_map", {
         "pieces": pieces,
-        "map": _parts(ask=ask, count=count, extract=extract, sub_rlm=sub_rlm, agent=agent, plan=plan),
+        "map": _parts(ask=ask, schema=schema, count=count, extract=extract, sub_rlm=sub_rlm,
+                      agent=agent, plan=plan),
     })
-    # The map a refusal named ran in place of one refused again, with its answer.
-    _print_note(ctx_map.last)
     return ctx_map.last["results"]
 
 
