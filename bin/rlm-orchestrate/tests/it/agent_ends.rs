@@ -5,7 +5,7 @@
 //! out, or on Ctrl-C, leaves its result and its end.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
@@ -221,32 +221,7 @@ fn cell_times_out_first(code: &str, env: &str) {
     .stdin(Stdio::null())
     .output()
     .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        started_at.elapsed() < Duration::from_secs(45),
-        "the cell's timeout did not hold"
-    );
-    let results = results(&sb);
-    assert_eq!(results.len(), 1, "{stderr}");
-    let result = &results[0];
-    assert_eq!(result["status"], "error", "{result}");
-    assert_eq!(result["timed_out"], true, "{result}");
-    assert_eq!(result["timeout_secs"], 3.0, "{result}");
-    assert!(
-        result["error"].as_str().unwrap().contains("--exec-timeout"),
-        "{result}"
-    );
-    let shown = runs_show(&sb);
-    assert!(!shown.contains("no end recorded"), "{shown}");
-    assert!(
-        shown.contains("timed out (its code cell ran past --exec-timeout)"),
-        "{shown}"
-    );
-    assert!(
-        survivors(&sb.data_dir()).is_empty(),
-        "processes left behind"
-    );
+    cell_timed_out(&sb, &out, started_at);
 }
 
 /// An agent timeout shorter than the cell's: the agent's own timeout ends it.
@@ -407,13 +382,20 @@ fn nested_cell_times_out_first(code: &str, env: &str) {
     .stdin(Stdio::null())
     .output()
     .unwrap();
+    cell_timed_out(&sb, &out, started_at);
+}
+
+/// What a run whose one code cell (3 s) ran past `--exec-timeout` while its one child
+/// hung leaves: the run answered in time, the child's result says it timed out with
+/// the cell, the trace records its end, and no process is left behind.
+fn cell_timed_out(sb: &Sandbox, out: &Output, started_at: Instant) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
         started_at.elapsed() < Duration::from_secs(45),
         "the cell's timeout did not hold"
     );
-    let results = results(&sb);
+    let results = results(sb);
     assert_eq!(results.len(), 1, "{stderr}");
     let result = &results[0];
     assert_eq!(result["status"], "error", "{result}");
@@ -423,7 +405,7 @@ fn nested_cell_times_out_first(code: &str, env: &str) {
         result["error"].as_str().unwrap().contains("--exec-timeout"),
         "{result}"
     );
-    let shown = runs_show(&sb);
+    let shown = runs_show(sb);
     assert!(!shown.contains("no end recorded"), "{shown}");
     assert!(
         shown.contains("timed out (its code cell ran past --exec-timeout)"),
