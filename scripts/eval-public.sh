@@ -31,6 +31,8 @@
 #   scripts/eval-public.sh table [PLAN]    the cells scored so far as a markdown table
 #                                          (95 % Wilson intervals, tokens and seconds per
 #                                          correct answer, forced and failed counts)
+#   scripts/eval-public.sh chart [PLAN]    the same cells as a bar chart with their
+#                                          intervals, $RLM_PUBLIC_DIR/accuracy.svg
 #   scripts/eval-public.sh show RUN [PLAN] one RLM run's trace (`runs show`)
 #   scripts/eval-public.sh plans           the plans and their steps
 #
@@ -188,6 +190,9 @@ case "${1:-}" in
     ;;
   table)
     python3 scripts/readings.py table "$WORK"
+    ;;
+  chart)
+    python3 scripts/readings.py chart "$WORK" "$WORK/accuracy.svg"
     ;;
   show)
     run="${2:?usage: scripts/eval-public.sh show RUN_ID [PLAN]}"

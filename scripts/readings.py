@@ -9,8 +9,11 @@ the 95 % Wilson score interval; tokens and seconds "per correct" are all of a ce
 over its correct answers; rows with an `error` (the item was not asked: the server was
 down) are left out.
 
-Usage: readings.py status WORK     items scored and right, per step and cell
-       readings.py table WORK      the markdown table
+Usage: readings.py status WORK          items scored and right, per step and cell
+       readings.py table WORK           the markdown table
+       readings.py chart WORK OUT.svg   the accuracy of every cell with its interval:
+                                        a group of bars per suite and length, a bar per
+                                        step and arm
 """
 
 import collections
@@ -19,6 +22,7 @@ import json
 import math
 import os
 import sys
+from xml.sax.saxutils import escape
 
 Z_95 = 1.959964
 
@@ -108,15 +112,79 @@ def status(work):
     return "\n".join(lines)
 
 
+# The chart's geometry, in SVG user units.
+BAR, GAP, LEFT, TOP, PLOT_H = 14, 18, 56, 40, 260
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def chart(work):
+    """The SVG text of the chart: per (suite, length) a group of bars, one per
+    (step, arm), each the cell's accuracy with its Wilson interval as a whisker."""
+    groups = collections.defaultdict(dict)
+    for step, rows in steps(work):
+        for (suite, length, arm), cell in cells(rows):
+            k = sum(1 for r in cell if correct(r))
+            groups[(length, suite)][f"{step} · {arm}"] = (k, len(cell))
+    series = sorted({name for bars in groups.values() for name in bars})
+    colour = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(series)}
+    plot_width = LEFT + sum(len(bars) * BAR + GAP for bars in groups.values()) + GAP
+    # Wide enough for the title and the longest legend line (about 6.5 units a character).
+    legend_width = LEFT + 16 + 6.5 * max((len(name) for name in series), default=0)
+    width = int(max(plot_width, legend_width, 560))
+    height = TOP + PLOT_H + 90 + 16 * len(series)
+    y = lambda fraction: TOP + PLOT_H * (1 - fraction)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{LEFT}" y="20" font-size="14">Accuracy per cell, 95 % Wilson interval '
+           f'({escape(os.path.basename(os.path.normpath(work)))})</text>']
+    for tick in range(0, 101, 25):
+        out.append(f'<line x1="{LEFT}" x2="{plot_width - GAP}" y1="{y(tick / 100):.1f}" '
+                   f'y2="{y(tick / 100):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y(tick / 100) + 4:.1f}" text-anchor="end">'
+                   f'{tick} %</text>')
+    x = LEFT + GAP
+    for (length, suite), bars in sorted(groups.items()):
+        start = x
+        for name in sorted(bars):
+            k, n = bars[name]
+            lo, hi = wilson(k, n)
+            out.append(f'<rect class="bar" x="{x}" y="{y(k / n):.1f}" width="{BAR - 2}" '
+                       f'height="{PLOT_H * k / n:.1f}" fill="{colour[name]}">'
+                       f'<title>{escape(name)}: {k}/{n}</title></rect>')
+            mid = x + (BAR - 2) / 2
+            out.append(f'<line x1="{mid}" x2="{mid}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" '
+                       f'stroke="black"/>')
+            x += BAR
+        out.append(f'<text x="{(start + x) / 2:.1f}" y="{TOP + PLOT_H + 14}" '
+                   f'text-anchor="middle">{escape(suite)}</text>')
+        out.append(f'<text x="{(start + x) / 2:.1f}" y="{TOP + PLOT_H + 28}" '
+                   f'text-anchor="middle">{length // 1024}k</text>')
+        x += GAP
+    for i, name in enumerate(series):
+        ly = TOP + PLOT_H + 50 + 16 * i
+        out.append(f'<rect x="{LEFT}" y="{ly - 9}" width="10" height="10" fill="{colour[name]}"/>')
+        out.append(f'<text x="{LEFT + 16}" y="{ly}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def main(argv):
-    if len(argv) != 3 or argv[1] not in ("status", "table"):
+    commands = {"status": 3, "table": 3, "chart": 4}
+    if len(argv) < 2 or commands.get(argv[1]) != len(argv):
         sys.stderr.write(__doc__.split("Usage:", 1)[1].join(["usage:", ""]))
         return 2
     work = argv[2]
     if not os.path.isdir(work):
         sys.stderr.write(f"readings.py: {work} is not a directory (the reading's work directory)\n")
         return 1
-    print(status(work) if argv[1] == "status" else table(work))
+    if argv[1] == "chart":
+        with open(argv[3], "w", encoding="utf-8") as file:
+            file.write(chart(work))
+        print(f"readings.py: chart written to {argv[3]}")
+    else:
+        print(status(work) if argv[1] == "status" else table(work))
     return 0
 
 

@@ -60,6 +60,23 @@ class ReadingsTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertRegex(out.stdout, r"ruler-tools +ruler/vt +32768 rlm +5 scored, 2 right")
 
+    def test_the_chart_has_a_bar_per_cell_with_its_interval(self):
+        svg = self.work / "chart.svg"
+        second = self.work / "ruler-python"
+        second.mkdir()
+        (second / "results.json").write_text(json.dumps([row(1.0, 5)]))
+        out = self.run_script("chart", str(self.work), str(svg))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        import xml.etree.ElementTree as ET
+        root = ET.parse(svg).getroot()
+        ns = "{http://www.w3.org/2000/svg}"
+        bars = [r for r in root.iter(ns + "rect") if r.get("class") == "bar"]
+        titles = sorted(b.find(ns + "title").text for b in bars)
+        self.assertEqual(titles, ["ruler-python · rlm: 1/1", "ruler-tools · rlm: 2/5"])
+        # 2 of 5: the bar is 40 % of the plot's height.
+        tools = next(b for b in bars if "ruler-tools" in b.find(ns + "title").text)
+        self.assertAlmostEqual(float(tools.get("height")), 0.4 * 260, places=1)
+
     def test_a_missing_directory_and_a_bad_call_say_so(self):
         missing = self.run_script("table", str(self.work / "nowhere"))
         self.assertEqual(missing.returncode, 1)
