@@ -13,6 +13,11 @@
 #   env       $RLM_EVAL_ENVS (default python)
 #   cells     form default, reworded, json, csv  ×  corrections $RLM_EVAL_CORRECTIONS
 #             (default "default"; "default none" on a binary with --corrections)
+#   amended   2026-12-02, before any of those cells was run: with the corrections off,
+#             the reworded, json and csv forms ask `aggregate` alone. Off, a `pairs` item
+#             the model cannot solve runs all 20 iterations (the first took 45 minutes);
+#             the 15 such items would have cost about 11 model hours, and `pairs` scored
+#             0/5 in every form with the corrections on
 #   arm       rlm only (the plain model and rlms do not change with the loop)
 #
 # Usage: RLM_EVAL_BIN=path/to/rlm-orchestrate RLM_EVAL_NAME=before scripts/eval-variants.sh run
@@ -45,8 +50,11 @@ case "${1:-}" in
           flags=()
           [ "$corrections" = default ] || flags+=(--corrections "$corrections")
           out="$WORK/$env-$form-corrections-$corrections"
-          echo "eval-variants: $env · $form · corrections $corrections"
-          "$BIN" --data-dir "$WORK/data" eval --suite aggregate,pairs --lengths 32k \
+          suites=aggregate,pairs
+          # The amendment above.
+          [ "$corrections" = default ] || [ "$form" = default ] || suites=aggregate
+          echo "eval-variants: $env · $form · corrections $corrections · $suites"
+          "$BIN" --data-dir "$WORK/data" eval --suite "$suites" --lengths 32k \
             --items 5 --seed "$SEED" --parallel 1 --variant "$form" --arms rlm \
             --base-url "$BASE_URL" --model "$MODEL" --temperature 0 \
             --request-timeout 900 --env "$env" --out "$out" --resume "${flags[@]}" ||
