@@ -4,6 +4,7 @@
 //! discovery: end to end through `run`, asserted from the mock's request log and what
 //! the model's code received.
 
+use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
@@ -27,6 +28,20 @@ fn run(sb: &Sandbox, mock: &MockLlmThread, extra: &[&str]) -> Output {
         .arg("--base-url")
         .arg(mock.control().openai_base_url())
         .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// `run "count the pears"` under `--env env` over `context`, against `mock`.
+fn count_the_pears(sb: &Sandbox, mock: &MockLlmThread, env: &str, context: &Path) -> Output {
+    sb.bare()
+        .arg("--data-dir")
+        .arg(sb.data_dir())
+        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
+        .args(["--env", env, "--context"])
+        .arg(context)
+        .arg("--base-url")
+        .arg(mock.control().openai_base_url())
         .output()
         .unwrap()
 }
@@ -209,17 +224,7 @@ print("total", r)"#,
         ],
     );
     // The reply `{"count": 2}` is not an integer: every piece fails, naming why.
-    let out = sb
-        .bare()
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
-        .args(["--env", "python", "--context"])
-        .arg(&context)
-        .arg("--base-url")
-        .arg(mock.control().openai_base_url())
-        .output()
-        .unwrap();
+    let out = count_the_pears(&sb, &mock, "python", &context);
     assert_answer(&out, "done");
     let saw = root_saw(&mock);
     assert!(saw.contains("does not match the schema"), "{saw}");
@@ -243,17 +248,7 @@ print("sum", int(float(r)) == 2 * map_reduce.last["pieces"], map_reduce.last["pi
             "FINAL(done)".to_owned(),
         ],
     );
-    let out = sb
-        .bare()
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
-        .args(["--env", "python", "--context"])
-        .arg(&context)
-        .arg("--base-url")
-        .arg(mock.control().openai_base_url())
-        .output()
-        .unwrap();
+    let out = count_the_pears(&sb, &mock, "python", &context);
     assert_answer(&out, "done");
     let saw = root_saw(&mock);
     assert!(saw.contains("sum True True"), "{saw}");
@@ -289,17 +284,7 @@ fn tools_run(leaf: &str, rules: Vec<MockRule>, first: MockToolCall) -> (Sandbox,
         .then(MockReply::tool_calls("", [first]));
     script.tokenizer = MockTokenizer::LlamaCppPython;
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
-    let out = sb
-        .bare()
-        .arg("--data-dir")
-        .arg(sb.data_dir())
-        .args(["run", "count the pears", "--model", "mock", "--no-stream"])
-        .args(["--env", "tools", "--context"])
-        .arg(&context)
-        .arg("--base-url")
-        .arg(mock.control().openai_base_url())
-        .output()
-        .unwrap();
+    let out = count_the_pears(&sb, &mock, "tools", &context);
     assert_answer(&out, "done");
     (sb, mock)
 }
@@ -467,17 +452,7 @@ console.log('total', Number(total));"#;
             &[(&format!("{PEARS}\n\nContext:"), "3")],
             &[block(code), "FINAL(done)".to_owned()],
         );
-        let out = sb
-            .bare()
-            .arg("--data-dir")
-            .arg(sb.data_dir())
-            .args(["run", "count the pears", "--model", "mock", "--no-stream"])
-            .args(["--env", env, "--context"])
-            .arg(&context)
-            .arg("--base-url")
-            .arg(mock.control().openai_base_url())
-            .output()
-            .unwrap();
+        let out = count_the_pears(&sb, &mock, env, &context);
         assert_answer(&out, "done");
         let leaves = leaves_asked_for_an_integer(&mock);
         assert!(leaves > 1, "{env}: {leaves} leaves");
