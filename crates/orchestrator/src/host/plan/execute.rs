@@ -118,6 +118,7 @@ impl RunHost {
             pattern,
             records,
             extracted: std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            shape: super::shape_of(map)?,
         };
         let results = fan_out::in_order(
             kept.to_vec(),
@@ -214,10 +215,13 @@ impl RunHost {
                 )
                 .await?
             }
-            (Map::AskShaped { ask, schema }, _) => {
-                let shape = crate::host::structured::Shape::new(schema, "the plan's map")?;
-                let content = shape.prompt(&sub_fit::with_context(ask, Some(&text)));
-                self.ask_sub_as(content, CallPurpose::LlmQuery, Some(&shape))
+            (Map::AskShaped { ask, .. }, _) => {
+                let shape = leaf.shape.as_ref();
+                let content = match shape {
+                    Some(shape) => shape.prompt(&sub_fit::with_context(ask, Some(&text))),
+                    None => sub_fit::with_context(ask, Some(&text)),
+                };
+                self.ask_sub_as(content, CallPurpose::LlmQuery, shape)
                     .await?
             }
             // Answered above (a count or an extract when its pattern compiled).

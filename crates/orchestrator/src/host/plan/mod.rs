@@ -45,6 +45,22 @@ struct Leaf<'a> {
     /// Matches an `extract` map has kept so far, all leaves together (shared with the
     /// leaves' passes on the blocking pool).
     extracted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// An ask map's schema, compiled once for all its leaves.
+    shape: Option<super::structured::Shape>,
+}
+
+/// The helper a plan's map schema is given to, as its messages name it.
+const MAP_HELPER: &str = "the plan's map";
+
+/// An ask map's schema, compiled (`None` for any other map); a schema that is not one
+/// is refused.
+fn shape_of(map: &Map) -> Result<Option<super::structured::Shape>, HostError> {
+    match map {
+        Map::AskShaped { schema, .. } => {
+            Ok(Some(super::structured::Shape::new(schema, MAP_HELPER)?))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Matches the `extract` map of one plan (or `ctx_map`) keeps at most, all pieces
@@ -298,12 +314,9 @@ fn leaf_instruction(map: &Map) -> &str {
 /// ([`super::structured::Shape::stated`]); nothing for another map. A schema that is
 /// not one is refused.
 fn after_piece(map: &Map) -> Result<String, HostError> {
-    match map {
-        Map::AskShaped { schema, .. } => {
-            Ok(super::structured::Shape::new(schema, "the plan's map")?.stated())
-        }
-        _ => Ok(String::new()),
-    }
+    Ok(shape_of(map)?
+        .map(|shape| shape.stated())
+        .unwrap_or_default())
 }
 
 /// The cut `split` asks for; `fitting`: characters of a piece the sub-model's
