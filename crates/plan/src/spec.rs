@@ -162,7 +162,7 @@ impl TryFrom<serde_json::Value> for Map {
     /// forms read it (with their messages).
     fn try_from(value: serde_json::Value) -> Result<Self, MapError> {
         if let Some(object) = value.as_object() {
-            if object.len() == 2 && object.contains_key("ask") && object.contains_key("schema") {
+            if Map::is_shaped_ask(object) {
                 let ask = match &object["ask"] {
                     serde_json::Value::String(ask) => ask.clone(),
                     other => {
@@ -188,6 +188,12 @@ impl TryFrom<serde_json::Value> for Map {
 }
 
 impl Map {
+    /// True for the object `{"ask": …, "schema": …}`: the one map form of two keys, read
+    /// as [`Map::AskShaped`]. Checks that count a map's keys use it to let this form pass.
+    pub fn is_shaped_ask(object: &serde_json::Map<String, serde_json::Value>) -> bool {
+        object.len() == 2 && object.contains_key("ask") && object.contains_key("schema")
+    }
+
     /// True when mapping a piece asks a model or an agent.
     pub fn calls_a_model(&self) -> bool {
         !matches!(self, Self::Count(_) | Self::Extract(_))

@@ -12,7 +12,7 @@ use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, Mo
 use serde_json::Value;
 
 use crate::real_cli_support::survivors;
-use crate::support::Sandbox;
+use crate::support::{interrupt_and_wait, Sandbox};
 
 /// An Anthropic-shaped key the agent found somewhere (not one rlm was given).
 const ANTHROPIC_KEY: &str =
@@ -254,6 +254,24 @@ fn an_agent_timeout_shorter_than_the_cell_ends_the_agent_first() {
     );
 }
 
+/// After Ctrl-C: `expected` results, each an error that says it was cancelled, and as
+/// many ends that `runs show` prints as cancelled (none unrecorded).
+fn assert_every_end_cancelled(sb: &Sandbox, expected: usize) {
+    let results = results(sb);
+    assert_eq!(results.len(), expected, "{results:#?}");
+    for result in &results {
+        assert_eq!(result["status"], "error", "{result}");
+        assert_eq!(result["cancelled"], true, "{result}");
+    }
+    let shown = runs_show(sb);
+    assert!(!shown.contains("no end recorded"), "{shown}");
+    assert_eq!(
+        shown.matches("· was cancelled").count(),
+        expected,
+        "{shown}"
+    );
+}
+
 /// Seen failing before the fix: after Ctrl-C the agents had no `sub-result`, though
 /// the docs promise a `"cancelled"` object.
 #[test]
@@ -273,32 +291,9 @@ fn ctrl_c_leaves_a_cancelled_result_for_every_running_agent() {
         assert!(Instant::now() < deadline, "the agents did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run did not stop after Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = interrupt_and_wait(&mut child);
     assert_eq!(status.code(), Some(130));
-    let results = results(&sb);
-    assert_eq!(results.len(), 3, "{results:#?}");
-    for result in &results {
-        assert_eq!(result["status"], "error", "{result}");
-        assert_eq!(result["cancelled"], true, "{result}");
-    }
-    let shown = runs_show(&sb);
-    assert!(!shown.contains("no end recorded"), "{shown}");
-    assert_eq!(shown.matches("· was cancelled").count(), 3, "{shown}");
+    assert_every_end_cancelled(&sb, 3);
     assert_no_key_under(&sb.data_dir());
     assert!(
         survivors(&sb.data_dir()).is_empty(),
@@ -436,32 +431,9 @@ fn ctrl_c_leaves_a_cancelled_result_for_every_running_nested_run() {
         assert!(Instant::now() < deadline, "the children did not start");
         std::thread::sleep(Duration::from_millis(50));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run did not stop after Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = interrupt_and_wait(&mut child);
     assert_eq!(status.code(), Some(130));
-    let results = results(&sb);
-    assert_eq!(results.len(), 2, "{results:#?}");
-    for result in &results {
-        assert_eq!(result["status"], "error", "{result}");
-        assert_eq!(result["cancelled"], true, "{result}");
-    }
-    let shown = runs_show(&sb);
-    assert!(!shown.contains("no end recorded"), "{shown}");
-    assert_eq!(shown.matches("· was cancelled").count(), 2, "{shown}");
+    assert_every_end_cancelled(&sb, 2);
     assert!(
         survivors(&sb.data_dir()).is_empty(),
         "processes left behind"

@@ -12,11 +12,8 @@ use std::process::Stdio;
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
-use crate::real_cli_support::{find_cli, survivors};
+use crate::real_cli_support::{find_cli, path_with_cli_dir, survivors, NPM_BIN_DIR};
 use crate::support::{Sandbox, BIN};
-
-/// Where `scripts/agent-clis.sh` installs the CLIs.
-const NPM_BIN_DIR: &str = "/opt/rlm-agents/node_modules/.bin";
 
 /// Anthropic's answer to a key it does not know.
 const REFUSED: &str =
@@ -52,11 +49,7 @@ fn refused_run(exe: &Path, retries: Option<&str>) -> (Value, usize) {
     let mock = refusing_mock();
     let control = mock.control();
     let context = sb.file("context.txt", "a context\n");
-    let path = format!(
-        "{}:{}",
-        exe.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_cli_dir(exe);
     let mut cmd = std::process::Command::new(BIN);
     cmd.current_dir(sb.root())
         .env_remove("RLM_DATA_DIR")

@@ -23,11 +23,10 @@ use rlm_test_support::mock_llm::{
 };
 use serde_json::{json, Value};
 
-use crate::real_cli_support::{agent_results, find_cli, survivors, write_log, MARK};
-use crate::support::{Sandbox, BIN};
-
-/// Where `.ci/run` installs the CLIs.
-const NPM_BIN_DIR: &str = "/opt/rlm-agents/node_modules/.bin";
+use crate::real_cli_support::{
+    agent_results, find_cli, path_with_cli_dir, survivors, write_log, MARK, NPM_BIN_DIR,
+};
+use crate::support::{interrupt_and_wait, Sandbox, BIN};
 
 /// Which agent CLI a test drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,11 +226,7 @@ pub(crate) fn agent_run(
 ) -> std::process::Command {
     let (log, _, _) = write_log(sb);
     let control = mock.control();
-    let path = format!(
-        "{}:{}",
-        exe.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_cli_dir(exe);
     let mut cmd = std::process::Command::new(BIN);
     cmd.current_dir(sb.root())
         .env_remove("RLM_DATA_DIR")
@@ -434,22 +429,7 @@ fn ctrl_c_ends_every_agent(cli: Cli) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run did not stop after Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = interrupt_and_wait(&mut child);
     assert_eq!(status.code(), Some(130));
     assert!(
         survivors(&sb.data_dir()).is_empty(),

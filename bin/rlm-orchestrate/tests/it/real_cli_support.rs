@@ -16,6 +16,20 @@ pub const LINE_START: &str = "2026-11-25 line ";
 /// Lines of the log; line `i` is marked when `i % 7 == 0` or `i % 11 == 0`.
 pub const LINES: usize = 400;
 
+/// Where `scripts/agent-clis.sh` installs the npm CLIs (Claude Code, Codex).
+pub const NPM_BIN_DIR: &str = "/opt/rlm-agents/node_modules/.bin";
+
+/// `PATH` with the directory of the CLI `exe` first, so a preset that names the CLI by
+/// its bare name runs this one.
+pub fn path_with_cli_dir(exe: &Path) -> String {
+    let dir = exe.parent().unwrap_or_else(|| Path::new("."));
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
 /// The CLI `name`: `$variable`, else on `PATH`, else `installed` (where
 /// `scripts/agent-clis.sh` puts it); `None`, with the reason printed, when absent —
 /// which fails the test under `CI=true`.

@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use rlm_test_support::mock_llm::{MockLlm, MockLlmThread, MockReply, MockRule, MockScript};
 use serde_json::Value;
 
-use crate::real_cli_support::{agent_results, find_cli, marked_lines, survivors, write_log, LINES};
+use crate::real_cli_support::{
+    agent_results, find_cli, marked_lines, path_with_cli_dir, survivors, write_log, LINES,
+};
 use crate::support::{Sandbox, BIN};
 
 /// Where `scripts/agent-clis.sh` installs `llm`.
@@ -219,11 +221,7 @@ fn fan_out(setup: &Setup) {
         }
     }
     let agent = "llm";
-    let path = format!(
-        "{}:{}",
-        exe.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with_cli_dir(&exe);
     let mut cmd = Command::new(BIN);
     cmd.current_dir(sb.root())
         .env_remove("RLM_DATA_DIR")

@@ -147,3 +147,24 @@ pub fn assert_answer(out: &std::process::Output, answer: &str) {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), answer);
 }
+
+/// Sends the child Ctrl-C (`SIGINT`) and waits for it to end, at most 60 s (a child
+/// still running then fails the test: it did not stop after Ctrl-C).
+pub fn interrupt_and_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not stop after Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

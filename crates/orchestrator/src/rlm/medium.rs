@@ -3,8 +3,11 @@
 
 use crate::env::tools::ToolProtocol;
 use crate::env::{CodeRepl, EnvMut, Environment, ToolBox};
+use crate::host::Model;
+use crate::prompt::Access;
 use crate::provider::ToolSpec;
 
+use super::caller::Offer;
 use super::correction::Form;
 
 /// What the model works through: code in a REPL, or the environment's tools.
@@ -86,4 +89,46 @@ impl<'e> Medium<'e> {
             Self::Tools { .. } | Self::Code(_) => &[],
         }
     }
+
+    /// How the model reaches the context, as its first message says.
+    pub(super) fn access(&self) -> Access {
+        match self {
+            Self::Code(_) => Access::Code,
+            Self::Tools { .. } => Access::Tools,
+        }
+    }
+
+    /// What every root request offers: the native tools, the schema of a reply, and
+    /// for code the grammar of the loop's reply protocol (sent where `--constrain`
+    /// finds the server takes one).
+    pub(super) fn offer(&self) -> Offer<'_> {
+        Offer {
+            specs: self.native_specs(),
+            required: None,
+            reply_schema: self.reply_schema(),
+            grammar: matches!(self, Self::Code(_)).then_some(crate::grammar::REPL_REPLY_GBNF),
+        }
+    }
+
+    /// The schema of a call written as text (the text protocol only): what the
+    /// constraint holds such a reply to.
+    pub(super) fn text_call_schema(&self) -> Option<&serde_json::Value> {
+        self.reply_schema().filter(|_| self.text_protocol())
+    }
+}
+
+/// True when calls written as text will be held to `schema` (the server takes it as a
+/// schema, or as a grammar made from it): the prompt then asks for one keyed call a
+/// reply. Waits for discovery as the first request would (a bounded wait). A free
+/// function, not a method: the loop's future must not hold the medium across the wait.
+pub(super) async fn constrains_text_calls(
+    model: &Model,
+    schema: Option<&serde_json::Value>,
+) -> bool {
+    let Some(schema) = schema else {
+        return false;
+    };
+    let constraint = model.window.constraint().await;
+    constraint.json_schema.is_some()
+        || (constraint.grammar.is_some() && crate::grammar::schema_to_gbnf(schema).is_ok())
 }

@@ -35,9 +35,9 @@ use crate::context::ContextInfo;
 use crate::env::{EnvError, EnvMut};
 use crate::events::{AnswerSource, CallPurpose, EventData, EventSink, FinalRecord};
 use crate::host::Model;
-use crate::prompt::{self, Access, Budget, PromptFeatures, SessionState};
+use crate::prompt::{self, Budget, PromptFeatures, SessionState};
 use crate::provider::{ChatMessage, ProviderError};
-use caller::{Caller, Offer};
+use caller::Caller;
 use medium::Medium;
 use turn::Repeats;
 
@@ -87,18 +87,6 @@ pub struct LoopParts<'a> {
     pub archive: Option<HistoryArchive>,
 }
 
-/// True when text-protocol tool calls will be held to their schema (the server takes
-/// it as a schema, or as a grammar made from it): the prompt then asks for one keyed
-/// call a reply. Waits for discovery as the first request would (a bounded wait).
-async fn constrains_calls(model: &Model, schema: Option<serde_json::Value>) -> bool {
-    let Some(schema) = schema else {
-        return false;
-    };
-    let constraint = model.window.constraint().await;
-    constraint.json_schema.is_some()
-        || (constraint.grammar.is_some() && crate::grammar::schema_to_gbnf(&schema).is_ok())
-}
-
 /// Runs the loop for `query` over a context described by `context` (the latest slot
 /// of a session); `session` tells the model what earlier queries left in the REPL.
 pub async fn run_loop(
@@ -128,24 +116,13 @@ pub async fn run_loop(
         agents: settings.agents,
         sub_context_chars: settings.sub_context_chars,
         text_tool_protocol: medium.text_protocol(),
-        constrained_calls: constrains_calls(
-            model,
-            medium
-                .reply_schema()
-                .filter(|_| medium.text_protocol())
-                .cloned(),
-        )
-        .await,
-    };
-    let access = match medium {
-        Medium::Code(_) => Access::Code,
-        Medium::Tools { .. } => Access::Tools,
+        constrained_calls: medium::constrains_text_calls(model, medium.text_call_schema()).await,
     };
     let system = match &settings.system_prompt {
         Some(text) => text.to_string(),
         None => medium.env().system_prompt(features),
     };
-    let first = prompt::first_message(query, context, &budget, session, access);
+    let first = prompt::first_message(query, context, &budget, session, medium.access());
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(first)];
     let mut fitter = fit::Fitter::new(&messages[1].content, archive);
     let mut known_variables = std::collections::HashSet::new();
@@ -177,13 +154,8 @@ pub async fn run_loop(
             duration_ms: step_start.elapsed().as_millis() as u64,
         };
         sink.emit(EventData::StepStarted { iteration });
-        let offer = Offer {
-            specs: medium.native_specs(),
-            required: None,
-            reply_schema: medium.reply_schema(),
-            grammar: matches!(medium, Medium::Code(_)).then_some(crate::grammar::REPL_REPLY_GBNF),
-        };
         let purpose = (CallPurpose::Root, reserved);
+        let offer = medium.offer();
         let completion = fit::ask_fitted(
             caller,
             &mut fitter,

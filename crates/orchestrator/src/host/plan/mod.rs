@@ -100,7 +100,7 @@ fn read_plan(value: &Value) -> Result<Plan, PlanError> {
     let several = ["map", "filter"]
         .into_iter()
         .find_map(|name| match value.get(name) {
-            Some(Value::Object(given)) if name == "map" && is_shaped_ask(given) => None,
+            Some(Value::Object(given)) if name == "map" && Map::is_shaped_ask(given) => None,
             Some(Value::Object(given)) if given.len() > 1 => {
                 let keys: Vec<&str> = given.keys().map(String::as_str).collect();
                 Some(format!(
@@ -114,11 +114,6 @@ fn read_plan(value: &Value) -> Result<Plan, PlanError> {
         Some(problem) => Err(PlanError::Json(problem)),
         None => Plan::deserialize(value).map_err(|error| PlanError::Json(error.to_string())),
     }
-}
-
-/// True for `{"ask": …, "schema": …}`: the one map of two keys.
-fn is_shaped_ask(given: &serde_json::Map<String, Value>) -> bool {
-    given.len() == 2 && given.contains_key("ask") && given.contains_key("schema")
 }
 
 impl RunHost {

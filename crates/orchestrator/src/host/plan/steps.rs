@@ -18,9 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::price::Origin;
-use super::{
-    is_shaped_ask, keep_passing, nesting_of_map, off_runtime, refused, RecordFilter, Source,
-};
+use super::{keep_passing, nesting_of_map, off_runtime, refused, RecordFilter, Source};
 use crate::events::PlanStage;
 use crate::host::serve::RunHost;
 
@@ -41,7 +39,7 @@ fn one_option<T: DeserializeOwned>(
     value: Value,
 ) -> Result<T, HostError> {
     match &value {
-        Value::Object(given) if name == "map" && is_shaped_ask(given) => part(name, value),
+        Value::Object(given) if name == "map" && Map::is_shaped_ask(given) => part(name, value),
         Value::Object(given) if given.len() != 1 => Err(refused(PlanError::Json(format!(
             "`{name}` takes one of {options}, not several (and not none): {value}"
         )))),
