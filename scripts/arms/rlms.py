@@ -11,7 +11,8 @@ the library's default (local Python REPL, max_depth 1; max_iterations 30 unless
 "usage": {"prompt_tokens", "completion_tokens"}, "forced": bool}. `forced` is true when
 the library ran out of iterations and asked the model for a final answer (its
 `_default_answer`). Usage is the library's own count of every call of the completion
-(root and `llm_query` sub-calls).
+(root and `llm_query` sub-calls). With --trajectory-file, what the library's own logger
+captured (every iteration: the reply, the code, its output) is written there as JSON.
 
 Install the library with scripts/arms/setup-rlms.sh (its own venv), then a bare
 `rlm-orchestrate eval --arm rlms ...` runs this adapter (built into the binary) with the
@@ -78,6 +79,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="where the JSON answer goes ({output_file}); default: stdout, last line",
     )
     parser.add_argument(
+        "--trajectory-file",
+        help="where the library's trajectory goes, as JSON: the run's metadata and every "
+             "iteration (the model's reply, the code it ran, what that printed), as the "
+             "library's RLMLogger captures it; written also when the library fails. "
+             "`eval --arm rlms` keeps it beside the answer; default: not kept",
+    )
+    parser.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",
         help="variable holding the API key ({api_key_env}); a local endpoint needs none",
@@ -104,6 +112,18 @@ def read_inputs(args: argparse.Namespace) -> tuple[str, str]:
     return context, question
 
 
+def write_trajectory(path: str, trajectory) -> None:
+    """Writes what the library's logger captured (`null` when it captured nothing);
+    a failure to write is a warning, never the item's failure."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(trajectory, f, default=str)
+            f.write("\n")
+    except OSError as error:
+        print(f"rlms.py: warning: cannot write the trajectory to {path}: {error}",
+              file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     try:
@@ -126,6 +146,7 @@ def main(argv: list[str]) -> int:
             "backend_kwargs": backend_kwargs,
             "rlm_kwargs": rlm_kwargs,
             "api_key_env": args.api_key_env,
+            "trajectory_file": args.trajectory_file,
             "context_chars": len(context),
             "root_prompt": question,
         }))
@@ -144,6 +165,17 @@ def main(argv: list[str]) -> int:
                   f"for {RLMS_VERSION}", file=sys.stderr)
     except Exception:  # noqa: BLE001 - only a warning
         pass
+
+    logger = None
+    if args.trajectory_file:
+        try:
+            from rlm.logger import RLMLogger
+        except ImportError as error:
+            print(f"rlms.py: warning: no trajectory is kept: this rlms has no RLMLogger "
+                  f"({error})", file=sys.stderr)
+        else:
+            logger = RLMLogger()  # in memory; written below, whatever the outcome
+            rlm_kwargs["logger"] = logger
 
     # Any string is accepted by a local endpoint; a hosted one needs the real key.
     api_key = os.environ.get(args.api_key_env) or "no-key"
@@ -165,6 +197,8 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         rlm.close()
+        if logger is not None:
+            write_trajectory(args.trajectory_file, logger.get_trajectory())
     usage = result.usage_summary
     answer = {
         "answer": result.response if isinstance(result.response, str) else str(result.response),

@@ -7,7 +7,9 @@
 //! arms' files, so it runs from any directory; PYTHON is `RLM_RLMS_PYTHON`, else the
 //! venv `scripts/arms/setup-rlms.sh` makes (`${RLM_ARMS_DIR:-.local-models}/rlms-venv`).
 //! The interpreter is asked once to import the library before any item runs, so a
-//! missing library is one clear error, not a failed item each.
+//! missing library is one clear error, not a failed item each. The library's trajectory
+//! (every iteration's reply, code and output) is kept beside each answer as
+//! `answer.out.trajectory.json`, so a score can be explained as the rlm arm's traces are.
 
 use std::path::{Path, PathBuf};
 
@@ -90,6 +92,8 @@ pub(super) fn expand(
             "{question_file}",
             "--output-file",
             "{output_file}",
+            "--trajectory-file",
+            "{output_file}.trajectory.json",
         ]
         .map(str::to_owned),
     );

@@ -389,12 +389,23 @@ fn suites_missing_their_files_are_refused_naming_what_they_need() {
     assert_eq!(mock.control().request_count(), 0);
 }
 
-/// A fake of the official library (`rlm.RLM`): it asks the model once, as a plain
-/// call, and appends what it was given to `record`. Reached through a python that
-/// puts it first on its path, as RLM_RLMS_PYTHON.
+/// A fake of the official library (`rlm.RLM`, `rlm.logger.RLMLogger`): it asks the
+/// model once, as a plain call, logs the reply as its one iteration, and appends what
+/// it was given to `record`. Reached through a python that puts it first on its path,
+/// as RLM_RLMS_PYTHON.
 fn fake_rlms(sb: &Sandbox, record: &Path) -> PathBuf {
     let library = sb.root().join("fake-rlms");
-    std::fs::create_dir_all(library.join("rlm")).unwrap();
+    std::fs::create_dir_all(library.join("rlm").join("logger")).unwrap();
+    std::fs::write(
+        library.join("rlm").join("logger").join("__init__.py"),
+        r#"class RLMLogger:
+    def __init__(self):
+        self.iterations = []
+    def get_trajectory(self):
+        return {"run_metadata": {}, "iterations": self.iterations}
+"#,
+    )
+    .unwrap();
     std::fs::write(
         library.join("rlm").join("__init__.py"),
         format!(
@@ -407,9 +418,10 @@ class _Result:
     def __init__(self, response, usage):
         self.response, self.usage_summary = response, usage
 class RLM:
-    def __init__(self, backend, backend_kwargs, **kwargs):
-        self.kwargs = backend_kwargs
+    def __init__(self, backend, backend_kwargs, logger=None, **kwargs):
+        self.kwargs, self.logger = backend_kwargs, logger
         shown = {{k: v for k, v in backend_kwargs.items() if k != "api_key"}}
+        kwargs["logger"] = logger is not None
         with open(RECORD, "a") as f:
             f.write(json.dumps({{"backend": backend, "backend_kwargs": shown, "rlm": kwargs}}) + "\n")
     def _default_answer(self, *a, **kw):
@@ -422,6 +434,8 @@ class RLM:
         with urllib.request.urlopen(request, timeout=60) as r:
             reply = json.load(r)
         usage = reply.get("usage") or {{}}
+        if self.logger is not None:
+            self.logger.iterations.append({{"response": reply["choices"][0]["message"]["content"]}})
         return _Result(reply["choices"][0]["message"]["content"],
             _Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)))
     def close(self):
@@ -521,6 +535,27 @@ fn arm_rlms_is_built_in_with_the_rlm_arms_model_server_and_iterations() {
         assert_eq!(call["backend_kwargs"]["timeout"], 90.0);
         assert_eq!(call["backend_kwargs"]["sampling_args"]["temperature"], 0.0);
         assert_eq!(call["rlm"]["max_iterations"], 7);
+        assert_eq!(call["rlm"]["logger"], true);
+    }
+    // The library's trajectory is kept beside each answer: its one iteration is the
+    // reply the item was scored on.
+    for r in all.iter().filter(|r| r["arm"] == "rlms") {
+        let answers = out.join("arms").join("rlms");
+        let kept: Vec<Value> = std::fs::read_dir(&answers)
+            .unwrap()
+            .filter_map(|dir| {
+                let file = dir.ok()?.path().join("answer.out.trajectory.json");
+                serde_json::from_slice(&std::fs::read(file).ok()?).ok()
+            })
+            .collect();
+        assert_eq!(kept.len(), 4, "{}", answers.display());
+        let got = r["got"].as_str().unwrap_or_default().trim();
+        assert!(
+            kept.iter().any(|t| t["iterations"][0]["response"]
+                .as_str()
+                .is_some_and(|reply| reply.trim() == got)),
+            "{r}"
+        );
     }
     // Without a python that has the library: one clear error before anything runs.
     let missing = eval_command(
