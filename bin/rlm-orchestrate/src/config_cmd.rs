@@ -267,6 +267,9 @@ fn sent_fields(sends: &Constraint) -> Value {
         // grammars and no schema).
         "json_as_grammar": sends.grammar.is_some() && sends.json_schema.is_none(),
         "strict_tools": sends.strict_tools,
+        // Native tools go with the schema of one call (a server that returns calls as
+        // text).
+        "tool_calls_schema": sends.holds_text_calls(),
     })
 }
 
@@ -294,6 +297,9 @@ fn constrain_section(found: &[ConstraintFound]) -> String {
         }
         if c.sends.strict_tools {
             sends.push("strict tools".to_owned());
+        }
+        if c.sends.holds_text_calls() {
+            sends.push("native tools with the schema of one call".to_owned());
         }
         let sends = if sends.is_empty() {
             "nothing".to_owned()

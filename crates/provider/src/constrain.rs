@@ -274,6 +274,39 @@ pub struct Constraint {
     pub strict_tools: bool,
 }
 
+impl Constraint {
+    /// True when offered tools are also held to `response_format` (the schema of one
+    /// call, [`one_call_schema`]): on the one server that takes a schema as
+    /// `json_object` with `schema`, llama-cpp-python, whose chat templates render the
+    /// tools into the prompt and return the model's call as JSON text in `content`,
+    /// not as `tool_calls`. Without it that text is unconstrained (a brace too many, a
+    /// tool that does not exist). Servers that call tools themselves (OpenAI's strict
+    /// tools, vLLM's and llama.cpp's tool parsers) get the tools as offered.
+    pub fn holds_text_calls(&self) -> bool {
+        self.json_schema == Some(SchemaForm::JsonObject) && !self.strict_tools
+    }
+}
+
+/// The schema of one call of one of `tools` as a model writes it in text,
+/// `{"name": …, "arguments": {…}}` (`only`: the one tool a request requires).
+pub fn one_call_schema(tools: &[crate::ToolSpec], only: Option<&str>) -> Value {
+    let calls: Vec<Value> = tools
+        .iter()
+        .filter(|tool| only.is_none_or(|name| tool.name == name))
+        .map(|tool| {
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "name": {"const": tool.name},
+                    "arguments": tool.parameters,
+                },
+                "required": ["name", "arguments"],
+            })
+        })
+        .collect();
+    serde_json::json!({ "oneOf": calls })
+}
+
 /// The constraint a request carries under `mode` for a server that takes `support`
 /// (`None`: it said nothing). `auto` sends exactly what the server takes; `json` and
 /// `grammar` send their form whatever it said, in the server's own spelling where it

@@ -120,6 +120,52 @@ fn a_plan_reply_is_held_to_its_schema_in_the_form_the_server_takes() {
     assert_eq!(first_body(&silent)["grammar"], REPL_REPLY_GBNF);
 }
 
+/// The names of the calls a `response_format` schema of one call admits.
+fn call_names(body: &Value) -> Vec<String> {
+    body["response_format"]["schema"]["oneOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|call| call["properties"]["name"]["const"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn native_tools_on_a_server_that_returns_calls_as_text_are_held_to_one_call() {
+    // llama-cpp-python renders the tools into the prompt and returns the call as JSON
+    // text: the text is held to the schema of one call of an offered tool.
+    let sb = Sandbox::new();
+    let reply = r#"{"name": "final_answer", "arguments": {"answer": "hello"}}"#;
+    let mock = serving(MockTokenizer::LlamaCppPython, reply);
+    assert_answer(&run(&sb, &mock, &["--env", "tools"]), "hello");
+    let body = first_body(&mock);
+    let offered: Vec<String> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| tool["function"]["name"].as_str())
+        .map(str::to_owned)
+        .collect();
+    assert!(offered.contains(&"final_answer".to_owned()), "{body}");
+    assert_eq!(body["response_format"]["type"], "json_object", "{body}");
+    assert_eq!(call_names(&body), offered, "{body}");
+    // Off sends the tools alone.
+    assert_answer(
+        &run(&sb, &mock, &["--env", "tools", "--constrain", "off"]),
+        "hello",
+    );
+    let off = mock.control().requests().last().unwrap().body.clone();
+    assert!(off.get("response_format").is_none(), "{off}");
+    // llama.cpp's server parses tool calls itself: its tools go as offered.
+    let sb = Sandbox::new();
+    let llama_cpp = serving(MockTokenizer::LlamaCpp, reply);
+    assert_answer(&run(&sb, &llama_cpp, &["--env", "tools"]), "hello");
+    let body = first_body(&llama_cpp);
+    assert!(body["tools"].is_array(), "{body}");
+    assert!(body.get("response_format").is_none(), "{body}");
+}
+
 #[test]
 fn config_show_says_what_auto_resolves_to_and_shows_the_grammar() {
     let sb = Sandbox::new();
@@ -141,8 +187,10 @@ fn config_show_says_what_auto_resolves_to_and_shows_the_grammar() {
     assert_eq!(constrain[0]["mode"], "auto");
     assert_eq!(constrain[0]["sends"]["grammar"], "grammar", "{constrain}");
     assert_eq!(constrain[0]["sends"]["json_schema"], "json_object");
+    assert_eq!(constrain[0]["sends"]["tool_calls_schema"], true);
     assert_eq!(constrain[1]["mode"], "off");
     assert_eq!(constrain[1]["sends"]["grammar"], Value::Null);
+    assert_eq!(constrain[1]["sends"]["tool_calls_schema"], false);
     assert_eq!(shown["reply_grammar"], REPL_REPLY_GBNF);
     let text = sb
         .bare()

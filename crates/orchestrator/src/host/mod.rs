@@ -33,6 +33,7 @@ use crate::accounting::{Accounting, Reservation};
 use crate::events::{CallPurpose, EventData, EventSink, LlmCall};
 use crate::provider::{
     ChatMessage, ChatRequest, Completion, Constraint, DeltaSink, Prices, Provider, ProviderError,
+    ResponseFormat,
 };
 use crate::window::ModelWindow;
 
@@ -70,6 +71,7 @@ impl Model {
             let constraint = self.window.constraint().await;
             constrained = ChatRequest {
                 grammar: grammar_of(request, &constraint),
+                response_format: format_of(request, &constraint),
                 constraint: Some(constraint),
                 ..request.clone()
             };
@@ -110,6 +112,25 @@ fn grammar_of(request: &ChatRequest, constraint: &Constraint) -> Option<Arc<str>
             None
         }
     }
+}
+
+/// The reply format `request` goes with under `constraint`: its own, or for offered
+/// tools on a server that returns calls as text ([`Constraint::holds_text_calls`]),
+/// the schema of one call of them, so that the text is a call of a real tool.
+fn format_of(request: &ChatRequest, constraint: &Constraint) -> Option<ResponseFormat> {
+    if request.response_format.is_some()
+        || request.tools.is_empty()
+        || !constraint.holds_text_calls()
+    {
+        return request.response_format.clone();
+    }
+    Some(ResponseFormat {
+        name: "call".to_owned(),
+        schema: crate::provider::constrain::one_call_schema(
+            &request.tools,
+            request.required_tool.as_deref(),
+        ),
+    })
 }
 
 impl std::fmt::Debug for Model {

@@ -234,3 +234,65 @@ fn support_reads_back_and_says_itself_in_words() {
     );
     assert_eq!(Support::default().to_string(), "nothing");
 }
+
+#[test]
+fn only_the_server_that_returns_calls_as_text_holds_them_to_one_call() {
+    let python = Support {
+        grammar: Some(GrammarField::Grammar),
+        json_schema: Some(SchemaForm::JsonObject),
+        ..Support::default()
+    };
+    let llama_cpp = Support {
+        grammar: Some(GrammarField::Grammar),
+        json_schema: Some(SchemaForm::JsonSchema),
+        ..Support::default()
+    };
+    let openai = Support {
+        json_schema: Some(SchemaForm::JsonSchema),
+        strict_tools: true,
+        tools: true,
+        ..Support::default()
+    };
+    let cases = [
+        (ConstrainMode::Auto, Some(&python), true),
+        (ConstrainMode::Json, Some(&python), true),
+        (ConstrainMode::Grammar, Some(&python), true),
+        (ConstrainMode::Off, Some(&python), false),
+        (ConstrainMode::Auto, Some(&llama_cpp), false),
+        (ConstrainMode::Auto, Some(&openai), false),
+        (ConstrainMode::Auto, None, false),
+        (ConstrainMode::Json, None, false),
+    ];
+    for (mode, support, holds) in cases {
+        assert_eq!(
+            resolve(mode, support).holds_text_calls(),
+            holds,
+            "{mode:?} {support:?}"
+        );
+    }
+}
+
+#[test]
+fn the_schema_of_one_call_names_each_offered_tool_with_its_arguments() {
+    let tool = |name: &str| crate::ToolSpec {
+        name: name.to_owned(),
+        description: String::new(),
+        parameters: serde_json::json!({"type": "object", "properties": {"x": {"type": "string"}}}),
+    };
+    let tools = [tool("ctx_grep"), tool("final_answer")];
+    let schema = one_call_schema(&tools, None);
+    let calls = schema["oneOf"].as_array().expect("oneOf");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["properties"]["name"]["const"], "ctx_grep");
+    assert_eq!(calls[0]["properties"]["arguments"], tools[0].parameters);
+    assert_eq!(
+        calls[1]["required"],
+        serde_json::json!(["name", "arguments"])
+    );
+    let only = one_call_schema(&tools, Some("final_answer"));
+    assert_eq!(only["oneOf"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        only["oneOf"][0]["properties"]["name"]["const"],
+        "final_answer"
+    );
+}
