@@ -269,7 +269,7 @@ fn sent_fields(sends: &Constraint) -> Value {
         "strict_tools": sends.strict_tools,
         // Native tools go with the schema of one call (a server that returns calls as
         // text).
-        "tool_calls_schema": sends.holds_text_calls(),
+        "tool_calls_schema": sends.sends_call_schema(),
     })
 }
 
@@ -298,7 +298,7 @@ fn constrain_section(found: &[ConstraintFound]) -> String {
         if c.sends.strict_tools {
             sends.push("strict tools".to_owned());
         }
-        if c.sends.holds_text_calls() {
+        if c.sends.sends_call_schema() {
             sends.push("native tools with the schema of one call".to_owned());
         }
         let sends = if sends.is_empty() {

@@ -282,7 +282,7 @@ impl Constraint {
     /// not as `tool_calls`. Without it that text is unconstrained (a brace too many, a
     /// tool that does not exist). Servers that call tools themselves (OpenAI's strict
     /// tools, vLLM's and llama.cpp's tool parsers) get the tools as offered.
-    pub fn holds_text_calls(&self) -> bool {
+    pub fn sends_call_schema(&self) -> bool {
         self.json_schema == Some(SchemaForm::JsonObject) && !self.strict_tools
     }
 }

@@ -115,12 +115,12 @@ fn grammar_of(request: &ChatRequest, constraint: &Constraint) -> Option<Arc<str>
 }
 
 /// The reply format `request` goes with under `constraint`: its own, or for offered
-/// tools on a server that returns calls as text ([`Constraint::holds_text_calls`]),
+/// tools on a server that returns calls as text ([`Constraint::sends_call_schema`]),
 /// the schema of one call of them, so that the text is a call of a real tool.
 fn format_of(request: &ChatRequest, constraint: &Constraint) -> Option<ResponseFormat> {
     if request.response_format.is_some()
         || request.tools.is_empty()
-        || !constraint.holds_text_calls()
+        || !constraint.sends_call_schema()
     {
         return request.response_format.clone();
     }

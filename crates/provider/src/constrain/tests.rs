@@ -265,7 +265,7 @@ fn only_the_server_that_returns_calls_as_text_holds_them_to_one_call() {
     ];
     for (mode, support, holds) in cases {
         assert_eq!(
-            resolve(mode, support).holds_text_calls(),
+            resolve(mode, support).sends_call_schema(),
             holds,
             "{mode:?} {support:?}"
         );
