@@ -1142,6 +1142,15 @@ mod tools_medium {
                 .starts_with("Call not run: the same call already ran 2 times."),
             "{outputs:?}"
         );
+        // A refused call did not run: the next refusal counts the same two runs and
+        // quotes their result, never the refusal before it.
+        let again = &outputs[3].0;
+        assert!(
+            again.starts_with("Call not run: the same call already ran 2 times.")
+                && again.matches("Call not run").count() == 1
+                && again.contains("quiet"),
+            "{again}"
+        );
         let last = h.request(4).last().unwrap().content.clone();
         assert!(last.contains("Do not call any more tools"), "{last}");
         let required = h.provider.required.lock().unwrap().clone();

@@ -159,6 +159,7 @@ pub(super) async fn run(
                     .map(|t| t.join("\n\n"))
             }),
         };
+        let ran_call = refused.is_none();
         let outcome = match refused {
             Some(why) => ToolOutcome::error(why),
             None => env.call_tool(call).await?,
@@ -191,6 +192,11 @@ pub(super) async fn run(
         if let Some(answer) = outcome.final_answer {
             turn.final_answer = Some(outcome_of(answer, AnswerSource::FinalAnswerTool, None));
             return Ok(turn);
+        }
+        if !ran_call {
+            // A refused call did not run: its refusal is no result to judge or to
+            // remember (a later repeat would quote the refusal as the call's result).
+            continue;
         }
         let ran = Ran {
             form: Form::Tools,
