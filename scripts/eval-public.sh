@@ -45,6 +45,8 @@
 #   RLM_PUBLIC_MODEL     model name (default qwen2.5-coder-1.5b, scripts/local-model.sh)
 #   RLM_PUBLIC_PORT      the local model's port (default 8092)
 #   RLM_PUBLIC_ENVS      rlm's envs, one step each (default "tools python")
+#   RLM_PUBLIC_LENGTHS   only these of the plan's lengths (e.g. "32k"): a plan's short
+#                        cells read first; the plan itself does not change
 #   RLM_PUBLIC_ARMS      the first env's arms (default rlm,baseline,rlms)
 #   RLM_PUBLIC_FLAGS     more eval flags (e.g. "--context-window 8192")
 #   RLM_PUBLIC_TREC      the TREC file (train_5500.label) of oolong/trec_coarse; default:
@@ -170,6 +172,7 @@ case "${1:-}" in
     started=$(date +%s)
     while IFS='|' read -r name suites lengths items needs; do
       for length in $lengths; do
+        case " ${RLM_PUBLIC_LENGTHS:-$length} " in *" $length "*) ;; *) continue ;; esac
         while IFS='|' read -r cell cell_flags; do
           arms="${RLM_PUBLIC_ARMS:-rlm,baseline,rlms}"
           [ -z "$cell" ] || arms=rlm
