@@ -196,9 +196,10 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     finally:
-        rlm.close()
+        # The trajectory first: it is what explains a failure, close() among them.
         if logger is not None:
             write_trajectory(args.trajectory_file, logger.get_trajectory())
+        rlm.close()
     usage = result.usage_summary
     answer = {
         "answer": result.response if isinstance(result.response, str) else str(result.response),
