@@ -21,6 +21,10 @@ below 1 gets one cause, the first that fits:
            tool call refused for a missing argument the reply did write (the parser
            lost it: `"reduce"` beside the arguments, not in them). A run that got past
            such a reply and answered is not counted here.
+  repeat   the run was stopped (forced) because the model sent the same code or call
+           again after it had run twice and been refused (the repeat_limit correction,
+           twice in a row): the model cycles through what it already did instead of
+           answering or looking elsewhere.
   other    the reply was understood and the run ended within the window: a wrong
            answer, or no answer in the iterations (wrong code, wrong reduction, gave
            up — what only reading the trace (`runs show`) tells apart).
@@ -46,6 +50,7 @@ WINDOW = re.compile(
 )
 FINAL_NAME_ERROR = re.compile(r"NameError: name '(FINAL|FINAL_VAR|Final|final|SUBMIT)' is not defined")
 STOPPED_ON_FORM = re.compile(r"stopping: the reply was again (.+?), after \d+ corrections")
+STOPPED_ON_REPEAT = re.compile(r"stopping: the reply needed the same correction \(repeat_limit\) again")
 MISSING_ARGUMENT = re.compile(r"invalid call of \w+: missing field `(\w+)`")
 
 
@@ -95,6 +100,11 @@ def cause(result, events):
             found = STOPPED_ON_FORM.search(e.get("message", ""))
             if found and "already ran" not in found.group(1):
                 return "format", found.group(0)
+    for e in events if result.get("forced") else []:
+        if e.get("kind") == "warning":
+            found = STOPPED_ON_REPEAT.search(e.get("message", ""))
+            if found:
+                return "repeat", found.group(0)
     if result.get("forced"):
         return "other", "forced: no answer within the iterations"
     return "other", "answered: " + (result.get("got") or "").strip().replace("\n", " ")[:60]
@@ -125,21 +135,22 @@ def main():
             why, evidence = cause(r, events)
             cells[key][why] += 1
             items.append((key, r.get("run_id") or "-", why, evidence))
-    print("| step | suite | length | arm | items | right | not right | window | format | other |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| step | suite | length | arm | items | right | not right | window | format | repeat | other |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     total = collections.Counter()
     for (step, suite, length, arm), c in sorted(cells.items()):
         wrong = c["items"] - c["right"]
         print(
             f"| {step} | {suite} | {length // 1024}k | {arm} | {c['items']} | {c['right']} | {wrong} "
-            f"| {c['window']} | {c['format']} | {c['other']} |"
+            f"| {c['window']} | {c['format']} | {c['repeat']} | {c['other']} |"
         )
         total.update(c)
     wrong = total["items"] - total["right"]
     share = lambda n: f"{n} ({100 * n / wrong:.0f} %)" if wrong else "0"
     print(
         f"| **all** | | | | {total['items']} | {total['right']} | {wrong} "
-        f"| {share(total['window'])} | {share(total['format'])} | {share(total['other'])} |"
+        f"| {share(total['window'])} | {share(total['format'])} | {share(total['repeat'])} "
+        f"| {share(total['other'])} |"
     )
     if "--items" in sys.argv:
         print()

@@ -51,6 +51,20 @@ class CauseTest(unittest.TestCase):
         events = step(4, text, "invalid call of ctx_map_reduce: missing field `reduce`")
         self.assertEqual(eval_failures.cause(result(), events)[0], "other")
 
+    def test_a_run_stopped_on_repeated_calls_is_repeat(self):
+        events = step(7, '{"name": "ctx_grep"}', "Call not run: the same call already ran 2 times.")
+        events.append({
+            "kind": "warning",
+            "message": "stopping: the reply needed the same correction (repeat_limit) again, after 2 corrections",
+        })
+        self.assertEqual(eval_failures.cause(result(), events)[0], "repeat")
+        # The same warning on a run that answered by itself is not the cause.
+        self.assertEqual(eval_failures.cause(result(forced=False), events)[0], "other")
+
+    def test_a_forced_run_without_a_stop_is_other(self):
+        cause, evidence = eval_failures.cause(result(), step(20, "x", "y"))
+        self.assertEqual((cause, evidence), ("other", "forced: no answer within the iterations"))
+
     def test_an_answered_wrong_item_is_other(self):
         cause, evidence = eval_failures.cause(result(forced=False), [])
         self.assertEqual((cause, evidence), ("other", "answered: 2"))
