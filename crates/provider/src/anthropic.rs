@@ -138,7 +138,7 @@ impl AnthropicProvider {
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
         }
-        if let Some(temperature) = crate::temperature_of(request, self.target.temperature) {
+        if let Some(temperature) = request.temperature.or(self.target.temperature) {
             body["temperature"] = json!(temperature);
         }
         body

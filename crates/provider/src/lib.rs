@@ -147,11 +147,6 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Sampling temperature, if the caller wants one.
     pub temperature: Option<f32>,
-    /// Asked again after the model repeated itself: a temperature below
-    /// [`RESAMPLE_TEMPERATURE`] is raised to it, since at a low temperature the same
-    /// conversation gives the same reply. No temperature set: the server's default
-    /// (which samples) is left as it is.
-    pub resample: bool,
     /// Tools offered to the model (native tool calling); empty: none.
     pub tools: Vec<ToolSpec>,
     /// The tool the model must call (`None`: it chooses, or answers in text).
@@ -166,20 +161,6 @@ pub struct ChatRequest {
     /// what the server supports). `None`: not resolved — `response_format` goes as
     /// before (the forms tried in turn), no grammar and no strict tools.
     pub constraint: Option<Constraint>,
-}
-
-/// The least temperature of a [`ChatRequest::resample`] request.
-pub const RESAMPLE_TEMPERATURE: f32 = 0.7;
-
-/// The temperature a request goes with: its own, else the configured one, raised to
-/// [`RESAMPLE_TEMPERATURE`] when the request is a resample; `None`: the server's default.
-pub fn temperature_of(request: &ChatRequest, configured: Option<f32>) -> Option<f32> {
-    let temperature = request.temperature.or(configured)?;
-    Some(if request.resample {
-        temperature.max(RESAMPLE_TEMPERATURE)
-    } else {
-        temperature
-    })
 }
 
 /// Constrained output: the reply is one JSON value of this schema. The OpenAI

@@ -145,7 +145,7 @@ impl OpenAiProvider {
         if let Some(max_tokens) = request.max_tokens.or(self.max_tokens) {
             body["max_tokens"] = json!(max_tokens);
         }
-        if let Some(temperature) = crate::temperature_of(request, self.target.temperature) {
+        if let Some(temperature) = request.temperature.or(self.target.temperature) {
             body["temperature"] = json!(temperature);
         }
         if let (Some(grammar), Some(field)) =
@@ -399,19 +399,6 @@ mod tests {
         warm.temperature = Some(0.0);
         let body = OpenAiProvider::new(&warm, None).unwrap().body(&request);
         assert_eq!(body["temperature"], 0.0);
-        // Asked again after a repeat: the low temperature is raised, a high one kept,
-        // none set stays none (the server's default samples).
-        let resample = ChatRequest {
-            resample: true,
-            ..request.clone()
-        };
-        let body = OpenAiProvider::new(&warm, None).unwrap().body(&resample);
-        assert_eq!(body["temperature"], json!(crate::RESAMPLE_TEMPERATURE));
-        warm.temperature = Some(1.2);
-        let body = OpenAiProvider::new(&warm, None).unwrap().body(&resample);
-        assert_eq!(body["temperature"], json!(1.2_f32));
-        let cold = OpenAiProvider::new(&config("http://127.0.0.1:9/v1/"), None).unwrap();
-        assert!(cold.body(&resample).get("temperature").is_none());
     }
 
     fn tool_conversation() -> ChatRequest {

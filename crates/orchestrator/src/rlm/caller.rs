@@ -25,9 +25,6 @@ pub(super) struct Offer<'a> {
     pub reply_schema: Option<&'a serde_json::Value>,
     /// The grammar of the reply (`--constrain`: a code reply's protocol), if any.
     pub grammar: Option<&'static str>,
-    /// The model's last reply was refused as a repeat: ask at a temperature that can
-    /// give another ([`crate::provider::ChatRequest::resample`]).
-    pub resample: bool,
 }
 
 impl Caller<'_> {
@@ -50,7 +47,6 @@ impl Caller<'_> {
                 schema: schema.clone(),
             }),
             grammar: offer.grammar.map(std::sync::Arc::from),
-            resample: offer.resample,
             // Not waited for: a first request goes out beside discovery.
             max_tokens: self.model.window.answer_limit_now(),
             ..ChatRequest::default()

@@ -82,7 +82,6 @@ pub(super) async fn force_final(
         // The forced answer is free text.
         reply_schema: None,
         grammar: None,
-        resample: false,
     };
     let ask = Ask {
         caller,

@@ -107,7 +107,6 @@ impl<'e> Medium<'e> {
             required: None,
             reply_schema: self.reply_schema(),
             grammar: matches!(self, Self::Code(_)).then_some(crate::grammar::REPL_REPLY_GBNF),
-            resample: false,
         }
     }
 

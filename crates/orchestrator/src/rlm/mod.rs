@@ -134,9 +134,6 @@ pub async fn run_loop(
     };
     let mut log = log::BlockLog::new();
     let mut repeats = Repeats::default();
-    // The last reply was refused as a repeat: the next is asked at a temperature that
-    // can give another (at a low one the same conversation gives the same reply).
-    let mut resample = false;
     let mut iterations = 0;
     let mut stop_reason = None;
     // What the turn the loop stopped after would have told the model.
@@ -158,10 +155,7 @@ pub async fn run_loop(
         };
         sink.emit(EventData::StepStarted { iteration });
         let purpose = (CallPurpose::Root, reserved);
-        let offer = caller::Offer {
-            resample,
-            ..medium.offer()
-        };
+        let offer = medium.offer();
         let completion = fit::ask_fitted(
             caller,
             &mut fitter,
@@ -231,7 +225,6 @@ pub async fn run_loop(
             sink.emit(step_done());
             break;
         }
-        resample = turn.refused == Some(Rule::RepeatLimit);
         let variables = match &mut medium {
             Medium::Code(repl) => repl.variables().await.unwrap_or_default(),
             Medium::Tools { .. } => Vec::new(),

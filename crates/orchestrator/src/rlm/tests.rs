@@ -31,7 +31,6 @@ struct Scripted {
     requests: Mutex<Vec<Vec<ChatMessage>>>,
     tools_sent: Mutex<Vec<Vec<String>>>,
     required: Mutex<Vec<Option<String>>>,
-    resampled: Mutex<Vec<bool>>,
 }
 
 impl Scripted {
@@ -43,7 +42,6 @@ impl Scripted {
             requests: Mutex::new(Vec::new()),
             tools_sent: Mutex::new(Vec::new()),
             required: Mutex::new(Vec::new()),
-            resampled: Mutex::new(Vec::new()),
         })
     }
 }
@@ -71,7 +69,6 @@ impl Provider for Scripted {
             .lock()
             .unwrap()
             .push(request.required_tool.clone());
-        self.resampled.lock().unwrap().push(request.resample);
         let (text, tool_calls) = self
             .replies
             .lock()
@@ -1159,9 +1156,5 @@ mod tools_medium {
         let required = h.provider.required.lock().unwrap().clone();
         assert_eq!(required[..4], [None, None, None, None]);
         assert_eq!(required[4].as_deref(), Some("final_answer"));
-        // The reply after each repeat refusal is asked as a resample; the others and
-        // the forced answer are not.
-        let resampled = h.provider.resampled.lock().unwrap().clone();
-        assert_eq!(resampled, [false, false, false, true, false]);
     }
 }

@@ -2,10 +2,7 @@
 //! output cannot change, so it is not run a third time; the model is shown the output
 //! it already had and told to change the code or answer. A model that cannot find
 //! what it looks for otherwise sends the same search until the iterations run out.
-//! Replies of only such blocks count toward the loop's stop on repeated corrections,
-//! and the reply after one is asked as a resample (`ChatRequest::resample`: a low
-//! temperature raised), since at temperature 0 the same conversation gives the same
-//! reply again.
+//! Replies of only such blocks count toward the loop's stop on repeated corrections.
 
 use super::{Block, Correction, Form, Rule, Verdict};
 use crate::rlm::prose_answer::printed_value;
