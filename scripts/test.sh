@@ -16,6 +16,7 @@ echo "==> eval reading scripts"
 python3 scripts/test_eval_failures.py
 python3 scripts/test_eval_local.py
 python3 scripts/test_readings.py
+python3 scripts/test_eval_public.py
 
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
