@@ -147,9 +147,15 @@ case "${1:-}" in
           arms="${RLM_EVAL_ARMS:-rlm,baseline,rlms}"
           for env in "${ENVS[@]}"; do
             # A step with unscored items (the server was down) does not stop the plan:
-            # run the script again and --resume asks them again.
-            run_step "$name" "$suites" "$extra" "$length" "$env" "$arms" ||
-              log "$name · $length · $env: items left unscored; run again to ask them"
+            # run the script again and --resume asks them again. An interrupted one
+            # (Ctrl-C: eval exits 130) does.
+            status=0
+            run_step "$name" "$suites" "$extra" "$length" "$env" "$arms" || status=$?
+            case $status in
+              0) ;;
+              130) echo "eval-local: interrupted; what was scored is kept: run again to go on" >&2; exit 130 ;;
+              *) log "$name · $length · $env: items left unscored; run again to ask them" ;;
+            esac
             arms=rlm
           done
         done

@@ -45,8 +45,9 @@
 #   RLM_PUBLIC_MODEL     model name (default qwen2.5-coder-1.5b, scripts/local-model.sh)
 #   RLM_PUBLIC_PORT      the local model's port (default 8092)
 #   RLM_PUBLIC_ENVS      rlm's envs, one step each (default "tools python")
-#   RLM_PUBLIC_LENGTHS   only these of the plan's lengths (e.g. "32k"): a plan's short
-#                        cells read first; the plan itself does not change
+#   RLM_PUBLIC_LENGTHS   only these of the plan's lengths ("32k", "32k,128k"), each one
+#                        the plan has: a plan's short cells read first; the plan itself
+#                        does not change
 #   RLM_PUBLIC_ARMS      the first env's arms (default rlm,baseline,rlms)
 #   RLM_PUBLIC_FLAGS     more eval flags (e.g. "--context-window 8192")
 #   RLM_PUBLIC_TREC      the TREC file (train_5500.label) of oolong/trec_coarse; default:
@@ -161,26 +162,45 @@ run_step() {
     --arms "$arms" --arm-timeout 7200 --out "$out" --resume "${flags[@]}"
 }
 
-# Every results.json of the plan's work directory.
-results_files() { find "$WORK" -mindepth 2 -maxdepth 2 -name results.json 2>/dev/null | sort; }
+# The lengths to read: RLM_PUBLIC_LENGTHS (spaces or commas), each one the plan has;
+# else every length of the plan.
+lengths_to_read() {
+  local planned wanted length
+  planned=$(steps_of "$PLAN" | cut -d'|' -f3 | tr ' ' '\n' | awk 'NF && !seen[$0]++' | paste -sd' ')
+  wanted="${RLM_PUBLIC_LENGTHS:-}"
+  wanted="${wanted//,/ }"
+  for length in $wanted; do
+    case " $planned " in *" $length "*) ;; *)
+      die "RLM_PUBLIC_LENGTHS names $length, which plan $PLAN does not read (it reads $planned)" ;;
+    esac
+  done
+  echo "${wanted:-$planned}"
+}
 
 case "${1:-}" in
   run)
     steps_of "$PLAN" >/dev/null
+    reading=" $(lengths_to_read) "
     prepare
     mkdir -p "$WORK"
     started=$(date +%s)
     while IFS='|' read -r name suites lengths items needs; do
       for length in $lengths; do
-        case " ${RLM_PUBLIC_LENGTHS:-$length} " in *" $length "*) ;; *) continue ;; esac
+        case "$reading" in *" $length "*) ;; *) continue ;; esac
         while IFS='|' read -r cell cell_flags; do
           arms="${RLM_PUBLIC_ARMS:-rlm,baseline,rlms}"
           [ -z "$cell" ] || arms=rlm
           for env in "${ENVS[@]}"; do
             # A step with unscored items (the server was down) does not stop the plan:
-            # run the script again and --resume asks them again.
-            run_step "$name" "$suites" "$length" "$items" "$needs" "$env" "$arms" "$cell" "$cell_flags" </dev/null ||
-              log "$name · $length · $env: items left unscored; run again to ask them"
+            # run the script again and --resume asks them again. An interrupted one
+            # (Ctrl-C: eval exits 130) does.
+            status=0
+            run_step "$name" "$suites" "$length" "$items" "$needs" "$env" "$arms" "$cell" "$cell_flags" </dev/null || status=$?
+            case $status in
+              0) ;;
+              130) echo "eval-public: interrupted; what was scored is kept: run again to go on" >&2; exit 130 ;;
+              *) log "$name · $length · $env: items left unscored; run again to ask them" ;;
+            esac
             arms=rlm
           done
         done < <(cells_of "$PLAN")
