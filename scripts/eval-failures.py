@@ -21,10 +21,10 @@ below 1 gets one cause, the first that fits:
            tool call refused for a missing argument the reply did write (the parser
            lost it: `"reduce"` beside the arguments, not in them). A run that got past
            such a reply and answered is not counted here.
-  repeat   the run was stopped (forced) because the model sent the same code or call
-           again after it had run twice and been refused (the repeat_limit correction,
-           twice in a row): the model cycles through what it already did instead of
-           answering or looking elsewhere.
+  repeat   the run was stopped (forced) because the model kept sending code or a call
+           that had already run twice: refused (repeat_limit) and sent again, until the
+           loop's stop on the same correction three times in a row. The model cycles
+           through what it already did instead of answering or looking elsewhere.
   other    the reply was understood and the run ended within the window: a wrong
            answer, or no answer in the iterations (wrong code, wrong reduction, gave
            up — what only reading the trace (`runs show`) tells apart).
@@ -100,12 +100,11 @@ def cause(result, events):
             found = STOPPED_ON_FORM.search(e.get("message", ""))
             if found and "already ran" not in found.group(1):
                 return "format", found.group(0)
-    for e in events if result.get("forced") else []:
-        if e.get("kind") == "warning":
-            found = STOPPED_ON_REPEAT.search(e.get("message", ""))
+    if result.get("forced"):
+        for text in texts:
+            found = STOPPED_ON_REPEAT.search(text)
             if found:
                 return "repeat", found.group(0)
-    if result.get("forced"):
         return "other", "forced: no answer within the iterations"
     return "other", "answered: " + (result.get("got") or "").strip().replace("\n", " ")[:60]
 
