@@ -329,21 +329,26 @@ impl Runner<'_> {
             }
         };
         let framing = prepared.item.framing.as_ref();
-        let mut fitted = baseline::fit(model, &context, question, framing).await;
+        let mut fitted = baseline::fit(model, &context, question, framing, None).await;
         let (mut request, mut completion) = ask(fitted.request).await?;
         // A server that refuses the prompt as too long names its window and the tokens it
-        // counted (the estimate was off: a tokenizer count that timed out on a busy
-        // server, a wrong --context-window): fitted again to that, asked once more.
-        if let Err(error) = &completion {
+        // counted (the estimate was off: text denser than any calibrated, a tokenizer
+        // count that timed out on a busy server, a wrong --context-window): fitted again
+        // within what that count says fits, and asked again, a bounded number of times.
+        for _ in 0..baseline::MAX_REFITS {
+            let Err(error) = &completion else { break };
             if model
                 .window
                 .learn_from_refusal(error, &request)
                 .await
-                .is_some()
+                .is_none()
             {
-                fitted = baseline::fit(model, &context, question, framing).await;
-                (request, completion) = ask(fitted.request).await?;
+                break;
             }
+            let budget = model.window.prompt_budget().await;
+            let max_chars = baseline::refit_chars(error, fitted.context_chars, budget);
+            fitted = baseline::fit(model, &context, question, framing, max_chars).await;
+            (request, completion) = ask(fitted.request).await?;
         }
         Some(match completion {
             Ok(completion) => {

@@ -24,7 +24,7 @@ use crate::variable_file::VariableFile;
 
 /// Longest line [`TextReader::for_each_line`] hands over at once; a longer one comes
 /// in pieces of about this many bytes, cut at character boundaries, each with the
-/// line's number and offset.
+/// line's number and the offset of its own first character.
 pub const TEXT_LINE_MAX_BYTES: usize = 1 << 20;
 
 /// The text of a variable, or of several variable files, read by streaming.
@@ -63,7 +63,8 @@ pub struct TextMeasure {
 pub struct TextLine<'a> {
     /// 1-based line number.
     pub number: u64,
-    /// Character offset of the line's start in the text.
+    /// Character offset of the line's start in the text (of the piece's start, for a
+    /// line handed over in pieces).
     pub offset: u64,
     /// The line's bytes (UTF-8 unless the referenced file is not).
     pub bytes: &'a [u8],
@@ -202,7 +203,8 @@ impl TextReader<'_> {
     /// Hands every line of the text to `each` in order, until the text ends or `each`
     /// breaks. Every newline ends a line (an empty one too); a last line without a
     /// newline is handed over unless it is empty. A line longer than
-    /// [`TEXT_LINE_MAX_BYTES`] comes in pieces.
+    /// [`TEXT_LINE_MAX_BYTES`] comes in pieces, each with the same line number and its
+    /// own offset.
     pub fn for_each_line(
         &self,
         each: &mut dyn FnMut(TextLine<'_>) -> ControlFlow<()>,
@@ -238,6 +240,8 @@ impl TextReader<'_> {
                     number += 1;
                     offset = chars;
                 } else {
+                    // The next piece starts at this character (counted above).
+                    offset = chars - 1;
                     line.push(byte);
                 }
                 if flow.is_break() {
@@ -767,7 +771,13 @@ mod tests {
             Some(&(3, 2 + TEXT_LINE_MAX_BYTES as u64 + 1, 1))
         );
         let middle = &pieces[1..pieces.len() - 1];
-        assert!(middle.len() >= 2 && middle.iter().all(|p| p.0 == 2 && p.1 == 2));
+        assert!(middle.len() >= 2 && middle.iter().all(|p| p.0 == 2));
+        // Each piece's offset is its first character's: two bytes a character here.
+        let mut at = 2u64;
+        for piece in middle {
+            assert_eq!(piece.1, at);
+            at += piece.2 as u64 / 2;
+        }
         assert_eq!(
             middle.iter().map(|p| p.2).sum::<usize>(),
             2 * TEXT_LINE_MAX_BYTES

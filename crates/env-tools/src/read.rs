@@ -39,51 +39,99 @@ impl Source {
     }
 }
 
-/// One line `ctx_grep` found.
+/// One match `ctx_grep` found: a matching line, or one match of a long line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrepHit {
     /// 1-based line number.
     pub line: u64,
-    /// Character offset of the line's start.
+    /// Character offset of what `text` shows: the line's start, or for a match in a
+    /// line too long to show whole, the start of the excerpt around it (so a slice from
+    /// there reads on from the match).
     pub offset: u64,
-    /// The line (clipped around the match).
+    /// The line, or the excerpt of a long line around the match.
     pub text: String,
 }
 
-/// The first `max` lines of `text` that `regex` matches, and how many lines match in
-/// all. A line longer than [`rlm_context_store::TEXT_LINE_MAX_BYTES`] is searched in
-/// the pieces the reader hands over.
+/// How much a grep found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GrepCount {
+    /// Hits: every matching line, where a line too long to show whole counts each of
+    /// its matches apart (those further apart than one excerpt).
+    pub hits: u64,
+    /// Lines with a match.
+    pub lines: u64,
+}
+
+/// The first `max` hits of `regex` in `text`, and how many there are in all. A line
+/// that fits [`GREP_LINE_CHARS`] is one hit, shown whole; a longer line gives a hit
+/// for each match outside the excerpt of the one before, each shown around its match
+/// at its own offset — so a text of one long line (minified JSON, a document without
+/// newlines) shows every match, not its first alone. A line longer than
+/// [`rlm_context_store::TEXT_LINE_MAX_BYTES`] is searched in the pieces the reader
+/// hands over.
 pub fn grep(
     text: &TextReader<'_>,
     regex: &Regex,
     max: usize,
-) -> Result<(Vec<GrepHit>, u64), StoreError> {
+) -> Result<(Vec<GrepHit>, GrepCount), StoreError> {
     let mut hits = Vec::new();
-    let mut total = 0u64;
+    let mut count = GrepCount::default();
     text.for_each_line(&mut |line| {
         let shown = line.text();
-        if let Some(m) = regex.find(&shown) {
-            total += 1;
+        let found = hits_in_line(&shown, regex);
+        if !found.is_empty() {
+            count.lines += 1;
+        }
+        for (from, text) in found {
+            count.hits += 1;
             if hits.len() < max {
                 hits.push(GrepHit {
                     line: line.number,
-                    offset: line.offset,
-                    text: around(&shown, m.start(), m.end()),
+                    offset: line.offset + from,
+                    text,
                 });
             }
         }
         ControlFlow::Continue(())
     })?;
-    Ok((hits, total))
+    Ok((hits, count))
+}
+
+/// The hits of `regex` in one line: the character offset in the line of what each
+/// shows, and the text shown. Empty when nothing matches.
+fn hits_in_line(line: &str, regex: &Regex) -> Vec<(u64, String)> {
+    let trimmed = line.trim_end_matches('\r');
+    if trimmed.chars().count() <= GREP_LINE_CHARS {
+        return match regex.find(line) {
+            Some(_) => vec![(0, trimmed.to_owned())],
+            None => Vec::new(),
+        };
+    }
+    let mut found = Vec::new();
+    // Where the last excerpt ends, in bytes: a match before that is already shown.
+    let mut shown_to = 0usize;
+    for m in regex.find_iter(trimmed) {
+        if m.start() < shown_to || (m.as_str().is_empty() && !found.is_empty()) {
+            continue;
+        }
+        let (from, text, to) = excerpt(trimmed, m.start(), m.end());
+        shown_to = to;
+        found.push((from, text));
+    }
+    found
 }
 
 /// A matching line cut to [`GREP_LINE_CHARS`] around the match.
+#[cfg(test)]
 fn around(line: &str, start: usize, end: usize) -> String {
-    let line = line.trim_end_matches('\r');
+    excerpt(line.trim_end_matches('\r'), start, end).1
+}
+
+/// The excerpt of `line` (longer than [`GREP_LINE_CHARS`]) around the match at bytes
+/// `start..end`: the character offset in the line where it starts, the excerpt (with
+/// `…` where it cuts), and the byte where it ends.
+fn excerpt(line: &str, start: usize, end: usize) -> (u64, String, usize) {
     let total = line.chars().count();
-    if total <= GREP_LINE_CHARS {
-        return line.to_owned();
-    }
     let match_start = line[..start.min(line.len())].chars().count();
     let match_len = line[start.min(line.len())..end.min(line.len())]
         .chars()
@@ -91,6 +139,10 @@ fn around(line: &str, start: usize, end: usize) -> String {
     let before = GREP_LINE_CHARS.saturating_sub(match_len) / 2;
     let from = match_start.saturating_sub(before);
     let shown: String = line.chars().skip(from).take(GREP_LINE_CHARS).collect();
+    let to = line
+        .char_indices()
+        .nth(from + GREP_LINE_CHARS)
+        .map_or(line.len(), |(byte, _)| byte);
     let mut text = String::new();
     if from > 0 {
         text.push('…');
@@ -99,7 +151,7 @@ fn around(line: &str, start: usize, end: usize) -> String {
     if from + GREP_LINE_CHARS < total {
         text.push('…');
     }
-    text
+    (from as u64, text, to)
 }
 
 /// A grep hit as the model reads it.
@@ -112,19 +164,30 @@ pub fn render_hit(hit: &GrepHit) -> String {
     )
 }
 
-/// The header and lines of a grep of `pattern` over `variable` that found `hits` (of
-/// `total` lines).
-pub fn found_lines(variable: &str, pattern: &str, hits: &[GrepHit], total: u64) -> String {
-    let mut text = format!(
-        "{total} {} of {variable} {} {pattern:?}{}:",
-        if total == 1 { "line" } else { "lines" },
-        if total == 1 { "matches" } else { "match" },
-        if total > hits.len() as u64 {
-            format!("; the first {} are shown", hits.len())
-        } else {
-            String::new()
-        }
-    );
+/// The header and hits of a grep of `pattern` over `variable` that found `hits` (of
+/// `count`): "N lines … match" when each hit is a line, "N matches in M lines …" when
+/// long lines gave several.
+pub fn found_lines(variable: &str, pattern: &str, hits: &[GrepHit], count: GrepCount) -> String {
+    let lines = |n: u64| if n == 1 { "line" } else { "lines" };
+    let mut text = if count.hits == count.lines {
+        format!(
+            "{} {} of {variable} {} {pattern:?}",
+            count.hits,
+            lines(count.hits),
+            if count.hits == 1 { "matches" } else { "match" },
+        )
+    } else {
+        format!(
+            "{} matches of {pattern:?} in {} {} of {variable}",
+            count.hits,
+            count.lines,
+            lines(count.lines),
+        )
+    };
+    if count.hits > hits.len() as u64 {
+        text.push_str(&format!("; the first {} are shown", hits.len()));
+    }
+    text.push(':');
     for hit in hits {
         text.push('\n');
         text.push_str(&render_hit(hit));
@@ -160,8 +223,8 @@ mod tests {
         assert_eq!(key.slice(2, 5).unwrap(), "ïve");
         assert_eq!(key.slice(0, 1000).unwrap(), text);
         assert_eq!(key.slice(900, 1000).unwrap(), "");
-        let (hits, total) = grep(&key, &Regex::new("(?i)error").unwrap(), 20).unwrap();
-        assert_eq!(total, 2);
+        let (hits, count) = grep(&key, &Regex::new("(?i)error").unwrap(), 20).unwrap();
+        assert_eq!(count, GrepCount { hits: 2, lines: 2 });
         assert_eq!(hits[0].line, 2);
         assert_eq!(hits[0].offset, 15);
         assert_eq!(
@@ -183,8 +246,8 @@ mod tests {
         let files = files.reader(&store).unwrap();
         let (all, _) = files.head(10_000).unwrap();
         assert_eq!(all, "first\n{\n  \"k\": [\n    1,\n    2\n  ]\n}\n");
-        let (hits, total) = grep(&files, &Regex::new("2").unwrap(), 1).unwrap();
-        assert_eq!((hits.len(), total), (1, 1));
+        let (hits, count) = grep(&files, &Regex::new("2").unwrap(), 1).unwrap();
+        assert_eq!((hits.len(), count.hits), (1, 1));
         assert!(Source::Key("absent".into()).reader(&store).is_err());
     }
 
@@ -221,5 +284,44 @@ mod tests {
         assert!(shown.contains("NEEDLE"));
         assert!(shown.chars().count() <= GREP_LINE_CHARS + 2);
         assert!(shown.starts_with('…') && shown.ends_with('…'));
+    }
+
+    #[test]
+    fn each_match_of_a_long_line_is_a_hit_at_its_own_offset() {
+        // One line of 8 000 characters with three needles far apart and two side by
+        // side: four hits (the pair share an excerpt), each offset where its excerpt
+        // starts, so a slice from there reads the needle.
+        let filler = "essay text ".repeat(300);
+        let line = format!("{filler}key: 111.{filler}key: 222. key: 333.{filler}key: 444.{filler}");
+        let (_dir, store) = store_with(&[("t", json!(line))]);
+        let reader = Source::Key("t".into()).reader(&store).unwrap();
+        let (hits, count) = grep(&reader, &Regex::new(r"key: \d+").unwrap(), 20).unwrap();
+        assert_eq!(count, GrepCount { hits: 3, lines: 1 });
+        assert!(hits.iter().all(|hit| hit.line == 1));
+        assert!(hits[0].text.contains("key: 111"));
+        assert!(hits[1].text.contains("key: 222") && hits[1].text.contains("key: 333"));
+        assert!(hits[2].text.contains("key: 444"));
+        for hit in &hits {
+            let at = reader.slice(hit.offset, hit.offset + 300).unwrap();
+            assert_eq!(hit.text.trim_matches('…'), at, "offset {}", hit.offset);
+        }
+        let shown = found_lines("t", r"key: \d+", &hits, count);
+        assert!(
+            shown.starts_with(r#"3 matches of "key: \\d+" in 1 line of t:"#),
+            "{shown}"
+        );
+        // Cut to the first two, said so.
+        let (first, count) = grep(&reader, &Regex::new(r"key: \d+").unwrap(), 2).unwrap();
+        assert_eq!(first.len(), 2);
+        assert!(found_lines("t", "key", &first, count).contains("the first 2 are shown"));
+    }
+
+    #[test]
+    fn a_pattern_that_matches_empty_text_is_one_hit_a_line() {
+        let line = "x".repeat(5_000);
+        let (_dir, store) = store_with(&[("t", json!(line))]);
+        let reader = Source::Key("t".into()).reader(&store).unwrap();
+        let (hits, count) = grep(&reader, &Regex::new("y*").unwrap(), 20).unwrap();
+        assert_eq!((hits.len(), count.hits, count.lines), (1, 1, 1));
     }
 }

@@ -169,7 +169,7 @@ impl ToolsEnv {
         let args: GrepArgs = parse_args(MicroTool::Grep, arguments)?;
         let regex = compile(&args.pattern)?;
         let source = self.source(&args.variable)?;
-        let (hits, total) = self
+        let (hits, count) = self
             .read(source, move |text| grep(text, &regex, GREP_MAX_LINES))
             .await?;
         if hits.is_empty() {
@@ -188,7 +188,7 @@ impl ToolsEnv {
                 crate::nearest::note(&near),
             ));
         }
-        Ok(found_lines(&args.variable, &args.pattern, &hits, total))
+        Ok(found_lines(&args.variable, &args.pattern, &hits, count))
     }
 
     async fn slice(&self, arguments: &str) -> Result<String, ToolError> {

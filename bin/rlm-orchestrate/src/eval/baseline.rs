@@ -16,11 +16,19 @@ use std::path::Path;
 use rlm_eval::framing::Speaker;
 use rlm_eval::Framing;
 use rlm_orchestrator::host::Model;
-use rlm_orchestrator::provider::{ChatMessage, ChatRequest};
+use rlm_orchestrator::provider::window::prompt_tokens_in_refusal;
+use rlm_orchestrator::provider::{ChatMessage, ChatRequest, ProviderError};
 
 /// Rounds of shrinking before the prefix is taken as it is (each round cuts to what
 /// the estimate says fits, a little under).
 const MAX_FIT_ROUNDS: usize = 8;
+
+/// Times a prompt refused as too long is fitted again and asked again before the
+/// refusal is the item's answer.
+pub const MAX_REFITS: usize = 3;
+
+/// What a refit keeps of the budget the server's count says fits: 2 % under.
+const REFIT_MARGIN: f64 = 0.98;
 
 /// The baseline's request for one item, and how many characters of the context it holds.
 #[derive(Debug)]
@@ -55,8 +63,9 @@ pub fn read_prefix(path: &Path, max_bytes: usize) -> std::io::Result<String> {
     })
 }
 
-/// The baseline request over the longest prefix of `context` whose estimated prompt
-/// fits `model`'s window with room for the answer, asking for at most that room
+/// The baseline request over the longest prefix of `context` — of at most
+/// `max_chars` characters when given ([`refit_chars`]) — whose estimated prompt fits
+/// `model`'s window with room for the answer, asking for at most that room
 /// ([`rlm_orchestrator::window::ModelWindow::answer_limit`]), and at most the
 /// benchmark's answer tokens when `framing` bounds them. The estimate is calibrated by
 /// the server's tokenizer when it offers one (llama.cpp and llama-cpp-python do).
@@ -65,6 +74,7 @@ pub async fn fit(
     context: &str,
     question: &str,
     framing: Option<&Framing>,
+    max_chars: Option<usize>,
 ) -> Fitted {
     // The answer's room, asked for as the RLM arm's requests ask for it: the prompt
     // and the answer fit the window together.
@@ -91,7 +101,8 @@ pub async fn fit(
         ..ChatRequest::default()
     };
     let budget = model.window.prompt_budget().await;
-    let mut keep = context.chars().count();
+    let whole = context.chars().count();
+    let mut keep = max_chars.map_or(whole, |max| max.min(whole));
     for _ in 0..MAX_FIT_ROUNDS {
         let prefix = char_prefix(context, keep);
         let request = request_of(prefix);
@@ -111,6 +122,26 @@ pub async fn fit(
         request: request_of(char_prefix(context, keep)),
         context_chars: keep as u64,
     }
+}
+
+/// The most characters of the context a request refused as too long should be
+/// fitted again within, when the refusal says how many prompt tokens the server
+/// counted: the refused request's `context_chars` scaled by the prompt `budget` over
+/// that count, [`REFIT_MARGIN`] under, and always fewer than before. `None` when the
+/// refusal counted nothing (the window it named is then all there is to learn).
+///
+/// The count is what makes the refit converge: the estimate that let the refused
+/// prompt through may be off for this kind of text (a numbered word list runs near
+/// two characters a token where the essays calibrated at five), and a prefix cut by
+/// that same estimate would be refused again.
+pub fn refit_chars(error: &ProviderError, context_chars: u64, budget: u64) -> Option<usize> {
+    let ProviderError::Http { body, .. } = error else {
+        return None;
+    };
+    let counted = prompt_tokens_in_refusal(body)?;
+    let scaled = context_chars as f64 * budget as f64 / counted as f64 * REFIT_MARGIN;
+    let fewer = usize::try_from(context_chars.saturating_sub(1)).unwrap_or(usize::MAX);
+    Some((scaled as usize).min(fewer))
 }
 
 /// The first `chars` characters of `text`.
@@ -152,7 +183,7 @@ mod tests {
     async fn a_context_within_the_window_is_shown_whole() {
         let model = model_with_window(8_192);
         let context = "word ".repeat(1_000);
-        let fitted = fit(&model, &context, "How many words?", None).await;
+        let fitted = fit(&model, &context, "How many words?", None, None).await;
         assert_eq!(fitted.context_chars, 5_000);
         assert!(fitted.request.messages[0].content.contains(&context));
     }
@@ -161,7 +192,7 @@ mod tests {
     async fn a_context_past_the_window_is_cut_to_fit_it() {
         let model = model_with_window(2_048);
         let context = "0123456789".repeat(10_000);
-        let fitted = fit(&model, &context, "Which digit comes first?", None).await;
+        let fitted = fit(&model, &context, "Which digit comes first?", None, None).await;
         let budget = model.window.prompt_budget().await;
         let estimate = model.window.estimator.request_tokens(&fitted.request);
         assert!(estimate <= budget, "{estimate} > {budget}");

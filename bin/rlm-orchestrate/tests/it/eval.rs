@@ -563,6 +563,39 @@ fn a_baseline_refused_as_too_long_is_fitted_to_the_named_window_and_asked_again(
 }
 
 #[test]
+fn a_baseline_refused_again_after_a_refit_is_fitted_within_what_the_server_counted() {
+    // A tokenizer that splits this text twice as finely as English (digits a token
+    // each, the rest a token per two characters, where the estimate assumes more):
+    // the first prompt is refused, and a refit by the estimate alone, which the refusal
+    // taught nothing about any other prefix of this text, was refused again (the
+    // item failed). Fitted within what the refusal counted, it fits.
+    let mut script = MockScript::new().rule(oracle_rule());
+    script.when_empty = rlm_test_support::mock_llm::WhenEmpty::Repeat(MockReply::text("?"));
+    script.context_window = Some(8_192);
+    script.advertise_window = false;
+    script.digits_are_tokens = true;
+    script.chars_per_token = 2;
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    let shown = baseline_shown(&mock, "8192");
+    let asked: Vec<_> = mock
+        .control()
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
+    let last = asked.last().unwrap();
+    let counted = rlm_test_support::mock_llm::mock_tokens_at(&last.prompt_text(), true, 2);
+    assert!(
+        counted <= 8_192,
+        "the answered prompt fits: {counted} tokens"
+    );
+    // Not cut far below what fits: more than half the window's worth of this text.
+    assert!(counted > 4_096, "{counted} tokens, {shown} characters");
+    // Refused once (streamed, then whole to read the refusal), then answered.
+    assert!(asked.len() <= 4, "{} requests", asked.len());
+}
+
+#[test]
 fn resumed_answers_are_scored_by_todays_rules() {
     let sb = Sandbox::new();
     let mock = oracle(Duration::ZERO);

@@ -54,7 +54,8 @@ mod wire;
 pub use gate::{GateCounts, MockGate};
 pub use script::{
     MockReply, MockRule, MockScript, MockTokenizer, MockUsage, ReplyKind, RequestMatch, RuleFn,
-    ScriptError, StreamCut, WhenEmpty, DEFAULT_MOCK_MODEL, ENDLESS_LIMIT, ENDLESS_LIMIT_BYTES,
+    ScriptError, StreamCut, WhenEmpty, DEFAULT_MOCK_CHARS_PER_TOKEN, DEFAULT_MOCK_MODEL,
+    ENDLESS_LIMIT, ENDLESS_LIMIT_BYTES,
 };
 pub use server::WEBSOCKET_REFUSAL_STATUS;
 pub use tools::{MockToolCall, RecordedToolResult};
@@ -291,12 +292,19 @@ impl RecordedRequest {
 /// of its own and the other characters a token per four, as the tokenizers of Qwen
 /// and Llama 3 split numbers into digits.
 pub fn mock_tokens(text: &str, digits_are_tokens: bool) -> u64 {
+    mock_tokens_at(text, digits_are_tokens, DEFAULT_MOCK_CHARS_PER_TOKEN)
+}
+
+/// [`mock_tokens`] with the characters that are not digits counted a token per
+/// `chars_per_token` ([`MockScript::chars_per_token`]; at least one).
+pub fn mock_tokens_at(text: &str, digits_are_tokens: bool, chars_per_token: u64) -> u64 {
+    let per = chars_per_token.max(1);
     let chars = text.chars().count() as u64;
     if !digits_are_tokens {
-        return chars.div_ceil(4);
+        return chars.div_ceil(per);
     }
     let digits = text.bytes().filter(u8::is_ascii_digit).count() as u64;
-    digits + (chars - digits).div_ceil(4)
+    digits + (chars - digits).div_ceil(per)
 }
 
 /// The rule that makes the mock the evaluation oracle (`mock-llm --oracle`): it

@@ -552,6 +552,10 @@ pub struct MockScript {
     /// and when `context_window` is checked, as Qwen's tokenizer does (false: a token
     /// per four characters of any text). See [`super::mock_tokens`].
     pub digits_are_tokens: bool,
+    /// Characters a token of the text that is not digits, as the tokenizer endpoints
+    /// and the `context_window` check count it (default four; two plays a tokenizer
+    /// that splits a numbered word list far finer than English prose).
+    pub chars_per_token: u64,
     /// Which server's way of offering its tokenizer the mock plays (both tokenizer
     /// endpoints answer whatever it plays, so a client that posts to one the server
     /// never offered is seen doing it in [`super::MockControl::side_requests`]).
@@ -576,6 +580,10 @@ pub enum MockTokenizer {
     Unadvertised,
 }
 
+/// Characters a token the mock counts unless the script says otherwise
+/// ([`MockScript::chars_per_token`]).
+pub const DEFAULT_MOCK_CHARS_PER_TOKEN: u64 = 4;
+
 /// The model name reported unless the script names another.
 pub const DEFAULT_MOCK_MODEL: &str = "mock-llm";
 
@@ -591,6 +599,7 @@ impl Default for MockScript {
             context_window: None,
             advertise_window: true,
             digits_are_tokens: false,
+            chars_per_token: DEFAULT_MOCK_CHARS_PER_TOKEN,
             tokenizer: MockTokenizer::default(),
             side_latency: None,
         }

@@ -30,13 +30,14 @@ pub(crate) fn answer(
             let input = text_field(request, "input");
             (
                 200,
-                json!({"count": super::mock_tokens(input, script.digits_are_tokens)}),
+                json!({"count": super::mock_tokens_at(input, script.digits_are_tokens, script.chars_per_token)}),
             )
         }
         ("POST", p) if p.ends_with("/tokenize") => {
             // llama.cpp's: the tokens themselves (here, as many zeros).
             let content = text_field(request, "content");
-            let count = super::mock_tokens(content, script.digits_are_tokens);
+            let count =
+                super::mock_tokens_at(content, script.digits_are_tokens, script.chars_per_token);
             let tokens = vec![0_u8; usize::try_from(count).unwrap_or(usize::MAX)];
             (200, json!({"tokens": tokens}))
         }
