@@ -78,80 +78,100 @@ pub fn grep(
     let mut count = GrepCount::default();
     text.for_each_line(&mut |line| {
         let shown = line.text();
-        let found = hits_in_line(&shown, regex);
-        if !found.is_empty() {
+        let (kept, found) = hits_in_line(&shown, regex, max.saturating_sub(hits.len()));
+        if found > 0 {
             count.lines += 1;
+            count.hits += found;
         }
-        for (from, text) in found {
-            count.hits += 1;
-            if hits.len() < max {
-                hits.push(GrepHit {
-                    line: line.number,
-                    offset: line.offset + from,
-                    text,
-                });
-            }
-        }
+        hits.extend(kept.into_iter().map(|(from, text)| GrepHit {
+            line: line.number,
+            offset: line.offset + from,
+            text,
+        }));
         ControlFlow::Continue(())
     })?;
     Ok((hits, count))
 }
 
-/// The hits of `regex` in one line: the character offset in the line of what each
-/// shows, and the text shown. Empty when nothing matches.
-fn hits_in_line(line: &str, regex: &Regex) -> Vec<(u64, String)> {
-    let trimmed = line.trim_end_matches('\r');
-    if trimmed.chars().count() <= GREP_LINE_CHARS {
-        return match regex.find(line) {
-            Some(_) => vec![(0, trimmed.to_owned())],
-            None => Vec::new(),
+/// The hits of `regex` in one line, the first `keep` of them kept (the character
+/// offset in the line of what each shows, and the text shown), and how many there
+/// are. Lines that do not match cost the regex alone; in a long line each excerpt is
+/// found by walking at most one excerpt's characters from its match, so a line of
+/// many matches is read about once, not once a match.
+fn hits_in_line(line: &str, regex: &Regex, keep: usize) -> (Vec<(u64, String)>, u64) {
+    let line = line.trim_end_matches('\r');
+    let mut matches = regex.find_iter(line);
+    let Some(first) = matches.next() else {
+        return (Vec::new(), 0);
+    };
+    if line.len() <= GREP_LINE_CHARS || line.chars().count() <= GREP_LINE_CHARS {
+        let kept = if keep > 0 {
+            vec![(0, line.to_owned())]
+        } else {
+            Vec::new()
         };
+        return (kept, 1);
     }
-    let mut found = Vec::new();
+    let mut kept = Vec::new();
+    let mut found = 0u64;
+    // The byte the kept excerpts have been counted up to, and its character offset.
+    let (mut counted_to, mut chars_before) = (0usize, 0u64);
     // Where the last excerpt ends, in bytes: a match before that is already shown.
     let mut shown_to = 0usize;
-    for m in regex.find_iter(trimmed) {
-        if m.start() < shown_to || (m.as_str().is_empty() && !found.is_empty()) {
+    for m in std::iter::once(first).chain(matches) {
+        if m.start() < shown_to || (m.as_str().is_empty() && found > 0) {
             continue;
         }
-        let (from, text, to) = excerpt(trimmed, m.start(), m.end());
+        let (from, to) = excerpt_bounds(line, m.start(), m.end());
         shown_to = to;
-        found.push((from, text));
+        found += 1;
+        if kept.len() < keep {
+            // Excerpts start in order (each past the middle of the one before).
+            chars_before += line[counted_to..from].chars().count() as u64;
+            counted_to = from;
+            kept.push((chars_before, excerpt_text(line, from, to)));
+        }
     }
-    found
+    (kept, found)
 }
 
 /// A matching line cut to [`GREP_LINE_CHARS`] around the match.
 #[cfg(test)]
 fn around(line: &str, start: usize, end: usize) -> String {
-    excerpt(line.trim_end_matches('\r'), start, end).1
+    let line = line.trim_end_matches('\r');
+    let (from, to) = excerpt_bounds(line, start, end);
+    excerpt_text(line, from, to)
 }
 
-/// The excerpt of `line` (longer than [`GREP_LINE_CHARS`]) around the match at bytes
-/// `start..end`: the character offset in the line where it starts, the excerpt (with
-/// `…` where it cuts), and the byte where it ends.
-fn excerpt(line: &str, start: usize, end: usize) -> (u64, String, usize) {
-    let total = line.chars().count();
-    let match_start = line[..start.min(line.len())].chars().count();
-    let match_len = line[start.min(line.len())..end.min(line.len())]
-        .chars()
-        .count();
+/// The bytes of the excerpt of `line` around the match at bytes `start..end`:
+/// [`GREP_LINE_CHARS`] characters, the match in the middle where the line allows.
+fn excerpt_bounds(line: &str, start: usize, end: usize) -> (usize, usize) {
+    let match_len = line[start..end].chars().count();
     let before = GREP_LINE_CHARS.saturating_sub(match_len) / 2;
-    let from = match_start.saturating_sub(before);
-    let shown: String = line.chars().skip(from).take(GREP_LINE_CHARS).collect();
-    let to = line
+    let from = line[..start]
         .char_indices()
-        .nth(from + GREP_LINE_CHARS)
-        .map_or(line.len(), |(byte, _)| byte);
+        .rev()
+        .take(before)
+        .last()
+        .map_or(start, |(byte, _)| byte);
+    let to = line[from..]
+        .char_indices()
+        .nth(GREP_LINE_CHARS)
+        .map_or(line.len(), |(byte, _)| from + byte);
+    (from, to)
+}
+
+/// `line[from..to]`, with `…` on each side where it cuts the line.
+fn excerpt_text(line: &str, from: usize, to: usize) -> String {
     let mut text = String::new();
     if from > 0 {
         text.push('…');
     }
-    text.push_str(&shown);
-    if from + GREP_LINE_CHARS < total {
+    text.push_str(&line[from..to]);
+    if to < line.len() {
         text.push('…');
     }
-    (from as u64, text, to)
+    text
 }
 
 /// A grep hit as the model reads it.

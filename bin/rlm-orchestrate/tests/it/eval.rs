@@ -478,8 +478,6 @@ fn in_real_text_with_distractors_the_oracle_scores_the_rlm_full() {
 /// offered) with `--context-window window`; the run must succeed and the answer must
 /// not have failed. The characters of context the baseline was shown.
 fn baseline_shown(mock: &MockLlmThread, window: &str) -> u64 {
-    let sb = Sandbox::new();
-    let out = sb.root().join("eval");
     let flags = [
         "--suite",
         "aggregate",
@@ -487,13 +485,22 @@ fn baseline_shown(mock: &MockLlmThread, window: &str) -> u64 {
         "64k",
         "--items",
         "1",
-        "--arms",
-        "baseline",
         "--baseline-window",
         "128k",
         "--context-window",
         window,
     ];
+    let all = baseline_answers(mock, &flags);
+    assert_eq!(all.len(), 1);
+    all[0]["context_chars"].as_u64().unwrap()
+}
+
+/// The results of the baseline arm alone run with `flags`, each answered (none failed).
+fn baseline_answers(mock: &MockLlmThread, flags: &[&str]) -> Vec<Value> {
+    let sb = Sandbox::new();
+    let out = sb.root().join("eval");
+    let mut flags = flags.to_vec();
+    flags.extend(["--arms", "baseline"]);
     let output = eval_command(&sb, mock, &out, &flags).output().unwrap();
     assert!(
         output.status.success(),
@@ -501,9 +508,10 @@ fn baseline_shown(mock: &MockLlmThread, window: &str) -> u64 {
         String::from_utf8_lossy(&output.stderr)
     );
     let all = results(&out);
-    assert_eq!(all.len(), 1);
-    assert!(all[0]["failed"].is_null(), "{}", all[0]);
-    all[0]["context_chars"].as_u64().unwrap()
+    for result in &all {
+        assert!(result["failed"].is_null(), "{result}");
+    }
+    all
 }
 
 #[test]
@@ -577,8 +585,6 @@ fn a_baseline_refused_again_after_a_refit_is_fitted_within_what_the_server_count
     script.chars_per_token = 2;
     let mock = MockLlm::spawn_blocking_thread(script).unwrap();
     // RULER's common words: a numbered word list, a quarter of it digits.
-    let sb = Sandbox::new();
-    let out = sb.root().join("eval");
     let flags = [
         "--suite",
         "ruler/cwe",
@@ -586,22 +592,11 @@ fn a_baseline_refused_again_after_a_refit_is_fitted_within_what_the_server_count
         "64k",
         "--items",
         "2",
-        "--arms",
-        "baseline",
         "--baseline-window",
         "64k",
     ];
-    let output = eval_command(&sb, &mock, &out, &flags).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let all = results(&out);
+    let all = baseline_answers(&mock, &flags);
     assert_eq!(all.len(), 2);
-    for result in &all {
-        assert!(result["failed"].is_null(), "{result}");
-    }
     let shown = all[1]["context_chars"].as_u64().unwrap();
     let asked: Vec<_> = mock
         .control()

@@ -607,6 +607,12 @@ impl Default for MockScript {
 }
 
 impl MockScript {
+    /// Tokens the mock counts in `text`, as this script's tokenizer would
+    /// ([`Self::digits_are_tokens`], [`Self::chars_per_token`]; [`super::mock_tokens_at`]).
+    pub fn tokens_in(&self, text: &str) -> u64 {
+        super::mock_tokens_at(text, self.digits_are_tokens, self.chars_per_token)
+    }
+
     /// An empty script: every request gets 500 "script exhausted".
     pub fn new() -> Self {
         Self::default()

@@ -352,14 +352,14 @@ async fn answer(
         return Ok(true);
     };
 
-    let (window, digits) = {
+    let refusal = {
         let state = shared.lock();
-        (
-            state.script.context_window,
-            (state.script.digits_are_tokens, state.script.chars_per_token),
-        )
+        state
+            .script
+            .context_window
+            .and_then(|window| overflow(&request, window, &state.script))
     };
-    let (reply, latency, model) = match window.and_then(|w| overflow(&request, w, digits)) {
+    let (reply, latency, model) = match refusal {
         Some(refusal) => (refusal, Duration::ZERO, String::new()),
         None => shared.choose(&request),
     };
@@ -416,15 +416,11 @@ async fn answer(
 }
 
 /// The refusal of a request longer than `window` tokens (the prompt's tokens as
-/// [`super::mock_tokens_at`] counts them, plus the answer's `max_tokens`) as llama-cpp-python's server gives it: a streamed request
+/// [`MockScript::tokens_in`] counts them, plus the answer's `max_tokens`) as llama-cpp-python's server gives it: a streamed request
 /// gets an event stream that ends without data (the server fails after sending its
 /// headers), a whole one HTTP 400 naming the window. `None` when it fits.
-fn overflow(
-    request: &RecordedRequest,
-    window: u32,
-    (digits_are_tokens, chars_per_token): (bool, u64),
-) -> Option<MockReply> {
-    let prompt = super::mock_tokens_at(&request.prompt_text(), digits_are_tokens, chars_per_token);
+fn overflow(request: &RecordedRequest, window: u32, script: &MockScript) -> Option<MockReply> {
+    let prompt = script.tokens_in(&request.prompt_text());
     let answer = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
         .iter()
         .find_map(|field| request.body.get(*field).and_then(Value::as_u64))

@@ -28,16 +28,12 @@ pub(crate) fn answer(
             // llama-cpp-python's tokenizer endpoint, counting as the window check
             // does (characters / 4, rounded up, unless digits are tokens).
             let input = text_field(request, "input");
-            (
-                200,
-                json!({"count": super::mock_tokens_at(input, script.digits_are_tokens, script.chars_per_token)}),
-            )
+            (200, json!({"count": script.tokens_in(input)}))
         }
         ("POST", p) if p.ends_with("/tokenize") => {
             // llama.cpp's: the tokens themselves (here, as many zeros).
             let content = text_field(request, "content");
-            let count =
-                super::mock_tokens_at(content, script.digits_are_tokens, script.chars_per_token);
+            let count = script.tokens_in(content);
             let tokens = vec![0_u8; usize::try_from(count).unwrap_or(usize::MAX)];
             (200, json!({"tokens": tokens}))
         }
