@@ -257,28 +257,52 @@ fn warn_trace(global: &GlobalArgs, listing: &RunListing, trace: &RunTrace) {
 
 // ----- formatting shared by the views -----
 
-/// A compaction in words: which steps, the estimated tokens before and after against
-/// the prompt's budget, what was cut, and where the full text is.
+/// A compaction in words: which steps were cut and which replaced by their records,
+/// the estimated tokens before and after against the prompt's budget, and where the
+/// full text is.
 fn compaction_summary(record: &rlm_orchestrator::events::CompactionRecord) -> String {
-    let steps = match record.steps.as_slice() {
-        [] => "no step".to_owned(),
-        [one] => format!("step {one}"),
-        [first, .., last] => format!("steps {first}–{last}"),
-    };
-    let mut text = format!(
-        "{steps} replaced by their records to fit the model's window: about {} → {} prompt tokens (budget {})",
-        record.tokens_before, record.tokens_after, record.budget
-    );
+    let mut done = Vec::new();
     if record.cut_chars > 0 {
-        text.push_str(&format!(
-            "; {} characters cut from the last step",
+        let steps = match record.cut_steps.as_slice() {
+            [] => String::new(),
+            steps => format!(" of {}", step_list(steps)),
+        };
+        done.push(format!(
+            "{} characters cut from long messages{steps}",
             record.cut_chars
         ));
     }
+    if !record.steps.is_empty() {
+        done.push(format!(
+            "{} replaced by their records",
+            step_list(&record.steps)
+        ));
+    }
+    if done.is_empty() {
+        done.push("nothing changed".to_owned());
+    }
+    let mut text = format!(
+        "{} to fit the model's window: about {} → {} prompt tokens (budget {})",
+        done.join("; "),
+        record.tokens_before,
+        record.tokens_after,
+        record.budget
+    );
     if let Some(variable) = &record.variable {
         text.push_str(&format!("; full text in `{variable}`"));
     }
     text
+}
+
+/// `step 3`, `steps 2–6`: the first and last of a list of iterations.
+fn step_list(steps: &[u32]) -> String {
+    let first = steps.iter().min();
+    let last = steps.iter().max();
+    match (first, last) {
+        (Some(first), Some(last)) if first == last => format!("step {first}"),
+        (Some(first), Some(last)) => format!("steps {first}–{last}"),
+        _ => "no step".to_owned(),
+    }
 }
 
 /// One moment of a plan on one line: priced (the figures), a leaf (its bytes, time

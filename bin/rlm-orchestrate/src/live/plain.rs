@@ -90,10 +90,17 @@ fn raw_line(event: &Event) -> Option<String> {
                 format!("  plan {} done in {duration_ms} ms", record.plan_id)
             }
         },
-        EventData::Compacted(record) => format!(
-            "  compacted steps {:?} to fit the window (~{} → ~{} tokens)",
-            record.steps, record.tokens_before, record.tokens_after
-        ),
+        EventData::Compacted(record) => {
+            let cut = if record.cut_steps.is_empty() {
+                String::new()
+            } else {
+                format!(", cut steps {:?}", record.cut_steps)
+            };
+            format!(
+                "  compacted steps {:?}{cut} to fit the window (~{} → ~{} tokens)",
+                record.steps, record.tokens_before, record.tokens_after
+            )
+        }
         EventData::Correction(record) => format!(
             "  correction {} ({}, {}): {}",
             record.rule,

@@ -2,9 +2,10 @@
 //! a mock server with a small window: one that refuses longer requests the way
 //! llama-cpp-python's server does and says nothing about its window (a streamed
 //! request gets an empty stream; the run asks again for a whole answer, whose error
-//! names the window, and learns it), one that gives it in `/v1/models` as vLLM does, and a window
-//! configured with `--context-window`. Older steps are compacted, every compaction is
-//! traced and shown by `runs show`, and the compacted text is readable from the store.
+//! names the window, and learns it), one that gives it in `/v1/models` as vLLM does,
+//! and a window configured with `--context-window`. Older steps' long outputs are cut
+//! first, then the oldest steps compacted; every compaction is traced and shown by
+//! `runs show`, and the full text is readable from the store.
 //! Sub-calls are checked against the sub-model's window: refused with the sizes, or
 //! split, asked piece by piece and combined when the code asks for it.
 
@@ -18,10 +19,10 @@ use crate::support::Sandbox;
 /// The mock's window: small, so a few steps of output overflow it.
 const WINDOW: u32 = 4_096;
 
-/// Steps that each print 5 000 characters, then the answer.
+/// Ten steps that each print 5 000 characters, then the answer.
 fn script(window: u32, advertise: bool) -> MockScript {
     let mut script = MockScript::new();
-    for step in 1..=5 {
+    for step in 1..=10 {
         script = script.then(MockReply::text(format!(
             "Step {step}.\n```repl\nbig{step} = 'step{step} ' + 'a' * 5000\nprint(big{step})\n```"
         )));
@@ -150,7 +151,13 @@ fn a_refusal_teaches_the_window_and_older_steps_are_compacted() {
     assert!(!compactions.is_empty(), "no compaction traced");
     let first = compactions[0];
     assert!(first["tokens_after"].as_u64() <= first["budget"].as_u64());
-    assert_eq!(first["steps"][0], 1, "the oldest step goes first");
+    // Older steps' long outputs are cut first; when that is not enough, the oldest
+    // step leaves first.
+    let compacted = compactions
+        .iter()
+        .find(|c| c["steps"].as_array().is_some_and(|s| !s.is_empty()))
+        .expect("no step compacted");
+    assert_eq!(compacted["steps"][0], 1, "the oldest step goes first");
     let key = first["variable"].as_str().unwrap().to_owned();
     assert!(
         key.starts_with("run-") && key.ends_with("-history"),
@@ -212,9 +219,9 @@ fn a_window_the_server_gives_is_never_exceeded() {
         .filter(|r| r.path.ends_with("/extras/tokenize/count"))
         .count();
     // Once to calibrate, then once for each distinct large message (a sample of it):
-    // the system prompt, the task (again when compaction records join it) and the five
+    // the system prompt, the task (again when compaction records join it) and the ten
     // 5 000-character outputs.
-    assert!((1..=12).contains(&tokenized), "{tokenized} counts");
+    assert!((1..=18).contains(&tokenized), "{tokenized} counts");
 }
 
 #[test]
@@ -228,6 +235,54 @@ fn a_configured_window_is_used_as_given() {
     assert_eq!(window["source"]["kind"], "configured");
     assert!(of_kind(&events, "window_found").is_empty());
     assert_eq!(overflowing(&mock, WINDOW), 0);
+}
+
+#[test]
+fn a_short_early_result_stays_whole_while_later_long_outputs_are_cut() {
+    let sb = Sandbox::new();
+    let mut script = MockScript::new().then(MockReply::text(
+        "Step 1.\n```repl\nprint('found at offset 5120: the value is 4417')\n```",
+    ));
+    for step in 2..=12 {
+        script = script.then(MockReply::text(format!(
+            "Step {step}.\n```repl\nprint('page{step} ' + 'a' * 2000)\n```"
+        )));
+    }
+    script = script.then(MockReply::text("FINAL(4417)"));
+    // A window twice the system prompt and task, as a small local model's is.
+    script.context_window = Some(2 * WINDOW);
+    let mock = MockLlm::spawn_blocking_thread(script).unwrap();
+    run_ok(&sb, &mock, &["--context-window", "8192"]);
+
+    let events = events(&sb);
+    let compactions = of_kind(&events, "compacted");
+    assert!(!compactions.is_empty(), "no compaction traced");
+    let cut: Vec<u64> = compactions
+        .iter()
+        .flat_map(|c| c["cut_steps"].as_array().cloned().unwrap_or_default())
+        .filter_map(|step| step.as_u64())
+        .collect();
+    assert!(!cut.is_empty() && !cut.contains(&1), "{compactions:?}");
+    // The last request still has step 1's result whole, in its place, and the pages
+    // read since cut in the middle, naming where their full text is.
+    let last = mock.control().requests().last().unwrap().clone();
+    let texts = last.message_texts().join("\n");
+    assert!(
+        texts.contains("REPL output:\nfound at offset 5120: the value is 4417"),
+        "{}",
+        texts.replace(&"a".repeat(50), "…")
+    );
+    assert!(!texts.contains("- step 1:"), "step 1 was not compacted");
+    assert!(
+        texts.contains(
+            "characters cut here to fit the model's window; the step's whole text is in `run-"
+        ),
+        "{}",
+        texts.replace(&"a".repeat(50), "…")
+    );
+    let key = compactions[0]["variable"].as_str().unwrap().to_owned();
+    let stored = String::from_utf8(sb.get(&key)).unwrap();
+    assert!(stored.contains(&format!("page{} {}", cut[0], "a".repeat(2000))));
 }
 
 #[test]

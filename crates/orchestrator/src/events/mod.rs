@@ -419,9 +419,13 @@ pub struct CompactionRecord {
     pub tokens_after: u64,
     /// Tokens the window leaves for the prompt (the window less the answer's room).
     pub budget: u64,
-    /// Characters cut from the last step's longest messages (0: none).
+    /// Characters cut from long messages (0: none): the older steps' first, then the
+    /// last step's.
     #[serde(default)]
     pub cut_chars: usize,
+    /// The iterations whose messages were cut in the middle (their steps stay).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_steps: Vec<u32>,
     /// The store variable holding the compacted steps' full text, if stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variable: Option<String>,

@@ -1,14 +1,16 @@
 //! Keeping the root conversation inside the model's window (docs/windows.md).
 //!
 //! Before each request the loop calls [`History::fit`]. When the conversation, with
-//! room kept for the answer, would not fit the window, the oldest steps are compacted:
-//! their messages leave the conversation and a one-line record of each — what was run,
-//! what it found, which variables it made — joins the first user message. The system
-//! prompt and the task with the context's metadata always stay, and the last step too
-//! unless nothing else helps: its longest message is cut in the middle first, and only
-//! when that is not enough (a window barely larger than the task) does it become a
-//! record as well. The full text of every compacted step is handed back to the loop,
-//! which keeps it in the trace and in a store variable the model can read.
+//! room kept for the answer, would not fit the window, the older steps' longest
+//! messages are cut in the middle first, longest first, so that a short result stays
+//! whole while long ones shrink; only when that is not enough do the oldest steps leave
+//! the conversation, each replaced by a one-line record — what was run, what it found,
+//! which variables it made — in the first user message. The system prompt and the task
+//! with the context's metadata always stay, and the last step too unless nothing else
+//! helps: its longest message is cut in the middle, and only when that is not enough (a
+//! window barely larger than the task) does it become a record as well. The full text
+//! of every step cut or compacted is handed back to the loop, which keeps it in the
+//! trace and in a store variable the model can read.
 
 use serde_json::{json, Value};
 
@@ -19,7 +21,7 @@ use crate::provider::{ChatMessage, ChatRequest, Role, TokenEstimator, ToolSpec};
 const RECORD_PART_CHARS: usize = 160;
 /// Records shown one per line; older ones are counted on one line.
 const RECORDS_SHOWN: usize = 12;
-/// The last step's messages are never cut below this many characters each.
+/// No message is cut below this many characters (the older steps' nor the last's).
 const MIN_CUT_CHARS: usize = 400;
 
 /// One step of the conversation: the messages of an iteration, from the model's reply
@@ -31,6 +33,8 @@ struct Span {
     start: usize,
     /// Variables the step made (names the model did not have before it).
     made: Vec<String>,
+    /// Whether the step's full text is already archived (it was cut before).
+    archived: bool,
 }
 
 /// What one call of [`History::fit`] did.
@@ -42,8 +46,11 @@ pub(super) struct Compaction {
     pub tokens_before: u64,
     /// Estimated prompt tokens after.
     pub tokens_after: u64,
-    /// Characters cut from the last step's longest messages to make it fit (0: none).
+    /// Characters cut from long messages to make it fit (0: none).
     pub cut_chars: usize,
+    /// The iterations whose messages were cut in the middle (older steps first, then
+    /// the last).
+    pub cut_steps: Vec<u32>,
     /// The compacted steps, whole: `{iteration, messages: [{role, content}]}` each.
     pub archived: Vec<Value>,
 }
@@ -89,6 +96,7 @@ impl History {
             iteration,
             start,
             made: Vec::new(),
+            archived: false,
         });
     }
 
@@ -99,9 +107,9 @@ impl History {
         }
     }
 
-    /// Makes `messages` (sent with `tools`) fit `budget` estimated tokens: compacts the
-    /// oldest steps (all but the last), then cuts the last step's longest messages.
-    /// `Ok(None)` when it already fit.
+    /// Makes `messages` (sent with `tools`) fit `budget` estimated tokens: cuts the
+    /// older steps' longest messages, then compacts the oldest steps (all but the
+    /// last), then cuts the last step's longest messages. `Ok(None)` when it already fit.
     pub(super) fn fit(
         &mut self,
         messages: &mut Vec<ChatMessage>,
@@ -125,8 +133,10 @@ impl History {
             tokens_before,
             tokens_after: tokens_before,
             cut_chars: 0,
+            cut_steps: Vec::new(),
             archived: Vec::new(),
         };
+        self.cut_older_steps(messages, budget, &estimate, &mut compaction);
         while self.spans.len() > 1 && estimate(messages) > budget {
             let span = self.spans.remove(0);
             let end = self.spans[0].start;
@@ -136,11 +146,23 @@ impl History {
             }
             self.records.push(record(&span, &removed));
             compaction.iterations.push(span.iteration);
-            compaction.archived.push(archive(span.iteration, &removed));
+            if !span.archived {
+                compaction.archived.push(archive(span.iteration, &removed));
+            }
             self.rewrite_first(messages);
         }
         if estimate(messages) > budget {
-            compaction.cut_chars = self.cut_last_step(messages, budget, &estimate);
+            if let Some(start) = self.spans.last().map(|s| s.start) {
+                let indices = (start..messages.len()).collect();
+                let cuts = cut_longest(messages, indices, budget, &estimate, CutTo::Excess, "");
+                if !cuts.is_empty() {
+                    compaction.cut_chars +=
+                        cuts.iter().map(|c| c.chars_cut(messages)).sum::<usize>();
+                    compaction
+                        .cut_steps
+                        .extend(self.spans.last().map(|s| s.iteration));
+                }
+            }
         }
         if estimate(messages) > budget {
             // Even cut, the last step does not fit beside the task: it becomes a record
@@ -162,6 +184,52 @@ impl History {
             });
         }
         Ok(Some(compaction))
+    }
+
+    /// Cuts the middle of the longest messages of the steps before the last, longest
+    /// first, each down to [`MIN_CUT_CHARS`], until the conversation fits: a long result
+    /// read long ago gives way before a short one leaves with its step. Each step cut is
+    /// archived whole first, once.
+    fn cut_older_steps(
+        &mut self,
+        messages: &mut [ChatMessage],
+        budget: u64,
+        estimate: &dyn Fn(&[ChatMessage]) -> u64,
+        compaction: &mut Compaction,
+    ) {
+        let (Some(first), Some(last)) = (self.spans.first(), self.spans.last()) else {
+            return;
+        };
+        let older = (first.start..last.start).collect();
+        let where_kept = match &self.archive_key {
+            Some(key) => format!("; the step's whole text is in `{key}`"),
+            None => String::new(),
+        };
+        let cuts = cut_longest(messages, older, budget, estimate, CutTo::Floor, &where_kept);
+        let older_spans = self.spans.len() - 1;
+        for cut in &cuts {
+            compaction.cut_chars += cut.chars_cut(messages);
+            let Some(slot) = self.spans[..older_spans]
+                .iter()
+                .rposition(|span| span.start <= cut.index)
+            else {
+                continue;
+            };
+            let end = self.spans[slot + 1].start;
+            let span = &mut self.spans[slot];
+            if !compaction.cut_steps.contains(&span.iteration) {
+                compaction.cut_steps.push(span.iteration);
+            }
+            if !span.archived {
+                span.archived = true;
+                // The step as it was: its messages, those cut this time as they were.
+                let mut whole = messages[span.start..end].to_vec();
+                for earlier in cuts.iter().filter(|c| (span.start..end).contains(&c.index)) {
+                    whole[earlier.index - span.start].content = earlier.original.clone();
+                }
+                compaction.archived.push(archive(span.iteration, &whole));
+            }
+        }
     }
 
     /// The first user message: as written, then the records of the compacted steps.
@@ -187,45 +255,78 @@ impl History {
         }
         first.content = text;
     }
+}
 
-    /// Cuts the middle of the last step's longest messages until the conversation fits
-    /// or they are down to [`MIN_CUT_CHARS`]; returns the characters cut.
-    fn cut_last_step(
-        &self,
-        messages: &mut [ChatMessage],
-        budget: u64,
-        estimate: &dyn Fn(&[ChatMessage]) -> u64,
-    ) -> usize {
-        let Some(start) = self.spans.last().map(|s| s.start) else {
-            return 0;
-        };
-        let mut cut = 0;
-        // Each pass cuts one message for good (to what the excess asks, or to
-        // MIN_CUT_CHARS), so the passes end.
-        let mut cuttable: Vec<usize> = (start..messages.len()).collect();
-        loop {
-            let over = estimate(messages).saturating_sub(budget);
-            if over == 0 {
-                return cut;
-            }
-            let longest = cuttable
-                .iter()
-                .copied()
-                .enumerate()
-                .max_by_key(|&(_, i)| messages[i].content.chars().count())
-                .filter(|&(_, i)| messages[i].content.chars().count() > 2 * MIN_CUT_CHARS);
-            let Some((slot, index)) = longest else {
-                return cut;
-            };
-            cuttable.remove(slot);
-            let ratio = estimator_ratio(estimate, &messages[index]);
-            let chars = messages[index].content.chars().count();
-            // Cut what the excess takes, and a little more for the marker.
-            let excess = ((over as f64 * ratio).ceil() as usize).saturating_add(200);
-            let keep = chars.saturating_sub(excess).max(MIN_CUT_CHARS);
-            cut += chars - keep;
-            messages[index].content = cut_middle(&messages[index].content, keep);
+/// How far [`cut_longest`] cuts each message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CutTo {
+    /// To what the excess over the budget asks (the last step: the model has not read
+    /// it yet, so as much of it stays as fits).
+    Excess,
+    /// To [`MIN_CUT_CHARS`] at once (older steps, read already: one cut each, not a
+    /// little more on every later request, each cut changing the prompt's prefix).
+    Floor,
+}
+
+/// One message cut by [`cut_longest`].
+#[derive(Debug)]
+struct Cut {
+    /// Its index in the conversation.
+    index: usize,
+    /// Its text before the cut.
+    original: String,
+}
+
+impl Cut {
+    /// Characters the cut took out of the message, less the marker it left.
+    fn chars_cut(&self, messages: &[ChatMessage]) -> usize {
+        let now = messages[self.index].content.chars().count();
+        self.original.chars().count().saturating_sub(now)
+    }
+}
+
+/// Cuts the middle of the longest of `cuttable` (indices into `messages`), one message
+/// at a time, each as `to` says but never below [`MIN_CUT_CHARS`], until the
+/// conversation fits or none is left longer than twice that; `where_kept` ends the
+/// marker left in the cut. Returns the messages cut, in the order cut.
+fn cut_longest(
+    messages: &mut [ChatMessage],
+    mut cuttable: Vec<usize>,
+    budget: u64,
+    estimate: &dyn Fn(&[ChatMessage]) -> u64,
+    to: CutTo,
+    where_kept: &str,
+) -> Vec<Cut> {
+    let mut cuts = Vec::new();
+    // Each pass cuts one message for good, so the passes end.
+    loop {
+        let over = estimate(messages).saturating_sub(budget);
+        if over == 0 {
+            return cuts;
         }
+        let longest = cuttable
+            .iter()
+            .copied()
+            .enumerate()
+            .max_by_key(|&(_, i)| messages[i].content.chars().count())
+            .filter(|&(_, i)| messages[i].content.chars().count() > 2 * MIN_CUT_CHARS);
+        let Some((slot, index)) = longest else {
+            return cuts;
+        };
+        cuttable.remove(slot);
+        let chars = messages[index].content.chars().count();
+        let keep = match to {
+            CutTo::Floor => MIN_CUT_CHARS,
+            // What the excess takes, and a little more for the marker.
+            CutTo::Excess => {
+                let ratio = estimator_ratio(estimate, &messages[index]);
+                let excess = ((over as f64 * ratio).ceil() as usize).saturating_add(200);
+                chars.saturating_sub(excess).max(MIN_CUT_CHARS)
+            }
+        };
+        let cut = cut_middle(&messages[index].content, keep, where_kept);
+        let original = std::mem::replace(&mut messages[index].content, cut);
+        cuts.push(Cut { index, original });
     }
 }
 
@@ -236,8 +337,9 @@ fn estimator_ratio(estimate: &dyn Fn(&[ChatMessage]) -> u64, message: &ChatMessa
     chars as f64 / tokens as f64
 }
 
-/// `text` cut to about `keep` characters: its start and end, with a marker between.
-fn cut_middle(text: &str, keep: usize) -> String {
+/// `text` cut to about `keep` characters: its start and end, with a marker between
+/// that ends with `where_kept`.
+fn cut_middle(text: &str, keep: usize, where_kept: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     if chars.len() <= keep {
         return text.to_owned();
@@ -247,7 +349,7 @@ fn cut_middle(text: &str, keep: usize) -> String {
     let removed = chars.len() - head - tail;
     let mut out: String = chars[..head].iter().collect();
     out.push_str(&format!(
-        "\n[… {removed} characters cut here to fit the model's window …]\n"
+        "\n[… {removed} characters cut here to fit the model's window{where_kept} …]\n"
     ));
     out.extend(&chars[chars.len() - tail..]);
     out
@@ -396,19 +498,95 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_steps_become_records_and_the_last_stays() {
+    fn the_older_steps_long_results_are_cut_before_any_step_leaves() {
         let (mut messages, mut history) = conversation(6, 3_000);
-        let estimator = TokenEstimator::default();
         let compaction = history
-            .fit(&mut messages, &[], 3_000, &estimator)
+            .fit(&mut messages, &[], 3_000, &TokenEstimator::default())
             .unwrap()
             .expect("it did not fit");
         assert!(compaction.tokens_before > 3_000 && compaction.tokens_after <= 3_000);
-        assert_eq!(compaction.iterations, [1, 2, 3, 4]);
-        assert_eq!(compaction.archived.len(), 4);
-        assert_eq!(compaction.cut_chars, 0);
-        // System, task with the records, then steps 5 and 6 whole.
-        assert_eq!(messages.len(), 2 + 4);
+        assert!(compaction.iterations.is_empty(), "{compaction:?}");
+        assert!(!compaction.cut_steps.is_empty());
+        assert!(
+            compaction.cut_steps.iter().all(|&i| i < 6),
+            "the last step stays whole"
+        );
+        assert!(compaction.cut_chars > 0);
+        // Every step still has its reply and its results; the cut ones say where the
+        // rest is, and are archived whole, once each.
+        assert_eq!(messages.len(), 2 + 2 * 6);
+        assert_eq!(compaction.archived.len(), compaction.cut_steps.len());
+        for &iteration in &compaction.cut_steps {
+            let results = &messages[2 * iteration as usize + 1].content;
+            assert!(
+                results.contains("cut here to fit the model's window; the step's whole text is in `run-1-history`"),
+                "{results}"
+            );
+            assert!(results.starts_with("Code executed:"), "the start stays");
+            assert!(results.contains("Your variables"), "the end stays");
+        }
+        let archived = compaction.archived[0]["messages"][1]["content"]
+            .as_str()
+            .unwrap();
+        assert!(archived.contains(&"x".repeat(3_000)));
+        assert!(messages
+            .last()
+            .unwrap()
+            .content
+            .contains(&"x".repeat(3_000)));
+    }
+
+    #[test]
+    fn a_short_result_stays_whole_while_long_ones_are_cut() {
+        let mut messages = vec![
+            ChatMessage::system("You are an RLM."),
+            ChatMessage::user("Task: find the number."),
+        ];
+        let mut history = History::new("Task: find the number.", None);
+        history.begin_step(1, messages.len());
+        let found = format!("offset 5120: the number is 4417 {}", "y".repeat(200));
+        messages.extend(step("grep('number')", &found));
+        for iteration in 2..=8 {
+            history.begin_step(iteration, messages.len());
+            messages.extend(step(
+                &format!("print(context[{iteration}000:{iteration}000+2000])"),
+                &"z".repeat(2_000),
+            ));
+        }
+        let compaction = history
+            .fit(&mut messages, &[], 2_500, &TokenEstimator::default())
+            .unwrap()
+            .unwrap();
+        assert!(compaction.iterations.is_empty(), "{compaction:?}");
+        assert!(!compaction.cut_steps.contains(&1), "{compaction:?}");
+        assert!(
+            messages[3].content.contains(&found),
+            "the short result is whole"
+        );
+        assert!(messages[5].content.contains("characters cut here"));
+    }
+
+    #[test]
+    fn the_oldest_steps_become_records_when_cutting_is_not_enough() {
+        let (mut messages, mut history) = conversation(12, 3_000);
+        let estimator = TokenEstimator::default();
+        let compaction = history
+            .fit(&mut messages, &[], 1_500, &estimator)
+            .unwrap()
+            .expect("it did not fit");
+        assert!(compaction.tokens_before > 1_500 && compaction.tokens_after <= 1_500);
+        assert!(!compaction.iterations.is_empty());
+        assert_eq!(compaction.iterations[0], 1, "the oldest leave first");
+        // A step cut and then compacted is archived once.
+        let mut archived: Vec<u64> = compaction
+            .archived
+            .iter()
+            .map(|a| a["iteration"].as_u64().unwrap())
+            .collect();
+        archived.sort_unstable();
+        let before = archived.len();
+        archived.dedup();
+        assert_eq!(archived.len(), before, "{archived:?}");
         assert_eq!(messages[0].content, "You are an RLM.");
         let first = &messages[1].content;
         assert!(first.starts_with("Task: count the apples."), "{first}");
@@ -422,13 +600,32 @@ mod tests {
             !first.contains("State:"),
             "the state block is not a finding: {first}"
         );
-        assert!(messages[2].content.contains("apple5"));
-        assert!(messages[4].content.contains("apple6"));
-        // The archive holds the whole text of what left.
-        let archived = compaction.archived[0]["messages"][1]["content"]
-            .as_str()
+        assert!(messages.last().unwrap().content.contains("apple12"));
+    }
+
+    #[test]
+    fn a_step_cut_by_one_fit_and_compacted_by_a_later_is_archived_once() {
+        let (mut messages, mut history) = conversation(6, 3_000);
+        let estimator = TokenEstimator::default();
+        let first = history
+            .fit(&mut messages, &[], 3_000, &estimator)
+            .unwrap()
             .unwrap();
-        assert!(archived.contains(&"x".repeat(3_000)));
+        let second = history
+            .fit(&mut messages, &[], 1_000, &estimator)
+            .unwrap()
+            .unwrap();
+        assert!(!second.iterations.is_empty());
+        let mut iterations: Vec<u64> = first
+            .archived
+            .iter()
+            .chain(&second.archived)
+            .map(|a| a["iteration"].as_u64().unwrap())
+            .collect();
+        let all = iterations.len();
+        iterations.sort_unstable();
+        iterations.dedup();
+        assert_eq!(iterations.len(), all, "{iterations:?}");
     }
 
     #[test]
@@ -503,6 +700,7 @@ mod tests {
             iteration: 3,
             start: 2,
             made: Vec::new(),
+            archived: false,
         };
         let call = crate::provider::ToolCall {
             id: "c1".into(),

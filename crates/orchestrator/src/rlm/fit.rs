@@ -107,6 +107,7 @@ impl Fitter {
             tokens_after: compaction.tokens_after,
             budget,
             cut_chars: compaction.cut_chars,
+            cut_steps: compaction.cut_steps,
             variable,
             archived: compaction.archived,
         }));
