@@ -36,11 +36,9 @@ pub(crate) const RECORD_REDUCTIONS: &str = r##"Reductions over records, with no 
 /// then summarize).
 pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> String {
     let mut text = String::from(
-        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: you read it with tools, and each tool's result comes back in the next message.\n\nTools:\n",
+        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation: you read it with tools, and each tool's result comes back in the next message.\n\n",
     );
-    for tool in tools {
-        let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
-    }
+    tool_list(&mut text, features, tools);
     text.push_str("\nRules:\n- `variable` is `context` (the task's context) or the key of a stored variable.\n");
     let offers = |tool| tools.contains(&tool);
     if offers(MicroTool::MapReduce) {
@@ -91,6 +89,29 @@ pub(crate) fn system_prompt(features: PromptFeatures, tools: &[MicroTool]) -> St
     text
 }
 
+/// The tools offered, at the head of the prompt. Written as text (`--tool-protocol
+/// text`), nothing else tells the model what they do: each is listed with its
+/// description. Sent natively, the request's tool definitions carry each tool's
+/// description and parameters, and the server renders them into the model's prompt:
+/// listing the descriptions as well would show every one twice (about 850 of the
+/// ~5 400 tokens the ten tools' first request takes with Qwen2.5's template, in a
+/// window of 8 192), so the list gives the calls' names and arguments only.
+fn tool_list(text: &mut String, features: PromptFeatures, tools: &[MicroTool]) {
+    if features.text_tool_protocol {
+        text.push_str("Tools:\n");
+        for tool in tools {
+            let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
+        }
+    } else {
+        let calls: Vec<&str> = tools.iter().map(|tool| tool.signature()).collect();
+        let _ = writeln!(
+            text,
+            "Tools (what each does and its parameters are in the tool definitions): {}.",
+            calls.join("; ")
+        );
+    }
+}
+
 /// A keyed call of an offered tool, for the prompt of constrained replies.
 fn keyed_example(tools: &[MicroTool]) -> &'static str {
     if tools.contains(&MicroTool::Grep) {
@@ -133,15 +154,17 @@ fn by_kind_of_task(text: &mut String, tools: &[MicroTool]) {
 /// example; the plan's parts.
 pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
     let mut text = String::from(
-        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation. You do not read it yourself: each step you give one plan, the orchestrator runs it over the whole context — cutting it into pieces, asking a helper model about each piece or counting a pattern in it, and reducing the results to one — and its result comes back in the next message.\n\nTools:\n",
+        "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation. You do not read it yourself: each step you give one plan, the orchestrator runs it over the whole context — cutting it into pieces, asking a helper model about each piece or counting a pattern in it, and reducing the results to one — and its result comes back in the next message.\n\n",
     );
-    for tool in [
-        MicroTool::Length,
-        MicroTool::MapReduce,
-        MicroTool::FinalAnswer,
-    ] {
-        let _ = writeln!(text, "- {}: {}", tool.signature(), tool.spec().description);
-    }
+    tool_list(
+        &mut text,
+        features,
+        &[
+            MicroTool::Length,
+            MicroTool::MapReduce,
+            MicroTool::FinalAnswer,
+        ],
+    );
     let example = serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap_or_default();
     let _ = write!(
         text,
@@ -262,6 +285,41 @@ mod tests {
         assert!(plans.contains(EXACT_MAPS), "{plans}");
         for absent in ["ctx_grep", "ctx_slice", "ctx_summarize"] {
             assert!(!plans.contains(absent), "{absent} in {plans}");
+        }
+    }
+
+    #[test]
+    fn native_tools_are_named_and_text_tools_described() {
+        let text = PromptFeatures {
+            text_tool_protocol: true,
+            ..PromptFeatures::default()
+        };
+        for (native, written, tools) in [
+            (
+                tools_prompt(&MicroTool::ALL),
+                system_prompt(text, &MicroTool::ALL),
+                &MicroTool::ALL[..],
+            ),
+            (
+                plan_prompt(),
+                plan_system_prompt(text),
+                &[
+                    MicroTool::Length,
+                    MicroTool::MapReduce,
+                    MicroTool::FinalAnswer,
+                ][..],
+            ),
+        ] {
+            for tool in tools {
+                let description = tool.spec().description;
+                // Natively, the server shows the description from the tool's
+                // definition: the prompt names the call and does not repeat it.
+                assert!(native.contains(tool.signature()), "{native}");
+                assert!(!native.contains(&description), "{description} in {native}");
+                // As text, the prompt is all the model has.
+                let line = format!("- {}: {description}", tool.signature());
+                assert!(written.contains(&line), "{line} not in {written}");
+            }
         }
     }
 
