@@ -447,9 +447,9 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            slice
-                .content
-                .starts_with("context[5001:7001] (cut to 2000 characters"),
+            slice.content.starts_with(
+                "context[5001:7001] (the first 2000 of the 3999 characters asked for):"
+            ),
             "{}",
             slice.content
         );

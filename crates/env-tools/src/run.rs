@@ -222,10 +222,14 @@ impl ToolsEnv {
                 args.end
             ));
         }
-        if asked_end - args.start > SLICE_MAX_CHARS {
+        // Said as a fact, not as a next step: worded "ask for the next range with
+        // start=…", the note led small models to page through the whole context
+        // 2 000 characters a call after a grep had shown them what they looked for.
+        // (A variable that ends sooner says so in the header's own range.)
+        if asked_end - args.start > SLICE_MAX_CHARS && shown == SLICE_MAX_CHARS {
             header.push_str(&format!(
-                " (cut to {SLICE_MAX_CHARS} characters; ask for the next range with start={})",
-                start + shown
+                " (the first {SLICE_MAX_CHARS} of the {} characters asked for)",
+                asked_end - args.start
             ));
         }
         if shown == 0 {
