@@ -95,6 +95,9 @@ const SCHEMA_ARG: &str = "optional, with ask only: a JSON Schema the sub-model's
 const REDUCE_STEP: &str = "Makes the results one answer: sum, count, min, max, concat, vote, union (distinct items), count_distinct (how many distinct items), join, top_k (with k), pairs (how many pairs of items are equal), argmax (the line with the largest number; value: a pattern whose first group is the number), group_by (lines grouped by the first group of the key pattern, each group's numbers read by the value pattern and made one by agg: count, sum, min or max; the largest group first, k of them), or ask (with instruction: the helper model combines them). No model but for ask. Examples: {\"results\": \"results-…\", \"op\": \"sum\"}; over CSV lines `2024-05-01,kiosk-3,4.50`, {\"results\": \"results-…\", \"op\": \"group_by\", \"key\": \"^[^,]*,([^,]+),\", \"value\": \",([\\\\d.]+)$\", \"agg\": \"sum\"} gives each kiosk's total.";
 
 impl MicroTool {
+    /// The tools `--env plan` offers: the model's one action is a plan.
+    pub const PLAN: [MicroTool; 3] = [Self::Length, Self::MapReduce, Self::FinalAnswer];
+
     /// Every tool, in the order they are offered.
     pub const ALL: [MicroTool; 10] = [
         Self::Length,

@@ -104,11 +104,7 @@ impl ToolsOptions {
     /// The options of `--env plan`.
     pub fn plan() -> Self {
         Self {
-            tools: vec![
-                MicroTool::Length,
-                MicroTool::MapReduce,
-                MicroTool::FinalAnswer,
-            ],
+            tools: MicroTool::PLAN.to_vec(),
             plan_only: true,
         }
     }
@@ -454,6 +450,19 @@ mod tests {
             slice.content
         );
         assert!(slice.content.contains("\nthe NEEDLE is here\n"));
+        // A range past the end shows what there is, and says no more was cut off.
+        let tail = env
+            .call_tool(&call(
+                "ctx_slice",
+                json!({"variable": "context", "start": 9000, "end": 20000}),
+            ))
+            .await
+            .unwrap();
+        assert!(
+            tail.content.starts_with("context[9000:10020]:\n"),
+            "{}",
+            tail.content
+        );
         let summary = env
             .call_tool(&call(
                 "ctx_summarize",

@@ -156,15 +156,7 @@ pub(crate) fn plan_system_prompt(features: PromptFeatures) -> String {
     let mut text = String::from(
         "You answer a task about a context that is far too large to read at once. The context is NOT in this conversation. You do not read it yourself: each step you give one plan, the orchestrator runs it over the whole context — cutting it into pieces, asking a helper model about each piece or counting a pattern in it, and reducing the results to one — and its result comes back in the next message.\n\n",
     );
-    tool_list(
-        &mut text,
-        features,
-        &[
-            MicroTool::Length,
-            MicroTool::MapReduce,
-            MicroTool::FinalAnswer,
-        ],
-    );
+    tool_list(&mut text, features, &MicroTool::PLAN);
     let example = serde_json::to_string(PLAN_EXAMPLE_ASK).unwrap_or_default();
     let _ = write!(
         text,
@@ -303,11 +295,7 @@ mod tests {
             (
                 plan_prompt(),
                 plan_system_prompt(text),
-                &[
-                    MicroTool::Length,
-                    MicroTool::MapReduce,
-                    MicroTool::FinalAnswer,
-                ][..],
+                &MicroTool::PLAN[..],
             ),
         ] {
             for tool in tools {
